@@ -1,0 +1,359 @@
+//! Capped exponential backoff with four jitter strategies.
+//!
+//! Why jitter at all: when a dependency fails, every client that called it
+//! fails at about the same instant. Without jitter they all come back at the
+//! same instant too, and the recovering dependency meets the same wall of
+//! traffic that knocked it over (a *thundering herd*). Spreading the waits
+//! at random turns that wall into a trickle; "full" jitter spreads them the
+//! most and is the default, as the AWS study "Exponential Backoff and Jitter"
+//! recommends.
+//!
+//! `n` counts the waits: `n = 0` is the wait after the first failure.
+//! `exp(n) = min(cap, base * 2^n)`, computed with saturating arithmetic, so
+//! no `n`, base or cap overflows or panics.
+
+use std::time::Duration;
+
+use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
+
+/// How a wait is randomised around the exponential curve.
+///
+/// | jitter | wait for wait-index `n` |
+/// |---|---|
+/// | `None` | `exp(n)` |
+/// | `Full` | uniform in `[0, exp(n)]` |
+/// | `Equal` | `exp(n)/2 + uniform in [0, exp(n)/2]` |
+/// | `Decorrelated` | `min(cap, uniform in [base, prev * 3])`, `prev` starting at `base` |
+///
+/// ```
+/// # use retry_runtime as resilient;
+/// use resilient::Jitter;
+/// assert_eq!("full".parse::<Jitter>(), Ok(Jitter::Full));
+/// assert_eq!(Jitter::default(), Jitter::Full);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Jitter {
+    /// No randomness: every client waits exactly `exp(n)`.
+    None,
+    /// Uniform in `[0, exp(n)]`: the widest spread (the default).
+    #[default]
+    Full,
+    /// Half fixed, half random: never shorter than `exp(n) / 2`.
+    Equal,
+    /// Each wait drawn from `[base, 3 * previous wait]`, capped.
+    Decorrelated,
+}
+
+impl Jitter {
+    /// The names accepted by [`str::parse`] and by the attribute's `jitter` argument.
+    pub const NAMES: [&'static str; 4] = ["full", "equal", "decorrelated", "none"];
+
+    /// The lower-case name of this strategy, as the attribute spells it.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// assert_eq!(resilient::Jitter::Decorrelated.name(), "decorrelated");
+    /// ```
+    pub fn name(self) -> &'static str {
+        match self {
+            Jitter::None => "none",
+            Jitter::Full => "full",
+            Jitter::Equal => "equal",
+            Jitter::Decorrelated => "decorrelated",
+        }
+    }
+}
+
+impl std::fmt::Display for Jitter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The error of parsing an unknown jitter name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownJitter(pub String);
+
+impl std::fmt::Display for UnknownJitter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "unknown jitter `{}`; expected one of: \"full\", \"equal\", \"decorrelated\", \"none\"",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UnknownJitter {}
+
+impl std::str::FromStr for Jitter {
+    type Err = UnknownJitter;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "none" => Ok(Jitter::None),
+            "full" => Ok(Jitter::Full),
+            "equal" => Ok(Jitter::Equal),
+            "decorrelated" => Ok(Jitter::Decorrelated),
+            other => Err(UnknownJitter(other.to_owned())),
+        }
+    }
+}
+
+/// A capped exponential backoff curve with a jitter strategy.
+///
+/// It is pure arithmetic: the randomness comes from the caller, so the same
+/// seed always gives the same waits.
+///
+/// ```
+/// # use retry_runtime as resilient;
+/// use std::time::Duration;
+/// use resilient::{Backoff, Jitter};
+///
+/// let backoff = Backoff::new(Duration::from_millis(100), Duration::from_millis(800), Jitter::None);
+/// let waits: Vec<u128> = (0..6).map(|n| backoff.exp(n).as_millis()).collect();
+/// assert_eq!(waits, [100, 200, 400, 800, 800, 800]);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// The first wait before jitter (`exp(0)`).
+    pub base: Duration,
+    /// No wait before jitter exceeds this.
+    pub cap: Duration,
+    /// How waits are randomised.
+    pub jitter: Jitter,
+}
+
+const NANOS_PER_SEC: u128 = 1_000_000_000;
+
+fn to_nanos(d: Duration) -> u128 {
+    d.as_nanos()
+}
+
+/// Every value handled here is at most a `Duration`'s nanos, so the seconds fit a u64.
+fn from_nanos(n: u128) -> Duration {
+    let secs = u64::try_from(n / NANOS_PER_SEC).unwrap_or(u64::MAX);
+    // The remainder is below 1e9, so it fits a u32.
+    let nanos = (n % NANOS_PER_SEC) as u32;
+    Duration::new(secs, nanos)
+}
+
+impl Backoff {
+    /// A curve from `base`, doubling up to `cap`.
+    pub const fn new(base: Duration, cap: Duration, jitter: Jitter) -> Self {
+        Backoff { base, cap, jitter }
+    }
+
+    /// `min(cap, base * 2^n)` without jitter; saturates instead of overflowing.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// use std::time::Duration;
+    /// use resilient::{Backoff, Jitter};
+    /// let b = Backoff::new(Duration::from_millis(u64::MAX), Duration::from_secs(1), Jitter::None);
+    /// assert_eq!(b.exp(100), Duration::from_secs(1));
+    /// ```
+    pub fn exp(&self, n: u32) -> Duration {
+        let base = to_nanos(self.base);
+        let cap = to_nanos(self.cap);
+        let factor = 1u128.checked_shl(n).unwrap_or(u128::MAX);
+        let grown = base.checked_mul(factor).unwrap_or(u128::MAX);
+        from_nanos(grown.min(cap))
+    }
+
+    /// The jittered wait for wait-index `n`.
+    ///
+    /// `prev` is the previous jittered wait (only `Decorrelated` reads it; pass
+    /// `None` for the first wait, which then starts from `base`).
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// use std::time::Duration;
+    /// use resilient::{Backoff, Jitter, JitterRng};
+    /// let b = Backoff::new(Duration::from_millis(100), Duration::from_secs(20), Jitter::Full);
+    /// let mut rng = JitterRng::seeded(7);
+    /// let wait = b.wait(3, None, &mut rng);
+    /// assert!(wait <= Duration::from_millis(800));
+    /// ```
+    pub fn wait(&self, n: u32, prev: Option<Duration>, rng: &mut JitterRng) -> Duration {
+        match self.jitter {
+            Jitter::None => self.exp(n),
+            Jitter::Full => from_nanos(rng.uniform(0, to_nanos(self.exp(n)))),
+            Jitter::Equal => {
+                let exp = to_nanos(self.exp(n));
+                let half = exp / 2;
+                // `exp - half` keeps the upper bound at exactly `exp` for odd values.
+                from_nanos(half + rng.uniform(0, exp - half))
+            }
+            Jitter::Decorrelated => {
+                let base = to_nanos(self.base);
+                let cap = to_nanos(self.cap);
+                let prev = prev.map_or(base, to_nanos);
+                let high = prev.saturating_mul(3).max(base);
+                from_nanos(rng.uniform(base, high).min(cap))
+            }
+        }
+    }
+}
+
+/// The source of jitter draws: a small, fast, seedable generator.
+///
+/// A fixed seed gives the same sequence of waits every run, which is how the
+/// tests reproduce the source documents' numbers exactly.
+///
+/// ```
+/// # use retry_runtime as resilient;
+/// use resilient::JitterRng;
+/// let mut a = JitterRng::seeded(42);
+/// let mut b = JitterRng::seeded(42);
+/// assert_eq!(a.uniform(0, 1_000), b.uniform(0, 1_000));
+/// ```
+#[derive(Debug, Clone)]
+pub struct JitterRng(SmallRng);
+
+impl JitterRng {
+    /// A generator whose draws are fixed by `seed`.
+    pub fn seeded(seed: u64) -> Self {
+        JitterRng(SmallRng::seed_from_u64(seed))
+    }
+
+    /// A generator seeded from the operating system's entropy.
+    pub fn from_entropy() -> Self {
+        JitterRng::seeded(rand::random())
+    }
+
+    /// A uniform draw in `[low, high]` (inclusive); returns `low` when `high <= low`.
+    pub fn uniform(&mut self, low: u128, high: u128) -> u128 {
+        if high <= low {
+            low
+        } else {
+            self.0.random_range(low..=high)
+        }
+    }
+}
+
+/// Mixes a seed with a stream index so that concurrent calls sharing one
+/// seed still draw independent, reproducible sequences.
+pub(crate) fn stream_seed(seed: u64, stream: u64) -> u64 {
+    seed ^ stream.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    #[test]
+    fn waits_double_then_stop_at_the_cap() {
+        let b = Backoff::new(ms(100), ms(800), Jitter::None);
+        let waits: Vec<_> = (0..6).map(|n| b.exp(n)).collect();
+        assert_eq!(waits, [ms(100), ms(200), ms(400), ms(800), ms(800), ms(800)]);
+    }
+
+    #[test]
+    fn extreme_inputs_saturate_instead_of_overflowing() {
+        let huge = Backoff::new(ms(u64::MAX), ms(u64::MAX), Jitter::Full);
+        assert_eq!(huge.exp(100), ms(u64::MAX));
+        assert_eq!(huge.exp(u32::MAX), ms(u64::MAX));
+        let max = Backoff::new(Duration::MAX, Duration::MAX, Jitter::Decorrelated);
+        let mut rng = JitterRng::seeded(1);
+        assert!(max.wait(100, Some(Duration::MAX), &mut rng) <= Duration::MAX);
+        let zero_cap = Backoff::new(ms(0), ms(0), Jitter::Equal);
+        assert_eq!(zero_cap.wait(100, None, &mut rng), Duration::ZERO);
+        for jitter in [Jitter::None, Jitter::Full, Jitter::Equal, Jitter::Decorrelated] {
+            let b = Backoff::new(ms(u64::MAX), ms(0), jitter);
+            assert_eq!(b.wait(100, Some(ms(u64::MAX)), &mut rng), Duration::ZERO);
+        }
+    }
+
+    #[test]
+    fn a_zero_base_never_waits() {
+        let b = Backoff::new(Duration::ZERO, ms(1000), Jitter::None);
+        assert_eq!(b.exp(0), Duration::ZERO);
+        assert_eq!(b.exp(50), Duration::ZERO);
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_waits() {
+        let b = Backoff::new(ms(100), ms(20_000), Jitter::Full);
+        let draw = |seed| {
+            let mut rng = JitterRng::seeded(seed);
+            (0..8).map(|n| b.wait(n, None, &mut rng)).collect::<Vec<_>>()
+        };
+        assert_eq!(draw(9), draw(9));
+        assert_ne!(draw(9), draw(10));
+    }
+
+    #[test]
+    fn jitter_names_round_trip() {
+        for name in Jitter::NAMES {
+            assert_eq!(name.parse::<Jitter>().unwrap().name(), name);
+        }
+        let err = "fulll".parse::<Jitter>().unwrap_err();
+        assert!(err.to_string().contains("\"decorrelated\""));
+    }
+
+    #[test]
+    fn full_jitter_spreads_waits_over_the_whole_range() {
+        // Sound statistics with a fixed seed: 10,000 draws from [0, 1000] ms
+        // have a mean within 3% of 500 ms and reach both ends' tenths.
+        let b = Backoff::new(ms(1000), ms(1000), Jitter::Full);
+        let mut rng = JitterRng::seeded(2024);
+        let draws: Vec<u128> = (0..10_000).map(|_| b.wait(0, None, &mut rng).as_millis()).collect();
+        let mean = draws.iter().sum::<u128>() as f64 / draws.len() as f64;
+        assert!((mean - 500.0).abs() < 15.0, "mean {mean}");
+        assert!(draws.iter().any(|&d| d < 100));
+        assert!(draws.iter().any(|&d| d > 900));
+    }
+
+    proptest! {
+        #[test]
+        fn exp_is_capped_and_monotone(base in 0u64..10_000_000, cap in 0u64..10_000_000, n in 0u32..200) {
+            let b = Backoff::new(ms(base), ms(cap), Jitter::None);
+            prop_assert!(b.exp(n) <= ms(cap));
+            prop_assert!(b.exp(n) <= b.exp(n.saturating_add(1)));
+            if n < 20 {
+                prop_assert_eq!(b.exp(n), ms(base.saturating_mul(1 << n).min(cap)));
+            }
+        }
+
+        #[test]
+        fn full_jitter_stays_in_zero_to_exp(base in 0u64..1_000_000, cap in 0u64..1_000_000, n in 0u32..100, seed: u64) {
+            let b = Backoff::new(ms(base), ms(cap), Jitter::Full);
+            let w = b.wait(n, None, &mut JitterRng::seeded(seed));
+            prop_assert!(w <= b.exp(n));
+        }
+
+        #[test]
+        fn equal_jitter_stays_in_half_to_exp(base in 0u64..1_000_000, cap in 0u64..1_000_000, n in 0u32..100, seed: u64) {
+            let b = Backoff::new(ms(base), ms(cap), Jitter::Equal);
+            let w = b.wait(n, None, &mut JitterRng::seeded(seed));
+            prop_assert!(w >= b.exp(n) / 2);
+            prop_assert!(w <= b.exp(n));
+        }
+
+        #[test]
+        fn decorrelated_jitter_stays_in_base_to_three_prev_capped(
+            base in 0u64..1_000_000, cap in 0u64..1_000_000, prev in 0u64..10_000_000, seed: u64,
+        ) {
+            let b = Backoff::new(ms(base), ms(cap), Jitter::Decorrelated);
+            let w = b.wait(3, Some(ms(prev)), &mut JitterRng::seeded(seed));
+            prop_assert!(w <= ms(cap));
+            prop_assert!(w >= ms(base).min(ms(cap)));
+            prop_assert!(w <= ms(prev.saturating_mul(3).max(base)));
+        }
+
+        #[test]
+        fn any_wait_never_panics(base: u64, cap: u64, n: u32, prev: u64, seed: u64, j in 0usize..4) {
+            let jitter = [Jitter::None, Jitter::Full, Jitter::Equal, Jitter::Decorrelated][j];
+            let b = Backoff::new(ms(base), ms(cap), jitter);
+            let w = b.wait(n, Some(ms(prev)), &mut JitterRng::seeded(seed));
+            prop_assert!(w <= ms(cap));
+        }
+    }
+}

@@ -1,0 +1,411 @@
+//! The breaker's state machine as pure logic: state + event + now -> new state.
+//!
+//! No atomics, no clock, no locks: time is a `Duration` since an arbitrary
+//! origin, passed in by the caller. That keeps every rule of the contract
+//! testable in isolation and model-checkable against a reference, and lets
+//! the simulator drive the very same logic on virtual time.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use super::{BreakerConfig, BreakerState};
+
+/// How an admitted attempt ended, from the breaker's point of view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// The call succeeded.
+    Success,
+    /// A transient or throttled failure, an attempt timeout or a deadline cut.
+    Failure,
+    /// A permanent error: says nothing about the dependency's health.
+    Neutral,
+}
+
+/// What the breaker answers when asked to admit an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Run it. `ticket` must be handed back with the outcome (or abandoned).
+    Allowed(Ticket),
+    /// Fail fast: open, or half-open with every probe slot taken.
+    Rejected,
+}
+
+/// Proof of admission: which epoch of the breaker admitted the attempt and
+/// whether it holds a half-open probe slot.
+///
+/// An outcome only counts in the epoch that admitted it. Every transition
+/// starts a new epoch, so a slow attempt admitted while closed cannot close
+/// a breaker that has since opened, and a probe of an earlier half-open
+/// period cannot free a slot of the current one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ticket {
+    /// The epoch that admitted the attempt.
+    pub epoch: u64,
+    /// Whether the attempt holds a half-open probe slot.
+    pub probe: bool,
+}
+
+/// A state change, as `(from, to)`.
+pub type Transition = (BreakerState, BreakerState);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Phase {
+    Closed,
+    Open { until: Duration },
+    HalfOpen { in_flight: u32, successes: u32 },
+}
+
+/// The pure breaker state machine.
+///
+/// ```
+/// # use retry_runtime as resilient;
+/// use std::time::Duration;
+/// use resilient::{BreakerConfig, BreakerCore, BreakerState, Admission, Outcome};
+///
+/// let cfg = BreakerConfig { failure_threshold: 2, open_for: Duration::from_secs(5), ..Default::default() };
+/// let mut core = BreakerCore::new(cfg);
+/// let t = Duration::ZERO;
+/// for _ in 0..2 {
+///     let (Admission::Allowed(ticket), _) = core.admit(t) else { unreachable!() };
+///     core.record(ticket, Outcome::Failure, t);
+/// }
+/// assert_eq!(core.state(t), BreakerState::Open);
+/// assert_eq!(core.admit(t).0, Admission::Rejected);
+/// assert_eq!(core.state(Duration::from_secs(5)), BreakerState::HalfOpen);
+/// ```
+#[derive(Debug, Clone)]
+pub struct BreakerCore {
+    config: BreakerConfig,
+    phase: Phase,
+    epoch: u64,
+    /// Closed: when recent transient failures happened, oldest first.
+    failures: VecDeque<Duration>,
+    /// Closed, failure-rate mode: when recent successes happened.
+    successes: VecDeque<Duration>,
+}
+
+impl BreakerCore {
+    /// A closed breaker with no history.
+    pub fn new(config: BreakerConfig) -> Self {
+        BreakerCore {
+            config,
+            phase: Phase::Closed,
+            epoch: 0,
+            failures: VecDeque::new(),
+            successes: VecDeque::new(),
+        }
+    }
+
+    /// The settings it runs on.
+    pub fn config(&self) -> &BreakerConfig {
+        &self.config
+    }
+
+    /// The current epoch; it grows by one on every transition.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The state at `now`: an open breaker whose `open_for` has elapsed is half-open.
+    pub fn state(&self, now: Duration) -> BreakerState {
+        match self.phase {
+            Phase::Closed => BreakerState::Closed,
+            Phase::Open { until } if now < until => BreakerState::Open,
+            Phase::Open { .. } | Phase::HalfOpen { .. } => BreakerState::HalfOpen,
+        }
+    }
+
+    /// While open: the instant at which probes will be admitted.
+    pub fn open_until(&self) -> Option<Duration> {
+        match self.phase {
+            Phase::Open { until } => Some(until),
+            _ => None,
+        }
+    }
+
+    /// Whether the closed breaker has any failure on record (the lock-free
+    /// success path skips the lock when it has none).
+    pub fn has_failures(&self) -> bool {
+        !self.failures.is_empty()
+    }
+
+    /// Whether successes must be recorded even when there is no failure
+    /// (failure-rate mode counts every call).
+    pub fn counts_successes(&self) -> bool {
+        self.config.failure_rate_percent.is_some()
+    }
+
+    /// Asks to run one attempt at `now`.
+    pub fn admit(&mut self, now: Duration) -> (Admission, Option<Transition>) {
+        let mut transition = None;
+        if let Phase::Open { until } = self.phase {
+            if now < until {
+                return (Admission::Rejected, None);
+            }
+            transition = Some(self.enter(Phase::HalfOpen { in_flight: 0, successes: 0 }));
+        }
+        let max_probes = self.config.half_open_max_calls;
+        let admission = match &mut self.phase {
+            Phase::Closed => Admission::Allowed(Ticket { epoch: self.epoch, probe: false }),
+            Phase::HalfOpen { in_flight, .. } if *in_flight < max_probes => {
+                *in_flight += 1;
+                Admission::Allowed(Ticket { epoch: self.epoch, probe: true })
+            }
+            _ => Admission::Rejected,
+        };
+        (admission, transition)
+    }
+
+    /// Hands back a ticket whose attempt never reported an outcome (it was
+    /// cancelled, or never ran): frees its probe slot and changes nothing else.
+    pub fn abandon(&mut self, ticket: Ticket) {
+        if ticket.epoch != self.epoch || !ticket.probe {
+            return;
+        }
+        if let Phase::HalfOpen { in_flight, .. } = &mut self.phase {
+            *in_flight = in_flight.saturating_sub(1);
+        }
+    }
+
+    /// Records how an admitted attempt ended, at `now`; returns the transition it caused.
+    pub fn record(&mut self, ticket: Ticket, outcome: Outcome, now: Duration) -> Option<Transition> {
+        if ticket.epoch != self.epoch {
+            return None;
+        }
+        match self.phase {
+            Phase::Closed => self.record_closed(outcome, now),
+            Phase::Open { .. } => None,
+            Phase::HalfOpen { .. } => {
+                self.abandon(ticket);
+                match outcome {
+                    Outcome::Neutral => None,
+                    Outcome::Failure => Some(self.open(now)),
+                    Outcome::Success => {
+                        let Phase::HalfOpen { successes, .. } = &mut self.phase else {
+                            return None;
+                        };
+                        *successes += 1;
+                        (*successes >= self.config.success_threshold).then(|| self.enter(Phase::Closed))
+                    }
+                }
+            }
+        }
+    }
+
+    fn record_closed(&mut self, outcome: Outcome, now: Duration) -> Option<Transition> {
+        self.forget_before(now);
+        let rate_mode = self.config.failure_rate_percent;
+        match (outcome, rate_mode) {
+            (Outcome::Neutral, _) => None,
+            (Outcome::Success, None) => {
+                self.failures.clear();
+                None
+            }
+            (Outcome::Success, Some(_)) => {
+                self.successes.push_back(now);
+                None
+            }
+            (Outcome::Failure, None) => {
+                self.failures.push_back(now);
+                // Only the newest `failure_threshold` matter; older ones can
+                // never complete a threshold again.
+                while self.failures.len() > self.config.failure_threshold as usize {
+                    self.failures.pop_front();
+                }
+                (self.failures.len() >= self.config.failure_threshold as usize).then(|| self.open(now))
+            }
+            (Outcome::Failure, Some(percent)) => {
+                self.failures.push_back(now);
+                let failed = self.failures.len() as u64;
+                let calls = failed + self.successes.len() as u64;
+                let over = calls >= u64::from(self.config.minimum_calls)
+                    && failed * 100 >= calls * u64::from(percent);
+                over.then(|| self.open(now))
+            }
+        }
+    }
+
+    /// Drops outcomes older than the window (`now - t >= window`).
+    fn forget_before(&mut self, now: Duration) {
+        let window = self.config.window;
+        let expired = |t: &Duration| now.saturating_sub(*t) >= window;
+        while self.failures.front().is_some_and(expired) {
+            self.failures.pop_front();
+        }
+        while self.successes.front().is_some_and(expired) {
+            self.successes.pop_front();
+        }
+    }
+
+    fn open(&mut self, now: Duration) -> Transition {
+        let until = now.saturating_add(self.config.open_for);
+        self.enter(Phase::Open { until })
+    }
+
+    fn enter(&mut self, phase: Phase) -> Transition {
+        let from = self.phase_state();
+        self.phase = phase;
+        self.epoch += 1;
+        self.failures.clear();
+        self.successes.clear();
+        (from, self.phase_state())
+    }
+
+    /// The state as stored, without looking at the clock.
+    fn phase_state(&self) -> BreakerState {
+        match self.phase {
+            Phase::Closed => BreakerState::Closed,
+            Phase::Open { .. } => BreakerState::Open,
+            Phase::HalfOpen { .. } => BreakerState::HalfOpen,
+        }
+    }
+
+    /// Whether the stored phase is closed (no clock needed to say so).
+    pub fn is_closed(&self) -> bool {
+        self.phase == Phase::Closed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: u64) -> Duration {
+        Duration::from_secs(v)
+    }
+
+    fn cfg() -> BreakerConfig {
+        BreakerConfig {
+            failure_threshold: 3,
+            window: s(10),
+            open_for: s(30),
+            success_threshold: 2,
+            half_open_max_calls: 2,
+            ..Default::default()
+        }
+    }
+
+    fn run(core: &mut BreakerCore, outcome: Outcome, now: Duration) -> Option<Transition> {
+        match core.admit(now).0 {
+            Admission::Allowed(t) => core.record(t, outcome, now),
+            Admission::Rejected => panic!("rejected at {now:?}"),
+        }
+    }
+
+    #[test]
+    fn opens_at_the_threshold_and_rejects_until_open_for_elapses() {
+        let mut c = BreakerCore::new(cfg());
+        assert_eq!(run(&mut c, Outcome::Failure, s(0)), None);
+        assert_eq!(run(&mut c, Outcome::Failure, s(1)), None);
+        assert_eq!(
+            run(&mut c, Outcome::Failure, s(2)),
+            Some((BreakerState::Closed, BreakerState::Open))
+        );
+        assert_eq!(c.admit(s(31)).0, Admission::Rejected);
+        assert_eq!(c.state(s(31)), BreakerState::Open);
+        assert_eq!(c.state(s(32)), BreakerState::HalfOpen);
+        assert_eq!(c.open_until(), Some(s(32)));
+    }
+
+    #[test]
+    fn a_success_clears_failures_and_the_window_forgets_old_ones() {
+        let mut c = BreakerCore::new(cfg());
+        run(&mut c, Outcome::Failure, s(0));
+        run(&mut c, Outcome::Failure, s(0));
+        run(&mut c, Outcome::Success, s(1));
+        run(&mut c, Outcome::Failure, s(2));
+        run(&mut c, Outcome::Failure, s(3));
+        assert!(c.is_closed(), "the success cleared the first two");
+        // The failure at t=2 is forgotten at t=12 exactly (now - t >= window).
+        assert_eq!(run(&mut c, Outcome::Failure, s(12)), None);
+        assert!(c.is_closed());
+        assert!(run(&mut c, Outcome::Failure, s(12)).is_some(), "t=3, 12, 12 are three in the window");
+    }
+
+    #[test]
+    fn permanent_errors_never_count() {
+        let mut c = BreakerCore::new(cfg());
+        for _ in 0..10 {
+            run(&mut c, Outcome::Neutral, s(0));
+        }
+        assert!(c.is_closed());
+        assert!(!c.has_failures());
+    }
+
+    #[test]
+    fn half_open_admits_a_limited_number_of_probes() {
+        let mut c = BreakerCore::new(cfg());
+        for _ in 0..3 {
+            run(&mut c, Outcome::Failure, s(0));
+        }
+        let (first, transition) = c.admit(s(30));
+        assert_eq!(transition, Some((BreakerState::Open, BreakerState::HalfOpen)));
+        let Admission::Allowed(first) = first else { panic!() };
+        let Admission::Allowed(second) = c.admit(s(30)).0 else { panic!() };
+        assert!(first.probe && second.probe);
+        assert_eq!(c.admit(s(30)).0, Admission::Rejected);
+        c.abandon(second);
+        let Admission::Allowed(_third) = c.admit(s(30)).0 else { panic!("the abandoned slot is free again") };
+        // A permanent error frees its slot and changes nothing.
+        assert_eq!(c.record(first, Outcome::Neutral, s(30)), None);
+        assert_eq!(c.state(s(30)), BreakerState::HalfOpen);
+        assert!(matches!(c.admit(s(30)).0, Admission::Allowed(_)));
+    }
+
+    #[test]
+    fn a_failed_probe_reopens_and_restarts_open_for() {
+        let mut c = BreakerCore::new(cfg());
+        for _ in 0..3 {
+            run(&mut c, Outcome::Failure, s(0));
+        }
+        assert_eq!(
+            run(&mut c, Outcome::Failure, s(40)),
+            Some((BreakerState::HalfOpen, BreakerState::Open))
+        );
+        assert_eq!(c.open_until(), Some(s(70)));
+        assert_eq!(c.admit(s(69)).0, Admission::Rejected);
+    }
+
+    #[test]
+    fn consecutive_probe_successes_close_it() {
+        let mut c = BreakerCore::new(cfg());
+        for _ in 0..3 {
+            run(&mut c, Outcome::Failure, s(0));
+        }
+        assert_eq!(run(&mut c, Outcome::Success, s(30)), None);
+        assert_eq!(
+            run(&mut c, Outcome::Success, s(30)),
+            Some((BreakerState::HalfOpen, BreakerState::Closed))
+        );
+        assert!(c.is_closed());
+    }
+
+    #[test]
+    fn outcomes_from_an_earlier_epoch_are_ignored() {
+        let mut c = BreakerCore::new(cfg());
+        let Admission::Allowed(slow) = c.admit(s(0)).0 else { panic!() };
+        for _ in 0..3 {
+            run(&mut c, Outcome::Failure, s(0));
+        }
+        // The slow closed-era attempt succeeds while the breaker is open.
+        assert_eq!(c.record(slow, Outcome::Success, s(1)), None);
+        assert_eq!(c.state(s(1)), BreakerState::Open);
+    }
+
+    #[test]
+    fn failure_rate_mode_opens_on_the_share_of_failures() {
+        let mut c = BreakerCore::new(BreakerConfig {
+            failure_rate_percent: Some(50),
+            minimum_calls: 4,
+            ..cfg()
+        });
+        run(&mut c, Outcome::Failure, s(0));
+        run(&mut c, Outcome::Failure, s(0));
+        assert!(c.is_closed(), "below minimum_calls");
+        run(&mut c, Outcome::Success, s(0));
+        run(&mut c, Outcome::Success, s(0));
+        run(&mut c, Outcome::Success, s(0));
+        assert!(c.is_closed(), "2 of 5 failed");
+        assert!(run(&mut c, Outcome::Failure, s(1)).is_some(), "3 of 6 is 50%");
+    }
+}

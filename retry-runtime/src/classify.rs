@@ -1,0 +1,284 @@
+//! Which failures are worth retrying.
+//!
+//! Retrying only helps when the next attempt can succeed: a timeout, a reset
+//! connection or a 503 may clear up; a 404 or a rejected card will not, and
+//! retrying them only adds load and latency. Every error that reaches the
+//! retry loop is therefore classified first. Throttling is its own class
+//! because the server often says how long to wait (`Retry-After`), and that
+//! wait outranks our own backoff.
+
+use std::time::{Duration, SystemTime};
+
+/// What kind of failure an error is, and so whether to retry it.
+///
+/// ```
+/// # use retry_runtime as resilient;
+/// use std::time::Duration;
+/// use resilient::ErrorClass;
+///
+/// assert_eq!(ErrorClass::from_http(503, None), ErrorClass::Transient);
+/// assert_eq!(ErrorClass::from_http(404, None), ErrorClass::Permanent);
+/// assert_eq!(
+///     ErrorClass::from_http(429, Some("2")),
+///     ErrorClass::Throttled { retry_after: Some(Duration::from_secs(2)) },
+/// );
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorClass {
+    /// May succeed if tried again: timeouts, resets, 5xx. Retried; counts as a breaker failure.
+    Transient,
+    /// The dependency asked us to slow down (HTTP 429). Retried after at least
+    /// `retry_after` when the server gave one; counts as a breaker failure.
+    Throttled {
+        /// The server's `Retry-After`, if it sent a valid one.
+        retry_after: Option<Duration>,
+    },
+    /// Will fail the same way again: bad request, not found, business rule.
+    /// Returned at once; never counts against a breaker.
+    Permanent,
+}
+
+impl ErrorClass {
+    /// Whether the retry loop may try again after an error of this class.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// assert!(resilient::ErrorClass::Transient.is_retryable());
+    /// assert!(!resilient::ErrorClass::Permanent.is_retryable());
+    /// ```
+    pub fn is_retryable(self) -> bool {
+        !matches!(self, ErrorClass::Permanent)
+    }
+
+    /// A short label for traces and metrics: `transient`, `throttled` or `permanent`.
+    pub fn label(self) -> &'static str {
+        match self {
+            ErrorClass::Transient => "transient",
+            ErrorClass::Throttled { .. } => "throttled",
+            ErrorClass::Permanent => "permanent",
+        }
+    }
+
+    /// Classifies an HTTP status, with the response's `Retry-After` header if any.
+    ///
+    /// 408 and 5xx are transient, 429 is throttled, every other 4xx is
+    /// permanent. A status that is not an error (1xx-3xx) or not a valid
+    /// status at all is permanent: retrying cannot change it.
+    /// `Retry-After` may be delta-seconds or an HTTP-date (a date in the past
+    /// means zero); an unparseable value is ignored.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// use std::time::Duration;
+    /// use resilient::ErrorClass;
+    /// assert_eq!(ErrorClass::from_http(408, None), ErrorClass::Transient);
+    /// assert_eq!(
+    ///     ErrorClass::from_http(429, Some("Wed, 21 Oct 2015 07:28:00 GMT")),
+    ///     ErrorClass::Throttled { retry_after: Some(Duration::ZERO) },
+    /// );
+    /// assert_eq!(ErrorClass::from_http(429, Some("soon")), ErrorClass::Throttled { retry_after: None });
+    /// ```
+    pub fn from_http(status: u16, retry_after: Option<&str>) -> ErrorClass {
+        match status {
+            429 => ErrorClass::Throttled {
+                retry_after: retry_after.and_then(parse_retry_after),
+            },
+            408 | 500..=599 => ErrorClass::Transient,
+            _ => ErrorClass::Permanent,
+        }
+    }
+}
+
+/// Parses a `Retry-After` header value: delta-seconds (`"120"`) or an
+/// HTTP-date (`"Wed, 21 Oct 2015 07:28:00 GMT"`), measured from the wall clock.
+///
+/// A date in the past gives zero; anything else unparseable gives `None`.
+/// Never panics, whatever the input.
+///
+/// ```
+/// # use retry_runtime as resilient;
+/// use std::time::Duration;
+/// use resilient::parse_retry_after;
+/// assert_eq!(parse_retry_after(" 120 "), Some(Duration::from_secs(120)));
+/// assert_eq!(parse_retry_after("-1"), None);
+/// assert_eq!(parse_retry_after(""), None);
+/// ```
+pub fn parse_retry_after(value: &str) -> Option<Duration> {
+    parse_retry_after_at(value, SystemTime::now())
+}
+
+/// [`parse_retry_after`] against a given "now", so dates can be tested exactly.
+///
+/// ```
+/// # use retry_runtime as resilient;
+/// use std::time::{Duration, SystemTime};
+/// use resilient::parse_retry_after_at;
+/// let now = httpdate_now();
+/// # fn httpdate_now() -> SystemTime { SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_470) }
+/// // 2015-10-21 07:28:00 GMT is 10 s after `now`.
+/// assert_eq!(parse_retry_after_at("Wed, 21 Oct 2015 07:28:00 GMT", now), Some(Duration::from_secs(10)));
+/// ```
+pub fn parse_retry_after_at(value: &str, now: SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        // Delta-seconds too large for u64 saturate rather than being dropped.
+        return Some(Duration::from_secs(value.parse().unwrap_or(u64::MAX)));
+    }
+    let date = httpdate::parse_http_date(value).ok()?;
+    Some(date.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// Says how an error should be treated by the retry loop.
+///
+/// Implement it for your error type (the attribute requires it, together
+/// with `From<Rejection>`):
+///
+/// ```
+/// # use retry_runtime as resilient;
+/// use resilient::{Classify, ErrorClass};
+///
+/// enum ApiError { Timeout, Status(u16), CardDeclined }
+///
+/// impl Classify for ApiError {
+///     fn classify(&self) -> ErrorClass {
+///         match self {
+///             ApiError::Timeout => ErrorClass::Transient,
+///             ApiError::Status(code) => ErrorClass::from_http(*code, None),
+///             ApiError::CardDeclined => ErrorClass::Permanent,
+///         }
+///     }
+/// }
+/// assert_eq!(ApiError::Status(502).classify(), ErrorClass::Transient);
+/// ```
+pub trait Classify {
+    /// The class of this error.
+    fn classify(&self) -> ErrorClass;
+}
+
+impl Classify for ErrorClass {
+    fn classify(&self) -> ErrorClass {
+        *self
+    }
+}
+
+impl<T: Classify + ?Sized> Classify for &T {
+    fn classify(&self) -> ErrorClass {
+        (**self).classify()
+    }
+}
+
+impl<T: Classify + ?Sized> Classify for Box<T> {
+    fn classify(&self) -> ErrorClass {
+        (**self).classify()
+    }
+}
+
+impl<T: Classify + ?Sized> Classify for std::sync::Arc<T> {
+    fn classify(&self) -> ErrorClass {
+        (**self).classify()
+    }
+}
+
+/// I/O errors are classified by kind: network hiccups and timeouts are
+/// transient; "the input is wrong" and "not allowed" are permanent.
+///
+/// ```
+/// # use retry_runtime as resilient;
+/// use std::io::{Error, ErrorKind};
+/// use resilient::{Classify, ErrorClass};
+/// assert_eq!(Error::from(ErrorKind::ConnectionReset).classify(), ErrorClass::Transient);
+/// assert_eq!(Error::from(ErrorKind::NotFound).classify(), ErrorClass::Permanent);
+/// ```
+impl Classify for std::io::Error {
+    fn classify(&self) -> ErrorClass {
+        use std::io::ErrorKind::*;
+        match self.kind() {
+            ConnectionRefused | ConnectionReset | ConnectionAborted | NotConnected | BrokenPipe
+            | TimedOut | Interrupted | WouldBlock | UnexpectedEof | AddrInUse
+            | AddrNotAvailable | HostUnreachable | NetworkUnreachable | NetworkDown
+            | ResourceBusy | StaleNetworkFileHandle => ErrorClass::Transient,
+            QuotaExceeded => ErrorClass::Throttled { retry_after: None },
+            _ => ErrorClass::Permanent,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::io::{Error, ErrorKind};
+
+    #[test]
+    fn http_statuses_fall_into_the_contracts_classes() {
+        for status in [408, 500, 502, 503, 504, 599] {
+            assert_eq!(ErrorClass::from_http(status, None), ErrorClass::Transient, "{status}");
+        }
+        for status in [400, 401, 403, 404, 409, 422, 499, 200, 302, 0, 999] {
+            assert_eq!(ErrorClass::from_http(status, None), ErrorClass::Permanent, "{status}");
+        }
+        assert_eq!(
+            ErrorClass::from_http(429, None),
+            ErrorClass::Throttled { retry_after: None }
+        );
+    }
+
+    #[test]
+    fn retry_after_accepts_seconds_and_dates() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_470);
+        assert_eq!(parse_retry_after_at("0", now), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after_at("30", now), Some(Duration::from_secs(30)));
+        assert_eq!(
+            parse_retry_after_at("99999999999999999999999", now),
+            Some(Duration::from_secs(u64::MAX))
+        );
+        assert_eq!(
+            parse_retry_after_at("Wed, 21 Oct 2015 07:28:00 GMT", now),
+            Some(Duration::from_secs(10))
+        );
+        // The obsolete RFC 850 and asctime forms are HTTP-dates too.
+        assert_eq!(
+            parse_retry_after_at("Wednesday, 21-Oct-15 07:28:00 GMT", now),
+            Some(Duration::from_secs(10))
+        );
+        assert_eq!(
+            parse_retry_after_at("Wed, 21 Oct 2015 07:27:00 GMT", now),
+            Some(Duration::ZERO),
+            "a date in the past means zero"
+        );
+    }
+
+    #[test]
+    fn unparseable_retry_after_is_ignored() {
+        for bad in ["", " ", "-5", "1.5", "+3", "soon", "Wed, 32 Oct 2015 07:28:00 GMT", "١٢"] {
+            assert_eq!(parse_retry_after(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn io_errors_are_classified_by_kind() {
+        assert_eq!(Error::from(ErrorKind::TimedOut).classify(), ErrorClass::Transient);
+        assert_eq!(Error::from(ErrorKind::ConnectionRefused).classify(), ErrorClass::Transient);
+        assert_eq!(Error::from(ErrorKind::InvalidInput).classify(), ErrorClass::Permanent);
+        assert_eq!(Error::from(ErrorKind::PermissionDenied).classify(), ErrorClass::Permanent);
+    }
+
+    proptest! {
+        #[test]
+        fn from_http_never_panics_on_any_input(status: u16, header in ".*") {
+            let class = ErrorClass::from_http(status, Some(&header));
+            prop_assert_eq!(class.is_retryable(), status == 408 || status == 429 || (500..600).contains(&status));
+        }
+
+        #[test]
+        fn parse_retry_after_never_panics_on_any_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let text = String::from_utf8_lossy(&bytes);
+            let _ = parse_retry_after(&text);
+        }
+
+        #[test]
+        fn delta_seconds_round_trip(secs: u64) {
+            prop_assert_eq!(parse_retry_after(&secs.to_string()), Some(Duration::from_secs(secs)));
+        }
+    }
+}

@@ -1,0 +1,48 @@
+//! The one error type for invalid configuration.
+
+/// A configuration value was rejected; `field` names it.
+///
+/// Returned by [`PolicyBuilder::build`](crate::PolicyBuilder::build) and by
+/// every guard constructor, so a typo in a setting is an `Err` you can read,
+/// never a panic or a silently clamped value.
+///
+/// ```
+/// # use retry_runtime as resilient;
+/// use resilient::Policy;
+/// let err = Policy::builder().max_attempts(0).build().unwrap_err();
+/// assert_eq!(err.field, "max_attempts");
+/// assert_eq!(err.to_string(), "invalid `max_attempts`: must be in 1..=100, got 0");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The name of the rejected setting, as the builder or struct spells it.
+    pub field: &'static str,
+    /// What is wrong with it, in one plain sentence fragment.
+    pub problem: String,
+}
+
+impl ConfigError {
+    pub(crate) fn new(field: &'static str, problem: impl Into<String>) -> Self {
+        ConfigError { field, problem: problem.into() }
+    }
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "invalid `{}`: {}", self.field, self.problem)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The error of [`PolicyBuilder::build`](crate::PolicyBuilder::build): the field it names was invalid.
+pub type PolicyError = ConfigError;
+
+/// Rejects zero for a count that must be positive.
+pub(crate) fn positive(field: &'static str, value: u64) -> Result<(), ConfigError> {
+    if value == 0 {
+        Err(ConfigError::new(field, "must be greater than zero"))
+    } else {
+        Ok(())
+    }
+}

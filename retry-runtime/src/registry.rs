@@ -1,0 +1,307 @@
+//! The named registry: one set of guards per dependency, shared by every
+//! call to that dependency.
+//!
+//! A breaker only protects a dependency if every call to it shares the
+//! breaker; a budget only caps retries if every call draws on it. So guards
+//! are declared once by name (`"payment"`, `"inventory-db"`) and found by
+//! name from every call site. Tests run each case inside its own
+//! [`Registry::new`] via [`Registry::scope`], so parallel tests never share
+//! a breaker.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, RwLock};
+
+use crate::breaker::{BreakerConfig, BreakerTransition, CircuitBreaker, Hooks, TransitionHook};
+use crate::budget::{BudgetConfig, RetryBudget};
+use crate::bulkhead::{Bulkhead, BulkheadConfig};
+use crate::config::ConfigError;
+
+/// Why a declaration was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RegistryError {
+    /// The configuration is invalid; the inner error names the field.
+    InvalidConfig {
+        /// The name being declared.
+        name: String,
+        /// What is wrong with its configuration.
+        error: ConfigError,
+    },
+    /// A guard of this kind already exists under this name.
+    AlreadyDeclared {
+        /// `"breaker"`, `"budget"` or `"bulkhead"`.
+        kind: &'static str,
+        /// The name that is taken.
+        name: String,
+    },
+}
+
+impl std::fmt::Display for RegistryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RegistryError::InvalidConfig { name, error } => write!(f, "cannot declare `{name}`: {error}"),
+            RegistryError::AlreadyDeclared { kind, name } => write!(
+                f,
+                "a {kind} named `{name}` already exists (declared, or created with defaults on first use)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RegistryError {}
+
+struct Table<T> {
+    kind: &'static str,
+    entries: RwLock<HashMap<String, Arc<T>>>,
+}
+
+impl<T> Table<T> {
+    fn new(kind: &'static str) -> Self {
+        Table { kind, entries: RwLock::new(HashMap::new()) }
+    }
+
+    fn get(&self, name: &str) -> Option<Arc<T>> {
+        self.entries.read().unwrap_or_else(|e| e.into_inner()).get(name).cloned()
+    }
+
+    fn insert(&self, name: &str, value: T) -> Result<(), RegistryError> {
+        let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
+        if entries.contains_key(name) {
+            return Err(RegistryError::AlreadyDeclared { kind: self.kind, name: name.to_owned() });
+        }
+        entries.insert(name.to_owned(), Arc::new(value));
+        Ok(())
+    }
+
+    fn get_or_default(&self, name: &str, make: impl FnOnce() -> T) -> Arc<T> {
+        if let Some(found) = self.get(name) {
+            return found;
+        }
+        let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
+        entries
+            .entry(name.to_owned())
+            .or_insert_with(|| {
+                tracing::warn!(
+                    kind = self.kind,
+                    name,
+                    "`{name}` was used but never declared: created with the default settings; declare it at start-up to choose them"
+                );
+                Arc::new(make())
+            })
+            .clone()
+    }
+}
+
+struct Inner {
+    id: u64,
+    seed: Option<u64>,
+    streams: AtomicU64,
+    breakers: Table<CircuitBreaker>,
+    budgets: Table<RetryBudget>,
+    bulkheads: Table<Bulkhead>,
+    hooks: Hooks,
+}
+
+/// A set of named breakers, budgets and bulkheads; a cheap `Clone` handle.
+///
+/// ```
+/// # use retry_runtime as resilient;
+/// use resilient::{BreakerConfig, Registry};
+/// let registry = Registry::new();
+/// registry.declare_breaker("payment", BreakerConfig { failure_threshold: 3, ..Default::default() }).unwrap();
+/// assert!(registry.breaker("payment").is_some());
+/// assert!(registry.declare_breaker("payment", BreakerConfig::default()).is_err(), "names are unique");
+/// ```
+#[derive(Clone)]
+pub struct Registry {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry").field("id", &self.inner.id).field("seed", &self.inner.seed).finish_non_exhaustive()
+    }
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry::new()
+    }
+}
+
+tokio::task_local! {
+    static SCOPED: Registry;
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The process-wide registry, used by every call not inside [`Registry::scope`].
+///
+/// ```
+/// # use retry_runtime as resilient;
+/// use resilient::{registry, BulkheadConfig};
+/// registry().declare_bulkhead("docs-example-db", BulkheadConfig::default()).unwrap();
+/// assert_eq!(registry().bulkhead("docs-example-db").unwrap().in_use(), 0);
+/// ```
+pub fn registry() -> &'static Registry {
+    static GLOBAL: OnceLock<Registry> = OnceLock::new();
+    GLOBAL.get_or_init(Registry::new)
+}
+
+impl Registry {
+    /// An empty registry with unseeded (entropy-drawn) jitter.
+    pub fn new() -> Self {
+        Registry::build(None)
+    }
+
+    /// An empty registry whose calls draw reproducible jitter from `seed`
+    /// (unless their policy sets a seed of its own).
+    pub fn with_seed(seed: u64) -> Self {
+        Registry::build(Some(seed))
+    }
+
+    fn build(seed: Option<u64>) -> Self {
+        Registry {
+            inner: Arc::new(Inner {
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+                seed,
+                streams: AtomicU64::new(0),
+                breakers: Table::new("breaker"),
+                budgets: Table::new("budget"),
+                bulkheads: Table::new("bulkhead"),
+                hooks: Arc::default(),
+            }),
+        }
+    }
+
+    /// Declares a named circuit breaker.
+    pub fn declare_breaker(&self, name: &str, config: BreakerConfig) -> Result<(), RegistryError> {
+        let breaker = CircuitBreaker::new(name, config).map_err(|error| invalid(name, error))?;
+        self.inner.breakers.insert(name, breaker.with_hooks(self.inner.hooks.clone()))
+    }
+
+    /// Declares a named retry budget.
+    pub fn declare_budget(&self, name: &str, config: BudgetConfig) -> Result<(), RegistryError> {
+        let budget = RetryBudget::new(name, config).map_err(|error| invalid(name, error))?;
+        self.inner.budgets.insert(name, budget)
+    }
+
+    /// Declares a named bulkhead.
+    pub fn declare_bulkhead(&self, name: &str, config: BulkheadConfig) -> Result<(), RegistryError> {
+        let bulkhead = Bulkhead::new(name, config).map_err(|error| invalid(name, error))?;
+        self.inner.bulkheads.insert(name, bulkhead)
+    }
+
+    /// The breaker declared (or created on first use) under `name`.
+    pub fn breaker(&self, name: &str) -> Option<Arc<CircuitBreaker>> {
+        self.inner.breakers.get(name)
+    }
+
+    /// The budget declared (or created on first use) under `name`.
+    pub fn budget(&self, name: &str) -> Option<Arc<RetryBudget>> {
+        self.inner.budgets.get(name)
+    }
+
+    /// The bulkhead declared (or created on first use) under `name`.
+    pub fn bulkhead(&self, name: &str) -> Option<Arc<Bulkhead>> {
+        self.inner.bulkheads.get(name)
+    }
+
+    /// Calls `hook` on every transition of every breaker of this registry,
+    /// outside the breaker's lock.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// use std::sync::{Arc, Mutex};
+    /// use resilient::{BreakerConfig, Registry};
+    /// let registry = Registry::new();
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let log = seen.clone();
+    /// registry.on_transition(move |t| log.lock().unwrap().push((t.breaker.to_owned(), t.from, t.to)));
+    /// # registry.declare_breaker("b", BreakerConfig::default()).unwrap();
+    /// ```
+    pub fn on_transition(&self, hook: impl Fn(&BreakerTransition<'_>) + Send + Sync + 'static) {
+        let hook: TransitionHook = Arc::new(hook);
+        self.inner.hooks.write().unwrap_or_else(|e| e.into_inner()).push(hook);
+    }
+
+    /// Runs `fut` with every resilient call inside it (on this task) using
+    /// this registry instead of the global one.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use resilient::{Policy, Registry};
+    /// let isolated = Registry::new();
+    /// let policy = Policy::builder().breaker("payment").build().unwrap();
+    /// isolated.scope(policy.run(|| async { Ok::<_, std::io::Error>(()) })).await.unwrap();
+    /// assert!(isolated.breaker("payment").is_some(), "created on first use, in the scoped registry");
+    /// # }
+    /// ```
+    pub async fn scope<F: Future>(&self, fut: F) -> F::Output {
+        SCOPED.scope(self.clone(), fut).await
+    }
+
+    /// The registry in effect on this task: the innermost [`scope`](Self::scope), else the global one.
+    pub fn current() -> Registry {
+        with_current(Registry::clone)
+    }
+
+    /// The seed this registry was built with, if any.
+    pub fn seed(&self) -> Option<u64> {
+        self.inner.seed
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// A reproducible jitter seed for the next call that needs one, when seeded.
+    pub(crate) fn next_jitter_seed(&self) -> Option<u64> {
+        let seed = self.inner.seed?;
+        let stream = self.inner.streams.fetch_add(1, Ordering::Relaxed);
+        Some(crate::backoff::stream_seed(seed, stream))
+    }
+
+    pub(crate) fn breaker_or_default(&self, name: &str) -> Arc<CircuitBreaker> {
+        let hooks = self.inner.hooks.clone();
+        self.inner.breakers.get_or_default(name, || {
+            CircuitBreaker::new(name, BreakerConfig::default())
+                .unwrap_or_else(|_| unreachable!("the default breaker config is valid"))
+                .with_hooks(hooks)
+        })
+    }
+
+    pub(crate) fn budget_or_default(&self, name: &str) -> Arc<RetryBudget> {
+        self.inner.budgets.get_or_default(name, || {
+            RetryBudget::new(name, BudgetConfig::default())
+                .unwrap_or_else(|_| unreachable!("the default budget config is valid"))
+        })
+    }
+
+    pub(crate) fn bulkhead_or_default(&self, name: &str) -> Arc<Bulkhead> {
+        self.inner.bulkheads.get_or_default(name, || {
+            Bulkhead::new(name, BulkheadConfig::default())
+                .unwrap_or_else(|_| unreachable!("the default bulkhead config is valid"))
+        })
+    }
+}
+
+/// Runs `f` on the registry in effect; only a scoped handle is cloned.
+pub(crate) fn with_current<R>(f: impl FnOnce(&Registry) -> R) -> R {
+    match SCOPED.try_with(Registry::clone) {
+        Ok(scoped) => f(&scoped),
+        Err(_) => f(registry()),
+    }
+}
+
+/// The scoped registry in effect on this task, if any.
+pub(crate) fn scoped() -> Option<Registry> {
+    SCOPED.try_with(Registry::clone).ok()
+}
+
+fn invalid(name: &str, error: ConfigError) -> RegistryError {
+    RegistryError::InvalidConfig { name: name.to_owned(), error }
+}

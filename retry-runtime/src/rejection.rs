@@ -1,0 +1,147 @@
+//! What the guards say when they stop an attempt.
+
+use std::time::Duration;
+
+use crate::classify::{Classify, ErrorClass};
+
+/// Why the library, not the dependency, ended an attempt or a call.
+///
+/// Your error type must implement `From<Rejection>` so that a call that
+/// could not run still returns your error type.
+///
+/// ```
+/// # use retry_runtime as resilient;
+/// use std::time::Duration;
+/// use resilient::{Classify, ErrorClass, Rejection};
+///
+/// let timeout = Rejection::AttemptTimeout { after: Duration::from_millis(250) };
+/// assert_eq!(timeout.classify(), ErrorClass::Transient);
+/// assert_eq!(timeout.to_string(), "the attempt timed out after 250ms");
+///
+/// let open = Rejection::CircuitOpen { breaker: "payment".into() };
+/// assert_eq!(open.classify(), ErrorClass::Permanent);
+/// ```
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rejection {
+    /// The named breaker is open (or half-open with every probe slot taken):
+    /// the call failed fast without running. Not retried.
+    CircuitOpen {
+        /// The breaker's name.
+        breaker: String,
+    },
+    /// The named retry budget had no tokens left for a retry. Retries stop;
+    /// the caller gets the last error, so this appears in traces and metrics.
+    BudgetExhausted {
+        /// The budget's name.
+        budget: String,
+    },
+    /// The named bulkhead had no free permit within its `max_wait`. Not retried.
+    BulkheadFull {
+        /// The bulkhead's name.
+        bulkhead: String,
+    },
+    /// The attempt ran longer than `attempt_timeout` and was cancelled. Transient: retried.
+    AttemptTimeout {
+        /// The per-attempt timeout that fired.
+        after: Duration,
+    },
+    /// The call's overall deadline cut an attempt short.
+    DeadlineExceeded {
+        /// The deadline, measured from the start of the call.
+        after: Duration,
+    },
+}
+
+impl std::fmt::Display for Rejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Rejection::CircuitOpen { breaker } => {
+                write!(f, "circuit breaker `{breaker}` is open; the call was not attempted")
+            }
+            Rejection::BudgetExhausted { budget } => {
+                write!(f, "retry budget `{budget}` is exhausted; no more retries")
+            }
+            Rejection::BulkheadFull { bulkhead } => {
+                write!(f, "bulkhead `{bulkhead}` is full; the call was not attempted")
+            }
+            Rejection::AttemptTimeout { after } => {
+                write!(f, "the attempt timed out after {after:?}")
+            }
+            Rejection::DeadlineExceeded { after } => {
+                write!(f, "the call's deadline of {after:?} passed")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Rejection {}
+
+impl Classify for Rejection {
+    fn classify(&self) -> ErrorClass {
+        match self {
+            Rejection::AttemptTimeout { .. } => ErrorClass::Transient,
+            _ => ErrorClass::Permanent,
+        }
+    }
+}
+
+impl Rejection {
+    /// A short label for traces and metrics, e.g. `circuit_open`.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// assert_eq!(resilient::Rejection::BulkheadFull { bulkhead: "db".into() }.label(), "bulkhead_full");
+    /// ```
+    pub fn label(&self) -> &'static str {
+        match self {
+            Rejection::CircuitOpen { .. } => "circuit_open",
+            Rejection::BudgetExhausted { .. } => "budget_exhausted",
+            Rejection::BulkheadFull { .. } => "bulkhead_full",
+            Rejection::AttemptTimeout { .. } => "attempt_timeout",
+            Rejection::DeadlineExceeded { .. } => "deadline_exceeded",
+        }
+    }
+}
+
+impl From<Rejection> for std::io::Error {
+    /// Lets `std::io::Error` be the error type of a resilient call.
+    fn from(rejection: Rejection) -> Self {
+        let kind = match rejection {
+            Rejection::AttemptTimeout { .. } | Rejection::DeadlineExceeded { .. } => {
+                std::io::ErrorKind::TimedOut
+            }
+            _ => std::io::ErrorKind::Other,
+        };
+        std::io::Error::new(kind, rejection)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_attempt_timeouts_are_retried() {
+        let all = [
+            Rejection::CircuitOpen { breaker: "b".into() },
+            Rejection::BudgetExhausted { budget: "b".into() },
+            Rejection::BulkheadFull { bulkhead: "b".into() },
+            Rejection::AttemptTimeout { after: Duration::from_secs(1) },
+            Rejection::DeadlineExceeded { after: Duration::from_secs(1) },
+        ];
+        let retryable: Vec<_> = all.iter().filter(|r| r.classify().is_retryable()).collect();
+        assert_eq!(retryable, [&all[3]]);
+        for r in &all {
+            assert!(!r.to_string().is_empty());
+        }
+    }
+
+    #[test]
+    fn io_errors_carry_the_rejection() {
+        let err = std::io::Error::from(Rejection::AttemptTimeout { after: Duration::from_secs(1) });
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+        // The io::Error's own classification keeps the timeout retryable.
+        assert_eq!(err.classify(), ErrorClass::Transient);
+    }
+}

@@ -1,0 +1,370 @@
+//! The retry loop's contract, through `Policy::run`, on paused time.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Attempts, TestError, ms};
+use retry_runtime::{Jitter, Policy, Rejection, Registry, idempotency_key};
+use tokio::time::{Instant, sleep};
+
+fn no_jitter() -> retry_runtime::PolicyBuilder {
+    Policy::builder().jitter(Jitter::None)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_permanent_error_returns_at_once() {
+    let attempts = Attempts::new();
+    let policy = no_jitter().max_attempts(5).build().unwrap();
+    let result: Result<(), _> = policy
+        .run(|| {
+            attempts.mark();
+            async { Err(TestError::Permanent) }
+        })
+        .await;
+    assert_eq!(result, Err(TestError::Permanent));
+    assert_eq!(attempts.times(), [0]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_caller_gets_the_last_error_after_max_attempts() {
+    let attempts = Attempts::new();
+    let policy = no_jitter().max_attempts(3).base(ms(10)).build().unwrap();
+    let result: Result<(), _> = policy
+        .run(|| {
+            let n = attempts.mark();
+            async move { Err(if n < 3 { TestError::Transient } else { TestError::Throttled(None) }) }
+        })
+        .await;
+    assert_eq!(result, Err(TestError::Throttled(None)));
+    assert_eq!(attempts.times(), [0, 10, 30], "no wait after the last attempt");
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_wait_follows_the_last_attempt() {
+    let policy = no_jitter().max_attempts(2).base(ms(1000)).cap(ms(1000)).build().unwrap();
+    let start = Instant::now();
+    let _: Result<(), _> = policy.run(|| async { Err(TestError::Transient) }).await;
+    assert_eq!(start.elapsed(), ms(1000), "one wait between two attempts, none after");
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_beyond_the_cap_is_honoured() {
+    let attempts = Attempts::new();
+    let policy = no_jitter().max_attempts(3).base(ms(100)).cap(ms(200)).build().unwrap();
+    let result = policy
+        .run(|| {
+            let n = attempts.mark();
+            async move {
+                match n {
+                    1 => Err(TestError::Throttled(Some(Duration::from_secs(5)))),
+                    2 => Err(TestError::Throttled(Some(ms(1)))),
+                    _ => Ok(n),
+                }
+            }
+        })
+        .await;
+    assert_eq!(result, Ok(3));
+    // max(5 s, 100 ms) then max(1 ms, 200 ms).
+    assert_eq!(attempts.times(), [0, 5000, 5200]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_wait_that_would_end_past_the_deadline_is_not_slept() {
+    let attempts = Attempts::new();
+    let policy = no_jitter().max_attempts(10).base(ms(100)).deadline(ms(350)).build().unwrap();
+    let start = Instant::now();
+    let result: Result<(), _> = policy
+        .run(|| {
+            attempts.mark();
+            async { Err(TestError::Transient) }
+        })
+        .await;
+    // Attempts at 0, 100, 300; the next wait (400 ms) would end at 700 > 350.
+    assert_eq!(attempts.times(), [0, 100, 300]);
+    assert_eq!(result, Err(TestError::Transient), "the last error, not a rejection");
+    assert_eq!(start.elapsed(), ms(300), "ended at once, without sleeping toward the deadline");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_wait_ending_exactly_at_the_deadline_is_not_slept() {
+    let attempts = Attempts::new();
+    let policy = no_jitter().max_attempts(10).base(ms(100)).deadline(ms(300)).build().unwrap();
+    let _: Result<(), _> = policy
+        .run(|| {
+            attempts.mark();
+            async { Err(TestError::Transient) }
+        })
+        .await;
+    assert_eq!(attempts.times(), [0, 100], "the wait 100 -> 300 would end at the deadline");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_deadline_cuts_a_running_attempt() {
+    let attempts = Attempts::new();
+    let policy = no_jitter().max_attempts(5).base(ms(100)).deadline(ms(250)).build().unwrap();
+    let start = Instant::now();
+    let result: Result<(), _> = policy
+        .run(|| {
+            let n = attempts.mark();
+            async move {
+                if n == 1 {
+                    return Err(TestError::Transient);
+                }
+                sleep(Duration::from_secs(60)).await;
+                Ok(())
+            }
+        })
+        .await;
+    assert_eq!(result, Err(TestError::Rejected(Rejection::DeadlineExceeded { after: ms(250) })));
+    assert_eq!(start.elapsed(), ms(250));
+    assert_eq!(attempts.times(), [0, 100]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deadline_that_is_not_reached_changes_nothing() {
+    let policy = no_jitter().max_attempts(3).base(ms(100)).deadline(ms(10_000)).build().unwrap();
+    let attempts = Attempts::new();
+    let result = policy
+        .run(|| {
+            let n = attempts.mark();
+            async move { if n < 3 { Err(TestError::Transient) } else { Ok(n) } }
+        })
+        .await;
+    assert_eq!(result, Ok(3));
+    assert_eq!(attempts.times(), [0, 100, 300]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_past_its_timeout_is_cancelled_and_retried() {
+    struct DropFlag(std::sync::Arc<std::sync::atomic::AtomicU32>);
+    impl Drop for DropFlag {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    let dropped = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let attempts = Attempts::new();
+    let policy = no_jitter().max_attempts(3).base(ms(100)).attempt_timeout(ms(50)).build().unwrap();
+    let result = policy
+        .run(|| {
+            let n = attempts.mark();
+            let flag = DropFlag(dropped.clone());
+            async move {
+                let _flag = flag;
+                if n < 3 {
+                    sleep(Duration::from_secs(3600)).await;
+                }
+                Ok::<_, TestError>(n)
+            }
+        })
+        .await;
+    assert_eq!(result, Ok(3));
+    // 0: times out at 50, waits 100; 150: times out at 200, waits 200; 400: succeeds.
+    assert_eq!(attempts.times(), [0, 150, 400]);
+    assert_eq!(dropped.load(std::sync::atomic::Ordering::SeqCst), 3, "every attempt's future was dropped");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_that_always_times_out_returns_attempt_timeout() {
+    let policy = no_jitter().max_attempts(2).base(ms(10)).attempt_timeout(ms(50)).build().unwrap();
+    let result: Result<(), TestError> = policy
+        .run(|| async {
+            sleep(Duration::from_secs(1)).await;
+            Ok(())
+        })
+        .await;
+    assert_eq!(result, Err(TestError::Rejected(Rejection::AttemptTimeout { after: ms(50) })));
+}
+
+#[tokio::test(start_paused = true)]
+async fn on_the_same_instant_the_deadline_beats_the_attempt_timeout() {
+    let policy = no_jitter().max_attempts(3).attempt_timeout(ms(100)).deadline(ms(100)).build().unwrap();
+    let result: Result<(), TestError> = policy
+        .run(|| async {
+            sleep(Duration::from_secs(1)).await;
+            Ok(())
+        })
+        .await;
+    assert_eq!(result, Err(TestError::Rejected(Rejection::DeadlineExceeded { after: ms(100) })));
+}
+
+#[tokio::test(start_paused = true)]
+async fn decorrelated_waits_stay_between_base_and_cap() {
+    let attempts = Attempts::new();
+    let policy = Policy::builder()
+        .jitter(Jitter::Decorrelated)
+        .max_attempts(20)
+        .base(ms(100))
+        .cap(ms(1000))
+        .seed(11)
+        .build()
+        .unwrap();
+    let _: Result<(), _> = policy
+        .run(|| {
+            attempts.mark();
+            async { Err(TestError::Transient) }
+        })
+        .await;
+    let times = attempts.times();
+    assert_eq!(times.len(), 20);
+    for gap in times.windows(2).map(|w| w[1] - w[0]) {
+        assert!((100..=1000).contains(&gap), "gap {gap}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_policy_seed_reproduces_the_waits() {
+    async fn waits(seed: u64) -> Vec<u64> {
+        let attempts = Attempts::new();
+        let policy = Policy::builder().max_attempts(8).seed(seed).build().unwrap();
+        let _: Result<(), _> = policy
+            .run(|| {
+                attempts.mark();
+                async { Err(TestError::Transient) }
+            })
+            .await;
+        attempts.times()
+    }
+    assert_eq!(waits(5).await, waits(5).await);
+    assert_ne!(waits(5).await, waits(6).await);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_seeded_registry_reproduces_the_waits() {
+    async fn waits(registry: Registry) -> Vec<u64> {
+        let attempts = Attempts::new();
+        let policy = Policy::builder().max_attempts(8).build().unwrap();
+        registry
+            .scope(policy.run(|| {
+                attempts.mark();
+                async { Err::<(), _>(TestError::Transient) }
+            }))
+            .await
+            .unwrap_err();
+        attempts.times()
+    }
+    assert_eq!(waits(Registry::with_seed(1)).await, waits(Registry::with_seed(1)).await);
+    assert_ne!(waits(Registry::with_seed(1)).await, waits(Registry::with_seed(2)).await);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_idempotency_key_is_the_same_on_every_attempt() {
+    let policy = no_jitter().max_attempts(3).base(ms(1)).build().unwrap();
+    let seen = std::sync::Mutex::new(Vec::new());
+    let result = policy
+        .run_with_key(format_args!("order-{}", 42), || {
+            let key = idempotency_key();
+            let n = {
+                let mut seen = seen.lock().unwrap();
+                seen.push(key);
+                seen.len()
+            };
+            async move { if n < 3 { Err(TestError::Transient) } else { Ok(()) } }
+        })
+        .await;
+    assert_eq!(result, Ok(()));
+    let seen = seen.into_inner().unwrap();
+    // The closure runs outside the attempt's scope; read inside instead.
+    assert_eq!(seen, [None, None, None]);
+
+    let inside = std::sync::Mutex::new(Vec::new());
+    let attempts = Attempts::new();
+    policy
+        .run_with_key("order-42", || {
+            let n = attempts.mark();
+            let inside = &inside;
+            async move {
+                inside.lock().unwrap().push(idempotency_key());
+                if n < 3 { Err(TestError::Transient) } else { Ok(()) }
+            }
+        })
+        .await
+        .unwrap();
+    let inside = inside.into_inner().unwrap();
+    assert_eq!(inside.len(), 3);
+    assert!(inside.iter().all(|k| k.as_deref() == Some("order-42")));
+    assert_eq!(idempotency_key(), None, "no key outside an attempt");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_nested_call_makes_a_single_attempt_by_default() {
+    let inner_attempts = Attempts::new();
+    let outer = no_jitter().max_attempts(3).base(ms(1)).build().unwrap();
+    let inner = no_jitter().max_attempts(3).base(ms(1)).build().unwrap();
+    let retrying_inner = no_jitter().max_attempts(3).base(ms(1)).nested(retry_runtime::Nested::Retry).build().unwrap();
+    let _: Result<(), _> = outer
+        .run(|| async {
+            inner
+                .run(|| {
+                    inner_attempts.mark();
+                    async { Err::<(), _>(TestError::Transient) }
+                })
+                .await
+        })
+        .await;
+    assert_eq!(inner_attempts.count(), 3, "3 outer x 1 inner, not 3 x 3");
+
+    let multiplied = Attempts::new();
+    let _: Result<(), _> = outer
+        .run(|| async {
+            retrying_inner
+                .run(|| {
+                    multiplied.mark();
+                    async { Err::<(), _>(TestError::Transient) }
+                })
+                .await
+        })
+        .await;
+    assert_eq!(multiplied.count(), 9, "nested = retry opts out");
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_jitter_a_herd_retries_in_one_bucket_and_full_jitter_spreads_it() {
+    async fn first_retries(jitter: Jitter) -> Vec<Duration> {
+        let registry = Registry::with_seed(2024);
+        let policy = std::sync::Arc::new(
+            Policy::builder().jitter(jitter).max_attempts(2).base(ms(100)).cap(ms(100)).build().unwrap(),
+        );
+        let start = Instant::now();
+        let second_attempts = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut clients = Vec::new();
+        for _ in 0..100 {
+            let policy = policy.clone();
+            let seen = second_attempts.clone();
+            let registry = registry.clone();
+            clients.push(tokio::spawn(async move {
+                let mut n = 0;
+                registry
+                    .scope(policy.run(|| {
+                        n += 1;
+                        let second = n == 2;
+                        let seen = seen.clone();
+                        async move {
+                            if second {
+                                seen.lock().unwrap().push(start.elapsed());
+                            }
+                            Err::<(), _>(TestError::Transient)
+                        }
+                    }))
+                    .await
+            }));
+        }
+        for client in clients {
+            client.await.unwrap().unwrap_err();
+        }
+        let times = second_attempts.lock().unwrap().clone();
+        assert_eq!(times.len(), 100);
+        times
+    }
+    let peak = |times: &[Duration]| {
+        let mut buckets = std::collections::HashMap::new();
+        for t in times {
+            *buckets.entry(t.as_millis() / 10).or_insert(0) += 1;
+        }
+        buckets.into_values().max().unwrap_or(0)
+    };
+    assert_eq!(peak(&first_retries(Jitter::None).await), 100);
+    let spread = peak(&first_retries(Jitter::Full).await);
+    assert!(spread < 50, "busiest bucket {spread}");
+}
