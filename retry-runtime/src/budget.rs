@@ -34,7 +34,11 @@ pub struct BudgetConfig {
 
 impl Default for BudgetConfig {
     fn default() -> Self {
-        BudgetConfig { capacity: 100, retry_cost: 1, refill_per_success: 1 }
+        BudgetConfig {
+            capacity: 100,
+            retry_cost: 1,
+            refill_per_success: 1,
+        }
     }
 }
 
@@ -52,7 +56,10 @@ impl BudgetConfig {
         if self.retry_cost > self.capacity {
             return Err(ConfigError::new(
                 "retry_cost",
-                format!("must not exceed `capacity` ({}), got {}", self.capacity, self.retry_cost),
+                format!(
+                    "must not exceed `capacity` ({}), got {}",
+                    self.capacity, self.retry_cost
+                ),
             ));
         }
         Ok(())
@@ -125,9 +132,11 @@ impl RetryBudget {
             return;
         }
         let refill = self.config.refill_per_success;
-        let _ = self.tokens.fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| {
-            (t < capacity).then(|| t.saturating_add(refill).min(capacity))
-        });
+        let _ = self
+            .tokens
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| {
+                (t < capacity).then(|| t.saturating_add(refill).min(capacity))
+            });
     }
 }
 
@@ -139,7 +148,11 @@ mod tests {
     fn successes_refill_up_to_capacity() {
         let b = RetryBudget::new(
             "x",
-            BudgetConfig { capacity: 10, retry_cost: 4, refill_per_success: 3 },
+            BudgetConfig {
+                capacity: 10,
+                retry_cost: 4,
+                refill_per_success: 3,
+            },
         )
         .unwrap();
         assert!(b.try_withdraw());
@@ -156,9 +169,16 @@ mod tests {
 
     #[test]
     fn invalid_budgets_name_their_field() {
-        let zero = BudgetConfig { capacity: 0, ..Default::default() };
+        let zero = BudgetConfig {
+            capacity: 0,
+            ..Default::default()
+        };
         assert_eq!(RetryBudget::new("x", zero).unwrap_err().field, "capacity");
-        let dear = BudgetConfig { capacity: 3, retry_cost: 4, refill_per_success: 1 };
+        let dear = BudgetConfig {
+            capacity: 3,
+            retry_cost: 4,
+            refill_per_success: 1,
+        };
         assert_eq!(RetryBudget::new("x", dear).unwrap_err().field, "retry_cost");
     }
 }

@@ -23,7 +23,10 @@ pub struct ConfigError {
 
 impl ConfigError {
     pub(crate) fn new(field: &'static str, problem: impl Into<String>) -> Self {
-        ConfigError { field, problem: problem.into() }
+        ConfigError {
+            field,
+            problem: problem.into(),
+        }
     }
 }
 

@@ -145,7 +145,24 @@ impl<'p> Execution<'p> {
 
     /// Runs one attempt with every guard; on a retryable failure it also
     /// waits out the backoff before returning [`Step::Retry`].
+    ///
+    /// The future should do nothing until polled (an `async` block doesn't),
+    /// because it is created before the guards admit the attempt; use
+    /// [`attempt_with`](Self::attempt_with) for futures that start work eagerly.
     pub async fn attempt<T, E, Fut>(&mut self, attempt: Fut) -> Step<T, E>
+    where
+        Fut: Future<Output = Result<T, E>>,
+        E: Classify + From<Rejection>,
+    {
+        self.attempt_with(move || attempt).await
+    }
+
+    /// [`attempt`](Self::attempt), creating the attempt's future only once
+    /// the breaker and the bulkhead have admitted it.
+    pub async fn attempt_with<T, E, Fut>(
+        &mut self,
+        make_attempt: impl FnOnce() -> Fut,
+    ) -> Step<T, E>
     where
         Fut: Future<Output = Result<T, E>>,
         E: Classify + From<Rejection>,
@@ -164,7 +181,7 @@ impl<'p> Execution<'p> {
                 }
             },
         };
-        let guarded = self.run_guarded(guards, attempt).await;
+        let guarded = self.run_guarded(guards, make_attempt).await;
         let record = |outcome| {
             if let Some(permit) = permit {
                 permit.record(outcome);
@@ -214,7 +231,11 @@ impl<'p> Execution<'p> {
 
     /// Takes the bulkhead permit and runs the attempt under its timeout and
     /// the deadline, inside the call's context and span.
-    async fn run_guarded<T, E, Fut>(&self, guards: &Guards, attempt: Fut) -> Guarded<T, E>
+    async fn run_guarded<T, E, Fut>(
+        &self,
+        guards: &Guards,
+        make_attempt: impl FnOnce() -> Fut,
+    ) -> Guarded<T, E>
     where
         Fut: Future<Output = Result<T, E>>,
     {
@@ -223,7 +244,10 @@ impl<'p> Execution<'p> {
             Some(bulkhead) => {
                 let full = || {
                     let bulkhead = bulkhead.name().to_owned();
-                    Guarded::NotRun(Rejection::BulkheadFull { bulkhead }, StopReason::BulkheadFull)
+                    Guarded::NotRun(
+                        Rejection::BulkheadFull { bulkhead },
+                        StopReason::BulkheadFull,
+                    )
                 };
                 let acquired = match self.deadline {
                     None => bulkhead.acquire().await,
@@ -231,7 +255,10 @@ impl<'p> Execution<'p> {
                         Ok(acquired) => acquired,
                         Err(_) => {
                             let after = self.policy.deadline.unwrap_or_default();
-                            return Guarded::NotRun(Rejection::DeadlineExceeded { after }, StopReason::Deadline);
+                            return Guarded::NotRun(
+                                Rejection::DeadlineExceeded { after },
+                                StopReason::Deadline,
+                            );
                         }
                     },
                 };
@@ -241,7 +268,8 @@ impl<'p> Execution<'p> {
                 }
             }
         };
-        let attempt = context::scope(self.context.clone(), attempt).instrument(self.span.clone());
+        let attempt =
+            context::scope(self.context.clone(), make_attempt()).instrument(self.span.clone());
         match (self.policy.attempt_timeout, self.deadline) {
             (None, None) => Guarded::Ran(attempt.await),
             (Some(limit), None) => match timeout(limit, attempt).await {
@@ -304,7 +332,9 @@ impl<'p> Execution<'p> {
         self.previous_wait = Some(jittered);
         match class {
             // The cap does not shorten a server's Retry-After.
-            ErrorClass::Throttled { retry_after: Some(after) } => after.max(jittered),
+            ErrorClass::Throttled {
+                retry_after: Some(after),
+            } => after.max(jittered),
             _ => jittered,
         }
     }

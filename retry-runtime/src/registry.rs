@@ -41,7 +41,9 @@ pub enum RegistryError {
 impl std::fmt::Display for RegistryError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            RegistryError::InvalidConfig { name, error } => write!(f, "cannot declare `{name}`: {error}"),
+            RegistryError::InvalidConfig { name, error } => {
+                write!(f, "cannot declare `{name}`: {error}")
+            }
             RegistryError::AlreadyDeclared { kind, name } => write!(
                 f,
                 "a {kind} named `{name}` already exists (declared, or created with defaults on first use)"
@@ -59,17 +61,27 @@ struct Table<T> {
 
 impl<T> Table<T> {
     fn new(kind: &'static str) -> Self {
-        Table { kind, entries: RwLock::new(HashMap::new()) }
+        Table {
+            kind,
+            entries: RwLock::new(HashMap::new()),
+        }
     }
 
     fn get(&self, name: &str) -> Option<Arc<T>> {
-        self.entries.read().unwrap_or_else(|e| e.into_inner()).get(name).cloned()
+        self.entries
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
     }
 
     fn insert(&self, name: &str, value: T) -> Result<(), RegistryError> {
         let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
         if entries.contains_key(name) {
-            return Err(RegistryError::AlreadyDeclared { kind: self.kind, name: name.to_owned() });
+            return Err(RegistryError::AlreadyDeclared {
+                kind: self.kind,
+                name: name.to_owned(),
+            });
         }
         entries.insert(name.to_owned(), Arc::new(value));
         Ok(())
@@ -121,7 +133,10 @@ pub struct Registry {
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Registry").field("id", &self.inner.id).field("seed", &self.inner.seed).finish_non_exhaustive()
+        f.debug_struct("Registry")
+            .field("id", &self.inner.id)
+            .field("seed", &self.inner.seed)
+            .finish_non_exhaustive()
     }
 }
 
@@ -179,7 +194,9 @@ impl Registry {
     /// Declares a named circuit breaker.
     pub fn declare_breaker(&self, name: &str, config: BreakerConfig) -> Result<(), RegistryError> {
         let breaker = CircuitBreaker::new(name, config).map_err(|error| invalid(name, error))?;
-        self.inner.breakers.insert(name, breaker.with_hooks(self.inner.hooks.clone()))
+        self.inner
+            .breakers
+            .insert(name, breaker.with_hooks(self.inner.hooks.clone()))
     }
 
     /// Declares a named retry budget.
@@ -189,7 +206,11 @@ impl Registry {
     }
 
     /// Declares a named bulkhead.
-    pub fn declare_bulkhead(&self, name: &str, config: BulkheadConfig) -> Result<(), RegistryError> {
+    pub fn declare_bulkhead(
+        &self,
+        name: &str,
+        config: BulkheadConfig,
+    ) -> Result<(), RegistryError> {
         let bulkhead = Bulkhead::new(name, config).map_err(|error| invalid(name, error))?;
         self.inner.bulkheads.insert(name, bulkhead)
     }
@@ -224,7 +245,11 @@ impl Registry {
     /// ```
     pub fn on_transition(&self, hook: impl Fn(&BreakerTransition<'_>) + Send + Sync + 'static) {
         let hook: TransitionHook = Arc::new(hook);
-        self.inner.hooks.write().unwrap_or_else(|e| e.into_inner()).push(hook);
+        self.inner
+            .hooks
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(hook);
     }
 
     /// Runs `fut` with every resilient call inside it (on this task) using
@@ -240,8 +265,10 @@ impl Registry {
     /// assert!(isolated.breaker("payment").is_some(), "created on first use, in the scoped registry");
     /// # }
     /// ```
-    pub async fn scope<F: Future>(&self, fut: F) -> F::Output {
-        SCOPED.scope(self.clone(), fut).await
+    ///
+    /// The returned future owns a handle to the registry, so it can be spawned.
+    pub fn scope<F: Future>(&self, fut: F) -> impl Future<Output = F::Output> + use<F> {
+        SCOPED.scope(self.clone(), fut)
     }
 
     /// The registry in effect on this task: the innermost [`scope`](Self::scope), else the global one.
@@ -303,5 +330,8 @@ pub(crate) fn scoped() -> Option<Registry> {
 }
 
 fn invalid(name: &str, error: ConfigError) -> RegistryError {
-    RegistryError::InvalidConfig { name: name.to_owned(), error }
+    RegistryError::InvalidConfig {
+        name: name.to_owned(),
+        error,
+    }
 }
