@@ -225,11 +225,7 @@ impl JitterRng {
 
     /// A uniform draw in `[low, high]` (inclusive); returns `low` when `high <= low`.
     pub fn uniform(&mut self, low: u128, high: u128) -> u128 {
-        if high <= low {
-            low
-        } else {
-            self.0.random_range(low..=high)
-        }
+        if high <= low { low } else { self.0.random_range(low..=high) }
     }
 }
 
@@ -252,10 +248,7 @@ mod tests {
     fn waits_double_then_stop_at_the_cap() {
         let b = Backoff::new(ms(100), ms(800), Jitter::None);
         let waits: Vec<_> = (0..6).map(|n| b.exp(n)).collect();
-        assert_eq!(
-            waits,
-            [ms(100), ms(200), ms(400), ms(800), ms(800), ms(800)]
-        );
+        assert_eq!(waits, [ms(100), ms(200), ms(400), ms(800), ms(800), ms(800)]);
     }
 
     #[test]
@@ -268,12 +261,7 @@ mod tests {
         assert!(max.wait(100, Some(Duration::MAX), &mut rng) <= Duration::MAX);
         let zero_cap = Backoff::new(ms(0), ms(0), Jitter::Equal);
         assert_eq!(zero_cap.wait(100, None, &mut rng), Duration::ZERO);
-        for jitter in [
-            Jitter::None,
-            Jitter::Full,
-            Jitter::Equal,
-            Jitter::Decorrelated,
-        ] {
+        for jitter in [Jitter::None, Jitter::Full, Jitter::Equal, Jitter::Decorrelated] {
             let b = Backoff::new(ms(u64::MAX), ms(0), jitter);
             assert_eq!(b.wait(100, Some(ms(u64::MAX)), &mut rng), Duration::ZERO);
         }
@@ -291,9 +279,7 @@ mod tests {
         let b = Backoff::new(ms(100), ms(20_000), Jitter::Full);
         let draw = |seed| {
             let mut rng = JitterRng::seeded(seed);
-            (0..8)
-                .map(|n| b.wait(n, None, &mut rng))
-                .collect::<Vec<_>>()
+            (0..8).map(|n| b.wait(n, None, &mut rng)).collect::<Vec<_>>()
         };
         assert_eq!(draw(9), draw(9));
         assert_ne!(draw(9), draw(10));
@@ -314,9 +300,7 @@ mod tests {
         // have a mean within 3% of 500 ms and reach both ends' tenths.
         let b = Backoff::new(ms(1000), ms(1000), Jitter::Full);
         let mut rng = JitterRng::seeded(2024);
-        let draws: Vec<u128> = (0..10_000)
-            .map(|_| b.wait(0, None, &mut rng).as_millis())
-            .collect();
+        let draws: Vec<u128> = (0..10_000).map(|_| b.wait(0, None, &mut rng).as_millis()).collect();
         let mean = draws.iter().sum::<u128>() as f64 / draws.len() as f64;
         assert!((mean - 500.0).abs() < 15.0, "mean {mean}");
         assert!(draws.iter().any(|&d| d < 100));

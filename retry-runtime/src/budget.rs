@@ -34,11 +34,7 @@ pub struct BudgetConfig {
 
 impl Default for BudgetConfig {
     fn default() -> Self {
-        BudgetConfig {
-            capacity: 100,
-            retry_cost: 1,
-            refill_per_success: 1,
-        }
+        BudgetConfig { capacity: 100, retry_cost: 1, refill_per_success: 1 }
     }
 }
 
@@ -56,10 +52,7 @@ impl BudgetConfig {
         if self.retry_cost > self.capacity {
             return Err(ConfigError::new(
                 "retry_cost",
-                format!(
-                    "must not exceed `capacity` ({}), got {}",
-                    self.capacity, self.retry_cost
-                ),
+                format!("must not exceed `capacity` ({}), got {}", self.capacity, self.retry_cost),
             ));
         }
         Ok(())
@@ -89,11 +82,7 @@ impl RetryBudget {
     /// A full bucket, or an error naming the invalid setting.
     pub fn new(name: impl Into<String>, config: BudgetConfig) -> Result<Self, ConfigError> {
         config.validate()?;
-        Ok(RetryBudget {
-            name: name.into(),
-            config,
-            tokens: AtomicU32::new(config.capacity),
-        })
+        Ok(RetryBudget { name: name.into(), config, tokens: AtomicU32::new(config.capacity) })
     }
 
     /// The name this budget was declared under.
@@ -114,10 +103,8 @@ impl RetryBudget {
     /// Takes `retry_cost` tokens for one retry; `false` (and nothing taken) when too few are left.
     pub fn try_withdraw(&self) -> bool {
         let cost = self.config.retry_cost;
-        let taken = self
-            .tokens
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| t.checked_sub(cost))
-            .is_ok();
+        let taken =
+            self.tokens.fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| t.checked_sub(cost)).is_ok();
         crate::observe::budget_level(&self.name, self.available());
         taken
     }
@@ -132,11 +119,9 @@ impl RetryBudget {
             return;
         }
         let refill = self.config.refill_per_success;
-        let _ = self
-            .tokens
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| {
-                (t < capacity).then(|| t.saturating_add(refill).min(capacity))
-            });
+        let _ = self.tokens.fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| {
+            (t < capacity).then(|| t.saturating_add(refill).min(capacity))
+        });
     }
 }
 
@@ -146,15 +131,8 @@ mod tests {
 
     #[test]
     fn successes_refill_up_to_capacity() {
-        let b = RetryBudget::new(
-            "x",
-            BudgetConfig {
-                capacity: 10,
-                retry_cost: 4,
-                refill_per_success: 3,
-            },
-        )
-        .unwrap();
+        let b = RetryBudget::new("x", BudgetConfig { capacity: 10, retry_cost: 4, refill_per_success: 3 })
+            .unwrap();
         assert!(b.try_withdraw());
         assert!(b.try_withdraw());
         assert_eq!(b.available(), 2);
@@ -169,16 +147,9 @@ mod tests {
 
     #[test]
     fn invalid_budgets_name_their_field() {
-        let zero = BudgetConfig {
-            capacity: 0,
-            ..Default::default()
-        };
+        let zero = BudgetConfig { capacity: 0, ..Default::default() };
         assert_eq!(RetryBudget::new("x", zero).unwrap_err().field, "capacity");
-        let dear = BudgetConfig {
-            capacity: 3,
-            retry_cost: 4,
-            refill_per_success: 1,
-        };
+        let dear = BudgetConfig { capacity: 3, retry_cost: 4, refill_per_success: 1 };
         assert_eq!(RetryBudget::new("x", dear).unwrap_err().field, "retry_cost");
     }
 }

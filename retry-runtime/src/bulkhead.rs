@@ -34,10 +34,7 @@ pub struct BulkheadConfig {
 
 impl Default for BulkheadConfig {
     fn default() -> Self {
-        BulkheadConfig {
-            max_concurrent: 10,
-            max_wait: None,
-        }
+        BulkheadConfig { max_concurrent: 10, max_wait: None }
     }
 }
 
@@ -46,10 +43,7 @@ impl BulkheadConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         positive("max_concurrent", self.max_concurrent.into())?;
         if self.max_concurrent as usize > Semaphore::MAX_PERMITS {
-            return Err(ConfigError::new(
-                "max_concurrent",
-                "is larger than tokio's semaphore allows",
-            ));
+            return Err(ConfigError::new("max_concurrent", "is larger than tokio's semaphore allows"));
         }
         Ok(())
     }
@@ -86,10 +80,7 @@ pub struct BulkheadPermit<'a> {
 impl Drop for BulkheadPermit<'_> {
     fn drop(&mut self) {
         // `_permit` is released after this body; report the level it leaves.
-        crate::observe::bulkhead_level(
-            &self.bulkhead.name,
-            self.bulkhead.in_use().saturating_sub(1),
-        );
+        crate::observe::bulkhead_level(&self.bulkhead.name, self.bulkhead.in_use().saturating_sub(1));
     }
 }
 
@@ -109,11 +100,7 @@ impl Bulkhead {
     /// A bulkhead with `config.max_concurrent` free permits, or an error naming the invalid setting.
     pub fn new(name: impl Into<String>, config: BulkheadConfig) -> Result<Self, ConfigError> {
         config.validate()?;
-        Ok(Bulkhead {
-            name: name.into(),
-            config,
-            permits: Semaphore::new(config.max_concurrent as usize),
-        })
+        Ok(Bulkhead { name: name.into(), config, permits: Semaphore::new(config.max_concurrent as usize) })
     }
 
     /// The name this bulkhead was declared under.
@@ -147,10 +134,7 @@ impl Bulkhead {
             },
         };
         crate::observe::bulkhead_level(&self.name, self.in_use());
-        Ok(BulkheadPermit {
-            _permit: permit,
-            bulkhead: self,
-        })
+        Ok(BulkheadPermit { _permit: permit, bulkhead: self })
     }
 }
 
@@ -162,10 +146,7 @@ mod tests {
     async fn a_waiter_is_rejected_once_max_wait_passes() {
         let b = Bulkhead::new(
             "x",
-            BulkheadConfig {
-                max_concurrent: 1,
-                max_wait: Some(Duration::from_millis(50)),
-            },
+            BulkheadConfig { max_concurrent: 1, max_wait: Some(Duration::from_millis(50)) },
         )
         .unwrap();
         let held = b.acquire().await.unwrap();
@@ -179,14 +160,7 @@ mod tests {
 
     #[test]
     fn zero_concurrency_is_a_config_error() {
-        let err = Bulkhead::new(
-            "x",
-            BulkheadConfig {
-                max_concurrent: 0,
-                max_wait: None,
-            },
-        )
-        .unwrap_err();
+        let err = Bulkhead::new("x", BulkheadConfig { max_concurrent: 0, max_wait: None }).unwrap_err();
         assert_eq!(err.field, "max_concurrent");
     }
 }

@@ -80,9 +80,7 @@ impl ErrorClass {
     /// ```
     pub fn from_http(status: u16, retry_after: Option<&str>) -> ErrorClass {
         match status {
-            429 => ErrorClass::Throttled {
-                retry_after: retry_after.and_then(parse_retry_after),
-            },
+            429 => ErrorClass::Throttled { retry_after: retry_after.and_then(parse_retry_after) },
             408 | 500..=599 => ErrorClass::Transient,
             _ => ErrorClass::Permanent,
         }
@@ -224,41 +222,21 @@ mod tests {
     #[test]
     fn http_statuses_fall_into_the_contracts_classes() {
         for status in [408, 500, 502, 503, 504, 599] {
-            assert_eq!(
-                ErrorClass::from_http(status, None),
-                ErrorClass::Transient,
-                "{status}"
-            );
+            assert_eq!(ErrorClass::from_http(status, None), ErrorClass::Transient, "{status}");
         }
         for status in [400, 401, 403, 404, 409, 422, 499, 200, 302, 0, 999] {
-            assert_eq!(
-                ErrorClass::from_http(status, None),
-                ErrorClass::Permanent,
-                "{status}"
-            );
+            assert_eq!(ErrorClass::from_http(status, None), ErrorClass::Permanent, "{status}");
         }
-        assert_eq!(
-            ErrorClass::from_http(429, None),
-            ErrorClass::Throttled { retry_after: None }
-        );
+        assert_eq!(ErrorClass::from_http(429, None), ErrorClass::Throttled { retry_after: None });
     }
 
     #[test]
     fn retry_after_accepts_seconds_and_dates() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_470);
         assert_eq!(parse_retry_after_at("0", now), Some(Duration::ZERO));
-        assert_eq!(
-            parse_retry_after_at("30", now),
-            Some(Duration::from_secs(30))
-        );
-        assert_eq!(
-            parse_retry_after_at("99999999999999999999999", now),
-            Some(Duration::from_secs(u64::MAX))
-        );
-        assert_eq!(
-            parse_retry_after_at("Wed, 21 Oct 2015 07:28:00 GMT", now),
-            Some(Duration::from_secs(10))
-        );
+        assert_eq!(parse_retry_after_at("30", now), Some(Duration::from_secs(30)));
+        assert_eq!(parse_retry_after_at("99999999999999999999999", now), Some(Duration::from_secs(u64::MAX)));
+        assert_eq!(parse_retry_after_at("Wed, 21 Oct 2015 07:28:00 GMT", now), Some(Duration::from_secs(10)));
         // The obsolete RFC 850 and asctime forms are HTTP-dates too.
         assert_eq!(
             parse_retry_after_at("Wednesday, 21-Oct-15 07:28:00 GMT", now),
@@ -273,38 +251,17 @@ mod tests {
 
     #[test]
     fn unparseable_retry_after_is_ignored() {
-        for bad in [
-            "",
-            " ",
-            "-5",
-            "1.5",
-            "+3",
-            "soon",
-            "Wed, 32 Oct 2015 07:28:00 GMT",
-            "١٢",
-        ] {
+        for bad in ["", " ", "-5", "1.5", "+3", "soon", "Wed, 32 Oct 2015 07:28:00 GMT", "١٢"] {
             assert_eq!(parse_retry_after(bad), None, "{bad:?}");
         }
     }
 
     #[test]
     fn io_errors_are_classified_by_kind() {
-        assert_eq!(
-            Error::from(ErrorKind::TimedOut).classify(),
-            ErrorClass::Transient
-        );
-        assert_eq!(
-            Error::from(ErrorKind::ConnectionRefused).classify(),
-            ErrorClass::Transient
-        );
-        assert_eq!(
-            Error::from(ErrorKind::InvalidInput).classify(),
-            ErrorClass::Permanent
-        );
-        assert_eq!(
-            Error::from(ErrorKind::PermissionDenied).classify(),
-            ErrorClass::Permanent
-        );
+        assert_eq!(Error::from(ErrorKind::TimedOut).classify(), ErrorClass::Transient);
+        assert_eq!(Error::from(ErrorKind::ConnectionRefused).classify(), ErrorClass::Transient);
+        assert_eq!(Error::from(ErrorKind::InvalidInput).classify(), ErrorClass::Permanent);
+        assert_eq!(Error::from(ErrorKind::PermissionDenied).classify(), ErrorClass::Permanent);
     }
 
     proptest! {

@@ -23,10 +23,7 @@ pub struct ConfigError {
 
 impl ConfigError {
     pub(crate) fn new(field: &'static str, problem: impl Into<String>) -> Self {
-        ConfigError {
-            field,
-            problem: problem.into(),
-        }
+        ConfigError { field, problem: problem.into() }
     }
 }
 
@@ -43,9 +40,5 @@ pub type PolicyError = ConfigError;
 
 /// Rejects zero for a count that must be positive.
 pub(crate) fn positive(field: &'static str, value: u64) -> Result<(), ConfigError> {
-    if value == 0 {
-        Err(ConfigError::new(field, "must be greater than zero"))
-    } else {
-        Ok(())
-    }
+    if value == 0 { Err(ConfigError::new(field, "must be greater than zero")) } else { Ok(()) }
 }

@@ -159,10 +159,7 @@ impl<'p> Execution<'p> {
 
     /// [`attempt`](Self::attempt), creating the attempt's future only once
     /// the breaker and the bulkhead have admitted it.
-    pub async fn attempt_with<T, E, Fut>(
-        &mut self,
-        make_attempt: impl FnOnce() -> Fut,
-    ) -> Step<T, E>
+    pub async fn attempt_with<T, E, Fut>(&mut self, make_attempt: impl FnOnce() -> Fut) -> Step<T, E>
     where
         Fut: Future<Output = Result<T, E>>,
         E: Classify + From<Rejection>,
@@ -244,10 +241,7 @@ impl<'p> Execution<'p> {
             Some(bulkhead) => {
                 let full = || {
                     let bulkhead = bulkhead.name().to_owned();
-                    Guarded::NotRun(
-                        Rejection::BulkheadFull { bulkhead },
-                        StopReason::BulkheadFull,
-                    )
+                    Guarded::NotRun(Rejection::BulkheadFull { bulkhead }, StopReason::BulkheadFull)
                 };
                 let acquired = match self.deadline {
                     None => bulkhead.acquire().await,
@@ -268,8 +262,7 @@ impl<'p> Execution<'p> {
                 }
             }
         };
-        let attempt =
-            context::scope(self.context.clone(), make_attempt()).instrument(self.span.clone());
+        let attempt = context::scope(self.context.clone(), make_attempt()).instrument(self.span.clone());
         match (self.policy.attempt_timeout, self.deadline) {
             (None, None) => Guarded::Ran(attempt.await),
             (Some(limit), None) => match timeout(limit, attempt).await {
@@ -332,9 +325,7 @@ impl<'p> Execution<'p> {
         self.previous_wait = Some(jittered);
         match class {
             // The cap does not shorten a server's Retry-After.
-            ErrorClass::Throttled {
-                retry_after: Some(after),
-            } => after.max(jittered),
+            ErrorClass::Throttled { retry_after: Some(after) } => after.max(jittered),
             _ => jittered,
         }
     }

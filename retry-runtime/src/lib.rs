@@ -28,8 +28,8 @@ pub mod sim;
 
 pub use backoff::{Backoff, Jitter, JitterRng, UnknownJitter};
 pub use breaker::{
-    Admission, BreakerConfig, BreakerCore, BreakerPermit, BreakerState, BreakerTransition,
-    CircuitBreaker, Outcome, Ticket, Transition, TransitionHook,
+    Admission, BreakerConfig, BreakerCore, BreakerPermit, BreakerState, BreakerTransition, CircuitBreaker,
+    Outcome, Ticket, Transition, TransitionHook,
 };
 pub use budget::{BudgetConfig, RetryBudget};
 pub use bulkhead::{Bulkhead, BulkheadConfig, BulkheadFull, BulkheadPermit};

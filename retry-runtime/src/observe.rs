@@ -55,13 +55,7 @@ impl StopReason {
 }
 
 pub(crate) fn retry(operation: &str, attempt: u32, wait: Duration, class: ErrorClass) {
-    tracing::debug!(
-        operation,
-        attempt,
-        wait_ms = wait.as_millis() as u64,
-        class = class.label(),
-        "retrying"
-    );
+    tracing::debug!(operation, attempt, wait_ms = wait.as_millis() as u64, class = class.label(), "retrying");
     #[cfg(feature = "metrics")]
     metrics::counter!("resilient_retries_total", "operation" => operation.to_owned(), "class" => class.label())
         .increment(1);
@@ -84,19 +78,9 @@ pub(crate) fn retries_suppressed(operation: &str, max_attempts: u32) {
 
 pub(crate) fn breaker_transition(name: &str, from: BreakerState, to: BreakerState) {
     if to == BreakerState::Open {
-        tracing::warn!(
-            breaker = name,
-            from = from.label(),
-            to = to.label(),
-            "circuit breaker opened"
-        );
+        tracing::warn!(breaker = name, from = from.label(), to = to.label(), "circuit breaker opened");
     } else {
-        tracing::info!(
-            breaker = name,
-            from = from.label(),
-            to = to.label(),
-            "circuit breaker transition"
-        );
+        tracing::info!(breaker = name, from = from.label(), to = to.label(), "circuit breaker transition");
     }
     #[cfg(feature = "metrics")]
     {
@@ -115,8 +99,7 @@ pub(crate) fn breaker_transition(name: &str, from: BreakerState, to: BreakerStat
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn budget_level(name: &str, available: u32) {
     #[cfg(feature = "metrics")]
-    metrics::gauge!("resilient_budget_available", "budget" => name.to_owned())
-        .set(f64::from(available));
+    metrics::gauge!("resilient_budget_available", "budget" => name.to_owned()).set(f64::from(available));
 }
 
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]

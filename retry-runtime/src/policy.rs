@@ -195,16 +195,9 @@ impl Policy {
             budget: borrowed(cfg.budget),
             bulkhead: borrowed(cfg.bulkhead),
             seed: None,
-            nested: if cfg.nested_retry {
-                Nested::Retry
-            } else {
-                Nested::Once
-            },
+            nested: if cfg.nested_retry { Nested::Retry } else { Nested::Once },
             streams: AtomicU64::new(0),
-            cache: GuardCache {
-                global: OnceLock::new(),
-                scoped: Mutex::new(Vec::new()),
-            },
+            cache: GuardCache { global: OnceLock::new(), scoped: Mutex::new(Vec::new()) },
         }
     }
 
@@ -279,11 +272,7 @@ impl Policy {
             return Cow::Owned(Guards::default());
         }
         match registry::scoped() {
-            None => Cow::Borrowed(
-                self.cache
-                    .global
-                    .get_or_init(|| self.resolve(registry::registry())),
-            ),
+            None => Cow::Borrowed(self.cache.global.get_or_init(|| self.resolve(registry::registry()))),
             Some(scoped) => Cow::Owned(self.scoped_guards(&scoped)),
         }
     }
@@ -303,18 +292,9 @@ impl Policy {
 
     fn resolve(&self, registry: &Registry) -> Guards {
         Guards {
-            breaker: self
-                .breaker
-                .as_deref()
-                .map(|n| registry.breaker_or_default(n)),
-            budget: self
-                .budget
-                .as_deref()
-                .map(|n| registry.budget_or_default(n)),
-            bulkhead: self
-                .bulkhead
-                .as_deref()
-                .map(|n| registry.bulkhead_or_default(n)),
+            breaker: self.breaker.as_deref().map(|n| registry.breaker_or_default(n)),
+            budget: self.budget.as_deref().map(|n| registry.budget_or_default(n)),
+            bulkhead: self.bulkhead.as_deref().map(|n| registry.bulkhead_or_default(n)),
         }
     }
 
@@ -475,26 +455,17 @@ impl PolicyBuilder {
         if !(1..=MAX_ATTEMPTS_LIMIT).contains(&self.max_attempts) {
             return Err(ConfigError::new(
                 "max_attempts",
-                format!(
-                    "must be in 1..={MAX_ATTEMPTS_LIMIT}, got {}",
-                    self.max_attempts
-                ),
+                format!("must be in 1..={MAX_ATTEMPTS_LIMIT}, got {}", self.max_attempts),
             ));
         }
         if self.base > self.cap {
             return Err(ConfigError::new(
                 "base",
-                format!(
-                    "must not exceed `cap` ({:?}), got {:?}",
-                    self.cap, self.base
-                ),
+                format!("must not exceed `cap` ({:?}), got {:?}", self.cap, self.base),
             ));
         }
         if self.attempt_timeout.is_some_and(|t| t.is_zero()) {
-            return Err(ConfigError::new(
-                "attempt_timeout",
-                "must be greater than zero",
-            ));
+            return Err(ConfigError::new("attempt_timeout", "must be greater than zero"));
         }
         if self.deadline.is_some_and(|d| d.is_zero()) {
             return Err(ConfigError::new("deadline", "must be greater than zero"));
@@ -503,17 +474,13 @@ impl PolicyBuilder {
             if timeout > deadline {
                 return Err(ConfigError::new(
                     "attempt_timeout",
-                    format!(
-                        "{timeout:?} is longer than the deadline ({deadline:?}), so it could never fire"
-                    ),
+                    format!("{timeout:?} is longer than the deadline ({deadline:?}), so it could never fire"),
                 ));
             }
         }
-        for (field, name) in [
-            ("breaker", &self.breaker),
-            ("budget", &self.budget),
-            ("bulkhead", &self.bulkhead),
-        ] {
+        for (field, name) in
+            [("breaker", &self.breaker), ("budget", &self.budget), ("bulkhead", &self.bulkhead)]
+        {
             if name.as_deref().is_some_and(|n| n.trim().is_empty()) {
                 return Err(ConfigError::new(field, "the name must not be empty"));
             }
@@ -552,10 +519,7 @@ mod tests {
             (Policy::builder().base(ms(10)).cap(ms(5)), "base"),
             (Policy::builder().attempt_timeout(ms(0)), "attempt_timeout"),
             (Policy::builder().deadline(ms(0)), "deadline"),
-            (
-                Policy::builder().attempt_timeout(ms(20)).deadline(ms(10)),
-                "attempt_timeout",
-            ),
+            (Policy::builder().attempt_timeout(ms(20)).deadline(ms(10)), "attempt_timeout"),
             (Policy::builder().breaker(""), "breaker"),
             (Policy::builder().budget(" "), "budget"),
             (Policy::builder().bulkhead(""), "bulkhead"),
@@ -565,25 +529,12 @@ mod tests {
             assert_eq!(err.field, field, "{err}");
         }
         assert!(Policy::builder().max_attempts(100).build().is_ok());
-        assert!(
-            Policy::builder()
-                .max_attempts(1)
-                .base(ms(0))
-                .cap(ms(0))
-                .build()
-                .is_ok()
-        );
+        assert!(Policy::builder().max_attempts(1).base(ms(0)).cap(ms(0)).build().is_ok());
     }
 
     #[test]
     fn a_clone_keeps_every_setting() {
-        let p = Policy::builder()
-            .name("x")
-            .max_attempts(7)
-            .seed(3)
-            .breaker("b")
-            .build()
-            .unwrap();
+        let p = Policy::builder().name("x").max_attempts(7).seed(3).breaker("b").build().unwrap();
         assert_eq!(format!("{:?}", p.clone()), format!("{p:?}"));
     }
 }

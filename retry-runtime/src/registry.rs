@@ -61,27 +61,17 @@ struct Table<T> {
 
 impl<T> Table<T> {
     fn new(kind: &'static str) -> Self {
-        Table {
-            kind,
-            entries: RwLock::new(HashMap::new()),
-        }
+        Table { kind, entries: RwLock::new(HashMap::new()) }
     }
 
     fn get(&self, name: &str) -> Option<Arc<T>> {
-        self.entries
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(name)
-            .cloned()
+        self.entries.read().unwrap_or_else(|e| e.into_inner()).get(name).cloned()
     }
 
     fn insert(&self, name: &str, value: T) -> Result<(), RegistryError> {
         let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
         if entries.contains_key(name) {
-            return Err(RegistryError::AlreadyDeclared {
-                kind: self.kind,
-                name: name.to_owned(),
-            });
+            return Err(RegistryError::AlreadyDeclared { kind: self.kind, name: name.to_owned() });
         }
         entries.insert(name.to_owned(), Arc::new(value));
         Ok(())
@@ -194,9 +184,7 @@ impl Registry {
     /// Declares a named circuit breaker.
     pub fn declare_breaker(&self, name: &str, config: BreakerConfig) -> Result<(), RegistryError> {
         let breaker = CircuitBreaker::new(name, config).map_err(|error| invalid(name, error))?;
-        self.inner
-            .breakers
-            .insert(name, breaker.with_hooks(self.inner.hooks.clone()))
+        self.inner.breakers.insert(name, breaker.with_hooks(self.inner.hooks.clone()))
     }
 
     /// Declares a named retry budget.
@@ -206,11 +194,7 @@ impl Registry {
     }
 
     /// Declares a named bulkhead.
-    pub fn declare_bulkhead(
-        &self,
-        name: &str,
-        config: BulkheadConfig,
-    ) -> Result<(), RegistryError> {
+    pub fn declare_bulkhead(&self, name: &str, config: BulkheadConfig) -> Result<(), RegistryError> {
         let bulkhead = Bulkhead::new(name, config).map_err(|error| invalid(name, error))?;
         self.inner.bulkheads.insert(name, bulkhead)
     }
@@ -245,11 +229,7 @@ impl Registry {
     /// ```
     pub fn on_transition(&self, hook: impl Fn(&BreakerTransition<'_>) + Send + Sync + 'static) {
         let hook: TransitionHook = Arc::new(hook);
-        self.inner
-            .hooks
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(hook);
+        self.inner.hooks.write().unwrap_or_else(|e| e.into_inner()).push(hook);
     }
 
     /// Runs `fut` with every resilient call inside it (on this task) using
@@ -330,8 +310,5 @@ pub(crate) fn scoped() -> Option<Registry> {
 }
 
 fn invalid(name: &str, error: ConfigError) -> RegistryError {
-    RegistryError::InvalidConfig {
-        name: name.to_owned(),
-        error,
-    }
+    RegistryError::InvalidConfig { name: name.to_owned(), error }
 }

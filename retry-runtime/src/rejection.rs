@@ -57,19 +57,13 @@ impl std::fmt::Display for Rejection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Rejection::CircuitOpen { breaker } => {
-                write!(
-                    f,
-                    "circuit breaker `{breaker}` is open; the call was not attempted"
-                )
+                write!(f, "circuit breaker `{breaker}` is open; the call was not attempted")
             }
             Rejection::BudgetExhausted { budget } => {
                 write!(f, "retry budget `{budget}` is exhausted; no more retries")
             }
             Rejection::BulkheadFull { bulkhead } => {
-                write!(
-                    f,
-                    "bulkhead `{bulkhead}` is full; the call was not attempted"
-                )
+                write!(f, "bulkhead `{bulkhead}` is full; the call was not attempted")
             }
             Rejection::AttemptTimeout { after } => {
                 write!(f, "the attempt timed out after {after:?}")
@@ -130,19 +124,11 @@ mod tests {
     #[test]
     fn only_attempt_timeouts_are_retried() {
         let all = [
-            Rejection::CircuitOpen {
-                breaker: "b".into(),
-            },
+            Rejection::CircuitOpen { breaker: "b".into() },
             Rejection::BudgetExhausted { budget: "b".into() },
-            Rejection::BulkheadFull {
-                bulkhead: "b".into(),
-            },
-            Rejection::AttemptTimeout {
-                after: Duration::from_secs(1),
-            },
-            Rejection::DeadlineExceeded {
-                after: Duration::from_secs(1),
-            },
+            Rejection::BulkheadFull { bulkhead: "b".into() },
+            Rejection::AttemptTimeout { after: Duration::from_secs(1) },
+            Rejection::DeadlineExceeded { after: Duration::from_secs(1) },
         ];
         let retryable: Vec<_> = all.iter().filter(|r| r.classify().is_retryable()).collect();
         assert_eq!(retryable, [&all[3]]);
@@ -153,9 +139,7 @@ mod tests {
 
     #[test]
     fn io_errors_carry_the_rejection() {
-        let err = std::io::Error::from(Rejection::AttemptTimeout {
-            after: Duration::from_secs(1),
-        });
+        let err = std::io::Error::from(Rejection::AttemptTimeout { after: Duration::from_secs(1) });
         assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
         // The io::Error's own classification keeps the timeout retryable.
         assert_eq!(err.classify(), ErrorClass::Transient);

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use common::{Attempts, TestError, ms};
 use retry_runtime::{
-    BreakerConfig, BreakerState, BudgetConfig, BulkheadConfig, Jitter, Policy, Registry,
-    RegistryError, Rejection,
+    BreakerConfig, BreakerState, BudgetConfig, BulkheadConfig, Jitter, Policy, Registry, RegistryError,
+    Rejection,
 };
 use tokio::time::{Instant, sleep};
 
@@ -25,11 +25,7 @@ fn breaker_cfg(threshold: u32) -> BreakerConfig {
 }
 
 fn single(breaker: &'static str) -> Policy {
-    Policy::builder()
-        .max_attempts(1)
-        .breaker(breaker)
-        .build()
-        .unwrap()
+    Policy::builder().max_attempts(1).breaker(breaker).build().unwrap()
 }
 
 async fn fail(policy: &Policy, calls: &AtomicU32) -> Result<(), TestError> {
@@ -51,9 +47,7 @@ async fn succeed(policy: &Policy, calls: &AtomicU32) -> Result<(), TestError> {
 }
 
 fn open_rejection(name: &str) -> Result<(), TestError> {
-    Err(TestError::Rejected(Rejection::CircuitOpen {
-        breaker: name.into(),
-    }))
+    Err(TestError::Rejected(Rejection::CircuitOpen { breaker: name.into() }))
 }
 
 #[tokio::test(start_paused = true)]
@@ -67,18 +61,11 @@ async fn the_breaker_opens_at_the_threshold_then_fails_fast_without_calling() {
             for _ in 0..3 {
                 assert_eq!(fail(&policy, &calls).await, Err(TestError::Transient));
             }
-            assert_eq!(
-                registry.breaker("payment").unwrap().state(),
-                BreakerState::Open
-            );
+            assert_eq!(registry.breaker("payment").unwrap().state(), BreakerState::Open);
             assert_eq!(fail(&policy, &calls).await, open_rejection("payment"));
         })
         .await;
-    assert_eq!(
-        calls.load(Ordering::SeqCst),
-        3,
-        "the open breaker did not call the operation"
-    );
+    assert_eq!(calls.load(Ordering::SeqCst), 3, "the open breaker did not call the operation");
 }
 
 #[tokio::test(start_paused = true)]
@@ -95,29 +82,13 @@ async fn a_failed_probe_reopens_and_the_success_threshold_closes() {
             assert_eq!(breaker.state(), BreakerState::Open);
             sleep(Duration::from_secs(30)).await;
             assert_eq!(breaker.state(), BreakerState::HalfOpen, "open_for elapsed");
-            assert_eq!(
-                fail(&policy, &calls).await,
-                Err(TestError::Transient),
-                "the probe ran"
-            );
-            assert_eq!(
-                breaker.state(),
-                BreakerState::Open,
-                "a failed probe reopens"
-            );
+            assert_eq!(fail(&policy, &calls).await, Err(TestError::Transient), "the probe ran");
+            assert_eq!(breaker.state(), BreakerState::Open, "a failed probe reopens");
             sleep(Duration::from_secs(29)).await;
-            assert_eq!(
-                fail(&policy, &calls).await,
-                open_rejection("db"),
-                "open_for restarted"
-            );
+            assert_eq!(fail(&policy, &calls).await, open_rejection("db"), "open_for restarted");
             sleep(Duration::from_secs(1)).await;
             succeed(&policy, &calls).await.unwrap();
-            assert_eq!(
-                breaker.state(),
-                BreakerState::HalfOpen,
-                "one success of two"
-            );
+            assert_eq!(breaker.state(), BreakerState::HalfOpen, "one success of two");
             succeed(&policy, &calls).await.unwrap();
             assert_eq!(breaker.state(), BreakerState::Closed);
         })
@@ -154,16 +125,9 @@ async fn half_open_admits_a_limited_number_of_concurrent_probes() {
             rejected += 1;
         }
     }
-    assert_eq!(
-        calls.load(Ordering::SeqCst),
-        1 + 2,
-        "the first failure, then two probes"
-    );
+    assert_eq!(calls.load(Ordering::SeqCst), 1 + 2, "the first failure, then two probes");
     assert_eq!(rejected, 8);
-    assert_eq!(
-        registry.breaker("probe").unwrap().state(),
-        BreakerState::Closed
-    );
+    assert_eq!(registry.breaker("probe").unwrap().state(), BreakerState::Closed);
 }
 
 #[tokio::test(start_paused = true)]
@@ -179,21 +143,12 @@ async fn the_window_forgets_old_failures_and_permanent_errors_never_count() {
             fail(&policy, &calls).await.unwrap_err();
             sleep(Duration::from_secs(10)).await;
             fail(&policy, &calls).await.unwrap_err();
-            assert_eq!(
-                breaker.state(),
-                BreakerState::Closed,
-                "the first two left the window"
-            );
+            assert_eq!(breaker.state(), BreakerState::Closed, "the first two left the window");
             for _ in 0..10 {
-                let permanent: Result<(), _> =
-                    policy.run(|| async { Err(TestError::Permanent) }).await;
+                let permanent: Result<(), _> = policy.run(|| async { Err(TestError::Permanent) }).await;
                 assert_eq!(permanent, Err(TestError::Permanent));
             }
-            assert_eq!(
-                breaker.state(),
-                BreakerState::Closed,
-                "permanent errors are neutral"
-            );
+            assert_eq!(breaker.state(), BreakerState::Closed, "permanent errors are neutral");
             fail(&policy, &calls).await.unwrap_err();
             fail(&policy, &calls).await.unwrap_err();
             assert_eq!(breaker.state(), BreakerState::Open);
@@ -204,11 +159,7 @@ async fn the_window_forgets_old_failures_and_permanent_errors_never_count() {
 #[tokio::test(start_paused = true)]
 async fn failure_rate_mode_opens_on_the_share_of_failed_calls() {
     let registry = Registry::new();
-    let cfg = BreakerConfig {
-        failure_rate_percent: Some(50),
-        minimum_calls: 10,
-        ..breaker_cfg(1000)
-    };
+    let cfg = BreakerConfig { failure_rate_percent: Some(50), minimum_calls: 10, ..breaker_cfg(1000) };
     registry.declare_breaker("rate", cfg).unwrap();
     let breaker = registry.breaker("rate").unwrap();
     let policy = single("rate");
@@ -221,11 +172,7 @@ async fn failure_rate_mode_opens_on_the_share_of_failed_calls() {
             for _ in 0..3 {
                 fail(&policy, &calls).await.unwrap_err();
             }
-            assert_eq!(
-                breaker.state(),
-                BreakerState::Closed,
-                "9 calls: below minimum_calls"
-            );
+            assert_eq!(breaker.state(), BreakerState::Closed, "9 calls: below minimum_calls");
             fail(&policy, &calls).await.unwrap_err();
             assert_eq!(breaker.state(), BreakerState::Closed, "4 of 10 failed: 40%");
             fail(&policy, &calls).await.unwrap_err();
@@ -240,12 +187,7 @@ async fn the_loop_stops_at_once_when_its_failure_opened_the_breaker() {
     let registry = Registry::new();
     registry.declare_breaker("tight", breaker_cfg(2)).unwrap();
     let attempts = Attempts::new();
-    let policy = Policy::builder()
-        .jitter(Jitter::None)
-        .max_attempts(10)
-        .breaker("tight")
-        .build()
-        .unwrap();
+    let policy = Policy::builder().jitter(Jitter::None).max_attempts(10).breaker("tight").build().unwrap();
     let start = Instant::now();
     let result: Result<(), _> = registry
         .scope(policy.run(|| {
@@ -253,41 +195,21 @@ async fn the_loop_stops_at_once_when_its_failure_opened_the_breaker() {
             async { Err(TestError::Transient) }
         }))
         .await;
-    assert_eq!(
-        result,
-        Err(TestError::Transient),
-        "the failure that opened it, not CircuitOpen"
-    );
+    assert_eq!(result, Err(TestError::Transient), "the failure that opened it, not CircuitOpen");
     assert_eq!(attempts.times(), [0, 100]);
-    assert_eq!(
-        start.elapsed(),
-        ms(100),
-        "no wait that could only end in a rejection"
-    );
+    assert_eq!(start.elapsed(), ms(100), "no wait that could only end in a rejection");
 }
 
 #[tokio::test(start_paused = true)]
 async fn first_attempts_pass_with_an_empty_budget_and_successes_refill_it() {
     let registry = Registry::new();
     registry
-        .declare_budget(
-            "api",
-            BudgetConfig {
-                capacity: 2,
-                retry_cost: 1,
-                refill_per_success: 1,
-            },
-        )
+        .declare_budget("api", BudgetConfig { capacity: 2, retry_cost: 1, refill_per_success: 1 })
         .unwrap();
     let budget = registry.budget("api").unwrap();
     let attempts = Attempts::new();
-    let policy = Policy::builder()
-        .jitter(Jitter::None)
-        .base(ms(1))
-        .max_attempts(10)
-        .budget("api")
-        .build()
-        .unwrap();
+    let policy =
+        Policy::builder().jitter(Jitter::None).base(ms(1)).max_attempts(10).budget("api").build().unwrap();
     registry
         .scope(async {
             let exhausted: Result<(), _> = policy
@@ -296,24 +218,12 @@ async fn first_attempts_pass_with_an_empty_budget_and_successes_refill_it() {
                     async { Err(TestError::Transient) }
                 })
                 .await;
-            assert_eq!(
-                exhausted,
-                Err(TestError::Transient),
-                "the caller gets the last error"
-            );
-            assert_eq!(
-                attempts.count(),
-                3,
-                "the first attempt, then two paid retries"
-            );
+            assert_eq!(exhausted, Err(TestError::Transient), "the caller gets the last error");
+            assert_eq!(attempts.count(), 3, "the first attempt, then two paid retries");
             assert_eq!(budget.available(), 0);
 
             let fresh = policy.run(|| async { Ok::<_, TestError>(7) }).await;
-            assert_eq!(
-                fresh,
-                Ok(7),
-                "an empty budget never refuses a first attempt"
-            );
+            assert_eq!(fresh, Ok(7), "an empty budget never refuses a first attempt");
             assert_eq!(budget.available(), 1, "the success refilled one token");
         })
         .await;
@@ -322,32 +232,14 @@ async fn first_attempts_pass_with_an_empty_budget_and_successes_refill_it() {
 #[tokio::test(start_paused = true)]
 async fn the_bulkhead_limits_concurrency_and_rejects_at_max_wait() {
     let registry = Registry::new();
-    registry
-        .declare_bulkhead(
-            "pool",
-            BulkheadConfig {
-                max_concurrent: 2,
-                max_wait: Some(ms(50)),
-            },
-        )
-        .unwrap();
-    let policy = Arc::new(
-        Policy::builder()
-            .max_attempts(1)
-            .bulkhead("pool")
-            .build()
-            .unwrap(),
-    );
+    registry.declare_bulkhead("pool", BulkheadConfig { max_concurrent: 2, max_wait: Some(ms(50)) }).unwrap();
+    let policy = Arc::new(Policy::builder().max_attempts(1).bulkhead("pool").build().unwrap());
     let running = Arc::new(AtomicU32::new(0));
     let peak = Arc::new(AtomicU32::new(0));
     let mut tasks = Vec::new();
     for _ in 0..5 {
-        let (policy, running, peak, registry) = (
-            policy.clone(),
-            running.clone(),
-            peak.clone(),
-            registry.clone(),
-        );
+        let (policy, running, peak, registry) =
+            (policy.clone(), running.clone(), peak.clone(), registry.clone());
         tasks.push(tokio::spawn(async move {
             registry
                 .scope(policy.run(|| {
@@ -382,23 +274,10 @@ async fn the_bulkhead_limits_concurrency_and_rejects_at_max_wait() {
 #[tokio::test(start_paused = true)]
 async fn a_bulkhead_permit_is_not_held_across_the_backoff_wait() {
     let registry = Registry::new();
-    registry
-        .declare_bulkhead(
-            "one",
-            BulkheadConfig {
-                max_concurrent: 1,
-                max_wait: None,
-            },
-        )
-        .unwrap();
+    registry.declare_bulkhead("one", BulkheadConfig { max_concurrent: 1, max_wait: None }).unwrap();
     let bulkhead = registry.bulkhead("one").unwrap();
-    let policy = Policy::builder()
-        .jitter(Jitter::None)
-        .base(ms(100))
-        .max_attempts(2)
-        .bulkhead("one")
-        .build()
-        .unwrap();
+    let policy =
+        Policy::builder().jitter(Jitter::None).base(ms(100)).max_attempts(2).bulkhead("one").build().unwrap();
     let observer = {
         let bulkhead = bulkhead.clone();
         tokio::spawn(async move {
@@ -406,14 +285,8 @@ async fn a_bulkhead_permit_is_not_held_across_the_backoff_wait() {
             bulkhead.in_use()
         })
     };
-    let _: Result<(), _> = registry
-        .scope(policy.run(|| async { Err(TestError::Transient) }))
-        .await;
-    assert_eq!(
-        observer.await.unwrap(),
-        0,
-        "during the wait no permit is held"
-    );
+    let _: Result<(), _> = registry.scope(policy.run(|| async { Err(TestError::Transient) })).await;
+    assert_eq!(observer.await.unwrap(), 0, "during the wait no permit is held");
 }
 
 #[tokio::test(start_paused = true)]
@@ -424,52 +297,23 @@ async fn scoped_registries_are_isolated_from_each_other() {
     a.declare_breaker("shared-name", breaker_cfg(1)).unwrap();
     b.declare_breaker("shared-name", breaker_cfg(1)).unwrap();
     a.scope(fail(&policy, &calls)).await.unwrap_err();
-    assert_eq!(
-        a.breaker("shared-name").unwrap().state(),
-        BreakerState::Open
-    );
-    assert_eq!(
-        b.breaker("shared-name").unwrap().state(),
-        BreakerState::Closed
-    );
+    assert_eq!(a.breaker("shared-name").unwrap().state(), BreakerState::Open);
+    assert_eq!(b.breaker("shared-name").unwrap().state(), BreakerState::Closed);
     assert_eq!(b.scope(succeed(&policy, &calls)).await, Ok(()));
-    assert_eq!(
-        a.scope(succeed(&policy, &calls)).await,
-        open_rejection("shared-name")
-    );
+    assert_eq!(a.scope(succeed(&policy, &calls)).await, open_rejection("shared-name"));
 }
 
 #[tokio::test(start_paused = true)]
 async fn an_undeclared_name_is_created_with_defaults_on_first_use() {
     let registry = Registry::new();
-    let policy = Policy::builder()
-        .breaker("lazy")
-        .budget("lazy")
-        .bulkhead("lazy")
-        .build()
-        .unwrap();
-    registry
-        .scope(policy.run(|| async { Ok::<_, TestError>(()) }))
-        .await
-        .unwrap();
-    assert_eq!(
-        registry.breaker("lazy").unwrap().config(),
-        BreakerConfig::default()
-    );
-    assert_eq!(
-        registry.budget("lazy").unwrap().available(),
-        BudgetConfig::default().capacity
-    );
-    assert_eq!(
-        registry.bulkhead("lazy").unwrap().config(),
-        &BulkheadConfig::default()
-    );
+    let policy = Policy::builder().breaker("lazy").budget("lazy").bulkhead("lazy").build().unwrap();
+    registry.scope(policy.run(|| async { Ok::<_, TestError>(()) })).await.unwrap();
+    assert_eq!(registry.breaker("lazy").unwrap().config(), BreakerConfig::default());
+    assert_eq!(registry.budget("lazy").unwrap().available(), BudgetConfig::default().capacity);
+    assert_eq!(registry.bulkhead("lazy").unwrap().config(), &BulkheadConfig::default());
     assert!(matches!(
         registry.declare_breaker("lazy", BreakerConfig::default()),
-        Err(RegistryError::AlreadyDeclared {
-            kind: "breaker",
-            ..
-        })
+        Err(RegistryError::AlreadyDeclared { kind: "breaker", .. })
     ));
 }
 
@@ -481,110 +325,32 @@ fn each_config_error_is_reported_with_its_field() {
         other => panic!("unexpected {other}"),
     };
     let breakers = [
+        (BreakerConfig { failure_threshold: 0, ..Default::default() }, "failure_threshold"),
+        (BreakerConfig { success_threshold: 0, ..Default::default() }, "success_threshold"),
+        (BreakerConfig { half_open_max_calls: 0, ..Default::default() }, "half_open_max_calls"),
+        (BreakerConfig { window: Duration::ZERO, ..Default::default() }, "window"),
+        (BreakerConfig { open_for: Duration::ZERO, ..Default::default() }, "open_for"),
+        (BreakerConfig { failure_rate_percent: Some(0), ..Default::default() }, "failure_rate_percent"),
+        (BreakerConfig { failure_rate_percent: Some(101), ..Default::default() }, "failure_rate_percent"),
         (
-            BreakerConfig {
-                failure_threshold: 0,
-                ..Default::default()
-            },
-            "failure_threshold",
-        ),
-        (
-            BreakerConfig {
-                success_threshold: 0,
-                ..Default::default()
-            },
-            "success_threshold",
-        ),
-        (
-            BreakerConfig {
-                half_open_max_calls: 0,
-                ..Default::default()
-            },
-            "half_open_max_calls",
-        ),
-        (
-            BreakerConfig {
-                window: Duration::ZERO,
-                ..Default::default()
-            },
-            "window",
-        ),
-        (
-            BreakerConfig {
-                open_for: Duration::ZERO,
-                ..Default::default()
-            },
-            "open_for",
-        ),
-        (
-            BreakerConfig {
-                failure_rate_percent: Some(0),
-                ..Default::default()
-            },
-            "failure_rate_percent",
-        ),
-        (
-            BreakerConfig {
-                failure_rate_percent: Some(101),
-                ..Default::default()
-            },
-            "failure_rate_percent",
-        ),
-        (
-            BreakerConfig {
-                failure_rate_percent: Some(50),
-                minimum_calls: 0,
-                ..Default::default()
-            },
+            BreakerConfig { failure_rate_percent: Some(50), minimum_calls: 0, ..Default::default() },
             "minimum_calls",
         ),
     ];
     for (cfg, expected) in breakers {
-        assert_eq!(
-            field(registry.declare_breaker("b", cfg).unwrap_err()),
-            expected
-        );
+        assert_eq!(field(registry.declare_breaker("b", cfg).unwrap_err()), expected);
     }
-    let budget = BudgetConfig {
-        capacity: 0,
-        ..Default::default()
-    };
-    assert_eq!(
-        field(registry.declare_budget("b", budget).unwrap_err()),
-        "capacity"
-    );
-    let budget = BudgetConfig {
-        capacity: 1,
-        retry_cost: 2,
-        ..Default::default()
-    };
-    assert_eq!(
-        field(registry.declare_budget("b", budget).unwrap_err()),
-        "retry_cost"
-    );
-    let bulkhead = BulkheadConfig {
-        max_concurrent: 0,
-        ..Default::default()
-    };
-    assert_eq!(
-        field(registry.declare_bulkhead("b", bulkhead).unwrap_err()),
-        "max_concurrent"
-    );
+    let budget = BudgetConfig { capacity: 0, ..Default::default() };
+    assert_eq!(field(registry.declare_budget("b", budget).unwrap_err()), "capacity");
+    let budget = BudgetConfig { capacity: 1, retry_cost: 2, ..Default::default() };
+    assert_eq!(field(registry.declare_budget("b", budget).unwrap_err()), "retry_cost");
+    let bulkhead = BulkheadConfig { max_concurrent: 0, ..Default::default() };
+    assert_eq!(field(registry.declare_bulkhead("b", bulkhead).unwrap_err()), "max_concurrent");
     assert!(registry.breaker("b").is_none(), "nothing half-declared");
 
-    registry
-        .declare_budget("dup", BudgetConfig::default())
-        .unwrap();
-    let dup = registry
-        .declare_budget("dup", BudgetConfig::default())
-        .unwrap_err();
-    assert_eq!(
-        dup,
-        RegistryError::AlreadyDeclared {
-            kind: "budget",
-            name: "dup".into()
-        }
-    );
+    registry.declare_budget("dup", BudgetConfig::default()).unwrap();
+    let dup = registry.declare_budget("dup", BudgetConfig::default()).unwrap_err();
+    assert_eq!(dup, RegistryError::AlreadyDeclared { kind: "budget", name: "dup".into() });
     assert!(dup.to_string().contains("`dup`"));
 }
 
@@ -593,20 +359,8 @@ async fn transition_hooks_hear_every_transition() {
     let registry = Registry::new();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = seen.clone();
-    registry.on_transition(move |t| {
-        log.lock()
-            .unwrap()
-            .push((t.breaker.to_owned(), t.from, t.to))
-    });
-    registry
-        .declare_breaker(
-            "hooked",
-            BreakerConfig {
-                success_threshold: 1,
-                ..breaker_cfg(1)
-            },
-        )
-        .unwrap();
+    registry.on_transition(move |t| log.lock().unwrap().push((t.breaker.to_owned(), t.from, t.to)));
+    registry.declare_breaker("hooked", BreakerConfig { success_threshold: 1, ..breaker_cfg(1) }).unwrap();
     let policy = single("hooked");
     let calls = AtomicU32::new(0);
     registry
@@ -620,11 +374,7 @@ async fn transition_hooks_hear_every_transition() {
     let name = || "hooked".to_owned();
     assert_eq!(
         *seen.lock().unwrap(),
-        [
-            (name(), Closed, Open),
-            (name(), Open, HalfOpen),
-            (name(), HalfOpen, Closed)
-        ]
+        [(name(), Closed, Open), (name(), Open, HalfOpen), (name(), HalfOpen, Closed)]
     );
 }
 
@@ -632,33 +382,12 @@ async fn transition_hooks_hear_every_transition() {
 async fn eight_tasks_of_ten_thousand_calls_leave_consistent_counts() {
     let registry = Registry::new();
     registry
-        .declare_breaker(
-            "stress",
-            BreakerConfig {
-                failure_threshold: 1_000_000,
-                ..Default::default()
-            },
-        )
+        .declare_breaker("stress", BreakerConfig { failure_threshold: 1_000_000, ..Default::default() })
         .unwrap();
     registry
-        .declare_budget(
-            "stress",
-            BudgetConfig {
-                capacity: 1_000,
-                retry_cost: 1,
-                refill_per_success: 1,
-            },
-        )
+        .declare_budget("stress", BudgetConfig { capacity: 1_000, retry_cost: 1, refill_per_success: 1 })
         .unwrap();
-    registry
-        .declare_bulkhead(
-            "stress",
-            BulkheadConfig {
-                max_concurrent: 3,
-                max_wait: None,
-            },
-        )
-        .unwrap();
+    registry.declare_bulkhead("stress", BulkheadConfig { max_concurrent: 3, max_wait: None }).unwrap();
     let policy = Arc::new(
         Policy::builder()
             .max_attempts(3)
@@ -691,11 +420,7 @@ async fn eight_tasks_of_ten_thousand_calls_leave_consistent_counts() {
                             executed.fetch_add(1, Ordering::SeqCst);
                             tokio::task::yield_now().await;
                             in_flight.fetch_sub(1, Ordering::SeqCst);
-                            if fails {
-                                Err(TestError::Transient)
-                            } else {
-                                Ok(())
-                            }
+                            if fails { Err(TestError::Transient) } else { Ok(()) }
                         }
                     })
                     .await;
@@ -710,24 +435,14 @@ async fn eight_tasks_of_ten_thousand_calls_leave_consistent_counts() {
     }
     let bulkhead = registry.bulkhead("stress").unwrap();
     assert_eq!(bulkhead.in_use(), 0, "no permit lost");
-    assert_eq!(
-        registry.breaker("stress").unwrap().state(),
-        BreakerState::Closed
-    );
+    assert_eq!(registry.breaker("stress").unwrap().state(), BreakerState::Closed);
     let available = registry.budget("stress").unwrap().available();
     assert!(available <= 1_000);
     // Every call succeeded except the ones failing for good (after 3 attempts each).
-    let hopeless: u32 = (0..8u32)
-        .map(|t| (0..10_000u32).filter(|c| (c + t) % 13 == 0).count() as u32)
-        .sum();
+    let hopeless: u32 = (0..8u32).map(|t| (0..10_000u32).filter(|c| (c + t) % 13 == 0).count() as u32).sum();
     assert_eq!(successes, 80_000 - hopeless);
-    let once: u32 = (0..8u32)
-        .map(|t| {
-            (0..10_000u32)
-                .filter(|c| c % 7 == 0 && (c + t) % 13 != 0)
-                .count() as u32
-        })
-        .sum();
+    let once: u32 =
+        (0..8u32).map(|t| (0..10_000u32).filter(|c| c % 7 == 0 && (c + t) % 13 != 0).count() as u32).sum();
     assert_eq!(
         executed.load(Ordering::SeqCst),
         80_000 + once + 2 * hopeless,

@@ -33,49 +33,25 @@ async fn the_caller_gets_the_last_error_after_max_attempts() {
     let result: Result<(), _> = policy
         .run(|| {
             let n = attempts.mark();
-            async move {
-                Err(if n < 3 {
-                    TestError::Transient
-                } else {
-                    TestError::Throttled(None)
-                })
-            }
+            async move { Err(if n < 3 { TestError::Transient } else { TestError::Throttled(None) }) }
         })
         .await;
     assert_eq!(result, Err(TestError::Throttled(None)));
-    assert_eq!(
-        attempts.times(),
-        [0, 10, 30],
-        "no wait after the last attempt"
-    );
+    assert_eq!(attempts.times(), [0, 10, 30], "no wait after the last attempt");
 }
 
 #[tokio::test(start_paused = true)]
 async fn no_wait_follows_the_last_attempt() {
-    let policy = no_jitter()
-        .max_attempts(2)
-        .base(ms(1000))
-        .cap(ms(1000))
-        .build()
-        .unwrap();
+    let policy = no_jitter().max_attempts(2).base(ms(1000)).cap(ms(1000)).build().unwrap();
     let start = Instant::now();
     let _: Result<(), _> = policy.run(|| async { Err(TestError::Transient) }).await;
-    assert_eq!(
-        start.elapsed(),
-        ms(1000),
-        "one wait between two attempts, none after"
-    );
+    assert_eq!(start.elapsed(), ms(1000), "one wait between two attempts, none after");
 }
 
 #[tokio::test(start_paused = true)]
 async fn retry_after_beyond_the_cap_is_honoured() {
     let attempts = Attempts::new();
-    let policy = no_jitter()
-        .max_attempts(3)
-        .base(ms(100))
-        .cap(ms(200))
-        .build()
-        .unwrap();
+    let policy = no_jitter().max_attempts(3).base(ms(100)).cap(ms(200)).build().unwrap();
     let result = policy
         .run(|| {
             let n = attempts.mark();
@@ -96,12 +72,7 @@ async fn retry_after_beyond_the_cap_is_honoured() {
 #[tokio::test(start_paused = true)]
 async fn a_wait_that_would_end_past_the_deadline_is_not_slept() {
     let attempts = Attempts::new();
-    let policy = no_jitter()
-        .max_attempts(10)
-        .base(ms(100))
-        .deadline(ms(350))
-        .build()
-        .unwrap();
+    let policy = no_jitter().max_attempts(10).base(ms(100)).deadline(ms(350)).build().unwrap();
     let start = Instant::now();
     let result: Result<(), _> = policy
         .run(|| {
@@ -111,49 +82,27 @@ async fn a_wait_that_would_end_past_the_deadline_is_not_slept() {
         .await;
     // Attempts at 0, 100, 300; the next wait (400 ms) would end at 700 > 350.
     assert_eq!(attempts.times(), [0, 100, 300]);
-    assert_eq!(
-        result,
-        Err(TestError::Transient),
-        "the last error, not a rejection"
-    );
-    assert_eq!(
-        start.elapsed(),
-        ms(300),
-        "ended at once, without sleeping toward the deadline"
-    );
+    assert_eq!(result, Err(TestError::Transient), "the last error, not a rejection");
+    assert_eq!(start.elapsed(), ms(300), "ended at once, without sleeping toward the deadline");
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_wait_ending_exactly_at_the_deadline_is_not_slept() {
     let attempts = Attempts::new();
-    let policy = no_jitter()
-        .max_attempts(10)
-        .base(ms(100))
-        .deadline(ms(300))
-        .build()
-        .unwrap();
+    let policy = no_jitter().max_attempts(10).base(ms(100)).deadline(ms(300)).build().unwrap();
     let _: Result<(), _> = policy
         .run(|| {
             attempts.mark();
             async { Err(TestError::Transient) }
         })
         .await;
-    assert_eq!(
-        attempts.times(),
-        [0, 100],
-        "the wait 100 -> 300 would end at the deadline"
-    );
+    assert_eq!(attempts.times(), [0, 100], "the wait 100 -> 300 would end at the deadline");
 }
 
 #[tokio::test(start_paused = true)]
 async fn the_deadline_cuts_a_running_attempt() {
     let attempts = Attempts::new();
-    let policy = no_jitter()
-        .max_attempts(5)
-        .base(ms(100))
-        .deadline(ms(250))
-        .build()
-        .unwrap();
+    let policy = no_jitter().max_attempts(5).base(ms(100)).deadline(ms(250)).build().unwrap();
     let start = Instant::now();
     let result: Result<(), _> = policy
         .run(|| {
@@ -167,35 +116,19 @@ async fn the_deadline_cuts_a_running_attempt() {
             }
         })
         .await;
-    assert_eq!(
-        result,
-        Err(TestError::Rejected(Rejection::DeadlineExceeded {
-            after: ms(250)
-        }))
-    );
+    assert_eq!(result, Err(TestError::Rejected(Rejection::DeadlineExceeded { after: ms(250) })));
     assert_eq!(start.elapsed(), ms(250));
     assert_eq!(attempts.times(), [0, 100]);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_deadline_that_is_not_reached_changes_nothing() {
-    let policy = no_jitter()
-        .max_attempts(3)
-        .base(ms(100))
-        .deadline(ms(10_000))
-        .build()
-        .unwrap();
+    let policy = no_jitter().max_attempts(3).base(ms(100)).deadline(ms(10_000)).build().unwrap();
     let attempts = Attempts::new();
     let result = policy
         .run(|| {
             let n = attempts.mark();
-            async move {
-                if n < 3 {
-                    Err(TestError::Transient)
-                } else {
-                    Ok(n)
-                }
-            }
+            async move { if n < 3 { Err(TestError::Transient) } else { Ok(n) } }
         })
         .await;
     assert_eq!(result, Ok(3));
@@ -212,12 +145,7 @@ async fn an_attempt_past_its_timeout_is_cancelled_and_retried() {
     }
     let dropped = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
     let attempts = Attempts::new();
-    let policy = no_jitter()
-        .max_attempts(3)
-        .base(ms(100))
-        .attempt_timeout(ms(50))
-        .build()
-        .unwrap();
+    let policy = no_jitter().max_attempts(3).base(ms(100)).attempt_timeout(ms(50)).build().unwrap();
     let result = policy
         .run(|| {
             let n = attempts.mark();
@@ -234,55 +162,31 @@ async fn an_attempt_past_its_timeout_is_cancelled_and_retried() {
     assert_eq!(result, Ok(3));
     // 0: times out at 50, waits 100; 150: times out at 200, waits 200; 400: succeeds.
     assert_eq!(attempts.times(), [0, 150, 400]);
-    assert_eq!(
-        dropped.load(std::sync::atomic::Ordering::SeqCst),
-        3,
-        "every attempt's future was dropped"
-    );
+    assert_eq!(dropped.load(std::sync::atomic::Ordering::SeqCst), 3, "every attempt's future was dropped");
 }
 
 #[tokio::test(start_paused = true)]
 async fn an_attempt_that_always_times_out_returns_attempt_timeout() {
-    let policy = no_jitter()
-        .max_attempts(2)
-        .base(ms(10))
-        .attempt_timeout(ms(50))
-        .build()
-        .unwrap();
+    let policy = no_jitter().max_attempts(2).base(ms(10)).attempt_timeout(ms(50)).build().unwrap();
     let result: Result<(), TestError> = policy
         .run(|| async {
             sleep(Duration::from_secs(1)).await;
             Ok(())
         })
         .await;
-    assert_eq!(
-        result,
-        Err(TestError::Rejected(Rejection::AttemptTimeout {
-            after: ms(50)
-        }))
-    );
+    assert_eq!(result, Err(TestError::Rejected(Rejection::AttemptTimeout { after: ms(50) })));
 }
 
 #[tokio::test(start_paused = true)]
 async fn on_the_same_instant_the_deadline_beats_the_attempt_timeout() {
-    let policy = no_jitter()
-        .max_attempts(3)
-        .attempt_timeout(ms(100))
-        .deadline(ms(100))
-        .build()
-        .unwrap();
+    let policy = no_jitter().max_attempts(3).attempt_timeout(ms(100)).deadline(ms(100)).build().unwrap();
     let result: Result<(), TestError> = policy
         .run(|| async {
             sleep(Duration::from_secs(1)).await;
             Ok(())
         })
         .await;
-    assert_eq!(
-        result,
-        Err(TestError::Rejected(Rejection::DeadlineExceeded {
-            after: ms(100)
-        }))
-    );
+    assert_eq!(result, Err(TestError::Rejected(Rejection::DeadlineExceeded { after: ms(100) })));
 }
 
 #[tokio::test(start_paused = true)]
@@ -313,11 +217,7 @@ async fn decorrelated_waits_stay_between_base_and_cap() {
 async fn a_policy_seed_reproduces_the_waits() {
     async fn waits(seed: u64) -> Vec<u64> {
         let attempts = Attempts::new();
-        let policy = Policy::builder()
-            .max_attempts(8)
-            .seed(seed)
-            .build()
-            .unwrap();
+        let policy = Policy::builder().max_attempts(8).seed(seed).build().unwrap();
         let _: Result<(), _> = policy
             .run(|| {
                 attempts.mark();
@@ -344,14 +244,8 @@ async fn a_seeded_registry_reproduces_the_waits() {
             .unwrap_err();
         attempts.times()
     }
-    assert_eq!(
-        waits(Registry::with_seed(1)).await,
-        waits(Registry::with_seed(1)).await
-    );
-    assert_ne!(
-        waits(Registry::with_seed(1)).await,
-        waits(Registry::with_seed(2)).await
-    );
+    assert_eq!(waits(Registry::with_seed(1)).await, waits(Registry::with_seed(1)).await);
+    assert_ne!(waits(Registry::with_seed(1)).await, waits(Registry::with_seed(2)).await);
 }
 
 #[tokio::test(start_paused = true)]
@@ -366,13 +260,7 @@ async fn the_idempotency_key_is_the_same_on_every_attempt() {
                 seen.push(key);
                 seen.len()
             };
-            async move {
-                if n < 3 {
-                    Err(TestError::Transient)
-                } else {
-                    Ok(())
-                }
-            }
+            async move { if n < 3 { Err(TestError::Transient) } else { Ok(()) } }
         })
         .await;
     assert_eq!(result, Ok(()));
@@ -388,11 +276,7 @@ async fn the_idempotency_key_is_the_same_on_every_attempt() {
             let inside = &inside;
             async move {
                 inside.lock().unwrap().push(idempotency_key());
-                if n < 3 {
-                    Err(TestError::Transient)
-                } else {
-                    Ok(())
-                }
+                if n < 3 { Err(TestError::Transient) } else { Ok(()) }
             }
         })
         .await
@@ -408,12 +292,8 @@ async fn a_nested_call_makes_a_single_attempt_by_default() {
     let inner_attempts = Attempts::new();
     let outer = no_jitter().max_attempts(3).base(ms(1)).build().unwrap();
     let inner = no_jitter().max_attempts(3).base(ms(1)).build().unwrap();
-    let retrying_inner = no_jitter()
-        .max_attempts(3)
-        .base(ms(1))
-        .nested(retry_runtime::Nested::Retry)
-        .build()
-        .unwrap();
+    let retrying_inner =
+        no_jitter().max_attempts(3).base(ms(1)).nested(retry_runtime::Nested::Retry).build().unwrap();
     let _: Result<(), _> = outer
         .run(|| async {
             inner
@@ -445,13 +325,7 @@ async fn without_jitter_a_herd_retries_in_one_bucket_and_full_jitter_spreads_it(
     async fn first_retries(jitter: Jitter) -> Vec<Duration> {
         let registry = Registry::with_seed(2024);
         let policy = std::sync::Arc::new(
-            Policy::builder()
-                .jitter(jitter)
-                .max_attempts(2)
-                .base(ms(100))
-                .cap(ms(100))
-                .build()
-                .unwrap(),
+            Policy::builder().jitter(jitter).max_attempts(2).base(ms(100)).cap(ms(100)).build().unwrap(),
         );
         let start = Instant::now();
         let second_attempts = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));

@@ -280,10 +280,7 @@ impl CircuitBreaker {
     /// While open: how long until probes are admitted. `None` when not open.
     pub fn remaining_open(&self) -> Option<Duration> {
         let now = self.now();
-        self.lock()
-            .open_until()
-            .map(|until| until.saturating_sub(now))
-            .filter(|d| !d.is_zero())
+        self.lock().open_until().map(|until| until.saturating_sub(now)).filter(|d| !d.is_zero())
     }
 
     /// Asks to run one attempt. `None` means fail fast: the breaker is open,
@@ -291,14 +288,8 @@ impl CircuitBreaker {
     pub fn try_acquire(&self) -> Option<BreakerPermit<'_>> {
         let word = self.published.load(Ordering::Acquire);
         if BreakerState::from_bits(word) == BreakerState::Closed {
-            let ticket = Ticket {
-                epoch: word >> EPOCH_SHIFT,
-                probe: false,
-            };
-            return Some(BreakerPermit {
-                breaker: self,
-                ticket: Some(ticket),
-            });
+            let ticket = Ticket { epoch: word >> EPOCH_SHIFT, probe: false };
+            return Some(BreakerPermit { breaker: self, ticket: Some(ticket) });
         }
         let now = self.now();
         let mut core = self.lock();
@@ -307,10 +298,7 @@ impl CircuitBreaker {
         drop(core);
         self.notify(transition);
         match admission {
-            Admission::Allowed(ticket) => Some(BreakerPermit {
-                breaker: self,
-                ticket: Some(ticket),
-            }),
+            Admission::Allowed(ticket) => Some(BreakerPermit { breaker: self, ticket: Some(ticket) }),
             Admission::Rejected => None,
         }
     }
@@ -341,11 +329,7 @@ impl CircuitBreaker {
         if let Some((from, to)) = transition {
             crate::observe::breaker_transition(&self.name, from, to);
             if let Some(hooks) = &self.hooks {
-                let event = BreakerTransition {
-                    breaker: &self.name,
-                    from,
-                    to,
-                };
+                let event = BreakerTransition { breaker: &self.name, from, to };
                 for hook in hooks.read().unwrap_or_else(|e| e.into_inner()).iter() {
                     hook(&event);
                 }
@@ -362,8 +346,7 @@ impl CircuitBreaker {
             BreakerState::HalfOpen
         };
         let slow = core.has_failures() || core.counts_successes();
-        let word =
-            (core.epoch() << EPOCH_SHIFT) | if slow { SLOW_SUCCESS } else { 0 } | stored.bits();
+        let word = (core.epoch() << EPOCH_SHIFT) | if slow { SLOW_SUCCESS } else { 0 } | stored.bits();
         self.published.store(word, Ordering::Release);
     }
 

@@ -142,23 +142,14 @@ impl BreakerCore {
             if now < until {
                 return (Admission::Rejected, None);
             }
-            transition = Some(self.enter(Phase::HalfOpen {
-                in_flight: 0,
-                successes: 0,
-            }));
+            transition = Some(self.enter(Phase::HalfOpen { in_flight: 0, successes: 0 }));
         }
         let max_probes = self.config.half_open_max_calls;
         let admission = match &mut self.phase {
-            Phase::Closed => Admission::Allowed(Ticket {
-                epoch: self.epoch,
-                probe: false,
-            }),
+            Phase::Closed => Admission::Allowed(Ticket { epoch: self.epoch, probe: false }),
             Phase::HalfOpen { in_flight, .. } if *in_flight < max_probes => {
                 *in_flight += 1;
-                Admission::Allowed(Ticket {
-                    epoch: self.epoch,
-                    probe: true,
-                })
+                Admission::Allowed(Ticket { epoch: self.epoch, probe: true })
             }
             _ => Admission::Rejected,
         };
@@ -177,12 +168,7 @@ impl BreakerCore {
     }
 
     /// Records how an admitted attempt ended, at `now`; returns the transition it caused.
-    pub fn record(
-        &mut self,
-        ticket: Ticket,
-        outcome: Outcome,
-        now: Duration,
-    ) -> Option<Transition> {
+    pub fn record(&mut self, ticket: Ticket, outcome: Outcome, now: Duration) -> Option<Transition> {
         if ticket.epoch != self.epoch {
             return None;
         }
@@ -199,8 +185,7 @@ impl BreakerCore {
                             return None;
                         };
                         *successes += 1;
-                        (*successes >= self.config.success_threshold)
-                            .then(|| self.enter(Phase::Closed))
+                        (*successes >= self.config.success_threshold).then(|| self.enter(Phase::Closed))
                     }
                 }
             }
@@ -227,8 +212,7 @@ impl BreakerCore {
                 while self.failures.len() > self.config.failure_threshold as usize {
                     self.failures.pop_front();
                 }
-                (self.failures.len() >= self.config.failure_threshold as usize)
-                    .then(|| self.open(now))
+                (self.failures.len() >= self.config.failure_threshold as usize).then(|| self.open(now))
             }
             (Outcome::Failure, Some(percent)) => {
                 self.failures.push_back(now);
@@ -313,10 +297,7 @@ mod tests {
         let mut c = BreakerCore::new(cfg());
         assert_eq!(run(&mut c, Outcome::Failure, s(0)), None);
         assert_eq!(run(&mut c, Outcome::Failure, s(1)), None);
-        assert_eq!(
-            run(&mut c, Outcome::Failure, s(2)),
-            Some((BreakerState::Closed, BreakerState::Open))
-        );
+        assert_eq!(run(&mut c, Outcome::Failure, s(2)), Some((BreakerState::Closed, BreakerState::Open)));
         assert_eq!(c.admit(s(31)).0, Admission::Rejected);
         assert_eq!(c.state(s(31)), BreakerState::Open);
         assert_eq!(c.state(s(32)), BreakerState::HalfOpen);
@@ -335,10 +316,7 @@ mod tests {
         // The failure at t=2 is forgotten at t=12 exactly (now - t >= window).
         assert_eq!(run(&mut c, Outcome::Failure, s(12)), None);
         assert!(c.is_closed());
-        assert!(
-            run(&mut c, Outcome::Failure, s(12)).is_some(),
-            "t=3, 12, 12 are three in the window"
-        );
+        assert!(run(&mut c, Outcome::Failure, s(12)).is_some(), "t=3, 12, 12 are three in the window");
     }
 
     #[test]
@@ -358,22 +336,13 @@ mod tests {
             run(&mut c, Outcome::Failure, s(0));
         }
         let (first, transition) = c.admit(s(30));
-        assert_eq!(
-            transition,
-            Some((BreakerState::Open, BreakerState::HalfOpen))
-        );
-        let Admission::Allowed(first) = first else {
-            panic!()
-        };
-        let Admission::Allowed(second) = c.admit(s(30)).0 else {
-            panic!()
-        };
+        assert_eq!(transition, Some((BreakerState::Open, BreakerState::HalfOpen)));
+        let Admission::Allowed(first) = first else { panic!() };
+        let Admission::Allowed(second) = c.admit(s(30)).0 else { panic!() };
         assert!(first.probe && second.probe);
         assert_eq!(c.admit(s(30)).0, Admission::Rejected);
         c.abandon(second);
-        let Admission::Allowed(_third) = c.admit(s(30)).0 else {
-            panic!("the abandoned slot is free again")
-        };
+        let Admission::Allowed(_third) = c.admit(s(30)).0 else { panic!("the abandoned slot is free again") };
         // A permanent error frees its slot and changes nothing.
         assert_eq!(c.record(first, Outcome::Neutral, s(30)), None);
         assert_eq!(c.state(s(30)), BreakerState::HalfOpen);
@@ -386,10 +355,7 @@ mod tests {
         for _ in 0..3 {
             run(&mut c, Outcome::Failure, s(0));
         }
-        assert_eq!(
-            run(&mut c, Outcome::Failure, s(40)),
-            Some((BreakerState::HalfOpen, BreakerState::Open))
-        );
+        assert_eq!(run(&mut c, Outcome::Failure, s(40)), Some((BreakerState::HalfOpen, BreakerState::Open)));
         assert_eq!(c.open_until(), Some(s(70)));
         assert_eq!(c.admit(s(69)).0, Admission::Rejected);
     }
@@ -411,9 +377,7 @@ mod tests {
     #[test]
     fn outcomes_from_an_earlier_epoch_are_ignored() {
         let mut c = BreakerCore::new(cfg());
-        let Admission::Allowed(slow) = c.admit(s(0)).0 else {
-            panic!()
-        };
+        let Admission::Allowed(slow) = c.admit(s(0)).0 else { panic!() };
         for _ in 0..3 {
             run(&mut c, Outcome::Failure, s(0));
         }
@@ -424,11 +388,8 @@ mod tests {
 
     #[test]
     fn failure_rate_mode_opens_on_the_share_of_failures() {
-        let mut c = BreakerCore::new(BreakerConfig {
-            failure_rate_percent: Some(50),
-            minimum_calls: 4,
-            ..cfg()
-        });
+        let mut c =
+            BreakerCore::new(BreakerConfig { failure_rate_percent: Some(50), minimum_calls: 4, ..cfg() });
         run(&mut c, Outcome::Failure, s(0));
         run(&mut c, Outcome::Failure, s(0));
         assert!(c.is_closed(), "below minimum_calls");
@@ -436,9 +397,6 @@ mod tests {
         run(&mut c, Outcome::Success, s(0));
         run(&mut c, Outcome::Success, s(0));
         assert!(c.is_closed(), "2 of 5 failed");
-        assert!(
-            run(&mut c, Outcome::Failure, s(1)).is_some(),
-            "3 of 6 is 50%"
-        );
+        assert!(run(&mut c, Outcome::Failure, s(1)).is_some(), "3 of 6 is 50%");
     }
 }

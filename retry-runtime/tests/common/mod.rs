@@ -21,9 +21,7 @@ impl Classify for TestError {
     fn classify(&self) -> ErrorClass {
         match self {
             TestError::Transient => ErrorClass::Transient,
-            TestError::Throttled(retry_after) => ErrorClass::Throttled {
-                retry_after: *retry_after,
-            },
+            TestError::Throttled(retry_after) => ErrorClass::Throttled { retry_after: *retry_after },
             TestError::Permanent => ErrorClass::Permanent,
             TestError::Rejected(r) => r.classify(),
         }
@@ -50,19 +48,12 @@ pub struct Attempts {
 
 impl Attempts {
     pub fn new() -> Self {
-        Attempts {
-            start: Instant::now(),
-            times: Arc::default(),
-            count: Arc::default(),
-        }
+        Attempts { start: Instant::now(), times: Arc::default(), count: Arc::default() }
     }
 
     /// Marks an attempt and returns its 1-based number.
     pub fn mark(&self) -> u32 {
-        self.times
-            .lock()
-            .unwrap()
-            .push(self.start.elapsed().as_millis() as u64);
+        self.times.lock().unwrap().push(self.start.elapsed().as_millis() as u64);
         self.count.fetch_add(1, Ordering::SeqCst) + 1
     }
 
