@@ -1,0 +1,244 @@
+//! Model-based test: the breaker (both the pure core and the concurrent
+//! wrapper) against a naive reference state machine written straight from
+//! the contract. Random sequences of successes, transient and permanent
+//! failures, time advances, probe starts and probe abandons must give the
+//! same states and the same admission decisions.
+
+use std::time::Duration;
+
+use proptest::prelude::*;
+use retry_runtime::{Admission, BreakerConfig, BreakerCore, BreakerState, CircuitBreaker, Outcome};
+
+/// The contract, as literally as possible: every failure kept with its
+/// time, forgotten by filtering; a generation counter instead of epochs.
+#[derive(Debug)]
+struct Reference {
+    cfg: BreakerConfig,
+    state: RefState,
+    failures: Vec<Duration>,
+    successes: Vec<Duration>,
+    generation: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum RefState {
+    Closed,
+    Open { since: Duration },
+    HalfOpen { probes: u32, successes: u32 },
+}
+
+#[derive(Debug, Clone, Copy)]
+struct RefTicket {
+    generation: u64,
+    probe: bool,
+}
+
+impl Reference {
+    fn new(cfg: BreakerConfig) -> Self {
+        Reference { cfg, state: RefState::Closed, failures: vec![], successes: vec![], generation: 0 }
+    }
+
+    fn go(&mut self, state: RefState) {
+        self.state = state;
+        self.generation += 1;
+        self.failures.clear();
+        self.successes.clear();
+    }
+
+    fn state(&self, now: Duration) -> BreakerState {
+        match self.state {
+            RefState::Closed => BreakerState::Closed,
+            RefState::Open { since } if now < since + self.cfg.open_for => BreakerState::Open,
+            _ => BreakerState::HalfOpen,
+        }
+    }
+
+    fn admit(&mut self, now: Duration) -> Option<RefTicket> {
+        if let RefState::Open { since } = self.state {
+            if now < since + self.cfg.open_for {
+                return None;
+            }
+            self.go(RefState::HalfOpen { probes: 0, successes: 0 });
+        }
+        match &mut self.state {
+            RefState::Closed => Some(RefTicket { generation: self.generation, probe: false }),
+            RefState::HalfOpen { probes, .. } if *probes < self.cfg.half_open_max_calls => {
+                *probes += 1;
+                Some(RefTicket { generation: self.generation, probe: true })
+            }
+            _ => None,
+        }
+    }
+
+    fn abandon(&mut self, t: RefTicket) {
+        if t.generation == self.generation && t.probe {
+            if let RefState::HalfOpen { probes, .. } = &mut self.state {
+                *probes -= 1;
+            }
+        }
+    }
+
+    fn record(&mut self, t: RefTicket, outcome: Outcome, now: Duration) {
+        if t.generation != self.generation {
+            return;
+        }
+        match self.state {
+            RefState::Open { .. } => {}
+            RefState::HalfOpen { .. } => {
+                self.abandon(t);
+                match outcome {
+                    Outcome::Neutral => {}
+                    Outcome::Failure => self.go(RefState::Open { since: now }),
+                    Outcome::Success => {
+                        let RefState::HalfOpen { successes, .. } = &mut self.state else { unreachable!() };
+                        *successes += 1;
+                        if *successes >= self.cfg.success_threshold {
+                            self.go(RefState::Closed);
+                        }
+                    }
+                }
+            }
+            RefState::Closed => {
+                let window = self.cfg.window;
+                self.failures.retain(|t| now - *t < window);
+                self.successes.retain(|t| now - *t < window);
+                match (outcome, self.cfg.failure_rate_percent) {
+                    (Outcome::Neutral, _) => {}
+                    (Outcome::Success, None) => self.failures.clear(),
+                    (Outcome::Success, Some(_)) => self.successes.push(now),
+                    (Outcome::Failure, None) => {
+                        self.failures.push(now);
+                        if self.failures.len() as u32 >= self.cfg.failure_threshold {
+                            self.go(RefState::Open { since: now });
+                        }
+                    }
+                    (Outcome::Failure, Some(percent)) => {
+                        self.failures.push(now);
+                        let failed = self.failures.len() as u64;
+                        let calls = failed + self.successes.len() as u64;
+                        if calls >= u64::from(self.cfg.minimum_calls)
+                            && failed * 100 >= calls * u64::from(percent)
+                        {
+                            self.go(RefState::Open { since: now });
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Start an attempt (a probe when half-open).
+    Start,
+    /// Finish the in-flight attempt at this index (mod the count) with an outcome.
+    Finish(usize, Outcome),
+    /// Drop the in-flight attempt at this index without an outcome.
+    Abandon(usize),
+    /// Let time pass, in ms.
+    Advance(u64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let outcome = prop_oneof![Just(Outcome::Success), Just(Outcome::Failure), Just(Outcome::Neutral)];
+    prop_oneof![
+        4 => Just(Op::Start),
+        4 => (any::<usize>(), outcome).prop_map(|(i, o)| Op::Finish(i, o)),
+        1 => any::<usize>().prop_map(Op::Abandon),
+        2 => prop_oneof![0u64..50, 0u64..2_000, Just(1_000)].prop_map(Op::Advance),
+    ]
+}
+
+fn config() -> impl Strategy<Value = BreakerConfig> {
+    (1u32..5, 1u64..3, 1u64..3, 1u32..4, 1u32..4, prop::option::of(1u8..=100), 1u32..6).prop_map(
+        |(threshold, window_s, open_s, success, probes, rate, minimum)| BreakerConfig {
+            failure_threshold: threshold,
+            window: Duration::from_secs(window_s),
+            open_for: Duration::from_secs(open_s),
+            success_threshold: success,
+            half_open_max_calls: probes,
+            failure_rate_percent: rate,
+            minimum_calls: minimum,
+        },
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_pure_core_agrees_with_the_reference(cfg in config(), ops in prop::collection::vec(op(), 1..120)) {
+        let mut core = BreakerCore::new(cfg);
+        let mut reference = Reference::new(cfg);
+        let mut now = Duration::ZERO;
+        let mut in_flight = Vec::new();
+        for op in ops {
+            match op {
+                Op::Start => {
+                    let (admission, _) = core.admit(now);
+                    let expected = reference.admit(now);
+                    match (admission, expected) {
+                        (Admission::Allowed(t), Some(r)) => {
+                            prop_assert_eq!(t.probe, r.probe);
+                            in_flight.push((t, r));
+                        }
+                        (Admission::Rejected, None) => {}
+                        (got, want) => prop_assert!(false, "admission {:?} vs reference {:?}", got, want),
+                    }
+                }
+                Op::Finish(i, outcome) if !in_flight.is_empty() => {
+                    let (t, r) = in_flight.remove(i % in_flight.len());
+                    core.record(t, outcome, now);
+                    reference.record(r, outcome, now);
+                }
+                Op::Abandon(i) if !in_flight.is_empty() => {
+                    let (t, r) = in_flight.remove(i % in_flight.len());
+                    core.abandon(t);
+                    reference.abandon(r);
+                }
+                Op::Advance(ms) => now += Duration::from_millis(ms),
+                _ => {}
+            }
+            prop_assert_eq!(core.state(now), reference.state(now));
+        }
+    }
+
+    #[test]
+    fn the_concurrent_breaker_agrees_with_the_reference(cfg in config(), ops in prop::collection::vec(op(), 1..80)) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+        runtime.block_on(async {
+            let breaker = CircuitBreaker::new("model", cfg).unwrap();
+            let mut reference = Reference::new(cfg);
+            let start = tokio::time::Instant::now();
+            let mut in_flight = Vec::new();
+            for op in ops {
+                let now = start.elapsed();
+                match op {
+                    Op::Start => match (breaker.try_acquire(), reference.admit(now)) {
+                        (Some(permit), Some(r)) => {
+                            prop_assert_eq!(permit.is_probe(), r.probe);
+                            in_flight.push((permit, r));
+                        }
+                        (None, None) => {}
+                        (got, want) => prop_assert!(false, "admitted {} vs reference {:?}", got.is_some(), want),
+                    },
+                    Op::Finish(i, outcome) if !in_flight.is_empty() => {
+                        let (permit, r) = in_flight.remove(i % in_flight.len());
+                        permit.record(outcome);
+                        reference.record(r, outcome, now);
+                    }
+                    Op::Abandon(i) if !in_flight.is_empty() => {
+                        let (permit, r) = in_flight.remove(i % in_flight.len());
+                        drop(permit);
+                        reference.abandon(r);
+                    }
+                    Op::Advance(ms) => tokio::time::advance(Duration::from_millis(ms)).await,
+                    _ => {}
+                }
+                prop_assert_eq!(breaker.state(), reference.state(start.elapsed()));
+            }
+            Ok(())
+        })?;
+    }
+}
