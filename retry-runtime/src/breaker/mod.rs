@@ -17,9 +17,23 @@
 
 mod state;
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
+
+// Under `--cfg resilient_loom` the breaker's own synchronisation is
+// model-checked by loom (tests/loom_breaker.rs). (`--cfg loom` itself would
+// switch tokio into its internal loom mode, which only builds in tokio's own
+// test suite.)
+#[cfg(resilient_loom)]
+use loom::sync::{
+    Mutex, MutexGuard,
+    atomic::{AtomicU64, Ordering},
+};
+#[cfg(not(resilient_loom))]
+use std::sync::{
+    Mutex, MutexGuard,
+    atomic::{AtomicU64, Ordering},
+};
 
 use tokio::time::Instant;
 
