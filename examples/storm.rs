@@ -1,0 +1,243 @@
+//! Compares retry strategies on a herd of clients, the way the AWS study
+//! "Exponential Backoff and Jitter" and the source story do, and draws the
+//! load each strategy puts on the dependency over time.
+//!
+//! ```text
+//! cargo run --example storm
+//! ```
+//!
+//! Prints one row per (model, clients, strategy): the work (attempts that
+//! reached the dependency), completion times of the clients that
+//! succeeded, the peak load (attempts in the busiest 10 ms), and how many
+//! clients gave up. Then writes `storm.svg` into the target directory
+//! (`$CARGO_TARGET_DIR`, else `target/`): arrivals per 10 ms for every
+//! strategy, 100 clients, overload model.
+//!
+//! Every number is deterministic (seeded, virtual time): run it twice, get
+//! the same table.
+//!
+//! What to look for: in the contention model, work grows with the square of
+//! the herd without backoff, and backoff without jitter is the slowest to
+//! drain (the herd stays in lockstep); full jitter does the least work. In
+//! the overload model, immediate and unjittered retries come back in waves
+//! (`retry` peak) that land in full ticks, so at 190 clients they burn their
+//! attempts and give up while full jitter serves everyone. `recommended`
+//! adds a shared budget and breaker with the library's defaults: the breaker
+//! opens on the first wave of failures and the clients behind it fail fast,
+//! so the dependency sees barely more than one attempt per client. That is
+//! the trade a breaker makes: right for a dependency that is down, costly for
+//! one that is merely busy or contended.
+
+use std::error::Error;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use plotters::prelude::*;
+use resilient::sim::{HerdConfig, HerdReport, Strategy, simulate};
+
+const CLIENTS: [u32; 4] = [10, 50, 100, 190];
+const SEED: u64 = 2015;
+
+fn main() -> Result<(), Box<dyn Error>> {
+    println!(
+        "{:<10} {:<12} {:>4} {:>6} {:>7} {:>7} {:>7} {:>5} {:>6} {:>7} {:>7}",
+        "model", "strategy", "N", "work", "p50 ms", "p99 ms", "max ms", "peak", "retry", "gave up", "breaker"
+    );
+    for preset in [HerdConfig::contention(), HerdConfig::overload()] {
+        for clients in CLIENTS {
+            let config = HerdConfig { clients, seed: SEED, ..preset };
+            for strategy in Strategy::ALL {
+                print_row(&simulate(&config, strategy)?);
+            }
+        }
+    }
+    println!();
+    println!("work: attempts that reached the dependency. p50/p99/max: completion times of the clients");
+    println!("that succeeded. peak: most attempts in one 10 ms; retry: the same, retries only (every");
+    println!("strategy sends the same first wave at t = 0). gave up: clients without a success;");
+    println!("breaker: of those, stopped by the shared breaker (failed fast, no load).");
+
+    let config = HerdConfig { clients: 100, seed: SEED, ..HerdConfig::overload() };
+    let reports = Strategy::ALL.iter().map(|&s| simulate(&config, s)).collect::<Result<Vec<_>, _>>()?;
+    let path = chart_path()?;
+    std::fs::write(&path, chart(&reports, config.clients)?)?;
+    println!("chart: {}", path.display());
+    Ok(())
+}
+
+fn print_row(r: &HerdReport) {
+    let ms = |d: Option<Duration>| d.map_or_else(|| "-".to_owned(), |d| d.as_millis().to_string());
+    println!(
+        "{:<10} {:<12} {:>4} {:>6} {:>7} {:>7} {:>7} {:>5} {:>6} {:>7} {:>7}",
+        r.model.name(),
+        r.strategy.name(),
+        r.clients,
+        r.attempts,
+        ms(r.p50()),
+        ms(r.p99()),
+        ms(r.max_completion()),
+        r.peak_load,
+        r.retry_peak,
+        r.gave_up(),
+        r.breaker_stopped,
+    );
+}
+
+/// `$CARGO_TARGET_DIR/storm.svg`, else `target/storm.svg` in this package.
+fn chart_path() -> std::io::Result<PathBuf> {
+    let dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir.join("storm.svg"))
+}
+
+const WIDTH: u32 = 1000;
+const HEIGHT: u32 = 820;
+const LEGEND_WIDTH: u32 = 250;
+const COLORS: [RGBColor; 6] = [
+    RGBColor(214, 39, 40),   // immediate
+    RGBColor(255, 127, 14),  // none
+    RGBColor(44, 160, 44),   // full
+    RGBColor(31, 119, 180),  // equal
+    RGBColor(148, 103, 189), // decorrelated
+    RGBColor(23, 23, 23),    // recommended
+];
+
+/// Arrivals per bucket over time, one line per strategy: the whole run on
+/// top, its first 400 ms (where most strategies do all their work) below.
+///
+/// Plotters draws the lines and the grid; every piece of text is an SVG
+/// `<text>` element written here, so making the chart needs no font
+/// (plotters' own text rendering would need a system font), and the viewer
+/// renders the labels with whatever sans-serif font it has.
+fn chart(reports: &[HerdReport], clients: u32) -> Result<String, Box<dyn Error>> {
+    let bucket = reports[0].bucket;
+    let bucket_ms = bucket.as_secs_f64() * 1000.0;
+    let last = reports.iter().filter_map(|r| r.arrivals.last()).max().copied().unwrap_or_default();
+    let last_ms = last.as_secs_f64() * 1000.0 + bucket_ms;
+    let peak = reports.iter().map(|r| r.peak_load).max().unwrap_or(0).max(1) as f64;
+
+    let mut svg = String::new();
+    let mut labels = Vec::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+        root.fill(&WHITE)?;
+        labels.push(text(
+            (WIDTH - LEGEND_WIDTH) as i32 / 2 + 30,
+            28,
+            "middle",
+            17,
+            &format!(
+                "Attempts arriving at the dependency per {bucket_ms} ms: {clients} clients, overload model"
+            ),
+        ));
+        let (top, bottom) = root.split_vertically(HEIGHT / 2);
+        let full_range = format!("the whole run ({} ms)", last_ms.round());
+        panel(&top, reports, last_ms, peak, &full_range, &mut labels)?;
+        panel(&bottom, reports, 400f64.min(last_ms), peak, "the first 400 ms", &mut labels)?;
+
+        // The legend, right of the top panel.
+        let x = (WIDTH - LEGEND_WIDTH) as i32 + 16;
+        for (i, report) in reports.iter().enumerate() {
+            let y = 80 + 44 * i as i32;
+            let color = COLORS[i % COLORS.len()];
+            root.draw(&PathElement::new([(x, y), (x + 26, y)], color.stroke_width(3)))?;
+            labels.push(text(x + 34, y + 5, "start", 14, report.strategy.name()));
+            let detail = format!(
+                "work {}, retry peak {}, gave up {}",
+                report.attempts,
+                report.retry_peak,
+                report.gave_up()
+            );
+            labels.push(text(x + 34, y + 22, "start", 11, &detail));
+        }
+        root.present()?;
+    }
+    let end = svg.rfind("</svg>").ok_or("plotters wrote no closing </svg>")?;
+    svg.insert_str(end, &(labels.join("\n") + "\n"));
+    Ok(svg)
+}
+
+/// One panel: grid, axes, a line per report from 0 to `x_max` ms; its
+/// labels go to `labels` as SVG text.
+fn panel(
+    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    reports: &[HerdReport],
+    x_max: f64,
+    peak: f64,
+    title: &str,
+    labels: &mut Vec<String>,
+) -> Result<(), Box<dyn Error>> {
+    let x_step = nice_step(x_max / 8.0);
+    let x_max = (x_max / x_step).ceil() * x_step;
+    let y_step = nice_step(peak / 5.0);
+    let y_max = ((peak / y_step).floor() + 1.0) * y_step;
+    let mut chart = ChartBuilder::on(area)
+        .margin_top(60)
+        .margin_bottom(44)
+        .margin_left(70)
+        .margin_right(LEGEND_WIDTH + 10)
+        .build_cartesian_2d(0f64..x_max, 0f64..y_max)?;
+    let grid = RGBColor(228, 228, 228);
+    let axis = RGBColor(90, 90, 90);
+    for i in 0..=((x_max / x_step).round() as u32) {
+        let x = f64::from(i) * x_step;
+        chart.draw_series(LineSeries::new([(x, 0.0), (x, y_max)], grid))?;
+        let (px, py) = chart.backend_coord(&(x, 0.0));
+        labels.push(text(px, py + 18, "middle", 12, &format!("{x}")));
+    }
+    for i in 0..=((y_max / y_step).round() as u32) {
+        let y = f64::from(i) * y_step;
+        chart.draw_series(LineSeries::new([(0.0, y), (x_max, y)], grid))?;
+        let (px, py) = chart.backend_coord(&(0.0, y));
+        labels.push(text(px - 8, py + 4, "end", 12, &format!("{y}")));
+    }
+    chart.draw_series(LineSeries::new([(0.0, y_max), (0.0, 0.0), (x_max, 0.0)], axis))?;
+    let bucket = reports[0].bucket;
+    // Drawn in reverse, so the first strategies end up on top.
+    for (i, report) in reports.iter().enumerate().rev() {
+        let color = COLORS[i % COLORS.len()];
+        let points = dense(report, bucket, x_max).into_iter().map(|(t, n)| (t, n as f64));
+        chart.draw_series(LineSeries::new(points, color.stroke_width(2)))?;
+    }
+    let (left, bottom) = chart.backend_coord(&(0.0, 0.0));
+    let (right, top) = chart.backend_coord(&(x_max, y_max));
+    labels.push(text(left, top - 12, "start", 14, title));
+    labels.push(text((left + right) / 2, bottom + 38, "middle", 13, "time (ms)"));
+    labels.push(format!(
+        r##"<text x="{x}" y="{y}" transform="rotate(-90 {x} {y})" text-anchor="middle" font-family="sans-serif" font-size="13" fill="#333">attempts</text>"##,
+        x = left - 46,
+        y = (top + bottom) / 2,
+    ));
+    Ok(())
+}
+
+/// Arrivals per bucket from 0 to `x_max` ms, empty buckets included, as
+/// `(bucket start in ms, arrivals)`.
+fn dense(report: &HerdReport, bucket: Duration, x_max: f64) -> Vec<(f64, usize)> {
+    let width = bucket.as_secs_f64() * 1000.0;
+    let buckets = (x_max / width).ceil() as usize;
+    let mut counts = vec![0; buckets + 1];
+    for (start, n) in report.load_by_bucket() {
+        let i = (start.as_secs_f64() * 1000.0 / width).round() as usize;
+        if let Some(slot) = counts.get_mut(i) {
+            *slot = n;
+        }
+    }
+    counts.into_iter().enumerate().map(|(i, n)| (i as f64 * width, n)).collect()
+}
+
+/// 1, 2 or 5 times a power of ten, at least `raw`.
+fn nice_step(raw: f64) -> f64 {
+    let raw = raw.max(1.0);
+    let magnitude = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 5.0, 10.0].into_iter().map(|m| m * magnitude).find(|&s| s >= raw).unwrap_or(10.0 * magnitude)
+}
+
+fn text(x: i32, y: i32, anchor: &str, size: u32, content: &str) -> String {
+    let escaped = content.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+    format!(
+        r##"<text x="{x}" y="{y}" text-anchor="{anchor}" font-family="sans-serif" font-size="{size}" fill="#333">{escaped}</text>"##
+    )
+}

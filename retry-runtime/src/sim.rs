@@ -1,1 +1,0 @@
-//! Deterministic simulation harness (being written).

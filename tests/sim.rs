@@ -1,0 +1,211 @@
+//! The simulation harness, through the facade: the source story's storm
+//! against the real retry loop on tokio's paused clock, and the herd
+//! simulation's reproducibility and the shapes the AWS study predicts.
+
+use std::time::Duration;
+
+use resilient::sim::{HerdConfig, Latency, Model, Storm, StormError, Strategy, peak_in_bucket, simulate};
+use resilient::{Classify, ErrorClass, Jitter, Policy, Rejection};
+
+fn ms(v: u64) -> Duration {
+    Duration::from_millis(v)
+}
+
+// --- Storm + Policy on paused time -------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn immediate_retries_burn_every_attempt_before_the_storm_ends() {
+    let storm = Storm::until(ms(1000));
+    let policy = Policy::builder().max_attempts(6).base(Duration::ZERO).build().unwrap();
+
+    let result = policy.run(|| storm.call()).await;
+
+    assert_eq!(result, Err(StormError::Storm { at: Duration::ZERO }));
+    assert_eq!(storm.calls(), [Duration::ZERO; 6], "all six attempts at t = 0");
+    assert_eq!(storm.elapsed(), Duration::ZERO, "the clock never moved");
+}
+
+#[tokio::test(start_paused = true)]
+async fn exponential_backoff_delivers_after_the_storm() {
+    let storm = Storm::until(ms(1000));
+    let policy =
+        Policy::builder().max_attempts(11).base(ms(100)).cap(ms(2000)).jitter(Jitter::None).build().unwrap();
+
+    let delivered_at = policy.run(|| storm.call()).await.unwrap();
+
+    assert_eq!(storm.calls(), [ms(0), ms(100), ms(300), ms(700), ms(1500)]);
+    assert_eq!(delivered_at, ms(1500));
+    assert_eq!(storm.elapsed(), ms(1500));
+}
+
+#[tokio::test(start_paused = true)]
+async fn waits_double_then_stop_at_the_cap_and_none_follows_the_last_attempt() {
+    let storm = Storm::endless();
+    let policy =
+        Policy::builder().max_attempts(7).base(ms(100)).cap(ms(800)).jitter(Jitter::None).build().unwrap();
+
+    let result = policy.run(|| storm.call()).await;
+
+    assert_eq!(storm.waits(), [ms(100), ms(200), ms(400), ms(800), ms(800), ms(800)]);
+    assert_eq!(result, Err(StormError::Storm { at: ms(3100) }));
+    assert_eq!(storm.elapsed(), ms(3100), "no wait after the last failure");
+}
+
+#[tokio::test(start_paused = true)]
+async fn full_jitter_waits_stay_under_the_curve() {
+    let storm = Storm::endless();
+    let policy = Policy::builder().max_attempts(7).base(ms(100)).cap(ms(800)).seed(7).build().unwrap();
+    let _ = policy.run(|| storm.call()).await;
+    let curve = [100, 200, 400, 800, 800, 800].map(ms);
+    let waits = storm.waits();
+    assert_eq!(waits.len(), 6);
+    assert!(waits.iter().zip(curve).all(|(w, c)| *w <= c), "{waits:?}");
+}
+
+#[test]
+fn storm_errors_are_transient_and_take_rejections() {
+    assert_eq!(StormError::Storm { at: ms(1) }.classify(), ErrorClass::Transient);
+    let open = StormError::from(Rejection::CircuitOpen { breaker: "tower".into() });
+    assert_eq!(open.classify(), ErrorClass::Permanent);
+    assert!(open.to_string().contains("tower"));
+}
+
+// --- peak_in_bucket ------------------------------------------------------------
+
+#[test]
+fn peak_in_bucket_edge_cases() {
+    assert_eq!(peak_in_bucket(&[], ms(10)), 0, "no events");
+    assert_eq!(peak_in_bucket(&[ms(5), ms(6)], Duration::ZERO), 0, "zero bucket");
+    assert_eq!(peak_in_bucket(&[ms(5)], ms(10)), 1);
+    assert_eq!(peak_in_bucket(&[ms(9), ms(10), ms(19), ms(20)], ms(10)), 2, "aligned to zero");
+    assert_eq!(peak_in_bucket(&[ms(30), ms(1), ms(35), ms(2), ms(39)], ms(10)), 3, "unsorted");
+    assert_eq!(peak_in_bucket(&[ms(100); 100], ms(10)), 100);
+    assert_eq!(peak_in_bucket(&[Duration::MAX, Duration::ZERO], Duration::MAX), 1);
+}
+
+// --- herd simulation -----------------------------------------------------------
+
+fn every_config() -> Vec<HerdConfig> {
+    [HerdConfig::contention(), HerdConfig::overload()]
+        .into_iter()
+        .flat_map(|preset| [10, 100].map(|clients| HerdConfig { clients, ..preset }))
+        .collect()
+}
+
+#[test]
+fn the_same_seed_gives_the_same_report() {
+    for cfg in every_config() {
+        for strategy in Strategy::ALL {
+            let a = simulate(&cfg, strategy).unwrap();
+            let b = simulate(&cfg, strategy).unwrap();
+            assert_eq!(a, b, "{} {strategy} N={}", cfg.model, cfg.clients);
+        }
+    }
+}
+
+#[test]
+fn a_different_seed_gives_a_different_run() {
+    for cfg in every_config() {
+        for strategy in Strategy::ALL {
+            let a = simulate(&HerdConfig { seed: 1, ..cfg }, strategy).unwrap();
+            let b = simulate(&HerdConfig { seed: 2, ..cfg }, strategy).unwrap();
+            // The network is random in every run, so the arrival instants differ.
+            assert_ne!(a.arrivals, b.arrivals, "{} {strategy} N={}", cfg.model, cfg.clients);
+        }
+    }
+}
+
+#[test]
+fn contention_full_jitter_does_less_work_than_no_jitter() {
+    for seed in 1..=5 {
+        let cfg = HerdConfig { clients: 100, seed, ..HerdConfig::contention() };
+        let immediate = simulate(&cfg, Strategy::Immediate).unwrap();
+        let none = simulate(&cfg, Strategy::Backoff(Jitter::None)).unwrap();
+        let full = simulate(&cfg, Strategy::Backoff(Jitter::Full)).unwrap();
+        assert_eq!((none.succeeded, full.succeeded, immediate.succeeded), (100, 100, 100));
+        assert!(
+            full.attempts < none.attempts,
+            "seed {seed}: full {} vs none {}",
+            full.attempts,
+            none.attempts
+        );
+        assert!(none.attempts < immediate.attempts, "seed {seed}");
+        // Without jitter the herd stays in lockstep and drains far more slowly.
+        assert!(full.max_completion() < none.max_completion(), "seed {seed}");
+    }
+}
+
+#[test]
+fn contention_work_grows_faster_than_the_herd_without_backoff() {
+    let work = |clients| {
+        let cfg = HerdConfig { clients, ..HerdConfig::contention() };
+        simulate(&cfg, Strategy::Immediate).unwrap().attempts
+    };
+    // N clients, about one winner per round: about N^2 / 2 writes, so twice
+    // the herd makes about four times the work.
+    let (half, full) = (work(50), work(100));
+    assert!(full > 3 * half, "{full} vs {half}");
+}
+
+#[test]
+fn overload_immediate_retries_peak_higher_than_full_jitter() {
+    for seed in 1..=5 {
+        let cfg = HerdConfig { clients: 100, seed, ..HerdConfig::overload() };
+        let immediate = simulate(&cfg, Strategy::Immediate).unwrap();
+        let full = simulate(&cfg, Strategy::Backoff(Jitter::Full)).unwrap();
+        assert!(
+            immediate.retry_peak > 2 * full.retry_peak,
+            "seed {seed}: immediate {} vs full {}",
+            immediate.retry_peak,
+            full.retry_peak
+        );
+        assert!(immediate.peak_load >= full.peak_load);
+        assert!(immediate.attempts > full.attempts);
+    }
+}
+
+#[test]
+fn overload_early_retries_burn_attempts_and_clients_give_up() {
+    let cfg = HerdConfig { clients: 190, ..HerdConfig::overload() };
+    let immediate = simulate(&cfg, Strategy::Immediate).unwrap();
+    let full = simulate(&cfg, Strategy::Backoff(Jitter::Full)).unwrap();
+    assert!(immediate.exhausted > 0);
+    assert!(full.gave_up() < immediate.gave_up(), "{} vs {}", full.gave_up(), immediate.gave_up());
+}
+
+#[test]
+fn without_jitter_all_first_retries_land_in_one_bucket() {
+    // The story's herd: everyone fails at the same instant (an exact network).
+    let cfg = HerdConfig {
+        clients: 100,
+        latency: Latency { mean: ms(10), sd: Duration::ZERO },
+        ..HerdConfig::overload()
+    };
+    let none = simulate(&cfg, Strategy::Backoff(Jitter::None)).unwrap();
+    let retried = none.first_retries.len();
+    assert_eq!(retried, 90, "capacity 10 per tick: 90 of 100 fail the first time");
+    assert_eq!(peak_in_bucket(&none.first_retries, ms(10)), retried);
+
+    let full = simulate(&cfg, Strategy::Backoff(Jitter::Full)).unwrap();
+    assert!(peak_in_bucket(&full.first_retries, ms(10)) < 50, "full jitter breaks up the herd");
+}
+
+#[test]
+fn recommended_bounds_the_work_by_the_budget() {
+    for cfg in every_config() {
+        let r = simulate(&cfg, Strategy::Recommended).unwrap();
+        let budget = u64::from(cfg.budget.capacity)
+            + u64::from(r.succeeded) * u64::from(cfg.budget.refill_per_success);
+        assert!(r.attempts <= u64::from(cfg.clients) + budget, "{} N={}", cfg.model, cfg.clients);
+        assert_eq!(r.succeeded + r.exhausted + r.budget_stopped + r.breaker_stopped, r.clients);
+    }
+}
+
+#[test]
+fn bad_configs_are_errors() {
+    let zero_clients = HerdConfig { clients: 0, ..HerdConfig::overload() };
+    assert_eq!(simulate(&zero_clients, Strategy::Immediate).unwrap_err().field, "clients");
+    let zero_tick =
+        HerdConfig { model: Model::Overload { capacity: 10, tick: Duration::ZERO }, ..Default::default() };
+    assert_eq!(simulate(&zero_tick, Strategy::Recommended).unwrap_err().field, "tick");
+}
