@@ -20,6 +20,8 @@ mod classify;
 mod config;
 mod context;
 mod execution;
+#[cfg(feature = "reqwest")]
+pub mod http;
 pub mod observe;
 mod policy;
 mod registry;

@@ -1,0 +1,220 @@
+//! The client side of the payment example: two `#[resilient]` functions,
+//! the guards they share, and a run of concurrent orders with a tally of
+//! what the library did.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use resilient::{
+    BreakerConfig, BudgetConfig, BulkheadConfig, Classify, ErrorClass, Registry, Rejection, resilient,
+};
+use tracing::field::{Field, Visit};
+use tracing_subscriber::layer::{Context, Layer};
+
+use super::server::{Charge, ChargeRequest, Quote};
+
+/// Everything a call to the payment service can fail with.
+#[derive(Debug)]
+pub enum ApiError {
+    /// The server answered with an error status.
+    Status { code: u16, retry_after: Option<String> },
+    /// The request did not complete (connect, reset, body).
+    Http(reqwest::Error),
+    /// The library stopped the call (open breaker, timeout, full bulkhead).
+    Rejected(Rejection),
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ApiError::Status { code, .. } => write!(f, "the server answered {code}"),
+            ApiError::Http(e) => write!(f, "request failed: {e}"),
+            ApiError::Rejected(r) => r.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+impl Classify for ApiError {
+    fn classify(&self) -> ErrorClass {
+        match self {
+            ApiError::Status { code, retry_after } => ErrorClass::from_http(*code, retry_after.as_deref()),
+            ApiError::Http(e) => e.classify(),
+            ApiError::Rejected(r) => r.classify(),
+        }
+    }
+}
+
+impl From<Rejection> for ApiError {
+    fn from(r: Rejection) -> Self {
+        ApiError::Rejected(r)
+    }
+}
+
+impl From<reqwest::Error> for ApiError {
+    fn from(e: reqwest::Error) -> Self {
+        ApiError::Http(e)
+    }
+}
+
+/// The payment service's client: one per process, shared by every order.
+pub struct Api {
+    client: reqwest::Client,
+    base: String,
+    /// Attempts that reached the wire, per endpoint.
+    pub quote_attempts: AtomicU64,
+    /// Attempts that reached the wire, per endpoint.
+    pub charge_attempts: AtomicU64,
+}
+
+impl Api {
+    /// A client of the service at `addr`.
+    pub fn new(addr: std::net::SocketAddr) -> Self {
+        Api {
+            client: reqwest::Client::new(),
+            base: format!("http://{addr}"),
+            quote_attempts: AtomicU64::new(0),
+            charge_attempts: AtomicU64::new(0),
+        }
+    }
+}
+
+/// Turns an error status into an `ApiError`, keeping `Retry-After`.
+async fn check(response: reqwest::Response) -> Result<reqwest::Response, ApiError> {
+    if response.status().is_success() {
+        return Ok(response);
+    }
+    let retry_after = response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    Err(ApiError::Status { code: response.status().as_u16(), retry_after })
+}
+
+/// Reads a price: idempotent, so it is simply retried.
+#[resilient(max_attempts = 4, base_ms = 50, cap_ms = 2_000, attempt_timeout_ms = 300, breaker = "payments", budget = "payments", bulkhead = "payments")]
+pub async fn quote(api: &Api, sku: &str) -> Result<Quote, ApiError> {
+    api.quote_attempts.fetch_add(1, Ordering::Relaxed);
+    // SKUs are plain ASCII tokens, so they need no URL encoding.
+    let response = api.client.get(format!("{}/quote?sku={sku}", api.base)).send().await?;
+    Ok(check(response).await?.json().await?)
+}
+
+/// Charges an order: not idempotent, so the compiler insists on a key, and
+/// every attempt sends the same `Idempotency-Key`.
+#[resilient(idempotent = false, key = order_id, max_attempts = 5, base_ms = 50, cap_ms = 2_000, attempt_timeout_ms = 300, breaker = "payments", budget = "payments", bulkhead = "payments")]
+pub async fn charge(api: &Api, order_id: &str, amount: u64) -> Result<Charge, ApiError> {
+    api.charge_attempts.fetch_add(1, Ordering::Relaxed);
+    let key = resilient::idempotency_key().map_or_else(|| order_id.to_owned(), |key| key.to_string());
+    let request = ChargeRequest { order_id: order_id.to_owned(), amount };
+    let response =
+        api.client.post(format!("{}/charges", api.base)).header("Idempotency-Key", key).json(&request).send().await?;
+    Ok(check(response).await?.json().await?)
+}
+
+/// Declares the guards once, by name; every call above finds them by name.
+pub fn declare_guards(registry: &Registry) -> Result<(), resilient::RegistryError> {
+    registry.declare_breaker(
+        "payments",
+        BreakerConfig {
+            failure_threshold: 8,
+            window: Duration::from_secs(1),
+            open_for: Duration::from_millis(400),
+            success_threshold: 2,
+            half_open_max_calls: 2,
+            ..Default::default()
+        },
+    )?;
+    registry.declare_budget("payments", BudgetConfig { capacity: 20, retry_cost: 1, refill_per_success: 1 })?;
+    registry.declare_bulkhead("payments", BulkheadConfig { max_concurrent: 32, max_wait: None })?;
+    Ok(())
+}
+
+/// How one order ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OrderOutcome {
+    /// Paid.
+    Charged,
+    /// Not paid before the scenario's time limit.
+    Lost,
+}
+
+/// Runs one order to the end: quote, then charge. A call that fails after
+/// all its retries is resubmitted a little later with the same order id (so
+/// the same idempotency key), the way a job queue would.
+pub async fn place_order(api: &Api, order_id: String, sku: String, give_up_after: Duration) -> OrderOutcome {
+    let deadline = tokio::time::Instant::now() + give_up_after;
+    while tokio::time::Instant::now() < deadline {
+        let paid = match quote(api, &sku).await {
+            Ok(quote) => charge(api, &order_id, quote.cents).await.is_ok(),
+            Err(_) => false,
+        };
+        if paid {
+            return OrderOutcome::Charged;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    OrderOutcome::Lost
+}
+
+/// Counts what the library reported through `tracing`: retries by error
+/// class and the reason of every call that gave up.
+#[derive(Clone, Default)]
+pub struct Tally {
+    counts: Arc<Mutex<BTreeMap<String, u64>>>,
+}
+
+impl Tally {
+    /// A snapshot, keyed like `retry/transient` or `stop/budget_exhausted`.
+    pub fn counts(&self) -> BTreeMap<String, u64> {
+        self.counts.lock().unwrap().clone()
+    }
+
+    /// One count, zero when absent.
+    pub fn get(&self, key: &str) -> u64 {
+        self.counts.lock().unwrap().get(key).copied().unwrap_or(0)
+    }
+}
+
+#[derive(Default)]
+struct Fields {
+    message: String,
+    class: Option<String>,
+    reason: Option<String>,
+}
+
+impl Visit for Fields {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        match field.name() {
+            "class" => self.class = Some(value.to_owned()),
+            "reason" => self.reason = Some(value.to_owned()),
+            _ => {}
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.message = format!("{value:?}");
+        }
+    }
+}
+
+impl<S: tracing::Subscriber> Layer<S> for Tally {
+    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+        if !event.metadata().target().starts_with("retry_runtime") {
+            return;
+        }
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        let key = match (fields.message.as_str(), fields.class, fields.reason) {
+            ("retrying", Some(class), _) => format!("retry/{class}"),
+            ("giving up", _, Some(reason)) => format!("stop/{reason}"),
+            _ => return,
+        };
+        *self.counts.lock().unwrap().entry(key).or_default() += 1;
+    }
+}

@@ -1,0 +1,254 @@
+//! A payment service on loopback that fails on a schedule.
+//!
+//! Faults are keyed to the order in which requests arrive (not to wall-clock
+//! time), so a run is the same however fast the machine is; only the outage
+//! is a stretch of time, because it must outlast the breaker's probes.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use tokio::net::TcpListener;
+use tokio::time::Instant;
+
+/// When the server misbehaves, by the sequence number of the request.
+#[derive(Debug, Clone)]
+pub struct FaultPlan {
+    /// 503 Service Unavailable.
+    pub unavailable: Range<u64>,
+    /// 429 with `Retry-After: 1` (delta-seconds).
+    pub throttled_seconds: Range<u64>,
+    /// 429 with `Retry-After` as an HTTP-date one second ahead.
+    pub throttled_date: Range<u64>,
+    /// Charges (numbered among charge requests only) that are made, but
+    /// answered after `slow_for`: longer than the client's attempt timeout,
+    /// so the client retries a charge that already happened.
+    pub slow_charges: Range<u64>,
+    /// How late a slow response is.
+    pub slow_for: Duration,
+    /// From this request on, every request fails with 500 for `outage_for`.
+    pub outage_from: u64,
+    /// How long the outage lasts.
+    pub outage_for: Duration,
+}
+
+impl FaultPlan {
+    /// The schedule of the main example, for a few hundred orders.
+    pub fn example() -> Self {
+        FaultPlan {
+            unavailable: 40..90,
+            throttled_seconds: 200..230,
+            throttled_date: 260..280,
+            slow_charges: 100..130,
+            slow_for: Duration::from_millis(900),
+            outage_from: 450,
+            outage_for: Duration::from_millis(2_500),
+        }
+    }
+
+    /// A quicker schedule for the integration test.
+    pub fn small() -> Self {
+        FaultPlan {
+            unavailable: 5..15,
+            throttled_seconds: 20..23,
+            throttled_date: 26..28,
+            slow_charges: 10..16,
+            slow_for: Duration::from_millis(600),
+            outage_from: 45,
+            outage_for: Duration::from_millis(1_200),
+        }
+    }
+}
+
+/// What the server observed.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    /// Charge id per idempotency key.
+    by_key: Mutex<HashMap<String, Charge>>,
+    /// Charges actually made, per order (more than one would be a double charge).
+    charges_per_order: Mutex<HashMap<String, u32>>,
+    /// Requests that carried a key already seen.
+    pub deduplicated: AtomicU64,
+    /// Requests served, all endpoints.
+    pub requests: AtomicU64,
+    /// Charge requests served.
+    pub charge_requests: AtomicU64,
+}
+
+impl Ledger {
+    /// Real charges made.
+    pub fn charges(&self) -> u64 {
+        self.charges_per_order.lock().unwrap().values().map(|&n| u64::from(n)).sum()
+    }
+
+    /// How often each order was charged.
+    pub fn charges_per_order(&self) -> HashMap<String, u32> {
+        self.charges_per_order.lock().unwrap().clone()
+    }
+}
+
+/// A charge the server made.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Charge {
+    /// The server's id for the charge.
+    pub id: u64,
+    /// The order it paid for.
+    pub order_id: String,
+    /// Amount in cents.
+    pub amount: u64,
+}
+
+/// A charge request.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ChargeRequest {
+    /// The order to pay for.
+    pub order_id: String,
+    /// Amount in cents.
+    pub amount: u64,
+}
+
+/// A price quote.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Quote {
+    /// The product.
+    pub sku: String,
+    /// Price in cents.
+    pub cents: u64,
+}
+
+#[derive(Deserialize)]
+struct QuoteQuery {
+    sku: String,
+}
+
+struct Server {
+    plan: FaultPlan,
+    ledger: Arc<Ledger>,
+    next_charge: AtomicU64,
+    outage_started: Mutex<Option<Instant>>,
+}
+
+/// A running server: its address and what it saw.
+pub struct Running {
+    /// Where it listens (127.0.0.1, an ephemeral port).
+    pub addr: SocketAddr,
+    /// What it observed.
+    pub ledger: Arc<Ledger>,
+}
+
+/// Starts the server on 127.0.0.1 with an ephemeral port, in the background.
+pub async fn start(plan: FaultPlan) -> std::io::Result<Running> {
+    let ledger = Arc::new(Ledger::default());
+    let state = Arc::new(Server {
+        plan,
+        ledger: ledger.clone(),
+        next_charge: AtomicU64::new(1),
+        outage_started: Mutex::new(None),
+    });
+    let app = Router::new()
+        .route("/quote", get(quote))
+        .route("/charges", post(charge))
+        .with_state(state);
+    let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        // The server lives as long as the process; an error here ends it early.
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(Running { addr, ledger })
+}
+
+enum Fault {
+    None,
+    Status(StatusCode, Option<HeaderValue>),
+}
+
+impl Server {
+    fn fault(&self) -> Fault {
+        let n = self.ledger.requests.fetch_add(1, Ordering::SeqCst);
+        let plan = &self.plan;
+        {
+            let mut outage = self.outage_started.lock().unwrap();
+            if n >= plan.outage_from && outage.is_none() {
+                *outage = Some(Instant::now());
+            }
+            if outage.is_some_and(|start| start.elapsed() < plan.outage_for) {
+                return Fault::Status(StatusCode::INTERNAL_SERVER_ERROR, None);
+            }
+        }
+        if plan.unavailable.contains(&n) {
+            Fault::Status(StatusCode::SERVICE_UNAVAILABLE, None)
+        } else if plan.throttled_seconds.contains(&n) {
+            Fault::Status(StatusCode::TOO_MANY_REQUESTS, Some(HeaderValue::from_static("1")))
+        } else if plan.throttled_date.contains(&n) {
+            let date = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(1));
+            Fault::Status(StatusCode::TOO_MANY_REQUESTS, HeaderValue::from_str(&date).ok())
+        } else {
+            Fault::None
+        }
+    }
+}
+
+fn failure(status: StatusCode, retry_after: Option<HeaderValue>) -> Response {
+    let mut response = (status, status.canonical_reason().unwrap_or("error")).into_response();
+    if let Some(value) = retry_after {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    response
+}
+
+async fn quote(State(server): State<Arc<Server>>, Query(query): Query<QuoteQuery>) -> Response {
+    match server.fault() {
+        Fault::Status(status, retry_after) => failure(status, retry_after),
+        Fault::None => Json(Quote { cents: price(&query.sku), sku: query.sku }).into_response(),
+    }
+}
+
+fn price(sku: &str) -> u64 {
+    100 + sku.bytes().map(u64::from).sum::<u64>() % 900
+}
+
+async fn charge(State(server): State<Arc<Server>>, headers: HeaderMap, Json(request): Json<ChargeRequest>) -> Response {
+    if let Fault::Status(status, retry_after) = server.fault() {
+        return failure(status, retry_after);
+    }
+    let seq = server.ledger.charge_requests.fetch_add(1, Ordering::SeqCst);
+    let slow = server.plan.slow_charges.contains(&seq);
+    let Some(key) = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).map(str::to_owned) else {
+        return (StatusCode::BAD_REQUEST, "an Idempotency-Key header is required").into_response();
+    };
+    let charge = {
+        let mut by_key = server.ledger.by_key.lock().unwrap();
+        match by_key.get(&key) {
+            Some(existing) => {
+                server.ledger.deduplicated.fetch_add(1, Ordering::SeqCst);
+                existing.clone()
+            }
+            None => {
+                let charge = Charge {
+                    id: server.next_charge.fetch_add(1, Ordering::SeqCst),
+                    order_id: request.order_id.clone(),
+                    amount: request.amount,
+                };
+                *server.ledger.charges_per_order.lock().unwrap().entry(request.order_id).or_default() += 1;
+                by_key.insert(key, charge.clone());
+                charge
+            }
+        }
+    };
+    // A slow response arrives after the charge was made: the client's retry
+    // must not charge again.
+    if slow {
+        tokio::time::sleep(server.plan.slow_for).await;
+    }
+    (StatusCode::CREATED, Json(charge)).into_response()
+}
