@@ -158,7 +158,7 @@ impl Backoff {
         let base = to_nanos(self.base);
         let cap = to_nanos(self.cap);
         let factor = 1u128.checked_shl(n).unwrap_or(u128::MAX);
-        let grown = base.checked_mul(factor).unwrap_or(u128::MAX);
+        let grown = base.saturating_mul(factor);
         from_nanos(grown.min(cap))
     }
 
