@@ -449,3 +449,27 @@ async fn eight_tasks_of_ten_thousand_calls_leave_consistent_counts() {
         "each attempt ran exactly once"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_breaker_counts_every_attempt_not_every_call() {
+    let registry = Registry::new();
+    registry.declare_breaker("per-attempt", breaker_cfg(3)).unwrap();
+    let breaker = registry.breaker("per-attempt").unwrap();
+    let attempts = Attempts::new();
+    let policy = Policy::builder()
+        .jitter(Jitter::None)
+        .base(ms(1))
+        .max_attempts(3)
+        .breaker("per-attempt")
+        .build()
+        .unwrap();
+    let one_call: Result<(), _> = registry
+        .scope(policy.run(|| {
+            attempts.mark();
+            async { Err(TestError::Transient) }
+        }))
+        .await;
+    assert_eq!(one_call, Err(TestError::Transient));
+    assert_eq!(attempts.count(), 3);
+    assert_eq!(breaker.state(), BreakerState::Open, "one call, three failed attempts, three failures");
+}
