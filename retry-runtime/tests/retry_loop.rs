@@ -358,13 +358,7 @@ async fn without_jitter_a_herd_retries_in_one_bucket_and_full_jitter_spreads_it(
         assert_eq!(times.len(), 100);
         times
     }
-    let peak = |times: &[Duration]| {
-        let mut buckets = std::collections::HashMap::new();
-        for t in times {
-            *buckets.entry(t.as_millis() / 10).or_insert(0) += 1;
-        }
-        buckets.into_values().max().unwrap_or(0)
-    };
+    let peak = |times: &[Duration]| retry_runtime::sim::peak_in_bucket(times, ms(10));
     assert_eq!(peak(&first_retries(Jitter::None).await), 100);
     let spread = peak(&first_retries(Jitter::Full).await);
     assert!(spread < 50, "busiest bucket {spread}");
