@@ -34,19 +34,7 @@ fn two_threads_racing_to_open_open_it_exactly_once() {
             .declare_breaker("race", BreakerConfig { open_for: Duration::from_secs(60), ..config(2) })
             .unwrap();
         let breaker = registry.breaker("race").unwrap();
-        let threads: Vec<_> = (0..2)
-            .map(|_| {
-                let breaker = breaker.clone();
-                loom::thread::spawn(move || {
-                    if let Some(permit) = breaker.try_acquire() {
-                        permit.record(Outcome::Failure);
-                    }
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().unwrap();
-        }
+        race(&breaker, attempt(Outcome::Failure), attempt(Outcome::Failure));
         assert_eq!(breaker.state(), BreakerState::Open);
         assert_eq!(transitions.load(Ordering::SeqCst), 1);
     });
@@ -59,28 +47,33 @@ fn a_success_racing_a_failure_leaves_a_consistent_state() {
             CircuitBreaker::new("mixed", BreakerConfig { open_for: Duration::from_secs(60), ..config(1) })
                 .unwrap(),
         );
-        let ok = {
-            let breaker = breaker.clone();
-            loom::thread::spawn(move || {
-                if let Some(permit) = breaker.try_acquire() {
-                    permit.record(Outcome::Success);
-                }
-            })
-        };
-        let failed = {
-            let breaker = breaker.clone();
-            loom::thread::spawn(move || {
-                if let Some(permit) = breaker.try_acquire() {
-                    permit.record(Outcome::Failure);
-                }
-            })
-        };
-        ok.join().unwrap();
-        failed.join().unwrap();
+        race(&breaker, attempt(Outcome::Success), attempt(Outcome::Failure));
         // Threshold 1: the failure opens it whatever the order; a success
         // admitted before the opening belongs to the old epoch and cannot close it.
         assert_eq!(breaker.state(), BreakerState::Open);
     });
+}
+
+/// Runs `first` and `second` on two loom threads at once and waits for both.
+fn race<F, G>(breaker: &Arc<CircuitBreaker>, first: F, second: G)
+where
+    F: FnOnce(&CircuitBreaker) + Send + 'static,
+    G: FnOnce(&CircuitBreaker) + Send + 'static,
+{
+    let (a, b) = (breaker.clone(), breaker.clone());
+    let first = loom::thread::spawn(move || first(&a));
+    let second = loom::thread::spawn(move || second(&b));
+    first.join().unwrap();
+    second.join().unwrap();
+}
+
+/// One attempt that ends with `outcome`, if the breaker admits it.
+fn attempt(outcome: Outcome) -> impl FnOnce(&CircuitBreaker) + Send + 'static {
+    move |breaker| {
+        if let Some(permit) = breaker.try_acquire() {
+            permit.record(outcome);
+        }
+    }
 }
 
 /// A breaker opened by one failure; with `open_for` of 1 ns it is half-open
@@ -97,21 +90,16 @@ fn two_probes_racing_in_half_open_get_one_slot() {
     loom::model(|| {
         let breaker = half_open_breaker();
         let admitted = Arc::new(AtomicU32::new(0));
-        let threads: Vec<_> = (0..2)
-            .map(|_| {
-                let (breaker, admitted) = (breaker.clone(), admitted.clone());
-                loom::thread::spawn(move || {
-                    if let Some(permit) = breaker.try_acquire() {
-                        admitted.fetch_add(1, Ordering::SeqCst);
-                        // Keep the slot taken for the rest of the model run.
-                        std::mem::forget(permit);
-                    }
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().unwrap();
-        }
+        let probe = |admitted: Arc<AtomicU32>| {
+            move |breaker: &CircuitBreaker| {
+                if let Some(permit) = breaker.try_acquire() {
+                    admitted.fetch_add(1, Ordering::SeqCst);
+                    // Keep the slot taken for the rest of the model run.
+                    std::mem::forget(permit);
+                }
+            }
+        };
+        race(&breaker, probe(admitted.clone()), probe(admitted.clone()));
         assert_eq!(admitted.load(Ordering::SeqCst), 1, "half_open_max_calls is 1");
     });
 }
@@ -121,22 +109,17 @@ fn abandoned_racing_probes_give_their_slots_back() {
     loom::model(|| {
         let breaker = half_open_breaker();
         let admitted = Arc::new(AtomicU32::new(0));
-        let threads: Vec<_> = (0..2)
-            .map(|_| {
-                let (breaker, admitted) = (breaker.clone(), admitted.clone());
-                loom::thread::spawn(move || {
-                    if let Some(permit) = breaker.try_acquire() {
-                        assert!(permit.is_probe());
-                        admitted.fetch_add(1, Ordering::SeqCst);
-                        // Abandon the probe: its slot must come back.
-                        drop(permit);
-                    }
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().unwrap();
-        }
+        let probe = |admitted: Arc<AtomicU32>| {
+            move |breaker: &CircuitBreaker| {
+                if let Some(permit) = breaker.try_acquire() {
+                    assert!(permit.is_probe());
+                    admitted.fetch_add(1, Ordering::SeqCst);
+                    // Abandon the probe: its slot must come back.
+                    drop(permit);
+                }
+            }
+        };
+        race(&breaker, probe(admitted.clone()), probe(admitted.clone()));
         let admitted = admitted.load(Ordering::SeqCst);
         assert!((1..=2).contains(&admitted), "one slot, freed after each abandon: {admitted}");
         let permit = breaker.try_acquire().expect("no probe slot leaked");
