@@ -1,1 +1,248 @@
-//! skeleton
+//! The `#[resilient]` attribute of the [`resilient`](https://docs.rs/resilient) crate.
+//!
+//! Depend on `resilient`, not on this crate: it re-exports the attribute
+//! together with the runtime the expansion calls.
+//!
+//! The macro is a three-step pipeline, one file each: `parse` reads the
+//! arguments into typed settings that keep their spans, `validate` checks
+//! them against each other and against the function, and `expand` wires
+//! the function's body into the runtime's retry loop. Any error is reported
+//! at the token to change, and the function is still emitted unchanged, so
+//! IDEs keep completing and type-checking it while the attribute is wrong.
+
+#![deny(missing_docs)]
+
+use proc_macro::TokenStream;
+use proc_macro2::TokenStream as TokenStream2;
+use quote::quote;
+use syn::ItemFn;
+
+mod expand;
+mod parse;
+mod suggest;
+mod validate;
+
+use parse::{Args, Errors};
+
+/// Retries an `async fn` with capped exponential backoff and jitter,
+/// within per-attempt timeouts, a deadline, a circuit breaker, a retry
+/// budget and a bulkhead, as its arguments say.
+///
+/// The body is one attempt. It runs again while it fails with an error
+/// that classifies as transient or throttled, up to `max_attempts` times in
+/// all, waiting a jittered backoff between attempts. `return` and `?`
+/// inside the body end the attempt, not the call.
+///
+/// | argument | value | default | meaning |
+/// |---|---|---|---|
+/// | `max_attempts` | integer 1..=100 | 4 | attempts in all, the first included (1 = never retry) |
+/// | `base_ms` | integer | 100 | backoff base |
+/// | `cap_ms` | integer >= `base_ms` | 20_000 | backoff ceiling |
+/// | `jitter` | `"full"`, `"equal"`, `"decorrelated"`, `"none"` | `"full"` | how waits are spread |
+/// | `attempt_timeout_ms` | integer > 0 | none | each attempt is cancelled after this |
+/// | `deadline_ms` | integer > 0 | none | the whole call, waits included, ends by then |
+/// | `breaker` | string | none | named circuit breaker in the registry |
+/// | `budget` | string | none | named retry budget |
+/// | `bulkhead` | string | none | named concurrency limit |
+/// | `idempotent` | bool | true | `false` declares a non-idempotent operation |
+/// | `key` | a parameter's name | none | the idempotency key; required when `idempotent = false` and `max_attempts > 1` |
+/// | `nested` | `"once"`, `"retry"` | `"once"` | inside another annotated call's attempt, `"once"` makes a single attempt |
+/// | `crate` | string path | `"::resilient"` | where the runtime is |
+///
+/// The function must be an `async fn` returning `Result<T, E>` (or an alias
+/// of it) where `E` implements `Classify` and `From<Rejection>`. Every
+/// attempt runs the body on fresh arguments: each parameter taken by value
+/// is cloned per attempt and must be `Clone` (unless `max_attempts = 1`),
+/// while references, `&mut` references and `self` receivers are borrowed
+/// again by each attempt (so a body that consumes `self` needs
+/// `max_attempts = 1`). The signature, generics, attributes, docs and
+/// visibility are kept as written, and the returned future is `Send`
+/// whenever the body's is.
+///
+/// ```
+/// use resilient::{Classify, ErrorClass, Rejection, resilient};
+/// # #[derive(Debug)]
+/// # pub enum ApiError { Unavailable, Rejected(Rejection) }
+/// # impl Classify for ApiError {
+/// #     fn classify(&self) -> ErrorClass { ErrorClass::Transient }
+/// # }
+/// # impl From<Rejection> for ApiError {
+/// #     fn from(rejection: Rejection) -> Self { ApiError::Rejected(rejection) }
+/// # }
+/// # pub struct Quote;
+/// # pub struct Receipt;
+/// # mod api {
+/// #     use std::sync::Arc;
+/// #     pub async fn quote(_: &str) -> Result<super::Quote, super::ApiError> { Ok(super::Quote) }
+/// #     pub async fn charge(_: Option<Arc<str>>, _: u64) -> Result<super::Receipt, super::ApiError> {
+/// #         Ok(super::Receipt)
+/// #     }
+/// # }
+///
+/// #[resilient(max_attempts = 4, base_ms = 100, cap_ms = 20_000, breaker = "payment")]
+/// async fn quote(sku: &str) -> Result<Quote, ApiError> {
+///     api::quote(sku).await
+/// }
+///
+/// // Not idempotent: retried only with a key the server can deduplicate on.
+/// #[resilient(idempotent = false, key = order_id)]
+/// async fn charge(order_id: u64, cents: u64) -> Result<Receipt, ApiError> {
+///     let key = resilient::idempotency_key(); // Some("<order_id>"), the same on every attempt
+///     api::charge(key, cents).await
+/// }
+/// # fn main() {}
+/// ```
+#[proc_macro_attribute]
+pub fn resilient(args: TokenStream, item: TokenStream) -> TokenStream {
+    entry(args.into(), item.into()).into()
+}
+
+/// Parse, validate, expand; on any error, the errors plus the function as written.
+fn entry(args: TokenStream2, item: TokenStream2) -> TokenStream2 {
+    let mut errors = Errors::default();
+    let args = syn::parse2::<Args>(args).map_err(|error| errors.push(error)).ok();
+    let function = syn::parse2::<ItemFn>(item.clone()).map_err(|_| errors.push(not_a_function(&item))).ok();
+    if let (Some(args), Some(function)) = (args, function) {
+        match validate::validate(args, &function) {
+            Ok(plan) => return expand::expand(function, &plan),
+            Err(error) => errors.push(error),
+        }
+    }
+    let errors = errors.finish(()).err().map(|error| error.to_compile_error());
+    quote!(#errors #item)
+}
+
+fn not_a_function(item: &TokenStream2) -> syn::Error {
+    match syn::parse2::<syn::TraitItemFn>(item.clone()) {
+        Ok(declaration) if declaration.default.is_none() => syn::Error::new_spanned(
+            &declaration.sig,
+            "#[resilient] goes on a function with a body: put it on the `async fn` in each impl, not on the trait's declaration",
+        ),
+        _ => syn::Error::new_spanned(item, "#[resilient] goes on an `async fn`"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::entry;
+
+    fn run(args: &str, item: &str) -> String {
+        let args = args.parse().expect("test args tokenize");
+        let item = item.parse().expect("test item tokenizes");
+        entry(args, item).to_string()
+    }
+
+    const FUNCTIONS: &[&str] = &[
+        "async fn f(a: u32, order_id: String) -> Result<u32, E> { Ok(a) }",
+        "pub async fn f(&mut self, (a, mut b): (u8, Vec<u8>), _: u8) -> io::Result<()> { Ok(()) }",
+        "async fn f<'a, T: Clone>(x: &'a T, y: impl Display) -> Result<impl Display, E> where T: Send { Ok(1) }",
+        "async fn f(self: Box<Self>, mut s: String, Point { x, mut y }: Point) -> Result<(), E> { Ok(()) }",
+        "fn f() -> Result<(), E> { Ok(()) }",
+        "async fn f() {}",
+        "async fn f() -> Result { Ok(()) }",
+        "async fn f() -> <T as Tr>::Result { todo!() }",
+        "async fn f(&self) -> Result<u32, E>;",
+        "struct S;",
+        "",
+        "fn",
+        "async fn f",
+        "#![inner] async fn f() -> Result<(), E> { #![allow(x)] Ok(()) }",
+    ];
+
+    const VALUES: &[&str] = &[
+        "",
+        "4",
+        "0",
+        "1",
+        "100",
+        "101",
+        "-1",
+        "-0",
+        "- 1",
+        "1.5",
+        "-1.5",
+        "1e3",
+        "1ms",
+        "5s",
+        "99999999999999999999999999999999999999999",
+        "0x10",
+        "1_000u64",
+        "\"\"",
+        "\" \"",
+        "\"x\"",
+        "\"full\"",
+        "\"Full\"",
+        "\"4\"",
+        "true",
+        "false",
+        "\"false\"",
+        "self",
+        "Self",
+        "a",
+        "order_id",
+        "a::b",
+        "::a",
+        "(3)",
+        "[1]",
+        "|| {}",
+        "r#type",
+        "'a'",
+        "b\"x\"",
+        "\"::resilient\"",
+        "\"a b\"",
+        "\"a::\"",
+        "{ 3 }",
+        "3 4",
+        "= 3",
+    ];
+
+    #[test]
+    fn no_input_makes_the_macro_panic_and_errors_keep_the_function() {
+        for name in crate::parse::ARGUMENTS.iter().chain(&["retries", "r#crate", "Max_Attempts"]) {
+            for value in VALUES {
+                for args in [
+                    format!("{name} = {value}"),
+                    format!("{name}({value})"),
+                    format!("{name} = {value}, {name} = {value}"),
+                    format!("max_attempts = 3, {name} = {value},"),
+                    format!("{name} {value}"),
+                    format!("{value} = {name}"),
+                ] {
+                    let Ok(args) = args.parse::<proc_macro2::TokenStream>() else {
+                        continue;
+                    };
+                    for item in FUNCTIONS {
+                        let out = run(&args.to_string(), item);
+                        if out.contains("compile_error") {
+                            let kept: String = item.split_whitespace().collect();
+                            let out: String = out.split_whitespace().collect();
+                            assert!(out.contains(&kept), "{args} on {item}: the function is not kept");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_valid_function_expands_without_errors() {
+        let out = run("max_attempts = 3, idempotent = false, key = order_id, crate = \"r\"", FUNCTIONS[0]);
+        assert!(!out.contains("compile_error"), "{out}");
+        assert!(out.contains("use r :: __private as __resilient ;"), "{out}");
+        assert!(out.contains("__resilient :: Policy :: from_attribute"), "{out}");
+    }
+
+    #[test]
+    fn a_repeated_key_is_reported_even_when_its_first_value_was_invalid() {
+        let out = run("max_attempts = \"x\", max_attempts = 3", FUNCTIONS[0]);
+        assert!(out.contains("`max_attempts` set more than once"), "{out}");
+    }
+
+    #[test]
+    fn all_independent_errors_are_reported_together() {
+        let out = run("jitter = \"gaussian\", colour = 1, base_ms = 1.5", FUNCTIONS[0]);
+        assert_eq!(out.matches("compile_error").count(), 3, "{out}");
+        let out = run("max_attempts = 0, breaker = \"\", key = nope", "fn f() -> u32 { 1 }");
+        assert_eq!(out.matches("compile_error").count(), 5, "{out}");
+    }
+}

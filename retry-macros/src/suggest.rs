@@ -33,9 +33,8 @@ pub(crate) fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str>
     }
     // `Max_Attempts`, `maxAttempts`, `deadline` (for `deadline_ms`): same word, other spelling.
     let squashed = squash(&lower);
-    if let Some(found) = candidates
-        .iter()
-        .find(|c| squash(c) == squashed || c.strip_suffix("_ms") == Some(lower.as_str()))
+    if let Some(found) =
+        candidates.iter().find(|c| squash(c) == squashed || c.strip_suffix("_ms") == Some(lower.as_str()))
     {
         return Some(found);
     }
@@ -49,10 +48,7 @@ pub(crate) fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str>
 }
 
 fn squash(word: &str) -> String {
-    word.chars()
-        .filter(|c| *c != '_' && *c != '-')
-        .map(|c| c.to_ascii_lowercase())
-        .collect()
+    word.chars().filter(|c| *c != '_' && *c != '-').map(|c| c.to_ascii_lowercase()).collect()
 }
 
 /// Levenshtein distance, counting an adjacent swap as one edit.

@@ -1,0 +1,480 @@
+//! Behaviour of `#[resilient]`, through the attribute: the backoff schedule,
+//! jitter against a herd, idempotency keys, nesting, every function shape,
+//! and the named guards of a scoped registry.
+//!
+//! Every test runs on tokio's paused clock, so seconds of backoff take
+//! microseconds and every instant is exact.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use resilient::sim::{Storm, StormError, peak_in_bucket};
+use resilient::{
+    BreakerConfig, BreakerState, BudgetConfig, BulkheadConfig, Classify, ErrorClass, Registry, Rejection,
+    resilient,
+};
+use tokio::time::Instant;
+
+/// The error type of every function here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Flaky {
+    /// The dependency is down: transient, retried.
+    Down,
+    /// The request is wrong: permanent, never retried.
+    Invalid,
+    /// A guard of the retry loop said no.
+    Rejected(Rejection),
+}
+
+impl Classify for Flaky {
+    fn classify(&self) -> ErrorClass {
+        match self {
+            Flaky::Down => ErrorClass::Transient,
+            Flaky::Invalid => ErrorClass::Permanent,
+            Flaky::Rejected(rejection) => rejection.classify(),
+        }
+    }
+}
+
+impl From<Rejection> for Flaky {
+    fn from(rejection: Rejection) -> Self {
+        Flaky::Rejected(rejection)
+    }
+}
+
+impl From<StormError> for Flaky {
+    fn from(error: StormError) -> Self {
+        match error {
+            StormError::Storm { .. } => Flaky::Down,
+            StormError::Rejected(rejection) => Flaky::Rejected(rejection),
+        }
+    }
+}
+
+fn ms(millis: u64) -> Duration {
+    Duration::from_millis(millis)
+}
+
+// ---------------------------------------------------------------------------
+// Backoff schedule
+
+#[resilient(jitter = "none", base_ms = 100, cap_ms = 2_000, max_attempts = 5)]
+async fn through_the_storm(storm: &Storm) -> Result<Duration, Flaky> {
+    // `?` converts the storm's error through `From`: the attempt's output
+    // type is the function's, even inside the generated async block.
+    let delivered_at = storm.call().await?;
+    Ok(delivered_at)
+}
+
+#[tokio::test(start_paused = true)]
+async fn attempts_back_off_exponentially_until_the_storm_ends() {
+    let storm = Storm::until(ms(1_500));
+    assert_eq!(through_the_storm(&storm).await, Ok(ms(1_500)));
+    assert_eq!(storm.calls(), [ms(0), ms(100), ms(300), ms(700), ms(1_500)]);
+}
+
+#[resilient(jitter = "none", base_ms = 100, cap_ms = 800, max_attempts = 7)]
+async fn against_an_endless_storm(storm: &Storm) -> Result<Duration, Flaky> {
+    Ok(storm.call().await?)
+}
+
+#[tokio::test(start_paused = true)]
+async fn waits_are_capped_and_there_is_no_wait_after_the_last_attempt() {
+    let storm = Storm::endless();
+    let start = Instant::now();
+    assert_eq!(against_an_endless_storm(&storm).await, Err(Flaky::Down));
+    assert_eq!(storm.waits(), [ms(100), ms(200), ms(400), ms(800), ms(800), ms(800)]);
+    assert_eq!(start.elapsed(), ms(3_100), "the call ends with the seventh attempt");
+}
+
+#[resilient(max_attempts = 5, base_ms = 1)]
+async fn invalid(calls: &AtomicU32) -> Result<(), Flaky> {
+    calls.fetch_add(1, Ordering::SeqCst);
+    Err(Flaky::Invalid)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_permanent_error_is_returned_at_once() {
+    let calls = AtomicU32::new(0);
+    assert_eq!(invalid(&calls).await, Err(Flaky::Invalid));
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+}
+
+// ---------------------------------------------------------------------------
+// A herd of clients
+
+/// One client of a dependency whose first answer, to everyone, is "down".
+/// Each client logs when its retry arrived.
+async fn herd(client: fn(Arc<AtomicBool>, RetryLog, Instant) -> HerdCall) -> Vec<Duration> {
+    let registry = Registry::with_seed(7);
+    let retries = Arc::new(Mutex::new(Vec::new()));
+    let start = Instant::now();
+    let mut clients = tokio::task::JoinSet::new();
+    for _ in 0..100 {
+        let call = client(Arc::default(), retries.clone(), start);
+        clients.spawn(registry.scope(call));
+    }
+    while let Some(done) = clients.join_next().await {
+        assert_eq!(done.expect("the client task ran"), Ok(()));
+    }
+    let retries = retries.lock().unwrap().clone();
+    assert_eq!(retries.len(), 100, "every client retried exactly once");
+    retries
+}
+
+type HerdCall = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), Flaky>> + Send>>;
+
+/// When each client's retry arrived.
+type RetryLog = Arc<Mutex<Vec<Duration>>>;
+
+async fn first_attempt_fails(
+    failed_once: &AtomicBool,
+    retries: &Mutex<Vec<Duration>>,
+    start: Instant,
+) -> Result<(), Flaky> {
+    if !failed_once.swap(true, Ordering::SeqCst) {
+        return Err(Flaky::Down);
+    }
+    retries.lock().unwrap().push(start.elapsed());
+    Ok(())
+}
+
+#[resilient(jitter = "none", base_ms = 100)]
+async fn client_without_jitter(
+    failed_once: Arc<AtomicBool>,
+    retries: RetryLog,
+    start: Instant,
+) -> Result<(), Flaky> {
+    first_attempt_fails(&failed_once, &retries, start).await
+}
+
+#[resilient(jitter = "full", base_ms = 100)]
+async fn client_with_full_jitter(
+    failed_once: Arc<AtomicBool>,
+    retries: RetryLog,
+    start: Instant,
+) -> Result<(), Flaky> {
+    first_attempt_fails(&failed_once, &retries, start).await
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_jitter_every_first_retry_lands_in_one_bucket() {
+    let retries = herd(|f, r, s| Box::pin(client_without_jitter(f, r, s))).await;
+    assert_eq!(peak_in_bucket(&retries, ms(10)), 100);
+}
+
+#[tokio::test(start_paused = true)]
+async fn full_jitter_spreads_the_first_retries() {
+    let retries = herd(|f, r, s| Box::pin(client_with_full_jitter(f, r, s))).await;
+    let peak = peak_in_bucket(&retries, ms(10));
+    assert!(peak < 50, "the busiest 10 ms bucket holds {peak} of 100 retries");
+    assert!(retries.iter().all(|t| *t <= ms(100)), "full jitter waits at most exp(0)");
+}
+
+// ---------------------------------------------------------------------------
+// Idempotency keys
+
+#[resilient(idempotent = false, key = order_id, jitter = "none", base_ms = 10)]
+async fn charge(order_id: u64, seen: &Mutex<Vec<Option<Arc<str>>>>) -> Result<u64, Flaky> {
+    let mut seen = seen.lock().unwrap();
+    seen.push(resilient::idempotency_key());
+    if seen.len() < 3 { Err(Flaky::Down) } else { Ok(order_id) }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_idempotency_key_is_the_same_on_every_attempt() {
+    let seen = Mutex::new(Vec::new());
+    assert_eq!(charge(17, &seen).await, Ok(17));
+    let seen = seen.into_inner().unwrap();
+    assert_eq!(seen.len(), 3);
+    assert!(seen.iter().all(|key| key.as_deref() == Some("17")), "{seen:?}");
+}
+
+#[resilient(max_attempts = 2)]
+async fn without_key() -> Result<Option<Arc<str>>, Flaky> {
+    Ok(resilient::idempotency_key())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_function_without_key_has_none() {
+    assert_eq!(without_key().await, Ok(None));
+}
+
+// ---------------------------------------------------------------------------
+// Nesting
+
+#[resilient(max_attempts = 3, jitter = "none", base_ms = 1)]
+async fn inner_once(calls: &AtomicU32) -> Result<(), Flaky> {
+    calls.fetch_add(1, Ordering::SeqCst);
+    Err(Flaky::Down)
+}
+
+#[resilient(max_attempts = 3, jitter = "none", base_ms = 1, nested = "retry")]
+async fn inner_retrying(calls: &AtomicU32) -> Result<(), Flaky> {
+    calls.fetch_add(1, Ordering::SeqCst);
+    Err(Flaky::Down)
+}
+
+#[resilient(max_attempts = 3, jitter = "none", base_ms = 1)]
+async fn outer(calls: &AtomicU32, inner_retries: bool) -> Result<(), Flaky> {
+    if inner_retries { inner_retrying(calls).await } else { inner_once(calls).await }
+}
+
+#[tokio::test(start_paused = true)]
+async fn nested_annotated_calls_do_not_multiply_attempts() {
+    let calls = AtomicU32::new(0);
+    assert_eq!(outer(&calls, false).await, Err(Flaky::Down));
+    assert_eq!(calls.load(Ordering::SeqCst), 3, "3 outer attempts x 1 inner attempt");
+}
+
+#[tokio::test(start_paused = true)]
+async fn nested_retry_opts_out_and_multiplies() {
+    let calls = AtomicU32::new(0);
+    assert_eq!(outer(&calls, true).await, Err(Flaky::Down));
+    assert_eq!(calls.load(Ordering::SeqCst), 9, "3 outer attempts x 3 inner attempts");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_on_its_own_retries_fully() {
+    let calls = AtomicU32::new(0);
+    assert_eq!(inner_once(&calls).await, Err(Flaky::Down));
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+}
+
+// ---------------------------------------------------------------------------
+// Function shapes
+
+/// A service whose first `failures` calls fail.
+#[derive(Clone, Debug)]
+struct Service {
+    failures: u32,
+    calls: u32,
+    name: String,
+}
+
+impl Service {
+    fn hit(&mut self) -> Result<u32, Flaky> {
+        self.calls += 1;
+        if self.calls <= self.failures { Err(Flaky::Down) } else { Ok(self.calls) }
+    }
+
+    #[resilient(jitter = "none", base_ms = 1)]
+    async fn name(&self) -> Result<&str, Flaky> {
+        Ok(&self.name)
+    }
+
+    #[resilient(jitter = "none", base_ms = 1)]
+    async fn call(&mut self) -> Result<u32, Flaky> {
+        tokio::task::yield_now().await;
+        self.hit()
+    }
+
+    #[resilient(jitter = "none", base_ms = 1)]
+    async fn call_logged(&mut self, log: &mut Vec<u32>) -> Result<u32, Flaky> {
+        log.push(self.calls);
+        self.hit()
+    }
+
+    #[resilient(jitter = "none", base_ms = 1)]
+    async fn into_name(self) -> Result<String, Flaky> {
+        Ok(self.name.clone())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn methods_taking_self_by_reference_by_mut_reference_and_by_value_are_retried() {
+    let mut service = Service { failures: 2, calls: 0, name: "ledger".to_owned() };
+    assert_eq!(service.name().await, Ok("ledger"));
+    assert_eq!(service.call().await, Ok(3), "two failures, then the third call");
+    service.failures = 5;
+    let mut log = Vec::new();
+    assert_eq!(service.call_logged(&mut log).await, Ok(6));
+    assert_eq!(log, [3, 4, 5], "each attempt reborrows the `&mut` argument");
+    assert_eq!(service.into_name().await, Ok("ledger".to_owned()));
+}
+
+#[resilient(jitter = "none", base_ms = 1)]
+async fn append(mut buffer: Vec<u8>, byte: u8, attempts: &AtomicU32) -> Result<Vec<u8>, Flaky> {
+    buffer.push(byte);
+    if attempts.fetch_add(1, Ordering::SeqCst) < 2 {
+        return Err(Flaky::Down);
+    }
+    Ok(buffer)
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_attempt_starts_from_fresh_clones_of_owned_arguments() {
+    let attempts = AtomicU32::new(0);
+    assert_eq!(append(vec![1], 2, &attempts).await, Ok(vec![1, 2]), "not [1, 2, 2, 2]");
+    assert_eq!(attempts.load(Ordering::SeqCst), 3);
+}
+
+#[resilient(jitter = "none", base_ms = 1, max_attempts = 3)]
+async fn describe<'a, T>(
+    label: &'a str,
+    value: T,
+    suffix: impl AsRef<str> + Clone,
+    attempts: &AtomicU32,
+) -> Result<(&'a str, String), Flaky>
+where
+    T: std::fmt::Display + Clone,
+{
+    if attempts.fetch_add(1, Ordering::SeqCst) == 0 {
+        return Err(Flaky::Down);
+    }
+    Ok((label, format!("{label}{value}{}", suffix.as_ref())))
+}
+
+#[tokio::test(start_paused = true)]
+async fn generic_functions_with_lifetimes_and_impl_trait_arguments_are_retried() {
+    let attempts = AtomicU32::new(0);
+    assert_eq!(describe("n=", 7, "!", &attempts).await, Ok(("n=", "n=7!".to_owned())));
+    assert_eq!(attempts.load(Ordering::SeqCst), 2);
+}
+
+trait Ledger {
+    async fn balance(&self, account: &str) -> Result<u64, Flaky>;
+}
+
+struct Books {
+    attempts: AtomicU32,
+}
+
+impl Ledger for Books {
+    #[resilient(jitter = "none", base_ms = 1)]
+    async fn balance(&self, account: &str) -> Result<u64, Flaky> {
+        if self.attempts.fetch_add(1, Ordering::SeqCst) == 0 {
+            return Err(Flaky::Down);
+        }
+        Ok(account.len() as u64)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn async_fns_in_trait_impls_are_retried() {
+    let books = Books { attempts: AtomicU32::new(0) };
+    assert_eq!(books.balance("savings").await, Ok(7));
+    assert_eq!(books.attempts.load(Ordering::SeqCst), 2);
+}
+
+#[resilient(jitter = "none", base_ms = 1, breaker = "spawned")]
+async fn fetch_owned(name: String, storm: Storm) -> Result<String, Flaky> {
+    storm.call().await?;
+    Ok(name)
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_returned_future_can_be_spawned() {
+    let storm = Storm::until(ms(2));
+    let registry = Registry::new();
+    let task = tokio::spawn(registry.scope(fetch_owned("a".to_owned(), storm.clone())));
+    assert_eq!(task.await.expect("the task ran"), Ok("a".to_owned()));
+    assert_eq!(storm.attempts(), 3);
+}
+
+// ---------------------------------------------------------------------------
+// Timeouts
+
+#[resilient(jitter = "none", base_ms = 10, max_attempts = 3, attempt_timeout_ms = 50)]
+async fn slow(calls: &AtomicU32) -> Result<(), Flaky> {
+    calls.fetch_add(1, Ordering::SeqCst);
+    tokio::time::sleep(ms(1_000)).await;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_that_overruns_its_timeout_is_cancelled_and_retried() {
+    let calls = AtomicU32::new(0);
+    let start = Instant::now();
+    let result = slow(&calls).await;
+    assert_eq!(result, Err(Flaky::Rejected(Rejection::AttemptTimeout { after: ms(50) })));
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    assert_eq!(start.elapsed(), ms(50 + 10 + 50 + 20 + 50));
+}
+
+#[resilient(jitter = "none", base_ms = 100, max_attempts = 10, deadline_ms = 1_000)]
+async fn against_the_clock(storm: &Storm) -> Result<Duration, Flaky> {
+    Ok(storm.call().await?)
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_deadline_ends_the_call_with_the_last_error() {
+    let storm = Storm::endless();
+    let start = Instant::now();
+    assert_eq!(against_the_clock(&storm).await, Err(Flaky::Down));
+    // 0, 100, 300, 700: the next wait (800 ms) would end past the deadline.
+    assert_eq!(storm.calls(), [ms(0), ms(100), ms(300), ms(700)]);
+    assert_eq!(start.elapsed(), ms(700));
+}
+
+// ---------------------------------------------------------------------------
+// Named guards in a scoped registry
+
+#[resilient(jitter = "none", base_ms = 10, max_attempts = 5, breaker = "attribute-payments")]
+async fn pay(calls: &AtomicU32) -> Result<(), Flaky> {
+    calls.fetch_add(1, Ordering::SeqCst);
+    Err(Flaky::Down)
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_named_breaker_opens_and_then_fails_calls_fast() {
+    let registry = Registry::new();
+    let config = BreakerConfig { failure_threshold: 3, ..Default::default() };
+    registry.declare_breaker("attribute-payments", config).unwrap();
+    let calls = AtomicU32::new(0);
+
+    assert_eq!(registry.scope(pay(&calls)).await, Err(Flaky::Down));
+    assert_eq!(calls.load(Ordering::SeqCst), 3, "the third failure opened the breaker");
+    let breaker = registry.breaker("attribute-payments").unwrap();
+    assert_eq!(breaker.state(), BreakerState::Open);
+
+    let rejected = registry.scope(pay(&calls)).await;
+    let open = Rejection::CircuitOpen { breaker: "attribute-payments".to_owned() };
+    assert_eq!(rejected, Err(Flaky::Rejected(open)));
+    assert_eq!(calls.load(Ordering::SeqCst), 3, "an open breaker runs nothing");
+    assert!(
+        resilient::registry().breaker("attribute-payments").is_none(),
+        "the scoped registry is honoured, the global one untouched"
+    );
+}
+
+#[resilient(jitter = "none", base_ms = 10, max_attempts = 10, budget = "attribute-retries")]
+async fn spend(calls: &AtomicU32) -> Result<(), Flaky> {
+    calls.fetch_add(1, Ordering::SeqCst);
+    Err(Flaky::Down)
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_named_budget_stops_retries_but_never_first_attempts() {
+    let registry = Registry::new();
+    let config = BudgetConfig { capacity: 2, retry_cost: 1, refill_per_success: 1 };
+    registry.declare_budget("attribute-retries", config).unwrap();
+    let calls = AtomicU32::new(0);
+
+    assert_eq!(registry.scope(spend(&calls)).await, Err(Flaky::Down));
+    assert_eq!(calls.load(Ordering::SeqCst), 3, "one attempt and two paid retries");
+    assert_eq!(registry.budget("attribute-retries").unwrap().available(), 0);
+
+    assert_eq!(registry.scope(spend(&calls)).await, Err(Flaky::Down));
+    assert_eq!(calls.load(Ordering::SeqCst), 4, "the first attempt is free");
+}
+
+#[resilient(max_attempts = 3, bulkhead = "attribute-db")]
+async fn query(hold: Duration) -> Result<(), Flaky> {
+    tokio::time::sleep(hold).await;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_named_bulkhead_rejects_what_it_cannot_admit() {
+    let registry = Registry::new();
+    let config = BulkheadConfig { max_concurrent: 1, max_wait: Some(ms(10)) };
+    registry.declare_bulkhead("attribute-db", config).unwrap();
+
+    let (first, second) = registry.scope(async { tokio::join!(query(ms(50)), query(ms(50))) }).await;
+    assert_eq!(first, Ok(()));
+    let full = Rejection::BulkheadFull { bulkhead: "attribute-db".to_owned() };
+    assert_eq!(second, Err(Flaky::Rejected(full)), "not retried: a full bulkhead fails fast");
+    assert_eq!(registry.bulkhead("attribute-db").unwrap().in_use(), 0);
+}

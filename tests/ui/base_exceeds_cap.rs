@@ -1,0 +1,8 @@
+use resilient::{Rejection, resilient};
+
+#[resilient(base_ms = 500, cap_ms = 200)]
+async fn fetch() -> Result<u32, Rejection> {
+    Ok(1)
+}
+
+fn main() {}

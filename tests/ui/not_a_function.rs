@@ -1,0 +1,6 @@
+use resilient::resilient;
+
+#[resilient]
+struct Client;
+
+fn main() {}

@@ -1,0 +1,10 @@
+use resilient::{Rejection, resilient};
+
+const ATTEMPTS: u32 = 3;
+
+#[resilient(max_attempts = ATTEMPTS)]
+async fn fetch() -> Result<u32, Rejection> {
+    Ok(1)
+}
+
+fn main() {}
