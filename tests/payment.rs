@@ -36,7 +36,8 @@ async fn every_order_is_charged_exactly_once_through_faults() {
     for i in 0..orders {
         let api = api.clone();
         tasks.push(tokio::spawn(registry.scope(async move {
-            scenario::place_order(&api, format!("order-{i}"), format!("sku-{i}"), Duration::from_secs(30)).await
+            scenario::place_order(&api, format!("order-{i}"), format!("sku-{i}"), Duration::from_secs(30))
+                .await
         })));
     }
     for task in tasks {
@@ -47,7 +48,10 @@ async fn every_order_is_charged_exactly_once_through_faults() {
     assert_eq!(per_order.len(), orders, "no order lost");
     assert!(per_order.values().all(|&n| n == 1), "no order charged twice: {per_order:?}");
     assert_eq!(server.ledger.charges(), orders as u64);
-    assert!(server.ledger.deduplicated.load(std::sync::atomic::Ordering::SeqCst) > 0, "slow charges were retried");
+    assert!(
+        server.ledger.deduplicated.load(std::sync::atomic::Ordering::SeqCst) > 0,
+        "slow charges were retried"
+    );
     assert!(tally.get("retry/transient") > 0, "503s and timeouts were retried: {:?}", tally.counts());
     assert!(tally.get("retry/throttled") > 0, "429s were retried: {:?}", tally.counts());
     let transitions = transitions.lock().unwrap();

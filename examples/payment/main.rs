@@ -59,9 +59,13 @@ async fn main() -> ExitCode {
         let api = api.clone();
         let bar = bar.clone();
         tasks.push(tokio::spawn(async move {
-            let outcome =
-                scenario::place_order(&api, format!("order-{i:04}"), format!("sku-{}", i % 17), Duration::from_secs(25))
-                    .await;
+            let outcome = scenario::place_order(
+                &api,
+                format!("order-{i:04}"),
+                format!("sku-{}", i % 17),
+                Duration::from_secs(25),
+            )
+            .await;
             bar.inc(1);
             outcome
         }));
@@ -70,7 +74,8 @@ async fn main() -> ExitCode {
         let (bar, api, ledger) = (bar.clone(), api.clone(), server.ledger.clone());
         tokio::spawn(async move {
             loop {
-                let breaker = registry().breaker("payments").map(|b| b.state()).unwrap_or(BreakerState::Closed);
+                let breaker =
+                    registry().breaker("payments").map(|b| b.state()).unwrap_or(BreakerState::Closed);
                 bar.set_message(format!(
                     "attempts {:>4}  charges {:>4}  breaker {breaker}",
                     api.quote_attempts.load(Ordering::Relaxed) + api.charge_attempts.load(Ordering::Relaxed),

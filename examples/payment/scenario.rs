@@ -87,16 +87,21 @@ async fn check(response: reqwest::Response) -> Result<reqwest::Response, ApiErro
     if response.status().is_success() {
         return Ok(response);
     }
-    let retry_after = response
-        .headers()
-        .get(reqwest::header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
+    let retry_after =
+        response.headers().get(reqwest::header::RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_owned);
     Err(ApiError::Status { code: response.status().as_u16(), retry_after })
 }
 
 /// Reads a price: idempotent, so it is simply retried.
-#[resilient(max_attempts = 4, base_ms = 50, cap_ms = 2_000, attempt_timeout_ms = 300, breaker = "payments", budget = "payments", bulkhead = "payments")]
+#[resilient(
+    max_attempts = 4,
+    base_ms = 50,
+    cap_ms = 2_000,
+    attempt_timeout_ms = 300,
+    breaker = "payments",
+    budget = "payments",
+    bulkhead = "payments"
+)]
 pub async fn quote(api: &Api, sku: &str) -> Result<Quote, ApiError> {
     api.quote_attempts.fetch_add(1, Ordering::Relaxed);
     // SKUs are plain ASCII tokens, so they need no URL encoding.
@@ -111,8 +116,13 @@ pub async fn charge(api: &Api, order_id: &str, amount: u64) -> Result<Charge, Ap
     api.charge_attempts.fetch_add(1, Ordering::Relaxed);
     let key = resilient::idempotency_key().map_or_else(|| order_id.to_owned(), |key| key.to_string());
     let request = ChargeRequest { order_id: order_id.to_owned(), amount };
-    let response =
-        api.client.post(format!("{}/charges", api.base)).header("Idempotency-Key", key).json(&request).send().await?;
+    let response = api
+        .client
+        .post(format!("{}/charges", api.base))
+        .header("Idempotency-Key", key)
+        .json(&request)
+        .send()
+        .await?;
     Ok(check(response).await?.json().await?)
 }
 
@@ -129,7 +139,8 @@ pub fn declare_guards(registry: &Registry) -> Result<(), resilient::RegistryErro
             ..Default::default()
         },
     )?;
-    registry.declare_budget("payments", BudgetConfig { capacity: 20, retry_cost: 1, refill_per_success: 1 })?;
+    registry
+        .declare_budget("payments", BudgetConfig { capacity: 20, retry_cost: 1, refill_per_success: 1 })?;
     registry.declare_bulkhead("payments", BulkheadConfig { max_concurrent: 32, max_wait: None })?;
     Ok(())
 }

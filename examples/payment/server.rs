@@ -154,10 +154,7 @@ pub async fn start(plan: FaultPlan) -> std::io::Result<Running> {
         next_charge: AtomicU64::new(1),
         outage_started: Mutex::new(None),
     });
-    let app = Router::new()
-        .route("/quote", get(quote))
-        .route("/charges", post(charge))
-        .with_state(state);
+    let app = Router::new().route("/quote", get(quote)).route("/charges", post(charge)).with_state(state);
     let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
     let addr = listener.local_addr()?;
     tokio::spawn(async move {
@@ -217,7 +214,11 @@ fn price(sku: &str) -> u64 {
     100 + sku.bytes().map(u64::from).sum::<u64>() % 900
 }
 
-async fn charge(State(server): State<Arc<Server>>, headers: HeaderMap, Json(request): Json<ChargeRequest>) -> Response {
+async fn charge(
+    State(server): State<Arc<Server>>,
+    headers: HeaderMap,
+    Json(request): Json<ChargeRequest>,
+) -> Response {
     if let Fault::Status(status, retry_after) = server.fault() {
         return failure(status, retry_after);
     }
