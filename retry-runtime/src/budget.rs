@@ -113,11 +113,17 @@ impl RetryBudget {
     ///
     /// A full bucket is only read, never written, so successes from many
     /// threads do not fight over the cache line.
+    #[inline]
     pub fn deposit(&self) {
-        let capacity = self.config.capacity;
-        if self.tokens.load(Ordering::Relaxed) >= capacity {
+        if self.tokens.load(Ordering::Relaxed) >= self.config.capacity {
             return;
         }
+        self.refill();
+    }
+
+    #[inline(never)]
+    fn refill(&self) {
+        let capacity = self.config.capacity;
         let refill = self.config.refill_per_success;
         let _ = self.tokens.fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| {
             (t < capacity).then(|| t.saturating_add(refill).min(capacity))

@@ -74,9 +74,12 @@ pub struct Bulkhead {
 #[must_use = "the place is given back as soon as the permit is dropped"]
 pub struct BulkheadPermit<'a> {
     _permit: SemaphorePermit<'a>,
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     bulkhead: &'a Bulkhead,
 }
 
+// Reports the level only when there is a gauge to report it to.
+#[cfg(feature = "metrics")]
 impl Drop for BulkheadPermit<'_> {
     fn drop(&mut self) {
         // `_permit` is released after this body; report the level it leaves.
@@ -123,18 +126,36 @@ impl Bulkhead {
     /// Cancel-safe: dropping the future while it waits takes nothing.
     pub async fn acquire(&self) -> Result<BulkheadPermit<'_>, BulkheadFull> {
         // The uncontended case takes no timer and reads no clock.
-        let permit = match self.permits.try_acquire() {
-            Ok(permit) => permit,
-            Err(_) => match self.config.max_wait {
-                None => self.permits.acquire().await.map_err(|_| BulkheadFull)?,
-                Some(max_wait) => tokio::time::timeout(max_wait, self.permits.acquire())
-                    .await
-                    .map_err(|_| BulkheadFull)?
-                    .map_err(|_| BulkheadFull)?,
-            },
+        match self.try_acquire() {
+            Some(permit) => Ok(permit),
+            None => self.acquire_waiting().await,
+        }
+    }
+
+    /// A permit if one is free right now, without waiting.
+    #[inline]
+    pub(crate) fn try_acquire(&self) -> Option<BulkheadPermit<'_>> {
+        let permit = self.permits.try_acquire().ok()?;
+        Some(self.admitted(permit))
+    }
+
+    /// [`acquire`](Self::acquire) once no permit was free: waits, at most `max_wait`.
+    pub(crate) async fn acquire_waiting(&self) -> Result<BulkheadPermit<'_>, BulkheadFull> {
+        let permit = match self.config.max_wait {
+            None => self.permits.acquire().await.map_err(|_| BulkheadFull)?,
+            Some(max_wait) => tokio::time::timeout(max_wait, self.permits.acquire())
+                .await
+                .map_err(|_| BulkheadFull)?
+                .map_err(|_| BulkheadFull)?,
         };
+        Ok(self.admitted(permit))
+    }
+
+    #[inline]
+    fn admitted<'a>(&'a self, permit: SemaphorePermit<'a>) -> BulkheadPermit<'a> {
+        #[cfg(feature = "metrics")]
         crate::observe::bulkhead_level(&self.name, self.in_use());
-        Ok(BulkheadPermit { _permit: permit, bulkhead: self })
+        BulkheadPermit { _permit: permit, bulkhead: self }
     }
 }
 

@@ -1,19 +1,35 @@
 //! What an attempt knows about the call it belongs to: the idempotency key,
 //! and whether it is itself inside another resilient call.
 //!
-//! Both travel in a tokio task-local set around each attempt, so they reach
-//! any code the attempt calls without being passed along, and stop at the
+//! Both travel in a task-local set around each attempt, so they reach any
+//! code the attempt calls without being passed along, and stop at the
 //! task's edge (a spawned task is a new call tree).
+//!
+//! The task-local is built the way tokio's `task_local!` is: a thread-local
+//! that holds the attempt's context only while the attempt is polled (or
+//! dropped), swapped in before and out after. Doing it here rather than
+//! with `task_local!` lets the swap inline into the retry loop, enter the
+//! call's span in the same step (one wrapper per attempt instead of two),
+//! and swap the call's own key in place, without cloning it per attempt.
 
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
-#[derive(Clone, Default)]
-pub(crate) struct CallContext {
-    pub(crate) key: Option<Arc<str>>,
+use pin_project_lite::pin_project;
+
+/// The context of the attempt being polled on this thread.
+struct Current {
+    /// Whether an attempt is being polled at all.
+    in_attempt: Cell<bool>,
+    /// Its call's idempotency key (`None` outside attempts).
+    key: RefCell<Option<Arc<str>>>,
 }
 
-tokio::task_local! {
-    static ATTEMPT: CallContext;
+thread_local! {
+    static CURRENT: Current = const { Current { in_attempt: Cell::new(false), key: RefCell::new(None) } };
 }
 
 /// The idempotency key of the call whose attempt is running, if it has one.
@@ -37,17 +53,123 @@ tokio::task_local! {
 /// # }
 /// ```
 pub fn idempotency_key() -> Option<Arc<str>> {
-    ATTEMPT.try_with(|ctx| ctx.key.clone()).ok().flatten()
+    // Nothing holds a borrow across user code, so `borrow` cannot fail; a
+    // thread being torn down has no attempt running on it.
+    CURRENT.try_with(|current| current.key.borrow().clone()).ok().flatten()
 }
 
-/// The context of the attempt running on this task, if any.
-pub(crate) fn current() -> Option<CallContext> {
-    ATTEMPT.try_with(CallContext::clone).ok()
+/// Whether an attempt of another call is running on this task, and the key
+/// a new call uses: its own, else the one of the call it is nested in.
+#[inline]
+pub(crate) fn inherit(key: Option<Arc<str>>) -> (bool, Option<Arc<str>>) {
+    let nested = CURRENT.try_with(|current| current.in_attempt.get()).unwrap_or(false);
+    match key {
+        None if nested => (true, idempotency_key()),
+        key => (nested, key),
+    }
 }
 
-pub(crate) fn scope<F: std::future::Future>(
-    ctx: CallContext,
-    fut: F,
-) -> tokio::task::futures::TaskLocalFuture<CallContext, F> {
-    ATTEMPT.scope(ctx, fut)
+/// Runs `attempt` with `key` as the current attempt's context (and inside
+/// `span` unless it is disabled) on every poll, and while it is dropped.
+#[inline]
+pub(crate) fn scope<F: Future>(key: Option<Arc<str>>, span: &tracing::Span, attempt: F) -> InContext<'_, F> {
+    InContext { key, span, attempt: Some(attempt) }
+}
+
+pin_project! {
+    /// An attempt with its context; see [`scope`].
+    pub(crate) struct InContext<'a, F> {
+        // See `poll_in`.
+        key: Option<Arc<str>>,
+        span: &'a tracing::Span,
+        // `None` once the attempt has finished (it was dropped in its context).
+        #[pin]
+        attempt: Option<F>,
+    }
+
+    impl<F> PinnedDrop for InContext<'_, F> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            drop_in(this.key, this.span, this.attempt);
+        }
+    }
+}
+
+impl<F: Future> Future for InContext<'_, F> {
+    type Output = F::Output;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        poll_in(this.key, this.span, this.attempt, cx)
+    }
+}
+
+/// Polls `attempt` in its context, with `span` entered.
+///
+/// `key` is the attempt's key; for the poll it is swapped with the one in
+/// effect (so `key` holds the caller's meanwhile) and swapped back after.
+/// A finished attempt is dropped right away, still in its context.
+#[inline]
+pub(crate) fn poll_in<F: Future>(
+    key: &mut Option<Arc<str>>,
+    span: &tracing::Span,
+    mut attempt: Pin<&mut Option<F>>,
+    cx: &mut Context<'_>,
+) -> Poll<F::Output> {
+    let _entered = (!span.is_disabled()).then(|| span.enter());
+    let _in = In::enter(key);
+    let Some(running) = attempt.as_mut().as_pin_mut() else {
+        panic!("an attempt polled after it finished");
+    };
+    let poll = running.poll(cx);
+    if poll.is_ready() {
+        attempt.set(None);
+    }
+    poll
+}
+
+/// Drops an attempt that has not finished (it was cancelled) in its context.
+#[inline]
+pub(crate) fn drop_in<F>(key: &mut Option<Arc<str>>, span: &tracing::Span, mut attempt: Pin<&mut Option<F>>) {
+    if attempt.is_some() {
+        let _entered = (!span.is_disabled()).then(|| span.enter());
+        let _in = In::enter(key);
+        attempt.set(None);
+    }
+}
+
+/// The attempt's context in effect for as long as it lives (a panic included).
+struct In<'a> {
+    key: &'a mut Option<Arc<str>>,
+    /// Whether the keys were exchanged (not when both are `None`: the
+    /// common case, which then reads one word of each and writes neither).
+    swapped: bool,
+    was_in_attempt: bool,
+}
+
+impl<'a> In<'a> {
+    #[inline]
+    fn enter(key: &'a mut Option<Arc<str>>) -> Self {
+        CURRENT.with(|current| {
+            let mut current_key = current.key.borrow_mut();
+            let swapped = key.is_some() || current_key.is_some();
+            if swapped {
+                std::mem::swap(&mut *current_key, key);
+            }
+            In { key, swapped, was_in_attempt: current.in_attempt.replace(true) }
+        })
+    }
+}
+
+impl Drop for In<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        CURRENT.with(|current| {
+            if self.swapped {
+                std::mem::swap(&mut *current.key.borrow_mut(), self.key);
+            }
+            current.in_attempt.set(self.was_in_attempt);
+        });
+    }
 }

@@ -28,20 +28,22 @@
 //! or the deadline cut one short (`DeadlineExceeded`). Why it stopped is in
 //! the trace (see [`observe`](crate::observe)).
 
-use std::borrow::Cow;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::time::{Instant, sleep, timeout, timeout_at};
-use tracing::Instrument;
+use pin_project_lite::pin_project;
+use tokio::time::{Instant, Sleep, sleep, timeout, timeout_at};
 
 use crate::backoff::{Jitter, JitterRng};
-use crate::breaker::Outcome;
+use crate::breaker::{BreakerPermit, CircuitBreaker, Outcome};
+use crate::bulkhead::{Bulkhead, BulkheadPermit};
 use crate::classify::{Classify, ErrorClass};
-use crate::context::{self, CallContext};
+use crate::context;
 use crate::observe::{self, StopReason};
-use crate::policy::{Guards, Nested, Policy};
+use crate::policy::{Guards, GuardsRef, Nested, Policy};
 use crate::rejection::Rejection;
 
 /// What to do after one attempt.
@@ -82,8 +84,10 @@ pub enum Step<T, E> {
 /// ```
 pub struct Execution<'p> {
     policy: &'p Policy,
-    guards: Cow<'p, Guards>,
-    context: CallContext,
+    guards: GuardsRef<'p>,
+    /// The call's idempotency key; while an attempt is polled in place, the
+    /// key it displaced (see `context::poll_in`).
+    key: Option<Arc<str>>,
     max_attempts: u32,
     attempts: u32,
     previous_wait: Option<Duration>,
@@ -103,6 +107,14 @@ impl std::fmt::Debug for Execution<'_> {
     }
 }
 
+/// Tells the breaker (if any) how the attempt ended.
+#[inline]
+fn record(permit: Option<BreakerPermit<'_>>, outcome: Outcome) {
+    if let Some(permit) = permit {
+        permit.record(outcome);
+    }
+}
+
 /// How the guarded part of an attempt ended.
 enum Guarded<T, E> {
     /// The attempt ran to completion.
@@ -111,24 +123,179 @@ enum Guarded<T, E> {
     TimedOut(Duration),
     /// The call's deadline cancelled the running attempt.
     Cut,
-    /// The attempt never started.
-    NotRun(Rejection, StopReason),
+}
+
+pin_project! {
+    /// The future of [`Execution::attempt`].
+    #[project = AttemptProj]
+    enum Attempt<'e, 'p, Fut, General> {
+        Direct { #[pin] direct: Direct<'e, 'p, Fut> },
+        General { #[pin] general: General },
+    }
+}
+
+impl<T, E, Fut, General> Future for Attempt<'_, '_, Fut, General>
+where
+    Fut: Future<Output = Result<T, E>>,
+    E: Classify + From<Rejection>,
+    General: Future<Output = Step<T, E>>,
+{
+    type Output = Step<T, E>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Step<T, E>> {
+        match self.project() {
+            AttemptProj::Direct { direct } => direct.poll(cx),
+            AttemptProj::General { general } => poll_general(general, cx),
+        }
+    }
+}
+
+/// Kept out of line: the general path's state machine is large, and
+/// inlining it would make the caller's future too big to inline in turn.
+#[inline(never)]
+fn poll_general<T, E, General>(general: Pin<&mut General>, cx: &mut Context<'_>) -> Poll<Step<T, E>>
+where
+    General: Future<Output = Step<T, E>>,
+{
+    general.poll(cx)
+}
+
+pin_project! {
+    /// One attempt on the direct path (see [`Execution::attempt`]): the same
+    /// steps as [`Execution::attempt_with`] without a bulkhead or a timer,
+    /// polling the attempt in place.
+    struct Direct<'e, 'p, Fut> {
+        execution: &'e mut Execution<'p>,
+        guards: &'p Guards,
+        permit: Option<BreakerPermit<'p>>,
+        started: bool,
+        // `None` once finished: it is dropped as soon as it is done, in its context.
+        #[pin]
+        attempt: Option<Fut>,
+        #[pin]
+        backoff: Option<Sleep>,
+    }
+
+    impl<Fut> PinnedDrop for Direct<'_, '_, Fut> {
+        fn drop(this: Pin<&mut Self>) {
+            // A cancelled attempt is dropped in its context; the breaker
+            // permit (a field, dropped next) then records nothing.
+            let this = this.project();
+            let execution = &mut **this.execution;
+            context::drop_in(&mut execution.key, &execution.span, this.attempt);
+        }
+    }
+}
+
+impl<T, E, Fut> Future for Direct<'_, '_, Fut>
+where
+    Fut: Future<Output = Result<T, E>>,
+    E: Classify + From<Rejection>,
+{
+    type Output = Step<T, E>;
+
+    // Only the success path is inline: everything else is out of line, so
+    // that the caller's future stays small enough to be inlined in turn.
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Step<T, E>> {
+        let this = self.project();
+        let execution = &mut **this.execution;
+        if this.backoff.is_some() {
+            return poll_backoff(this.backoff, cx);
+        }
+        // The permit stays in a local unless the attempt has to wait: an
+        // attempt that completes in its first poll never stores it.
+        let permit = if *this.started {
+            this.permit.take()
+        } else {
+            *this.started = true;
+            execution.attempts += 1;
+            match &this.guards.breaker {
+                None => None,
+                Some(breaker) => match breaker.try_acquire() {
+                    Some(permit) => Some(permit),
+                    None => return Poll::Ready(circuit_open(execution, breaker, this.attempt)),
+                },
+            }
+        };
+        match context::poll_in(&mut execution.key, &execution.span, this.attempt, cx) {
+            Poll::Ready(Ok(value)) => {
+                record(permit, Outcome::Success);
+                if let Some(budget) = &this.guards.budget {
+                    budget.deposit();
+                }
+                Poll::Ready(Step::Done(Ok(value)))
+            }
+            Poll::Ready(Err(error)) => failed(execution, permit, error, this.backoff, cx),
+            Poll::Pending => {
+                *this.permit = permit;
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// The direct path's backoff, until it is over.
+#[inline(never)]
+fn poll_backoff<T, E>(backoff: Pin<&mut Option<Sleep>>, cx: &mut Context<'_>) -> Poll<Step<T, E>> {
+    match backoff.as_pin_mut() {
+        Some(backoff) => backoff.poll(cx).map(|()| Step::Retry),
+        None => unreachable!("polled only while backing off"),
+    }
+}
+
+/// The breaker refused the direct path's attempt: it never runs.
+#[cold]
+#[inline(never)]
+fn circuit_open<T, E: From<Rejection>, Fut>(
+    execution: &Execution<'_>,
+    breaker: &CircuitBreaker,
+    attempt: Pin<&mut Option<Fut>>,
+) -> Step<T, E> {
+    // Dropped now, as `attempt_with` drops an attempt it never makes.
+    let mut attempt = attempt;
+    attempt.set(None);
+    Step::Done(Err(E::from(execution.circuit_open(breaker))))
+}
+
+/// The direct path's attempt failed: record it, then retry (after the
+/// backoff) or end the call, as `attempt_with` does.
+#[inline(never)]
+fn failed<T, E: Classify>(
+    execution: &mut Execution<'_>,
+    permit: Option<BreakerPermit<'_>>,
+    error: E,
+    mut backoff: Pin<&mut Option<Sleep>>,
+    cx: &mut Context<'_>,
+) -> Poll<Step<T, E>> {
+    let class = error.classify();
+    record(permit, if class.is_retryable() { Outcome::Failure } else { Outcome::Neutral });
+    match execution.after_failure(class, error) {
+        Err(error) => Poll::Ready(Step::Done(Err(error))),
+        // A zero wait is no wait (see `attempt_with`).
+        Ok(wait) if wait.is_zero() => Poll::Ready(Step::Retry),
+        Ok(wait) => {
+            backoff.set(Some(sleep(wait)));
+            poll_backoff(backoff, cx)
+        }
+    }
 }
 
 impl<'p> Execution<'p> {
+    #[inline(always)]
     pub(crate) fn new(policy: &'p Policy, key: Option<Arc<str>>) -> Self {
-        let outer = context::current();
+        // A call without a key of its own inherits the key of the call it is nested in.
+        let (nested, key) = context::inherit(key);
         let mut max_attempts = policy.max_attempts;
-        if outer.is_some() && policy.nested == Nested::Once && max_attempts > 1 {
+        if nested && policy.nested == Nested::Once && max_attempts > 1 {
             observe::retries_suppressed(&policy.operation, max_attempts);
             max_attempts = 1;
         }
-        // A call without a key of its own inherits the key of the call it is nested in.
-        let key = key.or_else(|| outer.and_then(|ctx| ctx.key));
         Execution {
             policy,
             guards: policy.guards(),
-            context: CallContext { key },
+            key,
             max_attempts,
             attempts: 0,
             previous_wait: None,
@@ -149,12 +316,62 @@ impl<'p> Execution<'p> {
     /// The future should do nothing until polled (an `async` block doesn't),
     /// because it is created before the guards admit the attempt; use
     /// [`attempt_with`](Self::attempt_with) for futures that start work eagerly.
-    pub async fn attempt<T, E, Fut>(&mut self, attempt: Fut) -> Step<T, E>
+    ///
+    /// Calls through the global registry without a bulkhead or timeouts (the
+    /// common case) poll the attempt where the caller built it: it is never
+    /// moved, and the retry loop adds no state machine of its own around it.
+    #[inline]
+    pub fn attempt<T, E, Fut>(&mut self, attempt: Fut) -> impl Future<Output = Step<T, E>>
     where
         Fut: Future<Output = Result<T, E>>,
         E: Classify + From<Rejection>,
     {
-        self.attempt_with(move || attempt).await
+        match self.direct_guards() {
+            Some(guards) => Attempt::Direct {
+                direct: Direct {
+                    execution: self,
+                    guards,
+                    permit: None,
+                    started: false,
+                    attempt: Some(attempt),
+                    backoff: None,
+                },
+            },
+            None => Attempt::General { general: self.attempt_with(move || attempt) },
+        }
+    }
+
+    /// The guards when an attempt can take the direct path: they come from
+    /// the policy's cache (the global registry), no bulkhead (whose wait is a
+    /// future of its own) and no timer.
+    #[inline]
+    fn direct_guards(&self) -> Option<&'p Guards> {
+        match self.guards {
+            GuardsRef::Cached(guards)
+                if guards.bulkhead.is_none()
+                    && self.policy.attempt_timeout.is_none()
+                    && self.deadline.is_none() =>
+            {
+                Some(guards)
+            }
+            _ => None,
+        }
+    }
+
+    /// What follows a failed attempt, after `class` was recorded: the wait
+    /// before the next attempt, or the error that ends the call.
+    fn after_failure<E>(&mut self, class: ErrorClass, error: E) -> Result<Duration, E> {
+        if !class.is_retryable() {
+            observe::stop(&self.policy.operation, self.attempts, StopReason::Permanent);
+            return Err(error);
+        }
+        match self.plan_retry(class) {
+            Ok(wait) => Ok(wait),
+            Err(reason) => {
+                observe::stop(&self.policy.operation, self.attempts, reason);
+                Err(error)
+            }
+        }
     }
 
     /// [`attempt`](Self::attempt), creating the attempt's future only once
@@ -171,34 +388,42 @@ impl<'p> Execution<'p> {
             None => None,
             Some(breaker) => match breaker.try_acquire() {
                 Some(permit) => Some(permit),
-                None => {
-                    observe::stop(&policy.operation, self.attempts, StopReason::CircuitOpen);
-                    let breaker = breaker.name().to_owned();
-                    return Step::Done(Err(E::from(Rejection::CircuitOpen { breaker })));
-                }
+                None => return Step::Done(Err(E::from(self.circuit_open(breaker)))),
             },
         };
-        let guarded = self.run_guarded(guards, make_attempt).await;
-        let record = |outcome| {
-            if let Some(permit) = permit {
-                permit.record(outcome);
-            }
+        // The uncontended bulkhead hands out a permit without a wait (or a future).
+        let bulkhead_permit = match &guards.bulkhead {
+            None => None,
+            Some(bulkhead) => match bulkhead.try_acquire() {
+                Some(bulkhead_permit) => Some(bulkhead_permit),
+                None => match self.wait_for_permit(bulkhead).await {
+                    Ok(bulkhead_permit) => Some(bulkhead_permit),
+                    Err((rejection, reason)) => {
+                        // The breaker permit is dropped unrecorded: the attempt never ran.
+                        observe::stop(&policy.operation, self.attempts, reason);
+                        return Step::Done(Err(E::from(rejection)));
+                    }
+                },
+            },
         };
+        // No timer unless the policy asked for a timeout or a deadline.
+        let guarded = match (policy.attempt_timeout, self.deadline) {
+            (None, None) => Guarded::Ran(context::scope(self.key.clone(), &self.span, make_attempt()).await),
+            (attempt_timeout, deadline) => self.run_timed(attempt_timeout, deadline, make_attempt()).await,
+        };
+        // The bulkhead place is held for the attempt only.
+        drop(bulkhead_permit);
+        let settle = |outcome| record(permit, outcome);
         let error = match guarded {
             Guarded::Ran(Ok(value)) => {
-                record(Outcome::Success);
+                settle(Outcome::Success);
                 if let Some(budget) = &guards.budget {
                     budget.deposit();
                 }
                 return Step::Done(Ok(value));
             }
-            Guarded::NotRun(rejection, reason) => {
-                // The permit is dropped unrecorded: the attempt never ran.
-                observe::stop(&policy.operation, self.attempts, reason);
-                return Step::Done(Err(E::from(rejection)));
-            }
             Guarded::Cut => {
-                record(Outcome::Failure);
+                settle(Outcome::Failure);
                 observe::stop(&policy.operation, self.attempts, StopReason::Deadline);
                 let after = policy.deadline.unwrap_or_default();
                 return Step::Done(Err(E::from(Rejection::DeadlineExceeded { after })));
@@ -207,63 +432,61 @@ impl<'p> Execution<'p> {
             Guarded::Ran(Err(error)) => error,
         };
         let class = error.classify();
-        if !class.is_retryable() {
-            record(Outcome::Neutral);
-            observe::stop(&policy.operation, self.attempts, StopReason::Permanent);
-            return Step::Done(Err(error));
-        }
-        record(Outcome::Failure);
-        match self.plan_retry(class) {
+        settle(if class.is_retryable() { Outcome::Failure } else { Outcome::Neutral });
+        match self.after_failure(class, error) {
             Ok(wait) => {
-                drop(error);
-                sleep(wait).await;
+                // A zero wait is no wait: `sleep(ZERO)` would still arm a
+                // timer, and in real time last until the timer's next tick (~1 ms).
+                if !wait.is_zero() {
+                    sleep(wait).await;
+                }
                 Step::Retry
             }
-            Err(reason) => {
-                observe::stop(&policy.operation, self.attempts, reason);
-                Step::Done(Err(error))
-            }
+            Err(error) => Step::Done(Err(error)),
         }
     }
 
-    /// Takes the bulkhead permit and runs the attempt under its timeout and
-    /// the deadline, inside the call's context and span.
-    async fn run_guarded<T, E, Fut>(
+    /// The breaker refused the attempt: the call ends with `CircuitOpen`.
+    #[cold]
+    fn circuit_open(&self, breaker: &CircuitBreaker) -> Rejection {
+        observe::stop(&self.policy.operation, self.attempts, StopReason::CircuitOpen);
+        Rejection::CircuitOpen { breaker: breaker.name().to_owned() }
+    }
+
+    /// Waits for a bulkhead permit after the fast try found none: at most
+    /// `max_wait`, and never past the deadline.
+    async fn wait_for_permit<'b>(
         &self,
-        guards: &Guards,
-        make_attempt: impl FnOnce() -> Fut,
+        bulkhead: &'b Bulkhead,
+    ) -> Result<BulkheadPermit<'b>, (Rejection, StopReason)> {
+        let acquired = match self.deadline {
+            None => bulkhead.acquire_waiting().await,
+            Some(deadline) => match timeout_at(deadline, bulkhead.acquire_waiting()).await {
+                Ok(acquired) => acquired,
+                Err(_) => {
+                    let after = self.policy.deadline.unwrap_or_default();
+                    return Err((Rejection::DeadlineExceeded { after }, StopReason::Deadline));
+                }
+            },
+        };
+        acquired.map_err(|_| {
+            let bulkhead = bulkhead.name().to_owned();
+            (Rejection::BulkheadFull { bulkhead }, StopReason::BulkheadFull)
+        })
+    }
+
+    /// Runs the attempt under the earlier of its timeout and the deadline.
+    async fn run_timed<T, E, Fut>(
+        &self,
+        attempt_timeout: Option<Duration>,
+        deadline: Option<Instant>,
+        attempt: Fut,
     ) -> Guarded<T, E>
     where
         Fut: Future<Output = Result<T, E>>,
     {
-        let _permit = match &guards.bulkhead {
-            None => None,
-            Some(bulkhead) => {
-                let full = || {
-                    let bulkhead = bulkhead.name().to_owned();
-                    Guarded::NotRun(Rejection::BulkheadFull { bulkhead }, StopReason::BulkheadFull)
-                };
-                let acquired = match self.deadline {
-                    None => bulkhead.acquire().await,
-                    Some(deadline) => match timeout_at(deadline, bulkhead.acquire()).await {
-                        Ok(acquired) => acquired,
-                        Err(_) => {
-                            let after = self.policy.deadline.unwrap_or_default();
-                            return Guarded::NotRun(
-                                Rejection::DeadlineExceeded { after },
-                                StopReason::Deadline,
-                            );
-                        }
-                    },
-                };
-                match acquired {
-                    Ok(permit) => Some(permit),
-                    Err(_) => return full(),
-                }
-            }
-        };
-        let attempt = context::scope(self.context.clone(), make_attempt()).instrument(self.span.clone());
-        match (self.policy.attempt_timeout, self.deadline) {
+        let attempt = context::scope(self.key.clone(), &self.span, attempt);
+        match (attempt_timeout, deadline) {
             (None, None) => Guarded::Ran(attempt.await),
             (Some(limit), None) => match timeout(limit, attempt).await {
                 Ok(result) => Guarded::Ran(result),

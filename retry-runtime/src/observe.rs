@@ -102,8 +102,7 @@ pub(crate) fn budget_level(name: &str, available: u32) {
     metrics::gauge!("resilient_budget_available", "budget" => name.to_owned()).set(f64::from(available));
 }
 
-#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+#[cfg(feature = "metrics")]
 pub(crate) fn bulkhead_level(name: &str, in_use: usize) {
-    #[cfg(feature = "metrics")]
     metrics::gauge!("resilient_bulkhead_in_use", "bulkhead" => name.to_owned()).set(in_use as f64);
 }

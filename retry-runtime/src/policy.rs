@@ -45,15 +45,40 @@ pub(crate) struct Guards {
     pub(crate) bulkhead: Option<Arc<Bulkhead>>,
 }
 
+/// The guards one call uses: the policy's cached handles for the global
+/// registry (borrowed: no reference count touched), or a scoped registry's.
+///
+/// Two words, both always written: the call's state stays small and cheap to move.
+#[derive(Debug)]
+pub(crate) enum GuardsRef<'p> {
+    Cached(&'p Guards),
+    Scoped(Arc<Guards>),
+}
+
+impl std::ops::Deref for GuardsRef<'_> {
+    type Target = Guards;
+
+    #[inline]
+    fn deref(&self) -> &Guards {
+        match self {
+            GuardsRef::Cached(guards) => guards,
+            GuardsRef::Scoped(guards) => guards,
+        }
+    }
+}
+
 /// Guard handles cached per registry, so calls never look a name up twice.
 #[derive(Default)]
 struct GuardCache {
     global: OnceLock<Guards>,
     /// A few recently used scoped registries (by id); tests use one each.
-    scoped: Mutex<Vec<(u64, Guards)>>,
+    scoped: Mutex<Vec<(u64, Arc<Guards>)>>,
 }
 
 const SCOPED_CACHE_SIZE: usize = 16;
+
+/// The guards of a policy that names none.
+static NO_GUARDS: Guards = Guards { breaker: None, budget: None, bulkhead: None };
 
 /// The settings of a resilient call; see [`PolicyBuilder`] for every default.
 ///
@@ -256,33 +281,48 @@ impl Policy {
     }
 
     /// Starts one call: the state of its retry loop.
+    #[inline(always)]
     pub fn execution(&self, key: Option<Arc<str>>) -> Execution<'_> {
         Execution::new(self, key)
     }
 
     /// Whether this policy names any guard.
+    #[inline]
     fn has_guards(&self) -> bool {
         self.breaker.is_some() || self.budget.is_some() || self.bulkhead.is_some()
     }
 
     /// The guards in effect for this call: from the scoped registry if any,
     /// else the global one; resolved by name once per registry.
-    pub(crate) fn guards(&self) -> Cow<'_, Guards> {
+    ///
+    /// Outside a scope this borrows the cached handles: no lock, no lookup,
+    /// no reference count touched.
+    #[inline]
+    pub(crate) fn guards(&self) -> GuardsRef<'_> {
         if !self.has_guards() {
-            return Cow::Owned(Guards::default());
+            return GuardsRef::Cached(&NO_GUARDS);
         }
-        match registry::scoped() {
-            None => Cow::Borrowed(self.cache.global.get_or_init(|| self.resolve(registry::registry()))),
-            Some(scoped) => Cow::Owned(self.scoped_guards(&scoped)),
+        match registry::with_scoped(|scoped| self.scoped_guards(scoped)) {
+            Some(guards) => GuardsRef::Scoped(guards),
+            None => GuardsRef::Cached(self.global_guards()),
         }
     }
 
-    fn scoped_guards(&self, registry: &Registry) -> Guards {
+    #[inline]
+    fn global_guards(&self) -> &Guards {
+        match self.cache.global.get() {
+            Some(guards) => guards,
+            None => self.cache.global.get_or_init(|| self.resolve(registry::registry())),
+        }
+    }
+
+    #[inline(never)]
+    fn scoped_guards(&self, registry: &Registry) -> Arc<Guards> {
         let mut cache = self.cache.scoped.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((_, guards)) = cache.iter().find(|(id, _)| *id == registry.id()) {
             return guards.clone();
         }
-        let guards = self.resolve(registry);
+        let guards = Arc::new(self.resolve(registry));
         if cache.len() == SCOPED_CACHE_SIZE {
             cache.remove(0);
         }

@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use crate::breaker::{BreakerConfig, BreakerTransition, CircuitBreaker, Hooks, TransitionHook};
@@ -142,6 +142,10 @@ tokio::task_local! {
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
+/// Whether [`Registry::scope`] was ever called: until then no call needs to
+/// look for a scoped registry (a task-local read) at all.
+static SCOPES_USED: AtomicBool = AtomicBool::new(false);
+
 /// The process-wide registry, used by every call not inside [`Registry::scope`].
 ///
 /// ```
@@ -248,6 +252,9 @@ impl Registry {
     ///
     /// The returned future owns a handle to the registry, so it can be spawned.
     pub fn scope<F: Future>(&self, fut: F) -> impl Future<Output = F::Output> + use<F> {
+        // Set before the scope can be entered: whoever polls the future
+        // later (on any thread) got it through a synchronising hand-over.
+        SCOPES_USED.store(true, Ordering::Relaxed);
         SCOPED.scope(self.clone(), fut)
     }
 
@@ -304,9 +311,14 @@ pub(crate) fn with_current<R>(f: impl FnOnce(&Registry) -> R) -> R {
     }
 }
 
-/// The scoped registry in effect on this task, if any.
-pub(crate) fn scoped() -> Option<Registry> {
-    SCOPED.try_with(Registry::clone).ok()
+/// Runs `f` on the scoped registry in effect on this task, if any (without
+/// cloning the handle).
+#[inline]
+pub(crate) fn with_scoped<R>(f: impl FnOnce(&Registry) -> R) -> Option<R> {
+    if !SCOPES_USED.load(Ordering::Relaxed) {
+        return None;
+    }
+    SCOPED.try_with(f).ok()
 }
 
 fn invalid(name: &str, error: ConfigError) -> RegistryError {

@@ -203,6 +203,8 @@ pub struct CircuitBreaker {
     published: AtomicU64,
     core: Mutex<BreakerCore>,
     origin: Instant,
+    /// Failure-rate mode: successes are timestamped too.
+    counts_successes: bool,
     hooks: Option<Hooks>,
 }
 
@@ -221,31 +223,81 @@ impl std::fmt::Debug for CircuitBreaker {
 /// permit without recording (the attempt was cancelled, or never ran)
 /// records nothing and frees any half-open probe slot it held.
 #[must_use = "an unrecorded permit tells the breaker nothing"]
-#[derive(Debug)]
 pub struct BreakerPermit<'a> {
     breaker: &'a CircuitBreaker,
-    ticket: Option<Ticket>,
+    /// The ticket, packed so that a permit is two words (cheap to move and
+    /// to keep across an await): see [`PackedTicket`].
+    ticket: PackedTicket,
 }
 
-impl BreakerPermit<'_> {
+/// A [`Ticket`] in one word: `epoch << 2 | probe << 1 | held`. `held` is
+/// cleared once the ticket is handed back. (Epochs stay far below 2^61: the
+/// published word already keeps them in 61 bits.)
+#[derive(Clone, Copy)]
+struct PackedTicket(u64);
+
+impl PackedTicket {
+    const HELD: u64 = 0b01;
+    const PROBE: u64 = 0b10;
+
+    #[inline]
+    fn new(ticket: Ticket) -> Self {
+        PackedTicket(ticket.epoch << 2 | if ticket.probe { Self::PROBE } else { 0 } | Self::HELD)
+    }
+
+    #[inline]
+    fn take(&mut self) -> Option<Ticket> {
+        let word = std::mem::replace(&mut self.0, 0);
+        (word & Self::HELD != 0).then_some(Ticket { epoch: word >> 2, probe: word & Self::PROBE != 0 })
+    }
+
+    #[inline]
+    fn peek(self) -> Option<Ticket> {
+        let mut copy = self;
+        copy.take()
+    }
+}
+
+impl std::fmt::Debug for BreakerPermit<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BreakerPermit")
+            .field("breaker", &self.breaker.name)
+            .field("ticket", &self.ticket.peek())
+            .finish()
+    }
+}
+
+impl<'a> BreakerPermit<'a> {
+    #[inline]
+    fn new(breaker: &'a CircuitBreaker, ticket: Ticket) -> Self {
+        BreakerPermit { breaker, ticket: PackedTicket::new(ticket) }
+    }
+
     /// Whether this attempt is a half-open probe.
     pub fn is_probe(&self) -> bool {
-        self.ticket.is_some_and(|t| t.probe)
+        self.ticket.peek().is_some_and(|t| t.probe)
     }
 
     /// Records the attempt's outcome.
+    #[inline]
     pub fn record(mut self, outcome: Outcome) {
         if let Some(ticket) = self.ticket.take() {
-            self.breaker.record(ticket, outcome);
+            // The common case, inlined: a success or a permanent error of a
+            // closed-era attempt that leaves nothing to do (one atomic load).
+            if !ticket.probe && self.breaker.nothing_to_record(ticket, outcome) {
+                return;
+            }
+            self.breaker.record_locked(ticket, outcome);
         }
     }
 }
 
 impl Drop for BreakerPermit<'_> {
+    #[inline]
     fn drop(&mut self) {
         if let Some(ticket) = self.ticket.take() {
             if ticket.probe {
-                self.breaker.lock().abandon(ticket);
+                self.breaker.abandon(ticket);
             }
         }
     }
@@ -261,6 +313,7 @@ impl CircuitBreaker {
             published: AtomicU64::new(0),
             core: Mutex::new(core),
             origin: Instant::now(),
+            counts_successes: config.failure_rate_percent.is_some(),
             hooks: None,
         };
         breaker.publish(&breaker.lock());
@@ -293,18 +346,33 @@ impl CircuitBreaker {
 
     /// While open: how long until probes are admitted. `None` when not open.
     pub fn remaining_open(&self) -> Option<Duration> {
+        // Only a stored open state has an end; closed and half-open breakers
+        // answer from the published word, with no lock and no clock read.
+        // (The word is published under the lock, after every change.)
+        if BreakerState::from_bits(self.published.load(Ordering::Acquire)) != BreakerState::Open {
+            return None;
+        }
         let now = self.now();
         self.lock().open_until().map(|until| until.saturating_sub(now)).filter(|d| !d.is_zero())
     }
 
     /// Asks to run one attempt. `None` means fail fast: the breaker is open,
     /// or half-open with every probe slot taken.
+    ///
+    /// A closed breaker admits with one atomic load (inlined into the
+    /// caller); any other state takes the lock.
+    #[inline]
     pub fn try_acquire(&self) -> Option<BreakerPermit<'_>> {
         let word = self.published.load(Ordering::Acquire);
         if BreakerState::from_bits(word) == BreakerState::Closed {
             let ticket = Ticket { epoch: word >> EPOCH_SHIFT, probe: false };
-            return Some(BreakerPermit { breaker: self, ticket: Some(ticket) });
+            return Some(BreakerPermit::new(self, ticket));
         }
+        self.try_acquire_locked()
+    }
+
+    #[inline(never)]
+    fn try_acquire_locked(&self) -> Option<BreakerPermit<'_>> {
         let now = self.now();
         let mut core = self.lock();
         let (admission, transition) = core.admit(now);
@@ -312,25 +380,40 @@ impl CircuitBreaker {
         drop(core);
         self.notify(transition);
         match admission {
-            Admission::Allowed(ticket) => Some(BreakerPermit { breaker: self, ticket: Some(ticket) }),
+            Admission::Allowed(ticket) => Some(BreakerPermit::new(self, ticket)),
             Admission::Rejected => None,
         }
     }
 
-    fn record(&self, ticket: Ticket, outcome: Outcome) {
-        if outcome == Outcome::Success && !ticket.probe {
-            let word = self.published.load(Ordering::Acquire);
-            let fast = word & (STATE_MASK | SLOW_SUCCESS) == BreakerState::Closed.bits();
-            // Either nothing to clear, or the attempt belongs to an earlier
-            // epoch and would be ignored anyway.
-            if fast || word >> EPOCH_SHIFT != ticket.epoch {
-                return;
+    /// Whether recording `outcome` for a non-probe `ticket` can change
+    /// nothing, decided from the published word alone.
+    #[inline]
+    fn nothing_to_record(&self, ticket: Ticket, outcome: Outcome) -> bool {
+        match outcome {
+            // A permanent error outside half-open is neutral.
+            Outcome::Neutral => true,
+            Outcome::Success => {
+                let word = self.published.load(Ordering::Acquire);
+                let fast = word & (STATE_MASK | SLOW_SUCCESS) == BreakerState::Closed.bits();
+                // Either nothing to clear, or the attempt belongs to an
+                // earlier epoch and would be ignored anyway.
+                fast || word >> EPOCH_SHIFT != ticket.epoch
             }
+            Outcome::Failure => false,
         }
-        if outcome == Outcome::Neutral && !ticket.probe {
-            return;
-        }
-        let now = self.now();
+    }
+
+    #[inline(never)]
+    fn abandon(&self, ticket: Ticket) {
+        self.lock().abandon(ticket);
+    }
+
+    #[inline(never)]
+    fn record_locked(&self, ticket: Ticket, outcome: Outcome) {
+        // In count mode a success only clears failures (closed) or counts a
+        // probe (half-open): the time is never used, so the clock is not read.
+        let now =
+            if outcome == Outcome::Success && !self.counts_successes { Duration::ZERO } else { self.now() };
         let mut core = self.lock();
         let transition = core.record(ticket, outcome, now);
         self.publish(&core);

@@ -1,0 +1,312 @@
+//! What `#[resilient]` costs on the path that matters most: a call that
+//! succeeds on its first attempt. Every benchmark runs in this one criterion
+//! run, so each is compared with the bare call measured next to it.
+//!
+//! ```sh
+//! scripts/bench.sh                 # runs this, then writes BENCHMARKS.md
+//! cargo bench --bench overhead     # just the numbers
+//! ```
+//!
+//! Async benchmarks are driven by criterion's `to_async` on one
+//! current-thread tokio runtime: one `block_on` per sample, then the calls
+//! are awaited back to back, so the executor adds nothing per call. Every
+//! benchmark (the bare baseline and the synchronous breaker and registry
+//! ones too) runs in that same loop and uses its call the same way (see
+//! `used!`), so the ratios compare like with like.
+//!
+//! Groups (BENCHMARKS.md explains each line):
+//! - `success/*`: one successful call through each configuration, and
+//!   through backon and failsafe for comparison;
+//! - `retry/*`: a call that fails once and then succeeds with zero backoff;
+//!   minus `success/breaker_budget`, the cost of one retry decision;
+//! - `registry/*`: looking a breaker up by name on every call versus the
+//!   handle a call site keeps;
+//! - `contention/*`: calls through one shared breaker and budget from one
+//!   and from two threads (throughput).
+
+use std::cell::Cell;
+use std::hint::black_box;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use backon::{ExponentialBuilder, Retryable};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use failsafe::futures::CircuitBreaker as _;
+use resilient::{
+    BreakerConfig, BudgetConfig, BulkheadConfig, Classify, ErrorClass, Outcome, Rejection, registry,
+    resilient,
+};
+
+const BREAKER: &str = "bench-breaker";
+const BUDGET: &str = "bench-budget";
+const BULKHEAD: &str = "bench-bulkhead";
+
+#[derive(Debug)]
+enum BenchError {
+    Transient,
+    #[allow(dead_code)]
+    Rejected(Rejection),
+}
+
+impl Classify for BenchError {
+    fn classify(&self) -> ErrorClass {
+        match self {
+            BenchError::Transient => ErrorClass::Transient,
+            BenchError::Rejected(r) => r.classify(),
+        }
+    }
+}
+
+impl From<Rejection> for BenchError {
+    fn from(r: Rejection) -> Self {
+        BenchError::Rejected(r)
+    }
+}
+
+/// The baseline: the same body with no attribute.
+async fn bare(x: u64) -> Result<u64, BenchError> {
+    Ok(black_box(x))
+}
+
+#[resilient]
+async fn defaults(x: u64) -> Result<u64, BenchError> {
+    Ok(black_box(x))
+}
+
+#[resilient(breaker = "bench-breaker", budget = "bench-budget")]
+async fn breaker_budget(x: u64) -> Result<u64, BenchError> {
+    Ok(black_box(x))
+}
+
+/// `breaker_budget` again, but called from two places (see `benches`): the
+/// compiler then keeps its `poll` out of line, as it does for most functions
+/// of a real program.
+#[resilient(breaker = "bench-breaker", budget = "bench-budget")]
+async fn breaker_budget_out_of_line(x: u64) -> Result<u64, BenchError> {
+    Ok(black_box(x))
+}
+
+/// `breaker_budget` for the contention benchmark: the same function, but its
+/// own, so that every benchmarked function has exactly one call site (the
+/// compiler inlines a future's `poll` into a lone caller more readily, and
+/// that alone moves these numbers by several nanoseconds).
+#[resilient(breaker = "bench-breaker", budget = "bench-budget")]
+async fn shared_breaker_budget(x: u64) -> Result<u64, BenchError> {
+    Ok(black_box(x))
+}
+
+#[resilient(breaker = "bench-breaker", budget = "bench-budget", bulkhead = "bench-bulkhead")]
+async fn with_bulkhead(x: u64) -> Result<u64, BenchError> {
+    Ok(black_box(x))
+}
+
+#[resilient(
+    breaker = "bench-breaker",
+    budget = "bench-budget",
+    bulkhead = "bench-bulkhead",
+    attempt_timeout_ms = 60_000
+)]
+async fn with_timeout(x: u64) -> Result<u64, BenchError> {
+    Ok(black_box(x))
+}
+
+/// An error type one word wide (`Result<u64, SmallError>` comes back in
+/// registers), to show what the size of the caller's `Result` costs when
+/// the call's `poll` is out of line.
+#[derive(Debug)]
+struct SmallError(#[allow(dead_code)] Box<Rejection>);
+
+impl Classify for SmallError {
+    fn classify(&self) -> ErrorClass {
+        self.0.classify()
+    }
+}
+
+impl From<Rejection> for SmallError {
+    fn from(r: Rejection) -> Self {
+        SmallError(Box::new(r))
+    }
+}
+
+async fn bare_small(x: u64) -> Result<u64, SmallError> {
+    Ok(black_box(x))
+}
+
+/// Called from two places, like `breaker_budget_out_of_line`.
+#[resilient(breaker = "bench-breaker", budget = "bench-budget")]
+async fn breaker_budget_small_out_of_line(x: u64) -> Result<u64, SmallError> {
+    Ok(black_box(x))
+}
+
+thread_local! {
+    /// Whether the next `fails_once` attempt fails: every other attempt does.
+    static FAIL_NEXT: Cell<bool> = const { Cell::new(true) };
+}
+
+/// Fails its first attempt (transient) and succeeds on the retry, which
+/// follows at once (`base_ms = 0`, `cap_ms = 0`: the wait is zero).
+#[resilient(breaker = "bench-breaker", budget = "bench-budget", base_ms = 0, cap_ms = 0)]
+async fn fails_once(x: u64) -> Result<u64, BenchError> {
+    if FAIL_NEXT.replace(!FAIL_NEXT.get()) { Err(BenchError::Transient) } else { Ok(black_box(x)) }
+}
+
+fn declare() {
+    let registry = registry();
+    registry.declare_breaker(BREAKER, BreakerConfig::default()).expect("declared once");
+    // Large enough that retries in the `retry/` group never run it dry.
+    let budget = BudgetConfig { capacity: 1_000_000, ..Default::default() };
+    registry.declare_budget(BUDGET, budget).expect("declared once");
+    registry.declare_bulkhead(BULKHEAD, BulkheadConfig::default()).expect("declared once");
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_time().build().expect("a tokio runtime")
+}
+
+/// How every benchmark uses a call: awaits it and takes the value out, as a
+/// caller would (criterion then `black_box`es the value). The same for the
+/// baseline and for every wrapper, so the ratios compare like with like.
+macro_rules! used {
+    ($call:expr) => {
+        async { $call.await.expect("the call succeeds") }
+    };
+}
+
+fn success(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
+    let mut group = c.benchmark_group("success");
+    group.bench_function("bare", |b| b.to_async(rt).iter(|| used!(bare(black_box(1)))));
+    group.bench_function("attribute_defaults", |b| b.to_async(rt).iter(|| used!(defaults(black_box(1)))));
+    group.bench_function("breaker_budget", |b| b.to_async(rt).iter(|| used!(breaker_budget(black_box(1)))));
+    group.bench_function("breaker_budget_out_of_line", |b| {
+        b.to_async(rt).iter(|| used!(breaker_budget_out_of_line(black_box(1))))
+    });
+    group.bench_function("bare_small_error", |b| b.to_async(rt).iter(|| used!(bare_small(black_box(1)))));
+    group.bench_function("breaker_budget_small_error_out_of_line", |b| {
+        b.to_async(rt).iter(|| used!(breaker_budget_small_out_of_line(black_box(1))))
+    });
+    group.bench_function("breaker_budget_bulkhead", |b| {
+        b.to_async(rt).iter(|| used!(with_bulkhead(black_box(1))))
+    });
+    group.bench_function("breaker_budget_bulkhead_timeout", |b| {
+        b.to_async(rt).iter(|| used!(with_timeout(black_box(1))))
+    });
+    // backon with the attribute's defaults: 4 attempts, 100 ms .. 20 s, jitter.
+    let backoff = ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_secs(20))
+        .with_max_times(3)
+        .with_jitter();
+    group.bench_function("backon_retry", |b| {
+        b.to_async(rt).iter(|| used!((|| bare(black_box(1))).retry(backoff)))
+    });
+    let failsafe = failsafe::Config::new().build();
+    group.bench_function("failsafe_breaker", |b| {
+        b.to_async(rt).iter(|| used!(failsafe.call(bare(black_box(1)))))
+    });
+    let breaker = registry().breaker(BREAKER).expect("declared");
+    group.bench_function("our_breaker", |b| {
+        b.to_async(rt).iter(|| {
+            used!(async {
+                let permit = breaker.try_acquire().expect("closed");
+                let result = bare(black_box(1)).await;
+                permit.record(Outcome::Success);
+                result
+            })
+        })
+    });
+    group.finish();
+}
+
+fn retry(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
+    let mut group = c.benchmark_group("retry");
+    group.bench_function("fail_once_then_succeed", |b| {
+        b.to_async(rt).iter(|| used!(fails_once(black_box(1))))
+    });
+    group.finish();
+}
+
+fn lookup(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
+    let mut group = c.benchmark_group("registry");
+    group.bench_function("lookup_by_name", |b| {
+        b.to_async(rt).iter(|| async {
+            let breaker = registry().breaker(black_box(BREAKER)).expect("declared");
+            let permit = breaker.try_acquire().expect("closed");
+            permit.record(Outcome::Success);
+        })
+    });
+    let handle = registry().breaker(BREAKER).expect("declared");
+    group.bench_function("call_site_handle", |b| {
+        b.to_async(rt).iter(|| async {
+            let permit = black_box(&handle).try_acquire().expect("closed");
+            permit.record(Outcome::Success);
+        })
+    });
+    group.finish();
+}
+
+/// `threads` threads, each on its own current-thread runtime, each making
+/// `iters` calls through the shared breaker and budget; the time from the
+/// common start to the last thread's end.
+fn calls_on_threads(threads: usize, iters: u64) -> Duration {
+    let start = Arc::new(Barrier::new(threads));
+    let workers: Vec<_> = (0..threads)
+        .map(|_| {
+            let start = start.clone();
+            std::thread::spawn(move || {
+                let rt = runtime();
+                rt.block_on(async {
+                    // Warm this thread's runtime and caches before the clock starts.
+                    for _ in 0..1_000 {
+                        black_box(used!(shared_breaker_budget(black_box(1))).await);
+                    }
+                    start.wait();
+                    let began = Instant::now();
+                    for _ in 0..iters {
+                        black_box(used!(shared_breaker_budget(black_box(1))).await);
+                    }
+                    (began, Instant::now())
+                })
+            })
+        })
+        .collect();
+    let spans: Vec<(Instant, Instant)> = workers.into_iter().map(|w| w.join().expect("worker")).collect();
+    let began = spans.iter().map(|s| s.0).min().expect("a thread");
+    let ended = spans.iter().map(|s| s.1).max().expect("a thread");
+    ended - began
+}
+
+fn contention(c: &mut Criterion) {
+    let mut group = c.benchmark_group("contention");
+    for threads in [1, 2] {
+        // One element per call: criterion reports calls per second.
+        group.throughput(Throughput::Elements(threads as u64));
+        group.bench_function(format!("threads_{threads}"), |b| {
+            b.iter_custom(|iters| calls_on_threads(threads, iters))
+        });
+    }
+    group.finish();
+}
+
+fn benches(c: &mut Criterion) {
+    declare();
+    let rt = runtime();
+    // The second call sites of the `_out_of_line` functions (and a check
+    // that the guards are in place before anything is measured).
+    rt.block_on(async {
+        assert_eq!(breaker_budget_out_of_line(7).await.expect("succeeds"), 7);
+        assert_eq!(breaker_budget_small_out_of_line(7).await.expect("succeeds"), 7);
+    });
+    success(c, &rt);
+    retry(c, &rt);
+    lookup(c, &rt);
+    contention(c);
+}
+
+criterion_group! {
+    name = overhead;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    targets = benches
+}
+criterion_main!(overhead);

@@ -1,0 +1,249 @@
+//! `Execution::attempt` polls an attempt in place when the call uses the
+//! global registry without a bulkhead or timers (the "direct" path, what the
+//! attribute mostly runs on); everything else goes through `attempt_with`.
+//! Each scenario here runs both ways and must behave the same: breaker
+//! permits held across polls and freed on cancellation, the idempotency key
+//! and nesting seen inside the attempt (also while it is dropped, and after
+//! a panic), fail-fast on an open breaker, and backoff.
+//!
+//! The guards live in this binary's global registry (the direct path needs
+//! it); every test uses names of its own.
+
+mod common;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use common::{TestError, ms};
+use retry_runtime::{
+    BreakerConfig, BreakerState, Execution, Jitter, Nested, Policy, Rejection, Step, idempotency_key,
+    registry,
+};
+use tokio::time::{Instant, sleep, timeout};
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Path {
+    Direct,
+    General,
+}
+
+const PATHS: [Path; 2] = [Path::Direct, Path::General];
+
+/// One attempt of `execution`, the way `path` says.
+async fn step<T, F>(execution: &mut Execution<'_>, path: Path, attempt: F) -> Step<T, TestError>
+where
+    F: Future<Output = Result<T, TestError>>,
+{
+    match path {
+        Path::Direct => execution.attempt(attempt).await,
+        Path::General => execution.attempt_with(move || attempt).await,
+    }
+}
+
+/// A whole call: attempts made by `make` until the loop says it is done.
+async fn call<T, F>(
+    policy: &Policy,
+    key: Option<&str>,
+    path: Path,
+    mut make: impl FnMut() -> F,
+) -> Result<T, TestError>
+where
+    F: Future<Output = Result<T, TestError>>,
+{
+    let mut execution = policy.execution(key.map(Arc::from));
+    loop {
+        if let Step::Done(result) = step(&mut execution, path, make()).await {
+            return result;
+        }
+    }
+}
+
+fn breaker(name: &str, open_for: Duration) {
+    let config = BreakerConfig {
+        failure_threshold: 1,
+        open_for,
+        success_threshold: 1,
+        half_open_max_calls: 1,
+        ..Default::default()
+    };
+    registry().declare_breaker(name, config).unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pending_probe_holds_its_slot_and_frees_it_when_cancelled() {
+    for path in PATHS {
+        let name = format!("direct-probe-{path:?}");
+        breaker(&name, ms(100));
+        let policy = Policy::builder().max_attempts(1).breaker(name.clone()).build().unwrap();
+        let failed = call(&policy, None, path, || async { Err::<(), _>(TestError::Transient) }).await;
+        assert_eq!(failed, Err(TestError::Transient));
+        sleep(ms(100)).await;
+
+        // The probe waits (Pending) and holds the only half-open slot.
+        let probe = call(&policy, None, path, || ok_after(ms(50)));
+        let second = async {
+            sleep(ms(10)).await;
+            call(&policy, None, path, || async { Ok(()) }).await
+        };
+        let (cancelled, second) = tokio::join!(timeout(ms(20), probe), second);
+        assert!(cancelled.is_err(), "{path:?}: the probe was cancelled by the timeout");
+        let breaker_name = name.clone();
+        assert_eq!(
+            second,
+            Err(TestError::Rejected(Rejection::CircuitOpen { breaker: breaker_name })),
+            "{path:?}: the slot was taken"
+        );
+
+        // Cancelled, the probe recorded nothing and gave its slot back.
+        let breaker = registry().breaker(&name).unwrap();
+        assert_eq!(breaker.state(), BreakerState::HalfOpen, "{path:?}");
+        assert_eq!(call(&policy, None, path, || async { Ok(7) }).await, Ok(7), "{path:?}");
+        assert_eq!(breaker.state(), BreakerState::Closed, "{path:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_open_breaker_fails_fast_without_polling_the_attempt() {
+    for path in PATHS {
+        let name = format!("direct-open-{path:?}");
+        breaker(&name, Duration::from_secs(60));
+        let policy =
+            Policy::builder().breaker(name.clone()).base(ms(10)).jitter(Jitter::None).build().unwrap();
+        let polled = AtomicU32::new(0);
+        let attempt = || async {
+            polled.fetch_add(1, Ordering::SeqCst);
+            Err::<(), _>(TestError::Transient)
+        };
+        // The failure opens the breaker; the loop stops at once (the breaker
+        // would still be open when the wait ends).
+        assert_eq!(call(&policy, None, path, attempt).await, Err(TestError::Transient));
+        assert_eq!(
+            call(&policy, None, path, attempt).await,
+            Err(TestError::Rejected(Rejection::CircuitOpen { breaker: name }))
+        );
+        assert_eq!(polled.load(Ordering::SeqCst), 1, "{path:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_wait_out_the_backoff() {
+    for path in PATHS {
+        let policy = Policy::builder()
+            .max_attempts(4)
+            .base(ms(100))
+            .cap(ms(250))
+            .jitter(Jitter::None)
+            .build()
+            .unwrap();
+        let start = Instant::now();
+        let times = std::sync::Mutex::new(Vec::new());
+        let result = call(&policy, None, path, || {
+            let mut times = times.lock().unwrap();
+            times.push(start.elapsed());
+            let n = times.len();
+            async move { if n < 4 { Err(TestError::Transient) } else { Ok(n) } }
+        })
+        .await;
+        assert_eq!(result, Ok(4), "{path:?}");
+        assert_eq!(*times.lock().unwrap(), [ms(0), ms(100), ms(300), ms(550)], "{path:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_key_and_nesting_are_seen_across_polls() {
+    for path in PATHS {
+        let outer = Policy::builder().max_attempts(3).build().unwrap();
+        let inner = Policy::builder().max_attempts(3).nested(Nested::Once).build().unwrap();
+        let inner_attempts = AtomicU32::new(0);
+        let seen = call(&outer, Some("order-1"), path, || async {
+            sleep(ms(1)).await; // the key survives a Pending poll
+            let before = idempotency_key();
+            // Nested calls make one attempt, and inherit the key.
+            let failed = call(&inner, None, path, || async {
+                inner_attempts.fetch_add(1, Ordering::SeqCst);
+                sleep(ms(1)).await;
+                Err::<(), _>(TestError::Transient)
+            })
+            .await;
+            let inherited = call(&inner, None, path, || async { Ok(idempotency_key()) }).await;
+            Ok((before, failed, inherited, idempotency_key()))
+        })
+        .await
+        .unwrap();
+        let key: Option<Arc<str>> = Some(Arc::from("order-1"));
+        assert_eq!(seen, (key.clone(), Err(TestError::Transient), Ok(key.clone()), key), "{path:?}");
+        assert_eq!(inner_attempts.load(Ordering::SeqCst), 1, "{path:?}: nested calls make one attempt");
+        assert_eq!(idempotency_key(), None, "{path:?}: nothing leaks out of the attempt");
+    }
+}
+
+/// Reads the key when dropped.
+struct KeyOnDrop(Arc<std::sync::Mutex<Option<Option<Arc<str>>>>>);
+
+impl Drop for KeyOnDrop {
+    fn drop(&mut self) {
+        *self.0.lock().unwrap() = Some(idempotency_key());
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_attempt_is_dropped_in_its_context() {
+    for path in PATHS {
+        let policy = Policy::builder().build().unwrap();
+        let seen = Arc::new(std::sync::Mutex::new(None));
+        let guard = seen.clone();
+        let cancelled = timeout(
+            ms(5),
+            call(&policy, Some("k-2"), path, move || {
+                let guard = KeyOnDrop(guard.clone());
+                async move {
+                    let _guard = guard;
+                    sleep(ms(50)).await;
+                    Ok(())
+                }
+            }),
+        )
+        .await;
+        assert!(cancelled.is_err());
+        assert_eq!(*seen.lock().unwrap(), Some(Some(Arc::from("k-2"))), "{path:?}");
+        assert_eq!(idempotency_key(), None, "{path:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_attempt_leaves_no_context_behind() {
+    for path in PATHS {
+        let policy = Policy::builder().build().unwrap();
+        let attempt = || async {
+            assert!(idempotency_key().is_some());
+            panic!("the attempt panics (on purpose)");
+            #[allow(unreachable_code)]
+            Ok(())
+        };
+        let caught = catch_unwind(call(&policy, Some("k-3"), path, attempt)).await;
+        let panicked = (caught, idempotency_key());
+        assert!(panicked.0.is_err(), "{path:?}");
+        assert_eq!(panicked.1, None, "{path:?}: the key was restored by the unwinding");
+    }
+}
+
+/// `catch_unwind` for a future, without the `futures` crate.
+async fn catch_unwind<F: Future>(fut: F) -> std::thread::Result<F::Output> {
+    let mut fut = std::pin::pin!(fut);
+    std::future::poll_fn(move |cx| {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+            Ok(std::task::Poll::Ready(value)) => std::task::Poll::Ready(Ok(value)),
+            Err(panic) => std::task::Poll::Ready(Err(panic)),
+        }
+    })
+    .await
+}
+
+/// Succeeds after `wait`.
+async fn ok_after(wait: Duration) -> Result<(), TestError> {
+    sleep(wait).await;
+    Ok(())
+}

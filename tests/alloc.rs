@@ -1,0 +1,164 @@
+//! A successful call allocates nothing: a counting global allocator proves
+//! it. Its own test binary, because the allocator is global.
+//!
+//! Only allocations made on the test's own thread while it is counting are
+//! counted (a thread-local flag), so the test harness, other tests of this
+//! binary running in parallel and tokio's threads cannot disturb the count.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::Once;
+
+use resilient::{BreakerConfig, BudgetConfig, Classify, ErrorClass, Policy, Rejection, registry, resilient};
+
+struct Counting;
+
+thread_local! {
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn note_allocation() {
+    // `try_with`: a thread being torn down has no locals left; it is not counting.
+    let _ = COUNTING.try_with(|counting| {
+        if counting.get() {
+            let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+        }
+    });
+}
+
+// SAFETY: every method forwards to `System` unchanged; counting touches only
+// `const` thread-locals, which neither allocate nor run destructors.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note_allocation();
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note_allocation();
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note_allocation();
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// Heap allocations made on this thread by `f`.
+async fn allocations_in<F: Future>(f: impl FnOnce() -> F) -> u64 {
+    ALLOCATIONS.set(0);
+    COUNTING.set(true);
+    f().await;
+    COUNTING.set(false);
+    ALLOCATIONS.get()
+}
+
+const CALLS: u32 = 1_000;
+
+#[derive(Debug)]
+enum ApiError {
+    #[allow(dead_code)]
+    Rejected(Rejection),
+}
+
+impl Classify for ApiError {
+    fn classify(&self) -> ErrorClass {
+        match self {
+            ApiError::Rejected(r) => r.classify(),
+        }
+    }
+}
+
+impl From<Rejection> for ApiError {
+    fn from(r: Rejection) -> Self {
+        ApiError::Rejected(r)
+    }
+}
+
+/// The guards, declared up front in the global registry (this binary's own).
+fn declare() {
+    static DECLARED: Once = Once::new();
+    DECLARED.call_once(|| {
+        registry().declare_breaker("alloc-breaker", BreakerConfig::default()).unwrap();
+        registry().declare_budget("alloc-budget", BudgetConfig::default()).unwrap();
+    });
+}
+
+#[resilient(breaker = "alloc-breaker", budget = "alloc-budget")]
+async fn guarded(x: u64) -> Result<u64, ApiError> {
+    Ok(std::hint::black_box(x))
+}
+
+#[resilient]
+async fn unguarded(x: u64) -> Result<u64, ApiError> {
+    Ok(std::hint::black_box(x))
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_successful_call_with_breaker_and_budget_allocates_nothing() {
+    declare();
+    // Warm-up: resolves the guard handles once and registers tracing's callsites.
+    for i in 0..10 {
+        assert_eq!(guarded(i).await.unwrap(), i);
+    }
+    let n = allocations_in(|| async {
+        for i in 0..u64::from(CALLS) {
+            assert_eq!(guarded(i).await.unwrap(), i);
+        }
+    })
+    .await;
+    assert_eq!(n, 0, "{n} allocations in {CALLS} successful calls");
+    let breaker = registry().breaker("alloc-breaker").unwrap();
+    assert_eq!(breaker.state(), resilient::BreakerState::Closed);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_successful_call_with_defaults_allocates_nothing() {
+    for i in 0..10 {
+        unguarded(i).await.unwrap();
+    }
+    let n = allocations_in(|| async {
+        for i in 0..u64::from(CALLS) {
+            unguarded(i).await.unwrap();
+        }
+    })
+    .await;
+    assert_eq!(n, 0, "{n} allocations in {CALLS} successful calls");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_successful_policy_run_with_breaker_and_budget_allocates_nothing() {
+    declare();
+    let policy = Policy::builder().breaker("alloc-breaker").budget("alloc-budget").build().unwrap();
+    let call = |i: u64| policy.run(move || async move { Ok::<_, ApiError>(i) });
+    for i in 0..10 {
+        call(i).await.unwrap();
+    }
+    let n = allocations_in(|| async {
+        for i in 0..u64::from(CALLS) {
+            assert_eq!(call(i).await.unwrap(), i);
+        }
+    })
+    .await;
+    assert_eq!(n, 0, "{n} allocations in {CALLS} successful calls");
+}
+
+/// The counter itself works: without this, a broken allocator hook would
+/// make every test above pass.
+#[tokio::test(flavor = "current_thread")]
+async fn the_counter_sees_allocations() {
+    let n = allocations_in(|| async {
+        std::hint::black_box(Box::new(7u64));
+    })
+    .await;
+    assert_eq!(n, 1);
+}
