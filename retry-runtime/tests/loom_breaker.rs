@@ -85,21 +85,35 @@ fn half_open_breaker() -> Arc<CircuitBreaker> {
     breaker
 }
 
+/// What a probe does with its slot once admitted.
+#[derive(Clone, Copy, PartialEq)]
+enum Slot {
+    /// Holds it for the rest of the model run.
+    Keep,
+    /// Gives it back unrecorded (a cancelled attempt).
+    Abandon,
+}
+
+/// A half-open probe that counts its admission into `admitted`.
+fn probe(admitted: &Arc<AtomicU32>, slot: Slot) -> impl FnOnce(&CircuitBreaker) + Send + 'static {
+    let admitted = admitted.clone();
+    move |breaker| {
+        if let Some(permit) = breaker.try_acquire() {
+            assert!(permit.is_probe());
+            admitted.fetch_add(1, Ordering::SeqCst);
+            if slot == Slot::Keep {
+                std::mem::forget(permit);
+            }
+        }
+    }
+}
+
 #[test]
 fn two_probes_racing_in_half_open_get_one_slot() {
     loom::model(|| {
         let breaker = half_open_breaker();
         let admitted = Arc::new(AtomicU32::new(0));
-        let probe = |admitted: Arc<AtomicU32>| {
-            move |breaker: &CircuitBreaker| {
-                if let Some(permit) = breaker.try_acquire() {
-                    admitted.fetch_add(1, Ordering::SeqCst);
-                    // Keep the slot taken for the rest of the model run.
-                    std::mem::forget(permit);
-                }
-            }
-        };
-        race(&breaker, probe(admitted.clone()), probe(admitted.clone()));
+        race(&breaker, probe(&admitted, Slot::Keep), probe(&admitted, Slot::Keep));
         assert_eq!(admitted.load(Ordering::SeqCst), 1, "half_open_max_calls is 1");
     });
 }
@@ -109,17 +123,7 @@ fn abandoned_racing_probes_give_their_slots_back() {
     loom::model(|| {
         let breaker = half_open_breaker();
         let admitted = Arc::new(AtomicU32::new(0));
-        let probe = |admitted: Arc<AtomicU32>| {
-            move |breaker: &CircuitBreaker| {
-                if let Some(permit) = breaker.try_acquire() {
-                    assert!(permit.is_probe());
-                    admitted.fetch_add(1, Ordering::SeqCst);
-                    // Abandon the probe: its slot must come back.
-                    drop(permit);
-                }
-            }
-        };
-        race(&breaker, probe(admitted.clone()), probe(admitted.clone()));
+        race(&breaker, probe(&admitted, Slot::Abandon), probe(&admitted, Slot::Abandon));
         let admitted = admitted.load(Ordering::SeqCst);
         assert!((1..=2).contains(&admitted), "one slot, freed after each abandon: {admitted}");
         let permit = breaker.try_acquire().expect("no probe slot leaked");
