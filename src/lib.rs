@@ -47,23 +47,12 @@ pub use retry_runtime::*;
 /// change in any release.
 #[doc(hidden)]
 pub mod __private {
-    pub use retry_runtime::{AttributeConfig, Classify, Execution, Jitter, Policy, Rejection, Step};
+    pub use retry_runtime::{
+        AttributeConfig, Classify, Execution, Jitter, Policy, Rejection, ResilientError, Step,
+    };
 
     /// Formats the `key` parameter once per call.
     pub fn idempotency_key(value: &(impl std::fmt::Display + ?Sized)) -> std::sync::Arc<str> {
         retry_runtime::key_of(value)
     }
-
-    /// What the error type of a `#[resilient]` fn must be.
-    #[diagnostic::on_unimplemented(
-        message = "`{Self}` cannot be the error type of a #[resilient] fn: implement `Classify` and `From<resilient::Rejection>`",
-        label = "this error type lacks `Classify` or `From<resilient::Rejection>`",
-        note = "the retry loop classifies each error (transient, throttled, permanent) and turns its own rejections (open breaker, timeouts) into your error type"
-    )]
-    pub trait ResilientError {}
-
-    impl<E: Classify + From<Rejection>> ResilientError for E {}
-
-    /// Checks the error type at the user's return type, with a readable message.
-    pub const fn assert_error_type<E: ResilientError>() {}
 }

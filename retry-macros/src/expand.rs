@@ -36,11 +36,7 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
     let result = Ident::new("__resilient_result", Span::mixed_site());
 
     let config = attribute_config(&item.sig, plan, &rt);
-    let error_check = match &plan.error_type {
-        ErrorType::Named(ty) => quote_spanned!(ty.span()=> #rt::assert_error_type::<#ty>();),
-        ErrorType::Inferred => TokenStream::new(),
-    };
-    let pin = pin_output_type(&item.sig, &plan.error_type, &rt);
+    let pin = pin_output_type(&item.sig);
     let key = match &plan.key {
         Some(key) => {
             let key_of = respan(quote!(#rt::idempotency_key), key.span());
@@ -102,7 +98,6 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
             #(#inner)*
             #import
             static #policy: #rt::Policy = #rt::Policy::from_attribute(#config);
-            #error_check
             let mut #execution = #policy.execution(#key);
             #run
         }
@@ -176,27 +171,12 @@ fn option(value: Option<Literal>) -> TokenStream {
 /// A never-taken early `return` that fixes the attempt's output type to the
 /// function's return type before the body is type-checked, so that `?` in
 /// the body knows which error type to convert into.
-fn pin_output_type(sig: &Signature, error_type: &ErrorType, rt: &TokenStream) -> TokenStream {
+fn pin_output_type(sig: &Signature) -> TokenStream {
     let ReturnType::Type(_, ty) = &sig.output else {
         return TokenStream::new();
     };
     let fake = Ident::new("__resilient_fake_return", Span::mixed_site());
     let erased = erase_impl_trait(ty);
-    // Behind an alias such as `io::Result<T>` the error type cannot be named:
-    // a generic check lets the compiler infer it, with the same message.
-    let inferred_check = match error_type {
-        ErrorType::Named(_) => TokenStream::new(),
-        ErrorType::Inferred => {
-            let at = Span::mixed_site().located_at(ty.span());
-            let check = Ident::new("__resilient_error_type", at);
-            let bound = respan(quote!(#rt::ResilientError), ty.span());
-            let value = Ident::new("__resilient_fake_return", at);
-            quote_spanned! {ty.span()=>
-                fn #check<T, E: #bound>(_: &::core::result::Result<T, E>) {}
-                #check(&#value);
-            }
-        }
-    };
     quote! {
         #[allow(
             unreachable_code,
@@ -207,7 +187,6 @@ fn pin_output_type(sig: &Signature, error_type: &ErrorType, rt: &TokenStream) ->
         )]
         if false {
             let #fake: #erased = loop {};
-            #inferred_check
             return #fake;
         }
     }

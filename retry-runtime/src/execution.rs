@@ -40,7 +40,7 @@ use tokio::time::{Instant, Sleep, sleep, timeout, timeout_at};
 use crate::backoff::{Jitter, JitterRng};
 use crate::breaker::{BreakerPermit, CircuitBreaker, Outcome};
 use crate::bulkhead::{Bulkhead, BulkheadPermit};
-use crate::classify::{Classify, ErrorClass};
+use crate::classify::{ErrorClass, ResilientError};
 use crate::context;
 use crate::observe::{self, StopReason};
 use crate::policy::{Guards, GuardsRef, Nested, Policy};
@@ -137,7 +137,7 @@ pin_project! {
 impl<T, E, Fut, General> Future for Attempt<'_, '_, Fut, General>
 where
     Fut: Future<Output = Result<T, E>>,
-    E: Classify + From<Rejection>,
+    E: ResilientError,
     General: Future<Output = Step<T, E>>,
 {
     type Output = Step<T, E>;
@@ -191,7 +191,7 @@ pin_project! {
 impl<T, E, Fut> Future for Direct<'_, '_, Fut>
 where
     Fut: Future<Output = Result<T, E>>,
-    E: Classify + From<Rejection>,
+    E: ResilientError,
 {
     type Output = Step<T, E>;
 
@@ -248,7 +248,7 @@ fn poll_backoff<T, E>(backoff: Pin<&mut Option<Sleep>>, cx: &mut Context<'_>) ->
 /// The breaker refused the direct path's attempt: it never runs.
 #[cold]
 #[inline(never)]
-fn circuit_open<T, E: From<Rejection>, Fut>(
+fn circuit_open<T, E: ResilientError, Fut>(
     execution: &Execution<'_>,
     breaker: &CircuitBreaker,
     attempt: Pin<&mut Option<Fut>>,
@@ -256,20 +256,20 @@ fn circuit_open<T, E: From<Rejection>, Fut>(
     // Dropped now, as `attempt_with` drops an attempt it never makes.
     let mut attempt = attempt;
     attempt.set(None);
-    Step::Done(Err(E::from(execution.circuit_open(breaker))))
+    Step::Done(Err(E::from_rejection(execution.circuit_open(breaker))))
 }
 
 /// The direct path's attempt failed: record it, then retry (after the
 /// backoff) or end the call, as `attempt_with` does.
 #[inline(never)]
-fn failed<T, E: Classify>(
+fn failed<T, E: ResilientError>(
     execution: &mut Execution<'_>,
     permit: Option<BreakerPermit<'_>>,
     error: E,
     mut backoff: Pin<&mut Option<Sleep>>,
     cx: &mut Context<'_>,
 ) -> Poll<Step<T, E>> {
-    let class = error.classify();
+    let class = error.error_class();
     record(permit, if class.is_retryable() { Outcome::Failure } else { Outcome::Neutral });
     match execution.after_failure(class, error) {
         Err(error) => Poll::Ready(Step::Done(Err(error))),
@@ -324,7 +324,7 @@ impl<'p> Execution<'p> {
     pub fn attempt<T, E, Fut>(&mut self, attempt: Fut) -> impl Future<Output = Step<T, E>>
     where
         Fut: Future<Output = Result<T, E>>,
-        E: Classify + From<Rejection>,
+        E: ResilientError,
     {
         match self.direct_guards() {
             Some(guards) => Attempt::Direct {
@@ -379,7 +379,7 @@ impl<'p> Execution<'p> {
     pub async fn attempt_with<T, E, Fut>(&mut self, make_attempt: impl FnOnce() -> Fut) -> Step<T, E>
     where
         Fut: Future<Output = Result<T, E>>,
-        E: Classify + From<Rejection>,
+        E: ResilientError,
     {
         self.attempts += 1;
         let policy = self.policy;
@@ -388,7 +388,7 @@ impl<'p> Execution<'p> {
             None => None,
             Some(breaker) => match breaker.try_acquire() {
                 Some(permit) => Some(permit),
-                None => return Step::Done(Err(E::from(self.circuit_open(breaker)))),
+                None => return Step::Done(Err(E::from_rejection(self.circuit_open(breaker)))),
             },
         };
         // The uncontended bulkhead hands out a permit without a wait (or a future).
@@ -401,7 +401,7 @@ impl<'p> Execution<'p> {
                     Err((rejection, reason)) => {
                         // The breaker permit is dropped unrecorded: the attempt never ran.
                         observe::stop(&policy.operation, self.attempts, reason);
-                        return Step::Done(Err(E::from(rejection)));
+                        return Step::Done(Err(E::from_rejection(rejection)));
                     }
                 },
             },
@@ -426,12 +426,12 @@ impl<'p> Execution<'p> {
                 settle(Outcome::Failure);
                 observe::stop(&policy.operation, self.attempts, StopReason::Deadline);
                 let after = policy.deadline.unwrap_or_default();
-                return Step::Done(Err(E::from(Rejection::DeadlineExceeded { after })));
+                return Step::Done(Err(E::from_rejection(Rejection::DeadlineExceeded { after })));
             }
-            Guarded::TimedOut(after) => E::from(Rejection::AttemptTimeout { after }),
+            Guarded::TimedOut(after) => E::from_rejection(Rejection::AttemptTimeout { after }),
             Guarded::Ran(Err(error)) => error,
         };
-        let class = error.classify();
+        let class = error.error_class();
         settle(if class.is_retryable() { Outcome::Failure } else { Outcome::Neutral });
         match self.after_failure(class, error) {
             Ok(wait) => {

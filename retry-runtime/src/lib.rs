@@ -35,7 +35,7 @@ pub use breaker::{
 };
 pub use budget::{BudgetConfig, RetryBudget};
 pub use bulkhead::{Bulkhead, BulkheadConfig, BulkheadFull, BulkheadPermit};
-pub use classify::{Classify, ErrorClass, parse_retry_after, parse_retry_after_at};
+pub use classify::{Classify, ErrorClass, ResilientError, parse_retry_after, parse_retry_after_at};
 pub use config::{ConfigError, PolicyError};
 pub use context::idempotency_key;
 pub use execution::{Execution, Step};
