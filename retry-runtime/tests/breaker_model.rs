@@ -100,8 +100,15 @@ impl Reference {
             }
             RefState::Closed => {
                 let window = self.cfg.window;
-                self.failures.retain(|t| now - *t < window);
-                self.successes.retain(|t| now - *t < window);
+                if self.cfg.failure_rate_percent.is_some() {
+                    // Rate mode forgets whole tenths of the window, by when each began.
+                    let tenth = (window.as_nanos() / 10).max(1);
+                    let began = |t: &Duration| Duration::from_nanos((t.as_nanos() / tenth * tenth) as u64);
+                    self.failures.retain(|t| now - began(t) < window);
+                    self.successes.retain(|t| now - began(t) < window);
+                } else {
+                    self.failures.retain(|t| now - *t < window);
+                }
                 match (outcome, self.cfg.failure_rate_percent) {
                     (Outcome::Neutral, _) => {}
                     (Outcome::Success, None) => self.failures.clear(),

@@ -66,6 +66,11 @@ pub struct BreakerConfig {
     /// Failure-rate mode: open when at least this percentage of the calls
     /// that ended inside `window` failed (and at least `minimum_calls` did),
     /// instead of counting `failure_threshold` failures. Default `None`.
+    ///
+    /// Calls are counted per tenth of the window, as resilience4j's
+    /// time-based window counts per bucket: a slice is forgotten once the
+    /// window has elapsed since it began, so memory stays constant at any
+    /// traffic. (Count mode remembers each failure's exact time.)
     pub failure_rate_percent: Option<u8>,
     /// Calls inside the window before the failure rate is judged. Default 10.
     pub minimum_calls: u32,

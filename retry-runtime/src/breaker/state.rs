@@ -45,6 +45,14 @@ pub struct Ticket {
     pub probe: bool,
 }
 
+/// Where the rate-mode slice holding `t` starts: slices are
+/// `window / RATE_SLICES` wide (at least 1 ns) and aligned to zero.
+fn slice_start(t: Duration, window: Duration) -> Duration {
+    let width = (window.as_nanos() / u128::from(RATE_SLICES)).max(1);
+    let start = t.as_nanos() / width * width;
+    Duration::new((start / 1_000_000_000) as u64, (start % 1_000_000_000) as u32)
+}
+
 /// A state change, as `(from, to)`.
 pub type Transition = (BreakerState, BreakerState);
 
@@ -78,10 +86,26 @@ pub struct BreakerCore {
     config: BreakerConfig,
     phase: Phase,
     epoch: u64,
-    /// Closed: when recent transient failures happened, oldest first.
+    /// Closed, count mode: when recent transient failures happened, oldest
+    /// first; at most `failure_threshold` of them.
     failures: VecDeque<Duration>,
-    /// Closed, failure-rate mode: when recent successes happened.
-    successes: VecDeque<Duration>,
+    /// Closed, failure-rate mode: outcomes counted per slice of the window,
+    /// oldest first; at most `RATE_SLICES + 1` slices, whatever the traffic.
+    slices: VecDeque<Slice>,
+}
+
+/// How many slices the failure-rate window is cut into: it forgets in
+/// steps of `window / RATE_SLICES` (as resilience4j's time-based window
+/// forgets in whole buckets), and its memory stays constant.
+const RATE_SLICES: u32 = 10;
+
+/// Outcomes of the calls that ended within one slice of the window.
+#[derive(Debug, Clone, Copy)]
+struct Slice {
+    /// When the slice starts (a multiple of the slice width).
+    start: Duration,
+    failures: u64,
+    successes: u64,
 }
 
 impl BreakerCore {
@@ -92,7 +116,7 @@ impl BreakerCore {
             phase: Phase::Closed,
             epoch: 0,
             failures: VecDeque::new(),
-            successes: VecDeque::new(),
+            slices: VecDeque::new(),
         }
     }
 
@@ -202,7 +226,7 @@ impl BreakerCore {
                 None
             }
             (Outcome::Success, Some(_)) => {
-                self.successes.push_back(now);
+                self.slice_at(now).successes += 1;
                 None
             }
             (Outcome::Failure, None) => {
@@ -215,14 +239,24 @@ impl BreakerCore {
                 (self.failures.len() >= self.config.failure_threshold as usize).then(|| self.open(now))
             }
             (Outcome::Failure, Some(percent)) => {
-                self.failures.push_back(now);
-                let failed = self.failures.len() as u64;
-                let calls = failed + self.successes.len() as u64;
+                self.slice_at(now).failures += 1;
+                let failed: u64 = self.slices.iter().map(|s| s.failures).sum();
+                let calls = failed + self.slices.iter().map(|s| s.successes).sum::<u64>();
                 let over = calls >= u64::from(self.config.minimum_calls)
                     && failed * 100 >= calls * u64::from(percent);
                 over.then(|| self.open(now))
             }
         }
+    }
+
+    /// The rate-mode slice that `now` falls in, added if new.
+    fn slice_at(&mut self, now: Duration) -> &mut Slice {
+        let start = slice_start(now, self.config.window);
+        if self.slices.back().is_none_or(|last| last.start != start) {
+            self.slices.push_back(Slice { start, failures: 0, successes: 0 });
+        }
+        // Just ensured: there is a last slice.
+        self.slices.back_mut().unwrap_or_else(|| unreachable!())
     }
 
     /// Drops outcomes older than the window (`now - t >= window`).
@@ -232,8 +266,9 @@ impl BreakerCore {
         while self.failures.front().is_some_and(expired) {
             self.failures.pop_front();
         }
-        while self.successes.front().is_some_and(expired) {
-            self.successes.pop_front();
+        // A slice is forgotten once the window has elapsed since it began.
+        while self.slices.front().is_some_and(|slice| expired(&slice.start)) {
+            self.slices.pop_front();
         }
     }
 
@@ -247,7 +282,7 @@ impl BreakerCore {
         self.phase = phase;
         self.epoch += 1;
         self.failures.clear();
-        self.successes.clear();
+        self.slices.clear();
         (from, self.phase_state())
     }
 
@@ -384,6 +419,18 @@ mod tests {
         // The slow closed-era attempt succeeds while the breaker is open.
         assert_eq!(c.record(slow, Outcome::Success, s(1)), None);
         assert_eq!(c.state(s(1)), BreakerState::Open);
+    }
+
+    #[test]
+    fn failure_rate_mode_memory_stays_constant_under_any_traffic() {
+        let mut c = BreakerCore::new(BreakerConfig { failure_rate_percent: Some(90), ..cfg() });
+        for i in 0..100_000u64 {
+            let now = Duration::from_micros(i * 997);
+            let outcome = if i % 3 == 0 { Outcome::Failure } else { Outcome::Success };
+            run(&mut c, outcome, now);
+            assert!(c.slices.len() <= RATE_SLICES as usize + 1, "{} slices", c.slices.len());
+        }
+        assert!(c.is_closed(), "a third of the calls failed, below 90%");
     }
 
     #[test]
