@@ -19,7 +19,7 @@ use super::server::{Charge, ChargeRequest, Quote};
 #[derive(Debug)]
 pub enum ApiError {
     /// The server answered with an error status.
-    Status { code: u16, retry_after: Option<String> },
+    Status { code: u16, class: ErrorClass },
     /// The request did not complete (connect, reset, body).
     Http(reqwest::Error),
     /// The library stopped the call (open breaker, timeout, full bulkhead).
@@ -41,7 +41,7 @@ impl std::error::Error for ApiError {}
 impl Classify for ApiError {
     fn classify(&self) -> ErrorClass {
         match self {
-            ApiError::Status { code, retry_after } => ErrorClass::from_http(*code, retry_after.as_deref()),
+            ApiError::Status { class, .. } => *class,
             ApiError::Http(e) => e.classify(),
             ApiError::Rejected(r) => r.classify(),
         }
@@ -82,14 +82,14 @@ impl Api {
     }
 }
 
-/// Turns an error status into an `ApiError`, keeping `Retry-After`.
-async fn check(response: reqwest::Response) -> Result<reqwest::Response, ApiError> {
+/// Turns an error status into an `ApiError`, classified with its `Retry-After`.
+fn check(response: reqwest::Response) -> Result<reqwest::Response, ApiError> {
     if response.status().is_success() {
         return Ok(response);
     }
-    let retry_after =
-        response.headers().get(reqwest::header::RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_owned);
-    Err(ApiError::Status { code: response.status().as_u16(), retry_after })
+    // Status plus Retry-After (seconds or HTTP-date), classified by the `reqwest` feature.
+    let class = resilient::http::classify_response(&response);
+    Err(ApiError::Status { code: response.status().as_u16(), class })
 }
 
 /// Reads a price: idempotent, so it is simply retried.
@@ -106,7 +106,7 @@ pub async fn quote(api: &Api, sku: &str) -> Result<Quote, ApiError> {
     api.quote_attempts.fetch_add(1, Ordering::Relaxed);
     // SKUs are plain ASCII tokens, so they need no URL encoding.
     let response = api.client.get(format!("{}/quote?sku={sku}", api.base)).send().await?;
-    Ok(check(response).await?.json().await?)
+    Ok(check(response)?.json().await?)
 }
 
 /// Charges an order: not idempotent, so the compiler insists on a key, and
@@ -123,7 +123,7 @@ pub async fn charge(api: &Api, order_id: &str, amount: u64) -> Result<Charge, Ap
         .json(&request)
         .send()
         .await?;
-    Ok(check(response).await?.json().await?)
+    Ok(check(response)?.json().await?)
 }
 
 /// Declares the guards once, by name; every call above finds them by name.
