@@ -47,12 +47,6 @@ pub use retry_runtime::*;
 /// change in any release.
 #[doc(hidden)]
 pub mod __private {
-    pub use retry_runtime::{
-        AttributeConfig, Classify, Execution, Jitter, Policy, Rejection, ResilientError, Step,
-    };
-
-    /// Formats the `key` parameter once per call.
-    pub fn idempotency_key(value: &(impl std::fmt::Display + ?Sized)) -> std::sync::Arc<str> {
-        retry_runtime::key_of(value)
-    }
+    pub use retry_runtime::__private::*;
+    pub use retry_runtime::{Classify, Jitter, Policy, Rejection, ResilientError};
 }

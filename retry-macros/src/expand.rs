@@ -8,17 +8,44 @@
 //! the function's signature, generics and `Send`-ness stay exactly as
 //! written. Only the wiring lives here; what an attempt does (guards,
 //! timeouts, classification, the backoff sleep) is the runtime's.
+//!
+//! ```text
+//! // Input:
+//! #[resilient(max_attempts = 3, breaker = "db")]
+//! async fn load(&mut self, id: String) -> Result<Row, DbError> { self.query(&id).await }
+//!
+//! // Output (locals are hygienic; `__resilient` is `::resilient::__private`):
+//! async fn load(&mut self, id: String) -> Result<Row, DbError> {
+//!     use ::resilient::__private as __resilient;
+//!     use __resilient::{ForgetOtherError as _, KeepSendError as _};
+//!     static __RESILIENT_POLICY: __resilient::Policy = __resilient::Policy::from_attribute(
+//!         __resilient::AttributeConfig { operation: concat!(module_path!(), "::", "load"), max_attempts: 3u32, .. });
+//!     // Keeps the last error across waits when `DbError: Send` (see the runtime's `slot` module).
+//!     let slot = (&__resilient::ErrorProbe::<DbError>::new()).slot();
+//!     let mut execution = __RESILIENT_POLICY.execution(None, slot);
+//!     loop {
+//!         let step = {
+//!             let id = Clone::clone(&id);        // owned parameters: a fresh clone per attempt
+//!             let __self = &mut *self;           // `&mut self`: a fresh reborrow per attempt
+//!             __resilient::Execution::attempt(&mut execution, async {
+//!                 if false { let fake: Result<Row, DbError> = loop {}; return fake; } // fixes `?`'s target
+//!                 let id = id;
+//!                 let __self = __self;
+//!                 { __self.query(&id).await }    // the body, `self` renamed
+//!             }).await
+//!         };
+//!         match step { Step::Done(result) => return result, Step::Retry => {} }
+//!     }
+//! }
+//! ```
 
-use proc_macro2::{Literal, Span, TokenStream};
+use proc_macro2::{Group, Literal, Span, TokenStream, TokenTree};
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::token::Mut;
-use syn::{
-    AttrStyle, FnArg, GenericArgument, Ident, ItemFn, Pat, PathArguments, ReturnType, Signature, Type,
-    TypeInfer,
-};
+use syn::{AttrStyle, Ident, ItemFn, ReturnType, Signature};
 
-use crate::parse::Nested;
+use crate::rewrite::{fresh_arguments, reborrow_receiver};
+use crate::types::{erase_impl_trait, mutable_receiver};
 use crate::validate::{ErrorType, Plan};
 
 /// The annotated function with the retry loop around its body.
@@ -27,7 +54,11 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
     // One import of the runtime: when `crate = "..."` names no such path, the
     // compiler reports it once, at that string, and not at every use.
     let runtime = Ident::new("__resilient", Span::mixed_site());
-    let import = quote!(use #krate::__private as #runtime;);
+    let import = quote! {
+        use #krate::__private as #runtime;
+        #[allow(unused_imports)]
+        use #runtime::{ForgetOtherError as _, KeepSendError as _};
+    };
     let rt = quote!(#runtime);
     // Mixed-site hygiene: the body cannot see (or shadow) these locals.
     let policy = Ident::new("__RESILIENT_POLICY", Span::mixed_site());
@@ -44,6 +75,7 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         }
         None => quote!(::core::option::Option::None),
     };
+    let slot = error_slot(&item.sig, &plan.error_type, &rt);
     // A missing `Classify` or `From<Rejection>` is reported at this call too:
     // point that at the error type, under the readable message, not at the attribute.
     let error_span = error_span(&item.sig, &plan.error_type);
@@ -54,9 +86,9 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         quote!(#call.await)
     };
 
-    let body = &item.block;
     let run = if plan.max_attempts == 1 {
         // One attempt: no loop, so the body may move its parameters and nothing is cloned.
+        let body = &item.block;
         let attempt_once = attempt(quote!(async { #pin #body }));
         quote! {
             match #attempt_once {
@@ -65,8 +97,11 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
             }
         }
     } else {
-        let fresh = fresh_arguments(&mut item.sig);
-        let (before, inside) = (&fresh.before, &fresh.inside);
+        let mut fresh = fresh_arguments(&mut item.sig);
+        if let Some(receiver) = mutable_receiver(&item.sig) {
+            reborrow_receiver(&mut item.block, receiver.self_span, &mut fresh);
+        }
+        let (before, inside, body) = (&fresh.before, &fresh.inside, &item.block);
         let attempt_each = attempt(quote! {
             async {
                 #pin
@@ -98,7 +133,10 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
             #(#inner)*
             #import
             static #policy: #rt::Policy = #rt::Policy::from_attribute(#config);
-            let mut #execution = #policy.execution(#key);
+            // The probe's borrow is what puts the fallback slot one
+            // auto-reference further away: it is not needless.
+            #[allow(clippy::needless_borrow)]
+            let mut #execution = #policy.execution(#key, #slot);
             #run
         }
     }
@@ -110,10 +148,10 @@ fn respan(tokens: TokenStream, span: Span) -> TokenStream {
     tokens
         .into_iter()
         .map(|mut token| {
-            if let proc_macro2::TokenTree::Group(group) = &token {
-                let mut moved = proc_macro2::Group::new(group.delimiter(), respan(group.stream(), span));
+            if let TokenTree::Group(group) = &token {
+                let mut moved = Group::new(group.delimiter(), respan(group.stream(), span));
                 moved.set_span(group.span().located_at(span));
-                token = proc_macro2::TokenTree::Group(moved);
+                token = TokenTree::Group(moved);
             }
             token.set_span(token.span().located_at(span));
             token
@@ -130,23 +168,47 @@ fn error_span(sig: &Signature, error_type: &ErrorType) -> Span {
     }
 }
 
+/// Where the call keeps its last error across waits: chosen by whether the
+/// error type is `Send` (autoref specialization; see the runtime's `slot`).
+fn error_slot(sig: &Signature, error_type: &ErrorType, rt: &TokenStream) -> TokenStream {
+    let error = match (error_type, &sig.output) {
+        (ErrorType::Named(ty), _) => quote!(#ty),
+        (ErrorType::Inferred, ReturnType::Type(_, ty)) => {
+            let erased = erase_impl_trait(ty);
+            quote!(<#erased as #rt::ResultType>::Error)
+        }
+        // Not a `Result`: `validate` has reported it, nothing is expanded.
+        (ErrorType::Inferred, ReturnType::Default) => quote!(()),
+    };
+    quote!((&#rt::ErrorProbe::<#error>::new()).slot())
+}
+
 /// The `AttributeConfig` literal the policy is built from, at compile time.
 fn attribute_config(sig: &Signature, plan: &Plan, rt: &TokenStream) -> TokenStream {
-    let name = sig.ident.to_string();
-    let name = name.strip_prefix("r#").unwrap_or(&name);
+    let operation = match &plan.name {
+        Some(name) => {
+            let name = Literal::string(name);
+            quote!(#name)
+        }
+        None => {
+            let name = sig.ident.to_string();
+            let name = name.strip_prefix("r#").unwrap_or(&name);
+            quote!(::core::concat!(::core::module_path!(), "::", #name))
+        }
+    };
     let max_attempts = Literal::u32_suffixed(plan.max_attempts);
     let base_ms = Literal::u64_suffixed(plan.base_ms);
     let cap_ms = Literal::u64_suffixed(plan.cap_ms);
-    let jitter = Ident::new(plan.jitter.variant(), Span::call_site());
+    let jitter = Ident::new(&capitalized(plan.jitter), Span::call_site());
     let attempt_timeout_ms = option(plan.attempt_timeout_ms.map(Literal::u64_suffixed));
     let deadline_ms = option(plan.deadline_ms.map(Literal::u64_suffixed));
     let breaker = option(plan.breaker.as_deref().map(Literal::string));
     let budget = option(plan.budget.as_deref().map(Literal::string));
     let bulkhead = option(plan.bulkhead.as_deref().map(Literal::string));
-    let nested_retry = plan.nested == Nested::Retry;
+    let nested_retry = plan.nested_retry;
     quote! {
         #rt::AttributeConfig {
-            operation: ::core::concat!(::core::module_path!(), "::", #name),
+            operation: #operation,
             max_attempts: #max_attempts,
             base_ms: #base_ms,
             cap_ms: #cap_ms,
@@ -159,6 +221,12 @@ fn attribute_config(sig: &Signature, plan: &Plan, rt: &TokenStream) -> TokenStre
             nested_retry: #nested_retry,
         }
     }
+}
+
+/// `"decorrelated"` -> `"Decorrelated"`: the runtime's variant for a jitter name.
+fn capitalized(name: &str) -> String {
+    let mut chars = name.chars();
+    chars.next().map(|first| first.to_ascii_uppercase().to_string() + chars.as_str()).unwrap_or_default()
 }
 
 fn option(value: Option<Literal>) -> TokenStream {
@@ -189,136 +257,5 @@ fn pin_output_type(sig: &Signature) -> TokenStream {
             let #fake: #erased = loop {};
             return #fake;
         }
-    }
-}
-
-/// `impl Trait` cannot be written in a `let`; `_` lets the compiler infer it.
-fn erase_impl_trait(ty: &Type) -> Type {
-    fn erase(ty: &mut Type) {
-        match ty {
-            Type::ImplTrait(it) => {
-                *ty = Type::Infer(TypeInfer { underscore_token: syn::Token![_](it.span()) });
-            }
-            Type::Array(t) => erase(&mut t.elem),
-            Type::Group(t) => erase(&mut t.elem),
-            Type::Paren(t) => erase(&mut t.elem),
-            Type::Ptr(t) => erase(&mut t.elem),
-            Type::Reference(t) => erase(&mut t.elem),
-            Type::Slice(t) => erase(&mut t.elem),
-            Type::Tuple(t) => t.elems.iter_mut().for_each(erase),
-            Type::Path(t) => {
-                if let Some(qself) = &mut t.qself {
-                    erase(&mut qself.ty);
-                }
-                for segment in &mut t.path.segments {
-                    if let PathArguments::AngleBracketed(generics) = &mut segment.arguments {
-                        for arg in &mut generics.args {
-                            match arg {
-                                GenericArgument::Type(t) => erase(t),
-                                GenericArgument::AssocType(t) => erase(&mut t.ty),
-                                _ => {}
-                            }
-                        }
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    let mut ty = ty.clone();
-    erase(&mut ty);
-    ty
-}
-
-/// Statements giving each attempt its own copy of the arguments.
-struct Fresh {
-    /// Before the attempt: clones of owned arguments, reborrows of `&mut` ones.
-    before: Vec<TokenStream>,
-    /// First thing in the attempt: moves those into it, so that the attempt
-    /// owns them (and is `Send` whenever they are) instead of borrowing them.
-    inside: Vec<TokenStream>,
-}
-
-/// Owned parameters are cloned for every attempt (a non-`Clone` one fails
-/// to compile right at the parameter); `&T` parameters are copied; `&mut T`
-/// parameters and `self` are reborrowed by the attempt. The `mut` of an
-/// owned binding moves from the signature to the per-attempt copy, the one
-/// the body actually mutates.
-fn fresh_arguments(sig: &mut Signature) -> Fresh {
-    let mut fresh = Fresh { before: Vec::new(), inside: Vec::new() };
-    for input in &mut sig.inputs {
-        let FnArg::Typed(typed) = input else {
-            continue;
-        };
-        match peel(&typed.ty) {
-            Type::Reference(reference) if reference.mutability.is_some() => {
-                if let Pat::Ident(pat) = &*typed.pat {
-                    if pat.by_ref.is_none() && pat.mutability.is_none() && pat.subpat.is_none() {
-                        let ident = &pat.ident;
-                        fresh.before.push(quote!(let #ident = &mut *#ident;));
-                        fresh.inside.push(quote!(let #ident = #ident;));
-                    }
-                }
-            }
-            Type::Reference(_) => {}
-            _ => {
-                let span = typed.ty.span();
-                let mut bindings = Vec::new();
-                take_bindings(&mut typed.pat, &mut bindings);
-                for (mutability, ident) in bindings {
-                    let clone = quote_spanned! {span=>
-                        ::core::clone::Clone::clone(&#ident)
-                    };
-                    fresh.before.push(quote! {
-                        #[allow(clippy::clone_on_copy, clippy::redundant_clone)]
-                        let #ident = #clone;
-                    });
-                    fresh.inside.push(quote! {
-                        #[allow(clippy::redundant_locals)]
-                        let #mutability #ident = #ident;
-                    });
-                }
-            }
-        }
-    }
-    fresh
-}
-
-fn peel(ty: &Type) -> &Type {
-    match ty {
-        Type::Group(group) => peel(&group.elem),
-        Type::Paren(paren) => peel(&paren.elem),
-        other => other,
-    }
-}
-
-/// The by-value bindings of a pattern, with their `mut` taken out of it.
-fn take_bindings(pat: &mut Pat, out: &mut Vec<(Option<Mut>, Ident)>) {
-    match pat {
-        Pat::Ident(pat) => {
-            if pat.by_ref.is_none() {
-                out.push((pat.mutability.take(), pat.ident.clone()));
-            }
-            if let Some((_, sub)) = &mut pat.subpat {
-                take_bindings(sub, out);
-            }
-        }
-        Pat::Or(or) => {
-            // Every alternative binds the same names; one set of copies serves them all.
-            let mut first = true;
-            for case in &mut or.cases {
-                let mut ignored = Vec::new();
-                take_bindings(case, if first { &mut *out } else { &mut ignored });
-                first = false;
-            }
-        }
-        Pat::Paren(pat) => take_bindings(&mut pat.pat, out),
-        Pat::Reference(pat) => take_bindings(&mut pat.pat, out),
-        Pat::Slice(pat) => pat.elems.iter_mut().for_each(|p| take_bindings(p, out)),
-        Pat::Tuple(pat) => pat.elems.iter_mut().for_each(|p| take_bindings(p, out)),
-        Pat::TupleStruct(pat) => pat.elems.iter_mut().for_each(|p| take_bindings(p, out)),
-        Pat::Struct(pat) => pat.fields.iter_mut().for_each(|field| take_bindings(&mut field.pat, out)),
-        Pat::Type(pat) => take_bindings(&mut pat.pat, out),
-        _ => {}
     }
 }

@@ -17,9 +17,12 @@ use proc_macro2::TokenStream as TokenStream2;
 use quote::quote;
 use syn::ItemFn;
 
+mod arguments;
 mod expand;
 mod parse;
+mod rewrite;
 mod suggest;
+mod types;
 mod validate;
 
 use parse::{Args, Errors};
@@ -47,15 +50,17 @@ use parse::{Args, Errors};
 /// | `idempotent` | bool | true | `false` declares a non-idempotent operation |
 /// | `key` | a parameter's name | none | the idempotency key; required when `idempotent = false` and `max_attempts > 1` |
 /// | `nested` | `"once"`, `"retry"` | `"once"` | inside another annotated call's attempt, `"once"` makes a single attempt |
+/// | `name` | string | `module_path::fn` | the operation's name in traces and metrics (two methods of the same name in one module need it) |
 /// | `crate` | string path | `"::resilient"` | where the runtime is |
 ///
 /// The function must be an `async fn` returning `Result<T, E>` (or an alias
 /// of it) where `E` implements `Classify` and `From<Rejection>`. Every
 /// attempt runs the body on fresh arguments: each parameter taken by value
 /// is cloned per attempt and must be `Clone` (unless `max_attempts = 1`),
-/// while references, `&mut` references and `self` receivers are borrowed
-/// again by each attempt (so a body that consumes `self` needs
-/// `max_attempts = 1`). The signature, generics, attributes, docs and
+/// while references, `&mut` references and `&mut self` receivers are
+/// borrowed again by each attempt (a body that consumes a `self` taken by
+/// value needs `max_attempts = 1`, and so does a `&mut self` method that
+/// returns a borrow of `self`). The signature, generics, attributes, docs and
 /// visibility are kept as written, and the returned future is `Send`
 /// whenever the body's is.
 ///
@@ -198,7 +203,7 @@ mod tests {
 
     #[test]
     fn no_input_makes_the_macro_panic_and_errors_keep_the_function() {
-        for name in crate::parse::ARGUMENTS.iter().chain(&["retries", "r#crate", "Max_Attempts"]) {
+        for name in crate::arguments::names().iter().chain(&["retries", "r#crate", "Max_Attempts"]) {
             for value in VALUES {
                 for args in [
                     format!("{name} = {value}"),
@@ -230,6 +235,29 @@ mod tests {
         assert!(!out.contains("compile_error"), "{out}");
         assert!(out.contains("use r :: __private as __resilient ;"), "{out}");
         assert!(out.contains("__resilient :: Policy :: from_attribute"), "{out}");
+    }
+
+    #[test]
+    fn the_attributes_defaults_are_the_builders() {
+        use crate::arguments::{Default, find};
+        let policy = resilient::Policy::builder().build().expect("the defaults are valid");
+        let integer = |name| match find(name).map(|a| a.default) {
+            Some(Default::Integer(value)) => value,
+            other => panic!("{name}: {other:?}"),
+        };
+        let choice = |name| match find(name).map(|a| a.default) {
+            Some(Default::Choice(value)) => value,
+            other => panic!("{name}: {other:?}"),
+        };
+        assert_eq!(integer("max_attempts"), u64::from(policy.max_attempts()));
+        assert_eq!(integer("base_ms"), policy.backoff().base.as_millis() as u64);
+        assert_eq!(integer("cap_ms"), policy.backoff().cap.as_millis() as u64);
+        assert_eq!(choice("jitter"), policy.backoff().jitter.name());
+        assert_eq!(choice("nested") == "retry", policy.nested() == resilient::Nested::Retry);
+        for unset in ["attempt_timeout_ms", "deadline_ms", "breaker", "budget", "bulkhead", "key"] {
+            assert_eq!(find(unset).map(|a| a.default), Some(Default::None), "{unset}");
+        }
+        assert_eq!((policy.attempt_timeout(), policy.deadline()), (None, None));
     }
 
     #[test]

@@ -1,10 +1,11 @@
-//! Parsing: the attribute's arguments into typed settings that keep their spans.
+//! Parsing: the attribute's arguments into typed values that keep their spans.
 //!
 //! This step only answers "what did the user write?": it turns `key = value`
-//! pairs into numbers, strings and names, rejecting unknown keys, duplicates
-//! and values of the wrong kind. Whether the values make sense (ranges, one
-//! setting against another, the function's shape) is `validate`'s job, so
-//! every check lives in exactly one place.
+//! pairs into numbers, strings and names by the kind the argument table
+//! gives them, rejecting unknown keys, duplicates and values of the wrong
+//! kind. Whether the values make sense (ranges, one setting against another,
+//! the function's shape) is `validate`'s job, so every check lives in
+//! exactly one place.
 
 use proc_macro2::TokenStream;
 use quote::{ToTokens, quote};
@@ -12,108 +13,89 @@ use syn::ext::IdentExt;
 use syn::parse::{Parse, ParseStream};
 use syn::{Expr, ExprLit, ExprUnary, Ident, Lit, LitInt, LitStr, Path, Token, UnOp};
 
+use crate::arguments::{self, Argument, Kind};
 use crate::suggest;
 
-/// Every argument the attribute accepts, in the order the docs list them.
-pub(crate) const ARGUMENTS: &[&str] = &[
-    "max_attempts",
-    "base_ms",
-    "cap_ms",
-    "jitter",
-    "attempt_timeout_ms",
-    "deadline_ms",
-    "breaker",
-    "budget",
-    "bulkhead",
-    "idempotent",
-    "key",
-    "nested",
-    "crate",
-];
+/// A value as the user wrote it, typed by its argument's kind.
+pub(crate) enum Value {
+    Integer(i128),
+    Name(String),
+    Choice(&'static str),
+    Bool(bool),
+    Parameter(Ident),
+    CratePath(Path),
+}
 
-/// A value as the user wrote it, with the tokens to point at.
-pub(crate) struct Setting<T> {
-    /// The parsed value.
-    pub value: T,
+/// One argument as written, with the tokens to point at.
+pub(crate) struct Setting {
+    pub value: Value,
     /// `key = value`: errors about the setting as a whole point here.
     pub pair: TokenStream,
     /// `value`: errors about the value point here.
     pub at: TokenStream,
 }
 
-/// The backoff jitter, by the names the attribute accepts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Jitter {
-    None,
-    Full,
-    Equal,
-    Decorrelated,
-}
-
-impl Jitter {
-    const NAMES: &[&str] = &["full", "equal", "decorrelated", "none"];
-
-    fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "none" => Some(Jitter::None),
-            "full" => Some(Jitter::Full),
-            "equal" => Some(Jitter::Equal),
-            "decorrelated" => Some(Jitter::Decorrelated),
-            _ => None,
-        }
-    }
-
-    /// The runtime's variant name.
-    pub(crate) fn variant(self) -> &'static str {
-        match self {
-            Jitter::None => "None",
-            Jitter::Full => "Full",
-            Jitter::Equal => "Equal",
-            Jitter::Decorrelated => "Decorrelated",
-        }
-    }
-}
-
-/// What a nested annotated call does, by the names the attribute accepts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Nested {
-    Once,
-    Retry,
-}
-
-impl Nested {
-    const NAMES: &[&str] = &["once", "retry"];
-
-    fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "once" => Some(Nested::Once),
-            "retry" => Some(Nested::Retry),
-            _ => None,
-        }
-    }
-}
-
-/// The arguments as written: `None` for each one left out.
-///
-/// Integers are kept as written (signed, wide) so that `validate` can say
-/// "must be in 1..=100" about `-1` instead of a parse error.
+/// The arguments as written, in order; each name at most once.
 #[derive(Default)]
 pub(crate) struct Args {
-    pub max_attempts: Option<Setting<i128>>,
-    pub base_ms: Option<Setting<i128>>,
-    pub cap_ms: Option<Setting<i128>>,
-    pub jitter: Option<Setting<Jitter>>,
-    pub attempt_timeout_ms: Option<Setting<i128>>,
-    pub deadline_ms: Option<Setting<i128>>,
-    pub breaker: Option<Setting<String>>,
-    pub budget: Option<Setting<String>>,
-    pub bulkhead: Option<Setting<String>>,
-    pub idempotent: Option<Setting<bool>>,
-    pub key: Option<Setting<Ident>>,
-    pub nested: Option<Setting<Nested>>,
-    pub krate: Option<Setting<Path>>,
+    settings: Vec<(&'static str, Setting)>,
     /// Every key met so far, valid value or not, to catch a repeated one.
     seen: Vec<String>,
+}
+
+impl Args {
+    /// The setting of `name`, if it was written (with a valid value).
+    pub(crate) fn get(&self, name: &str) -> Option<&Setting> {
+        self.settings.iter().find(|(n, _)| *n == name).map(|(_, setting)| setting)
+    }
+
+    /// An integer argument's value and setting.
+    pub(crate) fn integer(&self, name: &str) -> Option<(i128, &Setting)> {
+        self.get(name).and_then(|s| match s.value {
+            Value::Integer(v) => Some((v, s)),
+            _ => None,
+        })
+    }
+
+    /// A name argument's value and setting.
+    pub(crate) fn name(&self, name: &str) -> Option<(&str, &Setting)> {
+        self.get(name).and_then(|s| match &s.value {
+            Value::Name(v) => Some((v.as_str(), s)),
+            _ => None,
+        })
+    }
+
+    /// A choice argument's value.
+    pub(crate) fn choice(&self, name: &str) -> Option<&'static str> {
+        self.get(name).and_then(|s| match s.value {
+            Value::Choice(v) => Some(v),
+            _ => None,
+        })
+    }
+
+    /// A boolean argument's value and setting.
+    pub(crate) fn boolean(&self, name: &str) -> Option<(bool, &Setting)> {
+        self.get(name).and_then(|s| match s.value {
+            Value::Bool(v) => Some((v, s)),
+            _ => None,
+        })
+    }
+
+    /// The parameter named by a parameter argument.
+    pub(crate) fn parameter(&self, name: &str) -> Option<&Ident> {
+        self.get(name).and_then(|s| match &s.value {
+            Value::Parameter(v) => Some(v),
+            _ => None,
+        })
+    }
+
+    /// The path of a crate-path argument.
+    pub(crate) fn crate_path(&self, name: &str) -> Option<&Path> {
+        self.get(name).and_then(|s| match &s.value {
+            Value::CratePath(v) => Some(v),
+            _ => None,
+        })
+    }
 }
 
 impl Parse for Args {
@@ -126,23 +108,27 @@ impl Parse for Args {
             }
             let key = input.call(Ident::parse_any)?;
             let name = key.unraw().to_string();
-            if !ARGUMENTS.contains(&name.as_str()) {
-                errors.push(unknown_argument(&key, &name));
-                if input.peek(Token![=]) {
-                    input.parse::<Token![=]>()?;
-                    input.parse::<Expr>()?;
+            match arguments::find(&name) {
+                None => {
+                    errors.push(unknown_argument(&key, &name));
+                    if input.peek(Token![=]) {
+                        input.parse::<Token![=]>()?;
+                        input.parse::<Expr>()?;
+                    }
                 }
-            } else if input.peek(Token![=]) {
-                let eq: Token![=] = input.parse()?;
-                let value: Expr = input.parse()?;
-                if let Err(error) = args.set(&key, &name, eq, &value) {
-                    errors.push(error);
+                Some(argument) if input.peek(Token![=]) => {
+                    let eq: Token![=] = input.parse()?;
+                    let value: Expr = input.parse()?;
+                    if let Err(error) = args.set(&key, argument, eq, &value) {
+                        errors.push(error);
+                    }
                 }
-            } else {
-                return Err(syn::Error::new(
-                    key.span(),
-                    format!("`{name}` needs a value, like `{name} = {}`", example(&name)),
-                ));
+                Some(argument) => {
+                    return Err(syn::Error::new(
+                        key.span(),
+                        format!("`{name}` needs a value, like `{name} = {}`", argument.example),
+                    ));
+                }
             }
             if input.is_empty() {
                 break;
@@ -154,73 +140,42 @@ impl Parse for Args {
 }
 
 impl Args {
-    fn set(&mut self, key: &Ident, name: &str, eq: Token![=], value: &Expr) -> syn::Result<()> {
+    fn set(
+        &mut self,
+        key: &Ident,
+        argument: &'static Argument,
+        eq: Token![=],
+        value: &Expr,
+    ) -> syn::Result<()> {
+        let name = argument.name;
         if self.seen.iter().any(|seen| seen == name) {
             return Err(syn::Error::new(key.span(), format!("`{name}` set more than once")));
         }
         self.seen.push(name.to_owned());
-        let pair = quote!(#key #eq #value);
-        match name {
-            "max_attempts" => store(&mut self.max_attempts, name, pair, value, integer),
-            "base_ms" => store(&mut self.base_ms, name, pair, value, integer),
-            "cap_ms" => store(&mut self.cap_ms, name, pair, value, integer),
-            "jitter" => store(&mut self.jitter, name, pair, value, |name, value| {
-                one_of(name, value, Jitter::NAMES, Jitter::from_name)
-            }),
-            "attempt_timeout_ms" => store(&mut self.attempt_timeout_ms, name, pair, value, integer),
-            "deadline_ms" => store(&mut self.deadline_ms, name, pair, value, integer),
-            "breaker" => store(&mut self.breaker, name, pair, value, guard_name),
-            "budget" => store(&mut self.budget, name, pair, value, guard_name),
-            "bulkhead" => store(&mut self.bulkhead, name, pair, value, guard_name),
-            "idempotent" => store(&mut self.idempotent, name, pair, value, boolean),
-            "key" => store(&mut self.key, name, pair, value, parameter),
-            "nested" => store(&mut self.nested, name, pair, value, |name, value| {
-                one_of(name, value, Nested::NAMES, Nested::from_name)
-            }),
-            "crate" => store(&mut self.krate, name, pair, value, path),
-            _ => Err(unknown_argument(key, name)),
-        }
+        let parsed = match argument.kind {
+            Kind::Integer => Value::Integer(integer(argument, value)?),
+            Kind::Name => Value::Name(string(argument, value)?.value()),
+            Kind::OneOf(choices) => Value::Choice(one_of(argument, value, choices)?),
+            Kind::Bool => Value::Bool(boolean(name, value)?),
+            Kind::Parameter => Value::Parameter(parameter(argument, value)?),
+            Kind::CratePath => Value::CratePath(path(argument, value)?),
+        };
+        let setting = Setting { value: parsed, pair: quote!(#key #eq #value), at: value.to_token_stream() };
+        self.settings.push((name, setting));
+        Ok(())
     }
 }
 
-/// Stores a setting (`set` has already refused a repeated key).
-fn store<T>(
-    slot: &mut Option<Setting<T>>,
-    name: &str,
-    pair: TokenStream,
-    value: &Expr,
-    convert: impl FnOnce(&str, &Expr) -> syn::Result<T>,
-) -> syn::Result<()> {
-    *slot = Some(Setting { value: convert(name, value)?, pair, at: value.to_token_stream() });
-    Ok(())
-}
-
 fn unknown_argument(key: &Ident, name: &str) -> syn::Error {
-    let expected = ARGUMENTS.iter().map(|a| format!("`{a}`")).collect::<Vec<_>>().join(", ");
-    let message = match suggest::closest(name, ARGUMENTS) {
+    let names = arguments::names();
+    let expected = names.iter().map(|a| format!("`{a}`")).collect::<Vec<_>>().join(", ");
+    let message = match suggest::closest(name, &names) {
         Some(close) => {
             format!("unknown argument `{name}`; did you mean `{close}`? (expected one of: {expected})")
         }
         None => format!("unknown argument `{name}`; expected one of: {expected}"),
     };
     syn::Error::new(key.span(), message)
-}
-
-/// A value that fits the argument, for "like `x = ...`" hints.
-fn example(name: &str) -> &'static str {
-    match name {
-        "max_attempts" => "4",
-        "base_ms" => "100",
-        "cap_ms" => "20_000",
-        "attempt_timeout_ms" => "500",
-        "deadline_ms" => "5_000",
-        "jitter" => "\"full\"",
-        "nested" => "\"once\"",
-        "breaker" | "budget" | "bulkhead" => "\"payment\"",
-        "idempotent" => "false",
-        "key" => "order_id",
-        _ => "\"::resilient\"",
-    }
 }
 
 /// Sees through the invisible groups a `macro_rules!` wraps around `$x:expr`.
@@ -239,8 +194,8 @@ fn literal(expr: &Expr) -> Option<&Lit> {
 }
 
 /// An integer literal, possibly negative; suffixes must be integer types.
-fn integer(name: &str, expr: &Expr) -> syn::Result<i128> {
-    let example = example(name);
+fn integer(argument: &Argument, expr: &Expr) -> syn::Result<i128> {
+    let (name, example) = (argument.name, argument.example);
     let wrong = |found: &str| {
         let message = if found.is_empty() {
             format!("expected an integer literal for `{name}`, like `{name} = {example}`")
@@ -299,7 +254,8 @@ fn unsigned(name: &str, lit: &LitInt) -> syn::Result<i128> {
     lit.base10_parse::<i128>().map_err(|_| syn::Error::new(lit.span(), format!("`{name}` is too large")))
 }
 
-fn string<'a>(name: &str, expr: &'a Expr) -> syn::Result<&'a LitStr> {
+fn string<'a>(argument: &Argument, expr: &'a Expr) -> syn::Result<&'a LitStr> {
+    let name = argument.name;
     match literal(expr) {
         Some(Lit::Str(lit)) => Ok(lit),
         _ => {
@@ -310,27 +266,23 @@ fn string<'a>(name: &str, expr: &'a Expr) -> syn::Result<&'a LitStr> {
                         p.path.get_ident().map(Ident::to_string).unwrap_or_default()
                     )
                 }
-                _ => format!(", like `{name} = {}`", example(name)),
+                _ => format!(", like `{name} = {}`", argument.example),
             };
             Err(syn::Error::new_spanned(expr, format!("expected a string literal for `{name}`{hint}")))
         }
     }
 }
 
-/// A breaker, budget or bulkhead name.
-fn guard_name(name: &str, expr: &Expr) -> syn::Result<String> {
-    string(name, expr).map(LitStr::value)
-}
-
 /// One of a fixed set of strings.
-fn one_of<T>(name: &str, expr: &Expr, names: &[&str], from_name: fn(&str) -> Option<T>) -> syn::Result<T> {
-    let lit = string(name, expr)?;
+fn one_of(argument: &Argument, expr: &Expr, choices: &'static [&'static str]) -> syn::Result<&'static str> {
+    let lit = string(argument, expr)?;
     let value = lit.value();
-    from_name(&value).ok_or_else(|| {
-        let expected = names.iter().map(|n| format!("\"{n}\"")).collect::<Vec<_>>().join(", ");
-        let close = suggest::closest(&value, names)
+    choices.iter().copied().find(|choice| *choice == value).ok_or_else(|| {
+        let expected = choices.iter().map(|n| format!("\"{n}\"")).collect::<Vec<_>>().join(", ");
+        let close = suggest::closest(&value, choices)
             .map(|close| format!("; did you mean \"{close}\"?"))
             .unwrap_or_default();
+        let name = argument.name;
         syn::Error::new(lit.span(), format!("unknown {name} \"{value}\"; expected one of: {expected}{close}"))
     })
 }
@@ -350,7 +302,8 @@ fn boolean(name: &str, expr: &Expr) -> syn::Result<bool> {
 }
 
 /// The name of one of the function's parameters (checked against them in `validate`).
-fn parameter(name: &str, expr: &Expr) -> syn::Result<Ident> {
+fn parameter(argument: &Argument, expr: &Expr) -> syn::Result<Ident> {
+    let name = argument.name;
     // `self` is a one-segment path too: `validate` rejects it with the other parameter checks.
     if let Expr::Path(p) = peel(expr) {
         if let (None, Some(ident)) = (&p.qself, p.path.get_ident()) {
@@ -362,14 +315,15 @@ fn parameter(name: &str, expr: &Expr) -> syn::Result<Ident> {
             "`{name}` takes a parameter's name, not a string: write `{name} = {}` without quotes",
             s.value()
         ),
-        _ => format!("expected a parameter's name for `{name}`, like `{name} = {}`", example(name)),
+        _ => format!("expected a parameter's name for `{name}`, like `{name} = {}`", argument.example),
     };
     Err(syn::Error::new_spanned(expr, message))
 }
 
 /// The runtime's path, written as a string like tokio's `crate = "..."`.
-fn path(name: &str, expr: &Expr) -> syn::Result<Path> {
-    let lit = string(name, expr)?;
+fn path(argument: &Argument, expr: &Expr) -> syn::Result<Path> {
+    let name = argument.name;
+    let lit = string(argument, expr)?;
     lit.parse_with(Path::parse_mod_style).map_err(|_| {
         syn::Error::new(
             lit.span(),

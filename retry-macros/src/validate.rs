@@ -6,24 +6,26 @@
 
 use proc_macro2::TokenStream;
 use quote::{ToTokens, quote};
-use syn::{FnArg, GenericArgument, Ident, ItemFn, Pat, PathArguments, ReturnType, Signature, Type};
+use syn::{FnArg, GenericArgument, Ident, ItemFn, Lifetime, Pat, PathArguments, ReturnType, Signature, Type};
 
-use crate::parse::{Args, Errors, Jitter, Nested, Setting};
+use crate::arguments::{self, Default};
+use crate::parse::{Args, Errors, Setting};
 use crate::suggest;
+use crate::types::{mentions_impl_trait, mutable_receiver, peel};
 
-const DEFAULT_MAX_ATTEMPTS: u32 = 4;
-const DEFAULT_BASE_MS: u64 = 100;
-const DEFAULT_CAP_MS: u64 = 20_000;
 const MAX_ATTEMPTS: std::ops::RangeInclusive<i128> = 1..=100;
 
 /// Everything `expand` needs, every value checked and every default filled in.
 pub(crate) struct Plan {
     /// Where the runtime is: `::resilient` unless `crate = "..."` says otherwise.
     pub krate: TokenStream,
+    /// The operation's name, when `name = "..."` gave one (else `module_path::fn`).
+    pub name: Option<String>,
     pub max_attempts: u32,
     pub base_ms: u64,
     pub cap_ms: u64,
-    pub jitter: Jitter,
+    /// One of `arguments::JITTERS`.
+    pub jitter: &'static str,
     pub attempt_timeout_ms: Option<u64>,
     pub deadline_ms: Option<u64>,
     pub breaker: Option<String>,
@@ -31,7 +33,7 @@ pub(crate) struct Plan {
     pub bulkhead: Option<String>,
     /// The parameter whose `Display` is the idempotency key.
     pub key: Option<Ident>,
-    pub nested: Nested,
+    pub nested_retry: bool,
     pub error_type: ErrorType,
 }
 
@@ -66,26 +68,27 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
         }
     };
 
-    let max_attempts = match &args.max_attempts {
-        Some(s) if !MAX_ATTEMPTS.contains(&s.value) => {
-            check(Err(at(s, format!("`max_attempts` must be in 1..=100, got {}", s.value))));
-            DEFAULT_MAX_ATTEMPTS
+    let default_max_attempts = arguments::default_integer("max_attempts") as u32;
+    let max_attempts = match args.integer("max_attempts") {
+        Some((value, s)) if !MAX_ATTEMPTS.contains(&value) => {
+            check(Err(at(s, format!("`max_attempts` must be in 1..=100, got {value}"))));
+            default_max_attempts
         }
         // In range, so it fits.
-        Some(s) => u32::try_from(s.value).unwrap_or(DEFAULT_MAX_ATTEMPTS),
-        None => DEFAULT_MAX_ATTEMPTS,
+        Some((value, _)) => u32::try_from(value).unwrap_or(default_max_attempts),
+        None => default_max_attempts,
     };
 
-    let base_ms = millis(&args.base_ms, "base_ms", &mut check);
-    let cap_ms = millis(&args.cap_ms, "cap_ms", &mut check);
+    let base_ms = millis(&args, "base_ms", &mut check);
+    let cap_ms = millis(&args, "cap_ms", &mut check);
     check(backoff_range(&args, base_ms, cap_ms));
 
-    let attempt_timeout_ms = millis(&args.attempt_timeout_ms, "attempt_timeout_ms", &mut check);
-    let deadline_ms = millis(&args.deadline_ms, "deadline_ms", &mut check);
-    check(positive(&args.attempt_timeout_ms, "attempt_timeout_ms", "no per-attempt timeout"));
-    check(positive(&args.deadline_ms, "deadline_ms", "no deadline"));
-    if let (Some(timeout), Some(deadline), Some(setting)) =
-        (attempt_timeout_ms, deadline_ms, &args.attempt_timeout_ms)
+    let attempt_timeout_ms = millis(&args, "attempt_timeout_ms", &mut check);
+    let deadline_ms = millis(&args, "deadline_ms", &mut check);
+    check(positive(&args, "attempt_timeout_ms", "no per-attempt timeout"));
+    check(positive(&args, "deadline_ms", "no deadline"));
+    if let (Some(timeout), Some(deadline), Some((_, setting))) =
+        (attempt_timeout_ms, deadline_ms, args.integer("attempt_timeout_ms"))
     {
         if timeout >= deadline && deadline > 0 {
             check(Err(at(
@@ -97,68 +100,78 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
         }
     }
 
-    for (setting, name) in
-        [(&args.breaker, "breaker"), (&args.budget, "budget"), (&args.bulkhead, "bulkhead")]
-    {
-        if let Some(s) = setting {
-            if s.value.trim().is_empty() {
+    for name in ["breaker", "budget", "bulkhead", "name"] {
+        if let Some((value, s)) = args.name(name) {
+            if value.trim().is_empty() {
+                let without = if name == "name" {
+                    "the default, `module_path::fn`".to_owned()
+                } else {
+                    format!("no {name}")
+                };
                 check(Err(at(
                     s,
-                    format!("`{name}` needs a name, not an empty string; leave `{name}` out for no {name}"),
+                    format!("`{name}` needs a name, not an empty string; leave `{name}` out for {without}"),
                 )));
             }
         }
     }
 
-    if let Some(s) = &args.idempotent {
-        if !s.value && max_attempts > 1 && args.key.is_none() {
+    let idempotent = args.boolean("idempotent");
+    if let Some((false, s)) = idempotent {
+        if max_attempts > 1 && args.get("key").is_none() {
             check(Err(syn::Error::new_spanned(
                 &s.pair,
                 "a non-idempotent operation may only be retried with an idempotency key: add `key = <param>` or set `max_attempts = 1`",
             )));
         }
     }
-    if let Some(s) = &args.key {
-        check(key_parameter(&s.value, item));
+    if let Some(key) = args.parameter("key") {
+        check(key_parameter(key, item));
+    }
+    if max_attempts > 1 {
+        check(no_borrow_of_mut_self_returned(&item.sig));
     }
 
-    let krate = match &args.krate {
-        Some(s) => s.value.to_token_stream(),
+    let krate = match args.crate_path("crate") {
+        Some(path) => path.to_token_stream(),
         None => quote!(::resilient),
     };
+    let choice = |name: &str| match arguments::find(name).map(|a| a.default) {
+        Some(Default::Choice(default)) => args.choice(name).unwrap_or(default),
+        _ => unreachable!("`{name}` is a choice with a default in the table"),
+    };
+    let owned = |name: &str| args.name(name).map(|(value, _)| value.to_owned());
 
-    errors.finish(Plan {
+    let plan = Plan {
         krate,
+        name: owned("name"),
         max_attempts,
-        base_ms: base_ms.unwrap_or(DEFAULT_BASE_MS),
-        cap_ms: cap_ms.unwrap_or(DEFAULT_CAP_MS),
-        jitter: args.jitter.as_ref().map_or(Jitter::Full, |s| s.value),
+        base_ms: base_ms.unwrap_or(arguments::default_integer("base_ms")),
+        cap_ms: cap_ms.unwrap_or(arguments::default_integer("cap_ms")),
+        jitter: choice("jitter"),
         attempt_timeout_ms,
         deadline_ms,
-        breaker: args.breaker.map(|s| s.value),
-        budget: args.budget.map(|s| s.value),
-        bulkhead: args.bulkhead.map(|s| s.value),
-        key: args.key.map(|s| s.value),
-        nested: args.nested.map_or(Nested::Once, |s| s.value),
+        breaker: owned("breaker"),
+        budget: owned("budget"),
+        bulkhead: owned("bulkhead"),
+        key: args.parameter("key").cloned(),
+        nested_retry: choice("nested") == "retry",
         error_type,
-    })
+    };
+    errors.finish(plan)
 }
 
-fn at<T>(setting: &Setting<T>, message: impl std::fmt::Display) -> syn::Error {
+fn at(setting: &Setting, message: impl std::fmt::Display) -> syn::Error {
     syn::Error::new_spanned(&setting.at, message)
 }
 
 /// A duration in milliseconds: not negative, and within `u64`.
-fn millis(
-    setting: &Option<Setting<i128>>,
-    name: &str,
-    check: &mut impl FnMut(syn::Result<()>),
-) -> Option<u64> {
-    let s = setting.as_ref()?;
-    match u64::try_from(s.value) {
+fn millis(args: &Args, name: &str, check: &mut impl FnMut(syn::Result<()>)) -> Option<u64> {
+    let (value, s) = args.integer(name)?;
+    match u64::try_from(value) {
         Ok(ms) => Some(ms),
-        Err(_) if s.value < 0 => {
-            check(Err(at(s, format!("`{name}` cannot be negative, got {}", s.value))));
+        Err(_) if value < 0 => {
+            check(Err(at(s, format!("`{name}` cannot be negative, got {value}"))));
             None
         }
         Err(_) => {
@@ -168,28 +181,28 @@ fn millis(
     }
 }
 
-fn positive(setting: &Option<Setting<i128>>, name: &str, without: &str) -> syn::Result<()> {
-    match setting {
-        Some(s) if s.value == 0 => {
-            Err(at(s, format!("`{name}` must be greater than 0; leave it out for {without}")))
-        }
+fn positive(args: &Args, name: &str, without: &str) -> syn::Result<()> {
+    match args.integer(name) {
+        Some((0, s)) => Err(at(s, format!("`{name}` must be greater than 0; leave it out for {without}"))),
         _ => Ok(()),
     }
 }
 
 /// `base_ms <= cap_ms`, naming the default when only one of them was written.
 fn backoff_range(args: &Args, base_ms: Option<u64>, cap_ms: Option<u64>) -> syn::Result<()> {
-    match (&args.base_ms, base_ms, &args.cap_ms, cap_ms) {
-        (Some(setting), Some(base), Some(_), Some(cap)) if base > cap => {
+    let default_base = arguments::default_integer("base_ms");
+    let default_cap = arguments::default_integer("cap_ms");
+    match (args.integer("base_ms"), base_ms, args.integer("cap_ms"), cap_ms) {
+        (Some((_, setting)), Some(base), Some(_), Some(cap)) if base > cap => {
             Err(at(setting, format!("`base_ms` must not exceed `cap_ms` ({base} > {cap})")))
         }
-        (None, _, Some(setting), Some(cap)) if DEFAULT_BASE_MS > cap => Err(at(
+        (None, _, Some((_, setting)), Some(cap)) if default_base > cap => Err(at(
             setting,
             format!(
-                "`base_ms` must not exceed `cap_ms`: the default `base_ms` is {DEFAULT_BASE_MS}, above `cap_ms = {cap}`; set `base_ms` too"
+                "`base_ms` must not exceed `cap_ms`: the default `base_ms` is {default_base}, above `cap_ms = {cap}`; set `base_ms` too"
             ),
         )),
-        (Some(setting), Some(base), None, _) if base > DEFAULT_CAP_MS => Err(at(
+        (Some((_, setting)), Some(base), None, _) if base > default_cap => Err(at(
             setting,
             format!(
                 "`base_ms` must not exceed `cap_ms`: the default `cap_ms` is 20_000, below `base_ms = {base}`; set `cap_ms` too"
@@ -245,28 +258,8 @@ const NOT_RESULTS: &[&str] = &[
     "usize", "i8", "i16", "i32", "i64", "i128", "isize", "f32", "f64",
 ];
 
-fn peel(ty: &Type) -> &Type {
-    match ty {
-        Type::Group(group) => peel(&group.elem),
-        Type::Paren(paren) => peel(&paren.elem),
-        other => other,
-    }
-}
-
-/// `impl Trait` cannot be named in a turbofish or a `let`.
-pub(crate) fn mentions_impl_trait(ty: &Type) -> bool {
-    fn any_impl(tokens: TokenStream) -> bool {
-        tokens.into_iter().any(|token| match token {
-            proc_macro2::TokenTree::Ident(ident) => ident == "impl",
-            proc_macro2::TokenTree::Group(group) => any_impl(group.stream()),
-            _ => false,
-        })
-    }
-    any_impl(ty.to_token_stream())
-}
-
 /// The names of the parameters bound by a plain identifier pattern.
-pub(crate) fn parameter_names(item: &ItemFn) -> Vec<Ident> {
+fn parameter_names(item: &ItemFn) -> Vec<Ident> {
     item.sig
         .inputs
         .iter()
@@ -302,4 +295,56 @@ fn key_parameter(key: &Ident, item: &ItemFn) -> syn::Result<()> {
         ),
     };
     Err(syn::Error::new(key.span(), format!("`key` must name a parameter of this function{hint}")))
+}
+
+/// A `&mut self` method that returns a borrow of `self` cannot retry: each
+/// attempt reborrows `self`, and the borrow checker cannot end a reborrow
+/// that may be returned before the next iteration takes another. Said here,
+/// at the borrow in the return type, instead of as a borrow error inside
+/// the expansion.
+fn no_borrow_of_mut_self_returned(sig: &Signature) -> syn::Result<()> {
+    let Some(receiver) = mutable_receiver(sig) else {
+        return Ok(());
+    };
+    let ReturnType::Type(_, output) = &sig.output else {
+        return Ok(());
+    };
+    match borrow_of(output, receiver.lifetime.as_ref()) {
+        None => Ok(()),
+        Some(tokens) => Err(syn::Error::new_spanned(
+            tokens,
+            "a `&mut self` method that returns a borrow of `self` cannot retry: every attempt reborrows `self`, and the borrow checker cannot end a borrow that may be returned (see \"Limitations\" in the README); return an owned value, or set `max_attempts = 1`",
+        )),
+    }
+}
+
+/// The first reference in `ty` that borrows from the receiver: one with an
+/// elided or `'_` lifetime (elision gives it the receiver's), or the
+/// receiver's own named lifetime.
+fn borrow_of(ty: &Type, receiver: Option<&Lifetime>) -> Option<TokenStream> {
+    let borrows_receiver = |lifetime: Option<&Lifetime>| match lifetime {
+        None => true,
+        Some(lifetime) => lifetime.ident == "_" || receiver.is_some_and(|r| r.ident == lifetime.ident),
+    };
+    match peel(ty) {
+        Type::Reference(reference) => {
+            if borrows_receiver(reference.lifetime.as_ref()) {
+                Some(reference.to_token_stream())
+            } else {
+                borrow_of(&reference.elem, receiver)
+            }
+        }
+        Type::Tuple(tuple) => tuple.elems.iter().find_map(|t| borrow_of(t, receiver)),
+        Type::Array(array) => borrow_of(&array.elem, receiver),
+        Type::Slice(slice) => borrow_of(&slice.elem, receiver),
+        Type::Path(path) => path.path.segments.iter().find_map(|segment| match &segment.arguments {
+            PathArguments::AngleBracketed(generics) => generics.args.iter().find_map(|arg| match arg {
+                GenericArgument::Type(t) => borrow_of(t, receiver),
+                GenericArgument::Lifetime(l) if borrows_receiver(Some(l)) => Some(l.to_token_stream()),
+                _ => None,
+            }),
+            _ => None,
+        }),
+        _ => None,
+    }
 }

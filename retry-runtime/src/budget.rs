@@ -82,7 +82,9 @@ impl RetryBudget {
     /// A full bucket, or an error naming the invalid setting.
     pub fn new(name: impl Into<String>, config: BudgetConfig) -> Result<Self, ConfigError> {
         config.validate()?;
-        Ok(RetryBudget { name: name.into(), config, tokens: AtomicU32::new(config.capacity) })
+        let budget = RetryBudget { name: name.into(), config, tokens: AtomicU32::new(config.capacity) };
+        crate::observe::budget_level(&budget.name, config.capacity);
+        Ok(budget)
     }
 
     /// The name this budget was declared under.
@@ -125,9 +127,13 @@ impl RetryBudget {
     fn refill(&self) {
         let capacity = self.config.capacity;
         let refill = self.config.refill_per_success;
-        let _ = self.tokens.fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| {
+        let refilled = self.tokens.fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| {
             (t < capacity).then(|| t.saturating_add(refill).min(capacity))
         });
+        if let Ok(before) = refilled {
+            // The level this deposit left, as `try_withdraw` reports its own.
+            crate::observe::budget_level(&self.name, before.saturating_add(refill).min(capacity));
+        }
     }
 }
 

@@ -20,16 +20,28 @@ use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
 
+/// Which task an attempt belongs to: tokio's id of the task polling it
+/// (`None` under `block_on`, which is not a task).
+type TaskMark = Option<tokio::task::Id>;
+
 /// The context of the attempt being polled on this thread.
 struct Current {
-    /// Whether an attempt is being polled at all.
-    in_attempt: Cell<bool>,
+    /// `None` outside attempts; inside one, the task it runs on. A task
+    /// polled from inside an attempt (a `LocalSet` driven by the attempt)
+    /// is not the attempt's task: it starts a call tree of its own.
+    attempt_task: Cell<Option<TaskMark>>,
     /// Its call's idempotency key (`None` outside attempts).
     key: RefCell<Option<Arc<str>>>,
 }
 
 thread_local! {
-    static CURRENT: Current = const { Current { in_attempt: Cell::new(false), key: RefCell::new(None) } };
+    static CURRENT: Current = const { Current { attempt_task: Cell::new(None), key: RefCell::new(None) } };
+}
+
+/// Whether an attempt of some call is running on this very task.
+#[inline]
+fn in_attempt(current: &Current) -> bool {
+    current.attempt_task.get().is_some_and(|task| task == tokio::task::try_id())
 }
 
 /// The idempotency key of the call whose attempt is running, if it has one.
@@ -55,14 +67,17 @@ thread_local! {
 pub fn idempotency_key() -> Option<Arc<str>> {
     // Nothing holds a borrow across user code, so `borrow` cannot fail; a
     // thread being torn down has no attempt running on it.
-    CURRENT.try_with(|current| current.key.borrow().clone()).ok().flatten()
+    CURRENT
+        .try_with(|current| if in_attempt(current) { current.key.borrow().clone() } else { None })
+        .ok()
+        .flatten()
 }
 
 /// Whether an attempt of another call is running on this task, and the key
 /// a new call uses: its own, else the one of the call it is nested in.
 #[inline]
 pub(crate) fn inherit(key: Option<Arc<str>>) -> (bool, Option<Arc<str>>) {
-    let nested = CURRENT.try_with(|current| current.in_attempt.get()).unwrap_or(false);
+    let nested = CURRENT.try_with(in_attempt).unwrap_or(false);
     match key {
         None if nested => (true, idempotency_key()),
         key => (nested, key),
@@ -145,7 +160,7 @@ struct In<'a> {
     /// Whether the keys were exchanged (not when both are `None`: the
     /// common case, which then reads one word of each and writes neither).
     swapped: bool,
-    was_in_attempt: bool,
+    outer_task: Option<TaskMark>,
 }
 
 impl<'a> In<'a> {
@@ -157,7 +172,8 @@ impl<'a> In<'a> {
             if swapped {
                 std::mem::swap(&mut *current_key, key);
             }
-            In { key, swapped, was_in_attempt: current.in_attempt.replace(true) }
+            let outer_task = current.attempt_task.replace(Some(tokio::task::try_id()));
+            In { key, swapped, outer_task }
         })
     }
 }
@@ -169,7 +185,7 @@ impl Drop for In<'_> {
             if self.swapped {
                 std::mem::swap(&mut *current.key.borrow_mut(), self.key);
             }
-            current.in_attempt.set(self.was_in_attempt);
+            current.attempt_task.set(self.outer_task);
         });
     }
 }

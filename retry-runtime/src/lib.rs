@@ -9,6 +9,21 @@
 //! Everything time-based runs on `tokio::time`, so under
 //! `#[tokio::test(start_paused = true)]` hours of backoff take microseconds
 //! and every result is exact.
+//!
+//! # Modules, and which way they depend
+//!
+//! Dependencies point one way, from the entry points down to pure logic;
+//! no module imports a sibling that imports it back
+//! (`scripts/module-deps.sh` checks it).
+//!
+//! | layer | modules |
+//! |---|---|
+//! | entry points | `execution::run` (`Policy::run`), the attribute's expansion, `sim` |
+//! | the loop | `execution` (one attempt: admission, run, record, decide, back off), `context` (key and nesting per attempt) |
+//! | wiring | `policy` (settings), `guards` (names resolved and cached per registry), `registry` (named guards) |
+//! | guards | `breaker` (pure core + atomic wrapper), `budget`, `bulkhead` |
+//! | pure logic | `decision` (the retry decision), `backoff`, `classify`, `rejection`, `error` (what the loop needs of an error type), `clock`, `config` |
+//! | leaf | `observe` (traces and metrics, from plain labels) |
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -17,9 +32,13 @@ mod breaker;
 mod budget;
 mod bulkhead;
 mod classify;
+mod clock;
 mod config;
 mod context;
+mod decision;
+mod error;
 mod execution;
+mod guards;
 #[cfg(feature = "reqwest")]
 pub mod http;
 pub mod observe;
@@ -35,10 +54,36 @@ pub use breaker::{
 };
 pub use budget::{BudgetConfig, RetryBudget};
 pub use bulkhead::{Bulkhead, BulkheadConfig, BulkheadFull, BulkheadPermit};
-pub use classify::{Classify, ErrorClass, ResilientError, parse_retry_after, parse_retry_after_at};
+pub use classify::{Classify, ErrorClass, parse_retry_after, parse_retry_after_at};
 pub use config::{ConfigError, PolicyError};
 pub use context::idempotency_key;
-pub use execution::{Execution, Step};
-pub use policy::{AttributeConfig, MAX_ATTEMPTS_LIMIT, Nested, Policy, PolicyBuilder, key_of};
+pub use decision::StopReason;
+pub use error::ResilientError;
+pub use policy::{MAX_ATTEMPTS_LIMIT, Nested, Policy, PolicyBuilder};
 pub use registry::{Registry, RegistryError, registry};
 pub use rejection::Rejection;
+
+/// What only the code `#[resilient]` generates uses. Not a public API: it
+/// may change in any release.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::execution::{
+        ErrorProbe, Execution, ForgetOtherError, Forgotten, KeepSendError, Kept, LastError, Step,
+    };
+    pub use crate::policy::AttributeConfig;
+
+    /// The error type of a `Result`, named through an alias (`io::Result<T>`).
+    pub trait ResultType {
+        /// `E` of `Result<T, E>`.
+        type Error;
+    }
+
+    impl<T, E> ResultType for Result<T, E> {
+        type Error = E;
+    }
+
+    /// Formats the `key` parameter once per call.
+    pub fn idempotency_key(value: &(impl std::fmt::Display + ?Sized)) -> std::sync::Arc<str> {
+        crate::execution::key_of(value)
+    }
+}

@@ -17,54 +17,29 @@
 //! | `resilient_breaker_state` | gauge (0 closed, 1 open, 2 half-open) | `breaker` |
 //! | `resilient_budget_available` | gauge | `budget` |
 //! | `resilient_bulkhead_in_use` | gauge | `bulkhead` |
+//!
+//! This module is a leaf: it takes plain names and labels, so every other
+//! module may report through it without it knowing their types.
 
 use std::time::Duration;
 
-use crate::breaker::BreakerState;
-use crate::classify::ErrorClass;
-
-/// Why a call stopped without success; the `reason` of traces and metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum StopReason {
-    /// The error was permanent.
-    Permanent,
-    /// `max_attempts` attempts were made.
-    AttemptsExhausted,
-    /// The next wait would have ended at or past the deadline, or the deadline cut an attempt.
-    Deadline,
-    /// The breaker was open, or would still be open when the wait ended.
-    CircuitOpen,
-    /// The retry budget had no tokens for another retry.
-    BudgetExhausted,
-    /// No bulkhead permit came free within `max_wait`.
-    BulkheadFull,
+/// Milliseconds for a trace field, saturating (a server's `Retry-After` can
+/// make a wait longer than `u64::MAX` ms).
+fn millis(wait: Duration) -> u64 {
+    u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)
 }
 
-impl StopReason {
-    /// Lower-case label, e.g. `budget_exhausted`.
-    pub fn label(self) -> &'static str {
-        match self {
-            StopReason::Permanent => "permanent",
-            StopReason::AttemptsExhausted => "attempts_exhausted",
-            StopReason::Deadline => "deadline",
-            StopReason::CircuitOpen => "circuit_open",
-            StopReason::BudgetExhausted => "budget_exhausted",
-            StopReason::BulkheadFull => "bulkhead_full",
-        }
-    }
-}
-
-pub(crate) fn retry(operation: &str, attempt: u32, wait: Duration, class: ErrorClass) {
-    tracing::debug!(operation, attempt, wait_ms = wait.as_millis() as u64, class = class.label(), "retrying");
+pub(crate) fn retry(operation: &str, attempt: u32, wait: Duration, class: &'static str) {
+    tracing::debug!(operation, attempt, wait_ms = millis(wait), class, "retrying");
     #[cfg(feature = "metrics")]
-    metrics::counter!("resilient_retries_total", "operation" => operation.to_owned(), "class" => class.label())
+    metrics::counter!("resilient_retries_total", "operation" => operation.to_owned(), "class" => class)
         .increment(1);
 }
 
-pub(crate) fn stop(operation: &str, attempts: u32, reason: StopReason) {
-    tracing::debug!(operation, attempts, reason = reason.label(), "giving up");
+pub(crate) fn stop(operation: &str, attempts: u32, reason: &'static str) {
+    tracing::debug!(operation, attempts, reason, "giving up");
     #[cfg(feature = "metrics")]
-    metrics::counter!("resilient_stops_total", "operation" => operation.to_owned(), "reason" => reason.label())
+    metrics::counter!("resilient_stops_total", "operation" => operation.to_owned(), "reason" => reason)
         .increment(1);
 }
 
@@ -76,21 +51,22 @@ pub(crate) fn retries_suppressed(operation: &str, max_attempts: u32) {
     );
 }
 
-pub(crate) fn breaker_transition(name: &str, from: BreakerState, to: BreakerState) {
-    if to == BreakerState::Open {
-        tracing::warn!(breaker = name, from = from.label(), to = to.label(), "circuit breaker opened");
+/// A breaker went from `from` to `to` (`closed`, `open` or `half_open`).
+pub(crate) fn breaker_transition(name: &str, from: &'static str, to: &'static str) {
+    if to == "open" {
+        tracing::warn!(breaker = name, from, to, "circuit breaker opened");
     } else {
-        tracing::info!(breaker = name, from = from.label(), to = to.label(), "circuit breaker transition");
+        tracing::info!(breaker = name, from, to, "circuit breaker transition");
     }
     #[cfg(feature = "metrics")]
     {
         let name = name.to_owned();
-        metrics::counter!("resilient_breaker_transitions_total", "breaker" => name.clone(), "from" => from.label(), "to" => to.label())
+        metrics::counter!("resilient_breaker_transitions_total", "breaker" => name.clone(), "from" => from, "to" => to)
             .increment(1);
         let level = match to {
-            BreakerState::Closed => 0.0,
-            BreakerState::Open => 1.0,
-            BreakerState::HalfOpen => 2.0,
+            "closed" => 0.0,
+            "open" => 1.0,
+            _ => 2.0,
         };
         metrics::gauge!("resilient_breaker_state", "breaker" => name).set(level);
     }

@@ -30,12 +30,6 @@ pub enum Rejection {
         /// The breaker's name.
         breaker: String,
     },
-    /// The named retry budget had no tokens left for a retry. Retries stop;
-    /// the caller gets the last error, so this appears in traces and metrics.
-    BudgetExhausted {
-        /// The budget's name.
-        budget: String,
-    },
     /// The named bulkhead had no free permit within its `max_wait`. Not retried.
     BulkheadFull {
         /// The bulkhead's name.
@@ -57,13 +51,10 @@ impl std::fmt::Display for Rejection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Rejection::CircuitOpen { breaker } => {
-                write!(f, "circuit breaker `{breaker}` is open; the call was not attempted")
-            }
-            Rejection::BudgetExhausted { budget } => {
-                write!(f, "retry budget `{budget}` is exhausted; no more retries")
+                write!(f, "circuit breaker `{breaker}` is open: the attempt was refused without running")
             }
             Rejection::BulkheadFull { bulkhead } => {
-                write!(f, "bulkhead `{bulkhead}` is full; the call was not attempted")
+                write!(f, "bulkhead `{bulkhead}` is full: the attempt was refused without running")
             }
             Rejection::AttemptTimeout { after } => {
                 write!(f, "the attempt timed out after {after:?}")
@@ -96,7 +87,6 @@ impl Rejection {
     pub fn label(&self) -> &'static str {
         match self {
             Rejection::CircuitOpen { .. } => "circuit_open",
-            Rejection::BudgetExhausted { .. } => "budget_exhausted",
             Rejection::BulkheadFull { .. } => "bulkhead_full",
             Rejection::AttemptTimeout { .. } => "attempt_timeout",
             Rejection::DeadlineExceeded { .. } => "deadline_exceeded",
@@ -125,13 +115,12 @@ mod tests {
     fn only_attempt_timeouts_are_retried() {
         let all = [
             Rejection::CircuitOpen { breaker: "b".into() },
-            Rejection::BudgetExhausted { budget: "b".into() },
             Rejection::BulkheadFull { bulkhead: "b".into() },
             Rejection::AttemptTimeout { after: Duration::from_secs(1) },
             Rejection::DeadlineExceeded { after: Duration::from_secs(1) },
         ];
         let retryable: Vec<_> = all.iter().filter(|r| r.classify().is_retryable()).collect();
-        assert_eq!(retryable, [&all[3]]);
+        assert_eq!(retryable, [&all[2]]);
         for r in &all {
             assert!(!r.to_string().is_empty());
         }

@@ -17,9 +17,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use common::{TestError, ms};
+use retry_runtime::__private::{Execution, Kept, Step};
 use retry_runtime::{
-    BreakerConfig, BreakerState, Execution, Jitter, Nested, Policy, Rejection, Step, idempotency_key,
-    registry,
+    BreakerConfig, BreakerState, Jitter, Nested, Policy, Rejection, idempotency_key, registry,
 };
 use tokio::time::{Instant, sleep, timeout};
 
@@ -32,7 +32,11 @@ enum Path {
 const PATHS: [Path; 2] = [Path::Direct, Path::General];
 
 /// One attempt of `execution`, the way `path` says.
-async fn step<T, F>(execution: &mut Execution<'_>, path: Path, attempt: F) -> Step<T, TestError>
+async fn step<T, F>(
+    execution: &mut Execution<'_, Kept<TestError>>,
+    path: Path,
+    attempt: F,
+) -> Step<T, TestError>
 where
     F: Future<Output = Result<T, TestError>>,
 {
@@ -52,7 +56,7 @@ async fn call<T, F>(
 where
     F: Future<Output = Result<T, TestError>>,
 {
-    let mut execution = policy.execution(key.map(Arc::from));
+    let mut execution = policy.execution(key.map(Arc::from), Kept::default());
     loop {
         if let Step::Done(result) = step(&mut execution, path, make()).await {
             return result;

@@ -179,14 +179,17 @@ async fn an_attempt_that_always_times_out_returns_attempt_timeout() {
 
 #[tokio::test(start_paused = true)]
 async fn on_the_same_instant_the_deadline_beats_the_attempt_timeout() {
-    let policy = no_jitter().max_attempts(3).attempt_timeout(ms(100)).deadline(ms(100)).build().unwrap();
+    // The first attempt times out at 100 ms; after a 50 ms wait the second
+    // one's timeout (250 ms) falls on the deadline's instant.
+    let policy =
+        no_jitter().max_attempts(3).base(ms(50)).attempt_timeout(ms(100)).deadline(ms(250)).build().unwrap();
     let result: Result<(), TestError> = policy
         .run(|| async {
             sleep(Duration::from_secs(1)).await;
             Ok(())
         })
         .await;
-    assert_eq!(result, Err(TestError::Rejected(Rejection::DeadlineExceeded { after: ms(100) })));
+    assert_eq!(result, Err(TestError::Rejected(Rejection::DeadlineExceeded { after: ms(250) })));
 }
 
 #[tokio::test(start_paused = true)]

@@ -3,11 +3,13 @@
 //! No atomics, no clock, no locks: time is a `Duration` since an arbitrary
 //! origin, passed in by the caller. That keeps every rule of the contract
 //! testable in isolation and model-checkable against a reference, and lets
-//! the simulator drive the very same logic on virtual time.
+//! the simulator drive the very same logic on virtual time. What the closed
+//! breaker counts lives in [`window`](super::window); this module decides
+//! the transitions.
 
-use std::collections::VecDeque;
 use std::time::Duration;
 
+use super::window::FailureWindow;
 use super::{BreakerConfig, BreakerState};
 
 /// How an admitted attempt ended, from the breaker's point of view.
@@ -45,14 +47,6 @@ pub struct Ticket {
     pub probe: bool,
 }
 
-/// Where the rate-mode slice holding `t` starts: slices are
-/// `window / RATE_SLICES` wide (at least 1 ns) and aligned to zero.
-fn slice_start(t: Duration, window: Duration) -> Duration {
-    let width = (window.as_nanos() / u128::from(RATE_SLICES)).max(1);
-    let start = t.as_nanos() / width * width;
-    Duration::new((start / 1_000_000_000) as u64, (start % 1_000_000_000) as u32)
-}
-
 /// A state change, as `(from, to)`.
 pub type Transition = (BreakerState, BreakerState);
 
@@ -86,38 +80,14 @@ pub struct BreakerCore {
     config: BreakerConfig,
     phase: Phase,
     epoch: u64,
-    /// Closed, count mode: when recent transient failures happened, oldest
-    /// first; at most `failure_threshold` of them.
-    failures: VecDeque<Duration>,
-    /// Closed, failure-rate mode: outcomes counted per slice of the window,
-    /// oldest first; at most `RATE_SLICES + 1` slices, whatever the traffic.
-    slices: VecDeque<Slice>,
-}
-
-/// How many slices the failure-rate window is cut into: it forgets in
-/// steps of `window / RATE_SLICES` (as resilience4j's time-based window
-/// forgets in whole buckets), and its memory stays constant.
-const RATE_SLICES: u32 = 10;
-
-/// Outcomes of the calls that ended within one slice of the window.
-#[derive(Debug, Clone, Copy)]
-struct Slice {
-    /// When the slice starts (a multiple of the slice width).
-    start: Duration,
-    failures: u64,
-    successes: u64,
+    /// What the closed breaker remembers (empty in other phases).
+    window: FailureWindow,
 }
 
 impl BreakerCore {
     /// A closed breaker with no history.
     pub fn new(config: BreakerConfig) -> Self {
-        BreakerCore {
-            config,
-            phase: Phase::Closed,
-            epoch: 0,
-            failures: VecDeque::new(),
-            slices: VecDeque::new(),
-        }
+        BreakerCore { window: FailureWindow::new(&config), config, phase: Phase::Closed, epoch: 0 }
     }
 
     /// The settings it runs on.
@@ -139,6 +109,16 @@ impl BreakerCore {
         }
     }
 
+    /// The state as stored, without looking at the clock: an open breaker
+    /// stays `Open` here until an admission moves it to half-open.
+    pub fn stored_state(&self) -> BreakerState {
+        match self.phase {
+            Phase::Closed => BreakerState::Closed,
+            Phase::Open { .. } => BreakerState::Open,
+            Phase::HalfOpen { .. } => BreakerState::HalfOpen,
+        }
+    }
+
     /// While open: the instant at which probes will be admitted.
     pub fn open_until(&self) -> Option<Duration> {
         match self.phase {
@@ -147,16 +127,23 @@ impl BreakerCore {
         }
     }
 
-    /// Whether the closed breaker has any failure on record (the lock-free
-    /// success path skips the lock when it has none).
-    pub fn has_failures(&self) -> bool {
-        !self.failures.is_empty()
+    /// Whether recording a success of an attempt admitted in this epoch
+    /// while closed could change anything (failures to clear, or a rate
+    /// that counts every call). When it could not, the concurrent wrapper
+    /// skips the lock.
+    pub fn success_matters(&self) -> bool {
+        self.phase != Phase::Closed || self.window.success_matters()
     }
 
-    /// Whether successes must be recorded even when there is no failure
-    /// (failure-rate mode counts every call).
-    pub fn counts_successes(&self) -> bool {
-        self.config.failure_rate_percent.is_some()
+    /// Whether [`record`](Self::record)ing `outcome` reads `now`: when it
+    /// does not, the wrapper does not read the clock.
+    pub fn needs_time(&self, outcome: Outcome) -> bool {
+        match self.phase {
+            Phase::Closed => self.window.needs_time(outcome),
+            // A probe's success counts toward closing, which is timeless.
+            Phase::HalfOpen { .. } => outcome == Outcome::Failure,
+            Phase::Open { .. } => false,
+        }
     }
 
     /// Asks to run one attempt at `now`.
@@ -197,7 +184,7 @@ impl BreakerCore {
             return None;
         }
         match self.phase {
-            Phase::Closed => self.record_closed(outcome, now),
+            Phase::Closed => self.window.record(&self.config, outcome, now).then(|| self.open(now)),
             Phase::Open { .. } => None,
             Phase::HalfOpen { .. } => {
                 self.abandon(ticket);
@@ -216,83 +203,17 @@ impl BreakerCore {
         }
     }
 
-    fn record_closed(&mut self, outcome: Outcome, now: Duration) -> Option<Transition> {
-        self.forget_before(now);
-        let rate_mode = self.config.failure_rate_percent;
-        match (outcome, rate_mode) {
-            (Outcome::Neutral, _) => None,
-            (Outcome::Success, None) => {
-                self.failures.clear();
-                None
-            }
-            (Outcome::Success, Some(_)) => {
-                self.slice_at(now).successes += 1;
-                None
-            }
-            (Outcome::Failure, None) => {
-                self.failures.push_back(now);
-                // Only the newest `failure_threshold` matter; older ones can
-                // never complete a threshold again.
-                while self.failures.len() > self.config.failure_threshold as usize {
-                    self.failures.pop_front();
-                }
-                (self.failures.len() >= self.config.failure_threshold as usize).then(|| self.open(now))
-            }
-            (Outcome::Failure, Some(percent)) => {
-                self.slice_at(now).failures += 1;
-                let failed: u64 = self.slices.iter().map(|s| s.failures).sum();
-                let calls = failed + self.slices.iter().map(|s| s.successes).sum::<u64>();
-                let over = calls >= u64::from(self.config.minimum_calls)
-                    && failed * 100 >= calls * u64::from(percent);
-                over.then(|| self.open(now))
-            }
-        }
-    }
-
-    /// The rate-mode slice that `now` falls in, added if new.
-    fn slice_at(&mut self, now: Duration) -> &mut Slice {
-        let start = slice_start(now, self.config.window);
-        if self.slices.back().is_none_or(|last| last.start != start) {
-            self.slices.push_back(Slice { start, failures: 0, successes: 0 });
-        }
-        // Just ensured: there is a last slice.
-        self.slices.back_mut().unwrap_or_else(|| unreachable!())
-    }
-
-    /// Drops outcomes older than the window (`now - t >= window`).
-    fn forget_before(&mut self, now: Duration) {
-        let window = self.config.window;
-        let expired = |t: &Duration| now.saturating_sub(*t) >= window;
-        while self.failures.front().is_some_and(expired) {
-            self.failures.pop_front();
-        }
-        // A slice is forgotten once the window has elapsed since it began.
-        while self.slices.front().is_some_and(|slice| expired(&slice.start)) {
-            self.slices.pop_front();
-        }
-    }
-
     fn open(&mut self, now: Duration) -> Transition {
         let until = now.saturating_add(self.config.open_for);
         self.enter(Phase::Open { until })
     }
 
     fn enter(&mut self, phase: Phase) -> Transition {
-        let from = self.phase_state();
+        let from = self.stored_state();
         self.phase = phase;
         self.epoch += 1;
-        self.failures.clear();
-        self.slices.clear();
-        (from, self.phase_state())
-    }
-
-    /// The state as stored, without looking at the clock.
-    fn phase_state(&self) -> BreakerState {
-        match self.phase {
-            Phase::Closed => BreakerState::Closed,
-            Phase::Open { .. } => BreakerState::Open,
-            Phase::HalfOpen { .. } => BreakerState::HalfOpen,
-        }
+        self.window.clear();
+        (from, self.stored_state())
     }
 
     /// Whether the stored phase is closed (no clock needed to say so).
@@ -361,7 +282,7 @@ mod tests {
             run(&mut c, Outcome::Neutral, s(0));
         }
         assert!(c.is_closed());
-        assert!(!c.has_failures());
+        assert!(!c.success_matters(), "nothing to clear");
     }
 
     #[test]
@@ -428,7 +349,7 @@ mod tests {
             let now = Duration::from_micros(i * 997);
             let outcome = if i % 3 == 0 { Outcome::Failure } else { Outcome::Success };
             run(&mut c, outcome, now);
-            assert!(c.slices.len() <= RATE_SLICES as usize + 1, "{} slices", c.slices.len());
+            assert!(c.window.slices() <= crate::breaker::window::MAX_SLICES, "{} slices", c.window.slices());
         }
         assert!(c.is_closed(), "a third of the calls failed, below 90%");
     }

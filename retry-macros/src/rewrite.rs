@@ -1,0 +1,158 @@
+//! The rewrites that let a body run once per attempt: fresh copies of the
+//! arguments before each attempt, and a fresh reborrow of a `&mut self`
+//! receiver. `expand` wires them into the retry loop.
+
+use proc_macro2::{Group, Span, TokenStream, TokenTree};
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::token::Mut;
+use syn::visit_mut::{self, VisitMut};
+use syn::{Attribute, Block, ExprPath, FnArg, Ident, Macro, Pat, Signature, Type};
+
+use crate::types::peel;
+
+/// Statements giving each attempt its own copy of the arguments.
+pub(crate) struct Fresh {
+    /// Before the attempt: clones of owned arguments, reborrows of `&mut` ones.
+    pub(crate) before: Vec<TokenStream>,
+    /// First thing in the attempt: moves those into it, so that the attempt
+    /// owns them (and is `Send` whenever they are) instead of borrowing them.
+    pub(crate) inside: Vec<TokenStream>,
+}
+
+/// Owned parameters are cloned for every attempt (a non-`Clone` one fails
+/// to compile right at the parameter); `&T` parameters are copied; `&mut T`
+/// parameters are reborrowed by the attempt. The `mut` of an owned binding
+/// moves from the signature to the per-attempt copy, the one the body
+/// actually mutates. A parameter's `#[cfg]` goes with its copies.
+pub(crate) fn fresh_arguments(sig: &mut Signature) -> Fresh {
+    let mut fresh = Fresh { before: Vec::new(), inside: Vec::new() };
+    for input in &mut sig.inputs {
+        let FnArg::Typed(typed) = input else {
+            continue;
+        };
+        let cfgs: Vec<&Attribute> = typed
+            .attrs
+            .iter()
+            .filter(|attr| attr.path().is_ident("cfg") || attr.path().is_ident("cfg_attr"))
+            .collect();
+        match peel(&typed.ty) {
+            Type::Reference(reference) if reference.mutability.is_some() => {
+                if let Pat::Ident(pat) = &*typed.pat {
+                    if pat.by_ref.is_none() && pat.mutability.is_none() && pat.subpat.is_none() {
+                        let ident = &pat.ident;
+                        fresh.before.push(quote!(#(#cfgs)* let #ident = &mut *#ident;));
+                        fresh.inside.push(quote!(#(#cfgs)* let #ident = #ident;));
+                    }
+                }
+            }
+            Type::Reference(_) => {}
+            _ => {
+                let span = typed.ty.span();
+                let mut bindings = Vec::new();
+                take_bindings(&mut typed.pat, &mut bindings);
+                for (mutability, ident) in bindings {
+                    let clone = quote_spanned! {span=>
+                        ::core::clone::Clone::clone(&#ident)
+                    };
+                    fresh.before.push(quote! {
+                        #(#cfgs)*
+                        #[allow(clippy::clone_on_copy, clippy::redundant_clone)]
+                        let #ident = #clone;
+                    });
+                    fresh.inside.push(quote! {
+                        #(#cfgs)*
+                        #[allow(clippy::redundant_locals)]
+                        let #mutability #ident = #ident;
+                    });
+                }
+            }
+        }
+    }
+    fresh
+}
+
+/// `self` is a keyword, so it cannot be shadowed by a per-attempt reborrow
+/// the way a `&mut T` parameter is; instead the body's `self` becomes
+/// `__self`, bound to `&mut *self` before each attempt (as async-trait
+/// renames it). Paths such as `self::item` and nested items keep theirs.
+pub(crate) fn reborrow_receiver(block: &mut Block, receiver: Span, fresh: &mut Fresh) {
+    RenameSelf.visit_block_mut(block);
+    let renamed = Ident::new("__self", receiver);
+    let receiver = Ident::new("self", receiver);
+    fresh.before.push(quote!(let #renamed = &mut *#receiver;));
+    fresh.inside.push(quote!(#[allow(clippy::redundant_locals)] let #renamed = #renamed;));
+}
+
+/// Renames the receiver `self` to `__self` in a body.
+struct RenameSelf;
+
+impl RenameSelf {
+    fn rename(token_stream: TokenStream) -> TokenStream {
+        let mut tokens: Vec<TokenTree> = token_stream.into_iter().collect();
+        for i in 0..tokens.len() {
+            let path_follows = matches!(tokens.get(i + 1), Some(TokenTree::Punct(p)) if p.as_char() == ':');
+            match &mut tokens[i] {
+                TokenTree::Ident(ident) if ident == "self" && !path_follows => {
+                    *ident = Ident::new("__self", ident.span());
+                }
+                TokenTree::Group(group) => {
+                    let mut renamed = Group::new(group.delimiter(), Self::rename(group.stream()));
+                    renamed.set_span(group.span());
+                    *group = renamed;
+                }
+                _ => {}
+            }
+        }
+        tokens.into_iter().collect()
+    }
+}
+
+impl VisitMut for RenameSelf {
+    fn visit_expr_path_mut(&mut self, expr: &mut ExprPath) {
+        if expr.qself.is_none() && expr.path.segments.len() == 1 && expr.path.segments[0].ident == "self" {
+            let span = expr.path.segments[0].ident.span();
+            expr.path.segments[0].ident = Ident::new("__self", span);
+        }
+        visit_mut::visit_expr_path_mut(self, expr);
+    }
+
+    fn visit_item_mut(&mut self, _: &mut syn::Item) {
+        // A nested item's `self` is its own.
+    }
+
+    fn visit_macro_mut(&mut self, mac: &mut Macro) {
+        mac.tokens = Self::rename(std::mem::take(&mut mac.tokens));
+    }
+}
+
+/// The by-value bindings of a pattern, with their `mut` taken out of it.
+fn take_bindings(pat: &mut Pat, out: &mut Vec<(Option<Mut>, Ident)>) {
+    match pat {
+        Pat::Ident(pat) => {
+            if pat.by_ref.is_none() {
+                out.push((pat.mutability.take(), pat.ident.clone()));
+            }
+            if let Some((_, sub)) = &mut pat.subpat {
+                take_bindings(sub, out);
+            }
+        }
+        Pat::Or(or) => {
+            // Every alternative binds the same names; one set of copies serves them all.
+            let mut first = true;
+            for case in &mut or.cases {
+                let mut ignored = Vec::new();
+                take_bindings(case, if first { &mut *out } else { &mut ignored });
+                first = false;
+            }
+        }
+        Pat::Paren(pat) => take_bindings(&mut pat.pat, out),
+        Pat::Reference(pat) => take_bindings(&mut pat.pat, out),
+        Pat::Slice(pat) => pat.elems.iter_mut().for_each(|p| take_bindings(p, out)),
+        Pat::Tuple(pat) => pat.elems.iter_mut().for_each(|p| take_bindings(p, out)),
+        Pat::TupleStruct(pat) => pat.elems.iter_mut().for_each(|p| take_bindings(p, out)),
+        Pat::Struct(pat) => pat.fields.iter_mut().for_each(|field| take_bindings(&mut field.pat, out)),
+        Pat::Type(pat) => take_bindings(&mut pat.pat, out),
+        _ => {}
+    }
+}

@@ -1,0 +1,135 @@
+//! A breaker's settings, its states and what its hooks are told.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::{ConfigError, positive};
+
+#[allow(unused_imports)]
+use super::CircuitBreaker;
+
+/// Settings of a [`CircuitBreaker`]; every field has a default.
+///
+/// ```
+/// # use retry_runtime as resilient;
+/// use std::time::Duration;
+/// use resilient::BreakerConfig;
+/// let cfg = BreakerConfig { failure_threshold: 3, open_for: Duration::from_secs(10), ..Default::default() };
+/// assert_eq!(cfg.window, Duration::from_secs(10));
+/// assert!(cfg.validate().is_ok());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BreakerConfig {
+    /// Transient failures inside `window` that open the breaker. Default 5.
+    pub failure_threshold: u32,
+    /// How long a failure is remembered (`now - t >= window` forgets it). Default 10 s.
+    pub window: Duration,
+    /// How long the breaker stays open before probing. Default 30 s.
+    pub open_for: Duration,
+    /// Consecutive probe successes that close a half-open breaker. Default 2.
+    pub success_threshold: u32,
+    /// Probes allowed in flight at once while half-open. Default 2.
+    pub half_open_max_calls: u32,
+    /// Failure-rate mode: open when at least this percentage of the calls
+    /// that ended inside `window` failed (and at least `minimum_calls` did),
+    /// instead of counting `failure_threshold` failures. Default `None`.
+    ///
+    /// Calls are counted per tenth of the window, as resilience4j's
+    /// time-based window counts per bucket: a slice is forgotten once the
+    /// window has elapsed since it began, so memory stays constant at any
+    /// traffic. (Count mode remembers each failure's exact time.)
+    pub failure_rate_percent: Option<u8>,
+    /// Calls inside the window before the failure rate is judged. Default 10.
+    pub minimum_calls: u32,
+}
+
+impl Default for BreakerConfig {
+    fn default() -> Self {
+        BreakerConfig {
+            failure_threshold: 5,
+            window: Duration::from_secs(10),
+            open_for: Duration::from_secs(30),
+            success_threshold: 2,
+            half_open_max_calls: 2,
+            failure_rate_percent: None,
+            minimum_calls: 10,
+        }
+    }
+}
+
+impl BreakerConfig {
+    /// Checks the settings; a zero threshold or duration would make the breaker meaningless.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// use resilient::BreakerConfig;
+    /// let err = BreakerConfig { success_threshold: 0, ..Default::default() }.validate().unwrap_err();
+    /// assert_eq!(err.field, "success_threshold");
+    /// ```
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        positive("failure_threshold", self.failure_threshold.into())?;
+        positive("success_threshold", self.success_threshold.into())?;
+        positive("half_open_max_calls", self.half_open_max_calls.into())?;
+        if self.window.is_zero() {
+            return Err(ConfigError::new("window", "must be greater than zero"));
+        }
+        if self.open_for.is_zero() {
+            return Err(ConfigError::new("open_for", "must be greater than zero"));
+        }
+        if let Some(percent) = self.failure_rate_percent {
+            if !(1..=100).contains(&percent) {
+                return Err(ConfigError::new(
+                    "failure_rate_percent",
+                    format!("must be in 1..=100, got {percent}"),
+                ));
+            }
+            positive("minimum_calls", self.minimum_calls.into())?;
+        }
+        Ok(())
+    }
+}
+
+/// The three states of a breaker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BreakerState {
+    /// Calls run; failures are counted.
+    Closed,
+    /// Calls fail fast with `CircuitOpen`.
+    Open,
+    /// A limited number of probe calls run to test the dependency.
+    HalfOpen,
+}
+
+impl BreakerState {
+    /// Lower-case name for traces and metrics: `closed`, `open`, `half_open`.
+    pub fn label(self) -> &'static str {
+        match self {
+            BreakerState::Closed => "closed",
+            BreakerState::Open => "open",
+            BreakerState::HalfOpen => "half_open",
+        }
+    }
+}
+
+impl std::fmt::Display for BreakerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
+/// A state change of a named breaker, as given to
+/// [`Registry::on_transition`](crate::Registry::on_transition) hooks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BreakerTransition<'a> {
+    /// The breaker's name.
+    pub breaker: &'a str,
+    /// The state it left.
+    pub from: BreakerState,
+    /// The state it entered.
+    pub to: BreakerState,
+}
+
+/// A callback told of every transition of the breakers it is attached to.
+pub type TransitionHook = Arc<dyn Fn(&BreakerTransition<'_>) + Send + Sync>;
+
+pub(crate) type Hooks = Arc<std::sync::RwLock<Vec<TransitionHook>>>;

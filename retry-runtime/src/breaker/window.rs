@@ -1,0 +1,159 @@
+//! What a closed breaker remembers of recent outcomes, and when that is
+//! enough to open it: counting, kept apart from the state machine (as Polly
+//! keeps its behaviours apart from its circuit controller).
+//!
+//! Two modes: **count** (the last `failure_threshold` transient failures
+//! within `window`; a success clears them) and **rate** (the share of calls
+//! that failed within `window`, once at least `minimum_calls` ended there,
+//! as resilience4j counts). Rate mode counts per tenth of the window, as
+//! resilience4j's time-based window counts per bucket: a slice is forgotten
+//! once the window has elapsed since it began, so memory stays constant at
+//! any traffic.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use super::{BreakerConfig, Outcome};
+
+/// How many slices the failure-rate window is cut into.
+const RATE_SLICES: u32 = 10;
+
+/// Outcomes of the calls that ended within one slice of the window.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Slice {
+    /// When the slice starts (a multiple of the slice width).
+    start: Duration,
+    failures: u64,
+    successes: u64,
+}
+
+/// The closed breaker's memory of recent outcomes.
+#[derive(Debug, Clone)]
+pub(super) enum FailureWindow {
+    /// When recent transient failures happened, oldest first; at most
+    /// `failure_threshold` of them.
+    Count(VecDeque<Duration>),
+    /// Outcomes per slice of the window, oldest first; at most
+    /// `RATE_SLICES + 1` slices, whatever the traffic.
+    Rate(VecDeque<Slice>),
+}
+
+impl FailureWindow {
+    pub(super) fn new(config: &BreakerConfig) -> Self {
+        match config.failure_rate_percent {
+            None => FailureWindow::Count(VecDeque::new()),
+            Some(_) => FailureWindow::Rate(VecDeque::new()),
+        }
+    }
+
+    /// Forgets everything (a transition starts afresh).
+    pub(super) fn clear(&mut self) {
+        match self {
+            FailureWindow::Count(failures) => failures.clear(),
+            FailureWindow::Rate(slices) => slices.clear(),
+        }
+    }
+
+    /// Whether a success would change anything: there are failures to
+    /// clear (count mode), or every call counts (rate mode).
+    pub(super) fn success_matters(&self) -> bool {
+        match self {
+            FailureWindow::Count(failures) => !failures.is_empty(),
+            FailureWindow::Rate(_) => true,
+        }
+    }
+
+    /// Whether recording `outcome` uses the time: in count mode a success
+    /// only clears, so the clock need not be read.
+    pub(super) fn needs_time(&self, outcome: Outcome) -> bool {
+        !matches!((self, outcome), (FailureWindow::Count(_), Outcome::Success))
+    }
+
+    /// Records how a call admitted while closed ended, at `now`; `true`
+    /// when the breaker should open.
+    pub(super) fn record(&mut self, config: &BreakerConfig, outcome: Outcome, now: Duration) -> bool {
+        self.forget_before(now, config.window);
+        match (self, outcome) {
+            (_, Outcome::Neutral) => false,
+            (FailureWindow::Count(failures), Outcome::Success) => {
+                failures.clear();
+                false
+            }
+            (FailureWindow::Count(failures), Outcome::Failure) => {
+                let threshold = config.failure_threshold as usize;
+                failures.push_back(now);
+                // Only the newest `failure_threshold` matter; older ones can
+                // never complete a threshold again.
+                while failures.len() > threshold {
+                    failures.pop_front();
+                }
+                failures.len() >= threshold
+            }
+            (FailureWindow::Rate(slices), outcome) => {
+                let slice = slice_at(slices, now, config.window);
+                match outcome {
+                    Outcome::Failure => slice.failures += 1,
+                    _ => slice.successes += 1,
+                }
+                outcome == Outcome::Failure && rate_exceeded(slices, config)
+            }
+        }
+    }
+
+    /// Drops outcomes older than the window (`now - t >= window`).
+    fn forget_before(&mut self, now: Duration, window: Duration) {
+        let expired = |t: &Duration| now.saturating_sub(*t) >= window;
+        match self {
+            FailureWindow::Count(failures) => {
+                while failures.front().is_some_and(expired) {
+                    failures.pop_front();
+                }
+            }
+            // A slice is forgotten once the window has elapsed since it began.
+            FailureWindow::Rate(slices) => {
+                while slices.front().is_some_and(|slice| expired(&slice.start)) {
+                    slices.pop_front();
+                }
+            }
+        }
+    }
+
+    /// How many slices are held (rate mode), for the memory test.
+    #[cfg(test)]
+    pub(super) fn slices(&self) -> usize {
+        match self {
+            FailureWindow::Count(_) => 0,
+            FailureWindow::Rate(slices) => slices.len(),
+        }
+    }
+}
+
+/// Whether the failures in `slices` reach the configured rate.
+fn rate_exceeded(slices: &VecDeque<Slice>, config: &BreakerConfig) -> bool {
+    let percent = u64::from(config.failure_rate_percent.unwrap_or(100));
+    let failed: u64 = slices.iter().map(|s| s.failures).sum();
+    let calls = failed.saturating_add(slices.iter().map(|s| s.successes).sum::<u64>());
+    calls >= u64::from(config.minimum_calls) && failed.saturating_mul(100) >= calls.saturating_mul(percent)
+}
+
+/// The slice that `now` falls in, added if new.
+fn slice_at(slices: &mut VecDeque<Slice>, now: Duration, window: Duration) -> &mut Slice {
+    let start = slice_start(now, window);
+    if slices.back().is_none_or(|last| last.start != start) {
+        slices.push_back(Slice { start, failures: 0, successes: 0 });
+    }
+    // Just ensured: there is a last slice.
+    slices.back_mut().unwrap_or_else(|| unreachable!())
+}
+
+/// Where the slice holding `t` starts: slices are `window / RATE_SLICES`
+/// wide (at least 1 ns) and aligned to zero.
+fn slice_start(t: Duration, window: Duration) -> Duration {
+    let width = (window.as_nanos() / u128::from(RATE_SLICES)).max(1);
+    let start = t.as_nanos() / width * width;
+    // `start <= t`, so it fits a `Duration`.
+    Duration::new(u64::try_from(start / 1_000_000_000).unwrap_or(u64::MAX), (start % 1_000_000_000) as u32)
+}
+
+#[cfg(test)]
+pub(super) const MAX_SLICES: usize = RATE_SLICES as usize + 1;

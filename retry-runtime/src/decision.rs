@@ -1,0 +1,241 @@
+//! The retry decision: after a failed attempt, retry after which wait, or
+//! stop and why.
+//!
+//! One pure function, [`decide`], used by the runtime's retry loop and by
+//! the simulator alike, so that what the simulator measures is what the
+//! library does by construction. It asks its questions in a fixed order
+//! through [`Answers`], and the order is the contract:
+//!
+//! 1. a permanent error stops at once;
+//! 2. no attempts left stops;
+//! 3. the wait is drawn (the backoff's jitter; a server's `Retry-After`
+//!    lengthens it, the cap never shortens it);
+//! 4. a wait that would end at or past the deadline is not slept;
+//! 5. a breaker that will still be open when the wait ends stops the call
+//!    now rather than after a wait that can only end in a rejection;
+//! 6. only then is a retry token taken from the budget, so tokens pay for
+//!    retries that really happen.
+//!
+//! Randomness is drawn only once the attempts check has passed, and the
+//! budget is charged last: both are side effects, kept at the edge.
+
+use std::time::Duration;
+
+use crate::classify::ErrorClass;
+
+/// Why a call stopped without success: the `reason` field of the
+/// `giving up` trace event and the `reason` label of the
+/// `resilient_stops_total` metric.
+///
+/// ```
+/// # use retry_runtime as resilient;
+/// assert_eq!(resilient::StopReason::BudgetExhausted.label(), "budget_exhausted");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StopReason {
+    /// The error was permanent.
+    Permanent,
+    /// `max_attempts` attempts were made.
+    AttemptsExhausted,
+    /// The next wait would have ended at or past the deadline, the deadline
+    /// passed while the next attempt waited for a bulkhead permit, or it cut
+    /// an attempt short.
+    Deadline,
+    /// The breaker was open, or would still be open when the wait ended.
+    CircuitOpen,
+    /// The retry budget had no tokens for another retry.
+    BudgetExhausted,
+    /// No bulkhead permit came free within `max_wait`.
+    BulkheadFull,
+}
+
+impl StopReason {
+    /// Every reason, in the order the docs list them.
+    pub const ALL: [StopReason; 6] = [
+        StopReason::Permanent,
+        StopReason::AttemptsExhausted,
+        StopReason::Deadline,
+        StopReason::CircuitOpen,
+        StopReason::BudgetExhausted,
+        StopReason::BulkheadFull,
+    ];
+
+    /// Lower-case label, e.g. `budget_exhausted`.
+    pub fn label(self) -> &'static str {
+        match self {
+            StopReason::Permanent => "permanent",
+            StopReason::AttemptsExhausted => "attempts_exhausted",
+            StopReason::Deadline => "deadline",
+            StopReason::CircuitOpen => "circuit_open",
+            StopReason::BudgetExhausted => "budget_exhausted",
+            StopReason::BulkheadFull => "bulkhead_full",
+        }
+    }
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
+/// What to do after a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// Make another attempt after this wait (a budget token is already taken).
+    Retry(Duration),
+    /// End the call with the last error.
+    Stop(StopReason),
+}
+
+/// The questions [`decide`] asks about the world, in its order.
+pub(crate) trait Answers {
+    /// The jittered backoff wait for the retry about to be planned; called
+    /// at most once per decision, and only when an attempt is left.
+    fn backoff(&mut self) -> Duration;
+    /// Time left before the call's deadline; `None` without a deadline.
+    fn until_deadline(&self) -> Option<Duration>;
+    /// How long the breaker stays open from now; `None` when it is not open.
+    fn breaker_open_for(&self) -> Option<Duration>;
+    /// Takes a retry token; `false` when the budget is empty. Called last.
+    fn take_budget(&mut self) -> bool;
+}
+
+/// The decision after attempt number `attempts` (1 for the first) failed
+/// with an error of `class`; see the module docs for the order.
+pub(crate) fn decide(
+    class: ErrorClass,
+    attempts: u32,
+    max_attempts: u32,
+    answers: &mut impl Answers,
+) -> Decision {
+    if !class.is_retryable() {
+        return Decision::Stop(StopReason::Permanent);
+    }
+    if attempts >= max_attempts {
+        return Decision::Stop(StopReason::AttemptsExhausted);
+    }
+    let jittered = answers.backoff();
+    let wait = match class {
+        // The cap does not shorten a server's Retry-After.
+        ErrorClass::Throttled { retry_after: Some(after) } => after.max(jittered),
+        _ => jittered,
+    };
+    if answers.until_deadline().is_some_and(|left| wait >= left) {
+        return Decision::Stop(StopReason::Deadline);
+    }
+    if answers.breaker_open_for().is_some_and(|open| open > wait) {
+        return Decision::Stop(StopReason::CircuitOpen);
+    }
+    if !answers.take_budget() {
+        return Decision::Stop(StopReason::BudgetExhausted);
+    }
+    Decision::Retry(wait)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A world with fixed answers that logs which questions were asked.
+    #[derive(Default)]
+    struct World {
+        backoff: Duration,
+        until_deadline: Option<Duration>,
+        open_for: Option<Duration>,
+        budget_empty: bool,
+        asked: Vec<&'static str>,
+    }
+
+    impl Answers for World {
+        fn backoff(&mut self) -> Duration {
+            self.asked.push("backoff");
+            self.backoff
+        }
+        fn until_deadline(&self) -> Option<Duration> {
+            self.until_deadline
+        }
+        fn breaker_open_for(&self) -> Option<Duration> {
+            self.open_for
+        }
+        fn take_budget(&mut self) -> bool {
+            self.asked.push("budget");
+            !self.budget_empty
+        }
+    }
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    const T: ErrorClass = ErrorClass::Transient;
+    const P: ErrorClass = ErrorClass::Permanent;
+
+    fn throttled(after: u64) -> ErrorClass {
+        ErrorClass::Throttled { retry_after: Some(ms(after)) }
+    }
+
+    #[test]
+    fn the_decision_table() {
+        use Decision::{Retry, Stop};
+        use StopReason::*;
+        type Setting = (u64, Option<u64>, Option<u64>, bool);
+        let world = |backoff, until_deadline, open_for, budget_empty| -> Setting {
+            (backoff, until_deadline, open_for, budget_empty)
+        };
+        type Row = (ErrorClass, u32, u32, Setting, Decision, &'static [&'static str]);
+        #[rustfmt::skip]
+        let table: &[Row] = &[
+            // class, attempts, max, world (backoff, deadline left, open for, budget empty) -> decision, questions asked
+            (P, 1, 4, world(100, None, None, false), Stop(Permanent), &[]),
+            (T, 4, 4, world(100, None, None, false), Stop(AttemptsExhausted), &[]),
+            (T, 5, 4, world(100, None, None, false), Stop(AttemptsExhausted), &[]),
+            (T, 1, 4, world(100, None, None, false), Retry(ms(100)), &["backoff", "budget"]),
+            (T, 1, 4, world(100, Some(101), None, false), Retry(ms(100)), &["backoff", "budget"]),
+            (T, 1, 4, world(100, Some(100), None, false), Stop(Deadline), &["backoff"]),
+            (T, 1, 4, world(100, Some(0), None, false), Stop(Deadline), &["backoff"]),
+            (T, 1, 4, world(100, None, Some(100), false), Retry(ms(100)), &["backoff", "budget"]),
+            (T, 1, 4, world(100, None, Some(101), false), Stop(CircuitOpen), &["backoff"]),
+            (T, 1, 4, world(100, None, None, true), Stop(BudgetExhausted), &["backoff", "budget"]),
+            (throttled(5_000), 1, 4, world(100, None, None, false), Retry(ms(5_000)), &["backoff", "budget"]),
+            (throttled(50), 1, 4, world(100, None, None, false), Retry(ms(100)), &["backoff", "budget"]),
+            (throttled(5_000), 1, 4, world(100, Some(4_000), None, false), Stop(Deadline), &["backoff"]),
+            (ErrorClass::Throttled { retry_after: None }, 3, 4, world(7, None, None, false), Retry(ms(7)), &["backoff", "budget"]),
+            // The deadline is asked before the breaker, the breaker before the budget.
+            (T, 1, 4, world(100, Some(50), Some(500), true), Stop(Deadline), &["backoff"]),
+            (T, 1, 4, world(100, None, Some(500), true), Stop(CircuitOpen), &["backoff"]),
+        ];
+        for (i, (class, attempts, max, setting, expected, asked)) in table.iter().enumerate() {
+            let (backoff, until_deadline, open_for, budget_empty) = *setting;
+            let mut world = World {
+                backoff: ms(backoff),
+                until_deadline: until_deadline.map(ms),
+                open_for: open_for.map(ms),
+                budget_empty,
+                asked: Vec::new(),
+            };
+            let decision = decide(*class, *attempts, *max, &mut world);
+            assert_eq!(decision, *expected, "row {i}");
+            assert_eq!(world.asked, *asked, "row {i}: questions asked");
+        }
+    }
+
+    #[test]
+    fn huge_retry_after_and_deadline_values_do_not_panic() {
+        let mut world =
+            World { backoff: Duration::MAX, until_deadline: Some(Duration::MAX), ..World::default() };
+        let huge = ErrorClass::Throttled { retry_after: Some(Duration::MAX) };
+        assert_eq!(decide(huge, 1, 2, &mut world), Decision::Stop(StopReason::Deadline));
+        let mut world = World { backoff: Duration::MAX, ..World::default() };
+        assert_eq!(decide(huge, 1, 2, &mut world), Decision::Retry(Duration::MAX));
+    }
+
+    #[test]
+    fn every_reason_has_a_distinct_label() {
+        let mut labels: Vec<_> = StopReason::ALL.iter().map(|r| r.label()).collect();
+        labels.sort_unstable();
+        labels.dedup();
+        assert_eq!(labels.len(), StopReason::ALL.len());
+    }
+}

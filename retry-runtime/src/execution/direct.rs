@@ -1,0 +1,196 @@
+//! The direct path: one attempt as a hand-written future.
+//!
+//! Calls through the global registry with no bulkhead and no timer (the
+//! common case) take this path. It polls the attempt where the caller built
+//! it, so the attempt is never moved and the loop adds no `async` state
+//! machine of its own around it; only the success path is inlined, so the
+//! caller's future stays small enough to be inlined in turn. Every decision
+//! (admission, what an outcome means, whether to retry) is shared with the
+//! general path in the parent module.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use pin_project_lite::pin_project;
+use tokio::time::{Sleep, sleep};
+
+use super::admission::admit_breaker;
+use super::{Execution, LastError, Step, outcome_of, record};
+use crate::breaker::{BreakerPermit, Outcome};
+use crate::context;
+use crate::error::ResilientError;
+use crate::guards::Guards;
+
+pin_project! {
+    /// The future of [`Execution::attempt`]: the direct path, or the general one.
+    #[project = AttemptProj]
+    pub(super) enum Attempt<'e, 'p, S, Fut, General> {
+        Direct { #[pin] direct: Direct<'e, 'p, S, Fut> },
+        General { #[pin] general: General },
+    }
+}
+
+impl<T, E, S, Fut, General> Future for Attempt<'_, '_, S, Fut, General>
+where
+    Fut: Future<Output = Result<T, E>>,
+    E: ResilientError,
+    S: LastError<E>,
+    General: Future<Output = Step<T, E>>,
+{
+    type Output = Step<T, E>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Step<T, E>> {
+        match self.project() {
+            AttemptProj::Direct { direct } => direct.poll(cx),
+            AttemptProj::General { general } => poll_general(general, cx),
+        }
+    }
+}
+
+/// Kept out of line: the general path's state machine is large, and
+/// inlining it would make the caller's future too big to inline in turn.
+#[inline(never)]
+fn poll_general<T, E, General>(general: Pin<&mut General>, cx: &mut Context<'_>) -> Poll<Step<T, E>>
+where
+    General: Future<Output = Step<T, E>>,
+{
+    general.poll(cx)
+}
+
+pin_project! {
+    /// Where one attempt on the direct path is.
+    #[project = StateProj]
+    enum State<'p> {
+        /// Not polled yet: the breaker has not been asked.
+        Admitting,
+        /// The attempt runs, holding the breaker's permission.
+        Running { permit: Option<BreakerPermit<'p>> },
+        /// The attempt failed and a retry is planned: waiting out the backoff.
+        BackingOff { #[pin] sleep: Sleep },
+        /// The step is over.
+        Finished,
+    }
+}
+
+pin_project! {
+    /// One attempt on the direct path (see the module docs).
+    pub(super) struct Direct<'e, 'p, S, Fut> {
+        execution: &'e mut Execution<'p, S>,
+        guards: &'p Guards,
+        // `None` once finished: it is dropped as soon as it is done, in its context.
+        #[pin]
+        attempt: Option<Fut>,
+        #[pin]
+        state: State<'p>,
+    }
+
+    impl<S, Fut> PinnedDrop for Direct<'_, '_, S, Fut> {
+        fn drop(this: Pin<&mut Self>) {
+            // A cancelled attempt is dropped in its context; the breaker
+            // permit (in `state`, dropped next) then records nothing.
+            let this = this.project();
+            let execution = &mut **this.execution;
+            context::drop_in(&mut execution.key, &execution.span, this.attempt);
+        }
+    }
+}
+
+impl<'e, 'p, S, Fut> Direct<'e, 'p, S, Fut> {
+    #[inline]
+    pub(super) fn new(execution: &'e mut Execution<'p, S>, guards: &'p Guards, attempt: Fut) -> Self {
+        Direct { execution, guards, attempt: Some(attempt), state: State::Admitting }
+    }
+}
+
+impl<T, E, S, Fut> Future for Direct<'_, '_, S, Fut>
+where
+    Fut: Future<Output = Result<T, E>>,
+    E: ResilientError,
+    S: LastError<E>,
+{
+    type Output = Step<T, E>;
+
+    // Only the success path is inline: everything else is out of line.
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Step<T, E>> {
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                StateProj::Admitting => match admit_breaker(this.guards) {
+                    Ok(permit) => {
+                        let execution = &mut **this.execution;
+                        execution.attempts += 1;
+                        drop(execution.last.take());
+                        this.state.set(State::Running { permit });
+                    }
+                    Err(refusal) => {
+                        // Dropped now, as `attempt_with` drops an attempt it never makes.
+                        this.attempt.set(None);
+                        this.state.set(State::Finished);
+                        return Poll::Ready(Step::Done(Err(this.execution.cannot_run(refusal))));
+                    }
+                },
+                StateProj::Running { permit } => {
+                    let execution = &mut **this.execution;
+                    let polled =
+                        context::poll_in(&mut execution.key, &execution.span, this.attempt.as_mut(), cx);
+                    let error = match polled {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(Ok(value)) => {
+                            record(permit.take(), Outcome::Success);
+                            if let Some(budget) = &this.guards.budget {
+                                budget.deposit();
+                            }
+                            this.state.set(State::Finished);
+                            return Poll::Ready(Step::Done(Ok(value)));
+                        }
+                        Poll::Ready(Err(error)) => error,
+                    };
+                    let next = failed(execution, permit.take(), error);
+                    match next {
+                        Next::Done(step) => {
+                            this.state.set(State::Finished);
+                            return Poll::Ready(step);
+                        }
+                        Next::BackOff(sleep) => this.state.set(State::BackingOff { sleep }),
+                    }
+                }
+                StateProj::BackingOff { sleep } => {
+                    ready!(sleep.poll(cx));
+                    this.state.set(State::Finished);
+                    return Poll::Ready(Step::Retry);
+                }
+                StateProj::Finished => panic!("an attempt polled after it finished"),
+            }
+        }
+    }
+}
+
+/// What follows a failed attempt on the direct path.
+enum Next<T, E> {
+    Done(Step<T, E>),
+    BackOff(Sleep),
+}
+
+/// The attempt failed: record it, then plan the retry or end the call.
+#[inline(never)]
+fn failed<T, E, S>(
+    execution: &mut Execution<'_, S>,
+    permit: Option<BreakerPermit<'_>>,
+    error: E,
+) -> Next<T, E>
+where
+    E: ResilientError,
+    S: LastError<E>,
+{
+    let class = error.error_class();
+    record(permit, outcome_of(class));
+    match execution.after_failure(class, error) {
+        Err(error) => Next::Done(Step::Done(Err(error))),
+        // A zero wait is no wait (see `attempt_with`).
+        Ok(wait) if wait.is_zero() => Next::Done(Step::Retry),
+        Ok(wait) => Next::BackOff(sleep(wait)),
+    }
+}

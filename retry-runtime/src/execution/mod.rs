@@ -1,0 +1,333 @@
+//! The retry loop, one attempt at a time.
+//!
+//! For each attempt, in this order:
+//!
+//! 1. **Breaker**: ask for permission. An open breaker ends the call at
+//!    once: retrying against it only burns attempts.
+//! 2. **Bulkhead**: take a permit (waiting at most `max_wait`, and never past
+//!    the deadline). The permit is held for this attempt only. While the
+//!    attempt queues for it, it holds no half-open probe slot: the breaker
+//!    is asked again once the permit is there.
+//! 3. **Run** the attempt under the earlier of its timeout and the deadline;
+//!    a timeout drops (cancels) the attempt's future.
+//! 4. **Record** the outcome in the breaker: success, failure (transient,
+//!    throttled, attempt timeout, deadline cut) or neutral (permanent).
+//! 5. On a failure, **decide** (see [`decision`](crate::decision)): retry
+//!    after which wait, or stop and why. The budget pays only for retries
+//!    that will happen.
+//! 6. **Back off**, holding nothing but the error (see [`slot`]).
+//!
+//! Why this order: the breaker sits *inside* the loop, so it sees every
+//! attempt, and its counts are easy to reason about (N failing attempts are
+//! N failures, whether they came from one call or N). The budget sits
+//! *after* the breaker and only pays for retries: first attempts are free,
+//! so the budget limits amplification without ever refusing fresh traffic.
+//!
+//! The caller gets the first success, or the last error an attempt
+//! produced (an attempt that timed out produced `AttemptTimeout`), or a
+//! [`Rejection`] when no attempt could run (`CircuitOpen`, `BulkheadFull`,
+//! `DeadlineExceeded` while queued) or the deadline cut one short
+//! (`DeadlineExceeded`). Once an attempt has produced an error, a retry that
+//! cannot run ends the call with that error. Why it stopped is in the trace.
+//!
+//! Two paths run these steps: the general one ([`Execution::attempt_with`],
+//! an `async fn`) and a hand-written future for the common case of a call
+//! through the global registry with no bulkhead and no timer (`direct`),
+//! which polls the attempt where the caller built it. Both share every
+//! decision: admission, the outcome's meaning, the retry decision.
+
+mod admission;
+mod answers;
+mod direct;
+mod run;
+pub(crate) use run::key_of;
+mod slot;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::{Instant, sleep, timeout_at};
+
+pub use slot::{ErrorProbe, ForgetOtherError, Forgotten, KeepSendError, Kept, LastError};
+
+use admission::Refusal;
+
+use crate::backoff::JitterRng;
+use crate::breaker::{BreakerPermit, Outcome};
+use crate::classify::ErrorClass;
+use crate::clock;
+use crate::context;
+use crate::decision::{Decision, decide};
+use crate::error::ResilientError;
+use crate::guards::{Guards, GuardsRef};
+use crate::observe;
+use crate::policy::{Nested, Policy};
+use crate::rejection::Rejection;
+
+/// What to do after one attempt.
+#[derive(Debug)]
+#[must_use = "a `Done` step carries the call's result"]
+pub enum Step<T, E> {
+    /// The call is over: return this.
+    Done(Result<T, E>),
+    /// The backoff wait is over: make the next attempt.
+    Retry,
+}
+
+/// The state of one call's retry loop: made by `Policy::execution`, driven
+/// with [`attempt`](Self::attempt) until it says [`Step::Done`].
+///
+/// `Policy::run` and the attribute do exactly that; the step form lets the
+/// attribute inline the loop into your `async fn`, so that its body can
+/// borrow `&mut self` and other parameters. `S` keeps the last error across
+/// the wait for the next attempt (see [`LastError`]).
+pub struct Execution<'p, S> {
+    policy: &'p Policy,
+    guards: GuardsRef<'p>,
+    /// The call's idempotency key; while an attempt is polled in place, the
+    /// key it displaced (see `context::poll_in`).
+    key: Option<Arc<str>>,
+    max_attempts: u32,
+    /// Attempts that ran (were admitted) so far.
+    attempts: u32,
+    previous_wait: Option<Duration>,
+    /// `None` without a deadline, or when it is too far to arm.
+    deadline: Option<Instant>,
+    rng: Option<JitterRng>,
+    span: tracing::Span,
+    last: S,
+}
+
+impl<S> std::fmt::Debug for Execution<'_, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Execution")
+            .field("operation", &self.policy.operation())
+            .field("attempts", &self.attempts)
+            .field("max_attempts", &self.max_attempts)
+            .field("deadline", &self.deadline)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the breaker hears of an attempt that ended with an error of `class`.
+#[inline]
+fn outcome_of(class: ErrorClass) -> Outcome {
+    if class.is_retryable() { Outcome::Failure } else { Outcome::Neutral }
+}
+
+/// Tells the breaker (if any) how the attempt ended.
+#[inline]
+fn record(permit: Option<BreakerPermit<'_>>, outcome: Outcome) {
+    if let Some(permit) = permit {
+        permit.record(outcome);
+    }
+}
+
+/// How the guarded part of an attempt ended.
+enum Guarded<T, E> {
+    /// The attempt ran to completion.
+    Ran(Result<T, E>),
+    /// The attempt's own timeout cancelled it.
+    TimedOut(Duration),
+    /// The call's deadline cancelled the running attempt.
+    Cut,
+}
+
+impl<'p, S> Execution<'p, S> {
+    #[inline(always)]
+    pub(crate) fn new(policy: &'p Policy, key: Option<Arc<str>>, last: S) -> Self {
+        // A call without a key of its own inherits the key of the call it is nested in.
+        let (nested, key) = context::inherit(key);
+        let mut max_attempts = policy.max_attempts();
+        if nested && policy.nested() == Nested::Once && max_attempts > 1 {
+            observe::retries_suppressed(policy.operation(), max_attempts);
+            max_attempts = 1;
+        }
+        Execution {
+            policy,
+            guards: policy.guards(),
+            key,
+            max_attempts,
+            attempts: 0,
+            previous_wait: None,
+            deadline: policy.deadline().and_then(clock::instant_after),
+            rng: None,
+            span: tracing::debug_span!("resilient.call", operation = %policy.operation()),
+            last,
+        }
+    }
+
+    /// Attempts that ran so far.
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// Runs one attempt with every guard; on a retryable failure it also
+    /// waits out the backoff before returning [`Step::Retry`].
+    ///
+    /// The future should do nothing until polled (an `async` block doesn't),
+    /// because it is created before the guards admit the attempt; use
+    /// [`attempt_with`](Self::attempt_with) for futures that start work eagerly.
+    #[inline]
+    pub fn attempt<T, E, Fut>(&mut self, attempt: Fut) -> impl Future<Output = Step<T, E>>
+    where
+        Fut: Future<Output = Result<T, E>>,
+        E: ResilientError,
+        S: LastError<E>,
+    {
+        match self.direct_guards() {
+            Some(guards) => direct::Attempt::Direct { direct: direct::Direct::new(self, guards, attempt) },
+            None => direct::Attempt::General { general: self.attempt_with(move || attempt) },
+        }
+    }
+
+    /// The guards when an attempt can take the direct path: they come from
+    /// the policy's cache (the global registry), no bulkhead (whose wait is a
+    /// future of its own) and no timer.
+    #[inline]
+    fn direct_guards(&self) -> Option<&'p Guards> {
+        match self.guards {
+            GuardsRef::Cached(guards)
+                if guards.bulkhead.is_none()
+                    && self.policy.attempt_timeout().is_none()
+                    && self.deadline.is_none() =>
+            {
+                Some(guards)
+            }
+            _ => None,
+        }
+    }
+
+    /// [`attempt`](Self::attempt), creating the attempt's future only once
+    /// the breaker and the bulkhead have admitted it.
+    pub async fn attempt_with<T, E, Fut>(&mut self, make_attempt: impl FnOnce() -> Fut) -> Step<T, E>
+    where
+        Fut: Future<Output = Result<T, E>>,
+        E: ResilientError,
+        S: LastError<E>,
+    {
+        // A handle of our own, so the permits below borrow it and not `self`.
+        let guards = self.guards.share();
+        let admitted = match self.admit(&guards).await {
+            Ok(admitted) => admitted,
+            Err(refusal) => return Step::Done(Err(self.cannot_run(refusal))),
+        };
+        self.attempts += 1;
+        // The previous attempt's error is superseded by this attempt's outcome.
+        drop(self.last.take());
+        let guarded = self.run(make_attempt()).await;
+        // The bulkhead place is held for the attempt only.
+        drop(admitted.bulkhead);
+        let wait = match self.settle(admitted.breaker, &guards, guarded) {
+            Ok(wait) => wait,
+            Err(done) => return done,
+        };
+        // A zero wait is no wait: `sleep(ZERO)` would still arm a timer, and
+        // in real time last until the timer's next tick (~1 ms).
+        if !wait.is_zero() {
+            sleep(wait).await;
+        }
+        Step::Retry
+    }
+
+    /// Step 3: runs the attempt under the earlier of its timeout and the deadline.
+    async fn run<T, E, Fut>(&self, attempt: Fut) -> Guarded<T, E>
+    where
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let attempt = context::scope(self.key.clone(), &self.span, attempt);
+        // A timeout too long to arm is no timeout.
+        let timeout =
+            self.policy.attempt_timeout().and_then(|limit| Some((clock::instant_after(limit)?, limit)));
+        match (timeout, self.deadline) {
+            (None, None) => Guarded::Ran(attempt.await),
+            (Some((end, limit)), None) => match timeout_at(end, attempt).await {
+                Ok(result) => Guarded::Ran(result),
+                Err(_) => Guarded::TimedOut(limit),
+            },
+            (None, Some(deadline)) => match timeout_at(deadline, attempt).await {
+                Ok(result) => Guarded::Ran(result),
+                Err(_) => Guarded::Cut,
+            },
+            (Some((end, limit)), Some(deadline)) => {
+                // On the same instant the deadline wins.
+                let timeout_first = end < deadline;
+                match timeout_at(end.min(deadline), attempt).await {
+                    Ok(result) => Guarded::Ran(result),
+                    Err(_) if timeout_first => Guarded::TimedOut(limit),
+                    Err(_) => Guarded::Cut,
+                }
+            }
+        }
+    }
+
+    /// Steps 4 and 5 of the general path: the wait before the next attempt,
+    /// or the step that ends the call.
+    fn settle<T, E>(
+        &mut self,
+        permit: Option<BreakerPermit<'_>>,
+        guards: &Guards,
+        guarded: Guarded<T, E>,
+    ) -> Result<Duration, Step<T, E>>
+    where
+        E: ResilientError,
+        S: LastError<E>,
+    {
+        let error = match guarded {
+            Guarded::Ran(Ok(value)) => {
+                record(permit, Outcome::Success);
+                if let Some(budget) = &guards.budget {
+                    budget.deposit();
+                }
+                return Err(Step::Done(Ok(value)));
+            }
+            Guarded::Cut => {
+                record(permit, Outcome::Failure);
+                let refusal = self.deadline_refusal();
+                observe::stop(self.policy.operation(), self.attempts, refusal.reason.label());
+                return Err(Step::Done(Err(E::from_rejection(refusal.rejection))));
+            }
+            Guarded::TimedOut(after) => E::from_rejection(Rejection::AttemptTimeout { after }),
+            Guarded::Ran(Err(error)) => error,
+        };
+        let class = error.error_class();
+        record(permit, outcome_of(class));
+        self.after_failure(class, error).map_err(|error| Step::Done(Err(error)))
+    }
+
+    /// Step 5: after a failed attempt whose outcome is recorded, the wait
+    /// before the next attempt (keeping the error meanwhile), or the error
+    /// that ends the call.
+    fn after_failure<E>(&mut self, class: ErrorClass, error: E) -> Result<Duration, E>
+    where
+        S: LastError<E>,
+    {
+        match decide(class, self.attempts, self.max_attempts, self) {
+            Decision::Retry(wait) => {
+                observe::retry(self.policy.operation(), self.attempts, wait, class.label());
+                self.last.keep(error);
+                Ok(wait)
+            }
+            Decision::Stop(reason) => {
+                observe::stop(self.policy.operation(), self.attempts, reason.label());
+                Err(error)
+            }
+        }
+    }
+
+    /// The next attempt could not run: the call ends with the last error
+    /// an attempt produced, or, when none ran, with the refusal's rejection.
+    #[cold]
+    fn cannot_run<E>(&mut self, refusal: Refusal) -> E
+    where
+        E: ResilientError,
+        S: LastError<E>,
+    {
+        observe::stop(self.policy.operation(), self.attempts, refusal.reason.label());
+        match self.last.take() {
+            Some(error) => error,
+            None => E::from_rejection(refusal.rejection),
+        }
+    }
+}

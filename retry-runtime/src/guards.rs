@@ -1,0 +1,139 @@
+//! The guards of one policy: named in the policy, resolved in a registry,
+//! cached so that calls never look a name up twice.
+//!
+//! A policy names its breaker, budget and bulkhead; which objects those
+//! names mean depends on the registry in effect (the global one, or a
+//! [`Registry::scope`](crate::Registry::scope) in tests). The global
+//! registry's handles are resolved once and borrowed by every call (no lock,
+//! no lookup, no reference count touched); a scoped registry's are resolved
+//! once per registry and kept in a small cache.
+
+use std::borrow::Cow;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::breaker::CircuitBreaker;
+use crate::budget::RetryBudget;
+use crate::bulkhead::Bulkhead;
+use crate::registry::{self, Registry};
+
+/// The guard names of a policy.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct GuardNames {
+    pub(crate) breaker: Option<Cow<'static, str>>,
+    pub(crate) budget: Option<Cow<'static, str>>,
+    pub(crate) bulkhead: Option<Cow<'static, str>>,
+}
+
+impl GuardNames {
+    /// Whether the policy names any guard at all.
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.breaker.is_none() && self.budget.is_none() && self.bulkhead.is_none()
+    }
+
+    /// The guards these names mean in `registry`; a name never declared
+    /// there is created with the defaults (and one warning).
+    fn resolve(&self, registry: &Registry) -> Guards {
+        Guards {
+            breaker: self.breaker.as_deref().map(|n| registry.breaker_or_default(n)),
+            budget: self.budget.as_deref().map(|n| registry.budget_or_default(n)),
+            bulkhead: self.bulkhead.as_deref().map(|n| registry.bulkhead_or_default(n)),
+        }
+    }
+}
+
+/// The guards a policy resolved from one registry.
+#[derive(Clone, Default, Debug)]
+pub(crate) struct Guards {
+    pub(crate) breaker: Option<Arc<CircuitBreaker>>,
+    pub(crate) budget: Option<Arc<RetryBudget>>,
+    pub(crate) bulkhead: Option<Arc<Bulkhead>>,
+}
+
+/// The guards of a policy that names none.
+static NO_GUARDS: Guards = Guards { breaker: None, budget: None, bulkhead: None };
+
+/// The guards one call uses: the policy's cached handles for the global
+/// registry (borrowed), or a scoped registry's.
+///
+/// Two words, both always written: the call's state stays small and cheap to move.
+#[derive(Debug)]
+pub(crate) enum GuardsRef<'p> {
+    Cached(&'p Guards),
+    Scoped(Arc<Guards>),
+}
+
+impl<'p> GuardsRef<'p> {
+    /// Another handle to the same guards (a reference count for a scoped
+    /// registry's), so that permits can borrow it instead of the call's state.
+    #[inline]
+    pub(crate) fn share(&self) -> GuardsRef<'p> {
+        match self {
+            GuardsRef::Cached(guards) => GuardsRef::Cached(guards),
+            GuardsRef::Scoped(guards) => GuardsRef::Scoped(Arc::clone(guards)),
+        }
+    }
+}
+
+impl std::ops::Deref for GuardsRef<'_> {
+    type Target = Guards;
+
+    #[inline]
+    fn deref(&self) -> &Guards {
+        match self {
+            GuardsRef::Cached(guards) => guards,
+            GuardsRef::Scoped(guards) => guards,
+        }
+    }
+}
+
+/// How many scoped registries' guards one policy remembers (tests use one each).
+const SCOPED_CACHE_SIZE: usize = 16;
+
+/// Guard handles cached per registry.
+#[derive(Debug, Default)]
+pub(crate) struct GuardCache {
+    global: OnceLock<Guards>,
+    scoped: Mutex<Vec<(u64, Arc<Guards>)>>,
+}
+
+impl GuardCache {
+    pub(crate) const fn new() -> Self {
+        GuardCache { global: OnceLock::new(), scoped: Mutex::new(Vec::new()) }
+    }
+
+    /// The guards `names` mean for a call made now: in the scoped registry
+    /// if the call runs inside [`Registry::scope`], else in the global one.
+    #[inline]
+    pub(crate) fn guards<'p>(&'p self, names: &GuardNames) -> GuardsRef<'p> {
+        if names.is_empty() {
+            return GuardsRef::Cached(&NO_GUARDS);
+        }
+        match registry::with_scoped(|scoped| self.scoped(names, scoped)) {
+            Some(guards) => GuardsRef::Scoped(guards),
+            None => GuardsRef::Cached(self.global(names)),
+        }
+    }
+
+    #[inline]
+    fn global(&self, names: &GuardNames) -> &Guards {
+        match self.global.get() {
+            Some(guards) => guards,
+            None => self.global.get_or_init(|| names.resolve(registry::registry())),
+        }
+    }
+
+    #[inline(never)]
+    fn scoped(&self, names: &GuardNames, registry: &Registry) -> Arc<Guards> {
+        let mut cache = self.scoped.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, guards)) = cache.iter().find(|(id, _)| *id == registry.id()) {
+            return guards.clone();
+        }
+        let guards = Arc::new(names.resolve(registry));
+        if cache.len() == SCOPED_CACHE_SIZE {
+            cache.remove(0);
+        }
+        cache.push((registry.id(), guards.clone()));
+        guards
+    }
+}

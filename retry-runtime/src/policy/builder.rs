@@ -1,0 +1,260 @@
+//! [`PolicyBuilder`]: every setting of a [`Policy`], checked by `build`.
+
+use std::borrow::Cow;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use super::{MAX_ATTEMPTS_LIMIT, Nested, Policy};
+use crate::backoff::{Backoff, Jitter};
+use crate::config::{ConfigError, PolicyError};
+use crate::guards::{GuardCache, GuardNames};
+
+/// Builds a [`Policy`]; [`build`](Self::build) checks every setting.
+///
+/// | setting | default |
+/// |---|---|
+/// | `max_attempts` | 4 (1..=100; 1 never retries) |
+/// | `base` | 100 ms |
+/// | `cap` | 20 s (must be >= `base`) |
+/// | `jitter` | [`Jitter::Full`] |
+/// | `attempt_timeout` | none (must be > 0 and < `deadline`) |
+/// | `deadline` | none (must be > 0) |
+/// | `breaker`, `budget`, `bulkhead` | none (names in the registry in effect) |
+/// | `seed` | none (the registry's seed, else entropy) |
+/// | `nested` | [`Nested::Once`] |
+/// | `name` | `"anonymous"` |
+///
+/// Durations too long to represent as an instant (such as
+/// `Duration::MAX`) are accepted and mean "never": such a deadline or
+/// attempt timeout never fires.
+///
+/// ```
+/// # use retry_runtime as resilient;
+/// use std::time::Duration;
+/// use resilient::Policy;
+/// let err = Policy::builder().base(Duration::from_secs(2)).cap(Duration::from_secs(1)).build().unwrap_err();
+/// assert_eq!(err.field, "base");
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct PolicyBuilder {
+    pub(super) operation: Cow<'static, str>,
+    pub(super) max_attempts: u32,
+    pub(super) base: Duration,
+    pub(super) cap: Duration,
+    pub(super) jitter: Jitter,
+    pub(super) attempt_timeout: Option<Duration>,
+    pub(super) deadline: Option<Duration>,
+    pub(super) guard_names: GuardNames,
+    pub(super) seed: Option<u64>,
+    pub(super) nested: Nested,
+}
+
+/// The defaults, shared with the attribute (its test checks they agree).
+pub(crate) const DEFAULT_MAX_ATTEMPTS: u32 = 4;
+pub(crate) const DEFAULT_BASE: Duration = Duration::from_millis(100);
+pub(crate) const DEFAULT_CAP: Duration = Duration::from_secs(20);
+
+impl Default for PolicyBuilder {
+    fn default() -> Self {
+        PolicyBuilder {
+            operation: Cow::Borrowed("anonymous"),
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            base: DEFAULT_BASE,
+            cap: DEFAULT_CAP,
+            jitter: Jitter::Full,
+            attempt_timeout: None,
+            deadline: None,
+            guard_names: GuardNames::default(),
+            seed: None,
+            nested: Nested::Once,
+        }
+    }
+}
+
+impl PolicyBuilder {
+    /// The operation's name in traces and metrics.
+    pub fn name(mut self, name: impl Into<Cow<'static, str>>) -> Self {
+        self.operation = name.into();
+        self
+    }
+
+    /// Attempts in all, the first included (1..=100).
+    pub fn max_attempts(mut self, max_attempts: u32) -> Self {
+        self.max_attempts = max_attempts;
+        self
+    }
+
+    /// The first wait before jitter.
+    pub fn base(mut self, base: Duration) -> Self {
+        self.base = base;
+        self
+    }
+
+    /// The longest wait before jitter.
+    pub fn cap(mut self, cap: Duration) -> Self {
+        self.cap = cap;
+        self
+    }
+
+    /// How waits are randomised.
+    pub fn jitter(mut self, jitter: Jitter) -> Self {
+        self.jitter = jitter;
+        self
+    }
+
+    /// Cancels each attempt (drops its future) after this long; the attempt
+    /// then fails with the transient
+    /// [`Rejection::AttemptTimeout`](crate::Rejection::AttemptTimeout).
+    pub fn attempt_timeout(mut self, timeout: Duration) -> Self {
+        self.attempt_timeout = Some(timeout);
+        self
+    }
+
+    /// The whole call, waits included, ends by this long after it starts.
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// Guards every attempt with the named circuit breaker.
+    pub fn breaker(mut self, name: impl Into<Cow<'static, str>>) -> Self {
+        self.guard_names.breaker = Some(name.into());
+        self
+    }
+
+    /// Pays for retries from the named retry budget.
+    pub fn budget(mut self, name: impl Into<Cow<'static, str>>) -> Self {
+        self.guard_names.budget = Some(name.into());
+        self
+    }
+
+    /// Limits concurrent attempts with the named bulkhead.
+    pub fn bulkhead(mut self, name: impl Into<Cow<'static, str>>) -> Self {
+        self.guard_names.bulkhead = Some(name.into());
+        self
+    }
+
+    /// Makes the jitter of this policy's calls reproducible.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// What a call nested in another resilient call's attempt does.
+    pub fn nested(mut self, nested: Nested) -> Self {
+        self.nested = nested;
+        self
+    }
+
+    /// Checks every setting; the error names the first invalid field.
+    pub fn build(self) -> Result<Policy, PolicyError> {
+        if !(1..=MAX_ATTEMPTS_LIMIT).contains(&self.max_attempts) {
+            return Err(ConfigError::new(
+                "max_attempts",
+                format!("must be in 1..={MAX_ATTEMPTS_LIMIT}, got {}", self.max_attempts),
+            ));
+        }
+        if self.base > self.cap {
+            return Err(ConfigError::new(
+                "base",
+                format!("must not exceed `cap` ({:?}), got {:?}", self.cap, self.base),
+            ));
+        }
+        if self.attempt_timeout.is_some_and(|t| t.is_zero()) {
+            return Err(ConfigError::new("attempt_timeout", "must be greater than zero"));
+        }
+        if self.deadline.is_some_and(|d| d.is_zero()) {
+            return Err(ConfigError::new("deadline", "must be greater than zero"));
+        }
+        if let (Some(timeout), Some(deadline)) = (self.attempt_timeout, self.deadline) {
+            // On a tie the deadline wins, so an equal timeout could never fire either.
+            if timeout >= deadline {
+                return Err(ConfigError::new(
+                    "attempt_timeout",
+                    format!(
+                        "must be less than the deadline ({deadline:?}), got {timeout:?}: the deadline would always end the attempt first"
+                    ),
+                ));
+            }
+        }
+        let names = &self.guard_names;
+        for (field, name) in
+            [("breaker", &names.breaker), ("budget", &names.budget), ("bulkhead", &names.bulkhead)]
+        {
+            if name.as_deref().is_some_and(|n| n.trim().is_empty()) {
+                return Err(ConfigError::new(field, "the name must not be empty"));
+            }
+        }
+        Ok(self.into_policy())
+    }
+
+    pub(super) fn into_policy(self) -> Policy {
+        Policy {
+            operation: self.operation,
+            max_attempts: self.max_attempts,
+            backoff: Backoff::new(self.base, self.cap, self.jitter),
+            attempt_timeout: self.attempt_timeout,
+            deadline: self.deadline,
+            guard_names: self.guard_names,
+            seed: self.seed,
+            nested: self.nested,
+            streams: AtomicU64::new(0),
+            cache: GuardCache::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_bad_setting_names_its_field() {
+        let ms = Duration::from_millis;
+        let cases = [
+            (Policy::builder().max_attempts(0), "max_attempts"),
+            (Policy::builder().max_attempts(101), "max_attempts"),
+            (Policy::builder().base(ms(10)).cap(ms(5)), "base"),
+            (Policy::builder().attempt_timeout(ms(0)), "attempt_timeout"),
+            (Policy::builder().deadline(ms(0)), "deadline"),
+            (Policy::builder().attempt_timeout(ms(20)).deadline(ms(10)), "attempt_timeout"),
+            (Policy::builder().breaker(""), "breaker"),
+            (Policy::builder().budget(" "), "budget"),
+            (Policy::builder().bulkhead(""), "bulkhead"),
+        ];
+        for (builder, field) in cases {
+            let err = builder.build().unwrap_err();
+            assert_eq!(err.field, field, "{err}");
+        }
+        assert!(Policy::builder().max_attempts(100).build().is_ok());
+        assert!(Policy::builder().max_attempts(1).base(ms(0)).cap(ms(0)).build().is_ok());
+    }
+
+    #[test]
+    fn an_attempt_timeout_equal_to_the_deadline_is_refused_as_the_attribute_refuses_it() {
+        let ms = Duration::from_millis;
+        let err = Policy::builder().attempt_timeout(ms(10)).deadline(ms(10)).build().unwrap_err();
+        assert_eq!(err.field, "attempt_timeout");
+        assert!(err.problem.contains("less than the deadline"), "{err}");
+        assert!(Policy::builder().attempt_timeout(ms(9)).deadline(ms(10)).build().is_ok());
+    }
+
+    #[test]
+    fn durations_too_long_to_represent_are_accepted() {
+        let policy = Policy::builder()
+            .deadline(Duration::MAX)
+            .attempt_timeout(Duration::MAX - Duration::from_nanos(1))
+            .base(Duration::MAX)
+            .cap(Duration::MAX)
+            .build()
+            .unwrap();
+        assert_eq!(policy.deadline(), Some(Duration::MAX));
+    }
+
+    #[test]
+    fn a_clone_keeps_every_setting() {
+        let p = Policy::builder().name("x").max_attempts(7).seed(3).breaker("b").build().unwrap();
+        assert_eq!(format!("{:?}", p.clone()), format!("{p:?}"));
+    }
+}

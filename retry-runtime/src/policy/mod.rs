@@ -1,0 +1,233 @@
+//! `Policy`: every setting of a resilient call, validated once.
+//!
+//! The attribute builds one `static` policy per function; code that cannot
+//! carry an attribute (closures, trait objects, generated clients) builds
+//! one with [`Policy::builder`] and calls [`Policy::run`]. Both drive the
+//! same retry loop (see the `execution` module), which reads the settings
+//! here; this module knows nothing of the loop.
+
+mod builder;
+
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+pub use builder::PolicyBuilder;
+
+use crate::backoff::{Backoff, Jitter, JitterRng, stream_seed};
+use crate::guards::{GuardCache, GuardNames, GuardsRef};
+use crate::registry::{self, Registry};
+
+/// Upper bound of `max_attempts`: a bound on amplification, not a target.
+pub const MAX_ATTEMPTS_LIMIT: u32 = 100;
+
+/// What a call made inside another resilient call's attempt does.
+///
+/// Three layers that each retry 3 times make 27 attempts against the
+/// dependency at the bottom. By default only the outermost layer retries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Nested {
+    /// Make a single attempt (guards and timeouts still apply). The default.
+    #[default]
+    Once,
+    /// Retry as if not nested.
+    Retry,
+}
+
+/// The settings of a resilient call; see [`PolicyBuilder`] for every default.
+///
+/// ```
+/// # use retry_runtime as resilient;
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// use resilient::{Jitter, Policy};
+///
+/// let policy = Policy::builder()
+///     .max_attempts(3)
+///     .base(Duration::from_millis(50))
+///     .jitter(Jitter::None)
+///     .build()?;
+/// let mut calls = 0;
+/// let answer = policy
+///     .run(|| {
+///         calls += 1;
+///         let attempt = calls;
+///         async move {
+///             if attempt < 3 { Err(std::io::Error::from(std::io::ErrorKind::TimedOut)) } else { Ok(42) }
+///         }
+///     })
+///     .await?;
+/// assert_eq!((answer, calls), (42, 3));
+/// # Ok(()) }
+/// ```
+pub struct Policy {
+    operation: Cow<'static, str>,
+    max_attempts: u32,
+    backoff: Backoff,
+    attempt_timeout: Option<Duration>,
+    deadline: Option<Duration>,
+    guard_names: GuardNames,
+    seed: Option<u64>,
+    nested: Nested,
+    /// Jitter streams handed out so far, when seeded.
+    streams: AtomicU64,
+    cache: GuardCache,
+}
+
+impl std::fmt::Debug for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Policy")
+            .field("operation", &self.operation)
+            .field("max_attempts", &self.max_attempts)
+            .field("backoff", &self.backoff)
+            .field("attempt_timeout", &self.attempt_timeout)
+            .field("deadline", &self.deadline)
+            .field("breaker", &self.guard_names.breaker)
+            .field("budget", &self.guard_names.budget)
+            .field("bulkhead", &self.guard_names.bulkhead)
+            .field("seed", &self.seed)
+            .field("nested", &self.nested)
+            .finish()
+    }
+}
+
+impl Clone for Policy {
+    /// The same settings; the clone resolves its own guard handles.
+    fn clone(&self) -> Self {
+        self.to_builder().into_policy()
+    }
+}
+
+/// The attribute's arguments, checked at compile time by the macro.
+///
+/// Only the code `#[resilient]` generates builds one.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct AttributeConfig {
+    pub operation: &'static str,
+    pub max_attempts: u32,
+    pub base_ms: u64,
+    pub cap_ms: u64,
+    pub jitter: Jitter,
+    pub attempt_timeout_ms: Option<u64>,
+    pub deadline_ms: Option<u64>,
+    pub breaker: Option<&'static str>,
+    pub budget: Option<&'static str>,
+    pub bulkhead: Option<&'static str>,
+    pub nested_retry: bool,
+}
+
+const fn millis(ms: Option<u64>) -> Option<Duration> {
+    match ms {
+        Some(ms) => Some(Duration::from_millis(ms)),
+        None => None,
+    }
+}
+
+const fn borrowed(name: Option<&'static str>) -> Option<Cow<'static, str>> {
+    match name {
+        Some(name) => Some(Cow::Borrowed(name)),
+        None => None,
+    }
+}
+
+impl Policy {
+    /// A builder with every default: 4 attempts, base 100 ms, cap 20 s, full
+    /// jitter, no timeouts, no guards.
+    pub fn builder() -> PolicyBuilder {
+        PolicyBuilder::default()
+    }
+
+    /// The builder that made this policy, to derive a variant.
+    pub fn to_builder(&self) -> PolicyBuilder {
+        PolicyBuilder {
+            operation: self.operation.clone(),
+            max_attempts: self.max_attempts,
+            base: self.backoff.base,
+            cap: self.backoff.cap,
+            jitter: self.backoff.jitter,
+            attempt_timeout: self.attempt_timeout,
+            deadline: self.deadline,
+            guard_names: self.guard_names.clone(),
+            seed: self.seed,
+            nested: self.nested,
+        }
+    }
+
+    /// A policy from the attribute's (compile-time validated) arguments,
+    /// usable in a `static`.
+    #[doc(hidden)]
+    pub const fn from_attribute(cfg: AttributeConfig) -> Policy {
+        Policy {
+            operation: Cow::Borrowed(cfg.operation),
+            max_attempts: cfg.max_attempts,
+            backoff: Backoff::new(
+                Duration::from_millis(cfg.base_ms),
+                Duration::from_millis(cfg.cap_ms),
+                cfg.jitter,
+            ),
+            attempt_timeout: millis(cfg.attempt_timeout_ms),
+            deadline: millis(cfg.deadline_ms),
+            guard_names: GuardNames {
+                breaker: borrowed(cfg.breaker),
+                budget: borrowed(cfg.budget),
+                bulkhead: borrowed(cfg.bulkhead),
+            },
+            seed: None,
+            nested: if cfg.nested_retry { Nested::Retry } else { Nested::Once },
+            streams: AtomicU64::new(0),
+            cache: GuardCache::new(),
+        }
+    }
+
+    /// The operation's name, used in traces and metrics.
+    pub fn operation(&self) -> &str {
+        &self.operation
+    }
+
+    /// Attempts in all, the first included.
+    pub fn max_attempts(&self) -> u32 {
+        self.max_attempts
+    }
+
+    /// The backoff curve.
+    pub fn backoff(&self) -> Backoff {
+        self.backoff
+    }
+
+    /// The per-attempt timeout, if any.
+    pub fn attempt_timeout(&self) -> Option<Duration> {
+        self.attempt_timeout
+    }
+
+    /// The overall deadline of a call, if any.
+    pub fn deadline(&self) -> Option<Duration> {
+        self.deadline
+    }
+
+    /// What a call nested in another resilient call's attempt does.
+    pub fn nested(&self) -> Nested {
+        self.nested
+    }
+
+    /// The guards in effect for a call made now: from the scoped registry
+    /// if any, else the global one; resolved by name once per registry.
+    #[inline]
+    pub(crate) fn guards(&self) -> GuardsRef<'_> {
+        self.cache.guards(&self.guard_names)
+    }
+
+    /// The jitter source of one call: the policy's seed, else the registry's,
+    /// else entropy. Made only when a call first needs to wait.
+    pub(crate) fn jitter_rng(&self) -> JitterRng {
+        if let Some(seed) = self.seed {
+            let stream = self.streams.fetch_add(1, Ordering::Relaxed);
+            return JitterRng::seeded(stream_seed(seed, stream));
+        }
+        match registry::with_current(Registry::next_jitter_seed) {
+            Some(seed) => JitterRng::seeded(seed),
+            None => JitterRng::from_entropy(),
+        }
+    }
+}

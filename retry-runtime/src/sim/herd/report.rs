@@ -1,0 +1,137 @@
+//! What one run of a herd simulation did.
+
+use std::time::Duration;
+
+use super::config::{Model, Strategy};
+use super::engine::nanos;
+#[allow(unused_imports)]
+use crate::sim::peak_in_bucket;
+
+/// What one run of a strategy did.
+///
+/// Completion times are measured from time zero, when every client starts,
+/// to the moment the client receives its successful reply. Percentiles are
+/// nearest-rank over the clients that succeeded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HerdReport {
+    /// The strategy that ran.
+    pub strategy: Strategy,
+    /// The model it ran against.
+    pub model: Model,
+    /// Clients in the herd.
+    pub clients: u32,
+    /// Work: attempts that reached the dependency (in
+    /// [`Model::Contention`], writes). Attempts a breaker refused are not counted.
+    pub attempts: u64,
+    /// Clients that got their success.
+    pub succeeded: u32,
+    /// Clients that used up `max_attempts`.
+    pub exhausted: u32,
+    /// Clients whose retry the budget refused ([`Strategy::Recommended`] only).
+    pub budget_stopped: u32,
+    /// Clients stopped by the breaker ([`Strategy::Recommended`] only):
+    /// either an attempt was refused (a fast failure, no load), or the
+    /// breaker would still have been open when the wait ended, so the loop
+    /// ended at once instead of waiting for a rejection.
+    pub breaker_stopped: u32,
+    /// Clients stopped by their deadline: the next wait would have ended at
+    /// or past it, or a reply came after it.
+    pub deadline_stopped: u32,
+    /// How many times the breaker opened.
+    pub breaker_trips: u32,
+    /// Completion time of every client that succeeded, sorted.
+    pub completions: Vec<Duration>,
+    /// When each attempt arrived at the dependency, in order (the chart's data).
+    pub arrivals: Vec<Duration>,
+    /// When each retry (an attempt after a client's first) arrived at the
+    /// dependency, in order: the part of `arrivals` the strategy shapes.
+    pub retry_arrivals: Vec<Duration>,
+    /// When each client's first retry (second attempt) arrived at the dependency, in order.
+    pub first_retries: Vec<Duration>,
+    /// The bucket width used for [`peak_load`](Self::peak_load).
+    pub bucket: Duration,
+    /// The most attempts arriving in one `bucket`: [`peak_in_bucket`] of `arrivals`.
+    ///
+    /// Every client's first attempt leaves at time zero whatever the
+    /// strategy, so with a large herd this is often the first wave; see
+    /// `retry_peak` for the strategy's own footprint.
+    pub peak_load: usize,
+    /// The most *retries* arriving in one `bucket`: [`peak_in_bucket`] of
+    /// `retry_arrivals`. This is the thundering herd a strategy makes (or
+    /// breaks up): without jitter every client that failed together comes
+    /// back together.
+    pub retry_peak: usize,
+    /// When the last client finished, one way or the other.
+    pub end: Duration,
+}
+
+impl HerdReport {
+    /// Clients that did not succeed, for whatever reason.
+    pub fn gave_up(&self) -> u32 {
+        self.clients - self.succeeded
+    }
+
+    /// The nearest-rank `q`-quantile (`q` in `[0, 1]`, clamped; NaN reads as 0)
+    /// of the completion times; `None` when no client succeeded.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// use resilient::sim::{simulate, HerdConfig, Strategy};
+    /// let report = simulate(&HerdConfig { clients: 10, ..HerdConfig::contention() }, Strategy::Recommended)?;
+    /// assert!(report.percentile(0.5) <= report.percentile(0.99));
+    /// assert_eq!(report.percentile(1.0), report.completions.last().copied());
+    /// # Ok::<(), resilient::ConfigError>(())
+    /// ```
+    pub fn percentile(&self, q: f64) -> Option<Duration> {
+        let n = self.completions.len();
+        if n == 0 {
+            return None;
+        }
+        let q = if q.is_nan() { 0.0 } else { q.clamp(0.0, 1.0) };
+        // Nearest rank: the smallest value with at least q * n values at or below it.
+        let rank = (q * n as f64).ceil() as usize;
+        self.completions.get(rank.clamp(1, n) - 1).copied()
+    }
+
+    /// The median completion time.
+    pub fn p50(&self) -> Option<Duration> {
+        self.percentile(0.50)
+    }
+
+    /// The 99th-percentile completion time.
+    pub fn p99(&self) -> Option<Duration> {
+        self.percentile(0.99)
+    }
+
+    /// The slowest completion: when the last successful client finished.
+    pub fn max_completion(&self) -> Option<Duration> {
+        self.completions.last().copied()
+    }
+
+    /// Attempts arriving per `bucket`, for the buckets that saw any: `(start
+    /// of the bucket, arrivals in it)`, in time order. Sparse, so its length
+    /// is bounded by the number of arrivals however long the run.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// use resilient::sim::{simulate, HerdConfig, Strategy};
+    /// let report = simulate(&HerdConfig::overload(), Strategy::Immediate)?;
+    /// let total: usize = report.load_by_bucket().iter().map(|&(_, n)| n).sum();
+    /// assert_eq!(total as u64, report.attempts);
+    /// let busiest = report.load_by_bucket().iter().map(|&(_, n)| n).max();
+    /// assert_eq!(busiest, Some(report.peak_load));
+    /// # Ok::<(), resilient::ConfigError>(())
+    /// ```
+    pub fn load_by_bucket(&self) -> Vec<(Duration, usize)> {
+        let width = self.bucket.as_nanos().max(1);
+        let mut buckets: Vec<(u128, usize)> = Vec::new();
+        for at in &self.arrivals {
+            let index = at.as_nanos() / width;
+            match buckets.last_mut() {
+                Some((last, count)) if *last == index => *count += 1,
+                _ => buckets.push((index, 1)),
+            }
+        }
+        buckets.into_iter().map(|(index, count)| (nanos(index.saturating_mul(width)), count)).collect()
+    }
+}
