@@ -242,6 +242,29 @@ async fn a_call_on_its_own_retries_fully() {
     assert_eq!(calls.load(Ordering::SeqCst), 3);
 }
 
+/// What a call made on a task of its own sees: its attempts, and its key.
+#[resilient(max_attempts = 3, jitter = "none", base_ms = 1)]
+async fn on_another_task(calls: &AtomicU32) -> Result<Option<Arc<str>>, Flaky> {
+    let key = resilient::idempotency_key();
+    if calls.fetch_add(1, Ordering::SeqCst) < 2 { Err(Flaky::Down) } else { Ok(key) }
+}
+
+/// An attempt that drives a `LocalSet` whose task makes a resilient call.
+#[resilient(max_attempts = 2, idempotent = false, key = order)]
+async fn drives_a_local_set(order: &str, calls: Arc<AtomicU32>) -> Result<Option<Arc<str>>, Flaky> {
+    let local = tokio::task::LocalSet::new();
+    let task = local.spawn_local(async move { on_another_task(&calls).await });
+    local.run_until(task).await.expect("the local task ran")
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_task_driven_inside_an_attempt_is_a_new_call_tree() {
+    let calls = Arc::new(AtomicU32::new(0));
+    let key = drives_a_local_set("order-9", calls.clone()).await;
+    assert_eq!(key, Ok(None), "the local task does not see the outer call's key");
+    assert_eq!(calls.load(Ordering::SeqCst), 3, "and it is not nested: it retries fully");
+}
+
 // ---------------------------------------------------------------------------
 // Function shapes
 
@@ -477,4 +500,49 @@ async fn the_named_bulkhead_rejects_what_it_cannot_admit() {
     let full = Rejection::BulkheadFull { bulkhead: "attribute-db".to_owned() };
     assert_eq!(second, Err(Flaky::Rejected(full)), "not retried: a full bulkhead fails fast");
     assert_eq!(registry.bulkhead("attribute-db").unwrap().in_use(), 0);
+}
+
+// ---------------------------------------------------------------------------
+// Durations too long to represent
+
+#[resilient(
+    jitter = "none",
+    base_ms = 1,
+    attempt_timeout_ms = 18_446_744_073_709_551_614,
+    deadline_ms = 18_446_744_073_709_551_615
+)]
+async fn hour_long_attempts(calls: &AtomicU32) -> Result<u32, Flaky> {
+    tokio::time::sleep(Duration::from_secs(3_600)).await;
+    let call = calls.fetch_add(1, Ordering::SeqCst) + 1;
+    if call < 3 { Err(Flaky::Down) } else { Ok(call) }
+}
+
+#[tokio::test(start_paused = true)]
+async fn deadline_and_timeout_literals_too_large_to_represent_never_fire() {
+    let calls = AtomicU32::new(0);
+    assert_eq!(hour_long_attempts(&calls).await, Ok(3));
+}
+
+// ---------------------------------------------------------------------------
+// `&mut self` moved by the body
+
+#[derive(Default)]
+struct Account {
+    attempts: u32,
+}
+
+impl Account {
+    #[resilient(jitter = "none", base_ms = 1)]
+    async fn debit(&mut self) -> Result<u32, Flaky> {
+        let account = self;
+        account.attempts += 1;
+        if account.attempts < 3 { Err(Flaky::Down) } else { Ok(account.attempts) }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_mut_self_method_that_moves_self_is_retried_on_a_fresh_reborrow() {
+    let mut account = Account::default();
+    assert_eq!(account.debit().await, Ok(3));
+    assert_eq!(account.attempts, 3);
 }

@@ -1,0 +1,228 @@
+//! What the caller gets, whatever the timing: the last error an attempt
+//! produced, once any attempt has produced one, even when the retry then
+//! cannot run (the breaker opened during the backoff, the bulkhead stayed
+//! full, the deadline passed while the retry queued). A rejection only when
+//! no attempt could run, or the deadline cut one short.
+//!
+//! Also here: huge server-controlled waits and configured durations never
+//! panic, and a half-open probe slot is not held while its attempt queues
+//! for a bulkhead permit.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{TestError, ms};
+use retry_runtime::__private::{Execution, Kept, Step};
+use retry_runtime::{
+    BreakerConfig, BreakerState, BulkheadConfig, Jitter, Policy, Registry, Rejection, parse_retry_after,
+    registry,
+};
+use tokio::sync::Notify;
+use tokio::time::{Instant, sleep};
+
+fn no_jitter() -> retry_runtime::PolicyBuilder {
+    Policy::builder().jitter(Jitter::None)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_huge_retry_after_with_a_deadline_ends_the_call_at_once_with_the_throttled_error() {
+    // The server controls this header: about u64::MAX seconds.
+    let retry_after = parse_retry_after("99999999999999999999");
+    assert_eq!(retry_after, Some(Duration::from_secs(u64::MAX)));
+    let policy = no_jitter().deadline(Duration::from_secs(10)).build().unwrap();
+    let start = Instant::now();
+    let mut attempts = 0;
+    let result: Result<(), _> = policy
+        .run(|| {
+            attempts += 1;
+            async move { Err(TestError::Throttled(retry_after)) }
+        })
+        .await;
+    assert_eq!(result, Err(TestError::Throttled(retry_after)));
+    assert_eq!((attempts, start.elapsed()), (1, Duration::ZERO), "the wait cannot end before the deadline");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_huge_retry_after_without_a_deadline_waits_without_panicking() {
+    let policy = no_jitter().max_attempts(2).build().unwrap();
+    let start = Instant::now();
+    let mut attempts = 0;
+    let result =
+        policy
+            .run(|| {
+                attempts += 1;
+                let attempt = attempts;
+                async move {
+                    if attempt == 1 { Err(TestError::Throttled(Some(Duration::MAX))) } else { Ok(attempt) }
+                }
+            })
+            .await;
+    assert_eq!(result, Ok(2));
+    assert!(start.elapsed() >= Duration::from_secs(86_400 * 365), "it waited as the server asked");
+}
+
+#[tokio::test(start_paused = true)]
+async fn deadlines_and_timeouts_too_far_to_represent_never_fire() {
+    let policy = no_jitter()
+        .max_attempts(3)
+        .base(ms(10))
+        .deadline(Duration::MAX)
+        .attempt_timeout(Duration::MAX - Duration::from_nanos(1))
+        .build()
+        .unwrap();
+    let mut attempts = 0;
+    let result = policy
+        .run(|| {
+            attempts += 1;
+            let attempt = attempts;
+            async move {
+                sleep(Duration::from_secs(3_600)).await;
+                if attempt < 3 { Err(TestError::Transient) } else { Ok(attempt) }
+            }
+        })
+        .await;
+    assert_eq!(result, Ok(3), "no deadline cut the hour-long attempts");
+}
+
+/// One step of `execution` on the direct path (`attempt`) or the general one.
+async fn step(
+    execution: &mut Execution<'_, Kept<TestError>>,
+    direct: bool,
+    outcome: Result<u32, TestError>,
+) -> Step<u32, TestError> {
+    if direct {
+        execution.attempt(async move { outcome }).await
+    } else {
+        execution.attempt_with(move || async move { outcome }).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_breaker_opened_during_the_backoff_ends_the_call_with_the_last_error() {
+    for direct in [true, false] {
+        // The direct path needs the global registry; each run its own name.
+        let name = format!("opened-during-backoff-{direct}");
+        let config = BreakerConfig { failure_threshold: 2, ..Default::default() };
+        registry().declare_breaker(&name, config).unwrap();
+        let policy = no_jitter().base(ms(100)).breaker(name.clone()).build().unwrap();
+        let mut first = policy.execution(None, Kept::default());
+        assert!(matches!(step(&mut first, direct, Err(TestError::Transient)).await, Step::Retry));
+        // Meanwhile another call's failure opens the breaker (2 failures in all).
+        let breaker = registry().breaker(&name).unwrap();
+        breaker.try_acquire().unwrap().record(retry_runtime::Outcome::Failure);
+        assert_eq!(breaker.state(), BreakerState::Open);
+        let Step::Done(result) = step(&mut first, direct, Ok(1)).await else { panic!("the breaker refuses") };
+        assert_eq!(result, Err(TestError::Transient), "direct path: {direct}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_first_attempt_refused_by_an_open_breaker_gets_circuit_open() {
+    let registry = Registry::new();
+    registry.declare_breaker("down", BreakerConfig { failure_threshold: 1, ..Default::default() }).unwrap();
+    registry.breaker("down").unwrap().try_acquire().unwrap().record(retry_runtime::Outcome::Failure);
+    let policy = no_jitter().breaker("down").build().unwrap();
+    let result: Result<(), TestError> = registry.scope(policy.run(|| async { Ok(()) })).await;
+    let rejection = Rejection::CircuitOpen { breaker: "down".into() };
+    assert_eq!(result, Err(TestError::Rejected(rejection.clone())));
+    assert!(!rejection.to_string().contains("not attempted"), "{rejection}");
+}
+
+/// A registry whose bulkhead `db` admits one attempt at a time.
+fn one_at_a_time(max_wait: Option<Duration>) -> Registry {
+    let registry = Registry::new();
+    registry.declare_bulkhead("db", BulkheadConfig { max_concurrent: 1, max_wait }).unwrap();
+    registry
+}
+
+/// Holds the bulkhead's only permit from `from` for `hold`.
+fn occupy(registry: &Registry, from: Duration, hold: Duration) -> tokio::task::JoinHandle<()> {
+    let bulkhead = registry.bulkhead("db").unwrap();
+    tokio::spawn(async move {
+        sleep(from).await;
+        let _permit = bulkhead.acquire().await.unwrap();
+        sleep(hold).await;
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_bulkhead_on_the_retry_ends_the_call_with_the_last_error() {
+    let registry = one_at_a_time(Some(ms(10)));
+    // Takes the permit during the first attempt's 100 ms backoff, for a second.
+    let holder = occupy(&registry, ms(50), Duration::from_secs(1));
+    let policy = no_jitter().base(ms(100)).bulkhead("db").build().unwrap();
+    let result: Result<(), _> = registry.scope(policy.run(|| async { Err(TestError::Transient) })).await;
+    assert_eq!(result, Err(TestError::Transient), "not BulkheadFull: an attempt did run");
+    holder.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_deadline_passing_while_the_retry_queues_ends_the_call_with_the_last_error() {
+    let registry = one_at_a_time(None);
+    let holder = occupy(&registry, ms(50), Duration::from_secs(10));
+    let policy = no_jitter().base(ms(100)).deadline(Duration::from_secs(1)).bulkhead("db").build().unwrap();
+    let start = Instant::now();
+    let result: Result<(), _> = registry.scope(policy.run(|| async { Err(TestError::Transient) })).await;
+    assert_eq!(result, Err(TestError::Transient), "not DeadlineExceeded: no attempt was cut");
+    assert_eq!(start.elapsed(), Duration::from_secs(1));
+    holder.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_half_open_probe_slot_is_not_held_while_its_attempt_queues_for_the_bulkhead() {
+    let registry = one_at_a_time(None);
+    let config = BreakerConfig {
+        failure_threshold: 1,
+        open_for: ms(100),
+        success_threshold: 1,
+        half_open_max_calls: 1,
+        ..Default::default()
+    };
+    registry.declare_breaker("api", config).unwrap();
+    let breaker = registry.breaker("api").unwrap();
+    breaker.try_acquire().unwrap().record(retry_runtime::Outcome::Failure);
+    sleep(ms(100)).await;
+    assert_eq!(breaker.state(), BreakerState::HalfOpen);
+
+    // The bulkhead is saturated, with no `max_wait`: a queued probe would stall recovery.
+    let bulkhead = registry.bulkhead("db").unwrap();
+    let held = bulkhead.acquire().await.unwrap();
+    let queued_policy = no_jitter().max_attempts(1).breaker("api").bulkhead("db").build().unwrap();
+    let queued = tokio::spawn(
+        registry.scope(async move { queued_policy.run(|| async { Ok::<_, TestError>("queued") }).await }),
+    );
+    tokio::task::yield_now().await;
+
+    // Another caller of the same dependency, not behind the bulkhead, probes and closes it.
+    let probe = no_jitter().max_attempts(1).breaker("api").build().unwrap();
+    let probed: Result<&str, TestError> = registry.scope(probe.run(|| async { Ok("probe") })).await;
+    assert_eq!(probed, Ok("probe"), "the queued attempt did not hold the only probe slot");
+    assert_eq!(breaker.state(), BreakerState::Closed);
+
+    drop(held);
+    assert_eq!(queued.await.unwrap(), Ok("queued"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_spawned_task_carries_the_scope_through_registry_current() {
+    let isolated = Registry::new();
+    let policy = Arc::new(no_jitter().breaker("carried").build().unwrap());
+    let done = Arc::new(Notify::new());
+    isolated
+        .scope(async {
+            // `scope` reaches this task only; the spawned one re-enters it.
+            let current = Registry::current();
+            let policy = policy.clone();
+            let done = done.clone();
+            tokio::spawn(current.scope(async move {
+                policy.run(|| async { Ok::<_, TestError>(()) }).await.unwrap();
+                done.notify_one();
+            }));
+        })
+        .await;
+    done.notified().await;
+    assert!(isolated.breaker("carried").is_some(), "the spawned task used the scoped registry");
+    assert!(registry().breaker("carried").is_none(), "and not the global one");
+}

@@ -1,0 +1,8 @@
+use resilient::resilient;
+
+#[resilient(name = "")]
+async fn unnamed() -> Result<(), std::io::Error> {
+    Ok(())
+}
+
+fn main() {}
