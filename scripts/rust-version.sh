@@ -47,13 +47,7 @@ echo "with dev-dependencies:      $(short "$(cut -f1 <<<"$tests")") ($(cut -f2 <
 echo "library needs $lib; tests, examples and benches need $dev"
 
 if [ "${1:-}" = "--write" ]; then
-  sentence="The library builds on Rust ${lib} or newer; the tests, examples and
-benchmarks need Rust ${dev} or newer ($(cut -f2 <<<"$tests") asks for it)."
-  grep -q '<!-- /rust-version -->' README.md || { echo "README.md has no rust-version markers" >&2; exit 1; }
-  awk -v text="$sentence" '
-    /<!-- rust-version -->/ {print; print text; skip = 1; next}
-    /<!-- \/rust-version -->/ {skip = 0}
-    !skip {print}
-  ' README.md >README.md.new
-  mv README.md.new README.md
+  printf '%s\n' "The library builds on Rust ${lib} or newer; the tests, examples and" \
+    "benchmarks need Rust ${dev} or newer ($(cut -f2 <<<"$tests") asks for it)." |
+    scripts/readme-block.sh rust-version
 fi
