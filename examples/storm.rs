@@ -18,7 +18,9 @@
 //!
 //! What to look for: in the contention model, work grows with the square of
 //! the herd without backoff, and backoff without jitter is the slowest to
-//! drain (the herd stays in lockstep); full jitter does the least work. In
+//! drain (the herd stays in lockstep); the jittered strategies need well
+//! under half its work (which of them needs least depends on the herd's
+//! size). The findings printed under the table are the README's. In
 //! the overload model, immediate and unjittered retries come back in waves
 //! (`retry` peak) that land in full ticks, so at 190 clients they burn their
 //! attempts and give up while full jitter serves everyone. `recommended`
@@ -33,9 +35,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use plotters::prelude::*;
+use resilient::Jitter;
 use resilient::sim::{HerdConfig, HerdReport, Strategy, simulate};
 
 const CLIENTS: [u32; 4] = [10, 50, 100, 190];
+/// The herd size the findings (and the README) are about.
+const FINDINGS_CLIENTS: u32 = 100;
 const SEED: u64 = 2015;
 
 fn main() -> Result<(), Box<dyn Error>> {
@@ -43,11 +48,16 @@ fn main() -> Result<(), Box<dyn Error>> {
         "{:<10} {:<12} {:>4} {:>6} {:>7} {:>7} {:>7} {:>5} {:>6} {:>7} {:>7}",
         "model", "strategy", "N", "work", "p50 ms", "p99 ms", "max ms", "peak", "retry", "gave up", "breaker"
     );
+    let mut for_findings = Vec::new();
     for preset in [HerdConfig::contention(), HerdConfig::overload()] {
         for clients in CLIENTS {
             let config = HerdConfig { clients, seed: SEED, ..preset };
             for strategy in Strategy::ALL {
-                print_row(&simulate(&config, strategy)?);
+                let report = simulate(&config, strategy)?;
+                print_row(&report);
+                if clients == FINDINGS_CLIENTS {
+                    for_findings.push(report);
+                }
             }
         }
     }
@@ -56,6 +66,8 @@ fn main() -> Result<(), Box<dyn Error>> {
     println!("that succeeded. peak: most attempts in one 10 ms; retry: the same, retries only (every");
     println!("strategy sends the same first wave at t = 0). gave up: clients without a success;");
     println!("breaker: of those, stopped by the shared breaker (failed fast, no load).");
+    println!();
+    print_findings(&for_findings)?;
 
     let config = HerdConfig { clients: 100, seed: SEED, ..HerdConfig::overload() };
     let reports = Strategy::ALL.iter().map(|&s| simulate(&config, s)).collect::<Result<Vec<_>, _>>()?;
@@ -81,6 +93,41 @@ fn print_row(r: &HerdReport) {
         r.gave_up(),
         r.breaker_stopped,
     );
+}
+
+/// The comparisons the README makes, computed from the table's rows, so
+/// that its sentences can be generated rather than typed.
+fn print_findings(reports: &[HerdReport]) -> Result<(), Box<dyn Error>> {
+    let find = |model: &str, strategy: Strategy| {
+        reports
+            .iter()
+            .find(|r| r.model.name() == model && r.strategy == strategy)
+            .ok_or_else(|| format!("no {model} {} row", strategy.name()))
+    };
+    let none = find("contention", Strategy::Backoff(Jitter::None))?;
+    let full = find("contention", Strategy::Backoff(Jitter::Full))?;
+    let last = |r: &HerdReport| {
+        r.max_completion().ok_or_else(|| format!("no client of {} succeeded", r.strategy.name()))
+    };
+    let (last_none, last_full) = (last(none)?, last(full)?);
+    println!("findings ({FINDINGS_CLIENTS} clients, seed {SEED}):");
+    println!(
+        "- contention: full jitter does {:.0}% of the work of no jitter ({} vs {} attempts), \
+         and its last client finishes {:.1}x sooner ({} ms vs {} ms)",
+        100.0 * full.attempts as f64 / none.attempts as f64,
+        full.attempts,
+        none.attempts,
+        last_none.as_secs_f64() / last_full.as_secs_f64(),
+        last_full.as_millis(),
+        last_none.as_millis(),
+    );
+    let immediate = find("overload", Strategy::Immediate)?;
+    let full = find("overload", Strategy::Backoff(Jitter::Full))?;
+    println!(
+        "- overload: immediate retries peak at {} retries in 10 ms, full jitter at {}",
+        immediate.retry_peak, full.retry_peak,
+    );
+    Ok(())
 }
 
 /// `$CARGO_TARGET_DIR/storm.svg`, else `target/storm.svg` in this package.

@@ -1,5 +1,6 @@
-//! A successful call allocates nothing: a counting global allocator proves
-//! it. Its own test binary, because the allocator is global.
+//! A successful call allocates nothing when no tracing subscriber enables
+//! DEBUG (none installed, or one filtered at INFO): a counting global
+//! allocator proves it. Its own test binary, because the allocator is global.
 //!
 //! Only allocations made on the test's own thread while it is counting are
 //! counted (a thread-local flag), so the test harness, other tests of this
@@ -150,6 +151,54 @@ async fn a_successful_policy_run_with_breaker_and_budget_allocates_nothing() {
     })
     .await;
     assert_eq!(n, 0, "{n} allocations in {CALLS} successful calls");
+}
+
+/// Successful calls of `guarded` under `subscriber`, installed on this
+/// thread only: the allocations they make, after a warm-up.
+async fn allocations_under(subscriber: impl tracing::Subscriber + Send + Sync + 'static) -> u64 {
+    declare();
+    let _installed = tracing::subscriber::set_default(subscriber);
+    // Warm-up: registers the callsites with this subscriber.
+    for i in 0..10 {
+        guarded(i).await.unwrap();
+    }
+    allocations_in(|| async {
+        for i in 0..u64::from(CALLS) {
+            assert_eq!(guarded(i).await.unwrap(), i);
+        }
+    })
+    .await
+}
+
+/// A log line formatter that writes nowhere, at `level`.
+fn fmt_subscriber(level: tracing::Level) -> impl tracing::Subscriber + Send + Sync + 'static {
+    tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::sink).finish()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_successful_call_under_an_info_level_fmt_subscriber_allocates_nothing() {
+    // The `resilient.call` span is DEBUG: an INFO filter disables it.
+    let n = allocations_under(fmt_subscriber(tracing::Level::INFO)).await;
+    assert_eq!(n, 0, "{n} allocations in {CALLS} successful calls");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_successful_call_under_an_info_env_filter_allocates_nothing() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let subscriber = tracing_subscriber::registry()
+        .with(tracing_subscriber::EnvFilter::new("info"))
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::sink));
+    let n = allocations_under(subscriber).await;
+    assert_eq!(n, 0, "{n} allocations in {CALLS} successful calls");
+}
+
+/// Where the claim ends: a subscriber that enables DEBUG enables each call's
+/// span, and the subscriber allocates to record it. (Also shows that the
+/// subscriber tests above really install their subscriber.)
+#[tokio::test(flavor = "current_thread")]
+async fn a_debug_level_subscriber_allocates_for_each_calls_span() {
+    let n = allocations_under(fmt_subscriber(tracing::Level::DEBUG)).await;
+    assert!(n >= u64::from(CALLS), "{n} allocations in {CALLS} successful calls");
 }
 
 /// The counter itself works: without this, a broken allocator hook would

@@ -1,6 +1,7 @@
 //! The payment example at small scale, against the real loopback server:
-//! every order is charged exactly once, retries happen, and the breaker
-//! opens during the outage.
+//! every order is charged exactly once, every attempt of an order's charge
+//! carries the same idempotency key (the one the library hands the
+//! attempt), retries happen, and the breaker opens during the outage.
 //!
 //! Real sockets need the real clock, so this test runs in real time (a few
 //! seconds); its assertions depend only on the server's request-ordered
@@ -43,6 +44,21 @@ async fn every_order_is_charged_exactly_once_through_faults() {
     for task in tasks {
         assert_eq!(task.await.unwrap(), OrderOutcome::Charged);
     }
+
+    // The key is `key = order_id`'s Display, handed to every attempt by the
+    // library: a missing key, or one that changes between attempts, would
+    // let a retry charge twice.
+    let keys = server.ledger.keys_per_order();
+    assert_eq!(keys.len(), orders, "every order sent a charge request");
+    for (order, sent) in &keys {
+        assert!(
+            sent.iter().all(|key| key.as_deref() == Some(order.as_str())),
+            "every charge request of {order} carries the key {order}: {sent:?}"
+        );
+    }
+    let retried = keys.values().filter(|sent| sent.len() > 1).count();
+    assert!(retried > 0, "some charges were sent more than once, so the keys were compared across attempts");
+    assert_eq!(server.ledger.orders_with_inconsistent_keys(), []);
 
     let per_order = server.ledger.charges_per_order();
     assert_eq!(per_order.len(), orders, "no order lost");

@@ -86,9 +86,12 @@ async fn main() -> ExitCode {
         })
     };
     let mut lost = 0;
+    let mut failed = Vec::new();
     for task in tasks {
-        if !matches!(task.await, Ok(OrderOutcome::Charged)) {
-            lost += 1;
+        match task.await {
+            Ok(OrderOutcome::Charged) => {}
+            Ok(OrderOutcome::Failed(reason)) => failed.push(reason),
+            Ok(OrderOutcome::Lost) | Err(_) => lost += 1,
         }
     }
     ticker.abort();
@@ -124,19 +127,39 @@ async fn main() -> ExitCode {
     }
     let kinds: Vec<String> = kinds.iter().map(|(k, n)| format!("{k} x{n}")).collect();
     println!("breaker            {} transitions: {}", transitions.len(), kinds.join(", "));
+    let keys = server.ledger.keys_per_order();
+    let bad_keys = server.ledger.orders_with_inconsistent_keys();
     println!(
-        "idempotency        {} retried charges answered from the ledger instead of charging again",
+        "idempotency        {} charge requests for {} orders, {} orders with a missing or changing key",
+        keys.values().map(Vec::len).sum::<usize>(),
+        keys.len(),
+        bad_keys.len(),
+    );
+    println!(
+        "                   {} retried charges answered from the ledger instead of charging again",
         server.ledger.deduplicated.load(Ordering::Relaxed)
     );
+    for (order, sent) in bad_keys.iter().take(3) {
+        println!("                   {order} sent keys {sent:?}");
+    }
+    for reason in failed.iter().take(3) {
+        println!("failed order       {reason}");
+    }
     println!(
-        "server charges     {} for {orders} orders ({charged} orders charged, {twice} twice, {lost} lost)",
-        server.ledger.charges()
+        "server charges     {} for {orders} orders ({charged} orders charged, {twice} twice, {lost} lost, {} failed)",
+        server.ledger.charges(),
+        failed.len()
     );
-    if twice == 0 && lost == 0 && charged == orders && server.ledger.charges() == orders as u64 {
-        println!("verdict            every order was charged exactly once");
+    let exactly_once = twice == 0 && lost == 0 && failed.is_empty() && charged == orders;
+    if exactly_once && server.ledger.charges() == orders as u64 && bad_keys.is_empty() {
+        println!(
+            "verdict            every order was charged exactly once, every attempt with its order's key"
+        );
         ExitCode::SUCCESS
     } else {
-        println!("verdict            FAILED: orders must be charged exactly once");
+        println!(
+            "verdict            FAILED: orders must be charged exactly once, each attempt with its order's key"
+        );
         ExitCode::FAILURE
     }
 }

@@ -24,6 +24,9 @@ pub enum ApiError {
     Http(reqwest::Error),
     /// The library stopped the call (open breaker, timeout, full bulkhead).
     Rejected(Rejection),
+    /// A charge ran without an idempotency key: a bug in the wiring, never
+    /// papered over with a key of our own making.
+    MissingIdempotencyKey,
 }
 
 impl std::fmt::Display for ApiError {
@@ -32,6 +35,9 @@ impl std::fmt::Display for ApiError {
             ApiError::Status { code, .. } => write!(f, "the server answered {code}"),
             ApiError::Http(e) => write!(f, "request failed: {e}"),
             ApiError::Rejected(r) => r.fmt(f),
+            ApiError::MissingIdempotencyKey => {
+                f.write_str("the library handed the charge no idempotency key; refusing to charge")
+            }
         }
     }
 }
@@ -44,6 +50,7 @@ impl Classify for ApiError {
             ApiError::Status { class, .. } => *class,
             ApiError::Http(e) => e.classify(),
             ApiError::Rejected(r) => r.classify(),
+            ApiError::MissingIdempotencyKey => ErrorClass::Permanent,
         }
     }
 }
@@ -114,12 +121,14 @@ pub async fn quote(api: &Api, sku: &str) -> Result<Quote, ApiError> {
 #[resilient(idempotent = false, key = order_id, max_attempts = 5, base_ms = 50, cap_ms = 2_000, attempt_timeout_ms = 300, breaker = "payments", budget = "payments", bulkhead = "payments")]
 pub async fn charge(api: &Api, order_id: &str, amount: u64) -> Result<Charge, ApiError> {
     api.charge_attempts.fetch_add(1, Ordering::Relaxed);
-    let key = resilient::idempotency_key().map_or_else(|| order_id.to_owned(), |key| key.to_string());
+    // The key comes from the library (`key = order_id`), the same on every
+    // attempt; without it a retry could charge twice, so no charge is sent.
+    let key = resilient::idempotency_key().ok_or(ApiError::MissingIdempotencyKey)?;
     let request = ChargeRequest { order_id: order_id.to_owned(), amount };
     let response = api
         .client
         .post(format!("{}/charges", api.base))
-        .header("Idempotency-Key", key)
+        .header("Idempotency-Key", &*key)
         .json(&request)
         .send()
         .await?;
@@ -146,28 +155,37 @@ pub fn declare_guards(registry: &Registry) -> Result<(), resilient::RegistryErro
 }
 
 /// How one order ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OrderOutcome {
     /// Paid.
     Charged,
     /// Not paid before the scenario's time limit.
     Lost,
+    /// Stopped by an error that resubmitting cannot fix (a missing key, a
+    /// request the server refuses): the message says which.
+    Failed(String),
 }
 
 /// Runs one order to the end: quote, then charge. A call that fails after
 /// all its retries is resubmitted a little later with the same order id (so
-/// the same idempotency key), the way a job queue would.
+/// the same idempotency key), the way a job queue would; an error that a
+/// resubmission would only repeat ends the order at once.
 pub async fn place_order(api: &Api, order_id: String, sku: String, give_up_after: Duration) -> OrderOutcome {
     let deadline = tokio::time::Instant::now() + give_up_after;
     while tokio::time::Instant::now() < deadline {
         let paid = match quote(api, &sku).await {
-            Ok(quote) => charge(api, &order_id, quote.cents).await.is_ok(),
-            Err(_) => false,
+            Ok(quote) => charge(api, &order_id, quote.cents).await.map(drop),
+            Err(e) => Err(e),
         };
-        if paid {
-            return OrderOutcome::Charged;
+        match paid {
+            Ok(()) => return OrderOutcome::Charged,
+            Err(
+                e @ (ApiError::MissingIdempotencyKey | ApiError::Status { class: ErrorClass::Permanent, .. }),
+            ) => {
+                return OrderOutcome::Failed(format!("{order_id}: {e}"));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
         }
-        tokio::time::sleep(Duration::from_millis(250)).await;
     }
     OrderOutcome::Lost
 }

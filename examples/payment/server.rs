@@ -76,6 +76,9 @@ pub struct Ledger {
     by_key: Mutex<HashMap<String, Charge>>,
     /// Charges actually made, per order (more than one would be a double charge).
     charges_per_order: Mutex<HashMap<String, u32>>,
+    /// The `Idempotency-Key` of every charge request, per order, in arrival
+    /// order (`None`: the request carried none).
+    keys_per_order: Mutex<HashMap<String, Vec<Option<String>>>>,
     /// Requests that carried a key already seen.
     pub deduplicated: AtomicU64,
     /// Requests served, all endpoints.
@@ -93,6 +96,23 @@ impl Ledger {
     /// How often each order was charged.
     pub fn charges_per_order(&self) -> HashMap<String, u32> {
         self.charges_per_order.lock().unwrap().clone()
+    }
+
+    /// The key each charge request of each order carried, faulted requests included.
+    pub fn keys_per_order(&self) -> HashMap<String, Vec<Option<String>>> {
+        self.keys_per_order.lock().unwrap().clone()
+    }
+
+    /// Orders whose charge requests did not all carry the same key, or
+    /// carried none: each with the keys its requests carried.
+    pub fn orders_with_inconsistent_keys(&self) -> Vec<(String, Vec<Option<String>>)> {
+        let mut bad: Vec<_> = self
+            .keys_per_order()
+            .into_iter()
+            .filter(|(_, keys)| keys.iter().any(|k| k.is_none() || *k != keys[0]))
+            .collect();
+        bad.sort();
+        bad
     }
 }
 
@@ -219,12 +239,23 @@ async fn charge(
     headers: HeaderMap,
     Json(request): Json<ChargeRequest>,
 ) -> Response {
+    let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    // Every request is recorded, faulted ones too: all attempts of one order
+    // must carry the same key.
+    server
+        .ledger
+        .keys_per_order
+        .lock()
+        .unwrap()
+        .entry(request.order_id.clone())
+        .or_default()
+        .push(key.clone());
     if let Fault::Status(status, retry_after) = server.fault() {
         return failure(status, retry_after);
     }
     let seq = server.ledger.charge_requests.fetch_add(1, Ordering::SeqCst);
     let slow = server.plan.slow_charges.contains(&seq);
-    let Some(key) = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).map(str::to_owned) else {
+    let Some(key) = key else {
         return (StatusCode::BAD_REQUEST, "an Idempotency-Key header is required").into_response();
     };
     let charge = {

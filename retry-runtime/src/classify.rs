@@ -264,11 +264,121 @@ mod tests {
         assert_eq!(Error::from(ErrorKind::PermissionDenied).classify(), ErrorClass::Permanent);
     }
 
+    /// The last second an HTTP-date can name: 9999-12-31 23:59:59 GMT.
+    const LAST_HTTP_DATE: u64 = 253_402_300_799;
+
+    /// Seconds since the epoch of an HTTP-date, weighted toward both ends
+    /// of the format's range (1970 to 9999).
+    fn http_date_secs() -> impl Strategy<Value = u64> {
+        prop_oneof![0..=172_800u64, LAST_HTTP_DATE - 172_800..=LAST_HTTP_DATE, 0..=LAST_HTTP_DATE]
+    }
+
+    /// "Now" at the limits of `SystemTime` and of the HTTP-date range.
+    fn extreme_nows() -> impl Strategy<Value = SystemTime> {
+        let epoch = SystemTime::UNIX_EPOCH;
+        let nows: Vec<SystemTime> = [
+            Some(epoch),
+            epoch.checked_sub(Duration::from_secs(1)),
+            epoch.checked_sub(Duration::from_secs(i64::MAX as u64)),
+            epoch.checked_add(Duration::from_secs(LAST_HTTP_DATE)),
+            epoch.checked_add(Duration::from_secs(LAST_HTTP_DATE + 1)),
+            epoch.checked_add(Duration::from_secs(i64::MAX as u64)),
+            Some(SystemTime::now()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        proptest::sample::select(nows)
+    }
+
+    /// `Retry-After` values weighted toward the parser's edges: huge, signed
+    /// and non-ASCII digits, dates at the limits of the format, date-shaped
+    /// strings with out-of-range fields (all three date forms), arbitrary
+    /// text; each padded with whitespace some of the time.
+    fn retry_after_header() -> impl Strategy<Value = String> {
+        let body = prop_oneof![
+            ".*",
+            proptest::collection::vec(any::<u8>(), 0..40)
+                .prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
+            "[+-]?[0-9]{1,40}",
+            any::<u64>().prop_map(|n| n.to_string()),
+            Just(u64::MAX.to_string() + "0"),
+            r"[0-9\x{660}-\x{669}\x{FF10}-\x{FF19}]{1,8}",
+            http_date_secs()
+                .prop_map(|secs| httpdate::fmt_http_date(SystemTime::UNIX_EPOCH + Duration::from_secs(secs))),
+            "(Mon|Fri|Sun|Xyz), [0-9]{1,3} (Jan|Feb|Dec|Foo) [0-9]{1,6} [0-9]{1,3}:[0-9]{1,3}:[0-9]{1,3} (GMT|UTC|)",
+            "(Monday|Sunday|Xyzday), [0-9]{1,3}-(Jan|Dec|Foo)-[0-9]{1,4} [0-9]{1,3}:[0-9]{1,3}:[0-9]{1,3} GMT",
+            "(Mon|Sun) (Jan|Dec) [ 0-9]{1,3} [0-9]{1,3}:[0-9]{1,3}:[0-9]{1,3} [0-9]{1,6}",
+        ];
+        ("[ \t]{0,2}", body, "[ \t\r\n]{0,2}").prop_map(|(before, body, after)| before + &body + &after)
+    }
+
+    #[test]
+    fn the_generated_headers_reach_every_branch_of_the_parser() {
+        use proptest::strategy::ValueTree;
+        use proptest::test_runner::TestRunner;
+        let mut runner = TestRunner::deterministic();
+        let strategy = retry_after_header();
+        let now = SystemTime::now();
+        let (mut seconds, mut huge, mut dates, mut past, mut non_ascii, mut unparsed) = (0, 0, 0, 0, 0, 0);
+        let samples = 2_000;
+        for _ in 0..samples {
+            let header = strategy.new_tree(&mut runner).unwrap().current();
+            let digits = header.trim();
+            let is_delta = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+            seconds += usize::from(is_delta);
+            huge += usize::from(is_delta && digits.parse::<u64>().is_err());
+            non_ascii += usize::from(!header.is_ascii());
+            match (is_delta, parse_retry_after_at(&header, now)) {
+                (true, _) => {}
+                (false, Some(Duration::ZERO)) => past += 1,
+                (false, Some(_)) => dates += 1,
+                (false, None) => unparsed += 1,
+            }
+        }
+        let counts = [seconds, huge, dates, past, non_ascii, unparsed];
+        // Each region gets at least 2% of the cases.
+        assert!(
+            counts.iter().all(|&n| n * 50 >= samples),
+            "seconds, huge, future dates, past dates, non-ASCII, unparseable: {counts:?}"
+        );
+    }
+
     proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1024))]
+
+        /// The CI twin of `fuzz/fuzz_targets/retry_after.rs`: most cases are
+        /// 429 (whose `Retry-After` is parsed) or 503; a uniform `u16`
+        /// covers every other status.
         #[test]
-        fn from_http_never_panics_on_any_input(status: u16, header in ".*") {
-            let class = ErrorClass::from_http(status, Some(&header));
+        fn from_http_never_panics_on_any_input(
+            status in prop_oneof![3 => Just(429u16), 1 => Just(503u16), 2 => any::<u16>()],
+            header in proptest::option::of(retry_after_header()),
+        ) {
+            let class = ErrorClass::from_http(status, header.as_deref());
             prop_assert_eq!(class.is_retryable(), status == 408 || status == 429 || (500..600).contains(&status));
+            prop_assert_eq!(matches!(class, ErrorClass::Throttled { .. }), status == 429);
+            if let (ErrorClass::Throttled { retry_after }, Some(header)) = (class, &header) {
+                let delta = header.trim();
+                if !delta.is_empty() && delta.bytes().all(|b| b.is_ascii_digit()) {
+                    let secs = delta.parse().unwrap_or(u64::MAX);
+                    prop_assert_eq!(retry_after, Some(Duration::from_secs(secs)), "delta-seconds saturate");
+                }
+            }
+        }
+
+        #[test]
+        fn retry_after_never_panics_at_the_limits_of_time(header in retry_after_header(), now in extreme_nows()) {
+            let _ = parse_retry_after_at(&header, now);
+        }
+
+        #[test]
+        fn http_dates_at_the_limits_of_the_format_parse_exactly(secs in http_date_secs(), now in extreme_nows()) {
+            let date = SystemTime::UNIX_EPOCH + Duration::from_secs(secs);
+            prop_assert_eq!(
+                parse_retry_after_at(&httpdate::fmt_http_date(date), now),
+                Some(date.duration_since(now).unwrap_or(Duration::ZERO))
+            );
         }
 
         #[test]

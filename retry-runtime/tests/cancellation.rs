@@ -6,14 +6,19 @@
 
 mod common;
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::TestError;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
-use retry_runtime::{BreakerConfig, BreakerState, BudgetConfig, BulkheadConfig, Jitter, Policy, Registry};
+use retry_runtime::{
+    BreakerConfig, BreakerState, BudgetConfig, BulkheadConfig, CircuitBreaker, Jitter, Outcome, Policy,
+    Registry, Rejection,
+};
+use tokio::sync::mpsc;
 use tokio::time::{sleep, timeout};
 
 fn stress_calls() -> u32 {
@@ -21,18 +26,25 @@ fn stress_calls() -> u32 {
 }
 
 const BUDGET_CAPACITY: u32 = 50;
+const FAILURE_THRESHOLD: u32 = 3;
+const PROBES: u32 = 3;
+const OPEN_FOR: Duration = Duration::from_millis(1);
+const ARRIVAL_SPREAD_US: u64 = 20_000;
 
 fn stressed_registry() -> Registry {
     let registry = Registry::new();
     registry
         .declare_breaker(
             "dep",
+            // A low threshold and a short open period, so that the stress
+            // keeps the breaker cycling through open and half-open while
+            // calls (probes among them) are aborted.
             BreakerConfig {
-                failure_threshold: 20,
+                failure_threshold: FAILURE_THRESHOLD,
                 window: Duration::from_millis(50),
-                open_for: Duration::from_millis(5),
+                open_for: OPEN_FOR,
                 success_threshold: 2,
-                half_open_max_calls: 3,
+                half_open_max_calls: PROBES,
                 ..Default::default()
             },
         )
@@ -60,9 +72,112 @@ fn policy() -> Policy {
         .unwrap()
 }
 
+/// Transitions of every breaker of a registry, by `(from, to)`.
+#[derive(Clone, Default)]
+struct Transitions(Arc<Mutex<BTreeMap<(&'static str, &'static str), u64>>>);
+
+impl Transitions {
+    fn attach(registry: &Registry) -> Self {
+        let seen = Transitions::default();
+        let log = seen.clone();
+        registry.on_transition(move |t| {
+            *log.0.lock().unwrap().entry((t.from.label(), t.to.label())).or_default() += 1;
+        });
+        seen
+    }
+
+    fn snapshot(&self) -> BTreeMap<(&'static str, &'static str), u64> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+/// Adds the transitions seen between two snapshots to `into`.
+fn add_since(
+    into: &mut BTreeMap<(&'static str, &'static str), u64>,
+    before: &BTreeMap<(&'static str, &'static str), u64>,
+    after: &BTreeMap<(&'static str, &'static str), u64>,
+) {
+    for (kind, n) in after {
+        *into.entry(*kind).or_default() += n - before.get(kind).copied().unwrap_or(0);
+    }
+}
+
+/// Once every call of a wave has ended, no probe slot may still be held.
+/// Proves it on the breaker as the wave left it: opens it, lets it turn
+/// half-open, fills every probe slot with a call that hangs, shows that one
+/// call more is refused (so those calls hold the slots), aborts them, and
+/// then asks for `PROBES` probes at once, which a leaked slot would refuse.
+/// Returns how many probes were aborted while holding a slot.
+async fn abort_every_probe_then_probe_again(registry: &Registry, breaker: &CircuitBreaker) -> u32 {
+    let once = Policy::builder().max_attempts(1).breaker("dep").build().unwrap();
+    for _ in 0..=FAILURE_THRESHOLD {
+        if breaker.state() == BreakerState::Open {
+            break;
+        }
+        let state = breaker.state();
+        let failed = registry.scope(once.run(|| async { Err::<(), _>(TestError::Transient) })).await;
+        assert!(
+            !matches!(failed, Err(TestError::Rejected(Rejection::CircuitOpen { .. }))),
+            "a {state:?} breaker refused a call after every call of the wave had ended: a probe slot leaked"
+        );
+    }
+    assert_eq!(breaker.state(), BreakerState::Open, "failures open the breaker");
+    sleep(breaker.remaining_open().unwrap_or_default()).await;
+    while breaker.state() == BreakerState::Open {
+        tokio::task::yield_now().await;
+    }
+
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let hanging: Vec<_> = (0..PROBES)
+        .map(|_| {
+            let (once, started_tx) = (once.clone(), started_tx.clone());
+            tokio::spawn(registry.scope(async move {
+                once.run(|| {
+                    let started_tx = started_tx.clone();
+                    async move {
+                        started_tx.send(()).unwrap();
+                        sleep(Duration::from_secs(3600)).await;
+                        Ok::<_, TestError>(())
+                    }
+                })
+                .await
+            }))
+        })
+        .collect();
+    for _ in 0..PROBES {
+        timeout(Duration::from_secs(10), started.recv()).await.expect("every probe starts").unwrap();
+    }
+    let refused = registry.scope(once.run(|| async { Ok::<_, TestError>(()) })).await;
+    assert!(
+        matches!(refused, Err(TestError::Rejected(Rejection::CircuitOpen { .. }))),
+        "the hanging calls hold every probe slot, so one more is refused: {refused:?}"
+    );
+    for call in &hanging {
+        call.abort();
+    }
+    for call in hanging {
+        assert!(call.await.unwrap_err().is_cancelled());
+    }
+
+    let probes: Vec<_> = (0..PROBES).map(|_| breaker.try_acquire()).collect();
+    assert!(
+        probes.iter().all(|p| p.as_ref().is_some_and(|p| p.is_probe())),
+        "the half-open breaker admits {PROBES} probes again once the probing calls were aborted \
+         (admitted: {}): an aborted probe did not free its slot",
+        probes.iter().flatten().count()
+    );
+    for probe in probes.into_iter().flatten() {
+        probe.record(Outcome::Success);
+    }
+    assert_eq!(breaker.state(), BreakerState::Closed, "the probes' successes close it");
+    PROBES
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aborting_calls_at_random_points_leaks_nothing() {
     let registry = stressed_registry();
+    let transitions = Transitions::attach(&registry);
+    let breaker = registry.breaker("dep").unwrap();
     let policy = Arc::new(policy());
     let calls = stress_calls();
     let started = Arc::new(AtomicU64::new(0));
@@ -70,13 +185,22 @@ async fn aborting_calls_at_random_points_leaks_nothing() {
     let batch = 500;
     let mut aborted = 0u32;
     let mut done = 0u32;
+    // Transitions caused by the random calls alone (not by the checks between waves).
+    let mut stress_transitions = BTreeMap::new();
+    let mut abandoned_probes = 0u32;
+    let mut waves = 0u32;
     while done < calls {
         let n = batch.min(calls - done);
+        let before = transitions.snapshot();
         let mut handles = Vec::with_capacity(n as usize);
         for _ in 0..n {
             let seed: u64 = rng.random();
+            // Arrivals spread over the wave: a breaker only turns away calls
+            // that arrive while it is open.
+            let arrival = Duration::from_micros(rng.random_range(0..ARRIVAL_SPREAD_US));
             let (policy, started) = (policy.clone(), started.clone());
             let handle = tokio::spawn(registry.scope(async move {
+                sleep(arrival).await;
                 let mut rng = SmallRng::seed_from_u64(seed);
                 policy
                     .run(|| {
@@ -85,23 +209,25 @@ async fn aborting_calls_at_random_points_leaks_nothing() {
                         let pause = Duration::from_micros(rng.random_range(0..300));
                         async move {
                             sleep(pause).await;
+                            // Failures often enough to reach the threshold
+                            // between successes, which clear the count.
                             match roll {
-                                0..60 => Ok(()),
-                                60..90 => Err(TestError::Transient),
+                                0..45 => Ok(()),
+                                45..90 => Err(TestError::Transient),
                                 _ => Err(TestError::Permanent),
                             }
                         }
                     })
                     .await
             }));
-            handles.push((handle, rng.random_bool(0.5), rng.random_range(0..1_500u64)));
+            let abort_after = arrival + Duration::from_micros(rng.random_range(0..1_500));
+            handles.push((handle, rng.random_bool(0.5), abort_after));
         }
         // Abort half of them after a random delay: some while they wait for
         // the bulkhead, some mid-attempt, some mid-backoff, some as probes.
-        for (handle, abort, after_us) in &handles {
+        for (handle, abort, after) in &handles {
             if *abort {
-                let handle = handle.abort_handle();
-                let after = Duration::from_micros(*after_us);
+                let (handle, after) = (handle.abort_handle(), *after);
                 tokio::spawn(async move {
                     sleep(after).await;
                     handle.abort();
@@ -116,9 +242,32 @@ async fn aborting_calls_at_random_points_leaks_nothing() {
             }
         }
         done += n;
+        waves += 1;
+        add_since(&mut stress_transitions, &before, &transitions.snapshot());
+        abandoned_probes += abort_every_probe_then_probe_again(&registry, &breaker).await;
     }
+    let attempts = started.load(Ordering::Relaxed);
+    let count = |from: BreakerState, to: BreakerState| {
+        stress_transitions.get(&(from.label(), to.label())).copied().unwrap_or(0)
+    };
+    let total: u64 = stress_transitions.values().sum();
+    eprintln!(
+        "{calls} calls in {waves} waves: {aborted} aborted, {attempts} attempts; \
+         breaker transitions caused by the calls: {total} {stress_transitions:?}; \
+         probes aborted while holding a slot (between waves): {abandoned_probes}"
+    );
     assert!(aborted > calls / 10, "the test must really abort calls ({aborted} of {calls})");
-    assert!(started.load(Ordering::Relaxed) >= u64::from(calls) / 2);
+    assert!(attempts > u64::from(calls) / 10, "the calls must really run attempts ({attempts})");
+    // The random calls themselves keep the breaker cycling (about 7 rounds
+    // a wave on the development machine; the bounds leave room for slower
+    // ones), so aborts also land on probes and on calls waiting out an open breaker.
+    assert!(
+        count(BreakerState::Open, BreakerState::HalfOpen) >= u64::from(waves),
+        "the calls must cycle the breaker through half-open: {stress_transitions:?}"
+    );
+    assert!(count(BreakerState::HalfOpen, BreakerState::Open) >= u64::from(waves) / 2);
+    assert!(count(BreakerState::HalfOpen, BreakerState::Closed) >= u64::from(waves) / 4);
+    assert_eq!(abandoned_probes, waves * PROBES);
 
     let bulkhead = registry.bulkhead("dep").unwrap();
     assert_eq!(bulkhead.in_use(), 0, "every permit came back");
@@ -126,12 +275,12 @@ async fn aborting_calls_at_random_points_leaks_nothing() {
     assert!(budget.available() <= BUDGET_CAPACITY);
 
     // The breaker can still open, probe and close: no half-open slot leaked.
-    let breaker = registry.breaker("dep").unwrap();
     let closing = Policy::builder().max_attempts(1).breaker("dep").build().unwrap();
-    for _ in 0..20 {
+    for _ in 0..FAILURE_THRESHOLD {
         let _ = registry.scope(closing.run(|| async { Err::<(), _>(TestError::Transient) })).await;
     }
-    sleep(Duration::from_millis(10)).await;
+    assert_eq!(breaker.state(), BreakerState::Open);
+    sleep(OPEN_FOR * 2).await;
     for _ in 0..2 {
         registry.scope(closing.run(|| async { Ok::<_, TestError>(()) })).await.unwrap();
     }
