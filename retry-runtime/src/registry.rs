@@ -251,6 +251,30 @@ impl Registry {
     /// ```
     ///
     /// The returned future owns a handle to the registry, so it can be spawned.
+    ///
+    /// The scope is a task-local: it covers the future it wraps and nothing
+    /// else. A task spawned inside it (`tokio::spawn`, `spawn_local`, a
+    /// `JoinSet`) starts outside any scope and uses the global registry. To
+    /// carry the scope along, wrap the spawned future in it too:
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use resilient::{Policy, Registry};
+    /// let isolated = Registry::new();
+    /// isolated
+    ///     .scope(async {
+    ///         let policy = Policy::builder().breaker("worker").build().unwrap();
+    ///         // `Registry::current()` is the scope in effect here.
+    ///         let task = tokio::spawn(Registry::current().scope(async move {
+    ///             policy.run(|| async { Ok::<_, std::io::Error>(()) }).await
+    ///         }));
+    ///         task.await.unwrap().unwrap();
+    ///     })
+    ///     .await;
+    /// assert!(isolated.breaker("worker").is_some(), "the spawned task used the scoped registry");
+    /// # }
+    /// ```
     pub fn scope<F: Future>(&self, fut: F) -> impl Future<Output = F::Output> + use<F> {
         // Set before the scope can be entered: whoever polls the future
         // later (on any thread) got it through a synchronising hand-over.
@@ -259,6 +283,8 @@ impl Registry {
     }
 
     /// The registry in effect on this task: the innermost [`scope`](Self::scope), else the global one.
+    ///
+    /// Use it to carry a scope into a task you spawn (see [`scope`](Self::scope)).
     pub fn current() -> Registry {
         with_current(Registry::clone)
     }

@@ -1,0 +1,200 @@
+//! Every metric in the README's table, read back from a recording `metrics`
+//! recorder (metrics-util's debugging recorder, scoped to the test's thread):
+//! names, labels and values, after calls whose effect is known exactly.
+//! Also the attribute's `name = "..."`: it is the `operation` label.
+
+use std::time::Duration;
+
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use resilient::{
+    BreakerConfig, BudgetConfig, BulkheadConfig, Classify, ErrorClass, Policy, Registry, Rejection, resilient,
+};
+
+#[derive(Debug, Clone, PartialEq)]
+enum Fault {
+    Down,
+    Busy(Option<Duration>),
+    Invalid,
+    Rejected(Rejection),
+}
+
+impl Classify for Fault {
+    fn classify(&self) -> ErrorClass {
+        match self {
+            Fault::Down => ErrorClass::Transient,
+            Fault::Busy(retry_after) => ErrorClass::Throttled { retry_after: *retry_after },
+            Fault::Invalid => ErrorClass::Permanent,
+            Fault::Rejected(rejection) => rejection.classify(),
+        }
+    }
+}
+
+impl From<Rejection> for Fault {
+    fn from(rejection: Rejection) -> Self {
+        Fault::Rejected(rejection)
+    }
+}
+
+/// What a test recorded: every metric's name, sorted labels and value.
+struct Recorded(Vec<(String, Vec<(String, String)>, DebugValue)>);
+
+/// Runs `test` on a paused current-thread runtime with a fresh recorder
+/// and takes one snapshot at the end (a snapshot resets what it reads).
+fn recorded(test: impl AsyncFnOnce()) -> Recorded {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let runtime =
+            tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+        runtime.block_on(test());
+    });
+    let metrics = snapshotter.snapshot().into_vec().into_iter().map(|(key, _, _, value)| {
+        let key = key.key();
+        let mut labels: Vec<(String, String)> =
+            key.labels().map(|l| (l.key().to_owned(), l.value().to_owned())).collect();
+        labels.sort();
+        (key.name().to_owned(), labels, value)
+    });
+    Recorded(metrics.collect())
+}
+
+impl Recorded {
+    /// The value of metric `name` with exactly these labels, if recorded.
+    fn value(&self, name: &str, labels: &[(&str, &str)]) -> Option<&DebugValue> {
+        let mut wanted: Vec<(String, String)> =
+            labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        wanted.sort();
+        self.0.iter().find(|(n, l, _)| n == name && *l == wanted).map(|(_, _, value)| value)
+    }
+}
+
+fn counter(metrics: &Recorded, name: &str, labels: &[(&str, &str)]) -> u64 {
+    match metrics.value(name, labels) {
+        Some(DebugValue::Counter(n)) => *n,
+        other => panic!("{name} {labels:?}: {other:?}"),
+    }
+}
+
+fn gauge(metrics: &Recorded, name: &str, labels: &[(&str, &str)]) -> f64 {
+    match metrics.value(name, labels) {
+        Some(DebugValue::Gauge(level)) => level.into_inner(),
+        other => panic!("{name} {labels:?}: {other:?}"),
+    }
+}
+
+#[test]
+fn retries_and_stops_are_counted_by_operation_class_and_reason() {
+    let metrics = recorded(async || {
+        let policy =
+            Policy::builder().name("shop::quote").max_attempts(3).base(Duration::ZERO).build().unwrap();
+        let mut n = 0;
+        let _ = policy
+            .run(|| {
+                n += 1;
+                let fault = if n == 1 { Fault::Down } else { Fault::Busy(None) };
+                async move { Err::<(), _>(fault) }
+            })
+            .await;
+        let _ = policy.run(|| async { Err::<(), _>(Fault::Invalid) }).await;
+    });
+    let op = ("operation", "shop::quote");
+    assert_eq!(counter(&metrics, "resilient_retries_total", &[op, ("class", "transient")]), 1);
+    assert_eq!(counter(&metrics, "resilient_retries_total", &[op, ("class", "throttled")]), 1);
+    assert_eq!(counter(&metrics, "resilient_stops_total", &[op, ("reason", "attempts_exhausted")]), 1);
+    assert_eq!(counter(&metrics, "resilient_stops_total", &[op, ("reason", "permanent")]), 1);
+}
+
+#[test]
+fn breaker_transitions_are_counted_and_its_state_is_a_gauge() {
+    let metrics = recorded(async || {
+        let registry = Registry::new();
+        let config = BreakerConfig {
+            failure_threshold: 1,
+            open_for: Duration::from_secs(1),
+            success_threshold: 1,
+            ..Default::default()
+        };
+        registry.declare_breaker("db", config).unwrap();
+        let policy = Policy::builder().max_attempts(1).breaker("db").build().unwrap();
+        let _ = registry.scope(policy.run(|| async { Err::<(), _>(Fault::Down) })).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        registry.scope(policy.run(|| async { Ok::<_, Fault>(()) })).await.unwrap();
+    });
+    let transition = |from, to| {
+        counter(
+            &metrics,
+            "resilient_breaker_transitions_total",
+            &[("breaker", "db"), ("from", from), ("to", to)],
+        )
+    };
+    assert_eq!(transition("closed", "open"), 1);
+    assert_eq!(transition("open", "half_open"), 1);
+    assert_eq!(transition("half_open", "closed"), 1);
+    assert_eq!(gauge(&metrics, "resilient_breaker_state", &[("breaker", "db")]), 0.0, "closed again");
+}
+
+#[test]
+fn the_budget_gauge_follows_withdrawals_and_deposits() {
+    let metrics = recorded(async || {
+        let registry = Registry::new();
+        registry.declare_budget("api", BudgetConfig { capacity: 10, ..Default::default() }).unwrap();
+        let policy = Policy::builder().max_attempts(2).base(Duration::ZERO).budget("api").build().unwrap();
+        // Five calls that each retry once: five tokens withdrawn.
+        for _ in 0..5 {
+            let _ = registry.scope(policy.run(|| async { Err::<(), _>(Fault::Down) })).await;
+        }
+        assert_eq!(registry.budget("api").unwrap().available(), 5);
+        // Five successes: five tokens back.
+        for _ in 0..5 {
+            registry.scope(policy.run(|| async { Ok::<_, Fault>(()) })).await.unwrap();
+        }
+        assert_eq!(registry.budget("api").unwrap().available(), 10);
+    });
+    assert_eq!(gauge(&metrics, "resilient_budget_available", &[("budget", "api")]), 10.0);
+}
+
+#[test]
+fn the_bulkhead_gauge_counts_permits_in_use() {
+    let metrics = recorded(async || {
+        let registry = Registry::new();
+        registry.declare_bulkhead("pool", BulkheadConfig { max_concurrent: 4, max_wait: None }).unwrap();
+        let bulkhead = registry.bulkhead("pool").unwrap();
+        let first = bulkhead.acquire().await.unwrap();
+        let second = bulkhead.acquire().await.unwrap();
+        drop(first);
+        // Still held when the snapshot is taken, after this block ends.
+        std::mem::forget(second);
+    });
+    assert_eq!(gauge(&metrics, "resilient_bulkhead_in_use", &[("bulkhead", "pool")]), 1.0);
+}
+
+struct Inventory;
+struct Ledger;
+
+impl Inventory {
+    #[resilient(max_attempts = 2, base_ms = 0, name = "inventory::load")]
+    async fn load(&self) -> Result<(), Fault> {
+        Err(Fault::Down)
+    }
+}
+
+impl Ledger {
+    // Same module, same method name: without `name` both would be `metrics::load`.
+    #[resilient(max_attempts = 2, base_ms = 0, name = "ledger::load")]
+    async fn load(&self) -> Result<(), Fault> {
+        Err(Fault::Down)
+    }
+}
+
+#[test]
+fn the_name_argument_tells_two_methods_of_the_same_name_apart() {
+    let metrics = recorded(async || {
+        let _ = Inventory.load().await;
+        let _ = Ledger.load().await;
+        let _ = Ledger.load().await;
+    });
+    let retries = |operation| {
+        counter(&metrics, "resilient_retries_total", &[("operation", operation), ("class", "transient")])
+    };
+    assert_eq!((retries("inventory::load"), retries("ledger::load")), (1, 2));
+}
