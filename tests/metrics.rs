@@ -35,8 +35,11 @@ impl From<Rejection> for Fault {
     }
 }
 
-/// What a test recorded: every metric's name, sorted labels and value.
-struct Recorded(Vec<(String, Vec<(String, String)>, DebugValue)>);
+/// A metric's labels, sorted.
+type Labels = Vec<(String, String)>;
+
+/// What a test recorded: every metric's name, labels and value.
+struct Recorded(Vec<(String, Labels, DebugValue)>);
 
 /// Runs `test` on a paused current-thread runtime with a fresh recorder
 /// and takes one snapshot at the end (a snapshot resets what it reads).

@@ -21,6 +21,8 @@ pub(crate) enum Kind {
     Parameter,
     /// A path to the runtime, written as a string (`"::resilient"`).
     CratePath,
+    /// A path to a function, written as a path (`my_module::classify`).
+    FnPath,
 }
 
 /// A default, as the code uses it.
@@ -73,6 +75,7 @@ pub(crate) const ARGUMENTS: &[Argument] = &[
         example: "\"once\"",
     },
     Argument { name: "name", kind: Kind::Name, default: Default::Derived, example: "\"shop::charge\"" },
+    Argument { name: "classify", kind: Kind::FnPath, default: Default::None, example: "classify_db_error" },
     Argument { name: "crate", kind: Kind::CratePath, default: Default::Derived, example: "\"::resilient\"" },
 ];
 

@@ -57,7 +57,9 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
     let import = quote! {
         use #krate::__private as #runtime;
         #[allow(unused_imports)]
-        use #runtime::{ForgetOtherError as _, KeepSendError as _};
+        use #runtime::{
+            ConvertByFrom as _, ConvertByWrapping as _, ConvertNot as _, ForgetOtherError as _, KeepSendError as _,
+        };
     };
     let rt = quote!(#runtime);
     // Mixed-site hygiene: the body cannot see (or shadow) these locals.
@@ -75,10 +77,12 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         }
         None => quote!(::core::option::Option::None),
     };
-    let slot = error_slot(&item.sig, &plan.error_type, &rt);
+    let error_ty = error_type_tokens(&item.sig, &plan.error_type, &rt);
+    let error_span = error_span(&item.sig, &plan.error_type);
+    let slot = quote!((&#rt::ErrorProbe::<#error_ty>::new()).slot());
+    let handling = error_handling(plan, &error_ty, error_span, &rt);
     // A missing `Classify` or `From<Rejection>` is reported at this call too:
     // point that at the error type, under the readable message, not at the attribute.
-    let error_span = error_span(&item.sig, &plan.error_type);
     let callee = respan(quote!(#rt::Execution::attempt), error_span);
     let attempt = |future: TokenStream| {
         let call = quote_spanned!(error_span=> #callee(&mut #execution, #future));
@@ -136,7 +140,7 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
             // The probe's borrow is what puts the fallback slot one
             // auto-reference further away: it is not needless.
             #[allow(clippy::needless_borrow)]
-            let mut #execution = #policy.execution(#key, #slot);
+            let mut #execution = #policy.execution(#key, #slot, #handling);
             #run
         }
     }
@@ -168,10 +172,10 @@ fn error_span(sig: &Signature, error_type: &ErrorType) -> Span {
     }
 }
 
-/// Where the call keeps its last error across waits: chosen by whether the
-/// error type is `Send` (autoref specialization; see the runtime's `slot`).
-fn error_slot(sig: &Signature, error_type: &ErrorType, rt: &TokenStream) -> TokenStream {
-    let error = match (error_type, &sig.output) {
+/// The error type `E`, as a type the expansion can name: as written, or
+/// through the return type (`<io::Result<T> as ResultType>::Error`).
+fn error_type_tokens(sig: &Signature, error_type: &ErrorType, rt: &TokenStream) -> TokenStream {
+    match (error_type, &sig.output) {
         (ErrorType::Named(ty), _) => quote!(#ty),
         (ErrorType::Inferred, ReturnType::Type(_, ty)) => {
             let erased = erase_impl_trait(ty);
@@ -179,8 +183,25 @@ fn error_slot(sig: &Signature, error_type: &ErrorType, rt: &TokenStream) -> Toke
         }
         // Not a `Result`: `validate` has reported it, nothing is expanded.
         (ErrorType::Inferred, ReturnType::Default) => quote!(()),
-    };
-    quote!((&#rt::ErrorProbe::<#error>::new()).slot())
+    }
+}
+
+/// How the call classifies its errors and makes rejections into them: the
+/// traits (`Classify`, `From<Rejection>`), checked at the error type so a
+/// missing one is reported there in words; or `classify = path`, with the
+/// rejection conversion the error type allows (autoref specialization: its
+/// `From<Rejection>`, else `Error::Rejected` for a `resilient::Error<X>`).
+fn error_handling(plan: &Plan, error_ty: &TokenStream, error_span: Span, rt: &TokenStream) -> TokenStream {
+    match &plan.classify {
+        None => {
+            let check = respan(quote!(#rt::by_traits::<#error_ty>), error_span);
+            quote!(#check())
+        }
+        Some(path) => {
+            let new = respan(quote!(#rt::ClassifyWith::<#error_ty>::new), path.span());
+            quote!(#new(#path, (&&&#rt::RejectProbe::<#error_ty>::new()).converter()))
+        }
+    }
 }
 
 /// The `AttributeConfig` literal the policy is built from, at compile time.

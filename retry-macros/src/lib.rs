@@ -50,11 +50,15 @@ use parse::{Args, Errors};
 /// | `idempotent` | bool | true | `false` declares a non-idempotent operation |
 /// | `key` | a parameter's name | none | the idempotency key; required when `idempotent = false` and `max_attempts > 1` |
 /// | `nested` | `"once"`, `"retry"` | `"once"` | inside another annotated call's attempt, `"once"` makes a single attempt |
+/// | `classify` | path to a `fn(&E) -> ErrorClass` | `Classify` | classifies this function's errors instead of the trait |
 /// | `name` | string | `module_path::fn` | the operation's name in traces and metrics (two methods of the same name in one module need it) |
 /// | `crate` | string path | `"::resilient"` | where the runtime is |
 ///
 /// The function must be an `async fn` returning `Result<T, E>` (or an alias
-/// of it) where `E` implements `Classify` and `From<Rejection>`. Every
+/// of it) where `E` can be classified and can carry the loop's rejections:
+/// `anyhow::Error`, `Box<dyn Error + Send + Sync>`, `std::io::Error`,
+/// `tonic::Status`, `resilient::Error<X>` for a foreign `X`, or your own type
+/// implementing `Classify` and `From<Rejection>` (or with `classify = ...`). Every
 /// attempt runs the body on fresh arguments: each parameter taken by value
 /// is cloned per attempt and must be `Clone` (unless `max_attempts = 1`),
 /// while references, `&mut` references and `&mut self` receivers are

@@ -11,7 +11,7 @@ use proc_macro2::TokenStream;
 use quote::{ToTokens, quote};
 use syn::ext::IdentExt;
 use syn::parse::{Parse, ParseStream};
-use syn::{Expr, ExprLit, ExprUnary, Ident, Lit, LitInt, LitStr, Path, Token, UnOp};
+use syn::{Expr, ExprLit, ExprPath, ExprUnary, Ident, Lit, LitInt, LitStr, Path, Token, UnOp};
 
 use crate::arguments::{self, Argument, Kind};
 use crate::suggest;
@@ -24,6 +24,7 @@ pub(crate) enum Value {
     Bool(bool),
     Parameter(Ident),
     CratePath(Path),
+    FnPath(ExprPath),
 }
 
 /// One argument as written, with the tokens to point at.
@@ -85,6 +86,14 @@ impl Args {
     pub(crate) fn parameter(&self, name: &str) -> Option<&Ident> {
         self.get(name).and_then(|s| match &s.value {
             Value::Parameter(v) => Some(v),
+            _ => None,
+        })
+    }
+
+    /// The path of a function-path argument.
+    pub(crate) fn fn_path(&self, name: &str) -> Option<&ExprPath> {
+        self.get(name).and_then(|s| match &s.value {
+            Value::FnPath(v) => Some(v),
             _ => None,
         })
     }
@@ -159,6 +168,7 @@ impl Args {
             Kind::Bool => Value::Bool(boolean(name, value)?),
             Kind::Parameter => Value::Parameter(parameter(argument, value)?),
             Kind::CratePath => Value::CratePath(path(argument, value)?),
+            Kind::FnPath => Value::FnPath(fn_path(argument, value)?),
         };
         let setting = Setting { value: parsed, pair: quote!(#key #eq #value), at: value.to_token_stream() };
         self.settings.push((name, setting));
@@ -330,6 +340,25 @@ fn path(argument: &Argument, expr: &Expr) -> syn::Result<Path> {
             format!("`{name}` must be a path to the `resilient` crate, like `{name} = \"::resilient\"`"),
         )
     })
+}
+
+/// A path to a function, as a path (`classify = my_classify`).
+fn fn_path(argument: &Argument, expr: &Expr) -> syn::Result<ExprPath> {
+    let name = argument.name;
+    if let Expr::Path(path) = peel(expr) {
+        return Ok(path.clone());
+    }
+    let message = match literal(expr) {
+        Some(Lit::Str(s)) if s.parse::<ExprPath>().is_ok() => format!(
+            "`{name}` takes a path to a function, not a string: write `{name} = {}` without quotes",
+            s.value()
+        ),
+        _ => format!(
+            "expected a path to a function `fn(&E) -> ErrorClass` for `{name}`, like `{name} = {}`",
+            argument.example
+        ),
+    };
+    Err(syn::Error::new_spanned(expr, message))
 }
 
 /// Several independent errors, reported together.

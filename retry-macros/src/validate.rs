@@ -35,6 +35,8 @@ pub(crate) struct Plan {
     pub key: Option<Ident>,
     pub nested_retry: bool,
     pub error_type: ErrorType,
+    /// `classify = path`: classifies the errors instead of `Classify`.
+    pub classify: Option<syn::ExprPath>,
 }
 
 /// The `E` of the function's `Result<T, E>`, when it can be named.
@@ -157,6 +159,7 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
         key: args.parameter("key").cloned(),
         nested_retry: choice("nested") == "retry",
         error_type,
+        classify: args.fn_path("classify").cloned(),
     };
     errors.finish(plan)
 }

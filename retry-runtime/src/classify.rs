@@ -33,6 +33,11 @@ pub enum ErrorClass {
         /// The server's `Retry-After`, if it sent a valid one.
         retry_after: Option<Duration>,
     },
+    /// An optimistic-concurrency clash (a stale version, gRPC `ABORTED`, an
+    /// HTTP 409 where your API means that): retried with backoff and paid
+    /// for from the budget like any retry, but neutral to the breaker, since
+    /// it says nothing about the dependency's health.
+    Conflict,
     /// Will fail the same way again: bad request, not found, business rule.
     /// Returned at once; never counts against a breaker.
     Permanent,
@@ -50,11 +55,27 @@ impl ErrorClass {
         !matches!(self, ErrorClass::Permanent)
     }
 
-    /// A short label for traces and metrics: `transient`, `throttled` or `permanent`.
+    /// Whether an attempt that failed with this class counts as a failure
+    /// of the dependency (for a breaker): transient and throttled errors
+    /// do; conflicts and permanent errors are neutral.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// use resilient::ErrorClass;
+    /// assert!(ErrorClass::Transient.is_failure());
+    /// assert!(ErrorClass::Conflict.is_retryable() && !ErrorClass::Conflict.is_failure());
+    /// ```
+    pub fn is_failure(self) -> bool {
+        matches!(self, ErrorClass::Transient | ErrorClass::Throttled { .. })
+    }
+
+    /// A short label for traces and metrics: `transient`, `throttled`,
+    /// `conflict` or `permanent`.
     pub fn label(self) -> &'static str {
         match self {
             ErrorClass::Transient => "transient",
             ErrorClass::Throttled { .. } => "throttled",
+            ErrorClass::Conflict => "conflict",
             ErrorClass::Permanent => "permanent",
         }
     }
@@ -177,47 +198,10 @@ impl<T: Classify + ?Sized> Classify for std::sync::Arc<T> {
     }
 }
 
-/// I/O errors are classified by kind: network hiccups and timeouts are
-/// transient; "the input is wrong" and "not allowed" are permanent.
-///
-/// ```
-/// # use retry_runtime as resilient;
-/// use std::io::{Error, ErrorKind};
-/// use resilient::{Classify, ErrorClass};
-/// assert_eq!(Error::from(ErrorKind::ConnectionReset).classify(), ErrorClass::Transient);
-/// assert_eq!(Error::from(ErrorKind::NotFound).classify(), ErrorClass::Permanent);
-/// ```
-impl Classify for std::io::Error {
-    fn classify(&self) -> ErrorClass {
-        use std::io::ErrorKind::*;
-        match self.kind() {
-            ConnectionRefused
-            | ConnectionReset
-            | ConnectionAborted
-            | NotConnected
-            | BrokenPipe
-            | TimedOut
-            | Interrupted
-            | WouldBlock
-            | UnexpectedEof
-            | AddrInUse
-            | AddrNotAvailable
-            | HostUnreachable
-            | NetworkUnreachable
-            | NetworkDown
-            | ResourceBusy
-            | StaleNetworkFileHandle => ErrorClass::Transient,
-            QuotaExceeded => ErrorClass::Throttled { retry_after: None },
-            _ => ErrorClass::Permanent,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use std::io::{Error, ErrorKind};
 
     #[test]
     fn http_statuses_fall_into_the_contracts_classes() {
@@ -254,14 +238,6 @@ mod tests {
         for bad in ["", " ", "-5", "1.5", "+3", "soon", "Wed, 32 Oct 2015 07:28:00 GMT", "١٢"] {
             assert_eq!(parse_retry_after(bad), None, "{bad:?}");
         }
-    }
-
-    #[test]
-    fn io_errors_are_classified_by_kind() {
-        assert_eq!(Error::from(ErrorKind::TimedOut).classify(), ErrorClass::Transient);
-        assert_eq!(Error::from(ErrorKind::ConnectionRefused).classify(), ErrorClass::Transient);
-        assert_eq!(Error::from(ErrorKind::InvalidInput).classify(), ErrorClass::Permanent);
-        assert_eq!(Error::from(ErrorKind::PermissionDenied).classify(), ErrorClass::Permanent);
     }
 
     /// The last second an HTTP-date can name: 9999-12-31 23:59:59 GMT.

@@ -22,7 +22,7 @@
 //! | the loop | `execution` (one attempt: admission, run, record, decide, back off), `context` (key and nesting per attempt) |
 //! | wiring | `policy` (settings), `guards` (names resolved and cached per registry), `registry` (named guards) |
 //! | guards | `breaker` (pure core + atomic wrapper), `budget`, `bulkhead` |
-//! | pure logic | `decision` (the retry decision), `backoff`, `classify`, `rejection`, `error` (what the loop needs of an error type), `clock`, `config` |
+//! | pure logic | `decision` (the retry decision), `backoff`, `classify`, `rejection`, `error` (what the loop needs of an error type), `errors` (the ecosystem's error types, and `Error<E>`), `clock`, `config` |
 //! | leaf | `observe` (traces and metrics, from plain labels) |
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -37,6 +37,7 @@ mod config;
 mod context;
 mod decision;
 mod error;
+mod errors;
 mod execution;
 mod guards;
 #[cfg(feature = "reqwest")]
@@ -59,6 +60,8 @@ pub use config::{ConfigError, PolicyError};
 pub use context::idempotency_key;
 pub use decision::StopReason;
 pub use error::ResilientError;
+pub use errors::Error;
+pub use execution::{Classified, ClassifyInner};
 pub use policy::{MAX_ATTEMPTS_LIMIT, Nested, Policy, PolicyBuilder};
 pub use registry::{Registry, RegistryError, registry};
 pub use rejection::Rejection;
@@ -67,10 +70,23 @@ pub use rejection::Rejection;
 /// may change in any release.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::error::{
+        ByTraits, ClassifyWith, ConvertByFrom, ConvertByWrapping, ConvertNot, ErrorHandling, NoConverter,
+        RejectProbe, RejectionConverter,
+    };
     pub use crate::execution::{
         ErrorProbe, Execution, ForgetOtherError, Forgotten, KeepSendError, Kept, LastError, Step,
     };
     pub use crate::policy::AttributeConfig;
+
+    /// The handling of an error type through its traits. The bound is
+    /// checked here, once, at the error type (the expansion spans the call
+    /// there), and nowhere else: what this returns handles `E` whatever `E`
+    /// is, so a missing trait is one error in words, not a cascade.
+    #[inline(always)]
+    pub fn by_traits<E: crate::ResilientError>() -> ClassifyWith<E> {
+        ClassifyWith::new(E::error_class, E::from_rejection as fn(crate::Rejection) -> E)
+    }
 
     /// The error type of a `Result`, named through an alias (`io::Result<T>`).
     pub trait ResultType {

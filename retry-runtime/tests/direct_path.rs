@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use common::{TestError, ms};
-use retry_runtime::__private::{Execution, Kept, Step};
+use retry_runtime::__private::{ByTraits, Execution, Kept, Step};
 use retry_runtime::{
     BreakerConfig, BreakerState, Jitter, Nested, Policy, Rejection, idempotency_key, registry,
 };
@@ -33,7 +33,7 @@ const PATHS: [Path; 2] = [Path::Direct, Path::General];
 
 /// One attempt of `execution`, the way `path` says.
 async fn step<T, F>(
-    execution: &mut Execution<'_, Kept<TestError>>,
+    execution: &mut Execution<'_, Kept<TestError>, ByTraits>,
     path: Path,
     attempt: F,
 ) -> Step<T, TestError>
@@ -56,7 +56,7 @@ async fn call<T, F>(
 where
     F: Future<Output = Result<T, TestError>>,
 {
-    let mut execution = policy.execution(key.map(Arc::from), Kept::default());
+    let mut execution = policy.execution(key.map(Arc::from), Kept::default(), ByTraits);
     loop {
         if let Step::Done(result) = step(&mut execution, path, make()).await {
             return result;

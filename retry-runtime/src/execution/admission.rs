@@ -45,7 +45,7 @@ pub(super) struct Admitted<'g> {
     pub(super) bulkhead: Option<BulkheadPermit<'g>>,
 }
 
-impl<S> Execution<'_, S> {
+impl<S, H> Execution<'_, S, H> {
     /// Steps 1 and 2: the breaker's permission, then the bulkhead's permit.
     pub(super) async fn admit<'g>(&self, guards: &'g Guards) -> Result<Admitted<'g>, Refusal> {
         let mut breaker = admit_breaker(guards)?;

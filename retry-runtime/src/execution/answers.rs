@@ -9,7 +9,7 @@ use crate::backoff::Jitter;
 use crate::decision::Answers;
 
 /// The retry decision's questions, answered by this call.
-impl<S> Answers for Execution<'_, S> {
+impl<S, H> Answers for Execution<'_, S, H> {
     fn backoff(&mut self) -> Duration {
         let backoff = self.policy.backoff();
         let n = self.attempts.saturating_sub(1);

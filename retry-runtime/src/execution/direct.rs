@@ -19,22 +19,22 @@ use super::admission::admit_breaker;
 use super::{Execution, LastError, Step, outcome_of, record};
 use crate::breaker::{BreakerPermit, Outcome};
 use crate::context;
-use crate::error::ResilientError;
+use crate::error::ErrorHandling;
 use crate::guards::Guards;
 
 pin_project! {
     /// The future of [`Execution::attempt`]: the direct path, or the general one.
     #[project = AttemptProj]
-    pub(super) enum Attempt<'e, 'p, S, Fut, General> {
-        Direct { #[pin] direct: Direct<'e, 'p, S, Fut> },
+    pub(super) enum Attempt<'e, 'p, S, H, Fut, General> {
+        Direct { #[pin] direct: Direct<'e, 'p, S, H, Fut> },
         General { #[pin] general: General },
     }
 }
 
-impl<T, E, S, Fut, General> Future for Attempt<'_, '_, S, Fut, General>
+impl<T, E, S, H, Fut, General> Future for Attempt<'_, '_, S, H, Fut, General>
 where
     Fut: Future<Output = Result<T, E>>,
-    E: ResilientError,
+    H: ErrorHandling<E>,
     S: LastError<E>,
     General: Future<Output = Step<T, E>>,
 {
@@ -76,8 +76,8 @@ pin_project! {
 
 pin_project! {
     /// One attempt on the direct path (see the module docs).
-    pub(super) struct Direct<'e, 'p, S, Fut> {
-        execution: &'e mut Execution<'p, S>,
+    pub(super) struct Direct<'e, 'p, S, H, Fut> {
+        execution: &'e mut Execution<'p, S, H>,
         guards: &'p Guards,
         // `None` once finished: it is dropped as soon as it is done, in its context.
         #[pin]
@@ -86,7 +86,7 @@ pin_project! {
         state: State<'p>,
     }
 
-    impl<S, Fut> PinnedDrop for Direct<'_, '_, S, Fut> {
+    impl<S, H, Fut> PinnedDrop for Direct<'_, '_, S, H, Fut> {
         fn drop(this: Pin<&mut Self>) {
             // A cancelled attempt is dropped in its context; the breaker
             // permit (in `state`, dropped next) then records nothing.
@@ -97,17 +97,17 @@ pin_project! {
     }
 }
 
-impl<'e, 'p, S, Fut> Direct<'e, 'p, S, Fut> {
+impl<'e, 'p, S, H, Fut> Direct<'e, 'p, S, H, Fut> {
     #[inline]
-    pub(super) fn new(execution: &'e mut Execution<'p, S>, guards: &'p Guards, attempt: Fut) -> Self {
+    pub(super) fn new(execution: &'e mut Execution<'p, S, H>, guards: &'p Guards, attempt: Fut) -> Self {
         Direct { execution, guards, attempt: Some(attempt), state: State::Admitting }
     }
 }
 
-impl<T, E, S, Fut> Future for Direct<'_, '_, S, Fut>
+impl<T, E, S, H, Fut> Future for Direct<'_, '_, S, H, Fut>
 where
     Fut: Future<Output = Result<T, E>>,
-    E: ResilientError,
+    H: ErrorHandling<E>,
     S: LastError<E>,
 {
     type Output = Step<T, E>;
@@ -176,16 +176,16 @@ enum Next<T, E> {
 
 /// The attempt failed: record it, then plan the retry or end the call.
 #[inline(never)]
-fn failed<T, E, S>(
-    execution: &mut Execution<'_, S>,
+fn failed<T, E, S, H>(
+    execution: &mut Execution<'_, S, H>,
     permit: Option<BreakerPermit<'_>>,
     error: E,
 ) -> Next<T, E>
 where
-    E: ResilientError,
+    H: ErrorHandling<E>,
     S: LastError<E>,
 {
-    let class = error.error_class();
+    let class = execution.handling.class(&error);
     record(permit, outcome_of(class));
     match execution.after_failure(class, error) {
         Err(error) => Next::Done(Step::Done(Err(error))),

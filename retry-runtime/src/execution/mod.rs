@@ -41,6 +41,7 @@ mod answers;
 mod direct;
 mod run;
 pub(crate) use run::key_of;
+pub use run::{Classified, ClassifyInner};
 mod slot;
 
 use std::future::Future;
@@ -59,7 +60,7 @@ use crate::classify::ErrorClass;
 use crate::clock;
 use crate::context;
 use crate::decision::{Decision, decide};
-use crate::error::ResilientError;
+use crate::error::ErrorHandling;
 use crate::guards::{Guards, GuardsRef};
 use crate::observe;
 use crate::policy::{Nested, Policy};
@@ -82,7 +83,7 @@ pub enum Step<T, E> {
 /// attribute inline the loop into your `async fn`, so that its body can
 /// borrow `&mut self` and other parameters. `S` keeps the last error across
 /// the wait for the next attempt (see [`LastError`]).
-pub struct Execution<'p, S> {
+pub struct Execution<'p, S, H> {
     policy: &'p Policy,
     guards: GuardsRef<'p>,
     /// The call's idempotency key; while an attempt is polled in place, the
@@ -97,9 +98,11 @@ pub struct Execution<'p, S> {
     rng: Option<JitterRng>,
     span: tracing::Span,
     last: S,
+    /// How this call classifies errors and makes rejections into them.
+    handling: H,
 }
 
-impl<S> std::fmt::Debug for Execution<'_, S> {
+impl<S, H> std::fmt::Debug for Execution<'_, S, H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Execution")
             .field("operation", &self.policy.operation())
@@ -110,10 +113,12 @@ impl<S> std::fmt::Debug for Execution<'_, S> {
     }
 }
 
-/// What the breaker hears of an attempt that ended with an error of `class`.
+/// What the breaker hears of an attempt that ended with an error of
+/// `class`: transient and throttled errors are failures; conflicts and
+/// permanent errors say nothing about the dependency's health.
 #[inline]
 fn outcome_of(class: ErrorClass) -> Outcome {
-    if class.is_retryable() { Outcome::Failure } else { Outcome::Neutral }
+    if class.is_failure() { Outcome::Failure } else { Outcome::Neutral }
 }
 
 /// Tells the breaker (if any) how the attempt ended.
@@ -134,9 +139,9 @@ enum Guarded<T, E> {
     Cut,
 }
 
-impl<'p, S> Execution<'p, S> {
+impl<'p, S, H> Execution<'p, S, H> {
     #[inline(always)]
-    pub(crate) fn new(policy: &'p Policy, key: Option<Arc<str>>, last: S) -> Self {
+    pub(crate) fn new(policy: &'p Policy, key: Option<Arc<str>>, last: S, handling: H) -> Self {
         // A call without a key of its own inherits the key of the call it is nested in.
         let (nested, key) = context::inherit(key);
         let mut max_attempts = policy.max_attempts();
@@ -155,6 +160,7 @@ impl<'p, S> Execution<'p, S> {
             rng: None,
             span: tracing::debug_span!("resilient.call", operation = %policy.operation()),
             last,
+            handling,
         }
     }
 
@@ -173,7 +179,7 @@ impl<'p, S> Execution<'p, S> {
     pub fn attempt<T, E, Fut>(&mut self, attempt: Fut) -> impl Future<Output = Step<T, E>>
     where
         Fut: Future<Output = Result<T, E>>,
-        E: ResilientError,
+        H: ErrorHandling<E>,
         S: LastError<E>,
     {
         match self.direct_guards() {
@@ -204,7 +210,7 @@ impl<'p, S> Execution<'p, S> {
     pub async fn attempt_with<T, E, Fut>(&mut self, make_attempt: impl FnOnce() -> Fut) -> Step<T, E>
     where
         Fut: Future<Output = Result<T, E>>,
-        E: ResilientError,
+        H: ErrorHandling<E>,
         S: LastError<E>,
     {
         // A handle of our own, so the permits below borrow it and not `self`.
@@ -271,7 +277,7 @@ impl<'p, S> Execution<'p, S> {
         guarded: Guarded<T, E>,
     ) -> Result<Duration, Step<T, E>>
     where
-        E: ResilientError,
+        H: ErrorHandling<E>,
         S: LastError<E>,
     {
         let error = match guarded {
@@ -286,12 +292,12 @@ impl<'p, S> Execution<'p, S> {
                 record(permit, Outcome::Failure);
                 let refusal = self.deadline_refusal();
                 observe::stop(self.policy.operation(), self.attempts, refusal.reason.label());
-                return Err(Step::Done(Err(E::from_rejection(refusal.rejection))));
+                return Err(Step::Done(Err(self.handling.reject(refusal.rejection))));
             }
-            Guarded::TimedOut(after) => E::from_rejection(Rejection::AttemptTimeout { after }),
+            Guarded::TimedOut(after) => self.handling.reject(Rejection::AttemptTimeout { after }),
             Guarded::Ran(Err(error)) => error,
         };
-        let class = error.error_class();
+        let class = self.handling.class(&error);
         record(permit, outcome_of(class));
         self.after_failure(class, error).map_err(|error| Step::Done(Err(error)))
     }
@@ -321,13 +327,13 @@ impl<'p, S> Execution<'p, S> {
     #[cold]
     fn cannot_run<E>(&mut self, refusal: Refusal) -> E
     where
-        E: ResilientError,
+        H: ErrorHandling<E>,
         S: LastError<E>,
     {
         observe::stop(self.policy.operation(), self.attempts, refusal.reason.label());
         match self.last.take() {
             Some(error) => error,
-            None => E::from_rejection(refusal.rejection),
+            None => self.handling.reject(refusal.rejection),
         }
     }
 }

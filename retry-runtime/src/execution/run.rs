@@ -1,17 +1,21 @@
-//! `Policy::run` and `run_with_key`: the retry loop driven for a closure.
+//! `Policy::run` and `run_with_key`, and the same with a classification
+//! function: the retry loop driven for a closure.
 
 use std::future::Future;
 use std::sync::Arc;
 
 use super::{Execution, Kept, Step};
-use crate::error::ResilientError;
+use crate::classify::{Classify, ErrorClass};
+use crate::error::{ByTraits, ClassifyWith, ErrorHandling, ResilientError};
+use crate::errors::Error;
 use crate::policy::Policy;
+use crate::rejection::Rejection;
 
 impl Policy {
     /// Runs `op` (one call per attempt) under this policy.
     ///
     /// Returns the first success, or the last error an attempt produced, or
-    /// a [`Rejection`](crate::Rejection) converted into `E` when no attempt
+    /// a [`Rejection`] converted into `E` when no attempt
     /// could run or the deadline cut one short.
     ///
     /// The last error is kept while the call waits for its next attempt, so
@@ -22,7 +26,7 @@ impl Policy {
         Fut: Future<Output = Result<T, E>>,
         E: ResilientError,
     {
-        drive(self.execution(None, Kept::default()), op).await
+        drive(self.execution(None, Kept::default(), ByTraits), op).await
     }
 
     /// [`run`](Self::run) with an idempotency key, which every attempt reads
@@ -34,23 +38,126 @@ impl Policy {
         Fut: Future<Output = Result<T, E>>,
         E: ResilientError,
     {
-        drive(self.execution(Some(key_of(&key)), Kept::default()), op).await
+        drive(self.execution(Some(key_of(&key)), Kept::default(), ByTraits), op).await
+    }
+
+    /// This policy with errors classified by `classify` instead of the
+    /// [`Classify`] trait (the attribute's `classify = path`), for an error
+    /// type that can carry a [`Rejection`] (`From<Rejection>`).
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// use resilient::{ErrorClass, Policy, Rejection};
+    ///
+    /// #[derive(Debug)]
+    /// enum DbError { Deadlock, Missing, Rejected(Rejection) }
+    /// impl From<Rejection> for DbError {
+    ///     fn from(r: Rejection) -> Self { DbError::Rejected(r) }
+    /// }
+    /// fn classify(e: &DbError) -> ErrorClass {
+    ///     match e { DbError::Deadlock => ErrorClass::Conflict, _ => ErrorClass::Permanent }
+    /// }
+    ///
+    /// let policy = Policy::builder().build().unwrap();
+    /// let mut tries = 0;
+    /// let result = policy.classify(classify).run(|| { tries += 1; async { Err::<(), _>(DbError::Missing) } }).await;
+    /// assert!(matches!(result, Err(DbError::Missing)));
+    /// assert_eq!(tries, 1, "permanent: not retried");
+    /// # }
+    /// ```
+    pub fn classify<E: From<Rejection>>(
+        &self,
+        classify: fn(&E) -> ErrorClass,
+    ) -> Classified<'_, ClassifyWith<E>> {
+        Classified { policy: self, handling: ClassifyWith::new(classify, E::from as fn(Rejection) -> E) }
+    }
+
+    /// This policy for calls returning [`Error<X>`](crate::Error), with the
+    /// attempt's `X` classified by `classify` (for a foreign `X` that is not
+    /// [`Classify`]); a rejection is classified as it always is.
+    pub fn classify_inner<X>(&self, classify: fn(&X) -> ErrorClass) -> Classified<'_, ClassifyInner<X>> {
+        Classified { policy: self, handling: ClassifyInner { classify } }
     }
 
     /// Starts one call: the state of its retry loop. `last` keeps the last
-    /// error across waits (see [`LastError`](super::LastError)).
+    /// error across waits (see [`LastError`](super::LastError)); `handling`
+    /// classifies errors and makes rejections into them.
     #[doc(hidden)]
     #[inline(always)]
-    pub fn execution<S>(&self, key: Option<Arc<str>>, last: S) -> Execution<'_, S> {
-        Execution::new(self, key, last)
+    pub fn execution<S, H>(&self, key: Option<Arc<str>>, last: S, handling: H) -> Execution<'_, S, H> {
+        Execution::new(self, key, last, handling)
     }
 }
 
-async fn drive<T, E, F, Fut>(mut execution: Execution<'_, Kept<E>>, mut op: F) -> Result<T, E>
+/// A [`Policy`] with a classification function; made by
+/// [`Policy::classify`] or [`Policy::classify_inner`].
+#[derive(Debug, Clone, Copy)]
+pub struct Classified<'p, H> {
+    policy: &'p Policy,
+    handling: H,
+}
+
+impl<H> Classified<'_, H> {
+    /// [`Policy::run`], classified by the function.
+    pub async fn run<T, E, F, Fut>(&self, op: F) -> Result<T, E>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        H: ErrorHandling<E> + Copy,
+    {
+        drive(self.policy.execution(None, Kept::default(), self.handling), op).await
+    }
+
+    /// [`Policy::run_with_key`], classified by the function.
+    pub async fn run_with_key<K, T, E, F, Fut>(&self, key: K, op: F) -> Result<T, E>
+    where
+        K: std::fmt::Display,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        H: ErrorHandling<E> + Copy,
+    {
+        drive(self.policy.execution(Some(key_of(&key)), Kept::default(), self.handling), op).await
+    }
+}
+
+/// Classifies the `X` of an [`Error<X>`] with a function.
+pub struct ClassifyInner<X> {
+    classify: fn(&X) -> ErrorClass,
+}
+
+impl<X> Clone for ClassifyInner<X> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<X> Copy for ClassifyInner<X> {}
+
+impl<X> std::fmt::Debug for ClassifyInner<X> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClassifyInner").finish_non_exhaustive()
+    }
+}
+
+impl<X> ErrorHandling<Error<X>> for ClassifyInner<X> {
+    fn class(&self, error: &Error<X>) -> ErrorClass {
+        match error {
+            Error::Inner(inner) => (self.classify)(inner),
+            Error::Rejected(rejection) => rejection.classify(),
+        }
+    }
+
+    fn reject(&self, rejection: Rejection) -> Error<X> {
+        Error::Rejected(rejection)
+    }
+}
+
+async fn drive<T, E, H, F, Fut>(mut execution: Execution<'_, Kept<E>, H>, mut op: F) -> Result<T, E>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
-    E: ResilientError,
+    H: ErrorHandling<E>,
 {
     loop {
         if let Step::Done(result) = execution.attempt_with(&mut op).await {

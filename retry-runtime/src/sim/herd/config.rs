@@ -73,12 +73,13 @@ pub enum Strategy {
     /// as in the retry loop, ends that client's call; so does a failure
     /// after which the breaker would still be open when the wait ends.
     ///
-    /// Expect a trade, not a free win: with the library's default breaker
-    /// (5 failures) the first wave of a large herd opens it, and the clients
-    /// behind it fail fast instead of succeeding late. That protects a
-    /// dependency that is down; for mere contention (the
-    /// [`Contention`](Model::Contention) model, where conflicts are not a
-    /// sign of ill health) it turns slow successes into fast failures.
+    /// Expect a trade, not a free win: against an
+    /// [`Overload`](Model::Overload)ed dependency the library's default
+    /// breaker (5 failures) is opened by the first wave of a large herd, and
+    /// the clients behind it fail fast instead of succeeding late. In the
+    /// [`Contention`](Model::Contention) model failures are conflicts
+    /// ([`ErrorClass::Conflict`](crate::ErrorClass::Conflict)), neutral to
+    /// the breaker but paid for from the budget, which a large herd drains.
     Recommended,
 }
 

@@ -231,9 +231,22 @@ impl<'c> Run<'c> {
         // The deadline cuts an attempt still running when it passes (its
         // reply comes too late), as the retry loop's timer does.
         let cut = self.config.deadline.is_some_and(|deadline| now > deadline);
+        // A stale write is a conflict: retried, but it says nothing about
+        // the dependency's health. An overloaded dependency's refusal is transient.
+        let class = match self.config.model {
+            Model::Contention => ErrorClass::Conflict,
+            Model::Overload { .. } => ErrorClass::Transient,
+        };
         let ticket = state.ticket.take();
         if let (Some(guards), Some(ticket)) = (&mut self.guards, ticket) {
-            let outcome = if ok && !cut { Outcome::Success } else { Outcome::Failure };
+            // What the retry loop tells its breaker (see `execution::outcome_of`).
+            let outcome = if cut || (!ok && class.is_failure()) {
+                Outcome::Failure
+            } else if ok {
+                Outcome::Success
+            } else {
+                Outcome::Neutral
+            };
             self.breaker_trips += trips(guards.breaker.record(ticket, outcome, now));
             if ok && !cut {
                 guards.budget.deposit();
@@ -256,7 +269,7 @@ impl<'c> Run<'c> {
             now,
         };
         let attempts = answers.client.attempts;
-        match decide(ErrorClass::Transient, attempts, self.config.max_attempts, &mut answers) {
+        match decide(class, attempts, self.config.max_attempts, &mut answers) {
             Decision::Retry(wait) => self.queue.push(now.saturating_add(wait), Event::Start(client)),
             Decision::Stop(reason) => match reason {
                 StopReason::AttemptsExhausted => self.exhausted += 1,
@@ -264,7 +277,7 @@ impl<'c> Run<'c> {
                 StopReason::CircuitOpen => self.breaker_stopped += 1,
                 StopReason::Deadline => self.deadline_stopped += 1,
                 StopReason::Permanent | StopReason::BulkheadFull => {
-                    unreachable!("a simulated failure is transient and there is no bulkhead")
+                    unreachable!("a simulated failure is retryable and there is no bulkhead")
                 }
             },
         }

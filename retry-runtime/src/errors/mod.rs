@@ -1,0 +1,186 @@
+//! The error types real services already return, working as they are.
+//!
+//! | error type | how | classification |
+//! |---|---|---|
+//! | `Box<dyn Error + Send + Sync>`, `Box<dyn Error>` | as is | the source chain, see below |
+//! | `anyhow::Error` (feature `anyhow`) | as is | the same walk over `chain()` |
+//! | `std::io::Error` | as is | a carried `Rejection`'s class, else by kind |
+//! | `tonic::Status` (feature `tonic`) | as is | by code, see the `tonic` impl |
+//! | `reqwest::Error` and other foreign types | return [`Error<E>`] | `E`'s `Classify`, or `classify = ...` |
+//!
+//! **The source chain.** A boxed or `anyhow` error is classified by the
+//! first error in its chain (itself, then each `source()`) that is a
+//! [`Rejection`], a `std::io::Error`, a `reqwest::Error` (feature
+//! `reqwest`) or a `tonic::Status` (feature `tonic`). When none is found
+//! the error is **transient**: retried, as backon, Polly and resilience4j
+//! retry every error by default. Wrap errors you know to be permanent in one
+//! of those types, or classify them yourself with `classify = ...`.
+
+mod wrapper;
+
+#[cfg(feature = "anyhow")]
+mod anyhow;
+#[cfg(feature = "tonic")]
+mod tonic;
+
+use std::error::Error as StdError;
+
+pub use wrapper::Error;
+
+use crate::classify::{Classify, ErrorClass};
+use crate::rejection::Rejection;
+
+/// The class of the first error in `error`'s chain that says what it is;
+/// transient when none does.
+pub(crate) fn classify_chain<'a>(error: &'a (dyn StdError + 'static)) -> ErrorClass {
+    let mut current: Option<&'a (dyn StdError + 'static)> = Some(error);
+    while let Some(error) = current {
+        if let Some(class) = known_class(error) {
+            return class;
+        }
+        current = error.source();
+    }
+    ErrorClass::Transient
+}
+
+/// The class of `error` if it is one of the types that know theirs.
+fn known_class(error: &(dyn StdError + 'static)) -> Option<ErrorClass> {
+    if let Some(rejection) = error.downcast_ref::<Rejection>() {
+        return Some(rejection.classify());
+    }
+    if let Some(io) = error.downcast_ref::<std::io::Error>() {
+        return Some(io.classify());
+    }
+    #[cfg(feature = "reqwest")]
+    if let Some(reqwest) = error.downcast_ref::<reqwest::Error>() {
+        return Some(reqwest.classify());
+    }
+    #[cfg(feature = "tonic")]
+    if let Some(status) = error.downcast_ref::<::tonic::Status>() {
+        return Some(status.classify());
+    }
+    None
+}
+
+/// Classified by its source chain (see the module docs); `From<Rejection>`
+/// is std's, and the rejection is found again by the same walk.
+///
+/// ```
+/// # use retry_runtime as resilient;
+/// use resilient::{Classify, ErrorClass, Rejection};
+/// let boxed: Box<dyn std::error::Error + Send + Sync> = "no idea".into();
+/// assert_eq!(boxed.classify(), ErrorClass::Transient);
+/// let open: Box<dyn std::error::Error + Send + Sync> = Rejection::CircuitOpen { breaker: "db".into() }.into();
+/// assert_eq!(open.classify(), ErrorClass::Permanent);
+/// ```
+impl Classify for Box<dyn StdError + Send + Sync> {
+    fn classify(&self) -> ErrorClass {
+        classify_chain(&**self)
+    }
+}
+
+/// As `Box<dyn Error + Send + Sync>`.
+impl Classify for Box<dyn StdError> {
+    fn classify(&self) -> ErrorClass {
+        classify_chain(&**self)
+    }
+}
+
+/// I/O errors carrying a [`Rejection`] (made by `From<Rejection>`) keep the
+/// rejection's class; others are classified by kind: network hiccups and
+/// timeouts are transient, "the input is wrong" and "not allowed" permanent.
+///
+/// ```
+/// # use retry_runtime as resilient;
+/// use std::io::{Error, ErrorKind};
+/// use resilient::{Classify, ErrorClass, Rejection};
+/// assert_eq!(Error::from(ErrorKind::ConnectionReset).classify(), ErrorClass::Transient);
+/// assert_eq!(Error::from(ErrorKind::NotFound).classify(), ErrorClass::Permanent);
+/// let cut = Error::from(Rejection::DeadlineExceeded { after: std::time::Duration::from_secs(1) });
+/// assert_eq!(cut.classify(), ErrorClass::Permanent, "a deadline is not retried, although its kind is TimedOut");
+/// ```
+impl Classify for std::io::Error {
+    fn classify(&self) -> ErrorClass {
+        use std::io::ErrorKind::*;
+        if let Some(rejection) = self.get_ref().and_then(|inner| inner.downcast_ref::<Rejection>()) {
+            return rejection.classify();
+        }
+        match self.kind() {
+            ConnectionRefused
+            | ConnectionReset
+            | ConnectionAborted
+            | NotConnected
+            | BrokenPipe
+            | TimedOut
+            | Interrupted
+            | WouldBlock
+            | UnexpectedEof
+            | AddrInUse
+            | AddrNotAvailable
+            | HostUnreachable
+            | NetworkUnreachable
+            | NetworkDown
+            | ResourceBusy
+            | StaleNetworkFileHandle => ErrorClass::Transient,
+            QuotaExceeded => ErrorClass::Throttled { retry_after: None },
+            _ => ErrorClass::Permanent,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Error as IoError, ErrorKind};
+    use std::time::Duration;
+
+    use super::*;
+
+    /// An error of our own that wraps another, as a service's error types do.
+    #[derive(Debug)]
+    struct Wrapped(Box<dyn StdError + Send + Sync>);
+
+    impl std::fmt::Display for Wrapped {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("wrapped")
+        }
+    }
+
+    impl StdError for Wrapped {
+        fn source(&self) -> Option<&(dyn StdError + 'static)> {
+            Some(&*self.0)
+        }
+    }
+
+    #[test]
+    fn io_errors_are_classified_by_kind() {
+        assert_eq!(IoError::from(ErrorKind::TimedOut).classify(), ErrorClass::Transient);
+        assert_eq!(IoError::from(ErrorKind::ConnectionRefused).classify(), ErrorClass::Transient);
+        assert_eq!(IoError::from(ErrorKind::InvalidInput).classify(), ErrorClass::Permanent);
+        assert_eq!(IoError::from(ErrorKind::PermissionDenied).classify(), ErrorClass::Permanent);
+    }
+
+    #[test]
+    fn a_rejection_keeps_its_class_and_can_be_recovered_from_an_io_error() {
+        let timeout = Rejection::AttemptTimeout { after: Duration::from_millis(5) };
+        let cut = Rejection::DeadlineExceeded { after: Duration::from_millis(5) };
+        for rejection in [timeout, cut] {
+            let io = IoError::from(rejection.clone());
+            assert_eq!(io.classify(), rejection.classify());
+            assert_eq!(io.get_ref().and_then(|e| e.downcast_ref::<Rejection>()), Some(&rejection));
+        }
+    }
+
+    #[test]
+    fn the_chain_is_walked_to_the_first_error_that_knows_its_class() {
+        let deep: Box<dyn StdError + Send + Sync> =
+            Box::new(Wrapped(Box::new(Wrapped(Box::new(IoError::from(ErrorKind::NotFound))))));
+        assert_eq!(deep.classify(), ErrorClass::Permanent, "the io::Error two levels down decides");
+        let rejected: Box<dyn StdError + Send + Sync> =
+            Box::new(Wrapped(Box::new(Rejection::BulkheadFull { bulkhead: "b".into() })));
+        assert_eq!(rejected.classify(), ErrorClass::Permanent);
+        let unknown: Box<dyn StdError + Send + Sync> = Box::new(Wrapped("plain text".into()));
+        assert_eq!(unknown.classify(), ErrorClass::Transient, "none found: transient");
+        let local: Box<dyn StdError> = Box::new(IoError::from(ErrorKind::ConnectionReset));
+        assert_eq!(local.classify(), ErrorClass::Transient);
+    }
+}

@@ -1,0 +1,171 @@
+//! `tonic::Status` works as it is (feature `tonic`).
+//!
+//! | code | class |
+//! |---|---|
+//! | `Unavailable`, `DeadlineExceeded` | transient |
+//! | `ResourceExhausted` | throttled, `retry_after` from the `grpc-retry-pushback-ms` trailer; a negative pushback means "do not retry": permanent |
+//! | `Aborted` | conflict |
+//! | every other code | permanent |
+//!
+//! A [`Rejection`] converted into a `Status` gets the matching code and is
+//! kept as the status's `source()`, so it keeps its class and can be
+//! recovered.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tonic::{Code, Status};
+
+use crate::classify::{Classify, ErrorClass};
+use crate::rejection::Rejection;
+
+/// The trailer a gRPC server sets to push back on retries (gRFC A6).
+const PUSHBACK: &str = "grpc-retry-pushback-ms";
+
+/// ```
+/// # use retry_runtime as resilient;
+/// use resilient::{Classify, ErrorClass};
+/// use tonic::Status;
+/// assert_eq!(Status::unavailable("down").classify(), ErrorClass::Transient);
+/// assert_eq!(Status::aborted("stale version").classify(), ErrorClass::Conflict);
+/// assert_eq!(Status::not_found("no such order").classify(), ErrorClass::Permanent);
+/// let mut busy = Status::resource_exhausted("slow down");
+/// busy.metadata_mut().insert("grpc-retry-pushback-ms", "250".parse().unwrap());
+/// assert_eq!(busy.classify(), ErrorClass::Throttled { retry_after: Some(std::time::Duration::from_millis(250)) });
+/// ```
+impl Classify for Status {
+    fn classify(&self) -> ErrorClass {
+        if let Some(rejection) = std::error::Error::source(self).and_then(|e| e.downcast_ref::<Rejection>()) {
+            return rejection.classify();
+        }
+        match self.code() {
+            Code::Unavailable | Code::DeadlineExceeded => ErrorClass::Transient,
+            Code::ResourceExhausted => match pushback(self) {
+                Pushback::DoNotRetry => ErrorClass::Permanent,
+                Pushback::After(after) => ErrorClass::Throttled { retry_after: after },
+            },
+            Code::Aborted => ErrorClass::Conflict,
+            _ => ErrorClass::Permanent,
+        }
+    }
+}
+
+enum Pushback {
+    /// Retry, after this long if the server said.
+    After(Option<Duration>),
+    /// The server asked not to retry.
+    DoNotRetry,
+}
+
+/// The server's pushback: milliseconds as a decimal integer. Anything from
+/// the network is hostile: unparseable means "no pushback", huge values
+/// saturate, and no arithmetic here can overflow.
+fn pushback(status: &Status) -> Pushback {
+    let Some(value) = status.metadata().get(PUSHBACK).and_then(|v| v.to_str().ok()) else {
+        return Pushback::After(None);
+    };
+    let value = value.trim();
+    if let Some(digits) = value.strip_prefix('-') {
+        return if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+            Pushback::DoNotRetry
+        } else {
+            Pushback::After(None)
+        };
+    }
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+        return Pushback::After(None);
+    }
+    Pushback::After(Some(Duration::from_millis(value.parse().unwrap_or(u64::MAX))))
+}
+
+/// The gRPC code that says what a rejection says; the rejection itself is
+/// the status's source.
+///
+/// ```
+/// # use retry_runtime as resilient;
+/// use resilient::{Classify, ErrorClass, Rejection};
+/// use tonic::{Code, Status};
+/// let status = Status::from(Rejection::CircuitOpen { breaker: "inventory".into() });
+/// assert_eq!(status.code(), Code::Unavailable);
+/// // Unavailable alone would be transient; the rejection keeps its class.
+/// assert_eq!(status.classify(), ErrorClass::Permanent);
+/// ```
+impl From<Rejection> for Status {
+    fn from(rejection: Rejection) -> Self {
+        let code = match rejection {
+            Rejection::CircuitOpen { .. } => Code::Unavailable,
+            Rejection::BulkheadFull { .. } => Code::ResourceExhausted,
+            Rejection::AttemptTimeout { .. } | Rejection::DeadlineExceeded { .. } => Code::DeadlineExceeded,
+        };
+        let mut status = Status::new(code, rejection.to_string());
+        status.set_source(Arc::new(rejection));
+        status
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exhausted(pushback: &str) -> Status {
+        let mut status = Status::resource_exhausted("busy");
+        status.metadata_mut().insert(PUSHBACK, pushback.parse().unwrap());
+        status
+    }
+
+    #[test]
+    fn the_pushback_trailer_sets_the_wait_or_forbids_the_retry() {
+        let throttled = |ms| ErrorClass::Throttled { retry_after: Some(Duration::from_millis(ms)) };
+        assert_eq!(exhausted("0").classify(), throttled(0));
+        assert_eq!(exhausted(" 1500 ").classify(), throttled(1500));
+        assert_eq!(exhausted("99999999999999999999999").classify(), throttled(u64::MAX));
+        assert_eq!(exhausted("-1").classify(), ErrorClass::Permanent);
+        for junk in ["", "-", "1.5", "+3", "soon", "-x"] {
+            assert_eq!(exhausted(junk).classify(), ErrorClass::Throttled { retry_after: None }, "{junk:?}");
+        }
+        assert_eq!(
+            Status::resource_exhausted("no trailer").classify(),
+            ErrorClass::Throttled { retry_after: None }
+        );
+    }
+
+    #[test]
+    fn every_code_falls_into_the_table() {
+        use Code::*;
+        for code in [
+            Ok,
+            Cancelled,
+            Unknown,
+            InvalidArgument,
+            NotFound,
+            AlreadyExists,
+            PermissionDenied,
+            FailedPrecondition,
+            OutOfRange,
+            Unimplemented,
+            Internal,
+            DataLoss,
+            Unauthenticated,
+        ] {
+            assert_eq!(Status::new(code, "").classify(), ErrorClass::Permanent, "{code:?}");
+        }
+        assert_eq!(Status::new(Unavailable, "").classify(), ErrorClass::Transient);
+        assert_eq!(Status::new(DeadlineExceeded, "").classify(), ErrorClass::Transient);
+        assert_eq!(Status::new(Aborted, "").classify(), ErrorClass::Conflict);
+    }
+
+    #[test]
+    fn a_rejection_keeps_its_class_and_can_be_recovered() {
+        for rejection in [
+            Rejection::CircuitOpen { breaker: "b".into() },
+            Rejection::BulkheadFull { bulkhead: "b".into() },
+            Rejection::AttemptTimeout { after: Duration::from_secs(1) },
+            Rejection::DeadlineExceeded { after: Duration::from_secs(1) },
+        ] {
+            let status = Status::from(rejection.clone());
+            assert_eq!(status.classify(), rejection.classify(), "{rejection:?}");
+            let recovered = std::error::Error::source(&status).and_then(|e| e.downcast_ref::<Rejection>());
+            assert_eq!(recovered, Some(&rejection));
+        }
+    }
+}

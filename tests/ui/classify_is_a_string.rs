@@ -1,0 +1,12 @@
+use resilient::{ErrorClass, resilient};
+
+fn classify(_: &std::io::Error) -> ErrorClass {
+    ErrorClass::Transient
+}
+
+#[resilient(classify = "classify")]
+async fn read() -> std::io::Result<()> {
+    Ok(())
+}
+
+fn main() {}

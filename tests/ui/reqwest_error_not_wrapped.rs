@@ -1,0 +1,11 @@
+//! A foreign error type cannot carry the loop's rejections: the message
+//! names `resilient::Error`.
+
+use resilient::resilient;
+
+#[resilient]
+async fn fetch(url: String) -> Result<String, reqwest::Error> {
+    reqwest::get(url).await?.text().await
+}
+
+fn main() {}
