@@ -34,9 +34,10 @@ async fn main() -> ExitCode {
     let log = transitions.clone();
     registry().on_transition(move |t| log.lock().unwrap().push((t.from, t.to)));
     if let Err(e) = scenario::declare_guards(registry()) {
-        eprintln!("cannot declare the guards: {e}");
+        eprintln!("refusing to start: {e}");
         return ExitCode::FAILURE;
     }
+    reload_on_sighup();
 
     let server = match server::start(server::FaultPlan::example()).await {
         Ok(server) => server,
@@ -163,3 +164,25 @@ async fn main() -> ExitCode {
         ExitCode::FAILURE
     }
 }
+
+/// Reloads the guards' file on SIGHUP and prints what changed.
+#[cfg(unix)]
+fn reload_on_sighup() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+        eprintln!("cannot listen for SIGHUP: the guards' file will not be reloaded");
+        return;
+    };
+    println!("guards from {} (pid {}: `kill -HUP` reloads it)", scenario::GUARDS_FILE, std::process::id());
+    tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            match registry().reload_file(scenario::GUARDS_FILE) {
+                Ok(report) => println!("reloaded {}:\n{report}", scenario::GUARDS_FILE),
+                Err(e) => eprintln!("not reloaded, nothing changed:\n{e}"),
+            }
+        }
+    });
+}
+
+#[cfg(not(unix))]
+fn reload_on_sighup() {}

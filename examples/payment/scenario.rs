@@ -7,9 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use resilient::{
-    BreakerConfig, BudgetConfig, BulkheadConfig, Classify, ErrorClass, Registry, Rejection, resilient,
-};
+use resilient::{Classify, ErrorClass, Registry, Rejection, resilient};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, Layer};
 
@@ -135,23 +133,16 @@ pub async fn charge(api: &Api, order_id: &str, amount: u64) -> Result<Charge, Ap
     Ok(check(response)?.json().await?)
 }
 
-/// Declares the guards once, by name; every call above finds them by name.
-pub fn declare_guards(registry: &Registry) -> Result<(), resilient::RegistryError> {
-    registry.declare_breaker(
-        "payments",
-        BreakerConfig {
-            failure_threshold: 8,
-            window: Duration::from_secs(1),
-            open_for: Duration::from_millis(400),
-            success_threshold: 2,
-            half_open_max_calls: 2,
-            ..Default::default()
-        },
-    )?;
-    registry
-        .declare_budget("payments", BudgetConfig { capacity: 20, retry_cost: 1, refill_per_success: 1 })?;
-    registry.declare_bulkhead("payments", BulkheadConfig { max_concurrent: 32, max_wait: None })?;
-    Ok(())
+/// The guards' file: declared once, by name; every call above finds them by name.
+pub const GUARDS_FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/payment/resilient.toml");
+
+/// Declares the guards from [`GUARDS_FILE`], then checks that every guard
+/// name the functions above use is declared (a typo would otherwise get a
+/// breaker of its own, with the defaults).
+pub fn declare_guards(registry: &Registry) -> Result<(), String> {
+    registry.load_file(GUARDS_FILE).map_err(|e| e.to_string())?;
+    let report = registry.check();
+    if report.is_clean() { Ok(()) } else { Err(report.to_string()) }
 }
 
 /// How one order ended.

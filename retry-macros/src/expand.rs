@@ -137,6 +137,9 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
             #(#inner)*
             #import
             static #policy: #rt::Policy = #rt::Policy::from_attribute(#config);
+            // Listed at link time: configuration overrides and
+            // `Registry::check` find the function by its operation name.
+            #rt::inventory::submit! { #rt::Operation::new(&#policy) }
             // The probe's borrow is what puts the fallback slot one
             // auto-reference further away: it is not needless.
             #[allow(clippy::needless_borrow)]
@@ -227,6 +230,8 @@ fn attribute_config(sig: &Signature, plan: &Plan, rt: &TokenStream) -> TokenStre
     let budget = option(plan.budget.as_deref().map(Literal::string));
     let bulkhead = option(plan.bulkhead.as_deref().map(Literal::string));
     let nested_retry = plan.nested_retry;
+    let idempotent = plan.idempotent;
+    let has_key = plan.key.is_some();
     quote! {
         #rt::AttributeConfig {
             operation: #operation,
@@ -240,6 +245,8 @@ fn attribute_config(sig: &Signature, plan: &Plan, rt: &TokenStream) -> TokenStre
             budget: #budget,
             bulkhead: #bulkhead,
             nested_retry: #nested_retry,
+            idempotent: #idempotent,
+            has_key: #has_key,
         }
     }
 }

@@ -34,6 +34,8 @@ pub(crate) struct Plan {
     /// The parameter whose `Display` is the idempotency key.
     pub key: Option<Ident>,
     pub nested_retry: bool,
+    /// `false` for `idempotent = false`.
+    pub idempotent: bool,
     pub error_type: ErrorType,
     /// `classify = path`: classifies the errors instead of `Classify`.
     pub classify: Option<syn::ExprPath>,
@@ -158,6 +160,7 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
         bulkhead: owned("bulkhead"),
         key: args.parameter("key").cloned(),
         nested_retry: choice("nested") == "retry",
+        idempotent: idempotent.is_none_or(|(value, _)| value),
         error_type,
         classify: args.fn_path("classify").cloned(),
     };

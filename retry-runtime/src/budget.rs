@@ -74,15 +74,25 @@ impl BudgetConfig {
 #[derive(Debug)]
 pub struct RetryBudget {
     name: String,
-    config: BudgetConfig,
-    tokens: AtomicU32,
+    capacity: AtomicU32,
+    retry_cost: AtomicU32,
+    refill_per_success: AtomicU32,
+    /// Tokens missing from a full bucket: zero when full, so the success
+    /// path's "is it full?" is one load, whatever the capacity.
+    missing: AtomicU32,
 }
 
 impl RetryBudget {
     /// A full bucket, or an error naming the invalid setting.
     pub fn new(name: impl Into<String>, config: BudgetConfig) -> Result<Self, ConfigError> {
         config.validate()?;
-        let budget = RetryBudget { name: name.into(), config, tokens: AtomicU32::new(config.capacity) };
+        let budget = RetryBudget {
+            name: name.into(),
+            capacity: AtomicU32::new(config.capacity),
+            retry_cost: AtomicU32::new(config.retry_cost),
+            refill_per_success: AtomicU32::new(config.refill_per_success),
+            missing: AtomicU32::new(0),
+        };
         crate::observe::budget_level(&budget.name, config.capacity);
         Ok(budget)
     }
@@ -92,21 +102,30 @@ impl RetryBudget {
         &self.name
     }
 
-    /// The settings it was built with.
-    pub fn config(&self) -> &BudgetConfig {
-        &self.config
+    /// The settings it runs on.
+    pub fn config(&self) -> BudgetConfig {
+        BudgetConfig {
+            capacity: self.capacity.load(Ordering::Relaxed),
+            retry_cost: self.retry_cost.load(Ordering::Relaxed),
+            refill_per_success: self.refill_per_success.load(Ordering::Relaxed),
+        }
     }
 
     /// Tokens left now.
     pub fn available(&self) -> u32 {
-        self.tokens.load(Ordering::Relaxed)
+        self.capacity.load(Ordering::Relaxed).saturating_sub(self.missing.load(Ordering::Relaxed))
     }
 
     /// Takes `retry_cost` tokens for one retry; `false` (and nothing taken) when too few are left.
     pub fn try_withdraw(&self) -> bool {
-        let cost = self.config.retry_cost;
-        let taken =
-            self.tokens.fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| t.checked_sub(cost)).is_ok();
+        let cost = self.retry_cost.load(Ordering::Relaxed);
+        let capacity = self.capacity.load(Ordering::Relaxed);
+        let taken = self
+            .missing
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |missing| {
+                missing.checked_add(cost).filter(|after| *after <= capacity)
+            })
+            .is_ok();
         crate::observe::budget_level(&self.name, self.available());
         taken
     }
@@ -117,7 +136,7 @@ impl RetryBudget {
     /// threads do not fight over the cache line.
     #[inline]
     pub fn deposit(&self) {
-        if self.tokens.load(Ordering::Relaxed) >= self.config.capacity {
+        if self.missing.load(Ordering::Relaxed) == 0 {
             return;
         }
         self.refill();
@@ -125,15 +144,43 @@ impl RetryBudget {
 
     #[inline(never)]
     fn refill(&self) {
-        let capacity = self.config.capacity;
-        let refill = self.config.refill_per_success;
-        let refilled = self.tokens.fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| {
-            (t < capacity).then(|| t.saturating_add(refill).min(capacity))
+        let refill = self.refill_per_success.load(Ordering::Relaxed);
+        let refilled = self.missing.fetch_update(Ordering::AcqRel, Ordering::Acquire, |missing| {
+            (missing > 0).then(|| missing.saturating_sub(refill))
         });
-        if let Ok(before) = refilled {
+        if refilled.is_ok() {
             // The level this deposit left, as `try_withdraw` reports its own.
-            crate::observe::budget_level(&self.name, before.saturating_add(refill).min(capacity));
+            crate::observe::budget_level(&self.name, self.available());
         }
+    }
+
+    /// Runs on `config` from now on, keeping the tokens it holds (clamped to
+    /// a smaller capacity); an invalid `config` is an error naming the
+    /// field, and changes nothing.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// use resilient::{BudgetConfig, RetryBudget};
+    /// let budget = RetryBudget::new("db", BudgetConfig { capacity: 10, ..Default::default() }).unwrap();
+    /// budget.try_withdraw();
+    /// budget.reconfigure(BudgetConfig { capacity: 20, ..Default::default() }).unwrap();
+    /// assert_eq!(budget.available(), 9, "tokens kept");
+    /// budget.reconfigure(BudgetConfig { capacity: 5, ..Default::default() }).unwrap();
+    /// assert_eq!(budget.available(), 5, "clamped to the new capacity");
+    /// ```
+    pub fn reconfigure(&self, config: BudgetConfig) -> Result<(), ConfigError> {
+        config.validate()?;
+        let old_capacity = self.capacity.load(Ordering::Relaxed);
+        // Keep the tokens, as "missing" relative to the new capacity.
+        let _ = self.missing.fetch_update(Ordering::AcqRel, Ordering::Acquire, |missing| {
+            let tokens = old_capacity.saturating_sub(missing).min(config.capacity);
+            Some(config.capacity - tokens)
+        });
+        self.capacity.store(config.capacity, Ordering::Relaxed);
+        self.retry_cost.store(config.retry_cost, Ordering::Relaxed);
+        self.refill_per_success.store(config.refill_per_success, Ordering::Relaxed);
+        crate::observe::budget_level(&self.name, self.available());
+        Ok(())
     }
 }
 

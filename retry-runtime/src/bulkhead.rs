@@ -9,6 +9,9 @@
 
 use std::time::Duration;
 
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 use crate::config::{ConfigError, positive};
@@ -65,25 +68,37 @@ impl BulkheadConfig {
 #[derive(Debug)]
 pub struct Bulkhead {
     name: String,
-    config: BulkheadConfig,
+    max_concurrent: AtomicU32,
+    /// `max_wait` in nanoseconds; `u64::MAX` for none.
+    max_wait_nanos: AtomicU64,
     permits: Semaphore,
+    /// Permits to retire as they come back, after a shrink below the
+    /// permits in use (the semaphore can only forget free ones).
+    owed: AtomicU32,
+    /// Serialises resizes.
+    resizing: Mutex<()>,
 }
 
 /// One attempt's place in a [`Bulkhead`]; dropping it frees the place.
 #[derive(Debug)]
 #[must_use = "the place is given back as soon as the permit is dropped"]
 pub struct BulkheadPermit<'a> {
-    _permit: SemaphorePermit<'a>,
-    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    /// `None` only while being dropped.
+    permit: Option<SemaphorePermit<'a>>,
     bulkhead: &'a Bulkhead,
 }
 
-// Reports the level only when there is a gauge to report it to.
-#[cfg(feature = "metrics")]
 impl Drop for BulkheadPermit<'_> {
     fn drop(&mut self) {
-        // `_permit` is released after this body; report the level it leaves.
-        crate::observe::bulkhead_level(&self.bulkhead.name, self.bulkhead.in_use().saturating_sub(1));
+        let Some(permit) = self.permit.take() else { return };
+        if self.bulkhead.owed.load(Ordering::Relaxed) > 0 && self.bulkhead.retire_one() {
+            // A smaller limit took effect: this place is not given back.
+            permit.forget();
+        } else {
+            drop(permit);
+        }
+        #[cfg(feature = "metrics")]
+        crate::observe::bulkhead_level(&self.bulkhead.name, self.bulkhead.in_use());
     }
 }
 
@@ -99,11 +114,22 @@ impl std::fmt::Display for BulkheadFull {
 
 impl std::error::Error for BulkheadFull {}
 
+fn wait_nanos(max_wait: Option<Duration>) -> u64 {
+    max_wait.map_or(u64::MAX, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX - 1))
+}
+
 impl Bulkhead {
     /// A bulkhead with `config.max_concurrent` free permits, or an error naming the invalid setting.
     pub fn new(name: impl Into<String>, config: BulkheadConfig) -> Result<Self, ConfigError> {
         config.validate()?;
-        Ok(Bulkhead { name: name.into(), config, permits: Semaphore::new(config.max_concurrent as usize) })
+        Ok(Bulkhead {
+            name: name.into(),
+            max_concurrent: AtomicU32::new(config.max_concurrent),
+            max_wait_nanos: AtomicU64::new(wait_nanos(config.max_wait)),
+            permits: Semaphore::new(config.max_concurrent as usize),
+            owed: AtomicU32::new(0),
+            resizing: Mutex::new(()),
+        })
     }
 
     /// The name this bulkhead was declared under.
@@ -111,14 +137,21 @@ impl Bulkhead {
         &self.name
     }
 
-    /// The settings it was built with.
-    pub fn config(&self) -> &BulkheadConfig {
-        &self.config
+    /// The settings it runs on.
+    pub fn config(&self) -> BulkheadConfig {
+        let nanos = self.max_wait_nanos.load(Ordering::Relaxed);
+        BulkheadConfig {
+            max_concurrent: self.max_concurrent.load(Ordering::Relaxed),
+            max_wait: (nanos != u64::MAX).then(|| Duration::from_nanos(nanos)),
+        }
     }
 
-    /// Permits held right now.
+    /// Permits held right now. After a shrink it may exceed the new limit
+    /// until the calls holding them finish.
     pub fn in_use(&self) -> usize {
-        (self.config.max_concurrent as usize).saturating_sub(self.permits.available_permits())
+        let total =
+            self.max_concurrent.load(Ordering::Relaxed) as usize + self.owed.load(Ordering::Relaxed) as usize;
+        total.saturating_sub(self.permits.available_permits())
     }
 
     /// Waits for a permit, at most `max_wait` when it is set.
@@ -134,16 +167,18 @@ impl Bulkhead {
 
     /// A permit if one is free right now, without waiting.
     #[inline]
-    pub(crate) fn try_acquire(&self) -> Option<BulkheadPermit<'_>> {
+    pub fn try_acquire(&self) -> Option<BulkheadPermit<'_>> {
         let permit = self.permits.try_acquire().ok()?;
         Some(self.admitted(permit))
     }
 
     /// [`acquire`](Self::acquire) once no permit was free: waits, at most `max_wait`.
     pub(crate) async fn acquire_waiting(&self) -> Result<BulkheadPermit<'_>, BulkheadFull> {
-        let permit = match self.config.max_wait {
+        let max_wait = self.config().max_wait;
+        // A wait too long to arm is no limit.
+        let permit = match max_wait.and_then(crate::clock::instant_after) {
             None => self.permits.acquire().await.map_err(|_| BulkheadFull)?,
-            Some(max_wait) => tokio::time::timeout(max_wait, self.permits.acquire())
+            Some(until) => tokio::time::timeout_at(until, self.permits.acquire())
                 .await
                 .map_err(|_| BulkheadFull)?
                 .map_err(|_| BulkheadFull)?,
@@ -155,7 +190,54 @@ impl Bulkhead {
     fn admitted<'a>(&'a self, permit: SemaphorePermit<'a>) -> BulkheadPermit<'a> {
         #[cfg(feature = "metrics")]
         crate::observe::bulkhead_level(&self.name, self.in_use());
-        BulkheadPermit { _permit: permit, bulkhead: self }
+        BulkheadPermit { permit: Some(permit), bulkhead: self }
+    }
+
+    /// Takes one owed permit off the debt; `false` if none is owed any more.
+    fn retire_one(&self) -> bool {
+        self.owed.fetch_update(Ordering::AcqRel, Ordering::Acquire, |owed| owed.checked_sub(1)).is_ok()
+    }
+
+    /// Runs on `config` from now on. Permits in use are not touched: a
+    /// larger limit admits more at once; a smaller one takes free permits
+    /// away now and the rest as calls give theirs back, so in-use may
+    /// exceed the new limit until they do. An invalid `config` is an error
+    /// naming the field, and changes nothing.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use resilient::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Bulkhead::new("db", BulkheadConfig { max_concurrent: 3, ..Default::default() }).unwrap();
+    /// let (a, b, c) = (bulkhead.acquire().await.unwrap(), bulkhead.acquire().await.unwrap(), bulkhead.acquire().await.unwrap());
+    /// bulkhead.reconfigure(BulkheadConfig { max_concurrent: 1, ..Default::default() }).unwrap();
+    /// assert_eq!(bulkhead.in_use(), 3, "nobody is evicted");
+    /// drop((a, b));
+    /// assert!(bulkhead.try_acquire().is_none(), "one still in use: at the new limit");
+    /// drop(c);
+    /// assert_eq!(bulkhead.in_use(), 0);
+    /// # }
+    /// ```
+    pub fn reconfigure(&self, config: BulkheadConfig) -> Result<(), ConfigError> {
+        config.validate()?;
+        let _resizing = self.resizing.lock().unwrap_or_else(|e| e.into_inner());
+        let old = self.max_concurrent.load(Ordering::Relaxed);
+        let new = config.max_concurrent;
+        if new > old {
+            let mut grow = new - old;
+            // Cancel debt first: those permits were never given back.
+            while grow > 0 && self.retire_one() {
+                grow -= 1;
+            }
+            self.permits.add_permits(grow as usize);
+        } else if new < old {
+            let shrink = old - new;
+            let forgotten = u32::try_from(self.permits.forget_permits(shrink as usize)).unwrap_or(shrink);
+            self.owed.fetch_add(shrink - forgotten.min(shrink), Ordering::AcqRel);
+        }
+        self.max_concurrent.store(new, Ordering::Relaxed);
+        self.max_wait_nanos.store(wait_nanos(config.max_wait), Ordering::Relaxed);
+        Ok(())
     }
 }
 

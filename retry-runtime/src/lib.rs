@@ -39,10 +39,13 @@ mod decision;
 mod error;
 mod errors;
 mod execution;
+#[cfg(feature = "config")]
+mod file;
 mod guards;
 #[cfg(feature = "reqwest")]
 pub mod http;
 pub mod observe;
+mod operations;
 mod policy;
 mod registry;
 mod rejection;
@@ -62,8 +65,13 @@ pub use decision::StopReason;
 pub use error::ResilientError;
 pub use errors::Error;
 pub use execution::{Classified, ClassifyInner};
-pub use policy::{MAX_ATTEMPTS_LIMIT, Nested, Policy, PolicyBuilder};
-pub use registry::{Registry, RegistryError, registry};
+#[cfg(feature = "config")]
+pub use file::{ConfigFileError, Problem};
+pub use operations::{OperationInfo, operations};
+pub use policy::{MAX_ATTEMPTS_LIMIT, Nested, Policy, PolicyBuilder, Settings};
+#[cfg(feature = "config")]
+pub use registry::{Change, ReloadReport};
+pub use registry::{CheckReport, Registry, RegistryError, Undeclared, Unused, registry};
 pub use rejection::Rejection;
 
 /// What only the code `#[resilient]` generates uses. Not a public API: it
@@ -77,7 +85,9 @@ pub mod __private {
     pub use crate::execution::{
         ErrorProbe, Execution, ForgetOtherError, Forgotten, KeepSendError, Kept, LastError, Step,
     };
+    pub use crate::operations::Operation;
     pub use crate::policy::AttributeConfig;
+    pub use inventory;
 
     /// The handling of an error type through its traits. The bound is
     /// checked here, once, at the error type (the expansion spans the call

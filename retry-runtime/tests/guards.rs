@@ -310,7 +310,7 @@ async fn an_undeclared_name_is_created_with_defaults_on_first_use() {
     registry.scope(policy.run(|| async { Ok::<_, TestError>(()) })).await.unwrap();
     assert_eq!(registry.breaker("lazy").unwrap().config(), BreakerConfig::default());
     assert_eq!(registry.budget("lazy").unwrap().available(), BudgetConfig::default().capacity);
-    assert_eq!(registry.bulkhead("lazy").unwrap().config(), &BulkheadConfig::default());
+    assert_eq!(registry.bulkhead("lazy").unwrap().config(), BulkheadConfig::default());
     assert!(matches!(
         registry.declare_breaker("lazy", BreakerConfig::default()),
         Err(RegistryError::AlreadyDeclared { kind: "breaker", .. })

@@ -108,6 +108,17 @@ impl CircuitBreaker {
         *self.lock().config()
     }
 
+    /// Runs on `config` from now on, keeping the breaker's state (see
+    /// [`BreakerCore::reconfigure`]); an invalid `config` is an error
+    /// naming the field, and changes nothing.
+    pub fn reconfigure(&self, config: BreakerConfig) -> Result<(), ConfigError> {
+        config.validate()?;
+        let mut core = self.lock();
+        core.reconfigure(config);
+        self.publish(&core);
+        Ok(())
+    }
+
     /// The state now; an open breaker whose `open_for` has elapsed reads half-open.
     pub fn state(&self) -> BreakerState {
         let word = self.published.load(Ordering::Acquire);

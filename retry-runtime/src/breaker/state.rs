@@ -53,8 +53,15 @@ pub type Transition = (BreakerState, BreakerState);
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Phase {
     Closed,
-    Open { until: Duration },
-    HalfOpen { in_flight: u32, successes: u32 },
+    /// Opened at `since`; admits probes from `until = since + open_for`.
+    Open {
+        since: Duration,
+        until: Duration,
+    },
+    HalfOpen {
+        in_flight: u32,
+        successes: u32,
+    },
 }
 
 /// The pure breaker state machine.
@@ -104,7 +111,7 @@ impl BreakerCore {
     pub fn state(&self, now: Duration) -> BreakerState {
         match self.phase {
             Phase::Closed => BreakerState::Closed,
-            Phase::Open { until } if now < until => BreakerState::Open,
+            Phase::Open { until, .. } if now < until => BreakerState::Open,
             Phase::Open { .. } | Phase::HalfOpen { .. } => BreakerState::HalfOpen,
         }
     }
@@ -122,7 +129,7 @@ impl BreakerCore {
     /// While open: the instant at which probes will be admitted.
     pub fn open_until(&self) -> Option<Duration> {
         match self.phase {
-            Phase::Open { until } => Some(until),
+            Phase::Open { until, .. } => Some(until),
             _ => None,
         }
     }
@@ -149,7 +156,7 @@ impl BreakerCore {
     /// Asks to run one attempt at `now`.
     pub fn admit(&mut self, now: Duration) -> (Admission, Option<Transition>) {
         let mut transition = None;
-        if let Phase::Open { until } = self.phase {
+        if let Phase::Open { until, .. } = self.phase {
             if now < until {
                 return (Admission::Rejected, None);
             }
@@ -205,7 +212,7 @@ impl BreakerCore {
 
     fn open(&mut self, now: Duration) -> Transition {
         let until = now.saturating_add(self.config.open_for);
-        self.enter(Phase::Open { until })
+        self.enter(Phase::Open { since: now, until })
     }
 
     fn enter(&mut self, phase: Phase) -> Transition {
@@ -214,6 +221,36 @@ impl BreakerCore {
         self.epoch += 1;
         self.window.clear();
         (from, self.stored_state())
+    }
+
+    /// Runs on `config` from now on, keeping the state: an open breaker
+    /// stays open, its end recomputed from when it opened and the new
+    /// `open_for`; a half-open one keeps its probes and successes; a closed
+    /// one keeps its failure history, judged by the new threshold at the
+    /// next event (a history in the other mode, count or rate, cannot be
+    /// carried over and starts afresh). No transition happens here, so the
+    /// epoch stays. `config` must be valid.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// use std::time::Duration;
+    /// use resilient::{Admission, BreakerConfig, BreakerCore, BreakerState, Outcome};
+    /// let s = Duration::from_secs;
+    /// let mut core = BreakerCore::new(BreakerConfig { failure_threshold: 1, open_for: s(30), ..Default::default() });
+    /// let (Admission::Allowed(ticket), _) = core.admit(s(0)) else { unreachable!() };
+    /// core.record(ticket, Outcome::Failure, s(0));
+    /// core.reconfigure(BreakerConfig { failure_threshold: 1, open_for: s(5), ..Default::default() });
+    /// assert_eq!(core.state(s(4)), BreakerState::Open);
+    /// assert_eq!(core.state(s(5)), BreakerState::HalfOpen, "5 s after it opened, not 30");
+    /// ```
+    pub fn reconfigure(&mut self, config: BreakerConfig) {
+        if config.failure_rate_percent.is_some() != self.config.failure_rate_percent.is_some() {
+            self.window = FailureWindow::new(&config);
+        }
+        if let Phase::Open { since, until } = &mut self.phase {
+            *until = since.saturating_add(config.open_for);
+        }
+        self.config = config;
     }
 
     /// Whether the stored phase is closed (no clock needed to say so).

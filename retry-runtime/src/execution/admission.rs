@@ -84,7 +84,7 @@ impl<S, H> Execution<'_, S, H> {
     }
 
     pub(super) fn deadline_refusal(&self) -> Refusal {
-        let after = self.policy.deadline().unwrap_or_default();
+        let after = self.settings.deadline.unwrap_or_default();
         Refusal { rejection: Rejection::DeadlineExceeded { after }, reason: StopReason::Deadline }
     }
 }

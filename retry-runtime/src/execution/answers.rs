@@ -11,7 +11,7 @@ use crate::decision::Answers;
 /// The retry decision's questions, answered by this call.
 impl<S, H> Answers for Execution<'_, S, H> {
     fn backoff(&mut self) -> Duration {
-        let backoff = self.policy.backoff();
+        let backoff = self.settings.backoff;
         let n = self.attempts.saturating_sub(1);
         let jittered = if backoff.jitter == Jitter::None {
             backoff.exp(n)

@@ -63,7 +63,7 @@ use crate::decision::{Decision, decide};
 use crate::error::ErrorHandling;
 use crate::guards::{Guards, GuardsRef};
 use crate::observe;
-use crate::policy::{Nested, Policy};
+use crate::policy::{Nested, Policy, SettingsRef};
 use crate::rejection::Rejection;
 
 /// What to do after one attempt.
@@ -85,6 +85,8 @@ pub enum Step<T, E> {
 /// the wait for the next attempt (see [`LastError`]).
 pub struct Execution<'p, S, H> {
     policy: &'p Policy,
+    /// The settings this call runs on (the policy's, or an override).
+    settings: SettingsRef<'p>,
     guards: GuardsRef<'p>,
     /// The call's idempotency key; while an attempt is polled in place, the
     /// key it displaced (see `context::poll_in`).
@@ -144,19 +146,22 @@ impl<'p, S, H> Execution<'p, S, H> {
     pub(crate) fn new(policy: &'p Policy, key: Option<Arc<str>>, last: S, handling: H) -> Self {
         // A call without a key of its own inherits the key of the call it is nested in.
         let (nested, key) = context::inherit(key);
-        let mut max_attempts = policy.max_attempts();
+        let settings = policy.settings_for_call();
+        let deadline = settings.deadline.and_then(clock::instant_after);
+        let mut max_attempts = settings.max_attempts;
         if nested && policy.nested() == Nested::Once && max_attempts > 1 {
             observe::retries_suppressed(policy.operation(), max_attempts);
             max_attempts = 1;
         }
         Execution {
             policy,
+            settings,
             guards: policy.guards(),
             key,
             max_attempts,
             attempts: 0,
             previous_wait: None,
-            deadline: policy.deadline().and_then(clock::instant_after),
+            deadline,
             rng: None,
             span: tracing::debug_span!("resilient.call", operation = %policy.operation()),
             last,
@@ -196,7 +201,7 @@ impl<'p, S, H> Execution<'p, S, H> {
         match self.guards {
             GuardsRef::Cached(guards)
                 if guards.bulkhead.is_none()
-                    && self.policy.attempt_timeout().is_none()
+                    && self.settings.attempt_timeout.is_none()
                     && self.deadline.is_none() =>
             {
                 Some(guards)
@@ -245,7 +250,7 @@ impl<'p, S, H> Execution<'p, S, H> {
         let attempt = context::scope(self.key.clone(), &self.span, attempt);
         // A timeout too long to arm is no timeout.
         let timeout =
-            self.policy.attempt_timeout().and_then(|limit| Some((clock::instant_after(limit)?, limit)));
+            self.settings.attempt_timeout.and_then(|limit| Some((clock::instant_after(limit)?, limit)));
         match (timeout, self.deadline) {
             (None, None) => Guarded::Ran(attempt.await),
             (Some((end, limit)), None) => match timeout_at(end, attempt).await {

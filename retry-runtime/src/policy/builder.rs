@@ -1,10 +1,10 @@
 //! [`PolicyBuilder`]: every setting of a [`Policy`], checked by `build`.
 
 use std::borrow::Cow;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU32, AtomicU64};
 use std::time::Duration;
 
-use super::{MAX_ATTEMPTS_LIMIT, Nested, Policy};
+use super::{MAX_ATTEMPTS_LIMIT, Nested, Policy, Settings};
 use crate::backoff::{Backoff, Jitter};
 use crate::config::{ConfigError, PolicyError};
 use crate::guards::{GuardCache, GuardNames};
@@ -192,11 +192,16 @@ impl PolicyBuilder {
     pub(super) fn into_policy(self) -> Policy {
         Policy {
             operation: self.operation,
-            max_attempts: self.max_attempts,
-            backoff: Backoff::new(self.base, self.cap, self.jitter),
-            attempt_timeout: self.attempt_timeout,
-            deadline: self.deadline,
+            settings: Settings {
+                max_attempts: self.max_attempts,
+                backoff: Backoff::new(self.base, self.cap, self.jitter),
+                attempt_timeout: self.attempt_timeout,
+                deadline: self.deadline,
+            },
             guard_names: self.guard_names,
+            idempotent: true,
+            has_key: false,
+            overrides: AtomicU32::new(0),
             seed: self.seed,
             nested: self.nested,
             streams: AtomicU64::new(0),

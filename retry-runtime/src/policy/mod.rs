@@ -9,7 +9,8 @@
 mod builder;
 
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 pub use builder::PolicyBuilder;
@@ -17,6 +18,25 @@ pub use builder::PolicyBuilder;
 use crate::backoff::{Backoff, Jitter, JitterRng, stream_seed};
 use crate::guards::{GuardCache, GuardNames, GuardsRef};
 use crate::registry::{self, Registry};
+
+/// The settings one call runs on: the policy's own, or a registry's override.
+#[derive(Debug)]
+pub(crate) enum SettingsRef<'p> {
+    Compiled(&'p Settings),
+    Overridden(Arc<Settings>),
+}
+
+impl std::ops::Deref for SettingsRef<'_> {
+    type Target = Settings;
+
+    #[inline]
+    fn deref(&self) -> &Settings {
+        match self {
+            SettingsRef::Compiled(settings) => settings,
+            SettingsRef::Overridden(settings) => settings,
+        }
+    }
+}
 
 /// Upper bound of `max_attempts`: a bound on amplification, not a target.
 pub const MAX_ATTEMPTS_LIMIT: u32 = 100;
@@ -63,11 +83,15 @@ pub enum Nested {
 /// ```
 pub struct Policy {
     operation: Cow<'static, str>,
-    max_attempts: u32,
-    backoff: Backoff,
-    attempt_timeout: Option<Duration>,
-    deadline: Option<Duration>,
+    settings: Settings,
     guard_names: GuardNames,
+    /// Declared by the attribute: `idempotent = false` makes this `false`.
+    idempotent: bool,
+    /// Whether calls carry an idempotency key (the attribute's `key`).
+    has_key: bool,
+    /// How many registries hold a configuration override for this
+    /// operation; while zero, calls read no override (one relaxed load).
+    overrides: AtomicU32,
     seed: Option<u64>,
     nested: Nested,
     /// Jitter streams handed out so far, when seeded.
@@ -79,10 +103,10 @@ impl std::fmt::Debug for Policy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Policy")
             .field("operation", &self.operation)
-            .field("max_attempts", &self.max_attempts)
-            .field("backoff", &self.backoff)
-            .field("attempt_timeout", &self.attempt_timeout)
-            .field("deadline", &self.deadline)
+            .field("max_attempts", &self.settings.max_attempts)
+            .field("backoff", &self.settings.backoff)
+            .field("attempt_timeout", &self.settings.attempt_timeout)
+            .field("deadline", &self.settings.deadline)
             .field("breaker", &self.guard_names.breaker)
             .field("budget", &self.guard_names.budget)
             .field("bulkhead", &self.guard_names.bulkhead)
@@ -116,6 +140,23 @@ pub struct AttributeConfig {
     pub budget: Option<&'static str>,
     pub bulkhead: Option<&'static str>,
     pub nested_retry: bool,
+    pub idempotent: bool,
+    pub has_key: bool,
+}
+
+/// The retry settings of an operation: what the attribute's arguments (or
+/// the builder) set, and what a configuration file's `[operations."..."]`
+/// table may override.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    /// Attempts in all, the first included.
+    pub max_attempts: u32,
+    /// The backoff curve.
+    pub backoff: Backoff,
+    /// The per-attempt timeout, if any.
+    pub attempt_timeout: Option<Duration>,
+    /// The overall deadline of a call, if any.
+    pub deadline: Option<Duration>,
 }
 
 const fn millis(ms: Option<u64>) -> Option<Duration> {
@@ -143,12 +184,12 @@ impl Policy {
     pub fn to_builder(&self) -> PolicyBuilder {
         PolicyBuilder {
             operation: self.operation.clone(),
-            max_attempts: self.max_attempts,
-            base: self.backoff.base,
-            cap: self.backoff.cap,
-            jitter: self.backoff.jitter,
-            attempt_timeout: self.attempt_timeout,
-            deadline: self.deadline,
+            max_attempts: self.settings.max_attempts,
+            base: self.settings.backoff.base,
+            cap: self.settings.backoff.cap,
+            jitter: self.settings.backoff.jitter,
+            attempt_timeout: self.settings.attempt_timeout,
+            deadline: self.settings.deadline,
             guard_names: self.guard_names.clone(),
             seed: self.seed,
             nested: self.nested,
@@ -161,14 +202,19 @@ impl Policy {
     pub const fn from_attribute(cfg: AttributeConfig) -> Policy {
         Policy {
             operation: Cow::Borrowed(cfg.operation),
-            max_attempts: cfg.max_attempts,
-            backoff: Backoff::new(
-                Duration::from_millis(cfg.base_ms),
-                Duration::from_millis(cfg.cap_ms),
-                cfg.jitter,
-            ),
-            attempt_timeout: millis(cfg.attempt_timeout_ms),
-            deadline: millis(cfg.deadline_ms),
+            settings: Settings {
+                max_attempts: cfg.max_attempts,
+                backoff: Backoff::new(
+                    Duration::from_millis(cfg.base_ms),
+                    Duration::from_millis(cfg.cap_ms),
+                    cfg.jitter,
+                ),
+                attempt_timeout: millis(cfg.attempt_timeout_ms),
+                deadline: millis(cfg.deadline_ms),
+            },
+            idempotent: cfg.idempotent,
+            has_key: cfg.has_key,
+            overrides: AtomicU32::new(0),
             guard_names: GuardNames {
                 breaker: borrowed(cfg.breaker),
                 budget: borrowed(cfg.budget),
@@ -188,22 +234,72 @@ impl Policy {
 
     /// Attempts in all, the first included.
     pub fn max_attempts(&self) -> u32 {
-        self.max_attempts
+        self.settings.max_attempts
     }
 
     /// The backoff curve.
     pub fn backoff(&self) -> Backoff {
-        self.backoff
+        self.settings.backoff
     }
 
     /// The per-attempt timeout, if any.
     pub fn attempt_timeout(&self) -> Option<Duration> {
-        self.attempt_timeout
+        self.settings.attempt_timeout
     }
 
     /// The overall deadline of a call, if any.
     pub fn deadline(&self) -> Option<Duration> {
-        self.deadline
+        self.settings.deadline
+    }
+
+    /// The retry settings it was built (or compiled) with.
+    pub fn settings(&self) -> Settings {
+        self.settings
+    }
+
+    /// The guard names it uses: breaker, budget, bulkhead.
+    pub fn guard_names(&self) -> (Option<&str>, Option<&str>, Option<&str>) {
+        let names = &self.guard_names;
+        (names.breaker.as_deref(), names.budget.as_deref(), names.bulkhead.as_deref())
+    }
+
+    /// Whether retries are allowed without a key: `false` for an operation
+    /// declared `idempotent = false`.
+    pub fn is_idempotent(&self) -> bool {
+        self.idempotent
+    }
+
+    /// Whether each call carries an idempotency key (the attribute's `key`).
+    pub fn has_key(&self) -> bool {
+        self.has_key
+    }
+
+    /// The settings for a call made now: the compiled ones, unless the
+    /// registry in effect holds an override for this operation. While no
+    /// registry holds one for it, this is one relaxed load.
+    #[inline]
+    pub(crate) fn settings_for_call(&self) -> SettingsRef<'_> {
+        if self.overrides.load(Ordering::Relaxed) == 0 {
+            return SettingsRef::Compiled(&self.settings);
+        }
+        self.overridden_settings()
+    }
+
+    #[inline(never)]
+    fn overridden_settings(&self) -> SettingsRef<'_> {
+        match registry::with_current(|registry| registry.operation_override(&self.operation)) {
+            Some(settings) => SettingsRef::Overridden(settings),
+            None => SettingsRef::Compiled(&self.settings),
+        }
+    }
+
+    /// Counts a registry's override of this operation (or its removal).
+    pub(crate) fn count_override(&self, added: bool) {
+        if added {
+            self.overrides.fetch_add(1, Ordering::Relaxed);
+        } else {
+            let _ = self.overrides.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        }
     }
 
     /// What a call nested in another resilient call's attempt does.

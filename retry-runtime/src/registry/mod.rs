@@ -8,15 +8,27 @@
 //! [`Registry::new`] via [`Registry::scope`], so parallel tests never share
 //! a breaker.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock};
 
 use crate::breaker::{BreakerConfig, BreakerTransition, CircuitBreaker, Hooks, TransitionHook};
 use crate::budget::{BudgetConfig, RetryBudget};
 use crate::bulkhead::{Bulkhead, BulkheadConfig};
 use crate::config::ConfigError;
+
+mod check;
+#[cfg(feature = "config")]
+mod file;
+mod overrides;
+mod table;
+
+pub(crate) use check::closest;
+pub use check::{CheckReport, Undeclared, Unused};
+#[cfg(feature = "config")]
+pub use file::{Change, ReloadReport};
+use overrides::Overrides;
+use table::Table;
 
 /// Why a declaration was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,48 +66,6 @@ impl std::fmt::Display for RegistryError {
 
 impl std::error::Error for RegistryError {}
 
-struct Table<T> {
-    kind: &'static str,
-    entries: RwLock<HashMap<String, Arc<T>>>,
-}
-
-impl<T> Table<T> {
-    fn new(kind: &'static str) -> Self {
-        Table { kind, entries: RwLock::new(HashMap::new()) }
-    }
-
-    fn get(&self, name: &str) -> Option<Arc<T>> {
-        self.entries.read().unwrap_or_else(|e| e.into_inner()).get(name).cloned()
-    }
-
-    fn insert(&self, name: &str, value: T) -> Result<(), RegistryError> {
-        let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
-        if entries.contains_key(name) {
-            return Err(RegistryError::AlreadyDeclared { kind: self.kind, name: name.to_owned() });
-        }
-        entries.insert(name.to_owned(), Arc::new(value));
-        Ok(())
-    }
-
-    fn get_or_default(&self, name: &str, make: impl FnOnce() -> T) -> Arc<T> {
-        if let Some(found) = self.get(name) {
-            return found;
-        }
-        let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
-        entries
-            .entry(name.to_owned())
-            .or_insert_with(|| {
-                tracing::warn!(
-                    kind = self.kind,
-                    name,
-                    "`{name}` was used but never declared: created with the default settings; declare it at start-up to choose them"
-                );
-                Arc::new(make())
-            })
-            .clone()
-    }
-}
-
 struct Inner {
     id: u64,
     seed: Option<u64>,
@@ -104,6 +74,11 @@ struct Inner {
     budgets: Table<RetryBudget>,
     bulkheads: Table<Bulkhead>,
     hooks: Hooks,
+    /// Per-operation settings from a configuration file.
+    overrides: Overrides,
+    /// Held while a configuration file is checked and applied.
+    #[cfg_attr(not(feature = "config"), allow(dead_code))]
+    applying: std::sync::Mutex<()>,
 }
 
 /// A set of named breakers, budgets and bulkheads; a cheap `Clone` handle.
@@ -181,6 +156,8 @@ impl Registry {
                 budgets: Table::new("budget"),
                 bulkheads: Table::new("bulkhead"),
                 hooks: Arc::default(),
+                overrides: Overrides::default(),
+                applying: std::sync::Mutex::new(()),
             }),
         }
     }
@@ -292,6 +269,11 @@ impl Registry {
     /// The seed this registry was built with, if any.
     pub fn seed(&self) -> Option<u64> {
         self.inner.seed
+    }
+
+    /// The settings a configuration file gave `operation` in this registry.
+    pub(crate) fn operation_override(&self, operation: &str) -> Option<Arc<crate::policy::Settings>> {
+        self.inner.overrides.get(operation)
     }
 
     pub(crate) fn id(&self) -> u64 {

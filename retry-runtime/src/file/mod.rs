@@ -1,0 +1,167 @@
+//! The configuration file: guards and per-operation settings in TOML
+//! (feature `config`).
+//!
+//! ```toml
+//! [breakers.payment]
+//! failure_threshold = 8
+//! open_for_ms = 5_000
+//!
+//! [budgets.payment]
+//! capacity = 50
+//!
+//! [bulkheads.payment]
+//! max_concurrent = 32
+//! max_wait_ms = 100
+//!
+//! [operations."shop::payments::charge"]   # an operation's name
+//! max_attempts = 3
+//! deadline_ms = 10_000
+//! ```
+//!
+//! Durations are integer milliseconds, named as in the attribute. A guard's
+//! table is its whole configuration: keys left out take the defaults. An
+//! operation's table overrides only the keys it gives.
+//!
+//! The file is read with the `toml` crate's spanned document API rather than
+//! `serde` derive: every key and value keeps its position, so each error
+//! says where it is (`resilient.toml:7:1`) and an unknown key gets the
+//! closest known one suggested, which `deny_unknown_fields` cannot do.
+
+mod parse;
+
+use std::fmt;
+use std::ops::Range;
+use std::time::Duration;
+
+use crate::backoff::Jitter;
+use crate::breaker::BreakerConfig;
+use crate::budget::BudgetConfig;
+use crate::bulkhead::BulkheadConfig;
+
+pub(crate) use parse::parse;
+
+/// A configuration file that could not be used: every problem in it, with
+/// where it is. Nothing was applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigFileError {
+    /// The file's name (`<toml>` for a string).
+    pub file: String,
+    /// Each problem, in the order of the file.
+    pub problems: Vec<Problem>,
+}
+
+/// One problem of a configuration file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column (in characters).
+    pub column: usize,
+    /// The key it is about, when there is one.
+    pub field: Option<String>,
+    /// What is wrong, in one sentence.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigFileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let lines: Vec<String> = self
+            .problems
+            .iter()
+            .map(|p| format!("{}:{}:{}: {}", self.file, p.line, p.column, p.message))
+            .collect();
+        f.write_str(&lines.join("\n"))
+    }
+}
+
+impl std::error::Error for ConfigFileError {}
+
+/// Where in the text a key or value is.
+pub(crate) type Span = Range<usize>;
+
+/// A validated file, with the positions later checks point at.
+#[derive(Debug, Default)]
+pub(crate) struct ConfigFile {
+    pub(crate) breakers: Vec<Named<BreakerConfig>>,
+    pub(crate) budgets: Vec<Named<BudgetConfig>>,
+    pub(crate) bulkheads: Vec<Named<BulkheadConfig>>,
+    pub(crate) operations: Vec<Named<OperationOverride>>,
+}
+
+/// A table of the file: its name, where the name is, and what it says.
+#[derive(Debug)]
+pub(crate) struct Named<T> {
+    pub(crate) name: String,
+    pub(crate) span: Span,
+    pub(crate) value: T,
+}
+
+/// The keys an `[operations."..."]` table gives, each with where it is.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct OperationOverride {
+    pub(crate) max_attempts: Option<(u32, Span)>,
+    pub(crate) base: Option<(Duration, Span)>,
+    pub(crate) cap: Option<(Duration, Span)>,
+    pub(crate) jitter: Option<(Jitter, Span)>,
+    pub(crate) attempt_timeout: Option<(Duration, Span)>,
+    pub(crate) deadline: Option<(Duration, Span)>,
+}
+
+/// Collects problems, each placed at a span of `text`.
+pub(crate) struct Problems<'t> {
+    text: &'t str,
+    file: String,
+    found: Vec<(usize, Problem)>,
+}
+
+impl<'t> Problems<'t> {
+    pub(crate) fn new(text: &'t str, file: &str) -> Self {
+        Problems { text, file: file.to_owned(), found: Vec::new() }
+    }
+
+    /// A problem about `field` (if any) at `span`.
+    pub(crate) fn push(&mut self, span: &Span, field: Option<&str>, message: impl Into<String>) {
+        let (line, column) = line_and_column(self.text, span.start);
+        let problem = Problem { line, column, field: field.map(str::to_owned), message: message.into() };
+        self.found.push((span.start, problem));
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.found.len()
+    }
+
+    /// `Ok(value)` when nothing was found, else every problem in file order.
+    pub(crate) fn finish<T>(mut self, value: T) -> Result<T, ConfigFileError> {
+        if self.found.is_empty() {
+            return Ok(value);
+        }
+        self.found.sort_by_key(|(at, _)| *at);
+        Err(ConfigFileError { file: self.file, problems: self.found.into_iter().map(|(_, p)| p).collect() })
+    }
+}
+
+/// The 1-based line and column (in characters) of byte `at` of `text`.
+fn line_and_column(text: &str, at: usize) -> (usize, usize) {
+    let at = at.min(text.len());
+    // A span from the parser always falls on a character boundary; clamp
+    // to one anyway rather than panic on an odd span.
+    let at = (0..=at).rev().find(|i| text.is_char_boundary(*i)).unwrap_or(0);
+    let before = &text[..at];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    (line, text[line_start..at].chars().count() + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_are_one_based_and_count_characters() {
+        let text = "a = 1\n[é]\nbé = 2";
+        assert_eq!(line_and_column(text, 0), (1, 1));
+        assert_eq!(line_and_column(text, 6), (2, 1));
+        assert_eq!(line_and_column(text, text.find("= 2").unwrap()), (3, 4));
+        assert_eq!(line_and_column(text, 10_000), line_and_column(text, text.len()));
+    }
+}

@@ -1,0 +1,88 @@
+//! Every annotated function, registered at link time.
+//!
+//! Each `#[resilient]` function submits its policy to a link-time list
+//! (the `inventory` crate), from any crate of the program and from tests
+//! alike. That is what lets a configuration file's `[operations."name"]`
+//! reach the function it names, and what lets [`Registry::check`]
+//! find guard names that are used but never declared before the first call
+//! would create them with the defaults.
+//!
+//! [`Registry::check`]: crate::Registry::check
+
+use crate::policy::{Policy, Settings};
+
+/// One annotated function's entry in the link-time list; only the code
+/// `#[resilient]` generates makes one.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct Operation {
+    policy: &'static Policy,
+}
+
+impl Operation {
+    /// The entry of the function whose policy is `policy`.
+    pub const fn new(policy: &'static Policy) -> Self {
+        Operation { policy }
+    }
+}
+
+inventory::collect!(Operation);
+
+/// What an annotated function declared: its name, retry settings and guards.
+///
+/// ```
+/// # use retry_runtime as resilient;
+/// // Lists every `#[resilient]` function linked into the program.
+/// for operation in resilient::operations() {
+///     println!("{} retries up to {} times", operation.name, operation.settings.max_attempts);
+/// }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OperationInfo {
+    /// Its operation name (`module_path::fn`, or the attribute's `name`).
+    pub name: String,
+    /// The settings it was compiled with.
+    pub settings: Settings,
+    /// Its named breaker, if any.
+    pub breaker: Option<String>,
+    /// Its named budget, if any.
+    pub budget: Option<String>,
+    /// Its named bulkhead, if any.
+    pub bulkhead: Option<String>,
+    /// `false` for an operation declared `idempotent = false`.
+    pub idempotent: bool,
+    /// Whether its calls carry an idempotency key (`key = ...`).
+    pub has_key: bool,
+}
+
+/// Every `#[resilient]` function linked into this program, sorted by name.
+pub fn operations() -> Vec<OperationInfo> {
+    let mut all: Vec<OperationInfo> = registered()
+        .map(|policy| {
+            let (breaker, budget, bulkhead) = policy.guard_names();
+            OperationInfo {
+                name: policy.operation().to_owned(),
+                settings: policy.settings(),
+                breaker: breaker.map(str::to_owned),
+                budget: budget.map(str::to_owned),
+                bulkhead: bulkhead.map(str::to_owned),
+                idempotent: policy.is_idempotent(),
+                has_key: policy.has_key(),
+            }
+        })
+        .collect();
+    all.sort_by(|a, b| a.name.cmp(&b.name));
+    all
+}
+
+/// The policies of every annotated function.
+pub(crate) fn registered() -> impl Iterator<Item = &'static Policy> {
+    inventory::iter::<Operation>.into_iter().map(|operation| operation.policy)
+}
+
+/// The policies of the annotated functions named `name` (usually one; two
+/// same-named methods of one module share a name unless `name = "..."`).
+pub(crate) fn named(name: &str) -> impl Iterator<Item = &'static Policy> + '_ {
+    registered().filter(move |policy| policy.operation() == name)
+}

@@ -1,0 +1,157 @@
+//! [`Registry::check`]: guard names that would silently get the defaults,
+//! guards nothing uses, and configured operations that match nothing.
+
+use std::fmt;
+
+use super::Registry;
+use crate::operations;
+
+/// What [`Registry::check`] found; [`is_clean`](Self::is_clean) when nothing.
+///
+/// Its `Display` is one line per finding, ready for a start-up log or panic
+/// message.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CheckReport {
+    /// Guard names an annotated function uses that are not declared in the
+    /// registry: its first call would create them with the defaults.
+    pub undeclared: Vec<Undeclared>,
+    /// Declared guards that no annotated function names and no call has used.
+    pub unused: Vec<Unused>,
+    /// Operations configured (`[operations."..."]`) that no annotated function has.
+    pub unknown_operations: Vec<String>,
+}
+
+/// A guard name used but never declared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Undeclared {
+    /// `breaker`, `budget` or `bulkhead`.
+    pub kind: &'static str,
+    /// The name as the function wrote it.
+    pub name: String,
+    /// The operation that uses it.
+    pub used_by: String,
+    /// The declared name of the same kind it most likely meant.
+    pub closest: Option<String>,
+}
+
+/// A declared guard that nothing uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unused {
+    /// `breaker`, `budget` or `bulkhead`.
+    pub kind: &'static str,
+    /// Its name.
+    pub name: String,
+}
+
+impl CheckReport {
+    /// Whether nothing was found.
+    pub fn is_clean(&self) -> bool {
+        self.undeclared.is_empty() && self.unused.is_empty() && self.unknown_operations.is_empty()
+    }
+}
+
+impl fmt::Display for CheckReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_clean() {
+            return f
+                .write_str("every guard name is declared and used, and every configured operation exists");
+        }
+        let mut lines = Vec::new();
+        for u in &self.undeclared {
+            let hint = u.closest.as_ref().map(|c| format!("; did you mean `{c}`?")).unwrap_or_default();
+            lines.push(format!("{} `{}` used by `{}` is not declared{hint}", u.kind, u.name, u.used_by));
+        }
+        for u in &self.unused {
+            lines.push(format!("{} `{}` is declared but nothing uses it", u.kind, u.name));
+        }
+        for name in &self.unknown_operations {
+            lines.push(format!("operation `{name}` is configured but no #[resilient] fn has that name"));
+        }
+        f.write_str(&lines.join("\n"))
+    }
+}
+
+/// The candidate closest to `word`, if any is close enough to be a typo.
+pub(crate) fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    candidates
+        .into_iter()
+        .map(|candidate| (strsim::damerau_levenshtein(word, candidate), candidate))
+        .filter(|(distance, candidate)| *distance <= (word.len().max(candidate.len()) / 3).max(1))
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, candidate)| candidate)
+}
+
+impl Registry {
+    /// Checks the names in use against this registry: every guard an
+    /// annotated function names must be declared (else its first call
+    /// creates it with the defaults, usually a typo), every declared guard
+    /// should be used, and every configured operation should exist.
+    ///
+    /// Functions are known from a link-time list of every `#[resilient]`
+    /// function in the program. Guards used only through
+    /// [`Policy::builder`](crate::Policy::builder) are seen once a call has
+    /// used them.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// use resilient::{BreakerConfig, Registry};
+    /// let registry = Registry::new();
+    /// registry.declare_breaker("never-used-in-docs", BreakerConfig::default()).unwrap();
+    /// let report = registry.check();
+    /// assert!(!report.is_clean());
+    /// assert!(report.to_string().contains("breaker `never-used-in-docs` is declared but nothing uses it"));
+    /// ```
+    pub fn check(&self) -> CheckReport {
+        let mut report = CheckReport::default();
+        let tables = [
+            (
+                self.inner.breakers.kind(),
+                self.inner.breakers.declared_names(),
+                self.inner.breakers.resolved_names(),
+            ),
+            (
+                self.inner.budgets.kind(),
+                self.inner.budgets.declared_names(),
+                self.inner.budgets.resolved_names(),
+            ),
+            (
+                self.inner.bulkheads.kind(),
+                self.inner.bulkheads.declared_names(),
+                self.inner.bulkheads.resolved_names(),
+            ),
+        ];
+        let mut used: Vec<(&'static str, String)> = Vec::new();
+        for policy in operations::registered() {
+            let (breaker, budget, bulkhead) = policy.guard_names();
+            for ((kind, declared, _), name) in tables.iter().zip([breaker, budget, bulkhead]) {
+                let Some(name) = name else { continue };
+                used.push((kind, name.to_owned()));
+                if !declared.iter().any(|d| d == name) {
+                    report.undeclared.push(Undeclared {
+                        kind,
+                        name: name.to_owned(),
+                        used_by: policy.operation().to_owned(),
+                        closest: closest(name, declared.iter().map(String::as_str)).map(str::to_owned),
+                    });
+                }
+            }
+        }
+        for (kind, declared, resolved) in &tables {
+            for name in declared {
+                let named = used.iter().any(|(k, n)| k == kind && n == name);
+                if !named && !resolved.contains(name) {
+                    report.unused.push(Unused { kind, name: name.clone() });
+                }
+            }
+        }
+        for name in self.inner.overrides.names() {
+            if operations::named(&name).next().is_none() {
+                report.unknown_operations.push(name);
+            }
+        }
+        report.undeclared.sort_by(|a, b| (a.kind, &a.name, &a.used_by).cmp(&(b.kind, &b.name, &b.used_by)));
+        report.undeclared.dedup();
+        report
+    }
+}

@@ -1,0 +1,99 @@
+//! A table of guards of one kind, by name.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+
+use super::RegistryError;
+
+/// One kind of guard by name, remembering which were declared and which
+/// were created with the defaults on first use.
+pub(super) struct Table<T> {
+    kind: &'static str,
+    entries: RwLock<HashMap<String, Entry<T>>>,
+}
+
+struct Entry<T> {
+    guard: Arc<T>,
+    /// `false` when created with the defaults because a call named it.
+    declared: bool,
+    /// Whether a call's policy has looked it up.
+    resolved: AtomicBool,
+}
+
+impl<T> Table<T> {
+    pub(super) fn new(kind: &'static str) -> Self {
+        Table { kind, entries: RwLock::new(HashMap::new()) }
+    }
+
+    pub(super) fn kind(&self) -> &'static str {
+        self.kind
+    }
+
+    pub(super) fn get(&self, name: &str) -> Option<Arc<T>> {
+        self.read().get(name).map(|entry| entry.guard.clone())
+    }
+
+    pub(super) fn insert(&self, name: &str, value: T) -> Result<(), RegistryError> {
+        let mut entries = self.write();
+        if entries.contains_key(name) {
+            return Err(RegistryError::AlreadyDeclared { kind: self.kind, name: name.to_owned() });
+        }
+        entries.insert(
+            name.to_owned(),
+            Entry { guard: Arc::new(value), declared: true, resolved: AtomicBool::new(false) },
+        );
+        Ok(())
+    }
+
+    /// The names declared (not merely created on first use), sorted.
+    pub(super) fn declared_names(&self) -> Vec<String> {
+        let mut names: Vec<String> =
+            self.read().iter().filter(|(_, entry)| entry.declared).map(|(name, _)| name.clone()).collect();
+        names.sort();
+        names
+    }
+
+    /// The names a call's policy has looked up, sorted.
+    pub(super) fn resolved_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .read()
+            .iter()
+            .filter(|(_, entry)| entry.resolved.load(Ordering::Relaxed))
+            .map(|(name, _)| name.clone())
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Entry<T>>> {
+        self.entries.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Entry<T>>> {
+        self.entries.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The guard a call's policy names (once per policy and registry:
+    /// policies cache what this returns), created with the defaults if it
+    /// was never declared.
+    pub(super) fn get_or_default(&self, name: &str, make: impl FnOnce() -> T) -> Arc<T> {
+        if let Some(entry) = self.read().get(name) {
+            entry.resolved.store(true, Ordering::Relaxed);
+            return entry.guard.clone();
+        }
+        let mut entries = self.write();
+        entries
+            .entry(name.to_owned())
+            .or_insert_with(|| {
+                tracing::warn!(
+                    kind = self.kind,
+                    name,
+                    "`{name}` was used but never declared: created with the default settings; declare it at start-up to choose them"
+                );
+                Entry { guard: Arc::new(make()), declared: false, resolved: AtomicBool::new(true) }
+            })
+            .guard
+            .clone()
+    }
+}

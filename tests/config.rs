@@ -1,0 +1,420 @@
+//! The configuration file: loading, errors that say where, atomic reloads
+//! that keep every guard's state, per-operation overrides that cannot break
+//! a compile-time promise, and `check()` catching a misspelt guard name.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use resilient::{BreakerState, Classify, ErrorClass, Outcome, Registry, Rejection, resilient};
+use tokio::time::{Instant, sleep};
+
+#[derive(Debug, Clone, PartialEq)]
+enum Fault {
+    Down,
+    Rejected(Rejection),
+}
+
+impl Classify for Fault {
+    fn classify(&self) -> ErrorClass {
+        match self {
+            Fault::Down => ErrorClass::Transient,
+            Fault::Rejected(rejection) => rejection.classify(),
+        }
+    }
+}
+
+impl From<Rejection> for Fault {
+    fn from(rejection: Rejection) -> Self {
+        Fault::Rejected(rejection)
+    }
+}
+
+fn ms(v: u64) -> Duration {
+    Duration::from_millis(v)
+}
+
+const FILE: &str = r#"
+[breakers.payment]
+failure_threshold = 8
+open_for_ms = 5_000
+
+[budgets.payment]
+capacity = 50
+
+[bulkheads.payment]
+max_concurrent = 32
+max_wait_ms = 100
+"#;
+
+#[test]
+fn a_file_declares_its_guards() {
+    let registry = Registry::new();
+    registry.load_toml(FILE).unwrap();
+    let breaker = registry.breaker("payment").unwrap().config();
+    assert_eq!((breaker.failure_threshold, breaker.open_for), (8, ms(5_000)));
+    assert_eq!(breaker.window, Duration::from_secs(10), "keys left out take the defaults");
+    assert_eq!(registry.budget("payment").unwrap().config().capacity, 50);
+    let bulkhead = registry.bulkhead("payment").unwrap().config();
+    assert_eq!((bulkhead.max_concurrent, bulkhead.max_wait), (32, Some(ms(100))));
+}
+
+#[test]
+fn a_file_is_read_from_disk_and_its_errors_name_it() {
+    let dir = std::env::temp_dir().join(format!("resilient-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("resilient.toml");
+    std::fs::write(&path, "[breakers.payment]\nfailure_threshold = 0\n").unwrap();
+    let err = Registry::new().load_file(&path).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("{}:2:21: `failure_threshold` must be greater than zero", path.display())
+    );
+    std::fs::write(&path, FILE).unwrap();
+    Registry::new().load_file(&path).unwrap();
+    let missing = Registry::new().load_file(dir.join("absent.toml")).unwrap_err();
+    assert!(missing.to_string().contains("cannot read the file"), "{missing}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The one line of a file's error.
+fn error(text: &str) -> String {
+    Registry::new().load_toml(text).unwrap_err().to_string()
+}
+
+#[test]
+fn every_error_says_file_line_column_field_and_what_is_wrong() {
+    assert_eq!(
+        error("[breakers.a]\nfailure_threshold = 0"),
+        "<toml>:2:21: `failure_threshold` must be greater than zero"
+    );
+    assert_eq!(error("[budgets.a]\ncapacity = -3"), "<toml>:2:12: `capacity` must not be negative, got -3");
+    assert_eq!(
+        error("[budgets.a]\ncapacity = \"50\""),
+        "<toml>:2:12: `capacity` must be an integer, like `capacity = 100`"
+    );
+    assert_eq!(
+        error("[budgets.a]\ncapacity = 4294967296"),
+        "<toml>:2:12: `capacity` must be at most 4294967295, got 4294967296"
+    );
+    assert_eq!(
+        error("[budgets.a]\ncapacity = 2\nretry_cost = 3"),
+        "<toml>:3:14: `retry_cost` must not exceed `capacity` (2), got 3"
+    );
+    assert_eq!(
+        error("[breakers.a]\nfailure_rate_percent = 101"),
+        "<toml>:2:24: `failure_rate_percent` must be at most 100, got 101"
+    );
+    assert_eq!(
+        error("[bulkheads.a]\nmax_concurrent = 0"),
+        "<toml>:2:18: `max_concurrent` must be greater than zero"
+    );
+    assert_eq!(
+        error("[operations.\"x\"]\njitter = \"gaussian\""),
+        r#"<toml>:2:10: `jitter` must be one of: "full", "equal", "decorrelated", "none""#
+    );
+    assert_eq!(
+        error("[operations.\"x\"]\nbase_ms = 200\ncap_ms = 100"),
+        "<toml>:2:11: `base_ms` must not exceed `cap_ms` (200 > 100)"
+    );
+    assert_eq!(
+        error("[breakers.a\nfailure_threshold = 1"),
+        "<toml>:1:12: not valid TOML: unclosed table, expected `]`"
+    );
+}
+
+#[test]
+fn an_unknown_key_gets_the_closest_known_key() {
+    let message = error("[breakers.payment]\nfailur_threshold = 3");
+    assert!(
+        message.starts_with(
+            "<toml>:2:1: `failur_threshold` is not a key here; did you mean `failure_threshold`?"
+        ),
+        "{message}"
+    );
+    let message = error("[breaker.payment]\nfailure_threshold = 3");
+    assert!(
+        message.starts_with("<toml>:1:2: `breaker` is not a section; did you mean `breakers`?"),
+        "{message}"
+    );
+    assert_eq!(error("breakers = 3"), "<toml>:1:12: `breakers` must hold tables, like `[breakers.payment]`");
+}
+
+#[test]
+fn all_problems_are_reported_together_and_nothing_is_applied() {
+    let registry = Registry::new();
+    registry.load_toml(FILE).unwrap();
+    let bad = "[breakers.payment]\nfailure_threshold = 2\n\n[budgets.payment]\ncapacity = 0\n\n[bulkheads.other]\nmax_concurrent = -1\n";
+    let err = registry.reload_toml(bad).unwrap_err();
+    assert_eq!(err.problems.len(), 2, "{err}");
+    assert_eq!((err.problems[0].line, err.problems[1].line), (5, 8));
+    assert_eq!(
+        registry.breaker("payment").unwrap().config().failure_threshold,
+        8,
+        "the good table was not applied"
+    );
+    assert!(registry.bulkhead("other").is_none());
+}
+
+#[test]
+fn loading_refuses_a_guard_that_exists_and_reloading_changes_it() {
+    let registry = Registry::new();
+    registry.load_toml(FILE).unwrap();
+    let err = registry.load_toml(FILE).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("breaker `payment` already exists: loading declares, use reload to change it"),
+        "{err}"
+    );
+    let report =
+        registry.reload_toml(&FILE.replace("failure_threshold = 8", "failure_threshold = 3")).unwrap();
+    assert_eq!(report.to_string(), "breaker `payment`: failure_threshold 8 -> 3");
+    assert!(
+        registry
+            .reload_toml(&FILE.replace("failure_threshold = 8", "failure_threshold = 3"))
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reload_keeps_an_open_breaker_open_and_recomputes_its_end() {
+    let registry = Registry::new();
+    registry.load_toml("[breakers.db]\nfailure_threshold = 1\nopen_for_ms = 30_000").unwrap();
+    let breaker = registry.breaker("db").unwrap();
+    breaker.try_acquire().unwrap().record(Outcome::Failure);
+    sleep(ms(2_000)).await;
+    let report = registry.reload_toml("[breakers.db]\nfailure_threshold = 1\nopen_for_ms = 5_000").unwrap();
+    assert_eq!(report.to_string(), "breaker `db`: open_for_ms 30000 -> 5000");
+    assert_eq!(breaker.state(), BreakerState::Open, "still open after the reload");
+    assert_eq!(breaker.remaining_open(), Some(ms(3_000)), "5 s from when it opened, 2 s ago");
+    sleep(ms(3_000)).await;
+    assert_eq!(breaker.state(), BreakerState::HalfOpen);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reload_keeps_the_failure_history_and_judges_it_by_the_new_threshold() {
+    let registry = Registry::new();
+    registry.load_toml("[breakers.db]\nfailure_threshold = 5").unwrap();
+    let breaker = registry.breaker("db").unwrap();
+    for _ in 0..3 {
+        breaker.try_acquire().unwrap().record(Outcome::Failure);
+    }
+    registry.reload_toml("[breakers.db]\nfailure_threshold = 4").unwrap();
+    assert_eq!(breaker.state(), BreakerState::Closed, "judged at the next event");
+    breaker.try_acquire().unwrap().record(Outcome::Failure);
+    assert_eq!(breaker.state(), BreakerState::Open, "3 kept + 1 new reach the new threshold of 4");
+}
+
+#[test]
+fn a_reload_keeps_budget_tokens_clamped_to_a_new_capacity() {
+    let registry = Registry::new();
+    registry.load_toml("[budgets.api]\ncapacity = 10").unwrap();
+    let budget = registry.budget("api").unwrap();
+    for _ in 0..3 {
+        assert!(budget.try_withdraw());
+    }
+    registry.reload_toml("[budgets.api]\ncapacity = 20").unwrap();
+    assert_eq!(budget.available(), 7, "tokens kept");
+    registry.reload_toml("[budgets.api]\ncapacity = 4").unwrap();
+    assert_eq!(budget.available(), 4, "clamped");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_bulkhead_shrunk_under_load_loses_no_permit() {
+    let registry = Registry::new();
+    registry.load_toml("[bulkheads.pool]\nmax_concurrent = 4").unwrap();
+    let bulkhead = registry.bulkhead("pool").unwrap();
+    let held: Vec<_> = futures_like_acquire(&bulkhead, 4).await;
+    registry.reload_toml("[bulkheads.pool]\nmax_concurrent = 2").unwrap();
+    assert_eq!(bulkhead.in_use(), 4, "nobody was evicted");
+    drop(held);
+    assert_eq!(bulkhead.in_use(), 0);
+    let again = futures_like_acquire(&bulkhead, 2).await;
+    assert!(bulkhead.try_acquire().is_none(), "the new limit of 2 holds");
+    drop(again);
+    registry.reload_toml("[bulkheads.pool]\nmax_concurrent = 3").unwrap();
+    let grown = futures_like_acquire(&bulkhead, 3).await;
+    assert!(bulkhead.try_acquire().is_none());
+    drop(grown);
+    assert_eq!(bulkhead.in_use(), 0);
+}
+
+async fn futures_like_acquire(
+    bulkhead: &resilient::Bulkhead,
+    n: usize,
+) -> Vec<resilient::BulkheadPermit<'_>> {
+    let mut permits = Vec::new();
+    for _ in 0..n {
+        permits.push(bulkhead.acquire().await.unwrap());
+    }
+    permits
+}
+
+// ---------------------------------------------------------------------------
+// Per-operation overrides
+
+#[resilient(name = "config::overridable", max_attempts = 2, base_ms = 1, jitter = "none")]
+async fn overridable(calls: &AtomicU32) -> Result<(), Fault> {
+    calls.fetch_add(1, Ordering::SeqCst);
+    Err(Fault::Down)
+}
+
+#[resilient(name = "config::once", max_attempts = 1)]
+async fn once() -> Result<(), Fault> {
+    Err(Fault::Down)
+}
+
+#[resilient(name = "config::charge", idempotent = false, max_attempts = 1)]
+async fn charge() -> Result<(), Fault> {
+    Err(Fault::Down)
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_override_applies_from_the_next_call_and_its_removal_too() {
+    let registry = Registry::new();
+    let calls = AtomicU32::new(0);
+    let _ = registry.scope(overridable(&calls)).await;
+    assert_eq!(calls.swap(0, Ordering::SeqCst), 2, "compiled: 2 attempts");
+    let report = registry
+        .reload_toml("[operations.\"config::overridable\"]\nmax_attempts = 5\nbase_ms = 100")
+        .unwrap();
+    assert_eq!(report.to_string(), "operation `config::overridable`: max_attempts 2 -> 5, base_ms 1 -> 100");
+    let start = Instant::now();
+    let _ = registry.scope(overridable(&calls)).await;
+    assert_eq!(calls.swap(0, Ordering::SeqCst), 5);
+    assert_eq!(start.elapsed(), ms(100 + 200 + 400 + 800), "the overridden backoff");
+    let _ = overridable(&calls).await;
+    assert_eq!(calls.swap(0, Ordering::SeqCst), 2, "outside the registry that holds it, no override");
+    let report = registry.reload_toml("").unwrap();
+    assert_eq!(report.to_string(), "operation `config::overridable`: override removed");
+    let _ = registry.scope(overridable(&calls)).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "compiled again");
+}
+
+#[test]
+fn an_override_cannot_give_retries_to_a_function_without_a_retry_loop() {
+    let err = error("[operations.\"config::once\"]\nmax_attempts = 3");
+    assert_eq!(
+        err,
+        "<toml>:2:16: `config::once` was compiled with `max_attempts = 1`: it has no retry loop, so it cannot be given retries"
+    );
+}
+
+#[test]
+fn an_override_cannot_retry_a_non_idempotent_operation_without_a_key() {
+    let err = error("[operations.\"config::charge\"]\nmax_attempts = 3");
+    assert!(err.contains("`config::charge` is declared `idempotent = false` without a `key`"), "{err}");
+    Registry::new().load_toml("[operations.\"config::charge\"]\ndeadline_ms = 500").unwrap();
+}
+
+#[test]
+fn an_override_passes_the_attributes_checks() {
+    let err = error("[operations.\"config::overridable\"]\nattempt_timeout_ms = 500\ndeadline_ms = 500");
+    assert!(err.starts_with("<toml>:2:22: `attempt_timeout_ms` must be less than `deadline_ms`"), "{err}");
+    let err = error("[operations.\"config::overridable\"]\nmax_attempts = 0");
+    assert_eq!(err, "<toml>:2:16: `max_attempts` must be in 1..=100, got 0");
+}
+
+// ---------------------------------------------------------------------------
+// check()
+
+#[resilient(name = "config::misspelt", breaker = "paymnet", budget = "payment")]
+async fn misspelt() -> Result<(), Fault> {
+    Ok(())
+}
+
+#[resilient(
+    name = "config::guarded",
+    max_attempts = 3,
+    breaker = "payment",
+    budget = "payment",
+    bulkhead = "payment"
+)]
+async fn guarded(calls: Arc<AtomicU32>) -> Result<(), Fault> {
+    calls.fetch_add(1, Ordering::SeqCst);
+    tokio::task::yield_now().await;
+    Ok(())
+}
+
+#[test]
+fn check_finds_a_misspelt_guard_name_and_suggests_the_declared_one() {
+    let registry = Registry::new();
+    registry.load_toml(FILE).unwrap();
+    let report = registry.check();
+    assert!(!report.is_clean());
+    let text = report.to_string();
+    assert!(
+        text.contains(
+            "breaker `paymnet` used by `config::misspelt` is not declared; did you mean `payment`?"
+        ),
+        "{text}"
+    );
+    let names = resilient::operations().into_iter().map(|o| o.name).collect::<Vec<_>>();
+    assert!(
+        names.contains(&"config::misspelt".to_owned()) && names.contains(&"config::guarded".to_owned()),
+        "{names:?}"
+    );
+}
+
+#[test]
+fn check_is_clean_when_every_name_is_declared_used_and_every_operation_exists() {
+    let registry = Registry::new();
+    registry
+        .load_toml(&format!(
+            "{FILE}\n[breakers.paymnet]\n\n[operations.\"config::overridable\"]\nmax_attempts = 3\n"
+        ))
+        .unwrap();
+    let report = registry.check();
+    assert!(report.is_clean(), "{report}");
+    registry
+        .reload_toml(&format!(
+            "{FILE}\n[breakers.paymnet]\n[breakers.spare]\n[operations.\"config::nowhere\"]\n"
+        ))
+        .unwrap();
+    let report = registry.check().to_string();
+    assert!(report.contains("breaker `spare` is declared but nothing uses it"), "{report}");
+    assert!(
+        report.contains("operation `config::nowhere` is configured but no #[resilient] fn has that name"),
+        "{report}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Reloads racing calls
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reloads_racing_calls_lose_no_permit_and_never_panic() {
+    let registry = Registry::new();
+    registry.load_toml(FILE).unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let (registry, calls) = (registry.clone(), calls.clone());
+        tasks.spawn(async move {
+            for _ in 0..500 {
+                registry.scope(guarded(calls.clone())).await.unwrap();
+            }
+        });
+    }
+    for round in 0..200u32 {
+        let size = 1 + round % 7;
+        let capacity = 10 + round % 40;
+        let text = format!(
+            "[bulkheads.payment]\nmax_concurrent = {size}\n[budgets.payment]\ncapacity = {capacity}\n[breakers.payment]\nfailure_threshold = {}",
+            1 + round % 9
+        );
+        registry.reload_toml(&text).unwrap();
+        tokio::task::yield_now().await;
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.expect("no call panicked");
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 8 * 500);
+    let bulkhead = registry.bulkhead("payment").unwrap();
+    assert_eq!(bulkhead.in_use(), 0, "every permit came back");
+    let limit = bulkhead.config().max_concurrent as usize;
+    let permits = futures_like_acquire(&bulkhead, limit).await;
+    assert!(bulkhead.try_acquire().is_none(), "exactly the configured limit is free: none lost, none extra");
+    drop(permits);
+}
