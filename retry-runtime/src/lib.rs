@@ -20,9 +20,9 @@
 //! |---|---|
 //! | entry points | `execution::run` (`Policy::run`), the attribute's expansion, `sim` |
 //! | the loop | `execution` (one attempt: admission, run, record, decide, back off), `context` (key and nesting per attempt) |
-//! | wiring | `policy` (settings), `guards` (names resolved and cached per registry), `registry` (named guards) |
+//! | wiring | `operations` (every annotated fn, listed at link time; `Registry::check`), `file` (the TOML file: parse, check, apply), `policy` (settings), `guards` (names resolved and cached per registry), `registry` (named guards, operation overrides) |
 //! | guards | `breaker` (pure core + atomic wrapper), `budget`, `bulkhead` |
-//! | pure logic | `decision` (the retry decision), `backoff`, `classify`, `rejection`, `error` (what the loop needs of an error type), `errors` (the ecosystem's error types, and `Error<E>`), `clock`, `config` |
+//! | pure logic | `decision` (the retry decision), `backoff`, `classify`, `rejection`, `error` (what the loop needs of an error type), `errors` (the ecosystem's error types, and `Error<E>`), `settings`, `suggest`, `clock`, `config` |
 //! | leaf | `observe` (traces and metrics, from plain labels) |
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -49,7 +49,9 @@ mod operations;
 mod policy;
 mod registry;
 mod rejection;
+mod settings;
 pub mod sim;
+mod suggest;
 
 pub use backoff::{Backoff, Jitter, JitterRng, UnknownJitter};
 pub use breaker::{
@@ -66,12 +68,11 @@ pub use error::ResilientError;
 pub use errors::Error;
 pub use execution::{Classified, ClassifyInner};
 #[cfg(feature = "config")]
-pub use file::{ConfigFileError, Problem};
+pub use file::{Change, ConfigFileError, Problem, ReloadReport};
+pub use operations::{CheckReport, Undeclared, Unused};
 pub use operations::{OperationInfo, operations};
 pub use policy::{MAX_ATTEMPTS_LIMIT, Nested, Policy, PolicyBuilder, Settings};
-#[cfg(feature = "config")]
-pub use registry::{Change, ReloadReport};
-pub use registry::{CheckReport, Registry, RegistryError, Undeclared, Unused, registry};
+pub use registry::{Registry, RegistryError, registry};
 pub use rejection::Rejection;
 
 /// What only the code `#[resilient]` generates uses. Not a public API: it

@@ -6,7 +6,10 @@ use tokio::time::Instant;
 
 use super::Execution;
 use crate::backoff::Jitter;
+use crate::backoff::JitterRng;
 use crate::decision::Answers;
+use crate::policy::Policy;
+use crate::registry::{self, Registry};
 
 /// The retry decision's questions, answered by this call.
 impl<S, H> Answers for Execution<'_, S, H> {
@@ -17,7 +20,7 @@ impl<S, H> Answers for Execution<'_, S, H> {
             backoff.exp(n)
         } else {
             let policy = self.policy;
-            let rng = self.rng.get_or_insert_with(|| policy.jitter_rng());
+            let rng = self.rng.get_or_insert_with(|| jitter_rng(policy));
             backoff.wait(n, self.previous_wait, rng)
         };
         self.previous_wait = Some(jittered);
@@ -34,5 +37,14 @@ impl<S, H> Answers for Execution<'_, S, H> {
 
     fn take_budget(&mut self) -> bool {
         self.guards.budget.as_ref().is_none_or(|budget| budget.try_withdraw())
+    }
+}
+
+/// The jitter source of one call: the policy's seed, else the registry's,
+/// else entropy. Made only when a call first needs to wait.
+fn jitter_rng(policy: &Policy) -> JitterRng {
+    match policy.next_seeded_stream().or_else(|| registry::with_current(Registry::next_jitter_seed)) {
+        Some(seed) => JitterRng::seeded(seed),
+        None => JitterRng::from_entropy(),
     }
 }

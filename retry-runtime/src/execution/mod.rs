@@ -63,8 +63,10 @@ use crate::decision::{Decision, decide};
 use crate::error::ErrorHandling;
 use crate::guards::{Guards, GuardsRef};
 use crate::observe;
-use crate::policy::{Nested, Policy, SettingsRef};
+use crate::policy::{Nested, Policy};
+use crate::registry;
 use crate::rejection::Rejection;
+use crate::settings::SettingsRef;
 
 /// What to do after one attempt.
 #[derive(Debug)]
@@ -115,6 +117,16 @@ impl<S, H> std::fmt::Debug for Execution<'_, S, H> {
     }
 }
 
+/// The settings for a call of `policy` made now: the override the registry
+/// in effect holds for its operation, else its own.
+#[inline(never)]
+fn settings_for_call(policy: &Policy) -> SettingsRef<'_> {
+    match registry::with_current(|registry| registry.operation_override(policy.operation())) {
+        Some(settings) => SettingsRef::Overridden(settings),
+        None => SettingsRef::Compiled(policy.compiled_settings()),
+    }
+}
+
 /// What the breaker hears of an attempt that ended with an error of
 /// `class`: transient and throttled errors are failures; conflicts and
 /// permanent errors say nothing about the dependency's health.
@@ -146,7 +158,7 @@ impl<'p, S, H> Execution<'p, S, H> {
     pub(crate) fn new(policy: &'p Policy, key: Option<Arc<str>>, last: S, handling: H) -> Self {
         // A call without a key of its own inherits the key of the call it is nested in.
         let (nested, key) = context::inherit(key);
-        let settings = policy.settings_for_call();
+        let settings = policy.settings_unless_overridden().unwrap_or_else(|| settings_for_call(policy));
         let deadline = settings.deadline.and_then(clock::instant_after);
         let mut max_attempts = settings.max_attempts;
         if nested && policy.nested() == Nested::Once && max_attempts > 1 {

@@ -27,7 +27,12 @@
 //! says where it is (`resilient.toml:7:1`) and an unknown key gets the
 //! closest known one suggested, which `deny_unknown_fields` cannot do.
 
+mod apply;
+mod overrides;
 mod parse;
+mod report;
+
+pub use report::{Change, ReloadReport};
 
 use std::fmt;
 use std::ops::Range;

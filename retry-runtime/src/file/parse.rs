@@ -12,7 +12,7 @@ use crate::breaker::BreakerConfig;
 use crate::budget::BudgetConfig;
 use crate::bulkhead::BulkheadConfig;
 use crate::config::ConfigError;
-use crate::registry::closest;
+use crate::suggest::closest;
 
 const SECTIONS: &[&str] = &["breakers", "budgets", "bulkheads", "operations"];
 const BREAKER_KEYS: &[&str] = &[

@@ -9,34 +9,15 @@
 mod builder;
 
 use std::borrow::Cow;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 pub use builder::PolicyBuilder;
 
-use crate::backoff::{Backoff, Jitter, JitterRng, stream_seed};
+use crate::backoff::{Backoff, Jitter, stream_seed};
 use crate::guards::{GuardCache, GuardNames, GuardsRef};
-use crate::registry::{self, Registry};
-
-/// The settings one call runs on: the policy's own, or a registry's override.
-#[derive(Debug)]
-pub(crate) enum SettingsRef<'p> {
-    Compiled(&'p Settings),
-    Overridden(Arc<Settings>),
-}
-
-impl std::ops::Deref for SettingsRef<'_> {
-    type Target = Settings;
-
-    #[inline]
-    fn deref(&self) -> &Settings {
-        match self {
-            SettingsRef::Compiled(settings) => settings,
-            SettingsRef::Overridden(settings) => settings,
-        }
-    }
-}
+pub use crate::settings::Settings;
+use crate::settings::SettingsRef;
 
 /// Upper bound of `max_attempts`: a bound on amplification, not a target.
 pub const MAX_ATTEMPTS_LIMIT: u32 = 100;
@@ -142,21 +123,6 @@ pub struct AttributeConfig {
     pub nested_retry: bool,
     pub idempotent: bool,
     pub has_key: bool,
-}
-
-/// The retry settings of an operation: what the attribute's arguments (or
-/// the builder) set, and what a configuration file's `[operations."..."]`
-/// table may override.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Settings {
-    /// Attempts in all, the first included.
-    pub max_attempts: u32,
-    /// The backoff curve.
-    pub backoff: Backoff,
-    /// The per-attempt timeout, if any.
-    pub attempt_timeout: Option<Duration>,
-    /// The overall deadline of a call, if any.
-    pub deadline: Option<Duration>,
 }
 
 const fn millis(ms: Option<u64>) -> Option<Duration> {
@@ -274,32 +240,24 @@ impl Policy {
         self.has_key
     }
 
-    /// The settings for a call made now: the compiled ones, unless the
-    /// registry in effect holds an override for this operation. While no
-    /// registry holds one for it, this is one relaxed load.
+    /// The settings it was built (or compiled) with, by reference.
+    pub(crate) fn compiled_settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The compiled settings, unless a registry may hold an override for
+    /// this operation (then `None`: look it up). While no registry holds
+    /// one, this is one relaxed load.
     #[inline]
-    pub(crate) fn settings_for_call(&self) -> SettingsRef<'_> {
-        if self.overrides.load(Ordering::Relaxed) == 0 {
-            return SettingsRef::Compiled(&self.settings);
-        }
-        self.overridden_settings()
+    pub(crate) fn settings_unless_overridden(&self) -> Option<SettingsRef<'_>> {
+        (self.overrides.load(Ordering::Relaxed) == 0).then_some(SettingsRef::Compiled(&self.settings))
     }
 
-    #[inline(never)]
-    fn overridden_settings(&self) -> SettingsRef<'_> {
-        match registry::with_current(|registry| registry.operation_override(&self.operation)) {
-            Some(settings) => SettingsRef::Overridden(settings),
-            None => SettingsRef::Compiled(&self.settings),
-        }
-    }
-
-    /// Counts a registry's override of this operation (or its removal).
-    pub(crate) fn count_override(&self, added: bool) {
-        if added {
-            self.overrides.fetch_add(1, Ordering::Relaxed);
-        } else {
-            let _ = self.overrides.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
-        }
+    /// How many registries hold an override for this operation: they add
+    /// and remove themselves (see the `file` module).
+    #[cfg_attr(not(feature = "config"), allow(dead_code))]
+    pub(crate) fn override_count(&self) -> &AtomicU32 {
+        &self.overrides
     }
 
     /// What a call nested in another resilient call's attempt does.
@@ -314,16 +272,9 @@ impl Policy {
         self.cache.guards(&self.guard_names)
     }
 
-    /// The jitter source of one call: the policy's seed, else the registry's,
-    /// else entropy. Made only when a call first needs to wait.
-    pub(crate) fn jitter_rng(&self) -> JitterRng {
-        if let Some(seed) = self.seed {
-            let stream = self.streams.fetch_add(1, Ordering::Relaxed);
-            return JitterRng::seeded(stream_seed(seed, stream));
-        }
-        match registry::with_current(Registry::next_jitter_seed) {
-            Some(seed) => JitterRng::seeded(seed),
-            None => JitterRng::from_entropy(),
-        }
+    /// The seed of the next call's jitter stream, when the policy is seeded.
+    pub(crate) fn next_seeded_stream(&self) -> Option<u64> {
+        let seed = self.seed?;
+        Some(stream_seed(seed, self.streams.fetch_add(1, Ordering::Relaxed)))
     }
 }

@@ -8,6 +8,7 @@
 //! [`Registry::new`] via [`Registry::scope`], so parallel tests never share
 //! a breaker.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -16,19 +17,22 @@ use crate::breaker::{BreakerConfig, BreakerTransition, CircuitBreaker, Hooks, Tr
 use crate::budget::{BudgetConfig, RetryBudget};
 use crate::bulkhead::{Bulkhead, BulkheadConfig};
 use crate::config::ConfigError;
+use crate::settings::Settings;
 
-mod check;
-#[cfg(feature = "config")]
-mod file;
 mod overrides;
 mod table;
 
-pub(crate) use check::closest;
-pub use check::{CheckReport, Undeclared, Unused};
-#[cfg(feature = "config")]
-pub use file::{Change, ReloadReport};
+pub(crate) use overrides::OverrideCounters;
 use overrides::Overrides;
 use table::Table;
+
+/// The three kinds of guard a registry holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GuardKind {
+    Breaker,
+    Budget,
+    Bulkhead,
+}
 
 /// Why a declaration was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -272,8 +276,45 @@ impl Registry {
     }
 
     /// The settings a configuration file gave `operation` in this registry.
-    pub(crate) fn operation_override(&self, operation: &str) -> Option<Arc<crate::policy::Settings>> {
+    pub(crate) fn operation_override(&self, operation: &str) -> Option<Arc<Settings>> {
         self.inner.overrides.get(operation)
+    }
+
+    /// The operations this registry holds an override for, sorted.
+    pub(crate) fn overridden_operations(&self) -> Vec<String> {
+        self.inner.overrides.names()
+    }
+
+    /// Replaces every operation override; `counters` are, per operation,
+    /// the policies' counts of registries overriding them.
+    #[cfg_attr(not(feature = "config"), allow(dead_code))]
+    pub(crate) fn replace_overrides(&self, new: HashMap<String, (Settings, OverrideCounters)>) {
+        self.inner.overrides.replace(new);
+    }
+
+    /// The names of `kind` declared here (not merely created on first use), sorted.
+    pub(crate) fn declared_names(&self, kind: GuardKind) -> Vec<String> {
+        match kind {
+            GuardKind::Breaker => self.inner.breakers.declared_names(),
+            GuardKind::Budget => self.inner.budgets.declared_names(),
+            GuardKind::Bulkhead => self.inner.bulkheads.declared_names(),
+        }
+    }
+
+    /// The names of `kind` a call's policy has looked up here, sorted.
+    pub(crate) fn resolved_names(&self, kind: GuardKind) -> Vec<String> {
+        match kind {
+            GuardKind::Breaker => self.inner.breakers.resolved_names(),
+            GuardKind::Budget => self.inner.budgets.resolved_names(),
+            GuardKind::Bulkhead => self.inner.bulkheads.resolved_names(),
+        }
+    }
+
+    /// Held while a configuration file is checked and applied, so that two
+    /// files never interleave.
+    #[cfg_attr(not(feature = "config"), allow(dead_code))]
+    pub(crate) fn applying(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.inner.applying.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(crate) fn id(&self) -> u64 {

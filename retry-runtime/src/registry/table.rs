@@ -26,10 +26,6 @@ impl<T> Table<T> {
         Table { kind, entries: RwLock::new(HashMap::new()) }
     }
 
-    pub(super) fn kind(&self) -> &'static str {
-        self.kind
-    }
-
     pub(super) fn get(&self, name: &str) -> Option<Arc<T>> {
         self.read().get(name).map(|entry| entry.guard.clone())
     }

@@ -9,7 +9,12 @@
 //!
 //! [`Registry::check`]: crate::Registry::check
 
-use crate::policy::{Policy, Settings};
+mod check;
+
+pub use check::{CheckReport, Undeclared, Unused};
+
+use crate::policy::Policy;
+use crate::settings::Settings;
 
 /// One annotated function's entry in the link-time list; only the code
 /// `#[resilient]` generates makes one.

@@ -3,8 +3,9 @@
 
 use std::fmt;
 
-use super::Registry;
 use crate::operations;
+use crate::registry::{GuardKind, Registry};
+use crate::suggest::closest;
 
 /// What [`Registry::check`] found; [`is_clean`](Self::is_clean) when nothing.
 ///
@@ -72,16 +73,6 @@ impl fmt::Display for CheckReport {
     }
 }
 
-/// The candidate closest to `word`, if any is close enough to be a typo.
-pub(crate) fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-    candidates
-        .into_iter()
-        .map(|candidate| (strsim::damerau_levenshtein(word, candidate), candidate))
-        .filter(|(distance, candidate)| *distance <= (word.len().max(candidate.len()) / 3).max(1))
-        .min_by_key(|(distance, _)| *distance)
-        .map(|(_, candidate)| candidate)
-}
-
 impl Registry {
     /// Checks the names in use against this registry: every guard an
     /// annotated function names must be declared (else its first call
@@ -105,22 +96,11 @@ impl Registry {
     pub fn check(&self) -> CheckReport {
         let mut report = CheckReport::default();
         let tables = [
-            (
-                self.inner.breakers.kind(),
-                self.inner.breakers.declared_names(),
-                self.inner.breakers.resolved_names(),
-            ),
-            (
-                self.inner.budgets.kind(),
-                self.inner.budgets.declared_names(),
-                self.inner.budgets.resolved_names(),
-            ),
-            (
-                self.inner.bulkheads.kind(),
-                self.inner.bulkheads.declared_names(),
-                self.inner.bulkheads.resolved_names(),
-            ),
-        ];
+            (GuardKind::Breaker, "breaker"),
+            (GuardKind::Budget, "budget"),
+            (GuardKind::Bulkhead, "bulkhead"),
+        ]
+        .map(|(kind, label)| (label, self.declared_names(kind), self.resolved_names(kind)));
         let mut used: Vec<(&'static str, String)> = Vec::new();
         for policy in operations::registered() {
             let (breaker, budget, bulkhead) = policy.guard_names();
@@ -145,7 +125,7 @@ impl Registry {
                 }
             }
         }
-        for name in self.inner.overrides.names() {
+        for name in self.overridden_operations() {
             if operations::named(&name).next().is_none() {
                 report.unknown_operations.push(name);
             }

@@ -1,0 +1,196 @@
+//! Loading and reloading a registry from a configuration file (feature
+//! `config`): all or nothing, keeping every guard's state.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::Path;
+
+use super::overrides::{compiled, merged_operations};
+use super::report::{Change, ReloadReport, breaker_diff, budget_diff, bulkhead_diff, settings_diff};
+use super::{ConfigFile, ConfigFileError, Named, Problem, Problems, parse};
+use crate::operations;
+use crate::policy::Policy;
+use crate::registry::Registry;
+use crate::settings::Settings;
+
+/// Whether a file declares guards (a first load) or changes them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Load,
+    Reload,
+}
+
+impl Registry {
+    /// Declares every guard and operation override of a TOML text (see the
+    /// schema in the crate docs). A guard that already exists is an error:
+    /// use [`reload_toml`](Self::reload_toml) to change it. Nothing is
+    /// applied from a text with any error; every error says where it is.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// use resilient::Registry;
+    /// let registry = Registry::new();
+    /// registry.load_toml("[breakers.payment]\nfailure_threshold = 8\nopen_for_ms = 5_000").unwrap();
+    /// assert_eq!(registry.breaker("payment").unwrap().config().failure_threshold, 8);
+    ///
+    /// let err = Registry::new().load_toml("[breakers.payment]\nfailure_threshold = 0").unwrap_err();
+    /// assert_eq!(err.to_string(), "<toml>:2:21: `failure_threshold` must be greater than zero");
+    /// ```
+    pub fn load_toml(&self, text: &str) -> Result<(), ConfigFileError> {
+        self.apply(text, "<toml>", Mode::Load).map(drop)
+    }
+
+    /// [`load_toml`](Self::load_toml) from a file.
+    pub fn load_file(&self, path: impl AsRef<Path>) -> Result<(), ConfigFileError> {
+        let (text, name) = read(path.as_ref())?;
+        self.apply(&text, &name, Mode::Load).map(drop)
+    }
+
+    /// Applies a changed TOML text, all or nothing, keeping every guard's
+    /// state: an open breaker stays open (its remaining time recomputed from
+    /// the new `open_for_ms`), its failure history is kept and judged by the
+    /// new threshold at the next event, budget tokens are kept (clamped to
+    /// a smaller capacity), a bulkhead is resized without touching permits
+    /// in use. Guards the text does not mention keep their settings; new
+    /// ones are declared. Operation overrides become the text's: one it no
+    /// longer has is removed, and the function runs on its compiled
+    /// settings again from its next call. Returns what changed.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// use resilient::Registry;
+    /// let registry = Registry::new();
+    /// registry.load_toml("[budgets.db]\ncapacity = 50").unwrap();
+    /// let report = registry.reload_toml("[budgets.db]\ncapacity = 20").unwrap();
+    /// assert_eq!(report.to_string(), "budget `db`: capacity 50 -> 20");
+    /// ```
+    pub fn reload_toml(&self, text: &str) -> Result<ReloadReport, ConfigFileError> {
+        self.apply(text, "<toml>", Mode::Reload)
+    }
+
+    /// [`reload_toml`](Self::reload_toml) from a file.
+    pub fn reload_file(&self, path: impl AsRef<Path>) -> Result<ReloadReport, ConfigFileError> {
+        let (text, name) = read(path.as_ref())?;
+        self.apply(&text, &name, Mode::Reload)
+    }
+
+    fn apply(&self, text: &str, name: &str, mode: Mode) -> Result<ReloadReport, ConfigFileError> {
+        let parsed = parse(text, name)?;
+        // One file at a time: the checks below and the changes after them
+        // see the same registry.
+        let _applying = self.applying();
+        let mut problems = Problems::new(text, name);
+        if mode == Mode::Load {
+            self.refuse_existing(&parsed, &mut problems);
+        }
+        let overrides = merged_operations(&parsed.operations, &mut problems);
+        let parsed = problems.finish(parsed)?;
+        // Everything is valid: from here on nothing can fail.
+        let mut report = ReloadReport::default();
+        for Named { name, value, .. } in &parsed.breakers {
+            let change = match self.breaker(name) {
+                Some(breaker) => {
+                    reconfigure(&breaker.config(), value, breaker_diff, |c| breaker.reconfigure(c))
+                }
+                None => Some(declared(self.declare_breaker(name, *value))),
+            };
+            report.push("breaker", name, change);
+        }
+        for Named { name, value, .. } in &parsed.budgets {
+            let change = match self.budget(name) {
+                Some(budget) => reconfigure(&budget.config(), value, budget_diff, |c| budget.reconfigure(c)),
+                None => Some(declared(self.declare_budget(name, *value))),
+            };
+            report.push("budget", name, change);
+        }
+        for Named { name, value, .. } in &parsed.bulkheads {
+            let change = match self.bulkhead(name) {
+                Some(bulkhead) => {
+                    reconfigure(&bulkhead.config(), value, bulkhead_diff, |c| bulkhead.reconfigure(c))
+                }
+                None => Some(declared(self.declare_bulkhead(name, *value))),
+            };
+            report.push("bulkhead", name, change);
+        }
+        let before: HashMap<String, Settings> = self
+            .overridden_operations()
+            .into_iter()
+            .filter_map(|name| Some((name.clone(), *self.operation_override(&name)?)))
+            .collect();
+        for (name, settings) in &overrides {
+            let compiled = before.get(name).copied().or_else(|| compiled(name).map(Policy::settings));
+            let details = match compiled {
+                Some(old) if old == *settings && before.contains_key(name) => continue,
+                Some(old) => settings_diff(&old, settings),
+                None => vec!["override set".to_owned()],
+            };
+            report.changes.push(Change { kind: "operation", name: name.clone(), details });
+        }
+        for name in before.keys().filter(|name| !overrides.contains_key(*name)) {
+            report.push("operation", name, Some(vec!["override removed".to_owned()]));
+        }
+        let counted = overrides
+            .into_iter()
+            .map(|(name, settings)| {
+                let counters = operations::named(&name).map(Policy::override_count).collect();
+                (name, (settings, counters))
+            })
+            .collect();
+        self.replace_overrides(counted);
+        Ok(report)
+    }
+
+    fn refuse_existing(&self, parsed: &ConfigFile, problems: &mut Problems<'_>) {
+        refuse("breaker", &parsed.breakers, |n| self.breaker(n).is_some(), problems);
+        refuse("budget", &parsed.budgets, |n| self.budget(n).is_some(), problems);
+        refuse("bulkhead", &parsed.bulkheads, |n| self.bulkhead(n).is_some(), problems);
+    }
+}
+
+/// A load's problem for each table naming a guard that already exists.
+fn refuse<T>(kind: &str, named: &[Named<T>], exists: impl Fn(&str) -> bool, problems: &mut Problems<'_>) {
+    for table in named.iter().filter(|table| exists(&table.name)) {
+        problems.push(
+            &table.span,
+            Some(&table.name),
+            format!("{kind} `{}` already exists: loading declares, use reload to change it", table.name),
+        );
+    }
+}
+
+/// Applies `new` through `apply` when it differs from `old`; what changed.
+fn reconfigure<C: PartialEq + Copy, E: fmt::Debug>(
+    old: &C,
+    new: &C,
+    diff: fn(&C, &C) -> Vec<String>,
+    apply: impl FnOnce(C) -> Result<(), E>,
+) -> Option<Vec<String>> {
+    if old == new {
+        return None;
+    }
+    // Validated with the rest of the file before anything was applied.
+    apply(*new).ok()?;
+    Some(diff(old, new))
+}
+
+fn declared<E>(result: Result<(), E>) -> Vec<String> {
+    match result {
+        Ok(()) => vec!["declared".to_owned()],
+        // Refused only if declared meanwhile, which the lock rules out.
+        Err(_) => Vec::new(),
+    }
+}
+
+/// A file's text and the name its errors use.
+fn read(path: &Path) -> Result<(String, String), ConfigFileError> {
+    let name = path.display().to_string();
+    std::fs::read_to_string(path).map(|text| (text, name.clone())).map_err(|error| ConfigFileError {
+        file: name,
+        problems: vec![Problem {
+            line: 1,
+            column: 1,
+            field: None,
+            message: format!("cannot read the file: {error}"),
+        }],
+    })
+}

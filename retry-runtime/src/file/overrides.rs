@@ -1,0 +1,114 @@
+//! An `[operations."..."]` table checked the way the attribute checks its
+//! arguments, and against the promises the function was compiled with.
+
+use std::collections::HashMap;
+
+use super::{Named, OperationOverride, Problems, Span};
+use crate::operations;
+use crate::policy::{MAX_ATTEMPTS_LIMIT, Policy};
+use crate::settings::Settings;
+
+/// The first annotated function with this operation name.
+pub(super) fn compiled(name: &str) -> Option<&'static Policy> {
+    operations::named(name).next()
+}
+
+/// Each operation's settings with its overrides applied, checked as the
+/// attribute checks its arguments, and against every compile-time promise
+/// of the functions of that name.
+pub(super) fn merged_operations(
+    operations: &[Named<OperationOverride>],
+    problems: &mut Problems<'_>,
+) -> HashMap<String, Settings> {
+    let mut merged = HashMap::new();
+    for Named { name, span, value } in operations {
+        let policies: Vec<&'static Policy> = operations::named(name).collect();
+        let base = policies
+            .first()
+            .map_or_else(|| Policy::builder().build().map(|p| p.settings()).ok(), |p| Some(p.settings()));
+        let Some(mut settings) = base else { continue };
+        if let Some((n, _)) = &value.max_attempts {
+            settings.max_attempts = *n;
+        }
+        if let Some((d, _)) = &value.base {
+            settings.backoff.base = *d;
+        }
+        if let Some((d, _)) = &value.cap {
+            settings.backoff.cap = *d;
+        }
+        if let Some((j, _)) = &value.jitter {
+            settings.backoff.jitter = *j;
+        }
+        if let Some((d, _)) = &value.attempt_timeout {
+            settings.attempt_timeout = Some(*d);
+        }
+        if let Some((d, _)) = &value.deadline {
+            settings.deadline = Some(*d);
+        }
+        let at = |key: Option<Span>| key.unwrap_or_else(|| span.clone());
+        let before = problems.len();
+        if !(1..=MAX_ATTEMPTS_LIMIT).contains(&settings.max_attempts) {
+            let message =
+                format!("`max_attempts` must be in 1..={MAX_ATTEMPTS_LIMIT}, got {}", settings.max_attempts);
+            problems.push(
+                &at(value.max_attempts.as_ref().map(|(_, s)| s.clone())),
+                Some("max_attempts"),
+                message,
+            );
+        }
+        if settings.backoff.base > settings.backoff.cap {
+            let message = format!(
+                "`base_ms` must not exceed `cap_ms` ({} > {})",
+                settings.backoff.base.as_millis(),
+                settings.backoff.cap.as_millis()
+            );
+            let given = value.base.as_ref().or(value.cap.as_ref()).map(|(_, s)| s.clone());
+            problems.push(&at(given), Some("base_ms"), message);
+        }
+        for (key, given) in [("attempt_timeout_ms", &value.attempt_timeout), ("deadline_ms", &value.deadline)]
+        {
+            if let Some((_, span)) = given.as_ref().filter(|(d, _)| d.is_zero()) {
+                problems.push(span, Some(key), format!("`{key}` must be greater than 0"));
+            }
+        }
+        if let (Some(timeout), Some(deadline)) = (settings.attempt_timeout, settings.deadline) {
+            if timeout >= deadline && !deadline.is_zero() {
+                let message = format!(
+                    "`attempt_timeout_ms` must be less than `deadline_ms`: a {} ms attempt timeout could never fire, the {} ms deadline ends the call first",
+                    timeout.as_millis(),
+                    deadline.as_millis()
+                );
+                let given =
+                    value.attempt_timeout.as_ref().or(value.deadline.as_ref()).map(|(_, s)| s.clone());
+                problems.push(&at(given), Some("attempt_timeout_ms"), message);
+            }
+        }
+        if settings.max_attempts > 1 {
+            for policy in &policies {
+                let promise = if !policy.is_idempotent() && !policy.has_key() {
+                    Some(format!(
+                        "`{name}` is declared `idempotent = false` without a `key`: a non-idempotent operation may only be retried with an idempotency key"
+                    ))
+                } else if policy.max_attempts() == 1 {
+                    Some(format!(
+                        "`{name}` was compiled with `max_attempts = 1`: it has no retry loop, so it cannot be given retries"
+                    ))
+                } else {
+                    None
+                };
+                if let Some(message) = promise {
+                    problems.push(
+                        &at(value.max_attempts.as_ref().map(|(_, s)| s.clone())),
+                        Some("max_attempts"),
+                        message,
+                    );
+                    break;
+                }
+            }
+        }
+        if problems.len() == before {
+            merged.insert(name.clone(), settings);
+        }
+    }
+    merged
+}

@@ -1,0 +1,118 @@
+//! What a reload changed.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::breaker::BreakerConfig;
+use crate::budget::BudgetConfig;
+use crate::bulkhead::BulkheadConfig;
+use crate::settings::Settings;
+
+/// What a reload changed, one entry per guard or operation.
+///
+/// Its `Display` is one line per change, for the log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReloadReport {
+    /// Each change, in the order of the file's sections.
+    pub changes: Vec<Change>,
+}
+
+/// One guard's or operation's change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// `breaker`, `budget`, `bulkhead` or `operation`.
+    pub kind: &'static str,
+    /// Its name.
+    pub name: String,
+    /// What changed: `declared`, `override removed`, or `key old -> new` per key.
+    pub details: Vec<String>,
+}
+
+impl ReloadReport {
+    /// Whether the reload changed nothing.
+    pub fn is_empty(&self) -> bool {
+        self.changes.is_empty()
+    }
+}
+
+impl fmt::Display for ReloadReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.changes.is_empty() {
+            return f.write_str("nothing changed");
+        }
+        let lines: Vec<String> = self
+            .changes
+            .iter()
+            .map(|c| format!("{} `{}`: {}", c.kind, c.name, c.details.join(", ")))
+            .collect();
+        f.write_str(&lines.join("\n"))
+    }
+}
+
+impl ReloadReport {
+    pub(super) fn push(&mut self, kind: &'static str, name: &str, details: Option<Vec<String>>) {
+        if let Some(details) = details.filter(|d| !d.is_empty()) {
+            self.changes.push(Change { kind, name: name.to_owned(), details });
+        }
+    }
+}
+
+/// `key old -> new` for each key that differs.
+fn changes(pairs: &[(&str, String, String)]) -> Vec<String> {
+    pairs
+        .iter()
+        .filter(|(_, old, new)| old != new)
+        .map(|(key, old, new)| format!("{key} {old} -> {new}"))
+        .collect()
+}
+
+fn ms(d: Duration) -> String {
+    d.as_millis().to_string()
+}
+
+fn maybe<T>(value: Option<T>, show: impl Fn(T) -> String) -> String {
+    value.map_or_else(|| "none".to_owned(), show)
+}
+
+pub(super) fn breaker_diff(old: &BreakerConfig, new: &BreakerConfig) -> Vec<String> {
+    changes(&[
+        ("failure_threshold", old.failure_threshold.to_string(), new.failure_threshold.to_string()),
+        ("window_ms", ms(old.window), ms(new.window)),
+        ("open_for_ms", ms(old.open_for), ms(new.open_for)),
+        ("success_threshold", old.success_threshold.to_string(), new.success_threshold.to_string()),
+        ("half_open_max_calls", old.half_open_max_calls.to_string(), new.half_open_max_calls.to_string()),
+        (
+            "failure_rate_percent",
+            maybe(old.failure_rate_percent, |p| p.to_string()),
+            maybe(new.failure_rate_percent, |p| p.to_string()),
+        ),
+        ("minimum_calls", old.minimum_calls.to_string(), new.minimum_calls.to_string()),
+    ])
+}
+
+pub(super) fn budget_diff(old: &BudgetConfig, new: &BudgetConfig) -> Vec<String> {
+    changes(&[
+        ("capacity", old.capacity.to_string(), new.capacity.to_string()),
+        ("retry_cost", old.retry_cost.to_string(), new.retry_cost.to_string()),
+        ("refill_per_success", old.refill_per_success.to_string(), new.refill_per_success.to_string()),
+    ])
+}
+
+pub(super) fn bulkhead_diff(old: &BulkheadConfig, new: &BulkheadConfig) -> Vec<String> {
+    changes(&[
+        ("max_concurrent", old.max_concurrent.to_string(), new.max_concurrent.to_string()),
+        ("max_wait_ms", maybe(old.max_wait, ms), maybe(new.max_wait, ms)),
+    ])
+}
+
+pub(super) fn settings_diff(old: &Settings, new: &Settings) -> Vec<String> {
+    changes(&[
+        ("max_attempts", old.max_attempts.to_string(), new.max_attempts.to_string()),
+        ("base_ms", ms(old.backoff.base), ms(new.backoff.base)),
+        ("cap_ms", ms(old.backoff.cap), ms(new.backoff.cap)),
+        ("jitter", old.backoff.jitter.to_string(), new.backoff.jitter.to_string()),
+        ("attempt_timeout_ms", maybe(old.attempt_timeout, ms), maybe(new.attempt_timeout, ms)),
+        ("deadline_ms", maybe(old.deadline, ms), maybe(new.deadline, ms)),
+    ])
+}
