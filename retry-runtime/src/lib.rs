@@ -35,6 +35,7 @@ mod classify;
 mod clock;
 mod config;
 mod context;
+mod counter;
 mod decision;
 mod error;
 mod errors;
@@ -55,8 +56,8 @@ mod suggest;
 
 pub use backoff::{Backoff, Jitter, JitterRng, UnknownJitter};
 pub use breaker::{
-    Admission, BreakerConfig, BreakerCore, BreakerPermit, BreakerState, BreakerTransition, CircuitBreaker,
-    Outcome, Ticket, Transition, TransitionHook,
+    Admission, BreakerConfig, BreakerCore, BreakerPermit, BreakerState, BreakerTotals, BreakerTransition,
+    CircuitBreaker, Outcome, Ticket, Transition, TransitionHook,
 };
 pub use budget::{BudgetConfig, RetryBudget};
 pub use bulkhead::{Bulkhead, BulkheadConfig, BulkheadFull, BulkheadPermit};

@@ -46,6 +46,7 @@ pub use permit::BreakerPermit;
 pub use state::{Admission, BreakerCore, Outcome, Ticket, Transition};
 
 use crate::config::ConfigError;
+use crate::counter::ShardedCounter;
 
 /// A thread-safe circuit breaker; see the module docs.
 ///
@@ -66,6 +67,41 @@ pub struct CircuitBreaker {
     core: Mutex<BreakerCore>,
     origin: Instant,
     hooks: Option<Hooks>,
+    counts: Counts,
+}
+
+/// Monotonic totals, for samplers that turn them into rates.
+#[derive(Debug, Default)]
+struct Counts {
+    /// Attempts that ran and reported an outcome: one relaxed increment on
+    /// the success path, on a shard of this thread's.
+    calls: ShardedCounter,
+    failures: std::sync::atomic::AtomicU64,
+    rejections: std::sync::atomic::AtomicU64,
+}
+
+/// A breaker's totals since it was made: attempts that ran (and reported),
+/// failures among them, and attempts it refused. Read twice and subtract
+/// for rates.
+///
+/// ```
+/// # use retry_runtime as resilient;
+/// use resilient::{BreakerConfig, CircuitBreaker, Outcome};
+/// let breaker = CircuitBreaker::new("db", BreakerConfig::default()).unwrap();
+/// breaker.try_acquire().unwrap().record(Outcome::Success);
+/// breaker.try_acquire().unwrap().record(Outcome::Failure);
+/// let totals = breaker.totals();
+/// assert_eq!((totals.calls, totals.failures, totals.rejections), (2, 1, 0));
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BreakerTotals {
+    /// Attempts that ran and reported an outcome.
+    pub calls: u64,
+    /// Of those, failures.
+    pub failures: u64,
+    /// Attempts refused (open, or no probe slot free).
+    pub rejections: u64,
 }
 
 impl std::fmt::Debug for CircuitBreaker {
@@ -88,6 +124,7 @@ impl CircuitBreaker {
             core: Mutex::new(core),
             origin: Instant::now(),
             hooks: None,
+            counts: Counts::default(),
         };
         breaker.publish(&breaker.lock());
         Ok(breaker)
@@ -106,6 +143,57 @@ impl CircuitBreaker {
     /// The settings it runs on.
     pub fn config(&self) -> BreakerConfig {
         *self.lock().config()
+    }
+
+    /// Totals since it was made (see [`BreakerTotals`]).
+    pub fn totals(&self) -> BreakerTotals {
+        BreakerTotals {
+            calls: self.counts.calls.total(),
+            failures: self.counts.failures.load(Ordering::Relaxed),
+            rejections: self.counts.rejections.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The state it is held in by hand, if any.
+    pub fn forced(&self) -> Option<BreakerState> {
+        self.lock().forced()
+    }
+
+    /// Holds it open until [`reset`](Self::reset): every call fails fast.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use resilient::{BreakerConfig, BreakerState, CircuitBreaker};
+    /// let breaker = CircuitBreaker::new("db", BreakerConfig::default()).unwrap();
+    /// breaker.force_open();
+    /// assert!(breaker.try_acquire().is_none());
+    /// assert_eq!((breaker.state(), breaker.forced()), (BreakerState::Open, Some(BreakerState::Open)));
+    /// breaker.reset();
+    /// assert_eq!((breaker.state(), breaker.forced()), (BreakerState::Closed, None));
+    /// # }
+    /// ```
+    pub fn force_open(&self) {
+        self.force(Some(BreakerState::Open));
+    }
+
+    /// Holds it closed until [`reset`](Self::reset): every call runs and no
+    /// failure counts.
+    pub fn force_closed(&self) {
+        self.force(Some(BreakerState::Closed));
+    }
+
+    /// Ends a forced state, or any state: closed, with a clean history.
+    pub fn reset(&self) {
+        self.force(None);
+    }
+
+    fn force(&self, state: Option<BreakerState>) {
+        let mut core = self.lock();
+        let transition = core.force(state);
+        self.publish(&core);
+        drop(core);
+        self.notify(transition);
     }
 
     /// Runs on `config` from now on, keeping the breaker's state (see
@@ -165,7 +253,10 @@ impl CircuitBreaker {
         self.notify(transition);
         match admission {
             Admission::Allowed(ticket) => Some(BreakerPermit::new(self, ticket)),
-            Admission::Rejected => None,
+            Admission::Rejected => {
+                self.counts.rejections.fetch_add(1, Ordering::Relaxed);
+                None
+            }
         }
     }
 
@@ -189,6 +280,15 @@ impl CircuitBreaker {
     #[inline(never)]
     fn abandon(&self, ticket: Ticket) {
         self.lock().abandon(ticket);
+    }
+
+    /// Counts an attempt that ran: the success path's one relaxed increment.
+    #[inline]
+    fn count(&self, outcome: Outcome) {
+        self.counts.calls.increment();
+        if outcome == Outcome::Failure {
+            self.counts.failures.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     #[inline(never)]

@@ -38,6 +38,7 @@ impl<'a> BreakerPermit<'a> {
     #[inline]
     pub fn record(mut self, outcome: Outcome) {
         if let Some(ticket) = self.ticket.take() {
+            self.breaker.count(outcome);
             // The common case, inlined: a success or a permanent error of a
             // closed-era attempt that leaves nothing to do (one atomic load).
             if !ticket.probe && self.breaker.nothing_to_record(ticket, outcome) {

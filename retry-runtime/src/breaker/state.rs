@@ -58,6 +58,10 @@ enum Phase {
         since: Duration,
         until: Duration,
     },
+    /// Held open by hand until reset: every call is refused.
+    ForcedOpen,
+    /// Held closed by hand until reset: every call runs, nothing is counted.
+    ForcedClosed,
     HalfOpen {
         in_flight: u32,
         successes: u32,
@@ -113,6 +117,8 @@ impl BreakerCore {
             Phase::Closed => BreakerState::Closed,
             Phase::Open { until, .. } if now < until => BreakerState::Open,
             Phase::Open { .. } | Phase::HalfOpen { .. } => BreakerState::HalfOpen,
+            Phase::ForcedOpen => BreakerState::Open,
+            Phase::ForcedClosed => BreakerState::Closed,
         }
     }
 
@@ -120,9 +126,31 @@ impl BreakerCore {
     /// stays `Open` here until an admission moves it to half-open.
     pub fn stored_state(&self) -> BreakerState {
         match self.phase {
-            Phase::Closed => BreakerState::Closed,
-            Phase::Open { .. } => BreakerState::Open,
+            Phase::Closed | Phase::ForcedClosed => BreakerState::Closed,
+            Phase::Open { .. } | Phase::ForcedOpen => BreakerState::Open,
             Phase::HalfOpen { .. } => BreakerState::HalfOpen,
+        }
+    }
+
+    /// The state it is held in by hand, if any (until [`force`](Self::force)`(None)`).
+    pub fn forced(&self) -> Option<BreakerState> {
+        match self.phase {
+            Phase::ForcedOpen => Some(BreakerState::Open),
+            Phase::ForcedClosed => Some(BreakerState::Closed),
+            _ => None,
+        }
+    }
+
+    /// Holds the breaker open (`Some(Open)`: every call refused) or closed
+    /// (`Some(Closed)`: every call runs, nothing counted) until released
+    /// with `None`, which closes it with a clean history. Half-open cannot
+    /// be forced (`Some(HalfOpen)` changes nothing). Returns the transition.
+    pub fn force(&mut self, state: Option<BreakerState>) -> Option<Transition> {
+        match state {
+            Some(BreakerState::Open) => Some(self.enter(Phase::ForcedOpen)),
+            Some(BreakerState::Closed) => Some(self.enter(Phase::ForcedClosed)),
+            Some(BreakerState::HalfOpen) => None,
+            None => Some(self.enter(Phase::Closed)),
         }
     }
 
@@ -139,7 +167,11 @@ impl BreakerCore {
     /// that counts every call). When it could not, the concurrent wrapper
     /// skips the lock.
     pub fn success_matters(&self) -> bool {
-        self.phase != Phase::Closed || self.window.success_matters()
+        match self.phase {
+            Phase::Closed => self.window.success_matters(),
+            Phase::ForcedClosed => false,
+            _ => true,
+        }
     }
 
     /// Whether [`record`](Self::record)ing `outcome` reads `now`: when it
@@ -149,7 +181,7 @@ impl BreakerCore {
             Phase::Closed => self.window.needs_time(outcome),
             // A probe's success counts toward closing, which is timeless.
             Phase::HalfOpen { .. } => outcome == Outcome::Failure,
-            Phase::Open { .. } => false,
+            Phase::Open { .. } | Phase::ForcedOpen | Phase::ForcedClosed => false,
         }
     }
 
@@ -164,7 +196,9 @@ impl BreakerCore {
         }
         let max_probes = self.config.half_open_max_calls;
         let admission = match &mut self.phase {
-            Phase::Closed => Admission::Allowed(Ticket { epoch: self.epoch, probe: false }),
+            Phase::Closed | Phase::ForcedClosed => {
+                Admission::Allowed(Ticket { epoch: self.epoch, probe: false })
+            }
             Phase::HalfOpen { in_flight, .. } if *in_flight < max_probes => {
                 *in_flight += 1;
                 Admission::Allowed(Ticket { epoch: self.epoch, probe: true })
@@ -192,7 +226,7 @@ impl BreakerCore {
         }
         match self.phase {
             Phase::Closed => self.window.record(&self.config, outcome, now).then(|| self.open(now)),
-            Phase::Open { .. } => None,
+            Phase::Open { .. } | Phase::ForcedOpen | Phase::ForcedClosed => None,
             Phase::HalfOpen { .. } => {
                 self.abandon(ticket);
                 match outcome {
@@ -403,5 +437,27 @@ mod tests {
         run(&mut c, Outcome::Success, s(0));
         assert!(c.is_closed(), "2 of 5 failed");
         assert!(run(&mut c, Outcome::Failure, s(1)).is_some(), "3 of 6 is 50%");
+    }
+
+    #[test]
+    fn a_forced_state_holds_until_reset() {
+        let mut c = BreakerCore::new(cfg());
+        assert_eq!(c.force(Some(BreakerState::Open)), Some((BreakerState::Closed, BreakerState::Open)));
+        assert_eq!(c.admit(s(1_000)).0, Admission::Rejected, "no open_for ends it");
+        assert_eq!((c.state(s(1_000)), c.forced()), (BreakerState::Open, Some(BreakerState::Open)));
+        assert_eq!(c.force(Some(BreakerState::Closed)), Some((BreakerState::Open, BreakerState::Closed)));
+        for _ in 0..10 {
+            assert_eq!(run(&mut c, Outcome::Failure, s(1_000)), None, "forced closed counts no failure");
+        }
+        assert_eq!(c.forced(), Some(BreakerState::Closed));
+        assert_eq!(c.force(Some(BreakerState::HalfOpen)), None, "half-open cannot be forced");
+        assert_eq!(c.force(None), Some((BreakerState::Closed, BreakerState::Closed)));
+        assert_eq!(c.forced(), None);
+        run(&mut c, Outcome::Failure, s(1_000));
+        run(&mut c, Outcome::Failure, s(1_000));
+        assert!(
+            run(&mut c, Outcome::Failure, s(1_000)).is_some(),
+            "after reset it counts again, from a clean history"
+        );
     }
 }
