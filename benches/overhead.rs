@@ -33,8 +33,7 @@ use backon::{ExponentialBuilder, Retryable};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use failsafe::futures::CircuitBreaker as _;
 use resilient::{
-    BreakerConfig, BudgetConfig, BulkheadConfig, Classify, ErrorClass, Outcome, Rejection, registry,
-    resilient,
+    BreakerConfig, BulkheadConfig, Classify, ErrorClass, Outcome, Rejection, TokenBucket, registry, resilient,
 };
 
 const BREAKER: &str = "bench-breaker";
@@ -154,7 +153,7 @@ fn declare() {
     let registry = registry();
     registry.declare_breaker(BREAKER, BreakerConfig::default()).expect("declared once");
     // Large enough that retries in the `retry/` group never run it dry.
-    let budget = BudgetConfig { capacity: 1_000_000, ..Default::default() };
+    let budget = TokenBucket { capacity: 1_000_000, ..Default::default() };
     registry.declare_budget(BUDGET, budget).expect("declared once");
     registry.declare_bulkhead(BULKHEAD, BulkheadConfig::default()).expect("declared once");
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use resilient::sim::{Storm, StormError, peak_in_bucket};
 use resilient::{
-    BreakerConfig, BreakerState, BudgetConfig, BulkheadConfig, Classify, ErrorClass, Registry, Rejection,
+    BreakerConfig, BreakerState, BulkheadConfig, Classify, ErrorClass, Registry, Rejection, TokenBucket,
     resilient,
 };
 use tokio::time::Instant;
@@ -471,7 +471,7 @@ async fn spend(calls: &AtomicU32) -> Result<(), Flaky> {
 #[tokio::test(start_paused = true)]
 async fn the_named_budget_stops_retries_but_never_first_attempts() {
     let registry = Registry::new();
-    let config = BudgetConfig { capacity: 2, retry_cost: 1, refill_per_success: 1 };
+    let config = TokenBucket { capacity: 2, retry_cost: 1, refill_per_success: 1 };
     registry.declare_budget("attribute-retries", config).unwrap();
     let calls = AtomicU32::new(0);
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use resilient::{BreakerState, Classify, ErrorClass, Outcome, Registry, Rejection, resilient};
+use resilient::{BreakerState, Classify, ErrorClass, Outcome, Registry, Rejection, TokenBucket, resilient};
 use tokio::time::{Instant, sleep};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -54,7 +54,10 @@ fn a_file_declares_its_guards() {
     let breaker = registry.breaker("payment").unwrap().config();
     assert_eq!((breaker.failure_threshold, breaker.open_for), (8, ms(5_000)));
     assert_eq!(breaker.window, Duration::from_secs(10), "keys left out take the defaults");
-    assert_eq!(registry.budget("payment").unwrap().config().capacity, 50);
+    assert_eq!(
+        registry.budget("payment").unwrap().config(),
+        TokenBucket { capacity: 50, ..Default::default() }.into()
+    );
     let bulkhead = registry.bulkhead("payment").unwrap().config();
     assert_eq!((bulkhead.max_concurrent, bulkhead.max_wait), (32, Some(ms(100))));
 }
@@ -417,4 +420,28 @@ async fn reloads_racing_calls_lose_no_permit_and_never_panic() {
     let permits = futures_like_acquire(&bulkhead, limit).await;
     assert!(bulkhead.try_acquire().is_none(), "exactly the configured limit is free: none lost, none extra");
     drop(permits);
+}
+
+#[test]
+fn a_budget_table_gives_one_form_and_a_reload_keeps_it() {
+    let registry = Registry::new();
+    registry.load_toml("[budgets.api]\nratio = 0.2\nwindow_ms = 5_000\nmin_per_sec = 1").unwrap();
+    let ratio = resilient::RatioBudget { ratio: 0.2, window: ms(5_000), min_per_sec: 1 };
+    assert_eq!(registry.budget("api").unwrap().config(), ratio.into());
+    assert_eq!(
+        error("[budgets.api]\nratio = 0.2\ncapacity = 5"),
+        "<toml>:3:1: `capacity` is a token bucket's key, but this budget also has a ratio budget's keys (`ratio`, `window_ms`, `min_per_sec`): give one form's keys"
+    );
+    assert_eq!(
+        error("[budgets.api]\nratio = \"high\""),
+        "<toml>:2:9: `ratio` must be a number, like `ratio = 0.1`"
+    );
+    let err = registry.reload_toml("[budgets.api]\ncapacity = 5").unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "<toml>:1:10: budget `api` is a ratio budget: a reload cannot make it a token_bucket budget, its state would be lost (restart to change it)"
+    );
+    let report =
+        registry.reload_toml("[budgets.api]\nratio = 0.5\nwindow_ms = 5_000\nmin_per_sec = 1").unwrap();
+    assert_eq!(report.to_string(), "budget `api`: ratio 0.2 -> 0.5");
 }

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use resilient::{
-    BreakerConfig, BreakerState, BudgetConfig, Classify, Error, ErrorClass, Policy, Registry, Rejection,
+    BreakerConfig, BreakerState, Classify, Error, ErrorClass, Policy, Registry, Rejection, TokenBucket,
     resilient,
 };
 
@@ -326,7 +326,7 @@ async fn write_row(calls: &AtomicU32) -> Result<(), Write> {
 async fn a_conflict_is_retried_charged_to_the_budget_and_never_opens_the_breaker() {
     let registry = Registry::new();
     registry.declare_breaker("row", BreakerConfig { failure_threshold: 1, ..Default::default() }).unwrap();
-    registry.declare_budget("row", BudgetConfig { capacity: 10, ..Default::default() }).unwrap();
+    registry.declare_budget("row", TokenBucket { capacity: 10, ..Default::default() }).unwrap();
     let calls = AtomicU32::new(0);
     assert_eq!(registry.scope(write_row(&calls)).await, Err(Write::Stale));
     assert_eq!(calls.load(Ordering::SeqCst), 5, "retried up to max_attempts");

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use resilient::{
-    BreakerConfig, BudgetConfig, BulkheadConfig, Classify, ErrorClass, Policy, Registry, Rejection, resilient,
+    BreakerConfig, BulkheadConfig, Classify, ErrorClass, Policy, Registry, Rejection, TokenBucket, resilient,
 };
 
 #[derive(Debug, Clone, PartialEq)]
@@ -140,7 +140,7 @@ fn breaker_transitions_are_counted_and_its_state_is_a_gauge() {
 fn the_budget_gauge_follows_withdrawals_and_deposits() {
     let metrics = recorded(async || {
         let registry = Registry::new();
-        registry.declare_budget("api", BudgetConfig { capacity: 10, ..Default::default() }).unwrap();
+        registry.declare_budget("api", TokenBucket { capacity: 10, ..Default::default() }).unwrap();
         let policy = Policy::builder().max_attempts(2).base(Duration::ZERO).budget("api").build().unwrap();
         // Five calls that each retry once: five tokens withdrawn.
         for _ in 0..5 {

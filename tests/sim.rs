@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use resilient::BudgetConfig;
 use resilient::sim::{HerdConfig, Latency, Model, Storm, StormError, Strategy, peak_in_bucket, simulate};
 use resilient::{Classify, ErrorClass, Jitter, Policy, Rejection};
 
@@ -194,9 +195,14 @@ fn without_jitter_all_first_retries_land_in_one_bucket() {
 fn recommended_bounds_the_work_by_the_budget() {
     for cfg in every_config() {
         let r = simulate(&cfg, Strategy::Recommended).unwrap();
-        let budget = u64::from(cfg.budget.capacity)
-            + u64::from(r.succeeded) * u64::from(cfg.budget.refill_per_success);
-        assert!(r.attempts <= u64::from(cfg.clients) + budget, "{} N={}", cfg.model, cfg.clients);
+        // The default budget: per window, retries up to the floor plus a
+        // share of the first attempts (at most one per client).
+        let BudgetConfig::Ratio(ratio) = cfg.budget else { panic!("the default budget is a ratio budget") };
+        let window = ratio.window.as_secs_f64();
+        let per_window = f64::from(ratio.min_per_sec) * window + ratio.ratio * f64::from(cfg.clients);
+        let windows = (r.end.as_secs_f64() / window).floor() + 1.0;
+        let retries = r.attempts - u64::from(cfg.clients);
+        assert!(retries as f64 <= windows * per_window, "{} N={}: {retries} retries", cfg.model, cfg.clients);
         assert_eq!(r.succeeded + r.exhausted + r.budget_stopped + r.breaker_stopped, r.clients);
     }
 }

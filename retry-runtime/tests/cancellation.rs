@@ -15,8 +15,8 @@ use common::TestError;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use retry_runtime::{
-    BreakerConfig, BreakerState, BudgetConfig, BulkheadConfig, CircuitBreaker, Jitter, Outcome, Policy,
-    Registry, Rejection,
+    BreakerConfig, BreakerState, BulkheadConfig, CircuitBreaker, Jitter, Outcome, Policy, Registry,
+    Rejection, TokenBucket,
 };
 use tokio::sync::mpsc;
 use tokio::time::{sleep, timeout};
@@ -52,7 +52,7 @@ fn stressed_registry() -> Registry {
     registry
         .declare_budget(
             "dep",
-            BudgetConfig { capacity: BUDGET_CAPACITY, retry_cost: 2, refill_per_success: 1 },
+            TokenBucket { capacity: BUDGET_CAPACITY, retry_cost: 2, refill_per_success: 1 },
         )
         .unwrap();
     registry.declare_bulkhead("dep", BulkheadConfig { max_concurrent: 8, max_wait: None }).unwrap();

@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::{Attempts, TestError, ms};
 use retry_runtime::{
     BreakerConfig, BreakerState, BudgetConfig, BulkheadConfig, Jitter, Policy, Registry, RegistryError,
-    Rejection,
+    Rejection, TokenBucket,
 };
 use tokio::time::{Instant, sleep};
 
@@ -204,7 +204,7 @@ async fn the_loop_stops_at_once_when_its_failure_opened_the_breaker() {
 async fn first_attempts_pass_with_an_empty_budget_and_successes_refill_it() {
     let registry = Registry::new();
     registry
-        .declare_budget("api", BudgetConfig { capacity: 2, retry_cost: 1, refill_per_success: 1 })
+        .declare_budget("api", TokenBucket { capacity: 2, retry_cost: 1, refill_per_success: 1 })
         .unwrap();
     let budget = registry.budget("api").unwrap();
     let attempts = Attempts::new();
@@ -309,7 +309,7 @@ async fn an_undeclared_name_is_created_with_defaults_on_first_use() {
     let policy = Policy::builder().breaker("lazy").budget("lazy").bulkhead("lazy").build().unwrap();
     registry.scope(policy.run(|| async { Ok::<_, TestError>(()) })).await.unwrap();
     assert_eq!(registry.breaker("lazy").unwrap().config(), BreakerConfig::default());
-    assert_eq!(registry.budget("lazy").unwrap().available(), BudgetConfig::default().capacity);
+    assert_eq!(registry.budget("lazy").unwrap().config(), BudgetConfig::default());
     assert_eq!(registry.bulkhead("lazy").unwrap().config(), BulkheadConfig::default());
     assert!(matches!(
         registry.declare_breaker("lazy", BreakerConfig::default()),
@@ -340,9 +340,9 @@ fn each_config_error_is_reported_with_its_field() {
     for (cfg, expected) in breakers {
         assert_eq!(field(registry.declare_breaker("b", cfg).unwrap_err()), expected);
     }
-    let budget = BudgetConfig { capacity: 0, ..Default::default() };
+    let budget = TokenBucket { capacity: 0, ..Default::default() };
     assert_eq!(field(registry.declare_budget("b", budget).unwrap_err()), "capacity");
-    let budget = BudgetConfig { capacity: 1, retry_cost: 2, ..Default::default() };
+    let budget = TokenBucket { capacity: 1, retry_cost: 2, ..Default::default() };
     assert_eq!(field(registry.declare_budget("b", budget).unwrap_err()), "retry_cost");
     let bulkhead = BulkheadConfig { max_concurrent: 0, ..Default::default() };
     assert_eq!(field(registry.declare_bulkhead("b", bulkhead).unwrap_err()), "max_concurrent");
@@ -385,7 +385,7 @@ async fn eight_tasks_of_ten_thousand_calls_leave_consistent_counts() {
         .declare_breaker("stress", BreakerConfig { failure_threshold: 1_000_000, ..Default::default() })
         .unwrap();
     registry
-        .declare_budget("stress", BudgetConfig { capacity: 1_000, retry_cost: 1, refill_per_success: 1 })
+        .declare_budget("stress", TokenBucket { capacity: 1_000, retry_cost: 1, refill_per_success: 1 })
         .unwrap();
     registry.declare_bulkhead("stress", BulkheadConfig { max_concurrent: 3, max_wait: None }).unwrap();
     let policy = Arc::new(

@@ -122,6 +122,11 @@ where
                     Ok(permit) => {
                         let execution = &mut **this.execution;
                         execution.attempts += 1;
+                        if execution.attempts == 1 {
+                            if let Some(budget) = &this.guards.budget {
+                                budget.on_first_attempt();
+                            }
+                        }
                         drop(execution.last.take());
                         this.state.set(State::Running { permit });
                     }

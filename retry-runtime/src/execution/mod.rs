@@ -237,6 +237,11 @@ impl<'p, S, H> Execution<'p, S, H> {
             Err(refusal) => return Step::Done(Err(self.cannot_run(refusal))),
         };
         self.attempts += 1;
+        if self.attempts == 1 {
+            if let Some(budget) = &guards.budget {
+                budget.on_first_attempt();
+            }
+        }
         // The previous attempt's error is superseded by this attempt's outcome.
         drop(self.last.take());
         let guarded = self.run(make_attempt()).await;

@@ -83,6 +83,21 @@ impl Registry {
         if mode == Mode::Load {
             self.refuse_existing(&parsed, &mut problems);
         }
+        for table in &parsed.budgets {
+            let current = self.budget(&table.name).map(|budget| budget.config());
+            if let Some(current) = current.filter(|current| current.form() != table.value.form()) {
+                problems.push(
+                    &table.span,
+                    Some(&table.name),
+                    format!(
+                        "budget `{}` is a {} budget: a reload cannot make it a {} budget, its state would be lost (restart to change it)",
+                        table.name,
+                        current.form(),
+                        table.value.form()
+                    ),
+                );
+            }
+        }
         let overrides = merged_operations(&parsed.operations, &mut problems);
         let parsed = problems.finish(parsed)?;
         // Everything is valid: from here on nothing can fail.

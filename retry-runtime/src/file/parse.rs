@@ -9,7 +9,7 @@ use toml::de::{DeTable, DeValue};
 use super::{ConfigFile, ConfigFileError, Named, OperationOverride, Problems, Span};
 use crate::backoff::Jitter;
 use crate::breaker::BreakerConfig;
-use crate::budget::BudgetConfig;
+use crate::budget::{BudgetConfig, RatioBudget, TokenBucket};
 use crate::bulkhead::BulkheadConfig;
 use crate::config::ConfigError;
 use crate::suggest::closest;
@@ -24,7 +24,11 @@ const BREAKER_KEYS: &[&str] = &[
     "failure_rate_percent",
     "minimum_calls",
 ];
-const BUDGET_KEYS: &[&str] = &["capacity", "retry_cost", "refill_per_success"];
+const BUDGET_KEYS: &[&str] =
+    &["ratio", "window_ms", "min_per_sec", "capacity", "retry_cost", "refill_per_success"];
+/// A budget's keys by form: a table gives the keys of one form.
+const RATIO_KEYS: &[&str] = &["ratio", "window_ms", "min_per_sec"];
+const BUCKET_KEYS: &[&str] = &["capacity", "retry_cost", "refill_per_success"];
 const BULKHEAD_KEYS: &[&str] = &["max_concurrent", "max_wait_ms"];
 const OPERATION_KEYS: &[&str] =
     &["max_attempts", "base_ms", "cap_ms", "jitter", "attempt_timeout_ms", "deadline_ms"];
@@ -193,19 +197,63 @@ fn breaker(entries: &[Entry<'_>], table: &Span, problems: &mut Problems<'_>) -> 
     finish(config.validate().map(|()| config), before, entries, table, problems)
 }
 
+/// A budget: a ratio budget (the default form) unless its table gives a
+/// token bucket's keys; one table cannot mix the two.
 fn budget(entries: &[Entry<'_>], table: &Span, problems: &mut Problems<'_>) -> Option<BudgetConfig> {
-    let mut config = BudgetConfig::default();
     let before = problems_count(problems);
-    if let Some((n, _)) = count(entries, "capacity", problems) {
-        config.capacity = n;
+    let given =
+        |keys: &[&str]| entries.iter().find(|(k, _)| keys.contains(&k.get_ref().as_ref())).map(|(k, _)| k);
+    if let (Some(_), Some(bucket_key)) = (given(RATIO_KEYS), given(BUCKET_KEYS)) {
+        let key = bucket_key.get_ref().as_ref();
+        problems.push(
+            &bucket_key.span(),
+            Some(key),
+            format!("`{key}` is a token bucket's key, but this budget also has a ratio budget's keys (`ratio`, `window_ms`, `min_per_sec`): give one form's keys"),
+        );
+        return None;
     }
-    if let Some((n, _)) = count(entries, "retry_cost", problems) {
-        config.retry_cost = n;
-    }
-    if let Some((n, _)) = count(entries, "refill_per_success", problems) {
-        config.refill_per_success = n;
-    }
+    let config = if given(BUCKET_KEYS).is_some() {
+        let mut bucket = TokenBucket::default();
+        if let Some((n, _)) = count(entries, "capacity", problems) {
+            bucket.capacity = n;
+        }
+        if let Some((n, _)) = count(entries, "retry_cost", problems) {
+            bucket.retry_cost = n;
+        }
+        if let Some((n, _)) = count(entries, "refill_per_success", problems) {
+            bucket.refill_per_success = n;
+        }
+        BudgetConfig::TokenBucket(bucket)
+    } else {
+        let mut ratio = RatioBudget::default();
+        if let Some(value) = number(entries, "ratio", problems) {
+            ratio.ratio = value;
+        }
+        if let Some((d, _)) = millis(entries, "window_ms", problems) {
+            ratio.window = d;
+        }
+        if let Some((n, _)) = count(entries, "min_per_sec", problems) {
+            ratio.min_per_sec = n;
+        }
+        BudgetConfig::Ratio(ratio)
+    };
     finish(config.validate().map(|()| config), before, entries, table, problems)
+}
+
+/// The value of `key`, if given, as a number (an integer or a float).
+fn number(entries: &[Entry<'_>], key: &str, problems: &mut Problems<'_>) -> Option<f64> {
+    let (_, value) = entries.iter().find(|(k, _)| k.get_ref().as_ref() == key)?;
+    let parsed = match value.get_ref() {
+        DeValue::Float(float) => float.as_str().replace('_', "").parse::<f64>().ok(),
+        DeValue::Integer(integer) => {
+            i64::from_str_radix(integer.as_str(), integer.radix()).ok().map(|n| n as f64)
+        }
+        _ => None,
+    };
+    if parsed.is_none() {
+        problems.push(&value.span(), Some(key), format!("`{key}` must be a number, like `{key} = 0.1`"));
+    }
+    parsed
 }
 
 fn bulkhead(entries: &[Entry<'_>], table: &Span, problems: &mut Problems<'_>) -> Option<BulkheadConfig> {

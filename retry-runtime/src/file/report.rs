@@ -92,11 +92,19 @@ pub(super) fn breaker_diff(old: &BreakerConfig, new: &BreakerConfig) -> Vec<Stri
 }
 
 pub(super) fn budget_diff(old: &BudgetConfig, new: &BudgetConfig) -> Vec<String> {
-    changes(&[
-        ("capacity", old.capacity.to_string(), new.capacity.to_string()),
-        ("retry_cost", old.retry_cost.to_string(), new.retry_cost.to_string()),
-        ("refill_per_success", old.refill_per_success.to_string(), new.refill_per_success.to_string()),
-    ])
+    match (old, new) {
+        (BudgetConfig::TokenBucket(old), BudgetConfig::TokenBucket(new)) => changes(&[
+            ("capacity", old.capacity.to_string(), new.capacity.to_string()),
+            ("retry_cost", old.retry_cost.to_string(), new.retry_cost.to_string()),
+            ("refill_per_success", old.refill_per_success.to_string(), new.refill_per_success.to_string()),
+        ]),
+        (BudgetConfig::Ratio(old), BudgetConfig::Ratio(new)) => changes(&[
+            ("ratio", old.ratio.to_string(), new.ratio.to_string()),
+            ("window_ms", ms(old.window), ms(new.window)),
+            ("min_per_sec", old.min_per_sec.to_string(), new.min_per_sec.to_string()),
+        ]),
+        (old, new) => vec![format!("form {} -> {}", old.form(), new.form())],
+    }
 }
 
 pub(super) fn bulkhead_diff(old: &BulkheadConfig, new: &BulkheadConfig) -> Vec<String> {

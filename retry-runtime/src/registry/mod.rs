@@ -173,7 +173,7 @@ impl Registry {
     }
 
     /// Declares a named retry budget.
-    pub fn declare_budget(&self, name: &str, config: BudgetConfig) -> Result<(), RegistryError> {
+    pub fn declare_budget(&self, name: &str, config: impl Into<BudgetConfig>) -> Result<(), RegistryError> {
         let budget = RetryBudget::new(name, config).map_err(|error| invalid(name, error))?;
         self.inner.budgets.insert(name, budget)
     }

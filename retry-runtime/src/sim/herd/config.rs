@@ -139,7 +139,7 @@ impl Default for Latency {
 /// let cfg = HerdConfig { clients: 190, seed: 7, ..HerdConfig::overload() };
 /// assert!(cfg.validate().is_ok());
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct HerdConfig {
     /// Clients, all starting at time zero. Must be positive.
     pub clients: u32,

@@ -11,7 +11,7 @@ use super::config::{HerdConfig, Model, Strategy};
 use super::report::HerdReport;
 use crate::backoff::{Backoff, Jitter, JitterRng, stream_seed};
 use crate::breaker::{Admission, BreakerCore, BreakerState, Outcome, Ticket, Transition};
-use crate::budget::RetryBudget;
+use crate::budget::{BudgetConfig, RatioBudget, RatioWindow, RetryBudget};
 use crate::classify::ErrorClass;
 use crate::config::ConfigError;
 use crate::decision::{Answers, Decision, StopReason, decide};
@@ -45,7 +45,51 @@ struct Client {
 #[derive(Debug)]
 struct Guards {
     breaker: BreakerCore,
-    budget: RetryBudget,
+    budget: Budget,
+}
+
+/// The library's budget on virtual time: the ratio form's pure window, or
+/// a token bucket (which reads no clock).
+#[derive(Debug)]
+enum Budget {
+    Ratio { config: RatioBudget, first_attempts: u64, window: RatioWindow },
+    Bucket(Box<RetryBudget>),
+}
+
+impl Budget {
+    fn new(config: BudgetConfig) -> Result<Self, ConfigError> {
+        config.validate().map_err(|e| ConfigError::new("budget", e.to_string()))?;
+        Ok(match config {
+            BudgetConfig::Ratio(config) => {
+                Budget::Ratio { config, first_attempts: 0, window: RatioWindow::new(Duration::ZERO, 0) }
+            }
+            other => Budget::Bucket(Box::new(
+                RetryBudget::new("sim", other).map_err(|e| ConfigError::new("budget", e.to_string()))?,
+            )),
+        })
+    }
+
+    fn on_first_attempt(&mut self) {
+        match self {
+            Budget::Ratio { first_attempts, .. } => *first_attempts += 1,
+            Budget::Bucket(bucket) => bucket.on_first_attempt(),
+        }
+    }
+
+    fn deposit(&mut self) {
+        if let Budget::Bucket(bucket) = self {
+            bucket.deposit();
+        }
+    }
+
+    fn try_withdraw(&mut self, now: Duration) -> bool {
+        match self {
+            Budget::Ratio { config, first_attempts, window } => {
+                window.try_withdraw(config, now, *first_attempts)
+            }
+            Budget::Bucket(bucket) => bucket.try_withdraw(),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -89,8 +133,7 @@ impl<'c> Run<'c> {
         let guards = match strategy {
             Strategy::Recommended => Some(Guards {
                 breaker: BreakerCore::new(config.breaker),
-                budget: RetryBudget::new("sim", config.budget)
-                    .map_err(|e| ConfigError::new("budget", e.to_string()))?,
+                budget: Budget::new(config.budget)?,
             }),
             _ => None,
         };
@@ -172,7 +215,12 @@ impl<'c> Run<'c> {
             let (admission, transition) = guards.breaker.admit(now);
             self.breaker_trips += trips(transition);
             match admission {
-                Admission::Allowed(ticket) => state.ticket = Some(ticket),
+                Admission::Allowed(ticket) => {
+                    state.ticket = Some(ticket);
+                    if state.attempts == 1 {
+                        guards.budget.on_first_attempt();
+                    }
+                }
                 Admission::Rejected => {
                     // Fail fast: no load on the dependency, and the call ends.
                     self.breaker_stopped += 1;
@@ -265,7 +313,7 @@ impl<'c> Run<'c> {
             config: self.config,
             backoff: self.backoff.as_ref(),
             client: state,
-            guards: self.guards.as_ref(),
+            guards: self.guards.as_mut(),
             now,
         };
         let attempts = answers.client.attempts;
@@ -316,7 +364,7 @@ struct ClientAnswers<'a> {
     /// `None`: [`Strategy::Immediate`], which never waits.
     backoff: Option<&'a Backoff>,
     client: &'a mut Client,
-    guards: Option<&'a Guards>,
+    guards: Option<&'a mut Guards>,
     now: Duration,
 }
 
@@ -338,12 +386,13 @@ impl Answers for ClientAnswers<'_> {
     }
 
     fn breaker_open_for(&self) -> Option<Duration> {
-        let until = self.guards?.breaker.open_until()?;
+        let until = self.guards.as_ref()?.breaker.open_until()?;
         Some(until.saturating_sub(self.now)).filter(|open| !open.is_zero())
     }
 
     fn take_budget(&mut self) -> bool {
-        self.guards.is_none_or(|guards| guards.budget.try_withdraw())
+        let now = self.now;
+        self.guards.as_mut().is_none_or(|guards| guards.budget.try_withdraw(now))
     }
 }
 

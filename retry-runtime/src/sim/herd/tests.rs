@@ -3,7 +3,7 @@ use std::time::Duration;
 use super::*;
 use crate::backoff::Jitter;
 use crate::breaker::BreakerConfig;
-use crate::budget::BudgetConfig;
+use crate::budget::TokenBucket;
 use engine::nanos;
 
 fn ms(v: u64) -> Duration {
@@ -88,7 +88,7 @@ fn an_empty_budget_stops_retries() {
     let cfg = HerdConfig {
         clients: 30,
         latency: exact_network(),
-        budget: BudgetConfig { capacity: 4, ..Default::default() },
+        budget: TokenBucket { capacity: 4, ..Default::default() }.into(),
         breaker: BreakerConfig { failure_threshold: 1_000, ..Default::default() },
         ..HerdConfig::overload()
     };
@@ -115,7 +115,10 @@ fn bad_configs_are_errors_not_panics() {
             "tick",
         ),
         (
-            HerdConfig { budget: BudgetConfig { capacity: 0, ..Default::default() }, ..Default::default() },
+            HerdConfig {
+                budget: TokenBucket { capacity: 0, ..Default::default() }.into(),
+                ..Default::default()
+            },
             "budget",
         ),
         (

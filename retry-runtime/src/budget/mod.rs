@@ -1,0 +1,318 @@
+//! Retry budgets: a cap on retries shared by every call to one dependency.
+//!
+//! Why budgets and not only `max_attempts`: a per-call limit bounds one
+//! call, but when a dependency is down *every* call retries, and the
+//! dependency sees `max_attempts` times its normal load exactly when it can
+//! least take it. A budget shared by all calls to one dependency bounds the
+//! extra load in total.
+//!
+//! Two forms. The default, [`RatioBudget`] (Finagle's, Envoy's, the SRE
+//! book's), allows retries of at most a share of the first attempts over a
+//! sliding window (10% over 10 s), plus a small floor per second: retries
+//! can add at most that share to a dependency's load, whatever happens. The
+//! [`TokenBucket`] (one token per retry, one back per success) allows
+//! retries up to its capacity at once and then one per success: when half
+//! the calls fail, retries can double the load. That is why the ratio is the
+//! default.
+//!
+//! First attempts are free, as in the AWS SDKs and gRPC: a budget never
+//! refuses a fresh call, it only stops retries.
+
+mod bucket;
+mod ratio;
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+pub use bucket::TokenBucket;
+pub use ratio::RatioBudget;
+pub(crate) use ratio::RatioWindow;
+
+use crate::config::ConfigError;
+use crate::counter::ShardedCounter;
+
+/// A budget's settings: its form and the form's parameters.
+///
+/// ```
+/// # use retry_runtime as resilient;
+/// use resilient::{BudgetConfig, RatioBudget, TokenBucket};
+/// assert_eq!(BudgetConfig::default(), BudgetConfig::Ratio(RatioBudget::default()));
+/// let bucket: BudgetConfig = TokenBucket { capacity: 50, ..Default::default() }.into();
+/// assert!(bucket.validate().is_ok());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum BudgetConfig {
+    /// Retries as a share of first attempts over a window (the default).
+    Ratio(RatioBudget),
+    /// Retries take tokens; successes put them back.
+    TokenBucket(TokenBucket),
+}
+
+impl Default for BudgetConfig {
+    fn default() -> Self {
+        BudgetConfig::Ratio(RatioBudget::default())
+    }
+}
+
+impl From<RatioBudget> for BudgetConfig {
+    fn from(config: RatioBudget) -> Self {
+        BudgetConfig::Ratio(config)
+    }
+}
+
+impl From<TokenBucket> for BudgetConfig {
+    fn from(config: TokenBucket) -> Self {
+        BudgetConfig::TokenBucket(config)
+    }
+}
+
+impl BudgetConfig {
+    /// Checks the settings; the error names the invalid field.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        match self {
+            BudgetConfig::Ratio(config) => config.validate(),
+            BudgetConfig::TokenBucket(config) => config.validate(),
+        }
+    }
+
+    /// The form's name: `ratio` or `token_bucket`.
+    pub fn form(&self) -> &'static str {
+        match self {
+            BudgetConfig::Ratio(_) => "ratio",
+            BudgetConfig::TokenBucket(_) => "token_bucket",
+        }
+    }
+}
+
+/// The state of one form.
+// The ratio form's counter is cache-line padded per shard (about 700 bytes
+// in all): there is one budget per dependency, and a box would cost the
+// success path a pointer hop.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+enum Form {
+    Ratio {
+        config: Mutex<RatioBudget>,
+        /// First attempts so far: one increment on the success path, no clock.
+        first_attempts: ShardedCounter,
+        window: Mutex<RatioWindow>,
+    },
+    Bucket(bucket::Bucket),
+}
+
+/// A retry budget shared by every call to one dependency; see the module docs.
+///
+/// ```
+/// # use retry_runtime as resilient;
+/// use resilient::{RetryBudget, TokenBucket};
+/// let budget = RetryBudget::new("db", TokenBucket { capacity: 2, ..Default::default() }).unwrap();
+/// assert!(budget.try_withdraw());
+/// assert!(budget.try_withdraw());
+/// assert!(!budget.try_withdraw(), "empty: retries stop");
+/// budget.deposit();
+/// assert_eq!(budget.available(), 1);
+/// ```
+#[derive(Debug)]
+pub struct RetryBudget {
+    name: String,
+    form: Form,
+    origin: Instant,
+}
+
+impl RetryBudget {
+    /// A budget with nothing spent, or an error naming the invalid setting.
+    pub fn new(name: impl Into<String>, config: impl Into<BudgetConfig>) -> Result<Self, ConfigError> {
+        let config = config.into();
+        config.validate()?;
+        let form = match config {
+            BudgetConfig::Ratio(config) => Form::Ratio {
+                config: Mutex::new(config),
+                first_attempts: ShardedCounter::default(),
+                window: Mutex::new(RatioWindow::new(Duration::ZERO, 0)),
+            },
+            BudgetConfig::TokenBucket(config) => Form::Bucket(bucket::Bucket::new(config)),
+        };
+        let budget = RetryBudget { name: name.into(), form, origin: Instant::now() };
+        crate::observe::budget_level(&budget.name, budget.available());
+        Ok(budget)
+    }
+
+    /// The name this budget was declared under.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The settings it runs on.
+    pub fn config(&self) -> BudgetConfig {
+        match &self.form {
+            Form::Ratio { config, .. } => BudgetConfig::Ratio(*lock(config)),
+            Form::Bucket(bucket) => BudgetConfig::TokenBucket(bucket.config()),
+        }
+    }
+
+    /// Retries it would allow now: the tokens left, or the retries left in
+    /// the window (floored).
+    pub fn available(&self) -> u32 {
+        match &self.form {
+            Form::Ratio { config, first_attempts, window } => {
+                let config = *lock(config);
+                let left = lock(window).available(&config, self.now(), first_attempts.total());
+                u32::try_from(left).unwrap_or(u32::MAX)
+            }
+            Form::Bucket(bucket) => bucket.available(),
+        }
+    }
+
+    /// Takes what one retry costs; `false` (and nothing taken) when too little is left.
+    pub fn try_withdraw(&self) -> bool {
+        let taken = match &self.form {
+            Form::Ratio { config, first_attempts, window } => {
+                let config = *lock(config);
+                lock(window).try_withdraw(&config, self.now(), first_attempts.total())
+            }
+            Form::Bucket(bucket) => bucket.try_withdraw(),
+        };
+        crate::observe::budget_level(&self.name, self.available());
+        taken
+    }
+
+    /// A call's first attempt is about to run: the ratio form counts it
+    /// (one relaxed increment); the bucket ignores it.
+    #[inline]
+    pub fn on_first_attempt(&self) {
+        if let Form::Ratio { first_attempts, .. } = &self.form {
+            first_attempts.increment();
+        }
+    }
+
+    /// An attempt succeeded: the bucket puts `refill_per_success` tokens
+    /// back (a full bucket is only read, never written, so successes from
+    /// many threads do not fight over the cache line); the ratio form
+    /// ignores it.
+    #[inline]
+    pub fn deposit(&self) {
+        if let Form::Bucket(bucket) = &self.form {
+            if bucket.has_room() {
+                self.refill(bucket);
+            }
+        }
+    }
+
+    #[inline(never)]
+    fn refill(&self, bucket: &bucket::Bucket) {
+        if bucket.refill() {
+            // The level this deposit left, as `try_withdraw` reports its own.
+            crate::observe::budget_level(&self.name, bucket.available());
+        }
+    }
+
+    /// Runs on `config` from now on, keeping what it holds: a bucket's
+    /// tokens (clamped to a smaller capacity), a ratio budget's window. An
+    /// invalid `config`, or one of the other form (whose state could not be
+    /// carried over), is an error naming the field, and changes nothing.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// use resilient::{RetryBudget, TokenBucket};
+    /// let budget = RetryBudget::new("db", TokenBucket { capacity: 10, ..Default::default() }).unwrap();
+    /// budget.try_withdraw();
+    /// budget.reconfigure(TokenBucket { capacity: 20, ..Default::default() }).unwrap();
+    /// assert_eq!(budget.available(), 9, "tokens kept");
+    /// budget.reconfigure(TokenBucket { capacity: 5, ..Default::default() }).unwrap();
+    /// assert_eq!(budget.available(), 5, "clamped to the new capacity");
+    /// ```
+    pub fn reconfigure(&self, config: impl Into<BudgetConfig>) -> Result<(), ConfigError> {
+        let config = config.into();
+        config.validate()?;
+        match (&self.form, config) {
+            (Form::Ratio { config: current, .. }, BudgetConfig::Ratio(new)) => *lock(current) = new,
+            (Form::Bucket(bucket), BudgetConfig::TokenBucket(new)) => bucket.reconfigure(new),
+            (_, other) => {
+                return Err(ConfigError::new(
+                    "form",
+                    format!(
+                        "a {} budget cannot become a {} budget while it runs: its state would be lost (restart to change it)",
+                        self.config().form(),
+                        other.form()
+                    ),
+                ));
+            }
+        }
+        crate::observe::budget_level(&self.name, self.available());
+        Ok(())
+    }
+
+    fn now(&self) -> Duration {
+        Instant::now().saturating_duration_since(self.origin)
+    }
+}
+
+/// The budget's locks guard plain data and never run user code: a poisoned
+/// one still holds a consistent value.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn successes_refill_up_to_capacity() {
+        let b = RetryBudget::new("x", TokenBucket { capacity: 10, retry_cost: 4, refill_per_success: 3 })
+            .unwrap();
+        assert!(b.try_withdraw());
+        assert!(b.try_withdraw());
+        assert_eq!(b.available(), 2);
+        assert!(!b.try_withdraw());
+        assert_eq!(b.available(), 2, "a refused withdrawal takes nothing");
+        b.deposit();
+        b.deposit();
+        assert_eq!(b.available(), 8);
+        b.deposit();
+        assert_eq!(b.available(), 10, "capped at capacity");
+    }
+
+    #[test]
+    fn invalid_budgets_name_their_field() {
+        let zero = TokenBucket { capacity: 0, ..Default::default() };
+        assert_eq!(RetryBudget::new("x", zero).unwrap_err().field, "capacity");
+        let dear = TokenBucket { capacity: 3, retry_cost: 4, refill_per_success: 1 };
+        assert_eq!(RetryBudget::new("x", dear).unwrap_err().field, "retry_cost");
+        let ratio = RatioBudget { ratio: -1.0, ..Default::default() };
+        assert_eq!(RetryBudget::new("x", ratio).unwrap_err().field, "ratio");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_ratio_form_allows_its_share_of_first_attempts() {
+        let b = RetryBudget::new(
+            "x",
+            RatioBudget { ratio: 0.5, window: Duration::from_secs(10), min_per_sec: 0 },
+        )
+        .unwrap();
+        for _ in 0..10 {
+            b.on_first_attempt();
+        }
+        assert_eq!(b.available(), 5);
+        assert_eq!((0..10).take_while(|_| b.try_withdraw()).count(), 5);
+        tokio::time::advance(Duration::from_secs(11)).await;
+        assert_eq!(
+            b.available(),
+            4,
+            "the retries are forgotten; the first attempts' share is estimated (10 over 11 s)"
+        );
+    }
+
+    #[test]
+    fn a_budget_keeps_its_form_on_reconfigure() {
+        let b = RetryBudget::new("x", RatioBudget::default()).unwrap();
+        let err = b.reconfigure(TokenBucket::default()).unwrap_err();
+        assert_eq!(err.field, "form");
+        assert!(err.problem.contains("a ratio budget cannot become a token_bucket budget"), "{err}");
+        b.reconfigure(RatioBudget { ratio: 0.3, ..Default::default() }).unwrap();
+        assert_eq!(b.config(), BudgetConfig::Ratio(RatioBudget { ratio: 0.3, ..Default::default() }));
+    }
+}
