@@ -54,7 +54,7 @@ for row in "${filters[@]}"; do
     --output-format=json "instructions::success::$row::*" >>"$summaries"
 done
 
-SUMMARIES="$summaries" OUT="$out" python3 - <<'PY'
+SUMMARIES="$summaries" OUT="$out" ROWS="$*" python3 - <<'PY'
 import json, os, re, sys
 
 with open("benches/instructions.rs") as f:
@@ -85,6 +85,9 @@ for row, c in counts.items():
                  "per_call": (c["twice_n"] - c["n"]) / n}
 if not rows:
     sys.exit("no benchmark ran (is the row name right?)")
+unknown = [row for row in os.environ["ROWS"].split() if row not in rows]
+if unknown:
+    sys.exit(f"no such row in benches/instructions.rs: {', '.join(unknown)}")
 
 with open(os.environ["OUT"], "w") as f:
     json.dump(rows, f, indent=2)
