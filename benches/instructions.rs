@@ -1,7 +1,8 @@
 //! Instructions per successful call, counted by callgrind (through gungraun),
 //! for the same functions `overhead.rs` times with criterion. Instruction
-//! counts are the same from run to run and machine to machine (for the same
-//! binary), so they can gate CI where wall times cannot.
+//! counts are the same on every run of the same binary, however busy the
+//! machine, so they can gate CI where wall times cannot. (Between machines
+//! they can differ a little where glibc picks its `memcpy` by CPU.)
 //!
 //! ```sh
 //! scripts/bench.sh                    # both benchmarks, then BENCHMARKS.md
@@ -14,7 +15,7 @@
 //! everything paid once per run (entering `block_on`, the first call's lookup
 //! of its guards, dropping the runtime) is in both counts and cancels.
 //! `scripts/instructions.sh` reads the two counts of each row from
-//! gungraun's `summary.json` files and does the division.
+//! gungraun's JSON output and does the division.
 //!
 //! The calls are driven as in `overhead.rs`: awaited back to back inside one
 //! `block_on` and used as a caller would (`used!`), with the call as the only
