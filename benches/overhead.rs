@@ -4,7 +4,7 @@
 //!
 //! ```sh
 //! scripts/bench.sh                 # runs this, then writes BENCHMARKS.md
-//! cargo bench --bench overhead     # just the numbers
+//! cargo bench -p resilient-benches --bench overhead     # just the numbers
 //! ```
 //!
 //! Async benchmarks are driven by criterion's `to_async` on one
@@ -13,6 +13,9 @@
 //! benchmark (the bare baseline and the synchronous breaker and registry
 //! ones too) runs in that same loop and uses its call the same way (see
 //! `used!`), so the ratios compare like with like.
+//!
+//! The functions measured here and in `instructions.rs` (instruction counts
+//! under callgrind) are defined once, in `shared/mod.rs`.
 //!
 //! Groups (BENCHMARKS.md explains each line):
 //! - `success/*`: one successful call through each configuration, and
@@ -24,58 +27,21 @@
 //! - `contention/*`: calls through one shared breaker and budget from one
 //!   and from two threads (throughput).
 
-use std::cell::Cell;
 use std::hint::black_box;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use backon::{ExponentialBuilder, Retryable};
+use backon::Retryable;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use failsafe::futures::CircuitBreaker as _;
-use resilient::{
-    BreakerConfig, BulkheadConfig, Classify, ErrorClass, Outcome, Rejection, TokenBucket, registry, resilient,
+use resilient::{Classify, ErrorClass, Outcome, Rejection, registry, resilient};
+
+#[macro_use]
+mod shared;
+use shared::{
+    BREAKER, BenchError, backon_defaults, bare, breaker_budget, declare, defaults, fails_once, policy,
+    runtime, with_bulkhead, with_timeout,
 };
-
-const BREAKER: &str = "bench-breaker";
-const BUDGET: &str = "bench-budget";
-const BULKHEAD: &str = "bench-bulkhead";
-
-#[derive(Debug)]
-enum BenchError {
-    Transient,
-    #[allow(dead_code)]
-    Rejected(Rejection),
-}
-
-impl Classify for BenchError {
-    fn classify(&self) -> ErrorClass {
-        match self {
-            BenchError::Transient => ErrorClass::Transient,
-            BenchError::Rejected(r) => r.classify(),
-        }
-    }
-}
-
-impl From<Rejection> for BenchError {
-    fn from(r: Rejection) -> Self {
-        BenchError::Rejected(r)
-    }
-}
-
-/// The baseline: the same body with no attribute.
-async fn bare(x: u64) -> Result<u64, BenchError> {
-    Ok(black_box(x))
-}
-
-#[resilient]
-async fn defaults(x: u64) -> Result<u64, BenchError> {
-    Ok(black_box(x))
-}
-
-#[resilient(breaker = "bench-breaker", budget = "bench-budget")]
-async fn breaker_budget(x: u64) -> Result<u64, BenchError> {
-    Ok(black_box(x))
-}
 
 /// `breaker_budget` again, but called from two places (see `benches`): the
 /// compiler then keeps its `poll` out of line, as it does for most functions
@@ -91,21 +57,6 @@ async fn breaker_budget_out_of_line(x: u64) -> Result<u64, BenchError> {
 /// that alone moves these numbers by several nanoseconds).
 #[resilient(breaker = "bench-breaker", budget = "bench-budget")]
 async fn shared_breaker_budget(x: u64) -> Result<u64, BenchError> {
-    Ok(black_box(x))
-}
-
-#[resilient(breaker = "bench-breaker", budget = "bench-budget", bulkhead = "bench-bulkhead")]
-async fn with_bulkhead(x: u64) -> Result<u64, BenchError> {
-    Ok(black_box(x))
-}
-
-#[resilient(
-    breaker = "bench-breaker",
-    budget = "bench-budget",
-    bulkhead = "bench-bulkhead",
-    attempt_timeout_ms = 60_000
-)]
-async fn with_timeout(x: u64) -> Result<u64, BenchError> {
     Ok(black_box(x))
 }
 
@@ -137,40 +88,6 @@ async fn breaker_budget_small_out_of_line(x: u64) -> Result<u64, SmallError> {
     Ok(black_box(x))
 }
 
-thread_local! {
-    /// Whether the next `fails_once` attempt fails: every other attempt does.
-    static FAIL_NEXT: Cell<bool> = const { Cell::new(true) };
-}
-
-/// Fails its first attempt (transient) and succeeds on the retry, which
-/// follows at once (`base_ms = 0`, `cap_ms = 0`: the wait is zero).
-#[resilient(breaker = "bench-breaker", budget = "bench-budget", base_ms = 0, cap_ms = 0)]
-async fn fails_once(x: u64) -> Result<u64, BenchError> {
-    if FAIL_NEXT.replace(!FAIL_NEXT.get()) { Err(BenchError::Transient) } else { Ok(black_box(x)) }
-}
-
-fn declare() {
-    let registry = registry();
-    registry.declare_breaker(BREAKER, BreakerConfig::default()).expect("declared once");
-    // Large enough that retries in the `retry/` group never run it dry.
-    let budget = TokenBucket { capacity: 1_000_000, ..Default::default() };
-    registry.declare_budget(BUDGET, budget).expect("declared once");
-    registry.declare_bulkhead(BULKHEAD, BulkheadConfig::default()).expect("declared once");
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread().enable_time().build().expect("a tokio runtime")
-}
-
-/// How every benchmark uses a call: awaits it and takes the value out, as a
-/// caller would (criterion then `black_box`es the value). The same for the
-/// baseline and for every wrapper, so the ratios compare like with like.
-macro_rules! used {
-    ($call:expr) => {
-        async { $call.await.expect("the call succeeds") }
-    };
-}
-
 fn success(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
     let mut group = c.benchmark_group("success");
     group.bench_function("bare", |b| b.to_async(rt).iter(|| used!(bare(black_box(1)))));
@@ -189,12 +106,9 @@ fn success(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
     group.bench_function("breaker_budget_bulkhead_timeout", |b| {
         b.to_async(rt).iter(|| used!(with_timeout(black_box(1))))
     });
-    // backon with the attribute's defaults: 4 attempts, 100 ms .. 20 s, jitter.
-    let backoff = ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(100))
-        .with_max_delay(Duration::from_secs(20))
-        .with_max_times(3)
-        .with_jitter();
+    let policy = policy();
+    group.bench_function("policy_run", |b| b.to_async(rt).iter(|| used!(policy.run(|| bare(black_box(1))))));
+    let backoff = backon_defaults();
     group.bench_function("backon_retry", |b| {
         b.to_async(rt).iter(|| used!((|| bare(black_box(1))).retry(backoff)))
     });

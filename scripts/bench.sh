@@ -1,33 +1,41 @@
 #!/usr/bin/env bash
-# Runs the overhead benchmarks (one criterion run) and regenerates
-# BENCHMARKS.md from criterion's estimates.
+# Runs both benchmarks of the same functions, the wall times (criterion,
+# benches/overhead.rs) and the instruction counts (callgrind through gungraun,
+# benches/instructions.rs, by scripts/instructions.sh), and regenerates
+# BENCHMARKS.md from what they wrote (criterion's estimates and
+# target/instructions.json).
 #
-#   scripts/bench.sh                 # run, then write BENCHMARKS.md
+#   scripts/bench.sh                 # run both, then write BENCHMARKS.md
 #   scripts/bench.sh --no-run        # only rewrite BENCHMARKS.md from the last run
 #   BENCH_ARGS="--measurement-time 5" scripts/bench.sh   # extra criterion arguments
 #
 # Run it on a quiet machine: one benchmark process at a time, nothing else
-# building. It takes about two minutes after the build.
+# building. It takes about three minutes after the build (the instruction
+# counts do not mind a busy machine; the wall times do).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 target_dir="${CARGO_TARGET_DIR:-target}"
-command="cargo bench --bench overhead -- --noplot${BENCH_ARGS:+ $BENCH_ARGS}"
+command="cargo bench -p resilient-benches --bench overhead -- --noplot${BENCH_ARGS:+ $BENCH_ARGS}"
 if [[ "${1:-}" != "--no-run" ]]; then
   echo "== $command"
   load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
   # shellcheck disable=SC2086
-  cargo bench --bench overhead -- --noplot ${BENCH_ARGS:-}
+  cargo bench -p resilient-benches --bench overhead -- --noplot ${BENCH_ARGS:-}
   echo "$load_before" > "$target_dir/criterion/.load-before-run"
+  scripts/instructions.sh
 fi
 
 echo "== zero-allocation test (tests/alloc.rs)"
 if cargo test -q --test alloc >/dev/null 2>&1; then alloc="pass"; else alloc="FAIL"; fi
 
-CRITERION_DIR="$target_dir/criterion" COMMAND="$command" ALLOC="$alloc" python3 - <<'PY'
-import json, os, platform, subprocess
+CRITERION_DIR="$target_dir/criterion" INSTRUCTIONS="$target_dir/instructions.json" COMMAND="$command" \
+  ALLOC="$alloc" python3 - <<'PY'
+import json, os, platform, re, subprocess
 
 root = os.environ["CRITERION_DIR"]
+with open(os.environ["INSTRUCTIONS"]) as f:
+    ir = json.load(f)  # row -> {"per_call": instructions per successful call, ...}
 
 def median(bench_id):
     path = os.path.join(root, bench_id, "new", "estimates.json")
@@ -62,6 +70,7 @@ rows = [
     ("success/breaker_budget_small_error_out_of_line", "breaker + budget, not inlined, one-word error type", "the same with a `Result` that fits in registers"),
     ("success/breaker_budget_bulkhead", "breaker + budget + bulkhead", "adds tokio's semaphore (a CAS, and a mutex on release)"),
     ("success/breaker_budget_bulkhead_timeout", "breaker + budget + bulkhead + `attempt_timeout_ms`", "adds a timer (`tokio::time::timeout`) per attempt"),
+    ("success/policy_run", "`Policy::run` + breaker + budget, calling the bare fn", "the same guards through the builder API instead of the attribute"),
     ("success/backon_retry", "backon 1.x `retry`, same closure, succeeding", "a retry-only wrapper (no breaker, no budget)"),
     ("success/failsafe_breaker", "failsafe 1.3 circuit breaker around the call", "a breaker-only wrapper"),
     ("success/our_breaker", "our breaker alone: `try_acquire` + call + `record(Success)`", "the breaker's closed-state fast path"),
@@ -82,6 +91,29 @@ overhead_out = m["success/breaker_budget_out_of_line"] - base
 overhead_small = m["success/breaker_budget_small_error_out_of_line"] - small_base
 retry_cost = m["retry/fail_once_then_succeed"] - m["success/breaker_budget"]
 
+# (row of benches/instructions.rs, line in the table, the criterion line of the same function)
+ir_rows = [
+    ("bare_call", "bare `async fn` returning `Ok` (baseline)", "success/bare"),
+    ("attribute_defaults", "`#[resilient]`, defaults", "success/attribute_defaults"),
+    ("breaker_budget_call", "`#[resilient]` + named breaker + budget", "success/breaker_budget"),
+    ("breaker_budget_bulkhead", "breaker + budget + bulkhead", "success/breaker_budget_bulkhead"),
+    ("breaker_budget_bulkhead_timeout", "breaker + budget + bulkhead + `attempt_timeout_ms`", "success/breaker_budget_bulkhead_timeout"),
+    ("policy_run", "`Policy::run` + breaker + budget, calling the bare fn", "success/policy_run"),
+    ("backon_retry", "backon 1.x `retry`, same closure, succeeding", "success/backon_retry"),
+    ("failsafe_breaker", "failsafe 1.3 circuit breaker around the call", "success/failsafe_breaker"),
+    ("fail_once_then_succeed", "breaker + budget, fails once then succeeds, zero backoff", "retry/fail_once_then_succeed"),
+]
+missing = [row for row, _, _ in ir_rows if row not in ir]
+if missing:
+    raise SystemExit(f"{os.environ['INSTRUCTIONS']} lacks {missing}: run scripts/instructions.sh (all rows)")
+ir_base = ir["bare_call"]["per_call"]
+def ir_over(row):
+    return ir[row]["per_call"] - ir_base
+with open("benches/instructions.rs") as f:
+    ir_n = int(re.search(r"^const N: u64 = ([0-9_]+);$", f.read(), re.M).group(1).replace("_", ""))
+gungraun = sh("gungraun-runner", "--version")
+valgrind = sh("valgrind", "--version")
+
 def fmt(ns):
     return f"{ns:.1f} ns" if ns < 1000 else f"{ns / 1000:.2f} µs"
 
@@ -89,8 +121,11 @@ lines = []
 out = lines.append
 out("# Benchmarks")
 out("")
-out("Generated by `scripts/bench.sh` from criterion's estimates (`target/criterion/*/new/estimates.json`);")
-out("do not edit by hand. The benchmark code is `benches/overhead.rs`.")
+out("Generated by `scripts/bench.sh` from one run of both benchmarks of the same functions: criterion's")
+out("estimates (`target/criterion/*/new/estimates.json`) and the instruction counts of")
+out("`scripts/instructions.sh` (`target/instructions.json`); do not edit by hand. The benchmark code is")
+out("`benches/overhead.rs` (wall time) and `benches/instructions.rs` (instructions); the functions both")
+out("measure are in `benches/shared/mod.rs`.")
 out("")
 out("## Machine and command")
 out("")
@@ -98,8 +133,9 @@ out(f"- CPU: {cpu}, `nproc` = {sh('nproc')}")
 out(f"- {sh('rustc', '--version')}, {platform.system()} {platform.release()}")
 out(f"- load average before the run: {load}")
 out(f"- command: `{os.environ['COMMAND']}` (one criterion run: every line below was measured in it)")
+out(f"- instructions: `scripts/instructions.sh` ({gungraun}, {valgrind}), in the same run of `scripts/bench.sh`")
 out("")
-out("## Results")
+out("## Wall time (criterion)")
 out("")
 out("Medians per call. The ratio is against the bare call measured in the same run")
 out("(`bare_small_error` for the `small_error` lines); *overhead* is the difference. The")
@@ -128,6 +164,27 @@ out("  SipHash of the name and an `Arc` clone per call, which is why the attribu
 out(f"- **Contention**: one shared breaker and budget, success path: 1 thread {1000 / one:.1f} M calls/s,")
 out(f"  2 threads {2000 / two:.1f} M calls/s: **{scaling:.2f}x**.")
 out("")
+out("## Instructions (callgrind)")
+out("")
+out(f"Instructions per successful call: each function is called {ir_n:,} and {2 * ir_n:,} times in a row, each")
+out(f"under callgrind, and the difference of the two counts is divided by {ir_n:,}, so what a run pays once")
+out("(entering `block_on`, the first call's lookup of its guards) cancels. *Over bare* is the difference to")
+out("the bare call counted in the same run. The same binary gives the same counts on every run, whatever")
+out("the machine's load, so these are the numbers to compare between versions; CI checks the rows of")
+out("`benches/instructions.baseline` (`scripts/instructions-check.sh`: at most +10%).")
+out("")
+out("| call | instructions | over bare | ratio | the same function in criterion |")
+out("|---|---:|---:|---:|---|")
+for row, label, bench_id in ir_rows:
+    per_call = ir[row]["per_call"]
+    out(f"| {label} (`{row}`) | {per_call:.1f} | {ir_over(row):.1f} | {per_call / ir_base:.1f}x | `{bench_id}`: {fmt(m[bench_id])} |")
+out("")
+out(f"- **One retry decision** (`fail_once_then_succeed` − `breaker_budget_call`): "
+    f"**{ir['fail_once_then_succeed']['per_call'] - ir['breaker_budget_call']['per_call']:.0f} instructions**.")
+out("- Counted without cache simulation (`--cache-sim=no`): instructions only. failsafe's count moves by")
+out("  a fraction of an instruction between runs (its clock reads); every other row is the same to the")
+out("  instruction.")
+out("")
 out("## Targets")
 out("")
 def verdict(ok):
@@ -137,6 +194,9 @@ out("|---|---|---|")
 out(f"| success path with breaker + budget ≤ bare + 20 ns | +{fmt(overhead)} | {verdict(overhead <= 20)} |")
 out(f"| ... when the call's `poll` is not inlined (32-byte `Result`) | +{fmt(overhead_out)} | {verdict(overhead_out <= 20)} |")
 out(f"| ... when the call's `poll` is not inlined (16-byte `Result`) | +{fmt(overhead_small)} | {verdict(overhead_small <= 20)} |")
+ir_bb, ir_backon, ir_defaults = ir_over("breaker_budget_call"), ir_over("backon_retry"), ir_over("attribute_defaults")
+out(f"| instructions over bare, breaker + budget ≤ 1/3 of backon's | {ir_bb:.0f} vs {ir_backon:.0f} / 3 = {ir_backon / 3:.0f} | {verdict(ir_bb <= ir_backon / 3)} |")
+out(f"| instructions over bare, `#[resilient]` defaults ≤ 40 | {ir_defaults:.0f} | {verdict(ir_defaults <= 40)} |")
 out(f"| cheaper than backon's success path | {fmt(m['success/breaker_budget'])} vs {fmt(m['success/backon_retry'])} | {verdict(m['success/breaker_budget'] < m['success/backon_retry'])} |")
 out(f"| cheaper than failsafe's breaker | {fmt(m['success/breaker_budget'])} vs {fmt(m['success/failsafe_breaker'])} | {verdict(m['success/breaker_budget'] < m['success/failsafe_breaker'])} |")
 out(f"| zero heap allocations per successful call (breaker + budget) | `tests/alloc.rs`: {os.environ['ALLOC']} | {verdict(os.environ['ALLOC'] == 'pass')} |")
@@ -161,6 +221,9 @@ out("- The guards are declared up front in the global registry (`bench-breaker`,
 out("  large capacity, `bench-bulkhead`); the breaker stays closed and the budget full on the success path.")
 out("- Criterion: 1 s warm-up, 3 s measurement, 100 samples per line; medians are reported. On a shared")
 out("  2-core VM, expect ±1-2 ns between runs on the ~20 ns lines.")
+out("- Instructions: the same functions and the same loop (`benches/instructions.rs`): the calls awaited")
+out("  back to back in one `block_on`, each used as above, each function with one call site. The runtime")
+out("  is built in gungraun's setup, which callgrind does not count, and dropped after the count.")
 out("")
 out("## Notes")
 out("")
@@ -175,10 +238,9 @@ out("- **Bulkhead**: tokio's `Semaphore` takes a CAS to acquire and its waiter-l
 out("  release, and the bulkhead path goes through the general `attempt_with` state machine (its")
 out("  waiting is a future of its own), which moves the attempt once.")
 out("- **Timeout**: `tokio::time::timeout` reads the clock and sets up a timer entry per attempt (it is")
-out("  only registered with the driver if the attempt has to wait). The benchmarks build tokio with")
-out("  `test-util` (a dev-dependency feature of this package), under which `Instant::now()` also takes")
-out("  the runtime clock's mutex: the timeout and retry lines are a little higher than in a")
-out("  production build.")
+out("  only registered with the driver if the attempt has to wait). The benchmarks are a package of")
+out("  their own (`benches/Cargo.toml`), built without tokio's `test-util` (which the library's tests")
+out("  enable, and under which `Instant::now()` also takes the runtime clock's mutex), as users build it.")
 out("- **Retry**: the failure is recorded under the breaker's mutex with a clock read (the failure")
 out("  window needs the time); successes and permanent errors of a closed breaker, and every")
 out("  admission, read one atomic word and take no lock.")

@@ -1,0 +1,143 @@
+//! Instructions per successful call, counted by callgrind (through gungraun),
+//! for the same functions `overhead.rs` times with criterion. Instruction
+//! counts are the same on every run of the same binary, however busy the
+//! machine, so they can gate CI where wall times cannot. (Between machines
+//! they can differ a little where glibc picks its `memcpy` by CPU.)
+//!
+//! ```sh
+//! scripts/bench.sh                    # both benchmarks, then BENCHMARKS.md
+//! scripts/instructions-check.sh       # the CI check against benches/instructions.baseline
+//! ```
+//!
+//! Each row is one benchmark function run twice, once with `N` calls and
+//! once with `2 * N`, each on a runtime made in the setup (not counted). The
+//! difference of the two counts divided by `N` is the cost of one call:
+//! everything paid once per run (entering `block_on`, the first call's lookup
+//! of its guards, dropping the runtime) is in both counts and cancels.
+//! `scripts/instructions.sh` reads the two counts of each row from
+//! gungraun's JSON output and does the division.
+//!
+//! The calls are driven as in `overhead.rs`: awaited back to back inside one
+//! `block_on` and used as a caller would (`used!`), with the call as the only
+//! call site of its function, so the same code is inlined the same way.
+
+use std::future::Future;
+use std::hint::black_box;
+
+use backon::Retryable;
+use failsafe::futures::CircuitBreaker as _;
+use gungraun::{Callgrind, LibraryBenchmarkConfig, library_benchmark, library_benchmark_group, main};
+use tokio::runtime::Runtime;
+
+#[macro_use]
+mod shared;
+use shared::{
+    backon_defaults, bare, breaker_budget, declare, defaults, fails_once, policy, runtime, with_bulkhead,
+    with_timeout,
+};
+
+/// Calls in the shorter run; the longer one makes twice as many. A multiple
+/// of 128 (tokio's cooperative budget), so forced yields, if a wrapper
+/// takes part in it, amortise the same way in both runs. A plain literal:
+/// `scripts/instructions.sh` reads it from here.
+const N: u64 = 5_120;
+
+/// What a benchmark starts from: the guards declared and a runtime built
+/// (neither is counted), and how many calls to make.
+fn fixture(calls: u64) -> (Runtime, u64) {
+    declare();
+    (runtime(), calls)
+}
+
+/// Makes `calls` calls back to back on the runtime, each one used.
+fn drive<F: Future>((rt, calls): (Runtime, u64), mut call: impl FnMut() -> F) -> Runtime {
+    rt.block_on(async {
+        for _ in 0..calls {
+            black_box(call().await);
+        }
+    });
+    // Returned, so that dropping it is not counted either.
+    rt
+}
+
+#[library_benchmark]
+#[bench::n(args = (N,), setup = fixture)]
+#[bench::twice_n(args = (2 * N,), setup = fixture)]
+fn bare_call(f: (Runtime, u64)) -> Runtime {
+    drive(f, || used!(bare(black_box(1))))
+}
+
+#[library_benchmark]
+#[bench::n(args = (N,), setup = fixture)]
+#[bench::twice_n(args = (2 * N,), setup = fixture)]
+fn attribute_defaults(f: (Runtime, u64)) -> Runtime {
+    drive(f, || used!(defaults(black_box(1))))
+}
+
+#[library_benchmark]
+#[bench::n(args = (N,), setup = fixture)]
+#[bench::twice_n(args = (2 * N,), setup = fixture)]
+fn breaker_budget_call(f: (Runtime, u64)) -> Runtime {
+    drive(f, || used!(breaker_budget(black_box(1))))
+}
+
+#[library_benchmark]
+#[bench::n(args = (N,), setup = fixture)]
+#[bench::twice_n(args = (2 * N,), setup = fixture)]
+fn breaker_budget_bulkhead(f: (Runtime, u64)) -> Runtime {
+    drive(f, || used!(with_bulkhead(black_box(1))))
+}
+
+#[library_benchmark]
+#[bench::n(args = (N,), setup = fixture)]
+#[bench::twice_n(args = (2 * N,), setup = fixture)]
+fn breaker_budget_bulkhead_timeout(f: (Runtime, u64)) -> Runtime {
+    drive(f, || used!(with_timeout(black_box(1))))
+}
+
+#[library_benchmark]
+#[bench::n(args = (N,), setup = fixture)]
+#[bench::twice_n(args = (2 * N,), setup = fixture)]
+fn policy_run(f: (Runtime, u64)) -> Runtime {
+    let policy = policy();
+    drive(f, || used!(policy.run(|| bare(black_box(1)))))
+}
+
+#[library_benchmark]
+#[bench::n(args = (N,), setup = fixture)]
+#[bench::twice_n(args = (2 * N,), setup = fixture)]
+fn backon_retry(f: (Runtime, u64)) -> Runtime {
+    let backoff = backon_defaults();
+    drive(f, || used!((|| bare(black_box(1))).retry(backoff)))
+}
+
+#[library_benchmark]
+#[bench::n(args = (N,), setup = fixture)]
+#[bench::twice_n(args = (2 * N,), setup = fixture)]
+fn failsafe_breaker(f: (Runtime, u64)) -> Runtime {
+    let breaker = failsafe::Config::new().build();
+    drive(f, || used!(breaker.call(bare(black_box(1)))))
+}
+
+// A call whose first attempt fails (transient) and whose retry succeeds at
+// once (zero backoff): minus `breaker_budget_call`, one retry decision.
+// (Plain comments: `#[library_benchmark]` rejects doc attributes.)
+#[library_benchmark]
+#[bench::n(args = (N,), setup = fixture)]
+#[bench::twice_n(args = (2 * N,), setup = fixture)]
+fn fail_once_then_succeed(f: (Runtime, u64)) -> Runtime {
+    drive(f, || used!(fails_once(black_box(1))))
+}
+
+library_benchmark_group!(
+    name = success;
+    benchmarks = bare_call, attribute_defaults, breaker_budget_call, breaker_budget_bulkhead,
+        breaker_budget_bulkhead_timeout, policy_run, backon_retry, failsafe_breaker, fail_once_then_succeed
+);
+
+main!(
+    // Only instructions are needed: no cache simulation, which would make
+    // every run several times slower.
+    config = LibraryBenchmarkConfig::default().tool(Callgrind::with_args(["--cache-sim=no"]));
+    library_benchmark_groups = success
+);

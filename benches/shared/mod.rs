@@ -1,0 +1,127 @@
+//! What both benchmarks measure: the annotated functions, the baseline, the
+//! guards they use and the wrappers we compare against. `overhead.rs` times
+//! them with criterion, `instructions.rs` counts their instructions under
+//! callgrind; defining them once keeps the two tables about the same code.
+//!
+//! Each benchmark binary compiles this module on its own, so a function here
+//! still has exactly one call site per binary (see `overhead.rs` on why that
+//! matters for inlining).
+
+use std::cell::Cell;
+use std::hint::black_box;
+use std::time::Duration;
+
+use backon::ExponentialBuilder;
+use resilient::{
+    BreakerConfig, BulkheadConfig, RatioBudget, Classify, ErrorClass, Policy, Rejection, registry, resilient,
+};
+
+pub const BREAKER: &str = "bench-breaker";
+pub const BUDGET: &str = "bench-budget";
+pub const BULKHEAD: &str = "bench-bulkhead";
+
+#[derive(Debug)]
+pub enum BenchError {
+    Transient,
+    #[allow(dead_code)]
+    Rejected(Rejection),
+}
+
+impl Classify for BenchError {
+    fn classify(&self) -> ErrorClass {
+        match self {
+            BenchError::Transient => ErrorClass::Transient,
+            BenchError::Rejected(r) => r.classify(),
+        }
+    }
+}
+
+impl From<Rejection> for BenchError {
+    fn from(r: Rejection) -> Self {
+        BenchError::Rejected(r)
+    }
+}
+
+/// The baseline: the same body with no attribute.
+pub async fn bare(x: u64) -> Result<u64, BenchError> {
+    Ok(black_box(x))
+}
+
+#[resilient]
+pub async fn defaults(x: u64) -> Result<u64, BenchError> {
+    Ok(black_box(x))
+}
+
+#[resilient(breaker = "bench-breaker", budget = "bench-budget")]
+pub async fn breaker_budget(x: u64) -> Result<u64, BenchError> {
+    Ok(black_box(x))
+}
+
+#[resilient(breaker = "bench-breaker", budget = "bench-budget", bulkhead = "bench-bulkhead")]
+pub async fn with_bulkhead(x: u64) -> Result<u64, BenchError> {
+    Ok(black_box(x))
+}
+
+#[resilient(
+    breaker = "bench-breaker",
+    budget = "bench-budget",
+    bulkhead = "bench-bulkhead",
+    attempt_timeout_ms = 60_000
+)]
+pub async fn with_timeout(x: u64) -> Result<u64, BenchError> {
+    Ok(black_box(x))
+}
+
+thread_local! {
+    /// Whether the next `fails_once` attempt fails: every other attempt does.
+    static FAIL_NEXT: Cell<bool> = const { Cell::new(true) };
+}
+
+/// Fails its first attempt (transient) and succeeds on the retry, which
+/// follows at once (`base_ms = 0`, `cap_ms = 0`: the wait is zero).
+#[resilient(breaker = "bench-breaker", budget = "bench-budget", base_ms = 0, cap_ms = 0)]
+pub async fn fails_once(x: u64) -> Result<u64, BenchError> {
+    if FAIL_NEXT.replace(!FAIL_NEXT.get()) { Err(BenchError::Transient) } else { Ok(black_box(x)) }
+}
+
+/// The guards of the attribute lines, declared up front in the global
+/// registry; the breaker stays closed, and the budget is the default form
+/// (a share of traffic), whose success path counts the first attempt.
+pub fn declare() {
+    let registry = registry();
+    registry.declare_breaker(BREAKER, BreakerConfig::default()).expect("declared once");
+    // A floor high enough that retries in the `retry/` group never run it dry.
+    let budget = RatioBudget { min_per_sec: 1_000_000, ..Default::default() };
+    registry.declare_budget(BUDGET, budget).expect("declared once");
+    registry.declare_bulkhead(BULKHEAD, BulkheadConfig::default()).expect("declared once");
+}
+
+/// `Policy::run` with the same guards as `breaker_budget` (call `declare`
+/// first); the benchmarks run `bare` through it.
+pub fn policy() -> Policy {
+    Policy::builder().breaker(BREAKER).budget(BUDGET).build().expect("a valid policy")
+}
+
+/// backon with the attribute's defaults: 4 attempts, 100 ms .. 20 s, jitter.
+pub fn backon_defaults() -> ExponentialBuilder {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_secs(20))
+        .with_max_times(3)
+        .with_jitter()
+}
+
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_time().build().expect("a tokio runtime")
+}
+
+/// How every benchmark uses a call: awaits it and takes the value out, as a
+/// caller would (the benchmark then `black_box`es the value). The same for
+/// the baseline and for every wrapper, so the ratios compare like with like.
+/// (Reached through `#[macro_use]` on the module: a `use` of it would clash
+/// with the built-in `#[used]` attribute.)
+macro_rules! used {
+    ($call:expr) => {
+        async { $call.await.expect("the call succeeds") }
+    };
+}
