@@ -156,8 +156,14 @@ async fn a_successful_policy_run_with_breaker_and_budget_allocates_nothing() {
 /// Successful calls of `guarded` under `subscriber`, installed on this
 /// thread only: the allocations they make, after a warm-up.
 async fn allocations_under(subscriber: impl tracing::Subscriber + Send + Sync + 'static) -> u64 {
+    // One subscriber test at a time: tracing caches each callsite's
+    // interest globally, and a subscriber installed on another test's
+    // thread meanwhile could leave the span disabled for this one.
+    static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _one = ONE_AT_A_TIME.lock().await;
     declare();
     let _installed = tracing::subscriber::set_default(subscriber);
+    tracing::callsite::rebuild_interest_cache();
     // Warm-up: registers the callsites with this subscriber.
     for i in 0..10 {
         guarded(i).await.unwrap();

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use backon::ExponentialBuilder;
 use resilient::{
-    BreakerConfig, BulkheadConfig, RatioBudget, Classify, ErrorClass, Policy, Rejection, registry, resilient,
+    BreakerConfig, BulkheadConfig, Classify, ErrorClass, Policy, RatioBudget, Rejection, registry, resilient,
 };
 
 pub const BREAKER: &str = "bench-breaker";

@@ -24,24 +24,35 @@ use pin_project_lite::pin_project;
 /// (`None` under `block_on`, which is not a task).
 type TaskMark = Option<tokio::task::Id>;
 
-/// The context of the attempt being polled on this thread.
-struct Current {
-    /// `None` outside attempts; inside one, the task it runs on. A task
-    /// polled from inside an attempt (a `LocalSet` driven by the attempt)
-    /// is not the attempt's task: it starts a call tree of its own.
-    attempt_task: Cell<Option<TaskMark>>,
-    /// Its call's idempotency key (`None` outside attempts).
-    key: RefCell<Option<Arc<str>>>,
+/// The attempt being polled on this thread, if any: on which task, and
+/// whether its call has a key. `Copy` and destructor-free, so that its
+/// thread-local is the fast kind (no lazy registration to check): entering
+/// and leaving an attempt without a key touches only this.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Mark {
+    /// `None` outside attempts. A task polled from inside an attempt (a
+    /// `LocalSet` driven by the attempt) is not the attempt's task: it
+    /// starts a call tree of its own.
+    task: Option<TaskMark>,
+    /// Whether `KEY` holds the attempt's key.
+    keyed: bool,
 }
+
+const OUTSIDE: Mark = Mark { task: None, keyed: false };
 
 thread_local! {
-    static CURRENT: Current = const { Current { attempt_task: Cell::new(None), key: RefCell::new(None) } };
+    static ATTEMPT: Cell<Mark> = const { Cell::new(OUTSIDE) };
+    /// The key of the attempt being polled (`None` outside attempts). Read
+    /// and written only when a key is involved.
+    static KEY: RefCell<Option<Arc<str>>> = const { RefCell::new(None) };
 }
 
-/// Whether an attempt of some call is running on this very task.
-#[inline]
-fn in_attempt(current: &Current) -> bool {
-    current.attempt_task.get().is_some_and(|task| task == tokio::task::try_id())
+impl Mark {
+    /// Whether an attempt of some call is running on this very task.
+    #[inline]
+    fn here(self) -> bool {
+        self.task.is_some_and(|task| task == tokio::task::try_id())
+    }
 }
 
 /// The idempotency key of the call whose attempt is running, if it has one.
@@ -65,19 +76,24 @@ fn in_attempt(current: &Current) -> bool {
 /// # }
 /// ```
 pub fn idempotency_key() -> Option<Arc<str>> {
+    let mark = ATTEMPT.get();
+    if !(mark.keyed && mark.here()) {
+        return None;
+    }
     // Nothing holds a borrow across user code, so `borrow` cannot fail; a
     // thread being torn down has no attempt running on it.
-    CURRENT
-        .try_with(|current| if in_attempt(current) { current.key.borrow().clone() } else { None })
-        .ok()
-        .flatten()
+    KEY.try_with(|key| key.borrow().clone()).ok().flatten()
 }
 
 /// Whether an attempt of another call is running on this task, and the key
 /// a new call uses: its own, else the one of the call it is nested in.
-#[inline]
+#[inline(always)]
 pub(crate) fn inherit(key: Option<Arc<str>>) -> (bool, Option<Arc<str>>) {
-    let nested = CURRENT.try_with(in_attempt).unwrap_or(false);
+    let mark = ATTEMPT.get();
+    if mark.task.is_none() {
+        return (false, key);
+    }
+    let nested = mark.here();
     match key {
         None if nested => (true, idempotency_key()),
         key => (nested, key),
@@ -157,35 +173,32 @@ pub(crate) fn drop_in<F>(key: &mut Option<Arc<str>>, span: &tracing::Span, mut a
 /// The attempt's context in effect for as long as it lives (a panic included).
 struct In<'a> {
     key: &'a mut Option<Arc<str>>,
-    /// Whether the keys were exchanged (not when both are `None`: the
-    /// common case, which then reads one word of each and writes neither).
+    /// Whether the keys were exchanged (not when neither has one: the
+    /// common case, which then touches `KEY` not at all).
     swapped: bool,
-    outer_task: Option<TaskMark>,
+    outer: Mark,
 }
 
 impl<'a> In<'a> {
     #[inline]
     fn enter(key: &'a mut Option<Arc<str>>) -> Self {
-        CURRENT.with(|current| {
-            let mut current_key = current.key.borrow_mut();
-            let swapped = key.is_some() || current_key.is_some();
-            if swapped {
-                std::mem::swap(&mut *current_key, key);
-            }
-            let outer_task = current.attempt_task.replace(Some(tokio::task::try_id()));
-            In { key, swapped, outer_task }
-        })
+        let outer = ATTEMPT.get();
+        let keyed = key.is_some();
+        let swapped = keyed || outer.keyed;
+        if swapped {
+            KEY.with(|current| std::mem::swap(&mut *current.borrow_mut(), key));
+        }
+        ATTEMPT.set(Mark { task: Some(tokio::task::try_id()), keyed });
+        In { key, swapped, outer }
     }
 }
 
 impl Drop for In<'_> {
     #[inline]
     fn drop(&mut self) {
-        CURRENT.with(|current| {
-            if self.swapped {
-                std::mem::swap(&mut *current.key.borrow_mut(), self.key);
-            }
-            current.attempt_task.set(self.outer_task);
-        });
+        if self.swapped {
+            KEY.with(|current| std::mem::swap(&mut *current.borrow_mut(), self.key));
+        }
+        ATTEMPT.set(self.outer);
     }
 }

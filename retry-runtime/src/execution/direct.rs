@@ -59,19 +59,19 @@ where
     general.poll(cx)
 }
 
-pin_project! {
-    /// Where one attempt on the direct path is.
-    #[project = StateProj]
-    enum State<'p> {
-        /// Not polled yet: the breaker has not been asked.
-        Admitting,
-        /// The attempt runs, holding the breaker's permission.
-        Running { permit: Option<BreakerPermit<'p>> },
-        /// The attempt failed and a retry is planned: waiting out the backoff.
-        BackingOff { #[pin] sleep: Sleep },
-        /// The step is over.
-        Finished,
-    }
+/// Where one attempt on the direct path is. `Copy`: moving between phases
+/// is a plain write, with no drop glue to run (the backoff's timer lives in
+/// its own field, touched only when there is a wait).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Not polled yet: the breaker has not been asked.
+    Admitting,
+    /// The attempt runs, holding the breaker's permission (in `permit`).
+    Running,
+    /// The attempt failed and a retry is planned: waiting out `backoff`.
+    BackingOff,
+    /// The step is over.
+    Finished,
 }
 
 pin_project! {
@@ -79,17 +79,19 @@ pin_project! {
     pub(super) struct Direct<'e, 'p, S, H, Fut> {
         execution: &'e mut Execution<'p, S, H>,
         guards: &'p Guards,
+        phase: Phase,
+        permit: Option<BreakerPermit<'p>>,
         // `None` once finished: it is dropped as soon as it is done, in its context.
         #[pin]
         attempt: Option<Fut>,
         #[pin]
-        state: State<'p>,
+        backoff: Option<Sleep>,
     }
 
     impl<S, H, Fut> PinnedDrop for Direct<'_, '_, S, H, Fut> {
         fn drop(this: Pin<&mut Self>) {
             // A cancelled attempt is dropped in its context; the breaker
-            // permit (in `state`, dropped next) then records nothing.
+            // permit (a field, dropped next) then records nothing.
             let this = this.project();
             let execution = &mut **this.execution;
             context::drop_in(&mut execution.key, &execution.span, this.attempt);
@@ -100,7 +102,14 @@ pin_project! {
 impl<'e, 'p, S, H, Fut> Direct<'e, 'p, S, H, Fut> {
     #[inline]
     pub(super) fn new(execution: &'e mut Execution<'p, S, H>, guards: &'p Guards, attempt: Fut) -> Self {
-        Direct { execution, guards, attempt: Some(attempt), state: State::Admitting }
+        Direct {
+            execution,
+            guards,
+            phase: Phase::Admitting,
+            permit: None,
+            attempt: Some(attempt),
+            backoff: None,
+        }
     }
 }
 
@@ -116,61 +125,91 @@ where
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Step<T, E>> {
         let mut this = self.project();
-        loop {
-            match this.state.as_mut().project() {
-                StateProj::Admitting => match admit_breaker(this.guards) {
-                    Ok(permit) => {
-                        let execution = &mut **this.execution;
-                        execution.attempts += 1;
-                        if execution.attempts == 1 {
-                            if let Some(budget) = &this.guards.budget {
-                                budget.on_first_attempt();
-                            }
-                        }
-                        drop(execution.last.take());
-                        this.state.set(State::Running { permit });
-                    }
-                    Err(refusal) => {
-                        // Dropped now, as `attempt_with` drops an attempt it never makes.
-                        this.attempt.set(None);
-                        this.state.set(State::Finished);
-                        return Poll::Ready(Step::Done(Err(this.execution.cannot_run(refusal))));
-                    }
-                },
-                StateProj::Running { permit } => {
+        if *this.phase == Phase::Admitting {
+            match admit_breaker(this.guards) {
+                Ok(permit) => {
+                    *this.permit = permit;
+                    *this.phase = Phase::Running;
                     let execution = &mut **this.execution;
-                    let polled =
-                        context::poll_in(&mut execution.key, &execution.span, this.attempt.as_mut(), cx);
-                    let error = match polled {
-                        Poll::Pending => return Poll::Pending,
-                        Poll::Ready(Ok(value)) => {
-                            record(permit.take(), Outcome::Success);
-                            if let Some(budget) = &this.guards.budget {
-                                budget.deposit();
-                            }
-                            this.state.set(State::Finished);
-                            return Poll::Ready(Step::Done(Ok(value)));
+                    execution.attempts += 1;
+                    if execution.attempts == 1 {
+                        if let Some(budget) = &this.guards.budget {
+                            budget.on_first_attempt();
                         }
-                        Poll::Ready(Err(error)) => error,
-                    };
-                    let next = failed(execution, permit.take(), error);
-                    match next {
-                        Next::Done(step) => {
-                            this.state.set(State::Finished);
-                            return Poll::Ready(step);
-                        }
-                        Next::BackOff(sleep) => this.state.set(State::BackingOff { sleep }),
                     }
+                    execution.last.clear();
                 }
-                StateProj::BackingOff { sleep } => {
-                    ready!(sleep.poll(cx));
-                    this.state.set(State::Finished);
-                    return Poll::Ready(Step::Retry);
+                Err(refusal) => {
+                    *this.phase = Phase::Finished;
+                    return Poll::Ready(refused(this.execution, this.attempt, refusal));
                 }
-                StateProj::Finished => panic!("an attempt polled after it finished"),
             }
         }
+        match *this.phase {
+            Phase::Running => {
+                let execution = &mut **this.execution;
+                let polled = context::poll_in(&mut execution.key, &execution.span, this.attempt.as_mut(), cx);
+                let error = match polled {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Ok(value)) => {
+                        record(this.permit.take(), Outcome::Success);
+                        if let Some(budget) = &this.guards.budget {
+                            budget.deposit();
+                        }
+                        *this.phase = Phase::Finished;
+                        return Poll::Ready(Step::Done(Ok(value)));
+                    }
+                    Poll::Ready(Err(error)) => error,
+                };
+                match failed(execution, this.permit.take(), error) {
+                    Next::Done(step) => {
+                        *this.phase = Phase::Finished;
+                        Poll::Ready(step)
+                    }
+                    Next::BackOff(sleep) => {
+                        this.backoff.set(Some(sleep));
+                        *this.phase = Phase::BackingOff;
+                        poll_backoff(this.backoff, this.phase, cx)
+                    }
+                }
+            }
+            Phase::BackingOff => poll_backoff(this.backoff, this.phase, cx),
+            Phase::Admitting | Phase::Finished => panic!("an attempt polled after it finished"),
+        }
     }
+}
+
+/// The breaker refused the attempt: it is dropped without running, and the
+/// call ends (see `cannot_run`).
+#[cold]
+#[inline(never)]
+fn refused<T, E, S, H, Fut>(
+    execution: &mut Execution<'_, S, H>,
+    mut attempt: Pin<&mut Option<Fut>>,
+    refusal: super::admission::Refusal,
+) -> Step<T, E>
+where
+    H: ErrorHandling<E>,
+    S: LastError<E>,
+{
+    // Dropped now, as `attempt_with` drops an attempt it never makes.
+    attempt.set(None);
+    Step::Done(Err(execution.cannot_run(refusal)))
+}
+
+/// Waits out the backoff; then the step is over and the loop retries.
+#[inline(never)]
+fn poll_backoff<T, E>(
+    backoff: Pin<&mut Option<Sleep>>,
+    phase: &mut Phase,
+    cx: &mut Context<'_>,
+) -> Poll<Step<T, E>> {
+    let Some(sleep) = backoff.as_pin_mut() else {
+        unreachable!("backing off with a timer");
+    };
+    ready!(sleep.poll(cx));
+    *phase = Phase::Finished;
+    Poll::Ready(Step::Retry)
 }
 
 /// What follows a failed attempt on the direct path.

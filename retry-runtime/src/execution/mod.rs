@@ -243,7 +243,7 @@ impl<'p, S, H> Execution<'p, S, H> {
             }
         }
         // The previous attempt's error is superseded by this attempt's outcome.
-        drop(self.last.take());
+        self.last.clear();
         let guarded = self.run(make_attempt()).await;
         // The bulkhead place is held for the attempt only.
         drop(admitted.bulkhead);

@@ -25,6 +25,11 @@ pub trait LastError<E> {
     fn keep(&mut self, error: E);
     /// The kept error, if any (leaving none).
     fn take(&mut self) -> Option<E>;
+    /// Drops the kept error, if any: the next attempt supersedes it.
+    #[inline]
+    fn clear(&mut self) {
+        drop(self.take());
+    }
 }
 
 /// Keeps the last error: the call's future is `Send` only if `E` is.
