@@ -199,6 +199,32 @@ impl Registry {
         self.inner.bulkheads.get(name)
     }
 
+    /// Every breaker of this registry, declared or created on first use,
+    /// sorted by name: for dashboards and fleet sync.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// use resilient::{BreakerConfig, Registry};
+    /// let registry = Registry::new();
+    /// registry.declare_breaker("b", BreakerConfig::default()).unwrap();
+    /// registry.declare_breaker("a", BreakerConfig::default()).unwrap();
+    /// let names: Vec<String> = registry.breakers().into_iter().map(|(name, _)| name).collect();
+    /// assert_eq!(names, ["a", "b"]);
+    /// ```
+    pub fn breakers(&self) -> Vec<(String, Arc<CircuitBreaker>)> {
+        self.inner.breakers.all()
+    }
+
+    /// Every budget of this registry, sorted by name.
+    pub fn budgets(&self) -> Vec<(String, Arc<RetryBudget>)> {
+        self.inner.budgets.all()
+    }
+
+    /// Every bulkhead of this registry, sorted by name.
+    pub fn bulkheads(&self) -> Vec<(String, Arc<Bulkhead>)> {
+        self.inner.bulkheads.all()
+    }
+
     /// Calls `hook` on every transition of every breaker of this registry,
     /// outside the breaker's lock.
     ///

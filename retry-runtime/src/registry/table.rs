@@ -42,6 +42,14 @@ impl<T> Table<T> {
         Ok(())
     }
 
+    /// Every guard, declared or created on first use, sorted by name.
+    pub(super) fn all(&self) -> Vec<(String, Arc<T>)> {
+        let mut all: Vec<(String, Arc<T>)> =
+            self.read().iter().map(|(name, entry)| (name.clone(), entry.guard.clone())).collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
     /// The names declared (not merely created on first use), sorted.
     pub(super) fn declared_names(&self) -> Vec<String> {
         let mut names: Vec<String> =
