@@ -21,7 +21,7 @@
 //! | entry points | `execution::run` (`Policy::run`), the attribute's expansion, `sim` |
 //! | the loop | `execution` (one attempt: admission, run, record, decide, back off), `context` (key and nesting per attempt) |
 //! | wiring | `operations` (every annotated fn, listed at link time; `Registry::check`), `file` (the TOML file: parse, check, apply), `policy` (settings), `guards` (names resolved and cached per registry), `registry` (named guards, operation overrides) |
-//! | guards | `breaker` (pure core + atomic wrapper), `budget`, `bulkhead` |
+//! | guards | `breaker` (pure core + atomic wrapper), `budget`, `bulkhead` (with its adaptive limit), `throttle`, `rate_limit` |
 //! | pure logic | `decision` (the retry decision), `backoff`, `classify`, `rejection`, `error` (what the loop needs of an error type), `errors` (the ecosystem's error types, and `Error<E>`), `settings`, `suggest`, `clock`, `config` |
 //! | leaf | `observe` (traces and metrics, from plain labels) |
 #![deny(missing_docs)]
@@ -48,11 +48,13 @@ pub mod http;
 pub mod observe;
 mod operations;
 mod policy;
+mod rate_limit;
 mod registry;
 mod rejection;
 mod settings;
 pub mod sim;
 mod suggest;
+mod throttle;
 
 pub use backoff::{Backoff, Jitter, JitterRng, UnknownJitter};
 pub use breaker::{
@@ -60,7 +62,7 @@ pub use breaker::{
     CircuitBreaker, Outcome, Ticket, Transition, TransitionHook,
 };
 pub use budget::{BudgetConfig, RatioBudget, RetryBudget, TokenBucket};
-pub use bulkhead::{Bulkhead, BulkheadConfig, BulkheadFull, BulkheadPermit};
+pub use bulkhead::{AdaptiveLimit, Bulkhead, BulkheadConfig, BulkheadFull, BulkheadPermit, LimitCore};
 pub use classify::{Classify, ErrorClass, parse_retry_after, parse_retry_after_at};
 pub use config::{ConfigError, PolicyError};
 pub use context::idempotency_key;
@@ -73,8 +75,10 @@ pub use file::{Change, ConfigFileError, Problem, ReloadReport};
 pub use operations::{CheckReport, Undeclared, Unused};
 pub use operations::{OperationInfo, operations};
 pub use policy::{MAX_ATTEMPTS_LIMIT, Nested, Policy, PolicyBuilder, Settings};
+pub use rate_limit::{OverRate, RateLimit, RateLimitConfig};
 pub use registry::{Registry, RegistryError, registry};
 pub use rejection::Rejection;
+pub use throttle::{Throttle, ThrottleConfig, ThrottleWindow};
 
 /// What only the code `#[resilient]` generates uses. Not a public API: it
 /// may change in any release.
