@@ -103,7 +103,7 @@ impl AdaptiveLimit {
                 ))
             }
             Algorithm::Gradient { tolerance, smoothing, .. }
-                if !(tolerance >= 1.0 && tolerance.is_finite()) || !(smoothing > 0.0 && smoothing <= 1.0) =>
+                if !(tolerance >= 1.0 && tolerance.is_finite() && smoothing > 0.0 && smoothing <= 1.0) =>
             {
                 Err(ConfigError::new(
                     "adaptive",

@@ -338,12 +338,7 @@ mod tests {
     async fn a_waiter_is_rejected_once_max_wait_passes() {
         let b = Bulkhead::new(
             "x",
-            BulkheadConfig {
-                max_concurrent: 1,
-                max_wait: Some(Duration::from_millis(50)),
-                adaptive: None,
-                ..Default::default()
-            },
+            BulkheadConfig { max_concurrent: 1, max_wait: Some(Duration::from_millis(50)), adaptive: None },
         )
         .unwrap();
         let held = b.acquire().await.unwrap();
