@@ -19,8 +19,11 @@
 //! One constructor cannot serve both: `http::Request<Full<Bytes>>` is itself
 //! `Clone`, so an implementation for "any `Clone` request" and one for
 //! "HTTP requests" would overlap, and Rust (without specialization) allows
-//! only one. `new` on a service whose requests are not HTTP is a compile
-//! error that names `cloning`.
+//! only one. Handing the service of `new` over a non-HTTP service to code
+//! that needs a `Service<Req>` is a compile error that names `cloning`
+//! (`tests/ui/tower_new_on_a_non_http_service.rs`); a method call on it
+//! (`.oneshot(req)`) gets rustc's plain "trait bounds were not satisfied",
+//! which shows no library's notes.
 //!
 //! **Which requests are retried** (`new`). The rule mirrors the attribute's
 //! compile-time one (`idempotent = false` needs a `key`), at run time:
