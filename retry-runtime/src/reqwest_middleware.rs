@@ -15,12 +15,12 @@
 //!   attempts end with a failed response, the caller gets the last
 //!   response, as `Ok`; when the last attempt failed with an error, that
 //!   error. The attempts made are in the response's extensions
-//!   ([`Attempts`](crate::Attempts)).
+//!   ([`Attempts`]).
 //! - **Errors**: a `reqwest::Error` is classified by kind (connect and
 //!   timeout errors transient); an error of another middleware by its
 //!   `source()` chain. When no attempt could run (an open breaker), the
 //!   error is `reqwest_middleware::Error::Middleware` holding the
-//!   [`Rejection`](crate::Rejection): `anyhow_error.downcast_ref::<Rejection>()`.
+//!   [`Rejection`]: `anyhow_error.downcast_ref::<Rejection>()`.
 //! - The policy's backoff, deadline, attempt timeout and named breaker,
 //!   budget and bulkhead (from the registry in effect) all apply. Each
 //!   retry runs the rest of the middleware chain again.

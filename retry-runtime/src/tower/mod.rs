@@ -11,7 +11,7 @@
 //!   attempts end with a failed response, the caller gets **the last
 //!   response**, as `Ok`; when the last attempt failed with an error, that
 //!   error. The attempts made are in the response's extensions
-//!   ([`Attempts`](crate::Attempts)).
+//!   ([`Attempts`]).
 //! - [`ResilientLayer::cloning`] serves any request that is `Clone` (your
 //!   own request types, gRPC messages behind a codec), clones it for each
 //!   attempt, and classifies only errors: every response is a success.
@@ -49,7 +49,7 @@
 //! classified by walking their `source()` chain (an `io::Error` by kind,
 //! errors the walk does not know are transient). When no attempt could run
 //! (an open breaker, a full bulkhead), the error is the
-//! [`Rejection`](crate::Rejection), boxed:
+//! [`Rejection`], boxed:
 //! `error.downcast_ref::<Rejection>()` finds it.
 //!
 //! **Tower's conventions**, as `tower::retry` keeps them: `poll_ready`
