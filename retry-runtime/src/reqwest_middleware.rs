@@ -131,6 +131,8 @@ impl Transport for Chain<'_, '_> {
         &mut self,
         request: reqwest::Request,
     ) -> impl Future<Output = Result<reqwest::Response, Error>> + Send {
-        self.next.clone().run(request, self.extensions)
+        // Lazily: a middleware further down may start work in `handle`.
+        let (next, extensions) = (self.next.clone(), &mut *self.extensions);
+        async move { next.run(request, extensions).await }
     }
 }

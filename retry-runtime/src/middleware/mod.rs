@@ -55,7 +55,8 @@ pub(crate) trait Transport {
     /// A rejection as an error.
     fn reject(rejection: Rejection) -> Self::Error;
 
-    /// Sends one attempt.
+    /// Sends one attempt. The future must do nothing until polled: it is
+    /// made before the guards admit the attempt, and polled inside it.
     fn send(
         &mut self,
         request: Self::Request,
@@ -119,15 +120,15 @@ pub(crate) async fn call<T: Transport>(
             // the loop never asks for another.
             unreachable!("the retry loop asked for an attempt after the last one");
         };
+        // `send` starts nothing until polled, so the attempt can be made
+        // before the guards admit it (and take the loop's direct path).
+        let sent = transport.send(request);
         let step = execution
-            .attempt_with(|| {
-                let sent = transport.send(request);
-                async move {
-                    let response = sent.await.map_err(Failure::Error)?;
-                    match T::response_class(&response) {
-                        None => Ok(response),
-                        Some(class) => Err(Failure::Response(SyncWrapper::new(response), class)),
-                    }
+            .attempt(async move {
+                let response = sent.await.map_err(Failure::Error)?;
+                match T::response_class(&response) {
+                    None => Ok(response),
+                    Some(class) => Err(Failure::Response(SyncWrapper::new(response), class)),
                 }
             })
             .await;

@@ -365,21 +365,17 @@ impl<S: Clone, K> Inner<S, K> {
 
 impl<S, K> Inner<S, K> {
     /// Sends `request`, first waiting for the service to be ready unless
-    /// the caller's `poll_ready` already made it so.
-    fn send<Req>(&mut self, request: Req) -> impl Future<Output = Result<S::Response, BoxError>> + Send
+    /// the caller's `poll_ready` already made it so. Starts nothing (not
+    /// even `call`, which may start work) until polled.
+    async fn send<Req>(&mut self, request: Req) -> Result<S::Response, BoxError>
     where
-        S: Service<Req> + Send,
+        S: Service<Req>,
         S::Error: Into<BoxError>,
-        S::Future: Send,
-        Req: Send,
     {
-        let ready = std::mem::replace(&mut self.ready, false);
-        async move {
-            if !ready {
-                std::future::poll_fn(|cx| self.service.poll_ready(cx)).await.map_err(Into::into)?;
-            }
-            self.service.call(request).await.map_err(Into::into)
+        if !std::mem::replace(&mut self.ready, false) {
+            std::future::poll_fn(|cx| self.service.poll_ready(cx)).await.map_err(Into::into)?;
         }
+        self.service.call(request).await.map_err(Into::into)
     }
 }
 
