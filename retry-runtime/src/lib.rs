@@ -18,15 +18,16 @@
 //!
 //! | layer | modules |
 //! |---|---|
-//! | entry points | `execution::run` (`Policy::run`), the attribute's expansion, `sim` |
+//! | entry points | `execution::run` (`Policy::run`), the attribute's expansion, `sim`, `tower` and `reqwest_middleware` (through `middleware`: one HTTP call driven through the loop, and the HTTP rules) |
 //! | the loop | `execution` (one attempt: admission, run, record, decide, back off), `context` (key and nesting per attempt) |
 //! | wiring | `operations` (every annotated fn, listed at link time; `Registry::check`), `file` (the TOML file: parse, check, apply), `policy` (settings), `guards` (names resolved and cached per registry), `registry` (named guards, operation overrides) |
 //! | guards | `breaker` (pure core + atomic wrapper), `budget`, `bulkhead` (with its adaptive limit), `throttle`, `rate_limit` |
 //! | pure logic | `decision` (the retry decision), `backoff`, `classify`, `rejection`, `error` (what the loop needs of an error type), `errors` (the ecosystem's error types, and `Error<E>`), `settings`, `suggest`, `clock`, `config` |
-//! | leaf | `observe` (traces and metrics, from plain labels) |
+//! | leaf | `observe` (traces and metrics, from plain labels), `attempts` |
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod attempts;
 mod backoff;
 mod breaker;
 mod budget;
@@ -45,16 +46,24 @@ mod file;
 mod guards;
 #[cfg(feature = "reqwest")]
 pub mod http;
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+mod middleware;
 pub mod observe;
 mod operations;
 mod policy;
 mod rate_limit;
 mod registry;
 mod rejection;
+#[cfg(feature = "reqwest-middleware")]
+pub mod reqwest_middleware;
 mod settings;
 pub mod sim;
 mod suggest;
 mod throttle;
+#[cfg(feature = "tower")]
+pub mod tower;
+
+pub use attempts::Attempts;
 
 pub use backoff::{Backoff, Jitter, JitterRng, UnknownJitter};
 pub use breaker::{

@@ -186,6 +186,19 @@ impl<'p, S, H> Execution<'p, S, H> {
         self.attempts
     }
 
+    /// Whether the next attempt, if it runs, is the last this call may make.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    pub(crate) fn next_is_last(&self) -> bool {
+        self.attempts.saturating_add(1) >= self.max_attempts
+    }
+
+    /// Makes the next attempt the last, whatever the policy allows: for a
+    /// request that cannot be sent twice (no copy of it, or not idempotent).
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    pub(crate) fn allow_no_retry(&mut self) {
+        self.max_attempts = self.max_attempts.min(self.attempts.saturating_add(1));
+    }
+
     /// Runs one attempt with every guard; on a retryable failure it also
     /// waits out the backoff before returning [`Step::Retry`].
     ///
