@@ -1,7 +1,7 @@
 //! The guards of one policy: named in the policy, resolved in a registry,
 //! cached so that calls never look a name up twice.
 //!
-//! A policy names its breaker, budget and bulkhead; which objects those
+//! A policy names its guards (breaker, budget, bulkhead, throttle, rate limit); which objects those
 //! names mean depends on the registry in effect (the global one, or a
 //! [`Registry::scope`](crate::Registry::scope) in tests). The global
 //! registry's handles are resolved once and borrowed by every call (no lock,
@@ -14,7 +14,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use crate::breaker::CircuitBreaker;
 use crate::budget::RetryBudget;
 use crate::bulkhead::Bulkhead;
-use crate::registry::{self, Registry};
+use crate::rate_limit::RateLimit;
+use crate::registry::{self, GuardKind, Registry};
+use crate::throttle::Throttle;
 
 /// The guard names of a policy.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -22,13 +24,30 @@ pub(crate) struct GuardNames {
     pub(crate) breaker: Option<Cow<'static, str>>,
     pub(crate) budget: Option<Cow<'static, str>>,
     pub(crate) bulkhead: Option<Cow<'static, str>>,
+    pub(crate) throttle: Option<Cow<'static, str>>,
+    pub(crate) rate_limit: Option<Cow<'static, str>>,
 }
 
 impl GuardNames {
     /// Whether the policy names any guard at all.
     #[inline]
     fn is_empty(&self) -> bool {
-        self.breaker.is_none() && self.budget.is_none() && self.bulkhead.is_none()
+        self.breaker.is_none()
+            && self.budget.is_none()
+            && self.bulkhead.is_none()
+            && self.throttle.is_none()
+            && self.rate_limit.is_none()
+    }
+
+    /// The name of the guard of `kind`, if the policy names one.
+    pub(crate) fn get(&self, kind: GuardKind) -> Option<&str> {
+        match kind {
+            GuardKind::Breaker => self.breaker.as_deref(),
+            GuardKind::Budget => self.budget.as_deref(),
+            GuardKind::Bulkhead => self.bulkhead.as_deref(),
+            GuardKind::Throttle => self.throttle.as_deref(),
+            GuardKind::RateLimit => self.rate_limit.as_deref(),
+        }
     }
 
     /// The guards these names mean in `registry`; a name never declared
@@ -38,6 +57,8 @@ impl GuardNames {
             breaker: self.breaker.as_deref().map(|n| registry.breaker_or_default(n)),
             budget: self.budget.as_deref().map(|n| registry.budget_or_default(n)),
             bulkhead: self.bulkhead.as_deref().map(|n| registry.bulkhead_or_default(n)),
+            throttle: self.throttle.as_deref().map(|n| registry.throttle_or_default(n)),
+            rate_limit: self.rate_limit.as_deref().map(|n| registry.rate_limit_or_default(n)),
         }
     }
 }
@@ -48,10 +69,24 @@ pub(crate) struct Guards {
     pub(crate) breaker: Option<Arc<CircuitBreaker>>,
     pub(crate) budget: Option<Arc<RetryBudget>>,
     pub(crate) bulkhead: Option<Arc<Bulkhead>>,
+    pub(crate) throttle: Option<Arc<Throttle>>,
+    pub(crate) rate_limit: Option<Arc<RateLimit>>,
+}
+
+impl Guards {
+    /// Whether every guard of an attempt is one the direct path runs: a
+    /// breaker and a budget ask nothing that waits; the others do (or, for
+    /// the throttle, count and draw, which the general path keeps off the
+    /// success path of callers who do not use it).
+    #[inline]
+    pub(crate) fn only_breaker_and_budget(&self) -> bool {
+        self.bulkhead.is_none() && self.throttle.is_none() && self.rate_limit.is_none()
+    }
 }
 
 /// The guards of a policy that names none.
-static NO_GUARDS: Guards = Guards { breaker: None, budget: None, bulkhead: None };
+static NO_GUARDS: Guards =
+    Guards { breaker: None, budget: None, bulkhead: None, throttle: None, rate_limit: None };
 
 /// The guards one call uses: the policy's cached handles for the global
 /// registry (borrowed), or a scoped registry's.

@@ -85,8 +85,9 @@ pub use operations::{CheckReport, Undeclared, Unused};
 pub use operations::{OperationInfo, operations};
 pub use policy::{MAX_ATTEMPTS_LIMIT, Nested, Policy, PolicyBuilder, Settings};
 pub use rate_limit::{OverRate, RateLimit, RateLimitConfig};
-pub use registry::{Registry, RegistryError, registry};
+pub use registry::{GuardKind, Registry, RegistryError, registry};
 pub use rejection::Rejection;
+pub use settings::{Hedge, MAX_HEDGES_LIMIT};
 pub use throttle::{Throttle, ThrottleConfig, ThrottleWindow};
 
 /// What only the code `#[resilient]` generates uses. Not a public API: it
@@ -121,6 +122,11 @@ pub mod __private {
 
     impl<T, E> ResultType for Result<T, E> {
         type Error = E;
+    }
+
+    /// Reports that a call failed and its fallback runs instead.
+    pub fn falling_back(operation: &str) {
+        crate::observe::fallback(operation);
     }
 
     /// Formats the `key` parameter once per call.

@@ -124,6 +124,12 @@ impl RateLimit {
         self.config
     }
 
+    /// Takes a turn if one is free right now, without waiting.
+    #[inline]
+    pub fn try_acquire(&self) -> bool {
+        self.limiter.check().is_ok()
+    }
+
     /// Takes a turn: at once when one is free, after waiting for it when it
     /// comes within `max_wait`, else `Err` with the wait it would have taken.
     ///
@@ -139,6 +145,7 @@ impl RateLimit {
                     let wait = not_until.wait_time_from(self.clock.now());
                     let total = waited.saturating_add(wait);
                     if self.config.max_wait.is_none_or(|max| total > max) {
+                        crate::observe::rate_limited(&self.name, total);
                         return Err(OverRate { wait: total });
                     }
                     tokio::time::sleep(wait).await;

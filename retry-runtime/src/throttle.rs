@@ -202,7 +202,16 @@ impl Throttle {
         let config = state.config;
         let p = state.window.refusal_probability(&config, now);
         state.window.request(&config, now);
-        p == 0.0 || state.draws.random::<f64>() >= p
+        if p == 0.0 {
+            return true;
+        }
+        let admitted = state.draws.random::<f64>() >= p;
+        drop(state);
+        crate::observe::throttle_probability(&self.name, p);
+        if !admitted {
+            crate::observe::throttle_refusal(&self.name, p);
+        }
+        admitted
     }
 
     /// Counts an accept: the request got an answer that was not overload.

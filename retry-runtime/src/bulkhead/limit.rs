@@ -37,9 +37,17 @@ enum Algorithm {
 }
 
 impl AdaptiveLimit {
-    /// Additive increase, multiplicative decrease (Netflix's `AIMDLimit`):
-    /// one more per success while at least half the limit is in use; times
-    /// `backoff_ratio` (default 0.9) on an overload signal. Never below `min`.
+    /// Additive increase, multiplicative decrease: one more per limit's
+    /// worth of successes while at least half the limit is in use (TCP's
+    /// congestion avoidance: about one step per round trip); times
+    /// `backoff_ratio` (default 0.9, Netflix's `AIMDLimit`) on an overload
+    /// signal. Never below `min`.
+    ///
+    /// Netflix's `AIMDLimit` adds one per success instead. Where the
+    /// overload signal is an error (a 503 past the capacity), every step
+    /// past the capacity costs one: per success, a dependency at its
+    /// capacity answers every few calls with an error; per round trip, a
+    /// few times less often.
     pub fn aimd(min: u32) -> Self {
         AdaptiveLimit { min, algorithm: Algorithm::Aimd { backoff_ratio: 0.9 } }
     }
@@ -157,9 +165,13 @@ impl LimitCore {
     /// use std::time::Duration;
     /// use resilient::{AdaptiveLimit, LimitCore};
     /// let mut core = LimitCore::new(AdaptiveLimit::aimd(1), 10);
-    /// assert_eq!(core.sample(Duration::from_millis(5), true, 10), 9, "10 * 0.9");
-    /// assert_eq!(core.sample(Duration::from_millis(5), false, 9), 10, "+1 while in use");
-    /// assert_eq!(core.sample(Duration::from_millis(5), false, 1), 10, "at the maximum");
+    /// let ms = Duration::from_millis;
+    /// assert_eq!(core.sample(ms(5), true, 10), 9, "10 * 0.9");
+    /// for _ in 0..9 {
+    ///     core.sample(ms(5), false, 9);
+    /// }
+    /// assert_eq!(core.limit(), 10, "+1 per limit's worth of successes while in use");
+    /// assert_eq!(core.sample(ms(5), false, 1), 10, "at the maximum");
     /// ```
     pub fn sample(&mut self, rtt: Duration, overload: bool, in_flight: u32) -> u32 {
         let (min, max) = (f64::from(self.config.min), f64::from(self.max));
@@ -169,7 +181,10 @@ impl LimitCore {
                 if overload {
                     self.limit = (self.limit * backoff_ratio).floor();
                 } else if in_use {
-                    self.limit += 1.0;
+                    // One more per limit's worth of successes, as TCP's
+                    // congestion avoidance: each step past the capacity costs
+                    // an overload answer, so it probes once per round trip.
+                    self.limit += 1.0 / self.limit.max(1.0);
                 }
             }
             Algorithm::Gradient { tolerance, smoothing, long_window } => {

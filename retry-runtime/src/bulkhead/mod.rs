@@ -259,7 +259,11 @@ impl Bulkhead {
             Some(core) => core.sample(rtt, overload, in_flight),
             None => return,
         };
-        self.resize_to(new);
+        let old = self.limit();
+        if new != old {
+            self.resize_to(new);
+            crate::observe::bulkhead_limit(&self.name, old, new);
+        }
     }
 
     /// Moves the limit in force to `new` (the caller holds `resizing`):

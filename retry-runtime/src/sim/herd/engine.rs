@@ -324,8 +324,11 @@ impl<'c> Run<'c> {
                 StopReason::BudgetExhausted => self.budget_stopped += 1,
                 StopReason::CircuitOpen => self.breaker_stopped += 1,
                 StopReason::Deadline => self.deadline_stopped += 1,
-                StopReason::Permanent | StopReason::BulkheadFull => {
-                    unreachable!("a simulated failure is retryable and there is no bulkhead")
+                StopReason::Permanent
+                | StopReason::BulkheadFull
+                | StopReason::Throttled
+                | StopReason::RateLimited => {
+                    unreachable!("a simulated failure is retryable and admission is not decided here")
                 }
             },
         }
