@@ -70,7 +70,7 @@ pub use breaker::{
     Admission, BreakerConfig, BreakerCore, BreakerPermit, BreakerState, BreakerTotals, BreakerTransition,
     CircuitBreaker, Outcome, Ticket, Transition, TransitionHook,
 };
-pub use budget::{BudgetConfig, RatioBudget, RetryBudget, TokenBucket};
+pub use budget::{BudgetConfig, BudgetTotals, RatioBudget, RetryBudget, TokenBucket};
 pub use bulkhead::{AdaptiveLimit, Bulkhead, BulkheadConfig, BulkheadFull, BulkheadPermit, LimitCore};
 pub use classify::{Classify, ErrorClass, parse_retry_after, parse_retry_after_at};
 pub use config::{ConfigError, PolicyError};

@@ -78,6 +78,9 @@ struct Counts {
     calls: ShardedCounter,
     failures: std::sync::atomic::AtomicU64,
     rejections: std::sync::atomic::AtomicU64,
+    /// Probes' outcomes, counted off the success path (probes take the lock).
+    probe_successes: std::sync::atomic::AtomicU64,
+    probe_failures: std::sync::atomic::AtomicU64,
 }
 
 /// A breaker's totals since it was made: attempts that ran (and reported),
@@ -102,6 +105,10 @@ pub struct BreakerTotals {
     pub failures: u64,
     /// Attempts refused (open, or no probe slot free).
     pub rejections: u64,
+    /// Half-open probes that succeeded (also counted in `calls`).
+    pub probe_successes: u64,
+    /// Half-open probes that failed (also counted in `calls` and `failures`).
+    pub probe_failures: u64,
 }
 
 impl std::fmt::Debug for CircuitBreaker {
@@ -151,6 +158,8 @@ impl CircuitBreaker {
             calls: self.counts.calls.total(),
             failures: self.counts.failures.load(Ordering::Relaxed),
             rejections: self.counts.rejections.load(Ordering::Relaxed),
+            probe_successes: self.counts.probe_successes.load(Ordering::Relaxed),
+            probe_failures: self.counts.probe_failures.load(Ordering::Relaxed),
         }
     }
 
@@ -186,6 +195,51 @@ impl CircuitBreaker {
     /// Ends a forced state, or any state: closed, with a clean history.
     pub fn reset(&self) {
         self.force(None);
+    }
+
+    /// Opens the breaker until `until`, or moves the end of its open
+    /// period there, because someone who sees more than this process says
+    /// the dependency is down (a fleet: see the `fleet` module, feature
+    /// `redis`). When `until` comes, the half-open period admits at most
+    /// `probes` probes in all (and never more than `half_open_max_calls` at
+    /// once); `None` keeps the usual rule. A forced breaker ignores it.
+    /// Transitions are reported as any other.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// use std::time::Duration;
+    /// use tokio::time::Instant;
+    /// use resilient::{BreakerConfig, BreakerState, CircuitBreaker};
+    /// let breaker = CircuitBreaker::new("db", BreakerConfig::default()).unwrap();
+    /// breaker.trip_until(Instant::now() + Duration::from_secs(3), Some(1));
+    /// assert_eq!(breaker.remaining_open(), Some(Duration::from_secs(3)));
+    /// tokio::time::advance(Duration::from_secs(3)).await;
+    /// let probe = breaker.try_acquire().expect("the one probe");
+    /// assert!(breaker.try_acquire().is_none(), "no second probe in this period");
+    /// # drop(probe);
+    /// # }
+    /// ```
+    pub fn trip_until(&self, until: Instant, probes: Option<u32>) {
+        let now = self.now();
+        let until = until.saturating_duration_since(self.origin);
+        let mut core = self.lock();
+        let transition = core.trip(now, until, probes);
+        self.publish(&core);
+        drop(core);
+        self.notify(transition);
+    }
+
+    /// Closes an open or half-open breaker with a clean history, because
+    /// someone who sees more than this process says the dependency is back
+    /// (a fleet whose probes succeeded). A closed or forced breaker is left
+    /// as it is.
+    pub fn close(&self) {
+        let mut core = self.lock();
+        let transition = core.close();
+        self.publish(&core);
+        drop(core);
+        self.notify(transition);
     }
 
     fn force(&self, state: Option<BreakerState>) {
@@ -300,6 +354,16 @@ impl CircuitBreaker {
         let transition = core.record(ticket, outcome, now);
         self.publish(&core);
         drop(core);
+        if ticket.probe {
+            let probes = match outcome {
+                Outcome::Success => Some(&self.counts.probe_successes),
+                Outcome::Failure => Some(&self.counts.probe_failures),
+                Outcome::Neutral => None,
+            };
+            if let Some(count) = probes {
+                count.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         self.notify(transition);
     }
 

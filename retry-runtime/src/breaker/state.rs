@@ -53,10 +53,13 @@ pub type Transition = (BreakerState, BreakerState);
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Phase {
     Closed,
-    /// Opened at `since`; admits probes from `until = since + open_for`.
+    /// Opened at `since`; admits probes from `until = since + open_for`
+    /// (or from an `until` given by [`BreakerCore::trip`]). `probes` is the
+    /// half-open period's allowance given with a trip, if any.
     Open {
         since: Duration,
         until: Duration,
+        probes: Option<u32>,
     },
     /// Held open by hand until reset: every call is refused.
     ForcedOpen,
@@ -65,6 +68,9 @@ enum Phase {
     HalfOpen {
         in_flight: u32,
         successes: u32,
+        /// Probes still allowed in this period, in all (not only at once),
+        /// when a trip said so; `None`: only `half_open_max_calls` at once.
+        allowance: Option<u32>,
     },
 }
 
@@ -188,19 +194,26 @@ impl BreakerCore {
     /// Asks to run one attempt at `now`.
     pub fn admit(&mut self, now: Duration) -> (Admission, Option<Transition>) {
         let mut transition = None;
-        if let Phase::Open { until, .. } = self.phase {
+        if let Phase::Open { until, probes, .. } = self.phase {
             if now < until {
                 return (Admission::Rejected, None);
             }
-            transition = Some(self.enter(Phase::HalfOpen { in_flight: 0, successes: 0 }));
+            transition = Some(self.enter(Phase::HalfOpen { in_flight: 0, successes: 0, allowance: probes }));
         }
         let max_probes = self.config.half_open_max_calls;
         let admission = match &mut self.phase {
             Phase::Closed | Phase::ForcedClosed => {
                 Admission::Allowed(Ticket { epoch: self.epoch, probe: false })
             }
-            Phase::HalfOpen { in_flight, .. } if *in_flight < max_probes => {
+            Phase::HalfOpen { in_flight, allowance, .. }
+                if *in_flight < max_probes && *allowance != Some(0) =>
+            {
                 *in_flight += 1;
+                // Spent on admission and never given back: an abandoned
+                // probe may have reached the dependency all the same.
+                if let Some(left) = allowance {
+                    *left -= 1;
+                }
                 Admission::Allowed(Ticket { epoch: self.epoch, probe: true })
             }
             _ => Admission::Rejected,
@@ -246,7 +259,48 @@ impl BreakerCore {
 
     fn open(&mut self, now: Duration) -> Transition {
         let until = now.saturating_add(self.config.open_for);
-        self.enter(Phase::Open { since: now, until })
+        self.enter(Phase::Open { since: now, until, probes: None })
+    }
+
+    /// Opens the breaker at `now` until `until`, on someone else's word (a
+    /// fleet that saw the dependency fail): an open breaker keeps its
+    /// epoch and only moves its end, any other opens. When `until` comes,
+    /// the half-open period admits at most `probes` probes in all (still no
+    /// more than `half_open_max_calls` at once); `None` keeps the usual rule.
+    /// A forced breaker ignores it. Returns the transition.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// use std::time::Duration;
+    /// use resilient::{Admission, BreakerConfig, BreakerCore, BreakerState};
+    /// let s = Duration::from_secs;
+    /// let mut core = BreakerCore::new(BreakerConfig::default());
+    /// core.trip(s(0), s(5), Some(1));
+    /// assert_eq!(core.state(s(4)), BreakerState::Open);
+    /// assert!(matches!(core.admit(s(5)).0, Admission::Allowed(_)));
+    /// assert_eq!(core.admit(s(5)).0, Admission::Rejected, "one probe in all");
+    /// ```
+    pub fn trip(&mut self, now: Duration, until: Duration, probes: Option<u32>) -> Option<Transition> {
+        match &mut self.phase {
+            Phase::ForcedOpen | Phase::ForcedClosed => None,
+            Phase::Open { until: end, probes: allowance, .. } => {
+                (*end, *allowance) = (until, probes);
+                None
+            }
+            Phase::Closed | Phase::HalfOpen { .. } => {
+                Some(self.enter(Phase::Open { since: now, until, probes }))
+            }
+        }
+    }
+
+    /// Closes an open or half-open breaker with a clean history, on someone
+    /// else's word (a fleet whose probes succeeded). A closed or forced
+    /// breaker is left as it is. Returns the transition.
+    pub fn close(&mut self) -> Option<Transition> {
+        match self.phase {
+            Phase::Open { .. } | Phase::HalfOpen { .. } => Some(self.enter(Phase::Closed)),
+            Phase::Closed | Phase::ForcedOpen | Phase::ForcedClosed => None,
+        }
     }
 
     fn enter(&mut self, phase: Phase) -> Transition {
@@ -281,7 +335,7 @@ impl BreakerCore {
         if config.failure_rate_percent.is_some() != self.config.failure_rate_percent.is_some() {
             self.window = FailureWindow::new(&config);
         }
-        if let Phase::Open { since, until } = &mut self.phase {
+        if let Phase::Open { since, until, .. } = &mut self.phase {
             *until = since.saturating_add(config.open_for);
         }
         self.config = config;
@@ -459,5 +513,45 @@ mod tests {
             run(&mut c, Outcome::Failure, s(1_000)).is_some(),
             "after reset it counts again, from a clean history"
         );
+    }
+
+    #[test]
+    fn a_trip_opens_until_the_given_end_then_admits_only_its_probes_in_all() {
+        let mut c = BreakerCore::new(cfg());
+        assert_eq!(c.trip(s(0), s(7), Some(1)), Some((BreakerState::Closed, BreakerState::Open)));
+        assert_eq!(c.admit(s(6)).0, Admission::Rejected);
+        let Admission::Allowed(probe) = c.admit(s(7)).0 else { panic!("the trip's end admits a probe") };
+        assert_eq!(c.admit(s(7)).0, Admission::Rejected, "one probe in all, though two may run at once");
+        c.abandon(probe);
+        assert_eq!(c.admit(s(7)).0, Admission::Rejected, "an abandoned probe is not given back");
+    }
+
+    #[test]
+    fn a_trip_of_an_open_breaker_moves_its_end_without_a_transition() {
+        let mut c = BreakerCore::new(cfg());
+        for _ in 0..3 {
+            run(&mut c, Outcome::Failure, s(0));
+        }
+        let epoch = c.epoch();
+        assert_eq!(c.trip(s(1), s(90), None), None);
+        assert_eq!((c.epoch(), c.open_until()), (epoch, Some(s(90))));
+        assert_eq!(c.trip(s(2), s(2), None), None, "and earlier too");
+        assert_eq!(c.state(s(2)), BreakerState::HalfOpen);
+        assert_eq!(c.admit(s(2)).0, Admission::Allowed(Ticket { epoch: epoch + 1, probe: true }));
+        assert!(matches!(c.admit(s(2)).0, Admission::Allowed(_)), "no allowance: the usual two at once");
+    }
+
+    #[test]
+    fn close_ends_an_open_or_half_open_breaker_but_no_forced_one() {
+        let mut c = BreakerCore::new(cfg());
+        assert_eq!(c.close(), None, "closed already");
+        c.trip(s(0), s(10), Some(1));
+        assert_eq!(c.close(), Some((BreakerState::Open, BreakerState::Closed)));
+        c.trip(s(0), s(0), Some(1));
+        let _ = c.admit(s(0));
+        assert_eq!(c.close(), Some((BreakerState::HalfOpen, BreakerState::Closed)));
+        c.force(Some(BreakerState::Open));
+        assert_eq!((c.trip(s(0), s(1), None), c.close()), (None, None));
+        assert_eq!(c.forced(), Some(BreakerState::Open), "a forced state outranks any verdict");
     }
 }

@@ -19,6 +19,7 @@
 //! refuses a fresh call, it only stops retries.
 
 mod bucket;
+mod lease;
 mod ratio;
 
 use std::sync::Mutex;
@@ -120,6 +121,31 @@ pub struct RetryBudget {
     name: String,
     form: Form,
     origin: Instant,
+    lease: lease::Lease,
+    /// Retries it allowed (withdrawals that succeeded), off the success path.
+    retries: std::sync::atomic::AtomicU64,
+}
+
+/// A budget's totals since it was made: first attempts counted (by the
+/// ratio form only: the token bucket does not count them) and retries
+/// allowed. Read twice and subtract for rates.
+///
+/// ```
+/// # use retry_runtime as resilient;
+/// use resilient::{RatioBudget, RetryBudget};
+/// let budget = RetryBudget::new("db", RatioBudget::default()).unwrap();
+/// budget.on_first_attempt();
+/// assert!(budget.try_withdraw());
+/// let totals = budget.totals();
+/// assert_eq!((totals.first_attempts, totals.retries), (1, 1));
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BudgetTotals {
+    /// First attempts counted (the ratio form; 0 for a token bucket).
+    pub first_attempts: u64,
+    /// Retries allowed.
+    pub retries: u64,
 }
 
 impl RetryBudget {
@@ -135,7 +161,13 @@ impl RetryBudget {
             },
             BudgetConfig::TokenBucket(config) => Form::Bucket(bucket::Bucket::new(config)),
         };
-        let budget = RetryBudget { name: name.into(), form, origin: Instant::now() };
+        let budget = RetryBudget {
+            name: name.into(),
+            form,
+            origin: Instant::now(),
+            lease: lease::Lease::default(),
+            retries: std::sync::atomic::AtomicU64::new(0),
+        };
         crate::observe::budget_level(&budget.name, budget.available());
         Ok(budget)
     }
@@ -153,9 +185,59 @@ impl RetryBudget {
         }
     }
 
+    /// Totals since it was made (see [`BudgetTotals`]).
+    pub fn totals(&self) -> BudgetTotals {
+        let first_attempts = match &self.form {
+            Form::Ratio { first_attempts, .. } => first_attempts.total(),
+            Form::Bucket(_) => 0,
+        };
+        BudgetTotals { first_attempts, retries: self.retries.load(std::sync::atomic::Ordering::Relaxed) }
+    }
+
+    /// Holds a lease of retry tokens from a fleet (see the `fleet` module,
+    /// feature `redis`), adding `tokens` to what it holds: from now on a
+    /// retry needs one of them as well as this budget's own leave, so that
+    /// every process's retries together stay within the fleet's share.
+    /// [`end_lease`](Self::end_lease) makes the budget local again.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// use resilient::{RatioBudget, RetryBudget};
+    /// let budget = RetryBudget::new("db", RatioBudget::default()).unwrap();
+    /// budget.lease(1);
+    /// assert!(budget.try_withdraw());
+    /// assert!(!budget.try_withdraw(), "the lease is spent, though the local budget has more");
+    /// assert_eq!(budget.leased(), Some(0));
+    /// budget.end_lease();
+    /// assert!(budget.try_withdraw(), "local again");
+    /// ```
+    pub fn lease(&self, tokens: u32) {
+        self.lease.grant(tokens);
+        crate::observe::budget_level(&self.name, self.available());
+    }
+
+    /// Ends the lease: retries need only this budget's leave again. Returns
+    /// the leased tokens that were left (they are dropped).
+    pub fn end_lease(&self) -> u32 {
+        let left = self.lease.end();
+        crate::observe::budget_level(&self.name, self.available());
+        left
+    }
+
+    /// The leased tokens left, while a lease is held.
+    pub fn leased(&self) -> Option<u32> {
+        self.lease.tokens()
+    }
+
     /// Retries it would allow now: the tokens left, or the retries left in
-    /// the window (floored).
+    /// the window (floored); no more than the leased tokens while a lease
+    /// is held.
     pub fn available(&self) -> u32 {
+        let local = self.local_available();
+        self.lease.tokens().map_or(local, |leased| local.min(leased))
+    }
+
+    fn local_available(&self) -> u32 {
         match &self.form {
             Form::Ratio { config, first_attempts, window } => {
                 let config = *lock(config);
@@ -166,8 +248,14 @@ impl RetryBudget {
         }
     }
 
-    /// Takes what one retry costs; `false` (and nothing taken) when too little is left.
+    /// Takes what one retry costs; `false` (and nothing taken) when too
+    /// little is left, here or in the lease.
     pub fn try_withdraw(&self) -> bool {
+        let leased = self.lease.held();
+        if leased && !self.lease.take() {
+            crate::observe::budget_level(&self.name, self.available());
+            return false;
+        }
         let taken = match &self.form {
             Form::Ratio { config, first_attempts, window } => {
                 let config = *lock(config);
@@ -175,6 +263,11 @@ impl RetryBudget {
             }
             Form::Bucket(bucket) => bucket.try_withdraw(),
         };
+        if taken {
+            self.retries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        } else if leased {
+            self.lease.give_back();
+        }
         crate::observe::budget_level(&self.name, self.available());
         taken
     }
@@ -314,5 +407,17 @@ mod tests {
         assert!(err.problem.contains("a ratio budget cannot become a token_bucket budget"), "{err}");
         b.reconfigure(RatioBudget { ratio: 0.3, ..Default::default() }).unwrap();
         assert_eq!(b.config(), BudgetConfig::Ratio(RatioBudget { ratio: 0.3, ..Default::default() }));
+    }
+
+    #[test]
+    fn a_leased_retry_needs_both_a_token_and_the_local_leave() {
+        let b = RetryBudget::new("x", TokenBucket { capacity: 2, ..Default::default() }).unwrap();
+        b.lease(5);
+        assert_eq!(b.available(), 2, "the smaller of the two");
+        assert!(b.try_withdraw() && b.try_withdraw());
+        assert!(!b.try_withdraw(), "the bucket is empty");
+        assert_eq!(b.leased(), Some(3), "a token taken for a refused retry is given back");
+        assert_eq!((b.end_lease(), b.leased()), (3, None));
+        assert_eq!(b.totals().retries, 2);
     }
 }
