@@ -25,6 +25,8 @@
 //! | `resilient_throttle_refusals_total` | counter | `throttle` |
 //! | `resilient_throttle_refusal_probability` | gauge | `throttle` |
 //! | `resilient_rate_limited_total` | counter (refusals) | `limiter` |
+//! | `resilient_fleet_linked` | gauge (1 following the fleet, 0 local) | `fleet` (the key prefix) |
+//! | `resilient_fleet_fallbacks_total` | counter (changes to local state) | `fleet` |
 //!
 //! This module is a leaf: it takes plain names and labels, so every other
 //! module may report through it without it knowing their types.
@@ -131,4 +133,22 @@ pub(crate) fn bulkhead_limit(name: &str, from: u32, to: u32) {
     tracing::debug!(bulkhead = name, from, to, "adaptive concurrency limit moved");
     #[cfg(feature = "metrics")]
     metrics::gauge!("resilient_bulkhead_limit", "bulkhead" => name.to_owned()).set(f64::from(to));
+}
+
+/// A fleet's guards began to follow the fleet (`linked`) or went back to
+/// their local state; said once per change.
+#[cfg(feature = "redis")]
+pub(crate) fn fleet_link(fleet: &str, linked: bool, reason: &str) {
+    if linked {
+        tracing::info!(fleet, linked, reason, "fleet store linked");
+    } else {
+        tracing::warn!(fleet, linked, reason, "fleet store lost: guards on local state");
+    }
+    #[cfg(feature = "metrics")]
+    {
+        metrics::gauge!("resilient_fleet_linked", "fleet" => fleet.to_owned()).set(if linked { 1.0 } else { 0.0 });
+        if !linked {
+            metrics::counter!("resilient_fleet_fallbacks_total", "fleet" => fleet.to_owned()).increment(1);
+        }
+    }
 }

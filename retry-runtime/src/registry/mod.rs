@@ -119,6 +119,9 @@ struct Inner {
     /// Held while a configuration file is checked and applied.
     #[cfg_attr(not(feature = "config"), allow(dead_code))]
     applying: std::sync::Mutex<()>,
+    /// Whether a fleet's background task runs for this registry (one at most).
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    in_fleet: AtomicBool,
 }
 
 /// A set of named guards (breakers, budgets, bulkheads, throttles and
@@ -201,6 +204,7 @@ impl Registry {
                 hooks: Arc::default(),
                 overrides: Overrides::default(),
                 applying: std::sync::Mutex::new(()),
+                in_fleet: AtomicBool::new(false),
             }),
         }
     }
@@ -303,6 +307,18 @@ impl Registry {
     #[cfg_attr(not(feature = "config"), allow(dead_code))]
     pub(crate) fn applying(&self) -> std::sync::MutexGuard<'_, ()> {
         self.inner.applying.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Claims the registry's one fleet membership; `false` when taken.
+    #[cfg(feature = "redis")]
+    pub(crate) fn claim_fleet(&self) -> bool {
+        !self.inner.in_fleet.swap(true, Ordering::AcqRel)
+    }
+
+    /// Gives the fleet membership back (its task ended).
+    #[cfg(feature = "redis")]
+    pub(crate) fn leave_fleet(&self) {
+        self.inner.in_fleet.store(false, Ordering::Release);
     }
 
     pub(crate) fn id(&self) -> u64 {

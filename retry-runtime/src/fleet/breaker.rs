@@ -1,0 +1,129 @@
+//! One replica's side of a fleet breaker: what it reports, and what it does
+//! with the fleet's verdict.
+//!
+//! The local breaker stays the fast path and keeps judging on its own. The
+//! fleet adds: when the fleet's failures cross the threshold every replica
+//! opens until the fleet's open-until instant; after it, a replica probes
+//! only with the slots the fleet granted it, so the fleet sends at most
+//! `half_open_max_calls` probes per round; when enough probes succeeded the
+//! fleet closes, and every replica it held open closes with it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::script::{BreakerReport, BreakerVerdict, FleetState};
+use crate::breaker::{BreakerTotals, CircuitBreaker};
+
+pub(super) struct BreakerSync {
+    name: String,
+    breaker: Arc<CircuitBreaker>,
+    /// Totals the server acknowledged.
+    acked: [u64; 4],
+    /// Totals sent in the flush in flight.
+    sent: [u64; 4],
+    /// The fleet epoch last seen.
+    seen: u64,
+    /// The end of the fleet's open period, while the fleet is open.
+    fleet_until: Option<Instant>,
+    /// Whether the local breaker is open or probing on the fleet's word
+    /// (and so closes when the fleet does).
+    held: bool,
+    /// The fleet epoch in which this replica was last granted probes.
+    probing: Option<u64>,
+    rejections: u64,
+}
+
+fn totals(t: BreakerTotals) -> [u64; 4] {
+    [t.calls, t.failures, t.probe_successes, t.probe_failures]
+}
+
+impl BreakerSync {
+    pub(super) fn new(name: String, breaker: Arc<CircuitBreaker>) -> Self {
+        // Counting starts now: what happened before the registry joined is
+        // not the fleet's news, and a joining replica must not swamp it.
+        let start = breaker.totals();
+        BreakerSync {
+            name,
+            acked: totals(start),
+            sent: totals(start),
+            seen: 0,
+            fleet_until: None,
+            held: false,
+            probing: None,
+            rejections: start.rejections,
+            breaker,
+        }
+    }
+
+    pub(super) fn report(&mut self) -> BreakerReport {
+        let config = self.breaker.config();
+        let now = self.breaker.totals();
+        self.sent = totals(now);
+        // Probes are asked for by a replica the fleet holds back whose
+        // callers are being refused: a replica without traffic would
+        // waste the fleet's slots.
+        let demand = now.rejections > self.rejections;
+        self.rejections = now.rejections;
+        BreakerReport {
+            name: self.name.clone(),
+            window: config.window,
+            failure_threshold: config.failure_threshold,
+            rate_percent: config.failure_rate_percent.unwrap_or(0),
+            minimum_calls: config.minimum_calls,
+            open_for: config.open_for,
+            half_open_max_calls: config.half_open_max_calls,
+            success_threshold: config.success_threshold,
+            seen: self.seen,
+            want: if self.held && demand { config.half_open_max_calls } else { 0 },
+            held: self.fleet_until.map(|until| until.saturating_duration_since(Instant::now())),
+            totals: self.sent,
+            acked: self.acked,
+        }
+    }
+
+    /// Follows the fleet's verdict. `hold` is how long past the fleet's
+    /// open-until instant the local breaker stays open: long enough for the
+    /// next flush to ask for probe slots, short enough that a replica that
+    /// lost the store soon probes on its own.
+    pub(super) fn apply(&mut self, verdict: BreakerVerdict, hold: Duration) {
+        self.acked = self.sent;
+        self.seen = verdict.epoch;
+        let now = Instant::now();
+        match verdict.state {
+            FleetState::Closed => {
+                if self.held {
+                    self.breaker.close();
+                }
+                (self.held, self.probing, self.fleet_until) = (false, None, None);
+            }
+            FleetState::Open { remaining } => {
+                self.fleet_until = Some(now + remaining);
+                self.breaker.trip_until(now + remaining + hold, None);
+                (self.held, self.probing) = (true, None);
+            }
+            FleetState::HalfOpen => {
+                self.fleet_until = None;
+                if verdict.granted > 0 {
+                    self.breaker.trip_until(now, Some(verdict.granted));
+                    (self.held, self.probing) = (true, Some(verdict.epoch));
+                } else if self.probing != Some(verdict.epoch) {
+                    self.breaker.trip_until(now + hold, None);
+                    self.held = true;
+                }
+            }
+        }
+    }
+
+    /// The store is gone: the local breaker runs on its own rules again. A
+    /// hold ends when it was due to; a probe allowance becomes the usual
+    /// half-open rule, so that no replica waits for a verdict that will not come.
+    pub(super) fn release(&mut self) {
+        if self.probing.take().is_some() {
+            self.breaker.trip_until(Instant::now(), None);
+        }
+        self.held = false;
+        self.fleet_until = None;
+    }
+}

@@ -1,0 +1,159 @@
+//! A fleet's settings and why joining one can fail.
+
+use std::time::Duration;
+
+use crate::config::ConfigError;
+
+/// How a registry joins a fleet; every field but the guards has a default.
+///
+/// ```
+/// # use retry_runtime as resilient;
+/// use std::time::Duration;
+/// use resilient::fleet::FleetConfig;
+/// let config = FleetConfig {
+///     url: "redis://10.0.0.5:6379/".into(),
+///     prefix: "shop".into(),
+///     breakers: vec!["payment".into()],
+///     budgets: vec!["payment".into()],
+///     ..Default::default()
+/// };
+/// assert_eq!((config.sync_every, config.store_timeout), (Duration::from_millis(100), Duration::from_millis(50)));
+/// assert!(config.validate().is_ok());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FleetConfig {
+    /// The Redis server, as the `redis` crate reads it
+    /// (`redis://[user:password@]host[:port][/db]`). Default
+    /// `redis://127.0.0.1:6379/`. No TLS.
+    pub url: String,
+    /// The namespace of every key (`PREFIX:breaker:NAME`, ...): replicas
+    /// that share a prefix share guards of the same name. Default `resilient`.
+    pub prefix: String,
+    /// How often a replica reports and hears the fleet's verdicts: one
+    /// round trip (one script) per period. Default 100 ms.
+    pub sync_every: Duration,
+    /// The longest a flush may take before the replica falls back to its
+    /// local state. Default 50 ms.
+    pub store_timeout: Duration,
+    /// Retry tokens a replica asks for at once (it tops up when below half).
+    /// Default 20.
+    pub lease_size: u32,
+    /// The breakers shared by the fleet: declared in the registry, with
+    /// `success_threshold <= half_open_max_calls`. Default none.
+    pub breakers: Vec<String>,
+    /// The budgets shared by the fleet: declared ratio budgets. Default none.
+    pub budgets: Vec<String>,
+}
+
+impl Default for FleetConfig {
+    fn default() -> Self {
+        FleetConfig {
+            url: "redis://127.0.0.1:6379/".into(),
+            prefix: "resilient".into(),
+            sync_every: Duration::from_millis(100),
+            store_timeout: Duration::from_millis(50),
+            lease_size: 20,
+            breakers: Vec::new(),
+            budgets: Vec::new(),
+        }
+    }
+}
+
+impl FleetConfig {
+    /// Checks the settings that do not depend on the registry; the error
+    /// names the field.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// use resilient::fleet::FleetConfig;
+    /// let err = FleetConfig { prefix: "my app".into(), ..Default::default() }.validate().unwrap_err();
+    /// assert_eq!(err.field, "prefix");
+    /// ```
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.prefix.is_empty() || self.prefix.contains(|c: char| c.is_whitespace() || c.is_control()) {
+            return Err(ConfigError::new(
+                "prefix",
+                format!("must be a non-empty name without spaces, got {:?}", self.prefix),
+            ));
+        }
+        if self.sync_every < Duration::from_millis(1) {
+            return Err(ConfigError::new("sync_every", "must be at least 1 ms"));
+        }
+        if self.store_timeout < Duration::from_millis(1) {
+            return Err(ConfigError::new("store_timeout", "must be at least 1 ms"));
+        }
+        if self.lease_size == 0 {
+            return Err(ConfigError::new("lease_size", "must be greater than zero"));
+        }
+        redis::Client::open(self.url.as_str())
+            .map(drop)
+            .map_err(|e| ConfigError::new("url", format!("is not a Redis URL ({e})")))
+    }
+}
+
+/// Why a registry could not join a fleet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FleetError {
+    /// A setting is invalid; the inner error names it.
+    InvalidConfig(ConfigError),
+    /// A guard the fleet should share is not declared in the registry.
+    NotDeclared {
+        /// `breaker` or `budget`.
+        kind: &'static str,
+        /// Its name.
+        name: String,
+    },
+    /// A guard cannot be shared as it is configured.
+    Unsupported {
+        /// `breaker` or `budget`.
+        kind: &'static str,
+        /// Its name.
+        name: String,
+        /// Why, and what to change.
+        why: String,
+    },
+    /// The registry already belongs to a fleet (one background task per registry).
+    AlreadyJoined,
+    /// Not called inside a tokio runtime, which the background task needs.
+    NoRuntime,
+}
+
+impl std::fmt::Display for FleetError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FleetError::InvalidConfig(error) => write!(f, "cannot join the fleet: {error}"),
+            FleetError::NotDeclared { kind, name } => write!(
+                f,
+                "cannot share {kind} `{name}`: it is not declared in this registry (declare it before joining the fleet)"
+            ),
+            FleetError::Unsupported { kind, name, why } => write!(f, "cannot share {kind} `{name}`: {why}"),
+            FleetError::AlreadyJoined => {
+                f.write_str("this registry already belongs to a fleet: leave it first (drop its `Fleet`)")
+            }
+            FleetError::NoRuntime => {
+                f.write_str("joining a fleet starts a background task: call it inside a tokio runtime")
+            }
+        }
+    }
+}
+
+impl std::error::Error for FleetError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_settings_name_their_field() {
+        for (config, field) in [
+            (FleetConfig { prefix: String::new(), ..Default::default() }, "prefix"),
+            (FleetConfig { sync_every: Duration::ZERO, ..Default::default() }, "sync_every"),
+            (FleetConfig { store_timeout: Duration::from_micros(10), ..Default::default() }, "store_timeout"),
+            (FleetConfig { lease_size: 0, ..Default::default() }, "lease_size"),
+            (FleetConfig { url: "http://example.invalid".into(), ..Default::default() }, "url"),
+        ] {
+            assert_eq!(config.validate().unwrap_err().field, field);
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! Fleet-wide breakers and budgets on Redis (feature `redis`): one
+//! dependency, many replicas, one view of its health.
+//!
+//! A service runs as many replicas. Alone, each replica's breaker learns by
+//! itself that a dependency is down (R replicas let through R times the
+//! threshold's failures and R times the probes per cycle), and each
+//! replica's budget caps only its own retries, so the fleet's retry
+//! amplification grows with R. Sharing that state through a store fixes
+//! both, and the ways it is usually shared show what to avoid: a round trip
+//! on every call (the store's latency and its outages become every call's),
+//! a distributed lock held across the user's call (one slow call stalls the
+//! fleet), counters that lose updates, a new replica that resets the state.
+//!
+//! So here:
+//!
+//! - **The success path never touches Redis.** Each process keeps its local
+//!   guards as the fast path; one background task per registry reports the
+//!   guards' totals every `sync_every` (100 ms) in one Lua script per flush
+//!   that adds them to time-bucketed counters, each with a TTL, and answers
+//!   the fleet's verdicts in the same round trip.
+//! - **Breakers**: the fleet opens when its failures in the window (count
+//!   mode) or its failure rate (rate mode) cross the breaker's threshold;
+//!   the open-until instant is one field of one key, in the server's clock,
+//!   and every replica hears it at its next flush, so all are open within
+//!   `sync_every` of it. After it, probe slots are handed out by an atomic
+//!   counter in the same key, so the whole fleet sends at most
+//!   `half_open_max_calls` probes per round; their outcomes close or reopen
+//!   the fleet. No lock is ever held around a call.
+//! - **Budgets** (ratio form): the fleet allows retries of at most `ratio`
+//!   of the fleet's first attempts in the window (plus `min_per_sec` for the
+//!   whole fleet); replicas lease tokens in batches of `lease_size`, so a
+//!   batch of retries costs one round trip, and a retry needs a leased token
+//!   as well as the local budget's leave.
+//! - **Redis down, slow or flushed**: a flush that does not answer within
+//!   `store_timeout` (50 ms) makes the guards local again (said once per
+//!   change, in the trace and the `resilient_fleet_linked` gauge); the next
+//!   flush that gets through resyncs. Totals are sent cumulatively, so a
+//!   flush that timed out but ran is never counted twice; a replica that
+//!   starts reads the fleet's state and never resets it; a flushed state is
+//!   rebuilt from what the replicas last saw.
+//!
+//! ```no_run
+//! # use retry_runtime as resilient;
+//! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use resilient::fleet::FleetConfig;
+//! use resilient::{BreakerConfig, RatioBudget, registry};
+//!
+//! registry().declare_breaker("payment", BreakerConfig { failure_rate_percent: Some(50), ..Default::default() })?;
+//! registry().declare_budget("payment", RatioBudget::default())?;
+//! let fleet = registry().join_fleet(FleetConfig {
+//!     url: "redis://10.0.0.5:6379/".into(),
+//!     prefix: "shop".into(),
+//!     breakers: vec!["payment".into()],
+//!     budgets: vec!["payment".into()],
+//!     ..Default::default()
+//! })?;
+//! // ... serve; the fleet is shared for as long as `fleet` lives.
+//! fleet.leave().await;
+//! # Ok(()) }
+//! ```
+
+mod breaker;
+mod budget;
+mod config;
+mod script;
+mod store;
+mod task;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+pub use config::{FleetConfig, FleetError};
+
+use crate::budget::BudgetConfig;
+use crate::registry::Registry;
+use task::{Shared, Task};
+
+/// A registry's membership of a fleet: the background task runs while it
+/// lives. Dropping it (or [`leave`](Self::leave)) stops the task and makes
+/// the guards local again.
+#[must_use = "the fleet is left when this handle is dropped"]
+#[derive(Debug)]
+pub struct Fleet {
+    shared: Arc<Shared>,
+    task: Option<tokio::task::JoinHandle<()>>,
+    replica: u64,
+}
+
+impl Fleet {
+    /// Whether the last flush got through, so that the guards follow the fleet.
+    pub fn is_linked(&self) -> bool {
+        self.shared.linked.load(Ordering::Acquire)
+    }
+
+    /// Flushes that got through so far.
+    pub fn flushes(&self) -> u64 {
+        self.shared.flushes.load(Ordering::Relaxed)
+    }
+
+    /// Flushes that failed or timed out so far.
+    pub fn failed_flushes(&self) -> u64 {
+        self.shared.failed_flushes.load(Ordering::Relaxed)
+    }
+
+    /// This replica's id in the store's keys (random, per join).
+    pub fn replica(&self) -> u64 {
+        self.replica
+    }
+
+    /// Leaves the fleet and waits for the task to end: one last flush
+    /// reports what was counted since the previous one (if the store
+    /// answers), and the guards are local when this returns.
+    pub async fn leave(mut self) {
+        self.shared.stop.notify_one();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        // A stored permit: the task stops at its next await, even if it is
+        // in the middle of a flush now.
+        self.shared.stop.notify_one();
+    }
+}
+
+impl Registry {
+    /// Shares the breakers and budgets `config` names with every replica
+    /// that joins the same Redis under the same prefix (see the
+    /// [`fleet`](crate::fleet) module). Returns at once: the background task
+    /// connects by itself, and the guards stay local until its first flush
+    /// gets through. Must be called inside a tokio runtime.
+    ///
+    /// Each named guard must be declared: a breaker with
+    /// `success_threshold <= half_open_max_calls` (the fleet's probes per
+    /// round are `half_open_max_calls`, so more successes could never come),
+    /// a budget of the ratio form (a token bucket refills per success, which
+    /// the success path does not report).
+    pub fn join_fleet(&self, config: FleetConfig) -> Result<Fleet, FleetError> {
+        config.validate().map_err(FleetError::InvalidConfig)?;
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| FleetError::NoRuntime)?;
+        let mut breakers = Vec::new();
+        for name in &config.breakers {
+            let breaker =
+                self.breaker(name).ok_or(FleetError::NotDeclared { kind: "breaker", name: name.clone() })?;
+            let c = breaker.config();
+            if c.success_threshold > c.half_open_max_calls {
+                return Err(FleetError::Unsupported {
+                    kind: "breaker",
+                    name: name.clone(),
+                    why: format!(
+                        "its success_threshold ({}) is above its half_open_max_calls ({}), the fleet's probes per round: lower the one or raise the other",
+                        c.success_threshold, c.half_open_max_calls
+                    ),
+                });
+            }
+            breakers.push(breaker::BreakerSync::new(name.clone(), breaker));
+        }
+        let mut budgets = Vec::new();
+        for name in &config.budgets {
+            let budget =
+                self.budget(name).ok_or(FleetError::NotDeclared { kind: "budget", name: name.clone() })?;
+            if !matches!(budget.config(), BudgetConfig::Ratio(_)) {
+                return Err(FleetError::Unsupported {
+                    kind: "budget",
+                    name: name.clone(),
+                    why: "it is a token bucket; a fleet shares ratio budgets (a share of the fleet's traffic)".into(),
+                });
+            }
+            budgets.push(budget::BudgetSync::new(name.clone(), budget, config.lease_size));
+        }
+        let store = store::Store::new(&config.url, config.store_timeout, config.sync_every)
+            .map_err(|e| FleetError::InvalidConfig(crate::config::ConfigError::new("url", e)))?;
+        if !self.claim_fleet() {
+            return Err(FleetError::AlreadyJoined);
+        }
+        let shared = Arc::new(Shared::default());
+        let replica = rand::random::<u64>();
+        let task = Task {
+            prefix: config.prefix,
+            replica,
+            sync_every: config.sync_every,
+            store,
+            breakers,
+            budgets,
+            shared: shared.clone(),
+            registry: self.clone(),
+        };
+        let task = runtime.spawn(task.run());
+        Ok(Fleet { shared, task: Some(task), replica })
+    }
+}

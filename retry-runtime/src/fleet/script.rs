@@ -1,0 +1,214 @@
+//! The one Lua script a flush runs (`flush.lua`), and its arguments and
+//! answer as Rust values.
+//!
+//! Keys, all under the fleet's prefix `P`, each with a TTL:
+//!
+//! | key | what | TTL |
+//! |---|---|---|
+//! | `P:breaker:NAME` | hash: `epoch`, `until` (the open-until instant, server ms; 0 closed), `slots`, `slots_at`, `ok` | `state_ttl`, renewed by every flush |
+//! | `P:breaker:NAME:EPOCH:BUCKET` | hash: `c` calls, `f` failures in one tenth of the window | window + a tenth |
+//! | `P:budget:NAME:BUCKET` | hash: `first` first attempts, `leased` tokens leased | window + a tenth |
+//! | `P:replica:ID:breaker:NAME`, `P:replica:ID:budget:NAME` | hash: the totals the server last applied for one replica, its last lease | 2 × window + `state_ttl` |
+//!
+//! Buckets of the breaker carry the fleet's epoch, so that a transition
+//! starts a clean window, as a local breaker's does.
+
+use std::time::Duration;
+
+use redis::Script;
+
+/// How long the fleet's state outlives the last flush that touched it.
+pub(super) const STATE_TTL: Duration = Duration::from_secs(3_600);
+
+/// The script; `redis::Script` sends its hash and loads it only when the
+/// server does not know it (after a restart, say).
+pub(super) fn script() -> Script {
+    Script::new(include_str!("flush.lua"))
+}
+
+/// What one replica reports of one breaker.
+#[derive(Debug, Clone)]
+pub(super) struct BreakerReport {
+    pub(super) name: String,
+    pub(super) window: Duration,
+    pub(super) failure_threshold: u32,
+    /// 0 in count mode.
+    pub(super) rate_percent: u8,
+    pub(super) minimum_calls: u32,
+    pub(super) open_for: Duration,
+    pub(super) half_open_max_calls: u32,
+    pub(super) success_threshold: u32,
+    /// The fleet epoch this replica last saw.
+    pub(super) seen: u64,
+    /// Probes this replica asks for (0: none).
+    pub(super) want: u32,
+    /// What is left of the fleet's open period as this replica knows it
+    /// (what the fleet's state is rebuilt from if it was lost).
+    pub(super) held: Option<Duration>,
+    /// Cumulative calls, failures, probe successes, probe failures.
+    pub(super) totals: [u64; 4],
+    /// The same, as last acknowledged by the server.
+    pub(super) acked: [u64; 4],
+}
+
+/// What one replica reports of one budget.
+#[derive(Debug, Clone)]
+pub(super) struct BudgetReport {
+    pub(super) name: String,
+    pub(super) window: Duration,
+    pub(super) ratio: f64,
+    /// Retries the fleet may make per window whatever its traffic.
+    pub(super) floor: u64,
+    pub(super) first_attempts: u64,
+    pub(super) acked_first_attempts: u64,
+    /// The lease request's sequence number: a repeated one gets the same answer.
+    pub(super) seq: u64,
+    pub(super) want: u32,
+}
+
+/// The fleet's verdict on one breaker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct BreakerVerdict {
+    pub(super) epoch: u64,
+    pub(super) state: FleetState,
+    /// Probes granted to this replica.
+    pub(super) granted: u32,
+}
+
+/// A fleet breaker's state as the server saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum FleetState {
+    Closed,
+    Open { remaining: Duration },
+    HalfOpen,
+}
+
+/// What a flush answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Answer {
+    pub(super) breakers: Vec<BreakerVerdict>,
+    /// Tokens leased, per budget.
+    pub(super) budgets: Vec<u32>,
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// A window's bucket: a tenth of it, at least a millisecond.
+fn width(window: Duration) -> u64 {
+    (millis(window) / 10).max(1)
+}
+
+/// The script's arguments, in the order `flush.lua` reads them.
+pub(super) fn arguments(
+    prefix: &str,
+    replica: u64,
+    breakers: &[BreakerReport],
+    budgets: &[BudgetReport],
+) -> Vec<String> {
+    let mut args = vec![
+        prefix.to_owned(),
+        format!("{replica:016x}"),
+        breakers.len().to_string(),
+        budgets.len().to_string(),
+        millis(STATE_TTL).to_string(),
+    ];
+    for b in breakers {
+        let held = b.held.map_or(-1, |d| i64::try_from(millis(d)).unwrap_or(i64::MAX));
+        args.extend([
+            b.name.clone(),
+            millis(b.window).to_string(),
+            width(b.window).to_string(),
+            b.failure_threshold.to_string(),
+            b.rate_percent.to_string(),
+            b.minimum_calls.to_string(),
+            millis(b.open_for).to_string(),
+            b.half_open_max_calls.to_string(),
+            b.success_threshold.to_string(),
+            b.seen.to_string(),
+            b.want.to_string(),
+            held.to_string(),
+        ]);
+        args.extend(b.totals.iter().chain(&b.acked).map(u64::to_string));
+    }
+    for b in budgets {
+        args.extend([
+            b.name.clone(),
+            millis(b.window).to_string(),
+            width(b.window).to_string(),
+            format!("{:?}", b.ratio),
+            b.floor.to_string(),
+            b.first_attempts.to_string(),
+            b.acked_first_attempts.to_string(),
+            b.seq.to_string(),
+            b.want.to_string(),
+        ]);
+    }
+    args
+}
+
+/// Reads the script's answer for `breakers` breakers and `budgets` budgets.
+pub(super) fn answer(reply: &[i64], breakers: usize, budgets: usize) -> Result<Answer, String> {
+    let expected = 1 + 4 * breakers + budgets;
+    if reply.len() != expected {
+        return Err(format!("the flush script answered {} numbers, expected {expected}", reply.len()));
+    }
+    let count = |n: i64| u64::try_from(n).map_err(|_| format!("the flush script answered {n}, expected a count"));
+    let mut verdicts = Vec::with_capacity(breakers);
+    for chunk in reply[1..1 + 4 * breakers].chunks_exact(4) {
+        let state = match chunk[1] {
+            0 => FleetState::Closed,
+            1 => FleetState::Open { remaining: Duration::from_millis(count(chunk[2])?) },
+            2 => FleetState::HalfOpen,
+            other => return Err(format!("the flush script answered state {other}, expected 0, 1 or 2")),
+        };
+        let granted = u32::try_from(count(chunk[3])?).unwrap_or(u32::MAX);
+        verdicts.push(BreakerVerdict { epoch: count(chunk[0])?, state, granted });
+    }
+    let leased = reply[1 + 4 * breakers..]
+        .iter()
+        .map(|n| count(*n).map(|n| u32::try_from(n).unwrap_or(u32::MAX)))
+        .collect::<Result<_, _>>()?;
+    Ok(Answer { breakers: verdicts, budgets: leased })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_of_the_wrong_shape_are_errors_not_panics() {
+        assert!(answer(&[], 0, 0).is_err());
+        assert!(answer(&[1, 0, 0, 0], 1, 0).is_err());
+        assert!(answer(&[1, 0, 7, 0, 0], 1, 0).unwrap_err().contains("state 7"));
+        assert!(answer(&[1, -1, 0, 0, 0], 1, 0).is_err());
+        let ok = answer(&[1, 3, 1, 250, 0, 9], 1, 1).unwrap();
+        assert_eq!(ok.breakers[0].state, FleetState::Open { remaining: Duration::from_millis(250) });
+        assert_eq!(ok.budgets, [9]);
+    }
+
+    #[test]
+    fn arguments_follow_the_scripts_layout() {
+        let breaker = BreakerReport {
+            name: "db".into(),
+            window: Duration::from_secs(10),
+            failure_threshold: 5,
+            rate_percent: 0,
+            minimum_calls: 10,
+            open_for: Duration::from_secs(30),
+            half_open_max_calls: 2,
+            success_threshold: 2,
+            seen: 3,
+            want: 0,
+            held: None,
+            totals: [1, 2, 3, 4],
+            acked: [0, 0, 0, 0],
+        };
+        let args = arguments("p", 255, &[breaker], &[]);
+        assert_eq!(args.len(), 5 + 20, "the header and 20 per breaker, as flush.lua steps");
+        assert_eq!(&args[..5], ["p", "00000000000000ff", "1", "0", "3600000"]);
+        assert_eq!(&args[5..8], ["db", "10000", "1000"]);
+        assert_eq!(args[16], "-1", "no hold");
+    }
+}

@@ -1,0 +1,99 @@
+//! The background task: one per registry, one flush per `sync_every`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use tokio::sync::Notify;
+use tokio::time::MissedTickBehavior;
+
+use super::breaker::BreakerSync;
+use super::budget::BudgetSync;
+use super::script::{answer, arguments};
+use super::store::{Store, StoreError};
+use crate::registry::Registry;
+
+/// What the task and the [`Fleet`](super::Fleet) handle share.
+#[derive(Debug, Default)]
+pub(super) struct Shared {
+    /// Whether the last flush got through (the guards follow the fleet).
+    pub(super) linked: AtomicBool,
+    pub(super) flushes: AtomicU64,
+    pub(super) failed_flushes: AtomicU64,
+    pub(super) stop: Notify,
+}
+
+pub(super) struct Task {
+    pub(super) prefix: String,
+    pub(super) replica: u64,
+    pub(super) sync_every: std::time::Duration,
+    pub(super) store: Store,
+    pub(super) breakers: Vec<BreakerSync>,
+    pub(super) budgets: Vec<BudgetSync>,
+    pub(super) shared: Arc<Shared>,
+    /// Keeps the registry's claim on its one fleet until the task ends.
+    pub(super) registry: Registry,
+}
+
+impl Task {
+    pub(super) async fn run(mut self) {
+        let mut ticks = tokio::time::interval(self.sync_every);
+        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => self.flush().await,
+                () = self.shared.stop.notified() => break,
+            }
+        }
+        // What was counted since the last flush is the fleet's too.
+        if self.shared.linked.load(Ordering::Acquire) {
+            self.flush().await;
+        }
+        self.fall_back(None);
+        self.registry.leave_fleet();
+    }
+
+    async fn flush(&mut self) {
+        let breakers: Vec<_> = self.breakers.iter_mut().map(BreakerSync::report).collect();
+        let budgets: Vec<_> = self.budgets.iter_mut().map(BudgetSync::report).collect();
+        let args = arguments(&self.prefix, self.replica, &breakers, &budgets);
+        let result = self.store.flush(&args).await.and_then(|reply| {
+            answer(&reply, breakers.len(), budgets.len()).map_err(StoreError::Failed)
+        });
+        match result {
+            Ok(answer) => {
+                self.shared.flushes.fetch_add(1, Ordering::Relaxed);
+                // Past the fleet's open-until instant a replica stays open
+                // until a flush has asked for probe slots: two periods leave
+                // room for one late tick.
+                let hold = self.sync_every * 2;
+                for (sync, verdict) in self.breakers.iter_mut().zip(answer.breakers) {
+                    sync.apply(verdict, hold);
+                }
+                for (sync, granted) in self.budgets.iter_mut().zip(answer.budgets) {
+                    sync.apply(granted);
+                }
+                if !self.shared.linked.swap(true, Ordering::AcqRel) {
+                    crate::observe::fleet_link(&self.prefix, true, "the store answers: guards follow the fleet");
+                }
+            }
+            Err(error) => {
+                self.shared.failed_flushes.fetch_add(1, Ordering::Relaxed);
+                self.fall_back(Some(&error));
+            }
+        }
+    }
+
+    /// Local state again, said once per change.
+    fn fall_back(&mut self, error: Option<&StoreError>) {
+        if !self.shared.linked.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        self.breakers.iter_mut().for_each(BreakerSync::release);
+        self.budgets.iter_mut().for_each(BudgetSync::release);
+        let reason = match error {
+            Some(error) => format!("the store failed ({error}): guards run on local state"),
+            None => "left the fleet: guards run on local state".to_owned(),
+        };
+        crate::observe::fleet_link(&self.prefix, false, &reason);
+    }
+}
