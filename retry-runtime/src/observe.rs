@@ -146,7 +146,11 @@ pub(crate) fn fleet_link(fleet: &str, linked: bool, reason: &str) {
     }
     #[cfg(feature = "metrics")]
     {
-        metrics::gauge!("resilient_fleet_linked", "fleet" => fleet.to_owned()).set(if linked { 1.0 } else { 0.0 });
+        metrics::gauge!("resilient_fleet_linked", "fleet" => fleet.to_owned()).set(if linked {
+            1.0
+        } else {
+            0.0
+        });
         if !linked {
             metrics::counter!("resilient_fleet_fallbacks_total", "fleet" => fleet.to_owned()).increment(1);
         }

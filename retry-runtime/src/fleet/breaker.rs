@@ -77,7 +77,10 @@ impl BreakerSync {
             success_threshold: config.success_threshold,
             seen: self.seen,
             want: if self.held && demand { config.half_open_max_calls } else { 0 },
-            held: self.fleet_until.map(|until| until.saturating_duration_since(Instant::now())),
+            held: self
+                .fleet_until
+                .map(|until| until.saturating_duration_since(Instant::now()))
+                .filter(|left| !left.is_zero()),
             totals: self.sent,
             acked: self.acked,
         }
@@ -123,7 +126,8 @@ impl BreakerSync {
         if self.probing.take().is_some() {
             self.breaker.trip_until(Instant::now(), None);
         }
+        // `fleet_until` is kept: if the store comes back without its state
+        // (restarted, flushed), the fleet's open period is rebuilt from it.
         self.held = false;
-        self.fleet_until = None;
     }
 }

@@ -56,13 +56,16 @@ for _ = 1, breakers do
   i = i + 20
 
   local st = redis.call('HMGET', key, 'epoch', 'until', 'slots', 'slots_at', 'ok')
-  local epoch, open_until, slots, slots_at, ok
+  local epoch, open_until, slots, slots_at, ok = 0, 0, 0, 0, 0
   if st[1] then
     epoch, open_until = tonumber(st[1]), tonumber(st[2])
     slots, slots_at, ok = tonumber(st[3]), tonumber(st[4]), tonumber(st[5])
-  else
-    -- No state (a new fleet, or flushed, or expired): rebuilt from what this
-    -- replica last saw, so that a flush never closes a breaker the fleet held open.
+  end
+  if seen > epoch then
+    -- The state is gone (flushed, restarted, expired) or was rebuilt by a
+    -- replica that knew less: rebuilt from what this replica last saw, so
+    -- that losing it never closes a breaker the fleet held open. A replica
+    -- that saw nothing (a new one) rebuilds nothing: it never resets the fleet.
     epoch, open_until, slots, slots_at, ok = seen, 0, 0, 0, 0
     if held > 0 then open_until = now + held end
   end
@@ -93,8 +96,10 @@ for _ = 1, breakers do
       slots = slots + granted
     end
   end
-  redis.call('HSET', key, 'epoch', epoch, 'until', open_until, 'slots', slots, 'slots_at', slots_at, 'ok', ok)
-  redis.call('PEXPIRE', key, state_ttl)
+  if st[1] or epoch > 0 then
+    redis.call('HSET', key, 'epoch', epoch, 'until', open_until, 'slots', slots, 'slots_at', slots_at, 'ok', ok)
+    redis.call('PEXPIRE', key, state_ttl)
+  end
   local code, remaining = 0, 0
   if open_until > 0 then
     if now < open_until then code, remaining = 1, open_until - now else code = 2 end

@@ -82,7 +82,7 @@ use task::{Shared, Task};
 #[derive(Debug)]
 pub struct Fleet {
     shared: Arc<Shared>,
-    task: Option<tokio::task::JoinHandle<()>>,
+    task: Option<tokio::task::JoinHandle<bool>>,
     replica: u64,
 }
 
@@ -108,12 +108,14 @@ impl Fleet {
     }
 
     /// Leaves the fleet and waits for the task to end: one last flush
-    /// reports what was counted since the previous one (if the store
-    /// answers), and the guards are local when this returns.
-    pub async fn leave(mut self) {
+    /// reports what was counted since the previous one (tried up to three
+    /// times while the store was linked), and the guards are local when this
+    /// returns. Whether that last flush got through.
+    pub async fn leave(mut self) -> bool {
         self.shared.stop.notify_one();
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
+        match self.task.take() {
+            Some(task) => task.await.unwrap_or(false),
+            None => false,
         }
     }
 }
@@ -166,7 +168,9 @@ impl Registry {
                 return Err(FleetError::Unsupported {
                     kind: "budget",
                     name: name.clone(),
-                    why: "it is a token bucket; a fleet shares ratio budgets (a share of the fleet's traffic)".into(),
+                    why:
+                        "it is a token bucket; a fleet shares ratio budgets (a share of the fleet's traffic)"
+                            .into(),
                 });
             }
             budgets.push(budget::BudgetSync::new(name.clone(), budget, config.lease_size));

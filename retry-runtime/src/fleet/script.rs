@@ -154,7 +154,8 @@ pub(super) fn answer(reply: &[i64], breakers: usize, budgets: usize) -> Result<A
     if reply.len() != expected {
         return Err(format!("the flush script answered {} numbers, expected {expected}", reply.len()));
     }
-    let count = |n: i64| u64::try_from(n).map_err(|_| format!("the flush script answered {n}, expected a count"));
+    let count =
+        |n: i64| u64::try_from(n).map_err(|_| format!("the flush script answered {n}, expected a count"));
     let mut verdicts = Vec::with_capacity(breakers);
     for chunk in reply[1..1 + 4 * breakers].chunks_exact(4) {
         let state = match chunk[1] {

@@ -12,6 +12,9 @@ use super::script::{answer, arguments};
 use super::store::{Store, StoreError};
 use crate::registry::Registry;
 
+/// How many times leaving tries its last flush.
+const LAST_FLUSH_TRIES: u32 = 3;
+
 /// What the task and the [`Fleet`](super::Fleet) handle share.
 #[derive(Debug, Default)]
 pub(super) struct Shared {
@@ -35,30 +38,44 @@ pub(super) struct Task {
 }
 
 impl Task {
-    pub(super) async fn run(mut self) {
+    /// Runs until told to stop; whether the last flush got through.
+    pub(super) async fn run(mut self) -> bool {
         let mut ticks = tokio::time::interval(self.sync_every);
         ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                _ = ticks.tick() => self.flush().await,
+                _ = ticks.tick() => {
+                    self.flush().await;
+                }
                 () = self.shared.stop.notified() => break,
             }
         }
-        // What was counted since the last flush is the fleet's too.
+        // What was counted since the last flush is the fleet's too: a few
+        // tries (each within store_timeout), since a busy store may miss one.
+        let mut last = false;
         if self.shared.linked.load(Ordering::Acquire) {
-            self.flush().await;
+            for _ in 0..LAST_FLUSH_TRIES {
+                last = self.flush().await;
+                if last {
+                    break;
+                }
+            }
         }
         self.fall_back(None);
         self.registry.leave_fleet();
+        last
     }
 
-    async fn flush(&mut self) {
+    /// One flush; whether it got through.
+    async fn flush(&mut self) -> bool {
         let breakers: Vec<_> = self.breakers.iter_mut().map(BreakerSync::report).collect();
         let budgets: Vec<_> = self.budgets.iter_mut().map(BudgetSync::report).collect();
         let args = arguments(&self.prefix, self.replica, &breakers, &budgets);
-        let result = self.store.flush(&args).await.and_then(|reply| {
-            answer(&reply, breakers.len(), budgets.len()).map_err(StoreError::Failed)
-        });
+        let result = self
+            .store
+            .flush(&args)
+            .await
+            .and_then(|reply| answer(&reply, breakers.len(), budgets.len()).map_err(StoreError::Failed));
         match result {
             Ok(answer) => {
                 self.shared.flushes.fetch_add(1, Ordering::Relaxed);
@@ -73,12 +90,18 @@ impl Task {
                     sync.apply(granted);
                 }
                 if !self.shared.linked.swap(true, Ordering::AcqRel) {
-                    crate::observe::fleet_link(&self.prefix, true, "the store answers: guards follow the fleet");
+                    crate::observe::fleet_link(
+                        &self.prefix,
+                        true,
+                        "the store answers: guards follow the fleet",
+                    );
                 }
+                true
             }
             Err(error) => {
                 self.shared.failed_flushes.fetch_add(1, Ordering::Relaxed);
                 self.fall_back(Some(&error));
+                false
             }
         }
     }

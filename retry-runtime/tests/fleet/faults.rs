@@ -1,0 +1,132 @@
+//! The store going away, freezing, coming back empty and being flushed,
+//! with replicas as registries of this process (each its own fleet task).
+
+use std::time::Duration;
+
+use retry_runtime::fleet::{Fleet, FleetConfig};
+use retry_runtime::{BreakerConfig, BreakerState, Outcome, Policy, RatioBudget, Registry};
+use tokio::time::{Instant, sleep};
+
+use super::server::Server;
+use super::{SYNC_MS, serial};
+
+const STORE_TIMEOUT: Duration = Duration::from_millis(50);
+
+fn replica(server: &Server) -> (Registry, Fleet) {
+    let registry = Registry::new();
+    let breaker =
+        BreakerConfig { failure_threshold: 3, open_for: Duration::from_secs(20), ..Default::default() };
+    registry.declare_breaker("dep", breaker).unwrap();
+    registry.declare_budget("dep", RatioBudget::default()).unwrap();
+    let fleet = registry
+        .join_fleet(FleetConfig {
+            url: server.url(),
+            prefix: "faults".into(),
+            sync_every: Duration::from_millis(SYNC_MS),
+            store_timeout: STORE_TIMEOUT,
+            breakers: vec!["dep".into()],
+            budgets: vec!["dep".into()],
+            ..Default::default()
+        })
+        .unwrap();
+    (registry, fleet)
+}
+
+/// Waits (in real time) until `done`, at most `within`; how long it took.
+async fn until(what: &str, within: Duration, mut done: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < within, "{what}: not within {within:?}");
+        sleep(Duration::from_millis(2)).await;
+    }
+    start.elapsed()
+}
+
+/// Makes calls through the registry's budget for `period`; the slowest one.
+async fn slowest_call(registry: &Registry, period: Duration) -> Duration {
+    let policy = Policy::builder().budget("dep").max_attempts(1).build().unwrap();
+    let (start, mut slowest) = (Instant::now(), Duration::ZERO);
+    while start.elapsed() < period {
+        let call = Instant::now();
+        registry.scope(policy.run(|| async { Ok::<_, std::io::Error>(()) })).await.unwrap();
+        slowest = slowest.max(call.elapsed());
+        sleep(Duration::from_millis(1)).await;
+    }
+    slowest
+}
+
+fn open(registry: &Registry) -> bool {
+    registry.breaker("dep").unwrap().state() == BreakerState::Open
+}
+
+/// How long a replica may take to notice the store is gone: the flush in
+/// progress times out (store_timeout) at most a period after it went.
+fn notice() -> Duration {
+    Duration::from_millis(SYNC_MS) + STORE_TIMEOUT + Duration::from_millis(SYNC_MS)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_store_leaves_calls_on_local_state_and_a_restarted_or_flushed_one_is_rebuilt() {
+    let _serial = serial();
+    let Some(mut server) = Server::start("a_stopped_store_...") else { return };
+    let (a, fleet_a) = replica(&server);
+    let (b, fleet_b) = replica(&server);
+    until("both linked", Duration::from_secs(5), || fleet_a.is_linked() && fleet_b.is_linked()).await;
+    assert!(a.budget("dep").unwrap().leased().is_some(), "a linked budget holds a lease");
+
+    for _ in 0..3 {
+        a.breaker("dep").unwrap().try_acquire().unwrap().record(Outcome::Failure);
+    }
+    let heard = until("b opened on a's failures", Duration::from_millis(4 * SYNC_MS), || open(&b)).await;
+    eprintln!("b opened {heard:?} after a's third failure");
+
+    server.stop();
+    let noticed =
+        until("both on local state", notice(), || !fleet_a.is_linked() && !fleet_b.is_linked()).await;
+    eprintln!("store stopped: local state after {noticed:?}");
+    assert_eq!(a.budget("dep").unwrap().leased(), None, "the budget is local again");
+    assert!(open(&a) && open(&b), "the fleet's verdict stands until it runs out");
+    let slowest = slowest_call(&a, Duration::from_millis(300)).await;
+    eprintln!("slowest call while the store was down: {slowest:?}");
+    assert!(slowest < STORE_TIMEOUT, "a call waited {slowest:?}");
+
+    // Back with no state: the replicas that were held open rebuild it, and
+    // a replica that joins now finds the breaker open without a failure.
+    server.restart();
+    let resync =
+        until("both linked again", Duration::from_secs(3), || fleet_a.is_linked() && fleet_b.is_linked())
+            .await;
+    eprintln!("store restarted: linked again after {resync:?}");
+    let (c, fleet_c) = replica(&server);
+    until("c opened from the rebuilt state", Duration::from_secs(2), || open(&c)).await;
+    assert_eq!(c.breaker("dep").unwrap().totals().failures, 0);
+
+    server.command(&["FLUSHALL"]);
+    let (d, fleet_d) = replica(&server);
+    until("d opened from the state rebuilt after FLUSHALL", Duration::from_secs(2), || open(&d)).await;
+    assert!(fleet_a.is_linked() && fleet_b.is_linked() && fleet_c.is_linked() && fleet_d.is_linked());
+    for fleet in [fleet_a, fleet_b, fleet_c, fleet_d] {
+        assert!(fleet.leave().await, "the last flush got through");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_store_delays_no_call_beyond_store_timeout_and_thawed_it_resyncs() {
+    let _serial = serial();
+    let Some(server) = Server::start("a_frozen_store_...") else { return };
+    let (a, fleet) = replica(&server);
+    until("linked", Duration::from_secs(5), || fleet.is_linked()).await;
+
+    server.pause();
+    let slowest = slowest_call(&a, notice() + Duration::from_millis(100)).await;
+    assert!(!fleet.is_linked(), "a store that does not answer within store_timeout is left");
+    eprintln!("slowest call while the store was frozen: {slowest:?}");
+    assert!(slowest < STORE_TIMEOUT, "a call waited {slowest:?}");
+    assert_eq!(a.budget("dep").unwrap().leased(), None);
+
+    server.resume();
+    let resync = until("linked again", Duration::from_secs(3), || fleet.is_linked()).await;
+    eprintln!("store thawed: linked again after {resync:?}");
+    until("leasing again", Duration::from_secs(1), || a.budget("dep").unwrap().leased().is_some()).await;
+    fleet.leave().await;
+}
