@@ -9,6 +9,10 @@
 #
 # A change that makes the success path cheaper passes (with a note); rewrite
 # the baseline with --update and commit it to keep the gain.
+#
+# Then the same rows again, built with feature `redis` and their guards shared
+# by a fleet (issue 16): the success path never touches the store, so each row
+# must cost what it cost without the feature (within 2%) in this same run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -74,4 +78,29 @@ for row, base in baseline.items():
 if failed:
     sys.exit(f"instruction count regression in: {', '.join(failed)}")
 print("no row more than 10% above the baseline")
+PY
+
+if $update; then exit 0; fi
+
+echo "== the same rows with feature redis, their guards shared by a fleet"
+fleet_out="${CARGO_TARGET_DIR:-target}/instructions-redis.json"
+INSTRUCTIONS_FEATURES=redis INSTRUCTIONS_OUT="$fleet_out" scripts/instructions.sh "${rows[@]}"
+PLAIN="${CARGO_TARGET_DIR:-target}/instructions.json" FLEET="$fleet_out" ROWS="${rows[*]}" python3 - <<'PY'
+import json, os, sys
+
+plain = json.load(open(os.environ["PLAIN"]))
+fleet = json.load(open(os.environ["FLEET"]))
+limit = 1.02
+failed = []
+print(f"{'row':<34} {'without':>9} {'with redis':>10} {'change':>8}")
+for row in os.environ["ROWS"].split():
+    a, b = plain[row]["per_call"], fleet[row]["per_call"]
+    verdict = ""
+    if b > a * limit:
+        failed.append(row)
+        verdict = "  the fleet costs the success path more than 2%"
+    print(f"{row:<34} {a:9.1f} {b:10.1f} {b / a - 1:+8.1%}{verdict}")
+if failed:
+    sys.exit(f"feature redis changes the success path's cost: {', '.join(failed)}")
+print("feature redis and a fleet leave the success path's cost unchanged (within 2%)")
 PY
