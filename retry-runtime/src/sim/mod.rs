@@ -42,12 +42,14 @@
 //! `cargo run --example storm` prints the comparison table and draws the
 //! arrivals over time as an SVG chart.
 
+mod fleet;
 mod herd;
 mod queue;
 mod storm;
 
 use std::time::Duration;
 
+pub use fleet::{FleetReport, FleetSimConfig, Guards, simulate_fleet};
 pub use herd::{HerdConfig, HerdReport, Latency, Model, Strategy, simulate};
 pub use storm::{Storm, StormError};
 
