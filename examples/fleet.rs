@@ -23,7 +23,9 @@ fn main() -> Result<(), resilient::ConfigError> {
         base.sync_every,
     );
     println!();
-    println!("| replicas | breakers | failed calls before all stopped | failed calls in all | probes in all | probes per recovery | time to full recovery |");
+    println!(
+        "| replicas | breakers | failed calls before all stopped | failed calls in all | probes in all | probes per recovery | time to full recovery |"
+    );
     println!("|---:|---|---:|---:|---:|---:|---:|");
     for replicas in [1, 5, 20, 50] {
         let config = FleetSimConfig { replicas, ..base };

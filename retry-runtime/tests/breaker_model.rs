@@ -23,8 +23,17 @@ struct Reference {
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum RefState {
     Closed,
-    Open { since: Duration },
-    HalfOpen { probes: u32, successes: u32 },
+    /// Probes from `until`; `allowance`: probes in all in that half-open
+    /// period, when a verdict from outside said so.
+    Open {
+        until: Duration,
+        allowance: Option<u32>,
+    },
+    HalfOpen {
+        probes: u32,
+        successes: u32,
+        allowance: Option<u32>,
+    },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -48,22 +57,25 @@ impl Reference {
     fn state(&self, now: Duration) -> BreakerState {
         match self.state {
             RefState::Closed => BreakerState::Closed,
-            RefState::Open { since } if now < since + self.cfg.open_for => BreakerState::Open,
+            RefState::Open { until, .. } if now < until => BreakerState::Open,
             _ => BreakerState::HalfOpen,
         }
     }
 
     fn admit(&mut self, now: Duration) -> Option<RefTicket> {
-        if let RefState::Open { since } = self.state {
-            if now < since + self.cfg.open_for {
+        if let RefState::Open { until, allowance } = self.state {
+            if now < until {
                 return None;
             }
-            self.go(RefState::HalfOpen { probes: 0, successes: 0 });
+            self.go(RefState::HalfOpen { probes: 0, successes: 0, allowance });
         }
         match &mut self.state {
             RefState::Closed => Some(RefTicket { generation: self.generation, probe: false }),
-            RefState::HalfOpen { probes, .. } if *probes < self.cfg.half_open_max_calls => {
+            RefState::HalfOpen { probes, allowance, .. }
+                if *probes < self.cfg.half_open_max_calls && *allowance != Some(0) =>
+            {
                 *probes += 1;
+                *allowance = allowance.map(|n| n - 1);
                 Some(RefTicket { generation: self.generation, probe: true })
             }
             _ => None,
@@ -78,6 +90,24 @@ impl Reference {
         }
     }
 
+    fn open(&mut self, now: Duration) {
+        self.go(RefState::Open { until: now + self.cfg.open_for, allowance: None });
+    }
+
+    /// A verdict from outside: open until `until`, then `allowance` probes in all.
+    fn trip(&mut self, until: Duration, allowance: Option<u32>) {
+        match &mut self.state {
+            RefState::Open { until: end, allowance: probes } => (*end, *probes) = (until, allowance),
+            _ => self.go(RefState::Open { until, allowance }),
+        }
+    }
+
+    fn close(&mut self) {
+        if self.state != RefState::Closed {
+            self.go(RefState::Closed);
+        }
+    }
+
     fn record(&mut self, t: RefTicket, outcome: Outcome, now: Duration) {
         if t.generation != self.generation {
             return;
@@ -88,7 +118,7 @@ impl Reference {
                 self.abandon(t);
                 match outcome {
                     Outcome::Neutral => {}
-                    Outcome::Failure => self.go(RefState::Open { since: now }),
+                    Outcome::Failure => self.open(now),
                     Outcome::Success => {
                         let RefState::HalfOpen { successes, .. } = &mut self.state else { unreachable!() };
                         *successes += 1;
@@ -116,7 +146,7 @@ impl Reference {
                     (Outcome::Failure, None) => {
                         self.failures.push(now);
                         if self.failures.len() as u32 >= self.cfg.failure_threshold {
-                            self.go(RefState::Open { since: now });
+                            self.open(now);
                         }
                     }
                     (Outcome::Failure, Some(percent)) => {
@@ -126,7 +156,7 @@ impl Reference {
                         if calls >= u64::from(self.cfg.minimum_calls)
                             && failed * 100 >= calls * u64::from(percent)
                         {
-                            self.go(RefState::Open { since: now });
+                            self.open(now);
                         }
                     }
                 }
@@ -145,6 +175,10 @@ enum Op {
     Abandon(usize),
     /// Let time pass, in ms.
     Advance(u64),
+    /// A verdict from outside: open for this many ms, then these probes in all.
+    Trip(u64, Option<u32>),
+    /// A verdict from outside: closed.
+    Close,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -154,6 +188,8 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (any::<usize>(), outcome).prop_map(|(i, o)| Op::Finish(i, o)),
         1 => any::<usize>().prop_map(Op::Abandon),
         2 => prop_oneof![0u64..50, 0u64..2_000, Just(1_000)].prop_map(Op::Advance),
+        1 => (prop_oneof![Just(0u64), 0u64..2_000], prop::option::of(0u32..4)).prop_map(|(ms, p)| Op::Trip(ms, p)),
+        1 => Just(Op::Close),
     ]
 }
 
@@ -205,6 +241,14 @@ proptest! {
                     reference.abandon(r);
                 }
                 Op::Advance(ms) => now += Duration::from_millis(ms),
+                Op::Trip(ms, probes) => {
+                    core.trip(now, now + Duration::from_millis(ms), probes);
+                    reference.trip(now + Duration::from_millis(ms), probes);
+                }
+                Op::Close => {
+                    core.close();
+                    reference.close();
+                }
                 _ => {}
             }
             prop_assert_eq!(core.state(now), reference.state(now));
@@ -241,6 +285,14 @@ proptest! {
                         reference.abandon(r);
                     }
                     Op::Advance(ms) => tokio::time::advance(Duration::from_millis(ms)).await,
+                    Op::Trip(ms, probes) => {
+                        breaker.trip_until(tokio::time::Instant::now() + Duration::from_millis(ms), probes);
+                        reference.trip(now + Duration::from_millis(ms), probes);
+                    }
+                    Op::Close => {
+                        breaker.close();
+                        reference.close();
+                    }
                     _ => {}
                 }
                 prop_assert_eq!(breaker.state(), reference.state(start.elapsed()));

@@ -152,7 +152,9 @@ impl Store {
                     .filter_map(|b| self.buckets.get(&(self.epoch, b)))
                     .fold((0, 0), |(a, b), (c, f)| (a + c, b + f));
                 let trips = match c.failure_rate_percent {
-                    Some(rate) => calls >= u64::from(c.minimum_calls) && failures * 100 >= u64::from(rate) * calls,
+                    Some(rate) => {
+                        calls >= u64::from(c.minimum_calls) && failures * 100 >= u64::from(rate) * calls
+                    }
                     None => failures >= u64::from(c.failure_threshold),
                 };
                 if trips {
