@@ -65,9 +65,19 @@ fn notice() -> Duration {
     Duration::from_millis(SYNC_MS) + STORE_TIMEOUT + Duration::from_millis(SYNC_MS)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stopped_store_leaves_calls_on_local_state_and_a_restarted_or_flushed_one_is_rebuilt() {
+/// Runs `test` on a runtime of its own, one fleet test at a time.
+fn serially(test: impl std::future::Future<Output = ()>) {
     let _serial = serial();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    runtime.block_on(test);
+}
+
+#[test]
+fn a_stopped_store_leaves_calls_on_local_state_and_a_restarted_or_flushed_one_is_rebuilt() {
+    serially(stopped_restarted_flushed());
+}
+
+async fn stopped_restarted_flushed() {
     let Some(mut server) = Server::start("a_stopped_store_...") else { return };
     let (a, fleet_a) = replica(&server);
     let (b, fleet_b) = replica(&server);
@@ -110,9 +120,12 @@ async fn a_stopped_store_leaves_calls_on_local_state_and_a_restarted_or_flushed_
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_frozen_store_delays_no_call_beyond_store_timeout_and_thawed_it_resyncs() {
-    let _serial = serial();
+#[test]
+fn a_frozen_store_delays_no_call_beyond_store_timeout_and_thawed_it_resyncs() {
+    serially(frozen_and_thawed());
+}
+
+async fn frozen_and_thawed() {
     let Some(server) = Server::start("a_frozen_store_...") else { return };
     let (a, fleet) = replica(&server);
     until("linked", Duration::from_secs(5), || fleet.is_linked()).await;
