@@ -110,6 +110,9 @@ async fn the_event_stream_sends_a_snapshot_then_transitions_as_they_happen_and_c
         assert!(alpha.remaining_open_ms.is_some_and(|ms| ms > 0 && ms <= 60_000));
     }
     assert_eq!(counted, Counts { calls: made, failures: 0, rejections: 0 }, "no call counted twice");
+    let quiet: Snapshot = events.next_named("tick").await;
+    let beta = quiet.breakers.iter().find(|b| b.name == "beta").unwrap();
+    assert_eq!(beta.per_second, [Counts::default()], "a second without calls counts none");
     let snap = snapshot(addr).await;
     let beta = snap.breakers.iter().find(|b| b.name == "beta").unwrap();
     assert_eq!(

@@ -133,13 +133,21 @@ impl Events {
 
     /// The data of the next event named `name` (skipping others), parsed.
     pub async fn next_named<T: DeserializeOwned>(&mut self, name: &str) -> T {
-        loop {
-            let (event, data) =
-                self.next().await.unwrap_or_else(|| panic!("the stream ended before a `{name}`"));
-            if event == name {
-                return serde_json::from_str(&data).unwrap_or_else(|e| panic!("`{name}` data: {e}: {data}"));
+        // The patience covers the whole search: ticks come every second, so
+        // a wait per event would never run out.
+        let search = async {
+            loop {
+                match self.read().await {
+                    Some((event, data)) if event == name => return data,
+                    Some(_) => {}
+                    None => panic!("the stream ended before a `{name}`"),
+                }
             }
-        }
+        };
+        let data = tokio::time::timeout(PATIENCE, search)
+            .await
+            .unwrap_or_else(|_| panic!("no `{name}` event within {PATIENCE:?}"));
+        serde_json::from_str(&data).unwrap_or_else(|e| panic!("`{name}` data: {e}: {data}"))
     }
 
     async fn read(&mut self) -> Option<(String, String)> {
