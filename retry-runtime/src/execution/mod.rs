@@ -208,9 +208,7 @@ impl<'p, S, H> Execution<'p, S, H> {
     fn direct_guards(&self) -> Option<&'p Guards> {
         match self.guards {
             GuardsRef::Cached(guards)
-                if guards.only_breaker_and_budget()
-                    && self.settings.attempt_timeout.is_none()
-                    && self.deadline.is_none() =>
+                if guards.direct && self.settings.attempt_timeout.is_none() && self.deadline.is_none() =>
             {
                 Some(guards)
             }
