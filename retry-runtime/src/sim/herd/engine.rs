@@ -1,10 +1,11 @@
 //! The event loop of a herd simulation: clients as small state machines,
 //! every network leg and every backoff wait an event on virtual time.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
-use rand::SeedableRng;
 use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Normal};
 
 use super::config::{HerdConfig, Model, Strategy};
@@ -12,11 +13,13 @@ use super::report::HerdReport;
 use crate::backoff::{Backoff, Jitter, JitterRng, stream_seed};
 use crate::breaker::{Admission, BreakerCore, BreakerState, Outcome, Ticket, Transition};
 use crate::budget::{BudgetConfig, RatioBudget, RatioWindow, RetryBudget};
+use crate::bulkhead::{BulkheadConfig, LimitCore};
 use crate::classify::ErrorClass;
 use crate::config::ConfigError;
 use crate::decision::{Answers, Decision, StopReason, decide};
 use crate::sim::peak_in_bucket;
 use crate::sim::queue::EventQueue;
+use crate::throttle::{ThrottleConfig, ThrottleWindow};
 
 /// Something that happens to one client at one instant.
 #[derive(Debug, Clone, Copy)]
@@ -27,10 +30,20 @@ enum Event {
     ReadArrives(u32),
     /// Contention: the read's reply, carrying the version, reaches the client.
     ReadReply { client: u32, version: u64 },
-    /// The attempt (the write, in contention) reaches the dependency.
-    Arrives { client: u32, version: u64 },
-    /// The attempt's reply reaches the client.
-    Reply { client: u32, ok: bool },
+    /// The client's attempt number `attempt` (the write, in contention)
+    /// reaches the dependency.
+    Arrives { client: u32, version: u64, attempt: u32 },
+    /// Brownout: the dependency is done with the request and answers,
+    /// whether or not the client still waits for it.
+    Done { client: u32, attempt: u32 },
+    /// The reply to attempt number `attempt` reaches the client.
+    Reply { client: u32, ok: bool, attempt: u32 },
+    /// Brownout: attempt number `attempt` has run for the attempt timeout.
+    TimedOut { client: u32, attempt: u32 },
+    /// A client queued for a bulkhead permit has waited as long as it may:
+    /// `max_wait`, or until its deadline (`deadline`). Stale unless the
+    /// client is still in the wait numbered `wait`.
+    WaitOver { client: u32, wait: u64, deadline: bool },
 }
 
 #[derive(Debug)]
@@ -38,14 +51,106 @@ struct Client {
     attempts: u32,
     previous_wait: Option<Duration>,
     ticket: Option<Ticket>,
+    /// Whether its latest attempt is out, waiting for a reply.
+    in_flight: bool,
+    /// While the client holds a bulkhead permit: when its attempt started.
+    permit_since: Option<Duration>,
+    /// Whether the client is queued for a bulkhead permit.
+    waiting: bool,
+    /// How many times it has queued: tells a current `WaitOver` from a stale one.
+    waits: u64,
     rng: JitterRng,
 }
 
-/// The shared guards of [`Strategy::Recommended`].
+/// The guards shared by all clients: [`Strategy::Recommended`]'s breaker
+/// and budget, [`Strategy::Adaptive`]'s budget, throttle and bulkhead.
 #[derive(Debug)]
 struct Guards {
-    breaker: BreakerCore,
+    breaker: Option<BreakerCore>,
     budget: Budget,
+    throttle: Option<Throttling>,
+    bulkhead: Option<Permits>,
+}
+
+/// The library's client-side throttle on virtual time: its pure window,
+/// and seeded draws.
+#[derive(Debug)]
+struct Throttling {
+    config: ThrottleConfig,
+    window: ThrottleWindow,
+    draws: SmallRng,
+}
+
+impl Throttling {
+    /// Counts a request and says whether it may go out, as
+    /// [`Throttle::admit`](crate::Throttle::admit) does: a draw against the
+    /// refusal probability, taken only when that is above zero.
+    fn admit(&mut self, now: Duration) -> bool {
+        let p = self.window.refusal_probability(&self.config, now);
+        self.window.request(&self.config, now);
+        p == 0.0 || self.draws.random::<f64>() >= p
+    }
+
+    fn accept(&mut self, now: Duration) {
+        self.window.accept(&self.config, now);
+    }
+}
+
+/// A bulkhead on virtual time: the library's limit core moved by the same
+/// samples the real bulkhead takes, permits counted, waiters served first
+/// come, first served (as tokio's fair semaphore serves them).
+#[derive(Debug)]
+struct Permits {
+    core: Option<LimitCore>,
+    max: u32,
+    max_wait: Option<Duration>,
+    in_use: u32,
+    waiting: VecDeque<u32>,
+}
+
+impl Permits {
+    fn new(config: BulkheadConfig) -> Self {
+        Permits {
+            core: config.adaptive.map(|adaptive| LimitCore::new(adaptive, config.max_concurrent)),
+            max: config.max_concurrent,
+            max_wait: config.max_wait,
+            in_use: 0,
+            waiting: VecDeque::new(),
+        }
+    }
+
+    fn limit(&self) -> u32 {
+        self.core.as_ref().map_or(self.max, LimitCore::limit)
+    }
+
+    /// A permit now, if one is free (nobody is queued ahead).
+    fn try_take(&mut self) -> bool {
+        let free = self.waiting.is_empty() && self.in_use < self.limit();
+        self.in_use += u32::from(free);
+        free
+    }
+
+    /// Gives a permit back; an attempt that got an answer is a sample
+    /// `(rtt, overload)` for the limit, taken while the permit is still
+    /// counted in flight, as the real bulkhead takes it. Permits in use are
+    /// never taken away: after a shrink, no one is admitted until fewer
+    /// than the new limit are in use.
+    fn give_back(&mut self, sample: Option<(Duration, bool)>) {
+        if let (Some(core), Some((rtt, overload))) = (&mut self.core, sample) {
+            core.sample(rtt, overload, self.in_use);
+        }
+        self.in_use = self.in_use.saturating_sub(1);
+    }
+
+    /// The next waiter, with its permit taken, if the limit has room.
+    fn next_waiter(&mut self) -> Option<u32> {
+        if self.in_use >= self.limit() {
+            return None;
+        }
+        let client = self.waiting.pop_front()?;
+        self.in_use += 1;
+        Some(client)
+    }
 }
 
 /// The library's budget on virtual time: the ratio form's pure window, or
@@ -109,6 +214,10 @@ pub(super) struct Run<'c> {
     /// Overload: the current tick and how many requests it has served.
     tick: u128,
     served: u32,
+    /// When the last client to finish did.
+    end: Duration,
+    /// Brownout: requests the dependency is working on.
+    busy: u32,
     // Tallies.
     attempts: u64,
     succeeded: u32,
@@ -116,7 +225,10 @@ pub(super) struct Run<'c> {
     budget_stopped: u32,
     breaker_stopped: u32,
     deadline_stopped: u32,
+    throttled: u32,
+    bulkhead_stopped: u32,
     breaker_trips: u32,
+    limits: Vec<(Duration, u32)>,
     completions: Vec<Duration>,
     arrivals: Vec<Duration>,
     retry_arrivals: Vec<Duration>,
@@ -125,17 +237,37 @@ pub(super) struct Run<'c> {
 
 impl<'c> Run<'c> {
     pub(super) fn new(config: &'c HerdConfig, strategy: Strategy) -> Result<Self, ConfigError> {
+        let seed = config.seed;
         let backoff = match strategy {
             Strategy::Immediate => None,
             Strategy::Backoff(jitter) => Some(Backoff::new(config.base, config.cap, jitter)),
-            Strategy::Recommended => Some(Backoff::new(config.base, config.cap, Jitter::Full)),
+            Strategy::Recommended | Strategy::Adaptive => {
+                Some(Backoff::new(config.base, config.cap, Jitter::Full))
+            }
         };
         let guards = match strategy {
             Strategy::Recommended => Some(Guards {
-                breaker: BreakerCore::new(config.breaker),
+                breaker: Some(BreakerCore::new(config.breaker)),
                 budget: Budget::new(config.budget)?,
+                throttle: None,
+                bulkhead: None,
             }),
-            _ => None,
+            Strategy::Adaptive => Some(Guards {
+                breaker: None,
+                budget: Budget::new(config.budget)?,
+                throttle: config.throttle.map(|config| Throttling {
+                    config,
+                    window: ThrottleWindow::default(),
+                    // A stream of its own, past every client's.
+                    draws: SmallRng::seed_from_u64(stream_seed(seed, u64::from(u32::MAX) + 1)),
+                }),
+                bulkhead: Some(Permits::new(config.bulkhead)),
+            }),
+            Strategy::Immediate | Strategy::Backoff(_) => None,
+        };
+        let limits = match guards.as_ref().and_then(|g| g.bulkhead.as_ref()) {
+            Some(permits) => vec![(Duration::ZERO, permits.limit())],
+            None => Vec::new(),
         };
         let leg = Normal::new(millis(config.latency.mean), millis(config.latency.sd))
             .map_err(|e| ConfigError::new("latency", e.to_string()))?;
@@ -144,6 +276,10 @@ impl<'c> Run<'c> {
                 attempts: 0,
                 previous_wait: None,
                 ticket: None,
+                in_flight: false,
+                permit_since: None,
+                waiting: false,
+                waits: 0,
                 rng: JitterRng::seeded(stream_seed(config.seed, u64::from(i) + 1)),
             })
             .collect();
@@ -160,13 +296,18 @@ impl<'c> Run<'c> {
             version: 0,
             tick: 0,
             served: 0,
+            end: Duration::ZERO,
+            busy: 0,
             attempts: 0,
             succeeded: 0,
             exhausted: 0,
             budget_stopped: 0,
             breaker_stopped: 0,
             deadline_stopped: 0,
+            throttled: 0,
+            bulkhead_stopped: 0,
             breaker_trips: 0,
+            limits,
             completions: Vec::new(),
             arrivals: Vec::new(),
             retry_arrivals: Vec::new(),
@@ -183,8 +324,25 @@ impl<'c> Run<'c> {
     pub(super) fn run_to_end(&mut self) {
         while let Some((now, event)) = self.queue.pop() {
             self.now = now;
+            let ended = self.ended();
             self.handle(event);
+            // Late replies to attempts that timed out come after their
+            // client is done: the run ends with the last client, not them.
+            if self.ended() != ended {
+                self.end = now;
+            }
         }
+    }
+
+    /// Clients done so far, one way or the other.
+    fn ended(&self) -> u32 {
+        self.succeeded
+            + self.exhausted
+            + self.budget_stopped
+            + self.breaker_stopped
+            + self.deadline_stopped
+            + self.throttled
+            + self.bulkhead_stopped
     }
 
     /// Schedules `event` one network leg from now.
@@ -201,45 +359,141 @@ impl<'c> Run<'c> {
                 let version = self.version;
                 self.send(Event::ReadReply { client, version });
             }
-            Event::ReadReply { client, version } => self.send(Event::Arrives { client, version }),
-            Event::Arrives { client, version } => self.arrive(client, version),
-            Event::Reply { client, ok } => self.reply(client, ok),
+            Event::ReadReply { client, version } => {
+                let attempt = self.clients[client as usize].attempts;
+                self.send(Event::Arrives { client, version, attempt });
+            }
+            Event::Arrives { client, version, attempt } => self.arrive(client, version, attempt),
+            Event::Done { client, attempt } => {
+                self.busy = self.busy.saturating_sub(1);
+                self.send(Event::Reply { client, ok: true, attempt });
+            }
+            Event::Reply { client, ok, attempt } => {
+                // A reply to an attempt that timed out comes too late to matter.
+                if self.is_current(client, attempt) {
+                    self.reply(client, ok);
+                }
+            }
+            Event::TimedOut { client, attempt } => {
+                if self.is_current(client, attempt) {
+                    self.reply(client, false);
+                }
+            }
+            Event::WaitOver { client, wait, deadline } => self.wait_over(client, wait, deadline),
         }
     }
 
+    /// Admission, in the retry loop's order: the throttle, the breaker,
+    /// the bulkhead (which may queue the attempt), then the first leg.
     fn start(&mut self, client: u32) {
         let now = self.now;
         let state = &mut self.clients[client as usize];
         state.attempts += 1;
         if let Some(guards) = &mut self.guards {
-            let (admission, transition) = guards.breaker.admit(now);
-            self.breaker_trips += trips(transition);
-            match admission {
-                Admission::Allowed(ticket) => {
-                    state.ticket = Some(ticket);
-                    if state.attempts == 1 {
-                        guards.budget.on_first_attempt();
-                    }
-                }
-                Admission::Rejected => {
-                    // Fail fast: no load on the dependency, and the call ends.
-                    self.breaker_stopped += 1;
+            if let Some(throttle) = &mut guards.throttle {
+                if !throttle.admit(now) {
+                    // Refused locally: no load, and the call ends.
+                    self.throttled += 1;
                     return;
                 }
             }
+            if let Some(breaker) = &mut guards.breaker {
+                let (admission, transition) = breaker.admit(now);
+                self.breaker_trips += trips(transition);
+                match admission {
+                    Admission::Allowed(ticket) => state.ticket = Some(ticket),
+                    Admission::Rejected => {
+                        // Fail fast: no load on the dependency, and the call ends.
+                        self.breaker_stopped += 1;
+                        return;
+                    }
+                }
+            }
+            if state.attempts == 1 {
+                guards.budget.on_first_attempt();
+            }
+            if let Some(permits) = &mut guards.bulkhead {
+                if !permits.try_take() {
+                    // Queued: no attempt reaches the dependency while it waits.
+                    permits.waiting.push_back(client);
+                    state.waiting = true;
+                    state.waits += 1;
+                    let max_wait = permits.max_wait.map(|wait| now.saturating_add(wait));
+                    // When both fall on the same instant, the deadline wins.
+                    let over = match (max_wait, self.config.deadline) {
+                        (Some(wait), Some(deadline)) if wait < deadline => Some((wait, false)),
+                        (_, Some(deadline)) => Some((deadline, true)),
+                        (Some(wait), None) => Some((wait, false)),
+                        (None, None) => None,
+                    };
+                    if let Some((at, deadline)) = over {
+                        let wait = state.waits;
+                        self.queue.push(at.max(now), Event::WaitOver { client, wait, deadline });
+                    }
+                    return;
+                }
+                state.permit_since = Some(now);
+            }
         }
+        self.launch(client);
+    }
+
+    /// The attempt's first leg leaves (and in a brownout, its timeout starts).
+    fn launch(&mut self, client: u32) {
+        let state = &mut self.clients[client as usize];
+        state.in_flight = true;
+        let attempt = state.attempts;
         match self.config.model {
             Model::Contention => self.send(Event::ReadArrives(client)),
-            Model::Overload { .. } => self.send(Event::Arrives { client, version: 0 }),
+            Model::Overload { .. } => self.send(Event::Arrives { client, version: 0, attempt }),
+            Model::Brownout { timeout, .. } => {
+                self.queue.push(self.now.saturating_add(timeout), Event::TimedOut { client, attempt });
+                self.send(Event::Arrives { client, version: 0, attempt });
+            }
+        }
+    }
+
+    /// Whether `attempt` is the client's attempt still waiting for its answer.
+    fn is_current(&self, client: u32, attempt: u32) -> bool {
+        let state = &self.clients[client as usize];
+        state.in_flight && state.attempts == attempt
+    }
+
+    /// A queued client gives up waiting for a permit, if it still waits.
+    fn wait_over(&mut self, client: u32, wait: u64, deadline: bool) {
+        let state = &mut self.clients[client as usize];
+        if !state.waiting || state.waits != wait {
+            return;
+        }
+        state.waiting = false;
+        if let Some(permits) = self.guards.as_mut().and_then(|g| g.bulkhead.as_mut()) {
+            permits.waiting.retain(|&queued| queued != client);
+        }
+        if deadline {
+            self.deadline_stopped += 1;
+        } else {
+            self.bulkhead_stopped += 1;
+        }
+    }
+
+    /// Hands free permits to the clients queued for them, in order.
+    fn admit_waiters(&mut self) {
+        loop {
+            let Some(next) = self.guards.as_mut().and_then(|g| g.bulkhead.as_mut()?.next_waiter()) else {
+                return;
+            };
+            let state = &mut self.clients[next as usize];
+            state.waiting = false;
+            state.permit_since = Some(self.now);
+            self.launch(next);
         }
     }
 
     /// The attempt reaches the dependency, which decides it.
-    fn arrive(&mut self, client: u32, version: u64) {
+    fn arrive(&mut self, client: u32, version: u64, attempt: u32) {
         let now = self.now;
         self.attempts += 1;
         self.arrivals.push(now);
-        let attempt = self.clients[client as usize].attempts;
         if attempt >= 2 {
             self.retry_arrivals.push(now);
         }
@@ -267,8 +521,17 @@ impl<'c> Run<'c> {
                 }
                 room
             }
+            Model::Brownout { capacity, service_time, .. } => {
+                self.busy += 1;
+                // `validate` rejected a zero capacity.
+                let load = (f64::from(self.busy) / f64::from(capacity)).max(1.0);
+                let work =
+                    Duration::try_from_secs_f64(service_time.as_secs_f64() * load).unwrap_or(Duration::MAX);
+                self.queue.push(now.saturating_add(work), Event::Done { client, attempt });
+                return;
+            }
         };
-        self.send(Event::Reply { client, ok });
+        self.send(Event::Reply { client, ok, attempt });
     }
 
     /// The reply reaches the client: done, or the library's own retry
@@ -276,30 +539,53 @@ impl<'c> Run<'c> {
     fn reply(&mut self, client: u32, ok: bool) {
         let now = self.now;
         let state = &mut self.clients[client as usize];
+        state.in_flight = false;
         // The deadline cuts an attempt still running when it passes (its
         // reply comes too late), as the retry loop's timer does.
         let cut = self.config.deadline.is_some_and(|deadline| now > deadline);
         // A stale write is a conflict: retried, but it says nothing about
-        // the dependency's health. An overloaded dependency's refusal is transient.
+        // the dependency's health. An overloaded dependency's refusal and a
+        // timeout are transient.
         let class = match self.config.model {
             Model::Contention => ErrorClass::Conflict,
-            Model::Overload { .. } => ErrorClass::Transient,
+            Model::Overload { .. } | Model::Brownout { .. } => ErrorClass::Transient,
         };
         let ticket = state.ticket.take();
-        if let (Some(guards), Some(ticket)) = (&mut self.guards, ticket) {
-            // What the retry loop tells its breaker (see `execution::outcome_of`).
-            let outcome = if cut || (!ok && class.is_failure()) {
-                Outcome::Failure
-            } else if ok {
-                Outcome::Success
-            } else {
-                Outcome::Neutral
-            };
-            self.breaker_trips += trips(guards.breaker.record(ticket, outcome, now));
+        let permit_since = state.permit_since.take();
+        if let Some(guards) = &mut self.guards {
+            if let (Some(breaker), Some(ticket)) = (&mut guards.breaker, ticket) {
+                // What the retry loop tells its breaker (see `execution::outcome_of`).
+                let outcome = if cut || (!ok && class.is_failure()) {
+                    Outcome::Failure
+                } else if ok {
+                    Outcome::Success
+                } else {
+                    Outcome::Neutral
+                };
+                self.breaker_trips += trips(breaker.record(ticket, outcome, now));
+            }
             if ok && !cut {
                 guards.budget.deposit();
             }
+            // What the retry loop tells the throttle and the bulkhead: an
+            // accept for an answer that is not overload (a conflict is
+            // one); a sample for any answer, every retryable error an
+            // overload signal; a cut attempt says nothing.
+            if let Some(throttle) = &mut guards.throttle {
+                if !cut && (ok || !class.is_failure()) {
+                    throttle.accept(now);
+                }
+            }
+            if let (Some(permits), Some(since)) = (&mut guards.bulkhead, permit_since) {
+                let before = permits.limit();
+                permits.give_back((!cut).then(|| (now.saturating_sub(since), !ok && class.is_retryable())));
+                let after = permits.limit();
+                if after != before {
+                    self.limits.push((now, after));
+                }
+            }
         }
+        self.admit_waiters();
         if cut {
             self.deadline_stopped += 1;
             return;
@@ -312,7 +598,7 @@ impl<'c> Run<'c> {
         let mut answers = ClientAnswers {
             config: self.config,
             backoff: self.backoff.as_ref(),
-            client: state,
+            client: &mut self.clients[client as usize],
             guards: self.guards.as_mut(),
             now,
         };
@@ -348,7 +634,10 @@ impl<'c> Run<'c> {
             budget_stopped: self.budget_stopped,
             breaker_stopped: self.breaker_stopped,
             deadline_stopped: self.deadline_stopped,
+            throttled: self.throttled,
+            bulkhead_stopped: self.bulkhead_stopped,
             breaker_trips: self.breaker_trips,
+            limits: self.limits,
             completions: self.completions,
             arrivals: self.arrivals,
             retry_arrivals: self.retry_arrivals,
@@ -356,7 +645,7 @@ impl<'c> Run<'c> {
             bucket: self.config.bucket,
             peak_load,
             retry_peak,
-            end: self.now,
+            end: self.end,
         }
     }
 }
@@ -389,7 +678,7 @@ impl Answers for ClientAnswers<'_> {
     }
 
     fn breaker_open_for(&self) -> Option<Duration> {
-        let until = self.guards.as_ref()?.breaker.open_until()?;
+        let until = self.guards.as_ref()?.breaker.as_ref()?.open_until()?;
         Some(until.saturating_sub(self.now)).filter(|open| !open.is_zero())
     }
 

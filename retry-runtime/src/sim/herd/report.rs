@@ -37,8 +37,17 @@ pub struct HerdReport {
     /// Clients stopped by their deadline: the next wait would have ended at
     /// or past it, or a reply came after it.
     pub deadline_stopped: u32,
+    /// Clients whose attempt the client-side throttle refused ([`Strategy::Adaptive`]
+    /// only): refused locally, with no load, and the call ends.
+    pub throttled: u32,
+    /// Clients that waited `max_wait` for a bulkhead permit without getting
+    /// one ([`Strategy::Adaptive`] only, with a `max_wait`).
+    pub bulkhead_stopped: u32,
     /// How many times the breaker opened.
     pub breaker_trips: u32,
+    /// The bulkhead's limit over time ([`Strategy::Adaptive`] only, else
+    /// empty): where it started, then `(when, new limit)` at every change.
+    pub limits: Vec<(Duration, u32)>,
     /// Completion time of every client that succeeded, sorted.
     pub completions: Vec<Duration>,
     /// When each attempt arrived at the dependency, in order (the chart's data).
