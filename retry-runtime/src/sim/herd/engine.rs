@@ -1,29 +1,25 @@
 //! The event loop of a herd simulation: clients as small state machines,
 //! every network leg and every backoff wait an event on virtual time.
 
-use std::collections::VecDeque;
 use std::time::Duration;
 
+use rand::SeedableRng;
 use rand::rngs::SmallRng;
-use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Normal};
 
 use super::config::{HerdConfig, Model, Strategy};
-use super::report::HerdReport;
+use super::guards::{Budget, Guards, Permits, Throttling, trips};
 use crate::backoff::{Backoff, Jitter, JitterRng, stream_seed};
-use crate::breaker::{Admission, BreakerCore, BreakerState, Outcome, Ticket, Transition};
-use crate::budget::{BudgetConfig, RatioBudget, RatioWindow, RetryBudget};
-use crate::bulkhead::{BulkheadConfig, LimitCore};
+use crate::breaker::{BreakerCore, Outcome, Ticket};
 use crate::classify::ErrorClass;
 use crate::config::ConfigError;
 use crate::decision::{Answers, Decision, StopReason, decide};
-use crate::sim::peak_in_bucket;
 use crate::sim::queue::EventQueue;
-use crate::throttle::{ThrottleConfig, ThrottleWindow};
+use crate::throttle::ThrottleWindow;
 
 /// Something that happens to one client at one instant.
 #[derive(Debug, Clone, Copy)]
-enum Event {
+pub(super) enum Event {
     /// The client starts an attempt: asks the breaker, sends the first leg.
     Start(u32),
     /// Contention: the read reaches the dependency.
@@ -47,192 +43,57 @@ enum Event {
 }
 
 #[derive(Debug)]
-struct Client {
-    attempts: u32,
-    previous_wait: Option<Duration>,
-    ticket: Option<Ticket>,
+pub(super) struct Client {
+    pub(super) attempts: u32,
+    pub(super) previous_wait: Option<Duration>,
+    pub(super) ticket: Option<Ticket>,
     /// Whether its latest attempt is out, waiting for a reply.
-    in_flight: bool,
+    pub(super) in_flight: bool,
     /// While the client holds a bulkhead permit: when its attempt started.
-    permit_since: Option<Duration>,
+    pub(super) permit_since: Option<Duration>,
     /// Whether the client is queued for a bulkhead permit.
-    waiting: bool,
+    pub(super) waiting: bool,
     /// How many times it has queued: tells a current `WaitOver` from a stale one.
-    waits: u64,
-    rng: JitterRng,
-}
-
-/// The guards shared by all clients: [`Strategy::Recommended`]'s breaker
-/// and budget, [`Strategy::Adaptive`]'s budget, throttle and bulkhead.
-#[derive(Debug)]
-struct Guards {
-    breaker: Option<BreakerCore>,
-    budget: Budget,
-    throttle: Option<Throttling>,
-    bulkhead: Option<Permits>,
-}
-
-/// The library's client-side throttle on virtual time: its pure window,
-/// and seeded draws.
-#[derive(Debug)]
-struct Throttling {
-    config: ThrottleConfig,
-    window: ThrottleWindow,
-    draws: SmallRng,
-}
-
-impl Throttling {
-    /// Counts a request and says whether it may go out, as
-    /// [`Throttle::admit`](crate::Throttle::admit) does: a draw against the
-    /// refusal probability, taken only when that is above zero.
-    fn admit(&mut self, now: Duration) -> bool {
-        let p = self.window.refusal_probability(&self.config, now);
-        self.window.request(&self.config, now);
-        p == 0.0 || self.draws.random::<f64>() >= p
-    }
-
-    fn accept(&mut self, now: Duration) {
-        self.window.accept(&self.config, now);
-    }
-}
-
-/// A bulkhead on virtual time: the library's limit core moved by the same
-/// samples the real bulkhead takes, permits counted, waiters served first
-/// come, first served (as tokio's fair semaphore serves them).
-#[derive(Debug)]
-struct Permits {
-    core: Option<LimitCore>,
-    max: u32,
-    max_wait: Option<Duration>,
-    in_use: u32,
-    waiting: VecDeque<u32>,
-}
-
-impl Permits {
-    fn new(config: BulkheadConfig) -> Self {
-        Permits {
-            core: config.adaptive.map(|adaptive| LimitCore::new(adaptive, config.max_concurrent)),
-            max: config.max_concurrent,
-            max_wait: config.max_wait,
-            in_use: 0,
-            waiting: VecDeque::new(),
-        }
-    }
-
-    fn limit(&self) -> u32 {
-        self.core.as_ref().map_or(self.max, LimitCore::limit)
-    }
-
-    /// A permit now, if one is free (nobody is queued ahead).
-    fn try_take(&mut self) -> bool {
-        let free = self.waiting.is_empty() && self.in_use < self.limit();
-        self.in_use += u32::from(free);
-        free
-    }
-
-    /// Gives a permit back; an attempt that got an answer is a sample
-    /// `(rtt, overload)` for the limit, taken while the permit is still
-    /// counted in flight, as the real bulkhead takes it. Permits in use are
-    /// never taken away: after a shrink, no one is admitted until fewer
-    /// than the new limit are in use.
-    fn give_back(&mut self, sample: Option<(Duration, bool)>) {
-        if let (Some(core), Some((rtt, overload))) = (&mut self.core, sample) {
-            core.sample(rtt, overload, self.in_use);
-        }
-        self.in_use = self.in_use.saturating_sub(1);
-    }
-
-    /// The next waiter, with its permit taken, if the limit has room.
-    fn next_waiter(&mut self) -> Option<u32> {
-        if self.in_use >= self.limit() {
-            return None;
-        }
-        let client = self.waiting.pop_front()?;
-        self.in_use += 1;
-        Some(client)
-    }
-}
-
-/// The library's budget on virtual time: the ratio form's pure window, or
-/// a token bucket (which reads no clock).
-#[derive(Debug)]
-enum Budget {
-    Ratio { config: RatioBudget, first_attempts: u64, window: RatioWindow },
-    Bucket(Box<RetryBudget>),
-}
-
-impl Budget {
-    fn new(config: BudgetConfig) -> Result<Self, ConfigError> {
-        config.validate().map_err(|e| ConfigError::new("budget", e.to_string()))?;
-        Ok(match config {
-            BudgetConfig::Ratio(config) => {
-                Budget::Ratio { config, first_attempts: 0, window: RatioWindow::new(Duration::ZERO, 0) }
-            }
-            other => Budget::Bucket(Box::new(
-                RetryBudget::new("sim", other).map_err(|e| ConfigError::new("budget", e.to_string()))?,
-            )),
-        })
-    }
-
-    fn on_first_attempt(&mut self) {
-        match self {
-            Budget::Ratio { first_attempts, .. } => *first_attempts += 1,
-            Budget::Bucket(bucket) => bucket.on_first_attempt(),
-        }
-    }
-
-    fn deposit(&mut self) {
-        if let Budget::Bucket(bucket) = self {
-            bucket.deposit();
-        }
-    }
-
-    fn try_withdraw(&mut self, now: Duration) -> bool {
-        match self {
-            Budget::Ratio { config, first_attempts, window } => {
-                window.try_withdraw(config, now, *first_attempts)
-            }
-            Budget::Bucket(bucket) => bucket.try_withdraw(),
-        }
-    }
+    pub(super) waits: u64,
+    pub(super) rng: JitterRng,
 }
 
 #[derive(Debug)]
 pub(super) struct Run<'c> {
-    config: &'c HerdConfig,
-    strategy: Strategy,
+    pub(super) config: &'c HerdConfig,
+    pub(super) strategy: Strategy,
     /// `None` never waits.
-    backoff: Option<Backoff>,
-    guards: Option<Guards>,
-    clients: Vec<Client>,
-    queue: EventQueue<Event>,
-    now: Duration,
-    network: SmallRng,
-    leg: Normal<f64>,
+    pub(super) backoff: Option<Backoff>,
+    pub(super) guards: Option<Guards>,
+    pub(super) clients: Vec<Client>,
+    pub(super) queue: EventQueue<Event>,
+    pub(super) now: Duration,
+    pub(super) network: SmallRng,
+    pub(super) leg: Normal<f64>,
     /// Contention: the row's version.
-    version: u64,
+    pub(super) version: u64,
     /// Overload: the current tick and how many requests it has served.
-    tick: u128,
-    served: u32,
+    pub(super) tick: u128,
+    pub(super) served: u32,
     /// When the last client to finish did.
-    end: Duration,
+    pub(super) end: Duration,
     /// Brownout: requests the dependency is working on.
-    busy: u32,
+    pub(super) busy: u32,
     // Tallies.
-    attempts: u64,
-    succeeded: u32,
-    exhausted: u32,
-    budget_stopped: u32,
-    breaker_stopped: u32,
-    deadline_stopped: u32,
-    throttled: u32,
-    bulkhead_stopped: u32,
-    breaker_trips: u32,
-    limits: Vec<(Duration, u32)>,
-    completions: Vec<Duration>,
-    arrivals: Vec<Duration>,
-    retry_arrivals: Vec<Duration>,
-    first_retries: Vec<Duration>,
+    pub(super) attempts: u64,
+    pub(super) succeeded: u32,
+    pub(super) exhausted: u32,
+    pub(super) budget_stopped: u32,
+    pub(super) breaker_stopped: u32,
+    pub(super) deadline_stopped: u32,
+    pub(super) throttled: u32,
+    pub(super) bulkhead_stopped: u32,
+    pub(super) breaker_trips: u32,
+    pub(super) limits: Vec<(Duration, u32)>,
+    pub(super) completions: Vec<Duration>,
+    pub(super) arrivals: Vec<Duration>,
+    pub(super) retry_arrivals: Vec<Duration>,
+    pub(super) first_retries: Vec<Duration>,
 }
 
 impl<'c> Run<'c> {
@@ -346,7 +207,7 @@ impl<'c> Run<'c> {
     }
 
     /// Schedules `event` one network leg from now.
-    fn send(&mut self, event: Event) {
+    pub(super) fn send(&mut self, event: Event) {
         let ms = self.leg.sample(&mut self.network).abs();
         let leg = Duration::try_from_secs_f64(ms / 1000.0).unwrap_or(Duration::MAX);
         self.queue.push(self.now.saturating_add(leg), event);
@@ -383,160 +244,9 @@ impl<'c> Run<'c> {
         }
     }
 
-    /// Admission, in the retry loop's order: the throttle, the breaker,
-    /// the bulkhead (which may queue the attempt), then the first leg.
-    fn start(&mut self, client: u32) {
-        let now = self.now;
-        let state = &mut self.clients[client as usize];
-        state.attempts += 1;
-        if let Some(guards) = &mut self.guards {
-            if let Some(throttle) = &mut guards.throttle {
-                if !throttle.admit(now) {
-                    // Refused locally: no load, and the call ends.
-                    self.throttled += 1;
-                    return;
-                }
-            }
-            if let Some(breaker) = &mut guards.breaker {
-                let (admission, transition) = breaker.admit(now);
-                self.breaker_trips += trips(transition);
-                match admission {
-                    Admission::Allowed(ticket) => state.ticket = Some(ticket),
-                    Admission::Rejected => {
-                        // Fail fast: no load on the dependency, and the call ends.
-                        self.breaker_stopped += 1;
-                        return;
-                    }
-                }
-            }
-            if state.attempts == 1 {
-                guards.budget.on_first_attempt();
-            }
-            if let Some(permits) = &mut guards.bulkhead {
-                if !permits.try_take() {
-                    // Queued: no attempt reaches the dependency while it waits.
-                    permits.waiting.push_back(client);
-                    state.waiting = true;
-                    state.waits += 1;
-                    let max_wait = permits.max_wait.map(|wait| now.saturating_add(wait));
-                    // When both fall on the same instant, the deadline wins.
-                    let over = match (max_wait, self.config.deadline) {
-                        (Some(wait), Some(deadline)) if wait < deadline => Some((wait, false)),
-                        (_, Some(deadline)) => Some((deadline, true)),
-                        (Some(wait), None) => Some((wait, false)),
-                        (None, None) => None,
-                    };
-                    if let Some((at, deadline)) = over {
-                        let wait = state.waits;
-                        self.queue.push(at.max(now), Event::WaitOver { client, wait, deadline });
-                    }
-                    return;
-                }
-                state.permit_since = Some(now);
-            }
-        }
-        self.launch(client);
-    }
-
-    /// The attempt's first leg leaves (and in a brownout, its timeout starts).
-    fn launch(&mut self, client: u32) {
-        let state = &mut self.clients[client as usize];
-        state.in_flight = true;
-        let attempt = state.attempts;
-        match self.config.model {
-            Model::Contention => self.send(Event::ReadArrives(client)),
-            Model::Overload { .. } => self.send(Event::Arrives { client, version: 0, attempt }),
-            Model::Brownout { timeout, .. } => {
-                self.queue.push(self.now.saturating_add(timeout), Event::TimedOut { client, attempt });
-                self.send(Event::Arrives { client, version: 0, attempt });
-            }
-        }
-    }
-
-    /// Whether `attempt` is the client's attempt still waiting for its answer.
-    fn is_current(&self, client: u32, attempt: u32) -> bool {
-        let state = &self.clients[client as usize];
-        state.in_flight && state.attempts == attempt
-    }
-
-    /// A queued client gives up waiting for a permit, if it still waits.
-    fn wait_over(&mut self, client: u32, wait: u64, deadline: bool) {
-        let state = &mut self.clients[client as usize];
-        if !state.waiting || state.waits != wait {
-            return;
-        }
-        state.waiting = false;
-        if let Some(permits) = self.guards.as_mut().and_then(|g| g.bulkhead.as_mut()) {
-            permits.waiting.retain(|&queued| queued != client);
-        }
-        if deadline {
-            self.deadline_stopped += 1;
-        } else {
-            self.bulkhead_stopped += 1;
-        }
-    }
-
-    /// Hands free permits to the clients queued for them, in order.
-    fn admit_waiters(&mut self) {
-        loop {
-            let Some(next) = self.guards.as_mut().and_then(|g| g.bulkhead.as_mut()?.next_waiter()) else {
-                return;
-            };
-            let state = &mut self.clients[next as usize];
-            state.waiting = false;
-            state.permit_since = Some(self.now);
-            self.launch(next);
-        }
-    }
-
-    /// The attempt reaches the dependency, which decides it.
-    fn arrive(&mut self, client: u32, version: u64, attempt: u32) {
-        let now = self.now;
-        self.attempts += 1;
-        self.arrivals.push(now);
-        if attempt >= 2 {
-            self.retry_arrivals.push(now);
-        }
-        if attempt == 2 {
-            self.first_retries.push(now);
-        }
-        let ok = match self.config.model {
-            Model::Contention => {
-                let fresh = version == self.version;
-                if fresh {
-                    self.version += 1;
-                }
-                fresh
-            }
-            Model::Overload { capacity, tick } => {
-                // `validate` rejected a zero tick.
-                let index = now.as_nanos() / tick.as_nanos();
-                if index != self.tick {
-                    self.tick = index;
-                    self.served = 0;
-                }
-                let room = self.served < capacity;
-                if room {
-                    self.served += 1;
-                }
-                room
-            }
-            Model::Brownout { capacity, service_time, .. } => {
-                self.busy += 1;
-                // `validate` rejected a zero capacity.
-                let load = (f64::from(self.busy) / f64::from(capacity)).max(1.0);
-                let work =
-                    Duration::try_from_secs_f64(service_time.as_secs_f64() * load).unwrap_or(Duration::MAX);
-                self.queue.push(now.saturating_add(work), Event::Done { client, attempt });
-                return;
-            }
-        };
-        self.send(Event::Reply { client, ok, attempt });
-    }
-
     /// The reply reaches the client: done, or the library's own retry
     /// decision ([`decide`]) says whether and when to try again.
-    fn reply(&mut self, client: u32, ok: bool) {
+    pub(super) fn reply(&mut self, client: u32, ok: bool) {
         let now = self.now;
         let state = &mut self.clients[client as usize];
         state.in_flight = false;
@@ -619,35 +329,6 @@ impl<'c> Run<'c> {
             },
         }
     }
-
-    pub(super) fn report(mut self) -> HerdReport {
-        self.completions.sort_unstable();
-        let peak_load = peak_in_bucket(&self.arrivals, self.config.bucket);
-        let retry_peak = peak_in_bucket(&self.retry_arrivals, self.config.bucket);
-        HerdReport {
-            strategy: self.strategy,
-            model: self.config.model,
-            clients: self.config.clients,
-            attempts: self.attempts,
-            succeeded: self.succeeded,
-            exhausted: self.exhausted,
-            budget_stopped: self.budget_stopped,
-            breaker_stopped: self.breaker_stopped,
-            deadline_stopped: self.deadline_stopped,
-            throttled: self.throttled,
-            bulkhead_stopped: self.bulkhead_stopped,
-            breaker_trips: self.breaker_trips,
-            limits: self.limits,
-            completions: self.completions,
-            arrivals: self.arrivals,
-            retry_arrivals: self.retry_arrivals,
-            first_retries: self.first_retries,
-            bucket: self.config.bucket,
-            peak_load,
-            retry_peak,
-            end: self.end,
-        }
-    }
 }
 
 /// One client's answers to the retry decision's questions, at `now`.
@@ -694,11 +375,6 @@ pub(crate) fn nanos(n: u128) -> Duration {
     Duration::new(secs, (n % 1_000_000_000) as u32)
 }
 
-fn millis(d: Duration) -> f64 {
+pub(super) fn millis(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
-}
-
-/// 1 if the transition opened the breaker.
-fn trips(transition: Option<Transition>) -> u32 {
-    u32::from(matches!(transition, Some((_, BreakerState::Open))))
 }

@@ -25,8 +25,11 @@
 //! [`LimitCore`]: crate::LimitCore
 //! [`ThrottleWindow`]: crate::ThrottleWindow
 
+mod admission;
 mod config;
+mod dependency;
 mod engine;
+mod guards;
 mod report;
 #[cfg(test)]
 mod targets;

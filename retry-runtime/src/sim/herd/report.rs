@@ -144,3 +144,35 @@ impl HerdReport {
         buckets.into_iter().map(|(index, count)| (nanos(index.saturating_mul(width)), count)).collect()
     }
 }
+
+impl super::engine::Run<'_> {
+    /// The run's report, once every event is processed.
+    pub(super) fn report(mut self) -> HerdReport {
+        self.completions.sort_unstable();
+        let peak_load = peak_in_bucket(&self.arrivals, self.config.bucket);
+        let retry_peak = peak_in_bucket(&self.retry_arrivals, self.config.bucket);
+        HerdReport {
+            strategy: self.strategy,
+            model: self.config.model,
+            clients: self.config.clients,
+            attempts: self.attempts,
+            succeeded: self.succeeded,
+            exhausted: self.exhausted,
+            budget_stopped: self.budget_stopped,
+            breaker_stopped: self.breaker_stopped,
+            deadline_stopped: self.deadline_stopped,
+            throttled: self.throttled,
+            bulkhead_stopped: self.bulkhead_stopped,
+            breaker_trips: self.breaker_trips,
+            limits: self.limits,
+            completions: self.completions,
+            arrivals: self.arrivals,
+            retry_arrivals: self.retry_arrivals,
+            first_retries: self.first_retries,
+            bucket: self.config.bucket,
+            peak_load,
+            retry_peak,
+            end: self.end,
+        }
+    }
+}
