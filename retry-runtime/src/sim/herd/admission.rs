@@ -15,7 +15,7 @@ impl Run<'_> {
         state.attempts += 1;
         if let Some(guards) = &mut self.guards {
             if let Some(throttle) = &mut guards.throttle {
-                if !throttle.admit(now) {
+                if !throttle.admit(now).0 {
                     // Refused locally: no load, and the call ends.
                     self.throttled += 1;
                     return;

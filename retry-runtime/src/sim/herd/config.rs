@@ -135,14 +135,11 @@ pub enum Strategy {
     ///   fails everything: the limit bounds the load at any instant, the
     ///   budget the work over time.
     /// - **The SRE client-side throttle** only if [`HerdConfig::throttle`]
-    ///   is set, which it is not by default: a throttle that has seen no
-    ///   answer yet refuses a burst (after `r` requests and no accept, the
-    ///   refusal probability is `r / (r + 1)`), so a herd that starts
-    ///   together is refused locally and those calls end: with the
-    ///   default throttle, nearly the whole herd gives up that way. It is
-    ///   made for steady traffic, whose answers fill its two-minute
-    ///   window; against a herd the limit already holds the load to what
-    ///   the dependency answers.
+    ///   is set, which it is not by default: it is for a dependency that
+    ///   refuses most of what it is sent, and with the limit holding the
+    ///   load to what the dependency answers these models never get there
+    ///   (switched on, it refuses nothing of a herd at N = 100: requests
+    ///   count once answered, so a cold start is not refused either).
     ///
     /// No breaker: in these models the dependency is never down, and a
     /// breaker opened by the first wave fails the clients behind it (see

@@ -8,14 +8,14 @@ use rand::rngs::SmallRng;
 use rand_distr::{Distribution, Normal};
 
 use super::config::{HerdConfig, Model, Strategy};
-use super::guards::{Budget, Guards, Permits, Throttling, trips};
+use super::guards::{Budget, Guards, Permits, trips};
 use crate::backoff::{Backoff, Jitter, JitterRng, stream_seed};
 use crate::breaker::{BreakerCore, Outcome, Ticket};
 use crate::classify::ErrorClass;
 use crate::config::ConfigError;
 use crate::decision::{Answers, Decision, StopReason, decide};
 use crate::sim::queue::EventQueue;
-use crate::throttle::ThrottleWindow;
+use crate::throttle::ThrottleCore;
 
 /// Something that happens to one client at one instant.
 #[derive(Debug, Clone, Copy)]
@@ -116,11 +116,12 @@ impl<'c> Run<'c> {
             Strategy::Adaptive => Some(Guards {
                 breaker: None,
                 budget: Budget::new(config.budget)?,
-                throttle: config.throttle.map(|config| Throttling {
-                    config,
-                    window: ThrottleWindow::default(),
+                throttle: config.throttle.map(|config| {
                     // A stream of its own, past every client's.
-                    draws: SmallRng::seed_from_u64(stream_seed(seed, u64::from(u32::MAX) + 1)),
+                    ThrottleCore::new(
+                        config,
+                        SmallRng::seed_from_u64(stream_seed(seed, u64::from(u32::MAX) + 1)),
+                    )
                 }),
                 bulkhead: Some(Permits::new(config.bulkhead)),
             }),
@@ -277,14 +278,12 @@ impl<'c> Run<'c> {
             if ok && !cut {
                 guards.budget.deposit();
             }
-            // What the retry loop tells the throttle and the bulkhead: an
-            // accept for an answer that is not overload (a conflict is
-            // one); a sample for any answer, every retryable error an
-            // overload signal; a cut attempt says nothing.
+            // What the retry loop tells the throttle and the bulkhead: the
+            // request, an accept if the answer is not overload (a conflict
+            // is one; a cut attempt is not); a sample for any answer, every
+            // retryable error an overload signal, a cut attempt none.
             if let Some(throttle) = &mut guards.throttle {
-                if !cut && (ok || !class.is_failure()) {
-                    throttle.accept(now);
-                }
+                throttle.answered(now, !cut && (ok || !class.is_failure()));
             }
             if let (Some(permits), Some(since)) = (&mut guards.bulkhead, permit_since) {
                 let before = permits.limit();

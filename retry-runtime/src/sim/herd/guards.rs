@@ -5,14 +5,11 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use rand::RngExt;
-use rand::rngs::SmallRng;
-
 use crate::breaker::{BreakerCore, BreakerState, Transition};
 use crate::budget::{BudgetConfig, RatioBudget, RatioWindow, RetryBudget};
 use crate::bulkhead::{BulkheadConfig, LimitCore};
 use crate::config::ConfigError;
-use crate::throttle::{ThrottleConfig, ThrottleWindow};
+use crate::throttle::ThrottleCore;
 
 /// The guards shared by all clients: [`Strategy::Recommended`](super::Strategy::Recommended)'s breaker
 /// and budget, [`Strategy::Adaptive`](super::Strategy::Adaptive)'s budget, throttle and bulkhead.
@@ -20,32 +17,9 @@ use crate::throttle::{ThrottleConfig, ThrottleWindow};
 pub(super) struct Guards {
     pub(super) breaker: Option<BreakerCore>,
     pub(super) budget: Budget,
-    pub(super) throttle: Option<Throttling>,
+    /// The library's client-side throttle, on virtual time.
+    pub(super) throttle: Option<ThrottleCore>,
     pub(super) bulkhead: Option<Permits>,
-}
-
-/// The library's client-side throttle on virtual time: its pure window,
-/// and seeded draws.
-#[derive(Debug)]
-pub(super) struct Throttling {
-    pub(super) config: ThrottleConfig,
-    pub(super) window: ThrottleWindow,
-    pub(super) draws: SmallRng,
-}
-
-impl Throttling {
-    /// Counts a request and says whether it may go out, as
-    /// [`Throttle::admit`](crate::Throttle::admit) does: a draw against the
-    /// refusal probability, taken only when that is above zero.
-    pub(super) fn admit(&mut self, now: Duration) -> bool {
-        let p = self.window.refusal_probability(&self.config, now);
-        self.window.request(&self.config, now);
-        p == 0.0 || self.draws.random::<f64>() >= p
-    }
-
-    pub(super) fn accept(&mut self, now: Duration) {
-        self.window.accept(&self.config, now);
-    }
 }
 
 /// A bulkhead on virtual time: the library's limit core moved by the same
