@@ -492,7 +492,7 @@ async fn query(hold: Duration) -> Result<(), Flaky> {
 #[tokio::test(start_paused = true)]
 async fn the_named_bulkhead_rejects_what_it_cannot_admit() {
     let registry = Registry::new();
-    let config = BulkheadConfig { max_concurrent: 1, max_wait: Some(ms(10)) };
+    let config = BulkheadConfig { max_concurrent: 1, max_wait: Some(ms(10)), ..Default::default() };
     registry.declare_bulkhead("attribute-db", config).unwrap();
 
     let (first, second) = registry.scope(async { tokio::join!(query(ms(50)), query(ms(50))) }).await;

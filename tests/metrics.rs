@@ -160,7 +160,12 @@ fn the_budget_gauge_follows_withdrawals_and_deposits() {
 fn the_bulkhead_gauge_counts_permits_in_use() {
     let metrics = recorded(async || {
         let registry = Registry::new();
-        registry.declare_bulkhead("pool", BulkheadConfig { max_concurrent: 4, max_wait: None }).unwrap();
+        registry
+            .declare_bulkhead(
+                "pool",
+                BulkheadConfig { max_concurrent: 4, max_wait: None, ..Default::default() },
+            )
+            .unwrap();
         let bulkhead = registry.bulkhead("pool").unwrap();
         let first = bulkhead.acquire().await.unwrap();
         let second = bulkhead.acquire().await.unwrap();

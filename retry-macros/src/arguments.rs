@@ -66,6 +66,11 @@ pub(crate) const ARGUMENTS: &[Argument] = &[
     Argument { name: "breaker", kind: Kind::Name, default: Default::None, example: "\"payment\"" },
     Argument { name: "budget", kind: Kind::Name, default: Default::None, example: "\"payment\"" },
     Argument { name: "bulkhead", kind: Kind::Name, default: Default::None, example: "\"payment\"" },
+    Argument { name: "throttle", kind: Kind::Name, default: Default::None, example: "\"payment\"" },
+    Argument { name: "rate_limit", kind: Kind::Name, default: Default::None, example: "\"payment\"" },
+    Argument { name: "hedge_after_ms", kind: Kind::Integer, default: Default::None, example: "50" },
+    Argument { name: "max_hedges", kind: Kind::Integer, default: Default::Integer(1), example: "1" },
+    Argument { name: "fallback", kind: Kind::FnPath, default: Default::None, example: "cached_price" },
     Argument { name: "idempotent", kind: Kind::Bool, default: Default::Bool(true), example: "false" },
     Argument { name: "key", kind: Kind::Parameter, default: Default::None, example: "order_id" },
     Argument {

@@ -34,10 +34,15 @@
 //!                 { __self.query(&id).await }    // the body, `self` renamed
 //!             }).await
 //!         };
-//!         match step { Step::Done(result) => return result, Step::Retry => {} }
+//!         match step { Step::Done(result) => break result, Step::Retry => {} }
 //!     }
 //! }
 //! ```
+//!
+//! With `hedge_after_ms`, each attempt is made by a closure the runtime may
+//! call again while earlier attempts run (`Execution::attempt_hedged`):
+//! the same fresh clones, in an `async move` block. With `fallback = path`,
+//! the loop's result is matched: an `Err` goes to `path(error).await`.
 
 use proc_macro2::{Group, Literal, Span, TokenStream, TokenTree};
 use quote::{quote, quote_spanned};
@@ -89,8 +94,40 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         // The await is the attribute's: "await occurs here" points at `#[resilient]`.
         quote!(#call.await)
     };
+    let retry_loop = |attempt_each: TokenStream, before: &[TokenStream]| {
+        quote! {
+            loop {
+                let #step = {
+                    #(#before)*
+                    #attempt_each
+                };
+                match #step {
+                    #rt::Step::Done(#result) => break #result,
+                    #rt::Step::Retry => {}
+                }
+            }
+        }
+    };
 
-    let run = if plan.max_attempts == 1 {
+    let run = if plan.hedge_after_ms.is_some() {
+        // Hedged: the attempts of a round run side by side, so each is made
+        // by a call of a closure, owning fresh clones (`async move`); `&T`
+        // parameters are copied into it. `&mut` ones were refused in `validate`.
+        let fresh = fresh_arguments(&mut item.sig);
+        let (before, inside, body) = (&fresh.before, &fresh.inside, &item.block);
+        let hedged = respan(quote!(#rt::Execution::attempt_hedged), error_span);
+        let call = quote_spanned! {error_span=>
+            #hedged(&mut #execution, || {
+                #(#before)*
+                async move {
+                    #pin
+                    #(#inside)*
+                    #body
+                }
+            })
+        };
+        retry_loop(quote!(#call.await), &[])
+    } else if plan.max_attempts == 1 {
         // One attempt: no loop, so the body may move its parameters and nothing is cloned.
         let body = &item.block;
         let attempt_once = attempt(quote!(async { #pin #body }));
@@ -113,15 +150,21 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
                 #body
             }
         });
-        quote! {
-            loop {
-                let #step = {
-                    #(#before)*
-                    #attempt_each
-                };
-                match #step {
-                    #rt::Step::Done(#result) => return #result,
-                    #rt::Step::Retry => {}
+        retry_loop(attempt_each, before)
+    };
+    let run = match &plan.fallback {
+        None => run,
+        Some(fallback) => {
+            // At the path: a fallback of the wrong signature is reported there.
+            let error = Ident::new("__resilient_error", Span::mixed_site().located_at(fallback.span()));
+            let call = quote_spanned!(fallback.span()=> #fallback(#error).await);
+            quote! {
+                match #run {
+                    ::core::result::Result::Err(#error) => {
+                        #rt::falling_back(#policy.operation());
+                        #call
+                    }
+                    #result => #result,
                 }
             }
         }
@@ -229,6 +272,10 @@ fn attribute_config(sig: &Signature, plan: &Plan, rt: &TokenStream) -> TokenStre
     let breaker = option(plan.breaker.as_deref().map(Literal::string));
     let budget = option(plan.budget.as_deref().map(Literal::string));
     let bulkhead = option(plan.bulkhead.as_deref().map(Literal::string));
+    let throttle = option(plan.throttle.as_deref().map(Literal::string));
+    let rate_limit = option(plan.rate_limit.as_deref().map(Literal::string));
+    let hedge_after_ms = option(plan.hedge_after_ms.map(Literal::u64_suffixed));
+    let max_hedges = Literal::u32_suffixed(plan.max_hedges);
     let nested_retry = plan.nested_retry;
     let idempotent = plan.idempotent;
     let has_key = plan.key.is_some();
@@ -241,9 +288,13 @@ fn attribute_config(sig: &Signature, plan: &Plan, rt: &TokenStream) -> TokenStre
             jitter: #rt::Jitter::#jitter,
             attempt_timeout_ms: #attempt_timeout_ms,
             deadline_ms: #deadline_ms,
+            hedge_after_ms: #hedge_after_ms,
+            max_hedges: #max_hedges,
             breaker: #breaker,
             budget: #budget,
             bulkhead: #bulkhead,
+            throttle: #throttle,
+            rate_limit: #rate_limit,
             nested_retry: #nested_retry,
             idempotent: #idempotent,
             has_key: #has_key,

@@ -4,7 +4,15 @@ use proc_macro2::Span;
 use proc_macro2::TokenStream;
 use quote::ToTokens;
 use syn::visit_mut::{self, VisitMut};
-use syn::{Lifetime, ReceiverKind, Signature, Type, TypeInfer};
+use syn::{GenericArgument, Lifetime, PathArguments, ReceiverKind, ReturnType, Signature, Type, TypeInfer};
+
+/// The `E` of the function's `Result<T, E>`, when it can be named.
+pub(crate) enum ErrorType {
+    /// Written out, as in `Result<T, ApiError>`.
+    Named(Box<Type>),
+    /// Hidden behind an alias such as `io::Result<T>`: the compiler infers it.
+    Inferred,
+}
 
 /// `ty` without the invisible and parenthesised groups around it.
 pub(crate) fn peel(ty: &Type) -> &Type {
@@ -70,6 +78,52 @@ pub(crate) fn mutable_receiver(sig: &Signature) -> Option<MutableReceiver> {
         _ => None,
     }
 }
+
+/// The `E` of `Result<T, E>`, or an error if the function does not return a `Result`.
+pub(crate) fn error_type(sig: &Signature) -> syn::Result<ErrorType> {
+    const MESSAGE: &str =
+        "a #[resilient] fn must return a `Result`: the error of each attempt decides whether to retry";
+    let ty = match &sig.output {
+        ReturnType::Type(_, ty) => peel(ty),
+        ReturnType::Default => return Err(syn::Error::new(sig.ident.span(), MESSAGE)),
+    };
+    let Type::Path(path) = ty else {
+        return Err(syn::Error::new_spanned(ty, MESSAGE));
+    };
+    let Some(last) = path.path.segments.last() else {
+        return Err(syn::Error::new_spanned(ty, MESSAGE));
+    };
+    if NOT_RESULTS.iter().any(|name| last.ident == name) {
+        return Err(syn::Error::new_spanned(ty, MESSAGE));
+    }
+    // Any other path may be an alias (`io::Result<T>`, `AppResult<T>`): the
+    // compiler checks it through the inferred error type.
+    let PathArguments::AngleBracketed(generics) = &last.arguments else {
+        return Ok(ErrorType::Inferred);
+    };
+    if last.ident != "Result" {
+        return Ok(ErrorType::Inferred);
+    }
+    let types: Vec<&Type> = generics
+        .args
+        .iter()
+        .filter_map(|arg| match arg {
+            GenericArgument::Type(ty) => Some(ty),
+            _ => None,
+        })
+        .collect();
+    match types.as_slice() {
+        [_, error] if !mentions_impl_trait(error) => Ok(ErrorType::Named(Box::new((*error).clone()))),
+        _ => Ok(ErrorType::Inferred),
+    }
+}
+
+/// Types that are certainly not a `Result`, to say so in words rather than
+/// as a type mismatch inside the expansion.
+const NOT_RESULTS: &[&str] = &[
+    "Option", "Vec", "String", "Box", "Poll", "bool", "char", "str", "u8", "u16", "u32", "u64", "u128",
+    "usize", "i8", "i16", "i32", "i64", "i128", "isize", "f32", "f64",
+];
 
 #[cfg(test)]
 mod tests {

@@ -8,12 +8,16 @@ use proc_macro2::TokenStream;
 use quote::{ToTokens, quote};
 use syn::{FnArg, GenericArgument, Ident, ItemFn, Lifetime, Pat, PathArguments, ReturnType, Signature, Type};
 
+pub(crate) use crate::types::ErrorType;
+
 use crate::arguments::{self, Default};
 use crate::parse::{Args, Errors, Setting};
 use crate::suggest;
-use crate::types::{mentions_impl_trait, mutable_receiver, peel};
+use crate::types::{error_type, mutable_receiver, peel};
 
 const MAX_ATTEMPTS: std::ops::RangeInclusive<i128> = 1..=100;
+
+const MAX_HEDGES: std::ops::RangeInclusive<i128> = 1..=3;
 
 /// Everything `expand` needs, every value checked and every default filled in.
 pub(crate) struct Plan {
@@ -31,6 +35,13 @@ pub(crate) struct Plan {
     pub breaker: Option<String>,
     pub budget: Option<String>,
     pub bulkhead: Option<String>,
+    pub throttle: Option<String>,
+    pub rate_limit: Option<String>,
+    /// `hedge_after_ms`: the attempts of a round run side by side.
+    pub hedge_after_ms: Option<u64>,
+    pub max_hedges: u32,
+    /// `fallback = path`: called with the final error.
+    pub fallback: Option<syn::ExprPath>,
     /// The parameter whose `Display` is the idempotency key.
     pub key: Option<Ident>,
     pub nested_retry: bool,
@@ -39,14 +50,6 @@ pub(crate) struct Plan {
     pub error_type: ErrorType,
     /// `classify = path`: classifies the errors instead of `Classify`.
     pub classify: Option<syn::ExprPath>,
-}
-
-/// The `E` of the function's `Result<T, E>`, when it can be named.
-pub(crate) enum ErrorType {
-    /// Written out, as in `Result<T, ApiError>`.
-    Named(Box<Type>),
-    /// Hidden behind an alias such as `io::Result<T>`: the compiler infers it.
-    Inferred,
 }
 
 /// Checks the arguments and the function they annotate.
@@ -104,13 +107,13 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
         }
     }
 
-    for name in ["breaker", "budget", "bulkhead", "name"] {
+    for name in ["breaker", "budget", "bulkhead", "throttle", "rate_limit", "name"] {
         if let Some((value, s)) = args.name(name) {
             if value.trim().is_empty() {
                 let without = if name == "name" {
                     "the default, `module_path::fn`".to_owned()
                 } else {
-                    format!("no {name}")
+                    format!("no {}", name.replace('_', " "))
                 };
                 check(Err(at(
                     s,
@@ -136,6 +139,33 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
         check(no_borrow_of_mut_self_returned(&item.sig));
     }
 
+    let hedge_after_ms = millis(&args, "hedge_after_ms", &mut check);
+    check(positive(&args, "hedge_after_ms", "no hedging"));
+    let default_max_hedges = arguments::default_integer("max_hedges") as u32;
+    let max_hedges = match args.integer("max_hedges") {
+        Some((value, s)) if !MAX_HEDGES.contains(&value) => {
+            check(Err(at(s, format!("`max_hedges` must be in 1..=3, got {value}"))));
+            default_max_hedges
+        }
+        Some((_, s)) if hedge_after_ms.is_none() => {
+            check(Err(at(s, "`max_hedges` needs `hedge_after_ms = <ms>`: when to start a hedge")));
+            default_max_hedges
+        }
+        Some((value, _)) => u32::try_from(value).unwrap_or(default_max_hedges),
+        None => default_max_hedges,
+    };
+    if let Some((_, setting)) = args.integer("hedge_after_ms") {
+        if let Some((false, _)) = idempotent {
+            if args.get("key").is_none() {
+                check(Err(syn::Error::new_spanned(
+                    &setting.pair,
+                    "a non-idempotent operation may only be hedged with an idempotency key: add `key = <param>` (every hedge carries the same key) or leave out `hedge_after_ms`",
+                )));
+            }
+        }
+        check(no_mutable_borrow_hedged(&item.sig));
+    }
+
     let krate = match args.crate_path("crate") {
         Some(path) => path.to_token_stream(),
         None => quote!(::resilient),
@@ -158,6 +188,11 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
         breaker: owned("breaker"),
         budget: owned("budget"),
         bulkhead: owned("bulkhead"),
+        throttle: owned("throttle"),
+        rate_limit: owned("rate_limit"),
+        hedge_after_ms,
+        max_hedges,
+        fallback: args.fn_path("fallback").cloned(),
         key: args.parameter("key").cloned(),
         nested_retry: choice("nested") == "retry",
         idempotent: idempotent.is_none_or(|(value, _)| value),
@@ -217,52 +252,6 @@ fn backoff_range(args: &Args, base_ms: Option<u64>, cap_ms: Option<u64>) -> syn:
         _ => Ok(()),
     }
 }
-
-/// The `E` of `Result<T, E>`, or an error if the function does not return a `Result`.
-fn error_type(sig: &Signature) -> syn::Result<ErrorType> {
-    const MESSAGE: &str =
-        "a #[resilient] fn must return a `Result`: the error of each attempt decides whether to retry";
-    let ty = match &sig.output {
-        ReturnType::Type(_, ty) => peel(ty),
-        ReturnType::Default => return Err(syn::Error::new(sig.ident.span(), MESSAGE)),
-    };
-    let Type::Path(path) = ty else {
-        return Err(syn::Error::new_spanned(ty, MESSAGE));
-    };
-    let Some(last) = path.path.segments.last() else {
-        return Err(syn::Error::new_spanned(ty, MESSAGE));
-    };
-    if NOT_RESULTS.iter().any(|name| last.ident == name) {
-        return Err(syn::Error::new_spanned(ty, MESSAGE));
-    }
-    // Any other path may be an alias (`io::Result<T>`, `AppResult<T>`): the
-    // compiler checks it through the inferred error type.
-    let PathArguments::AngleBracketed(generics) = &last.arguments else {
-        return Ok(ErrorType::Inferred);
-    };
-    if last.ident != "Result" {
-        return Ok(ErrorType::Inferred);
-    }
-    let types: Vec<&Type> = generics
-        .args
-        .iter()
-        .filter_map(|arg| match arg {
-            GenericArgument::Type(ty) => Some(ty),
-            _ => None,
-        })
-        .collect();
-    match types.as_slice() {
-        [_, error] if !mentions_impl_trait(error) => Ok(ErrorType::Named(Box::new((*error).clone()))),
-        _ => Ok(ErrorType::Inferred),
-    }
-}
-
-/// Types that are certainly not a `Result`, to say so in words rather than
-/// as a type mismatch inside the expansion.
-const NOT_RESULTS: &[&str] = &[
-    "Option", "Vec", "String", "Box", "Poll", "bool", "char", "str", "u8", "u16", "u32", "u64", "u128",
-    "usize", "i8", "i16", "i32", "i64", "i128", "isize", "f32", "f64",
-];
 
 /// The names of the parameters bound by a plain identifier pattern.
 fn parameter_names(item: &ItemFn) -> Vec<Ident> {
@@ -353,4 +342,24 @@ fn borrow_of(ty: &Type, receiver: Option<&Lifetime>) -> Option<TokenStream> {
         }),
         _ => None,
     }
+}
+
+/// The attempts of a hedged round run at the same time, and only one of
+/// them could hold a `&mut` borrow: said at the `&mut`, not as a borrow
+/// error inside the expansion.
+fn no_mutable_borrow_hedged(sig: &Signature) -> syn::Result<()> {
+    const MESSAGE: &str = "a hedged fn cannot take `&mut` parameters: the attempts of a round run at the same time, and only one of them could hold the borrow; take `&self` / `&T` or an owned value, or leave out `hedge_after_ms`";
+    if let Some(receiver) = mutable_receiver(sig) {
+        return Err(syn::Error::new(receiver.self_span, MESSAGE));
+    }
+    for input in &sig.inputs {
+        if let FnArg::Typed(typed) = input {
+            if let Type::Reference(reference) = peel(&typed.ty) {
+                if let Some(mutability) = reference.mutability {
+                    return Err(syn::Error::new(mutability.span, MESSAGE));
+                }
+            }
+        }
+    }
+    Ok(())
 }

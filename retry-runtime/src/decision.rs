@@ -48,17 +48,23 @@ pub enum StopReason {
     BudgetExhausted,
     /// No bulkhead permit came free within `max_wait`.
     BulkheadFull,
+    /// The client-side throttle refused the next attempt.
+    Throttled,
+    /// The rate limiter had no turn for the next attempt within `max_wait`.
+    RateLimited,
 }
 
 impl StopReason {
     /// Every reason, in the order the docs list them.
-    pub const ALL: [StopReason; 6] = [
+    pub const ALL: [StopReason; 8] = [
         StopReason::Permanent,
         StopReason::AttemptsExhausted,
         StopReason::Deadline,
         StopReason::CircuitOpen,
         StopReason::BudgetExhausted,
         StopReason::BulkheadFull,
+        StopReason::Throttled,
+        StopReason::RateLimited,
     ];
 
     /// Lower-case label, e.g. `budget_exhausted`.
@@ -70,6 +76,8 @@ impl StopReason {
             StopReason::CircuitOpen => "circuit_open",
             StopReason::BudgetExhausted => "budget_exhausted",
             StopReason::BulkheadFull => "bulkhead_full",
+            StopReason::Throttled => "throttled",
+            StopReason::RateLimited => "rate_limited",
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The guards of one policy: named in the policy, resolved in a registry,
 //! cached so that calls never look a name up twice.
 //!
-//! A policy names its breaker, budget and bulkhead; which objects those
+//! A policy names its guards (breaker, budget, bulkhead, throttle, rate limit); which objects those
 //! names mean depends on the registry in effect (the global one, or a
 //! [`Registry::scope`](crate::Registry::scope) in tests). The global
 //! registry's handles are resolved once and borrowed by every call (no lock,
@@ -14,7 +14,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use crate::breaker::CircuitBreaker;
 use crate::budget::RetryBudget;
 use crate::bulkhead::Bulkhead;
-use crate::registry::{self, Registry};
+use crate::rate_limit::RateLimit;
+use crate::registry::{self, GuardKind, Registry};
+use crate::throttle::Throttle;
 
 /// The guard names of a policy.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -22,23 +24,45 @@ pub(crate) struct GuardNames {
     pub(crate) breaker: Option<Cow<'static, str>>,
     pub(crate) budget: Option<Cow<'static, str>>,
     pub(crate) bulkhead: Option<Cow<'static, str>>,
+    pub(crate) throttle: Option<Cow<'static, str>>,
+    pub(crate) rate_limit: Option<Cow<'static, str>>,
 }
 
 impl GuardNames {
     /// Whether the policy names any guard at all.
     #[inline]
-    fn is_empty(&self) -> bool {
-        self.breaker.is_none() && self.budget.is_none() && self.bulkhead.is_none()
+    pub(crate) fn is_empty(&self) -> bool {
+        self.breaker.is_none()
+            && self.budget.is_none()
+            && self.bulkhead.is_none()
+            && self.throttle.is_none()
+            && self.rate_limit.is_none()
+    }
+
+    /// The name of the guard of `kind`, if the policy names one.
+    pub(crate) fn get(&self, kind: GuardKind) -> Option<&str> {
+        match kind {
+            GuardKind::Breaker => self.breaker.as_deref(),
+            GuardKind::Budget => self.budget.as_deref(),
+            GuardKind::Bulkhead => self.bulkhead.as_deref(),
+            GuardKind::Throttle => self.throttle.as_deref(),
+            GuardKind::RateLimit => self.rate_limit.as_deref(),
+        }
     }
 
     /// The guards these names mean in `registry`; a name never declared
     /// there is created with the defaults (and one warning).
     fn resolve(&self, registry: &Registry) -> Guards {
-        Guards {
+        let mut guards = Guards {
             breaker: self.breaker.as_deref().map(|n| registry.breaker_or_default(n)),
             budget: self.budget.as_deref().map(|n| registry.budget_or_default(n)),
             bulkhead: self.bulkhead.as_deref().map(|n| registry.bulkhead_or_default(n)),
-        }
+            throttle: self.throttle.as_deref().map(|n| registry.throttle_or_default(n)),
+            rate_limit: self.rate_limit.as_deref().map(|n| registry.rate_limit_or_default(n)),
+            direct: false,
+        };
+        guards.direct = guards.bulkhead.is_none() && guards.throttle.is_none() && guards.rate_limit.is_none();
+        guards
     }
 }
 
@@ -48,10 +72,17 @@ pub(crate) struct Guards {
     pub(crate) breaker: Option<Arc<CircuitBreaker>>,
     pub(crate) budget: Option<Arc<RetryBudget>>,
     pub(crate) bulkhead: Option<Arc<Bulkhead>>,
+    pub(crate) throttle: Option<Arc<Throttle>>,
+    pub(crate) rate_limit: Option<Arc<RateLimit>>,
+    /// Whether every guard of an attempt is one the direct path runs: a
+    /// breaker and a budget ask nothing that waits; the others do (or, for
+    /// the throttle, count and draw). Worked out once, read on every call.
+    pub(crate) direct: bool,
 }
 
 /// The guards of a policy that names none.
-static NO_GUARDS: Guards = Guards { breaker: None, budget: None, bulkhead: None };
+static NO_GUARDS: Guards =
+    Guards { breaker: None, budget: None, bulkhead: None, throttle: None, rate_limit: None, direct: true };
 
 /// The guards one call uses: the policy's cached handles for the global
 /// registry (borrowed), or a scoped registry's.
@@ -93,20 +124,23 @@ const SCOPED_CACHE_SIZE: usize = 16;
 /// Guard handles cached per registry.
 #[derive(Debug, Default)]
 pub(crate) struct GuardCache {
+    /// Whether the policy names any guard (known when it is built, so that
+    /// a call of a policy without guards reads one flag).
+    named: bool,
     global: OnceLock<Guards>,
     scoped: Mutex<Vec<(u64, Arc<Guards>)>>,
 }
 
 impl GuardCache {
-    pub(crate) const fn new() -> Self {
-        GuardCache { global: OnceLock::new(), scoped: Mutex::new(Vec::new()) }
+    pub(crate) const fn new(named: bool) -> Self {
+        GuardCache { named, global: OnceLock::new(), scoped: Mutex::new(Vec::new()) }
     }
 
     /// The guards `names` mean for a call made now: in the scoped registry
     /// if the call runs inside [`Registry::scope`], else in the global one.
     #[inline]
     pub(crate) fn guards<'p>(&'p self, names: &GuardNames) -> GuardsRef<'p> {
-        if names.is_empty() {
+        if !self.named {
             return GuardsRef::Cached(&NO_GUARDS);
         }
         match registry::with_scoped(|scoped| self.scoped(names, scoped)) {

@@ -18,17 +18,18 @@
 //!
 //! | layer | modules |
 //! |---|---|
-//! | entry points | `execution::run` (`Policy::run`), the attribute's expansion, `sim`, `admin` (feature `axum`: the dashboard and manual control) |
+//! | entry points | `execution::run` (`Policy::run`), the attribute's expansion, `sim`, `tower` and `reqwest_middleware` (through `middleware`: one HTTP call driven through the loop, and the HTTP rules), `admin` (feature `axum`: the dashboard and manual control) |
 //! | the loop | `execution` (one attempt: admission, run, record, decide, back off), `context` (key and nesting per attempt) |
 //! | wiring | `operations` (every annotated fn, listed at link time; `Registry::check`), `file` (the TOML file: parse, check, apply), `policy` (settings), `guards` (names resolved and cached per registry), `registry` (named guards, operation overrides) |
-//! | guards | `breaker` (pure core + atomic wrapper), `budget`, `bulkhead` |
+//! | guards | `breaker` (pure core + atomic wrapper), `budget`, `bulkhead` (with its adaptive limit), `throttle`, `rate_limit` |
 //! | pure logic | `decision` (the retry decision), `backoff`, `classify`, `rejection`, `error` (what the loop needs of an error type), `errors` (the ecosystem's error types, and `Error<E>`), `settings`, `suggest`, `clock`, `config` |
-//! | leaf | `observe` (traces and metrics, from plain labels) |
+//! | leaf | `observe` (traces and metrics, from plain labels), `attempts` |
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 #[cfg(feature = "axum")]
 pub mod admin;
+mod attempts;
 mod backoff;
 mod breaker;
 mod budget;
@@ -47,14 +48,24 @@ mod file;
 mod guards;
 #[cfg(feature = "reqwest")]
 pub mod http;
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+mod middleware;
 pub mod observe;
 mod operations;
 mod policy;
+mod rate_limit;
 mod registry;
 mod rejection;
+#[cfg(feature = "reqwest-middleware")]
+pub mod reqwest_middleware;
 mod settings;
 pub mod sim;
 mod suggest;
+mod throttle;
+#[cfg(feature = "tower")]
+pub mod tower;
+
+pub use attempts::Attempts;
 
 pub use backoff::{Backoff, Jitter, JitterRng, UnknownJitter};
 pub use breaker::{
@@ -62,7 +73,7 @@ pub use breaker::{
     CircuitBreaker, Outcome, Ticket, Transition, TransitionHook,
 };
 pub use budget::{BudgetConfig, RatioBudget, RetryBudget, TokenBucket};
-pub use bulkhead::{Bulkhead, BulkheadConfig, BulkheadFull, BulkheadPermit};
+pub use bulkhead::{AdaptiveLimit, Bulkhead, BulkheadConfig, BulkheadFull, BulkheadPermit, LimitCore};
 pub use classify::{Classify, ErrorClass, parse_retry_after, parse_retry_after_at};
 pub use config::{ConfigError, PolicyError};
 pub use context::idempotency_key;
@@ -75,8 +86,11 @@ pub use file::{Change, ConfigFileError, Problem, ReloadReport};
 pub use operations::{CheckReport, Undeclared, Unused};
 pub use operations::{OperationInfo, operations};
 pub use policy::{MAX_ATTEMPTS_LIMIT, Nested, Policy, PolicyBuilder, Settings};
-pub use registry::{Registry, RegistryError, registry};
+pub use rate_limit::{OverRate, RateLimit, RateLimitConfig};
+pub use registry::{GuardKind, Registry, RegistryError, registry};
 pub use rejection::Rejection;
+pub use settings::{Hedge, MAX_HEDGES_LIMIT};
+pub use throttle::{Throttle, ThrottleConfig, ThrottleWindow};
 
 /// What only the code `#[resilient]` generates uses. Not a public API: it
 /// may change in any release.
@@ -110,6 +124,11 @@ pub mod __private {
 
     impl<T, E> ResultType for Result<T, E> {
         type Error = E;
+    }
+
+    /// Reports that a call failed and its fallback runs instead.
+    pub fn falling_back(operation: &str) {
+        crate::observe::fallback(operation);
     }
 
     /// Formats the `key` parameter once per call.

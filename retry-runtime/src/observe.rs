@@ -4,7 +4,9 @@
 //! `tracing` (always on): a span per call named `resilient.call` with the
 //! operation's name; a `DEBUG` event per retry (attempt, wait, error class);
 //! an event per stop that gives up (why); an event per breaker transition
-//! (name, from, to; opening is a `WARN`).
+//! (name, from, to; opening is a `WARN`); a `DEBUG` event per hedge, per
+//! fallback, per local refusal by a throttle or a rate limiter, and per
+//! move of an adaptive bulkhead limit.
 //!
 //! With the `metrics` feature, through the `metrics` crate (labels are only
 //! operation and registry names, so cardinality stays bounded):
@@ -17,6 +19,12 @@
 //! | `resilient_breaker_state` | gauge (0 closed, 1 open, 2 half-open) | `breaker` |
 //! | `resilient_budget_available` | gauge | `budget` |
 //! | `resilient_bulkhead_in_use` | gauge | `bulkhead` |
+//! | `resilient_bulkhead_limit` | gauge (an adaptive limit, as it moves) | `bulkhead` |
+//! | `resilient_hedges_total` | counter | `operation` |
+//! | `resilient_fallbacks_total` | counter | `operation` |
+//! | `resilient_throttle_refusals_total` | counter | `throttle` |
+//! | `resilient_throttle_refusal_probability` | gauge | `throttle` |
+//! | `resilient_rate_limited_total` | counter (refusals) | `limiter` |
 //!
 //! This module is a leaf: it takes plain names and labels, so every other
 //! module may report through it without it knowing their types.
@@ -81,4 +89,46 @@ pub(crate) fn budget_level(name: &str, available: u32) {
 #[cfg(feature = "metrics")]
 pub(crate) fn bulkhead_level(name: &str, in_use: usize) {
     metrics::gauge!("resilient_bulkhead_in_use", "bulkhead" => name.to_owned()).set(in_use as f64);
+}
+
+/// A hedge started beside the attempt `attempt` of a call (the `hedge`th of its round).
+pub(crate) fn hedge(operation: &str, attempt: u32, hedge: u32) {
+    tracing::debug!(operation, attempt, hedge, "hedging: another attempt beside a slow one");
+    #[cfg(feature = "metrics")]
+    metrics::counter!("resilient_hedges_total", "operation" => operation.to_owned()).increment(1);
+}
+
+/// A call failed and its fallback runs instead.
+pub(crate) fn fallback(operation: &str) {
+    tracing::debug!(operation, "falling back");
+    #[cfg(feature = "metrics")]
+    metrics::counter!("resilient_fallbacks_total", "operation" => operation.to_owned()).increment(1);
+}
+
+/// A throttle refused a request locally, with this probability.
+pub(crate) fn throttle_refusal(name: &str, probability: f64) {
+    tracing::debug!(throttle = name, probability, "throttled locally");
+    #[cfg(feature = "metrics")]
+    metrics::counter!("resilient_throttle_refusals_total", "throttle" => name.to_owned()).increment(1);
+}
+
+/// A throttle's refusal probability changed from zero, or to it, or while above it.
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn throttle_probability(name: &str, probability: f64) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!("resilient_throttle_refusal_probability", "throttle" => name.to_owned()).set(probability);
+}
+
+/// A rate limiter refused an attempt that would have waited `wait`.
+pub(crate) fn rate_limited(name: &str, wait: Duration) {
+    tracing::debug!(limiter = name, wait_ms = millis(wait), "over the rate limit");
+    #[cfg(feature = "metrics")]
+    metrics::counter!("resilient_rate_limited_total", "limiter" => name.to_owned()).increment(1);
+}
+
+/// An adaptive bulkhead limit moved.
+pub(crate) fn bulkhead_limit(name: &str, from: u32, to: u32) {
+    tracing::debug!(bulkhead = name, from, to, "adaptive concurrency limit moved");
+    #[cfg(feature = "metrics")]
+    metrics::gauge!("resilient_bulkhead_limit", "bulkhead" => name.to_owned()).set(f64::from(to));
 }

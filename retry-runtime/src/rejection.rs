@@ -35,6 +35,18 @@ pub enum Rejection {
         /// The bulkhead's name.
         bulkhead: String,
     },
+    /// The named client-side throttle refused the attempt locally: the
+    /// dependency has been refusing most of what it was sent. Not retried.
+    Throttled {
+        /// The throttle's name.
+        throttle: String,
+    },
+    /// The named rate limiter had no turn for the attempt within its
+    /// `max_wait`. Not retried.
+    RateLimited {
+        /// The rate limiter's name.
+        limiter: String,
+    },
     /// The attempt ran longer than `attempt_timeout` and was cancelled. Transient: retried.
     AttemptTimeout {
         /// The per-attempt timeout that fired.
@@ -55,6 +67,13 @@ impl std::fmt::Display for Rejection {
             }
             Rejection::BulkheadFull { bulkhead } => {
                 write!(f, "bulkhead `{bulkhead}` is full: the attempt was refused without running")
+            }
+            Rejection::Throttled { throttle } => write!(
+                f,
+                "throttle `{throttle}` refused the attempt locally: the dependency has been refusing most requests"
+            ),
+            Rejection::RateLimited { limiter } => {
+                write!(f, "rate limit `{limiter}` had no turn for the attempt within its `max_wait`")
             }
             Rejection::AttemptTimeout { after } => {
                 write!(f, "the attempt timed out after {after:?}")
@@ -88,6 +107,8 @@ impl Rejection {
         match self {
             Rejection::CircuitOpen { .. } => "circuit_open",
             Rejection::BulkheadFull { .. } => "bulkhead_full",
+            Rejection::Throttled { .. } => "throttled",
+            Rejection::RateLimited { .. } => "rate_limited",
             Rejection::AttemptTimeout { .. } => "attempt_timeout",
             Rejection::DeadlineExceeded { .. } => "deadline_exceeded",
         }
@@ -116,11 +137,13 @@ mod tests {
         let all = [
             Rejection::CircuitOpen { breaker: "b".into() },
             Rejection::BulkheadFull { bulkhead: "b".into() },
+            Rejection::Throttled { throttle: "t".into() },
+            Rejection::RateLimited { limiter: "r".into() },
             Rejection::AttemptTimeout { after: Duration::from_secs(1) },
             Rejection::DeadlineExceeded { after: Duration::from_secs(1) },
         ];
         let retryable: Vec<_> = all.iter().filter(|r| r.classify().is_retryable()).collect();
-        assert_eq!(retryable, [&all[2]]);
+        assert_eq!(retryable, [&all[4]]);
         for r in &all {
             assert!(!r.to_string().is_empty());
         }

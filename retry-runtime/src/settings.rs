@@ -18,6 +18,47 @@ pub struct Settings {
     pub attempt_timeout: Option<Duration>,
     /// The overall deadline of a call, if any.
     pub deadline: Option<Duration>,
+    /// Hedged attempts, if any.
+    pub hedge: Option<Hedge>,
+}
+
+/// Hedging: when an attempt has not finished `after` it started, another
+/// starts beside it (up to `max` more, one every `after`); the first
+/// success wins and the others are dropped (cancelled).
+///
+/// A slow attempt is often slow for reasons of its own (a busy replica, a
+/// lost packet, a garbage collection): a second one sent to another replica
+/// usually answers first, which cuts the tail of the latency. Each hedge is
+/// one more request to the dependency, so it is paid for like a retry: it
+/// takes a budget token, and needs the breaker's, the throttle's, the rate
+/// limit's and the bulkhead's leave without waiting for any of them. The
+/// attempts of one round count as one attempt toward `max_attempts`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hedge {
+    /// How long an attempt runs alone before the next hedge starts.
+    pub after: Duration,
+    /// Hedges beyond the first attempt, 1..=3.
+    pub max: u32,
+}
+
+/// The most hedges one attempt may have.
+pub const MAX_HEDGES_LIMIT: u32 = 3;
+
+impl Hedge {
+    /// Checks the settings, naming the builder's field: `after` > 0 and
+    /// `max` in 1..=3.
+    pub fn validate(&self) -> Result<(), crate::config::ConfigError> {
+        if self.after.is_zero() {
+            return Err(crate::config::ConfigError::new("hedge_after", "must be greater than zero"));
+        }
+        if !(1..=MAX_HEDGES_LIMIT).contains(&self.max) {
+            return Err(crate::config::ConfigError::new(
+                "max_hedges",
+                format!("must be in 1..={MAX_HEDGES_LIMIT}, got {}", self.max),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// The settings one call runs on: the policy's own, or a registry's override.

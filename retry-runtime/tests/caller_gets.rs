@@ -133,7 +133,9 @@ async fn the_first_attempt_refused_by_an_open_breaker_gets_circuit_open() {
 /// A registry whose bulkhead `db` admits one attempt at a time.
 fn one_at_a_time(max_wait: Option<Duration>) -> Registry {
     let registry = Registry::new();
-    registry.declare_bulkhead("db", BulkheadConfig { max_concurrent: 1, max_wait }).unwrap();
+    registry
+        .declare_bulkhead("db", BulkheadConfig { max_concurrent: 1, max_wait, ..Default::default() })
+        .unwrap();
     registry
 }
 

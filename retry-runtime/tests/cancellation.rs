@@ -55,7 +55,9 @@ fn stressed_registry() -> Registry {
             TokenBucket { capacity: BUDGET_CAPACITY, retry_cost: 2, refill_per_success: 1 },
         )
         .unwrap();
-    registry.declare_bulkhead("dep", BulkheadConfig { max_concurrent: 8, max_wait: None }).unwrap();
+    registry
+        .declare_bulkhead("dep", BulkheadConfig { max_concurrent: 8, max_wait: None, ..Default::default() })
+        .unwrap();
     registry
 }
 

@@ -232,7 +232,12 @@ async fn first_attempts_pass_with_an_empty_budget_and_successes_refill_it() {
 #[tokio::test(start_paused = true)]
 async fn the_bulkhead_limits_concurrency_and_rejects_at_max_wait() {
     let registry = Registry::new();
-    registry.declare_bulkhead("pool", BulkheadConfig { max_concurrent: 2, max_wait: Some(ms(50)) }).unwrap();
+    registry
+        .declare_bulkhead(
+            "pool",
+            BulkheadConfig { max_concurrent: 2, max_wait: Some(ms(50)), ..Default::default() },
+        )
+        .unwrap();
     let policy = Arc::new(Policy::builder().max_attempts(1).bulkhead("pool").build().unwrap());
     let running = Arc::new(AtomicU32::new(0));
     let peak = Arc::new(AtomicU32::new(0));
@@ -274,7 +279,9 @@ async fn the_bulkhead_limits_concurrency_and_rejects_at_max_wait() {
 #[tokio::test(start_paused = true)]
 async fn a_bulkhead_permit_is_not_held_across_the_backoff_wait() {
     let registry = Registry::new();
-    registry.declare_bulkhead("one", BulkheadConfig { max_concurrent: 1, max_wait: None }).unwrap();
+    registry
+        .declare_bulkhead("one", BulkheadConfig { max_concurrent: 1, max_wait: None, ..Default::default() })
+        .unwrap();
     let bulkhead = registry.bulkhead("one").unwrap();
     let policy =
         Policy::builder().jitter(Jitter::None).base(ms(100)).max_attempts(2).bulkhead("one").build().unwrap();
@@ -387,7 +394,12 @@ async fn eight_tasks_of_ten_thousand_calls_leave_consistent_counts() {
     registry
         .declare_budget("stress", TokenBucket { capacity: 1_000, retry_cost: 1, refill_per_success: 1 })
         .unwrap();
-    registry.declare_bulkhead("stress", BulkheadConfig { max_concurrent: 3, max_wait: None }).unwrap();
+    registry
+        .declare_bulkhead(
+            "stress",
+            BulkheadConfig { max_concurrent: 3, max_wait: None, ..Default::default() },
+        )
+        .unwrap();
     let policy = Arc::new(
         Policy::builder()
             .max_attempts(3)

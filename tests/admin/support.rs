@@ -50,7 +50,7 @@ pub fn guards() -> Registry {
     registry.declare_breaker("alpha", alpha).unwrap();
     registry.declare_breaker("beta", BreakerConfig::default()).unwrap();
     registry.declare_budget("alpha", TokenBucket { capacity: 20, ..Default::default() }).unwrap();
-    registry.declare_bulkhead("alpha", BulkheadConfig { max_concurrent: 4, max_wait: None }).unwrap();
+    registry.declare_bulkhead("alpha", BulkheadConfig { max_concurrent: 4, ..Default::default() }).unwrap();
     registry
 }
 

@@ -94,7 +94,10 @@ impl From<Rejection> for Status {
     fn from(rejection: Rejection) -> Self {
         let code = match rejection {
             Rejection::CircuitOpen { .. } => Code::Unavailable,
-            Rejection::BulkheadFull { .. } => Code::ResourceExhausted,
+            // Local refusals under load, as gRPC's own client-side limits say.
+            Rejection::BulkheadFull { .. } | Rejection::Throttled { .. } | Rejection::RateLimited { .. } => {
+                Code::ResourceExhausted
+            }
             Rejection::AttemptTimeout { .. } | Rejection::DeadlineExceeded { .. } => Code::DeadlineExceeded,
         };
         let mut status = Status::new(code, rejection.to_string());
@@ -159,6 +162,8 @@ mod tests {
         for rejection in [
             Rejection::CircuitOpen { breaker: "b".into() },
             Rejection::BulkheadFull { bulkhead: "b".into() },
+            Rejection::Throttled { throttle: "t".into() },
+            Rejection::RateLimited { limiter: "r".into() },
             Rejection::AttemptTimeout { after: Duration::from_secs(1) },
             Rejection::DeadlineExceeded { after: Duration::from_secs(1) },
         ] {

@@ -1,5 +1,13 @@
-//! Steps 1 and 2 of an attempt: the breaker's permission, then the
-//! bulkhead's permit, or why the attempt cannot run.
+//! Admission, the first step of an attempt: the throttle, the breaker, the
+//! rate limit and the bulkhead, in that order, or why the attempt cannot run.
+//!
+//! Why this order: the throttle counts every request the application makes
+//! (the SRE book's `requests`), so it comes first and refuses without
+//! touching anything else; the breaker refuses fast when the dependency is
+//! down, before a rate-limit turn or a bulkhead place is spent on an attempt
+//! that cannot run; the two that may wait come last, and while an attempt
+//! waits for either it holds no half-open probe slot (the breaker is asked
+//! again once the wait is over).
 
 use tokio::time::timeout_at;
 
@@ -8,7 +16,9 @@ use crate::breaker::{BreakerPermit, CircuitBreaker};
 use crate::bulkhead::{Bulkhead, BulkheadPermit};
 use crate::decision::StopReason;
 use crate::guards::Guards;
+use crate::rate_limit::RateLimit;
 use crate::rejection::Rejection;
+use crate::throttle::Throttle;
 
 /// Asks the breaker (if any) to admit an attempt.
 #[inline]
@@ -37,6 +47,22 @@ impl Refusal {
             reason: StopReason::CircuitOpen,
         }
     }
+
+    #[cold]
+    pub(super) fn throttled(throttle: &Throttle) -> Self {
+        Refusal {
+            rejection: Rejection::Throttled { throttle: throttle.name().to_owned() },
+            reason: StopReason::Throttled,
+        }
+    }
+
+    #[cold]
+    pub(super) fn rate_limited(limit: &RateLimit) -> Self {
+        Refusal {
+            rejection: Rejection::RateLimited { limiter: limit.name().to_owned() },
+            reason: StopReason::RateLimited,
+        }
+    }
 }
 
 /// The permits of an admitted attempt.
@@ -46,9 +72,24 @@ pub(super) struct Admitted<'g> {
 }
 
 impl<S, H> Execution<'_, S, H> {
-    /// Steps 1 and 2: the breaker's permission, then the bulkhead's permit.
+    /// Admission: the throttle, the breaker, the rate limit, the bulkhead.
     pub(super) async fn admit<'g>(&self, guards: &'g Guards) -> Result<Admitted<'g>, Refusal> {
+        if let Some(throttle) = &guards.throttle {
+            if !throttle.admit() {
+                return Err(Refusal::throttled(throttle));
+            }
+        }
         let mut breaker = admit_breaker(guards)?;
+        if let Some(limit) = &guards.rate_limit {
+            if !limit.try_acquire() {
+                // As for the bulkhead below: no probe slot held while waiting.
+                drop(breaker.take());
+                // Boxed: the waits are rare, and their state would make every
+                // attempt's future larger (and costlier to move).
+                Box::pin(self.wait_for_turn(limit)).await?;
+                breaker = admit_breaker(guards)?;
+            }
+        }
         let bulkhead = match &guards.bulkhead {
             None => None,
             // The uncontended bulkhead hands out a permit without a wait (or a future).
@@ -58,7 +99,7 @@ impl<S, H> Execution<'_, S, H> {
                     // Queue without a probe slot: with a saturated bulkhead a
                     // held slot would stall the breaker's recovery.
                     drop(breaker.take());
-                    let permit = self.wait_for_permit(bulkhead).await?;
+                    let permit = Box::pin(self.wait_for_permit(bulkhead)).await?;
                     breaker = admit_breaker(guards)?;
                     Some(permit)
                 }
@@ -81,6 +122,19 @@ impl<S, H> Execution<'_, S, H> {
             rejection: Rejection::BulkheadFull { bulkhead: bulkhead.name().to_owned() },
             reason: StopReason::BulkheadFull,
         })
+    }
+
+    /// Waits for a rate-limit turn after the fast try found none: at most
+    /// `max_wait`, and never past the deadline.
+    async fn wait_for_turn(&self, limit: &RateLimit) -> Result<(), Refusal> {
+        let acquired = match self.deadline {
+            None => limit.acquire().await,
+            Some(deadline) => match timeout_at(deadline, limit.acquire()).await {
+                Ok(acquired) => acquired,
+                Err(_) => return Err(self.deadline_refusal()),
+            },
+        };
+        acquired.map_err(|_| Refusal::rate_limited(limit))
     }
 
     pub(super) fn deadline_refusal(&self) -> Refusal {

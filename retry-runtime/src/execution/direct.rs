@@ -16,7 +16,8 @@ use pin_project_lite::pin_project;
 use tokio::time::{Sleep, sleep};
 
 use super::admission::admit_breaker;
-use super::{Execution, LastError, Step, outcome_of, record};
+use super::outcome::{outcome_of, record};
+use super::{Execution, LastError, Step};
 use crate::breaker::{BreakerPermit, Outcome};
 use crate::context;
 use crate::error::ErrorHandling;

@@ -2,20 +2,24 @@
 //!
 //! For each attempt, in this order:
 //!
-//! 1. **Breaker**: ask for permission. An open breaker ends the call at
-//!    once: retrying against it only burns attempts.
-//! 2. **Bulkhead**: take a permit (waiting at most `max_wait`, and never past
-//!    the deadline). The permit is held for this attempt only. While the
-//!    attempt queues for it, it holds no half-open probe slot: the breaker
-//!    is asked again once the permit is there.
-//! 3. **Run** the attempt under the earlier of its timeout and the deadline;
-//!    a timeout drops (cancels) the attempt's future.
-//! 4. **Record** the outcome in the breaker: success, failure (transient,
-//!    throttled, attempt timeout, deadline cut) or neutral (permanent).
-//! 5. On a failure, **decide** (see [`decision`](crate::decision)): retry
+//! 1. **Admission** (see [`admission`]): the throttle may refuse it
+//!    locally; an open breaker ends the call at once (retrying against it
+//!    only burns attempts); the rate limit and the bulkhead may make it wait
+//!    for a turn and a permit (at most their `max_wait`, never past the
+//!    deadline), holding no half-open probe slot meanwhile. The bulkhead
+//!    permit is held for this attempt only.
+//! 2. **Run** the attempt under the earlier of its timeout and the deadline;
+//!    a timeout drops (cancels) the attempt's future. With hedging, more
+//!    attempts start beside a slow one (see [`hedge`]).
+//! 3. **Record** the outcome (see [`outcome`]) in the breaker: success,
+//!    failure (transient, throttled, attempt timeout, deadline cut) or
+//!    neutral (permanent, conflict); in the throttle, as an accept when the
+//!    dependency answered without overload; in an adaptive bulkhead, as a
+//!    latency sample.
+//! 4. On a failure, **decide** (see [`decision`](crate::decision)): retry
 //!    after which wait, or stop and why. The budget pays only for retries
 //!    that will happen.
-//! 6. **Back off**, holding nothing but the error (see [`slot`]).
+//! 5. **Back off**, holding nothing but the error (see [`slot`]).
 //!
 //! Why this order: the breaker sits *inside* the loop, so it sees every
 //! attempt, and its counts are easy to reason about (N failing attempts are
@@ -25,20 +29,23 @@
 //!
 //! The caller gets the first success, or the last error an attempt
 //! produced (an attempt that timed out produced `AttemptTimeout`), or a
-//! [`Rejection`] when no attempt could run (`CircuitOpen`, `BulkheadFull`,
+//! [`Rejection`](crate::Rejection) when no attempt could run (`CircuitOpen`, `BulkheadFull`,
 //! `DeadlineExceeded` while queued) or the deadline cut one short
 //! (`DeadlineExceeded`). Once an attempt has produced an error, a retry that
 //! cannot run ends the call with that error. Why it stopped is in the trace.
 //!
 //! Two paths run these steps: the general one ([`Execution::attempt_with`],
 //! an `async fn`) and a hand-written future for the common case of a call
-//! through the global registry with no bulkhead and no timer (`direct`),
+//! through the global registry with only a breaker and a budget and no
+//! timer (`direct`),
 //! which polls the attempt where the caller built it. Both share every
 //! decision: admission, the outcome's meaning, the retry decision.
 
 mod admission;
 mod answers;
 mod direct;
+mod hedge;
+mod outcome;
 mod run;
 pub(crate) use run::key_of;
 pub use run::{Classified, ClassifyInner};
@@ -52,20 +59,16 @@ use tokio::time::{Instant, sleep, timeout_at};
 
 pub use slot::{ErrorProbe, ForgetOtherError, Forgotten, KeepSendError, Kept, LastError};
 
-use admission::Refusal;
+use outcome::Guarded;
 
 use crate::backoff::JitterRng;
-use crate::breaker::{BreakerPermit, Outcome};
-use crate::classify::ErrorClass;
 use crate::clock;
 use crate::context;
-use crate::decision::{Decision, decide};
 use crate::error::ErrorHandling;
 use crate::guards::{Guards, GuardsRef};
 use crate::observe;
 use crate::policy::{Nested, Policy};
 use crate::registry;
-use crate::rejection::Rejection;
 use crate::settings::SettingsRef;
 
 /// What to do after one attempt.
@@ -127,32 +130,6 @@ fn settings_for_call(policy: &Policy) -> SettingsRef<'_> {
     }
 }
 
-/// What the breaker hears of an attempt that ended with an error of
-/// `class`: transient and throttled errors are failures; conflicts and
-/// permanent errors say nothing about the dependency's health.
-#[inline]
-fn outcome_of(class: ErrorClass) -> Outcome {
-    if class.is_failure() { Outcome::Failure } else { Outcome::Neutral }
-}
-
-/// Tells the breaker (if any) how the attempt ended.
-#[inline]
-fn record(permit: Option<BreakerPermit<'_>>, outcome: Outcome) {
-    if let Some(permit) = permit {
-        permit.record(outcome);
-    }
-}
-
-/// How the guarded part of an attempt ended.
-enum Guarded<T, E> {
-    /// The attempt ran to completion.
-    Ran(Result<T, E>),
-    /// The attempt's own timeout cancelled it.
-    TimedOut(Duration),
-    /// The call's deadline cancelled the running attempt.
-    Cut,
-}
-
 impl<'p, S, H> Execution<'p, S, H> {
     #[inline(always)]
     pub(crate) fn new(policy: &'p Policy, key: Option<Arc<str>>, last: S, handling: H) -> Self {
@@ -181,9 +158,28 @@ impl<'p, S, H> Execution<'p, S, H> {
         }
     }
 
+    /// Whether the policy hedges: then [`attempt_hedged`](Self::attempt_hedged) is the way to attempt.
+    #[inline]
+    pub fn hedges(&self) -> bool {
+        self.settings.hedge.is_some()
+    }
+
     /// Attempts that ran so far.
     pub fn attempts(&self) -> u32 {
         self.attempts
+    }
+
+    /// Whether the next attempt, if it runs, is the last this call may make.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    pub(crate) fn next_is_last(&self) -> bool {
+        self.attempts.saturating_add(1) >= self.max_attempts
+    }
+
+    /// Makes the next attempt the last, whatever the policy allows: for a
+    /// request that cannot be sent twice (no copy of it, or not idempotent).
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    pub(crate) fn allow_no_retry(&mut self) {
+        self.max_attempts = self.max_attempts.min(self.attempts.saturating_add(1));
     }
 
     /// Runs one attempt with every guard; on a retryable failure it also
@@ -206,15 +202,13 @@ impl<'p, S, H> Execution<'p, S, H> {
     }
 
     /// The guards when an attempt can take the direct path: they come from
-    /// the policy's cache (the global registry), no bulkhead (whose wait is a
-    /// future of its own) and no timer.
+    /// the policy's cache (the global registry), are only a breaker and a
+    /// budget (the others may wait, in futures of their own) and no timer.
     #[inline]
     fn direct_guards(&self) -> Option<&'p Guards> {
         match self.guards {
             GuardsRef::Cached(guards)
-                if guards.bulkhead.is_none()
-                    && self.settings.attempt_timeout.is_none()
-                    && self.deadline.is_none() =>
+                if guards.direct && self.settings.attempt_timeout.is_none() && self.deadline.is_none() =>
             {
                 Some(guards)
             }
@@ -245,9 +239,7 @@ impl<'p, S, H> Execution<'p, S, H> {
         // The previous attempt's error is superseded by this attempt's outcome.
         self.last.clear();
         let guarded = self.run(make_attempt()).await;
-        // The bulkhead place is held for the attempt only.
-        drop(admitted.bulkhead);
-        let wait = match self.settle(admitted.breaker, &guards, guarded) {
+        let wait = match self.settle(admitted, &guards, guarded) {
             Ok(wait) => wait,
             Err(done) => return done,
         };
@@ -287,75 +279,6 @@ impl<'p, S, H> Execution<'p, S, H> {
                     Err(_) => Guarded::Cut,
                 }
             }
-        }
-    }
-
-    /// Steps 4 and 5 of the general path: the wait before the next attempt,
-    /// or the step that ends the call.
-    fn settle<T, E>(
-        &mut self,
-        permit: Option<BreakerPermit<'_>>,
-        guards: &Guards,
-        guarded: Guarded<T, E>,
-    ) -> Result<Duration, Step<T, E>>
-    where
-        H: ErrorHandling<E>,
-        S: LastError<E>,
-    {
-        let error = match guarded {
-            Guarded::Ran(Ok(value)) => {
-                record(permit, Outcome::Success);
-                if let Some(budget) = &guards.budget {
-                    budget.deposit();
-                }
-                return Err(Step::Done(Ok(value)));
-            }
-            Guarded::Cut => {
-                record(permit, Outcome::Failure);
-                let refusal = self.deadline_refusal();
-                observe::stop(self.policy.operation(), self.attempts, refusal.reason.label());
-                return Err(Step::Done(Err(self.handling.reject(refusal.rejection))));
-            }
-            Guarded::TimedOut(after) => self.handling.reject(Rejection::AttemptTimeout { after }),
-            Guarded::Ran(Err(error)) => error,
-        };
-        let class = self.handling.class(&error);
-        record(permit, outcome_of(class));
-        self.after_failure(class, error).map_err(|error| Step::Done(Err(error)))
-    }
-
-    /// Step 5: after a failed attempt whose outcome is recorded, the wait
-    /// before the next attempt (keeping the error meanwhile), or the error
-    /// that ends the call.
-    fn after_failure<E>(&mut self, class: ErrorClass, error: E) -> Result<Duration, E>
-    where
-        S: LastError<E>,
-    {
-        match decide(class, self.attempts, self.max_attempts, self) {
-            Decision::Retry(wait) => {
-                observe::retry(self.policy.operation(), self.attempts, wait, class.label());
-                self.last.keep(error);
-                Ok(wait)
-            }
-            Decision::Stop(reason) => {
-                observe::stop(self.policy.operation(), self.attempts, reason.label());
-                Err(error)
-            }
-        }
-    }
-
-    /// The next attempt could not run: the call ends with the last error
-    /// an attempt produced, or, when none ran, with the refusal's rejection.
-    #[cold]
-    fn cannot_run<E>(&mut self, refusal: Refusal) -> E
-    where
-        H: ErrorHandling<E>,
-        S: LastError<E>,
-    {
-        observe::stop(self.policy.operation(), self.attempts, refusal.reason.label());
-        match self.last.take() {
-            Some(error) => error,
-            None => self.handling.reject(refusal.rejection),
         }
     }
 }

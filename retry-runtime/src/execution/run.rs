@@ -20,6 +20,10 @@ impl Policy {
     ///
     /// The last error is kept while the call waits for its next attempt, so
     /// this future is `Send` when `op`'s futures and `E` are.
+    ///
+    /// With hedging ([`PolicyBuilder::hedge`](crate::PolicyBuilder::hedge)),
+    /// `op` is called again for each hedge while the earlier attempts still
+    /// run: their futures run side by side.
     pub async fn run<T, E, F, Fut>(&self, op: F) -> Result<T, E>
     where
         F: FnMut() -> Fut,
@@ -27,6 +31,40 @@ impl Policy {
         E: ResilientError,
     {
         drive(self.execution(None, Kept::default(), ByTraits), op).await
+    }
+
+    /// [`run`](Self::run), then `fallback` with the final error, if any:
+    /// what it returns is the call's result (the attribute's `fallback = path`).
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// use resilient::{Policy, Rejection};
+    /// let policy = Policy::builder().max_attempts(2).build().unwrap();
+    /// let price = policy
+    ///     .run_or_else(
+    ///         || async { Err::<u32, std::io::Error>(std::io::ErrorKind::ConnectionReset.into()) },
+    ///         |_error| async { Ok(100) }, // the cached price
+    ///     )
+    ///     .await;
+    /// assert_eq!(price.unwrap(), 100);
+    /// # }
+    /// ```
+    pub async fn run_or_else<T, E, F, Fut, G, GFut>(&self, op: F, fallback: G) -> Result<T, E>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: ResilientError,
+        G: FnOnce(E) -> GFut,
+        GFut: Future<Output = Result<T, E>>,
+    {
+        match self.run(op).await {
+            Err(error) => {
+                crate::observe::fallback(self.operation());
+                fallback(error).await
+            }
+            done => done,
+        }
     }
 
     /// [`run`](Self::run) with an idempotency key, which every attempt reads
@@ -160,7 +198,14 @@ where
     H: ErrorHandling<E>,
 {
     loop {
-        if let Step::Done(result) = execution.attempt_with(&mut op).await {
+        // The hedged round's state is boxed: it would make every call's
+        // future larger (and costlier to move) for a path few policies take.
+        let step = if execution.hedges() {
+            Box::pin(execution.attempt_hedged(&mut op)).await
+        } else {
+            execution.attempt_with(&mut op).await
+        };
+        if let Step::Done(result) = step {
             return result;
         }
     }

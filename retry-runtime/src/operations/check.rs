@@ -95,17 +95,12 @@ impl Registry {
     /// ```
     pub fn check(&self) -> CheckReport {
         let mut report = CheckReport::default();
-        let tables = [
-            (GuardKind::Breaker, "breaker"),
-            (GuardKind::Budget, "budget"),
-            (GuardKind::Bulkhead, "bulkhead"),
-        ]
-        .map(|(kind, label)| (label, self.declared_names(kind), self.resolved_names(kind)));
+        let tables = GuardKind::ALL
+            .map(|kind| (kind, kind.label(), self.declared_names(kind), self.resolved_names(kind)));
         let mut used: Vec<(&'static str, String)> = Vec::new();
         for policy in operations::registered() {
-            let (breaker, budget, bulkhead) = policy.guard_names();
-            for ((kind, declared, _), name) in tables.iter().zip([breaker, budget, bulkhead]) {
-                let Some(name) = name else { continue };
+            for (guard_kind, kind, declared, _) in &tables {
+                let Some(name) = policy.guard_name(*guard_kind) else { continue };
                 used.push((kind, name.to_owned()));
                 if !declared.iter().any(|d| d == name) {
                     report.undeclared.push(Undeclared {
@@ -117,7 +112,7 @@ impl Registry {
                 }
             }
         }
-        for (kind, declared, resolved) in &tables {
+        for (_, kind, declared, resolved) in &tables {
             for name in declared {
                 let named = used.iter().any(|(k, n)| k == kind && n == name);
                 if !named && !resolved.contains(name) {

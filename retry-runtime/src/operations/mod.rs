@@ -14,6 +14,7 @@ mod check;
 pub use check::{CheckReport, Undeclared, Unused};
 
 use crate::policy::Policy;
+use crate::registry::GuardKind;
 use crate::settings::Settings;
 
 /// One annotated function's entry in the link-time list; only the code
@@ -55,6 +56,10 @@ pub struct OperationInfo {
     pub budget: Option<String>,
     /// Its named bulkhead, if any.
     pub bulkhead: Option<String>,
+    /// Its named throttle, if any.
+    pub throttle: Option<String>,
+    /// Its named rate limiter, if any.
+    pub rate_limit: Option<String>,
     /// `false` for an operation declared `idempotent = false`.
     pub idempotent: bool,
     /// Whether its calls carry an idempotency key (`key = ...`).
@@ -65,13 +70,15 @@ pub struct OperationInfo {
 pub fn operations() -> Vec<OperationInfo> {
     let mut all: Vec<OperationInfo> = registered()
         .map(|policy| {
-            let (breaker, budget, bulkhead) = policy.guard_names();
+            let name = |kind| policy.guard_name(kind).map(str::to_owned);
             OperationInfo {
                 name: policy.operation().to_owned(),
                 settings: policy.settings(),
-                breaker: breaker.map(str::to_owned),
-                budget: budget.map(str::to_owned),
-                bulkhead: bulkhead.map(str::to_owned),
+                breaker: name(GuardKind::Breaker),
+                budget: name(GuardKind::Budget),
+                bulkhead: name(GuardKind::Bulkhead),
+                throttle: name(GuardKind::Throttle),
+                rate_limit: name(GuardKind::RateLimit),
                 idempotent: policy.is_idempotent(),
                 has_key: policy.has_key(),
             }

@@ -8,6 +8,8 @@ use super::{MAX_ATTEMPTS_LIMIT, Nested, Policy, Settings};
 use crate::backoff::{Backoff, Jitter};
 use crate::config::{ConfigError, PolicyError};
 use crate::guards::{GuardCache, GuardNames};
+use crate::registry::GuardKind;
+use crate::settings::Hedge;
 
 /// Builds a [`Policy`]; [`build`](Self::build) checks every setting.
 ///
@@ -19,7 +21,8 @@ use crate::guards::{GuardCache, GuardNames};
 /// | `jitter` | [`Jitter::Full`] |
 /// | `attempt_timeout` | none (must be > 0 and < `deadline`) |
 /// | `deadline` | none (must be > 0) |
-/// | `breaker`, `budget`, `bulkhead` | none (names in the registry in effect) |
+/// | `breaker`, `budget`, `bulkhead`, `throttle`, `rate_limit` | none (names in the registry in effect) |
+/// | `hedge` | none (`after` > 0, `max` in 1..=3) |
 /// | `seed` | none (the registry's seed, else entropy) |
 /// | `nested` | [`Nested::Once`] |
 /// | `name` | `"anonymous"` |
@@ -45,6 +48,7 @@ pub struct PolicyBuilder {
     pub(super) jitter: Jitter,
     pub(super) attempt_timeout: Option<Duration>,
     pub(super) deadline: Option<Duration>,
+    pub(super) hedge: Option<Hedge>,
     pub(super) guard_names: GuardNames,
     pub(super) seed: Option<u64>,
     pub(super) nested: Nested,
@@ -65,6 +69,7 @@ impl Default for PolicyBuilder {
             jitter: Jitter::Full,
             attempt_timeout: None,
             deadline: None,
+            hedge: None,
             guard_names: GuardNames::default(),
             seed: None,
             nested: Nested::Once,
@@ -135,6 +140,36 @@ impl PolicyBuilder {
         self
     }
 
+    /// Refuses attempts locally with the named client-side throttle while
+    /// the dependency refuses most of what it is sent (see [`Throttle`](crate::Throttle)).
+    pub fn throttle(mut self, name: impl Into<Cow<'static, str>>) -> Self {
+        self.guard_names.throttle = Some(name.into());
+        self
+    }
+
+    /// Paces attempts with the named rate limiter (see [`RateLimit`](crate::RateLimit)).
+    pub fn rate_limit(mut self, name: impl Into<Cow<'static, str>>) -> Self {
+        self.guard_names.rate_limit = Some(name.into());
+        self
+    }
+
+    /// Starts another attempt beside one that has not finished `after` it
+    /// started, up to `max` more (1..=3); the first success wins (see
+    /// [`Hedge`]). [`Policy::run`] runs the attempts of a round side by side.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// use std::time::Duration;
+    /// use resilient::Policy;
+    /// let policy = Policy::builder().hedge(Duration::from_millis(50), 2).build().unwrap();
+    /// assert_eq!(policy.settings().hedge.unwrap().max, 2);
+    /// assert_eq!(Policy::builder().hedge(Duration::from_millis(50), 4).build().unwrap_err().field, "max_hedges");
+    /// ```
+    pub fn hedge(mut self, after: Duration, max: u32) -> Self {
+        self.hedge = Some(Hedge { after, max });
+        self
+    }
+
     /// Makes the jitter of this policy's calls reproducible.
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
@@ -178,18 +213,19 @@ impl PolicyBuilder {
                 ));
             }
         }
-        let names = &self.guard_names;
-        for (field, name) in
-            [("breaker", &names.breaker), ("budget", &names.budget), ("bulkhead", &names.bulkhead)]
-        {
-            if name.as_deref().is_some_and(|n| n.trim().is_empty()) {
-                return Err(ConfigError::new(field, "the name must not be empty"));
+        if let Some(hedge) = &self.hedge {
+            hedge.validate()?;
+        }
+        for kind in GuardKind::ALL {
+            if self.guard_names.get(kind).is_some_and(|n| n.trim().is_empty()) {
+                return Err(ConfigError::new(kind.label(), "the name must not be empty"));
             }
         }
         Ok(self.into_policy())
     }
 
     pub(super) fn into_policy(self) -> Policy {
+        let named = !self.guard_names.is_empty();
         Policy {
             operation: self.operation,
             settings: Settings {
@@ -197,6 +233,7 @@ impl PolicyBuilder {
                 backoff: Backoff::new(self.base, self.cap, self.jitter),
                 attempt_timeout: self.attempt_timeout,
                 deadline: self.deadline,
+                hedge: self.hedge,
             },
             guard_names: self.guard_names,
             idempotent: true,
@@ -205,7 +242,7 @@ impl PolicyBuilder {
             seed: self.seed,
             nested: self.nested,
             streams: AtomicU64::new(0),
-            cache: GuardCache::new(),
+            cache: GuardCache::new(named),
         }
     }
 }
@@ -227,6 +264,10 @@ mod tests {
             (Policy::builder().breaker(""), "breaker"),
             (Policy::builder().budget(" "), "budget"),
             (Policy::builder().bulkhead(""), "bulkhead"),
+            (Policy::builder().throttle(""), "throttle"),
+            (Policy::builder().rate_limit(" "), "rate_limit"),
+            (Policy::builder().hedge(ms(0), 1), "hedge_after"),
+            (Policy::builder().hedge(ms(10), 0), "max_hedges"),
         ];
         for (builder, field) in cases {
             let err = builder.build().unwrap_err();

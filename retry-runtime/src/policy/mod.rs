@@ -16,8 +16,9 @@ pub use builder::PolicyBuilder;
 
 use crate::backoff::{Backoff, Jitter, stream_seed};
 use crate::guards::{GuardCache, GuardNames, GuardsRef};
+use crate::registry::GuardKind;
 pub use crate::settings::Settings;
-use crate::settings::SettingsRef;
+use crate::settings::{Hedge, SettingsRef};
 
 /// Upper bound of `max_attempts`: a bound on amplification, not a target.
 pub const MAX_ATTEMPTS_LIMIT: u32 = 100;
@@ -91,6 +92,8 @@ impl std::fmt::Debug for Policy {
             .field("breaker", &self.guard_names.breaker)
             .field("budget", &self.guard_names.budget)
             .field("bulkhead", &self.guard_names.bulkhead)
+            .field("throttle", &self.guard_names.throttle)
+            .field("rate_limit", &self.guard_names.rate_limit)
             .field("seed", &self.seed)
             .field("nested", &self.nested)
             .finish()
@@ -117,9 +120,13 @@ pub struct AttributeConfig {
     pub jitter: Jitter,
     pub attempt_timeout_ms: Option<u64>,
     pub deadline_ms: Option<u64>,
+    pub hedge_after_ms: Option<u64>,
+    pub max_hedges: u32,
     pub breaker: Option<&'static str>,
     pub budget: Option<&'static str>,
     pub bulkhead: Option<&'static str>,
+    pub throttle: Option<&'static str>,
+    pub rate_limit: Option<&'static str>,
     pub nested_retry: bool,
     pub idempotent: bool,
     pub has_key: bool,
@@ -156,6 +163,7 @@ impl Policy {
             jitter: self.settings.backoff.jitter,
             attempt_timeout: self.settings.attempt_timeout,
             deadline: self.settings.deadline,
+            hedge: self.settings.hedge,
             guard_names: self.guard_names.clone(),
             seed: self.seed,
             nested: self.nested,
@@ -177,6 +185,10 @@ impl Policy {
                 ),
                 attempt_timeout: millis(cfg.attempt_timeout_ms),
                 deadline: millis(cfg.deadline_ms),
+                hedge: match cfg.hedge_after_ms {
+                    Some(after) => Some(Hedge { after: Duration::from_millis(after), max: cfg.max_hedges }),
+                    None => None,
+                },
             },
             idempotent: cfg.idempotent,
             has_key: cfg.has_key,
@@ -185,11 +197,19 @@ impl Policy {
                 breaker: borrowed(cfg.breaker),
                 budget: borrowed(cfg.budget),
                 bulkhead: borrowed(cfg.bulkhead),
+                throttle: borrowed(cfg.throttle),
+                rate_limit: borrowed(cfg.rate_limit),
             },
             seed: None,
             nested: if cfg.nested_retry { Nested::Retry } else { Nested::Once },
             streams: AtomicU64::new(0),
-            cache: GuardCache::new(),
+            cache: GuardCache::new(
+                cfg.breaker.is_some()
+                    || cfg.budget.is_some()
+                    || cfg.bulkhead.is_some()
+                    || cfg.throttle.is_some()
+                    || cfg.rate_limit.is_some(),
+            ),
         }
     }
 
@@ -223,10 +243,17 @@ impl Policy {
         self.settings
     }
 
-    /// The guard names it uses: breaker, budget, bulkhead.
-    pub fn guard_names(&self) -> (Option<&str>, Option<&str>, Option<&str>) {
-        let names = &self.guard_names;
-        (names.breaker.as_deref(), names.budget.as_deref(), names.bulkhead.as_deref())
+    /// The name of its guard of `kind`, if it names one.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// use resilient::{GuardKind, Policy};
+    /// let policy = Policy::builder().breaker("payment").build().unwrap();
+    /// assert_eq!(policy.guard_name(GuardKind::Breaker), Some("payment"));
+    /// assert_eq!(policy.guard_name(GuardKind::Throttle), None);
+    /// ```
+    pub fn guard_name(&self, kind: GuardKind) -> Option<&str> {
+        self.guard_names.get(kind)
     }
 
     /// Whether retries are allowed without a key: `false` for an operation

@@ -13,12 +13,15 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use crate::breaker::{BreakerConfig, BreakerTransition, CircuitBreaker, Hooks, TransitionHook};
-use crate::budget::{BudgetConfig, RetryBudget};
-use crate::bulkhead::{Bulkhead, BulkheadConfig};
+use crate::breaker::{BreakerTransition, CircuitBreaker, Hooks, TransitionHook};
+use crate::budget::RetryBudget;
+use crate::bulkhead::Bulkhead;
 use crate::config::ConfigError;
+use crate::rate_limit::RateLimit;
 use crate::settings::Settings;
+use crate::throttle::Throttle;
 
+mod named;
 mod overrides;
 mod table;
 
@@ -26,12 +29,43 @@ pub(crate) use overrides::OverrideCounters;
 use overrides::Overrides;
 use table::Table;
 
-/// The three kinds of guard a registry holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum GuardKind {
+/// The kinds of guard a registry holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum GuardKind {
+    /// A [`CircuitBreaker`].
     Breaker,
+    /// A [`RetryBudget`].
     Budget,
+    /// A [`Bulkhead`].
     Bulkhead,
+    /// A [`Throttle`](crate::Throttle).
+    Throttle,
+    /// A [`RateLimit`](crate::RateLimit).
+    RateLimit,
+}
+
+impl GuardKind {
+    /// Every kind, in the order reports list them.
+    pub const ALL: [GuardKind; 5] = [
+        GuardKind::Breaker,
+        GuardKind::Budget,
+        GuardKind::Bulkhead,
+        GuardKind::Throttle,
+        GuardKind::RateLimit,
+    ];
+
+    /// The kind as the attribute's argument names it: `breaker`, `budget`,
+    /// `bulkhead`, `throttle` or `rate_limit`.
+    pub fn label(self) -> &'static str {
+        match self {
+            GuardKind::Breaker => "breaker",
+            GuardKind::Budget => "budget",
+            GuardKind::Bulkhead => "bulkhead",
+            GuardKind::Throttle => "throttle",
+            GuardKind::RateLimit => "rate_limit",
+        }
+    }
 }
 
 /// Why a declaration was refused.
@@ -47,7 +81,7 @@ pub enum RegistryError {
     },
     /// A guard of this kind already exists under this name.
     AlreadyDeclared {
-        /// `"breaker"`, `"budget"` or `"bulkhead"`.
+        /// The kind's label (see [`GuardKind::label`]).
         kind: &'static str,
         /// The name that is taken.
         name: String,
@@ -77,6 +111,8 @@ struct Inner {
     breakers: Table<CircuitBreaker>,
     budgets: Table<RetryBudget>,
     bulkheads: Table<Bulkhead>,
+    throttles: Table<Throttle>,
+    rate_limits: Table<RateLimit>,
     hooks: Hooks,
     /// Per-operation settings from a configuration file.
     overrides: Overrides,
@@ -85,7 +121,8 @@ struct Inner {
     applying: std::sync::Mutex<()>,
 }
 
-/// A set of named breakers, budgets and bulkheads; a cheap `Clone` handle.
+/// A set of named guards (breakers, budgets, bulkheads, throttles and
+/// rate limits); a cheap `Clone` handle.
 ///
 /// ```
 /// # use retry_runtime as resilient;
@@ -159,70 +196,13 @@ impl Registry {
                 breakers: Table::new("breaker"),
                 budgets: Table::new("budget"),
                 bulkheads: Table::new("bulkhead"),
+                throttles: Table::new("throttle"),
+                rate_limits: Table::new("rate_limit"),
                 hooks: Arc::default(),
                 overrides: Overrides::default(),
                 applying: std::sync::Mutex::new(()),
             }),
         }
-    }
-
-    /// Declares a named circuit breaker.
-    pub fn declare_breaker(&self, name: &str, config: BreakerConfig) -> Result<(), RegistryError> {
-        let breaker = CircuitBreaker::new(name, config).map_err(|error| invalid(name, error))?;
-        self.inner.breakers.insert(name, breaker.with_hooks(self.inner.hooks.clone()))
-    }
-
-    /// Declares a named retry budget.
-    pub fn declare_budget(&self, name: &str, config: impl Into<BudgetConfig>) -> Result<(), RegistryError> {
-        let budget = RetryBudget::new(name, config).map_err(|error| invalid(name, error))?;
-        self.inner.budgets.insert(name, budget)
-    }
-
-    /// Declares a named bulkhead.
-    pub fn declare_bulkhead(&self, name: &str, config: BulkheadConfig) -> Result<(), RegistryError> {
-        let bulkhead = Bulkhead::new(name, config).map_err(|error| invalid(name, error))?;
-        self.inner.bulkheads.insert(name, bulkhead)
-    }
-
-    /// The breaker declared (or created on first use) under `name`.
-    pub fn breaker(&self, name: &str) -> Option<Arc<CircuitBreaker>> {
-        self.inner.breakers.get(name)
-    }
-
-    /// The budget declared (or created on first use) under `name`.
-    pub fn budget(&self, name: &str) -> Option<Arc<RetryBudget>> {
-        self.inner.budgets.get(name)
-    }
-
-    /// The bulkhead declared (or created on first use) under `name`.
-    pub fn bulkhead(&self, name: &str) -> Option<Arc<Bulkhead>> {
-        self.inner.bulkheads.get(name)
-    }
-
-    /// Every breaker of this registry, declared or created on first use,
-    /// sorted by name: for dashboards and fleet sync.
-    ///
-    /// ```
-    /// # use retry_runtime as resilient;
-    /// use resilient::{BreakerConfig, Registry};
-    /// let registry = Registry::new();
-    /// registry.declare_breaker("b", BreakerConfig::default()).unwrap();
-    /// registry.declare_breaker("a", BreakerConfig::default()).unwrap();
-    /// let names: Vec<String> = registry.breakers().into_iter().map(|(name, _)| name).collect();
-    /// assert_eq!(names, ["a", "b"]);
-    /// ```
-    pub fn breakers(&self) -> Vec<(String, Arc<CircuitBreaker>)> {
-        self.inner.breakers.all()
-    }
-
-    /// Every budget of this registry, sorted by name.
-    pub fn budgets(&self) -> Vec<(String, Arc<RetryBudget>)> {
-        self.inner.budgets.all()
-    }
-
-    /// Every bulkhead of this registry, sorted by name.
-    pub fn bulkheads(&self) -> Vec<(String, Arc<Bulkhead>)> {
-        self.inner.bulkheads.all()
     }
 
     /// Calls `hook` on every transition of every breaker of this registry,
@@ -318,24 +298,6 @@ impl Registry {
         self.inner.overrides.replace(new);
     }
 
-    /// The names of `kind` declared here (not merely created on first use), sorted.
-    pub(crate) fn declared_names(&self, kind: GuardKind) -> Vec<String> {
-        match kind {
-            GuardKind::Breaker => self.inner.breakers.declared_names(),
-            GuardKind::Budget => self.inner.budgets.declared_names(),
-            GuardKind::Bulkhead => self.inner.bulkheads.declared_names(),
-        }
-    }
-
-    /// The names of `kind` a call's policy has looked up here, sorted.
-    pub(crate) fn resolved_names(&self, kind: GuardKind) -> Vec<String> {
-        match kind {
-            GuardKind::Breaker => self.inner.breakers.resolved_names(),
-            GuardKind::Budget => self.inner.budgets.resolved_names(),
-            GuardKind::Bulkhead => self.inner.bulkheads.resolved_names(),
-        }
-    }
-
     /// Held while a configuration file is checked and applied, so that two
     /// files never interleave.
     #[cfg_attr(not(feature = "config"), allow(dead_code))]
@@ -352,29 +314,6 @@ impl Registry {
         let seed = self.inner.seed?;
         let stream = self.inner.streams.fetch_add(1, Ordering::Relaxed);
         Some(crate::backoff::stream_seed(seed, stream))
-    }
-
-    pub(crate) fn breaker_or_default(&self, name: &str) -> Arc<CircuitBreaker> {
-        let hooks = self.inner.hooks.clone();
-        self.inner.breakers.get_or_default(name, || {
-            CircuitBreaker::new(name, BreakerConfig::default())
-                .unwrap_or_else(|_| unreachable!("the default breaker config is valid"))
-                .with_hooks(hooks)
-        })
-    }
-
-    pub(crate) fn budget_or_default(&self, name: &str) -> Arc<RetryBudget> {
-        self.inner.budgets.get_or_default(name, || {
-            RetryBudget::new(name, BudgetConfig::default())
-                .unwrap_or_else(|_| unreachable!("the default budget config is valid"))
-        })
-    }
-
-    pub(crate) fn bulkhead_or_default(&self, name: &str) -> Arc<Bulkhead> {
-        self.inner.bulkheads.get_or_default(name, || {
-            Bulkhead::new(name, BulkheadConfig::default())
-                .unwrap_or_else(|_| unreachable!("the default bulkhead config is valid"))
-        })
     }
 }
 

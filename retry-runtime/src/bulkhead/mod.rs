@@ -13,6 +13,11 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::time::Instant;
+
+mod limit;
+
+pub use limit::{AdaptiveLimit, LimitCore};
 
 use crate::config::{ConfigError, positive};
 
@@ -22,22 +27,27 @@ use crate::config::{ConfigError, positive};
 /// # use retry_runtime as resilient;
 /// use std::time::Duration;
 /// use resilient::BulkheadConfig;
-/// let cfg = BulkheadConfig { max_concurrent: 4, max_wait: Some(Duration::from_millis(50)) };
+/// let cfg = BulkheadConfig { max_concurrent: 4, max_wait: Some(Duration::from_millis(50)), ..Default::default() };
 /// assert!(cfg.validate().is_ok());
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BulkheadConfig {
-    /// Attempts allowed in flight at once. Default 10.
+    /// Attempts allowed in flight at once (with `adaptive`, the most the
+    /// limit may reach). Default 10.
     pub max_concurrent: u32,
     /// How long an attempt may wait for a permit before it is rejected with
     /// `BulkheadFull`; `None` (the default) waits as long as it takes (still
     /// bounded by the call's deadline, if any).
     pub max_wait: Option<Duration>,
+    /// Moves the limit within `[min, max_concurrent]` by what the answers
+    /// say (see [`AdaptiveLimit`]); `None` (the default) keeps it at
+    /// `max_concurrent`.
+    pub adaptive: Option<AdaptiveLimit>,
 }
 
 impl Default for BulkheadConfig {
     fn default() -> Self {
-        BulkheadConfig { max_concurrent: 10, max_wait: None }
+        BulkheadConfig { max_concurrent: 10, max_wait: None, adaptive: None }
     }
 }
 
@@ -48,7 +58,10 @@ impl BulkheadConfig {
         if self.max_concurrent as usize > Semaphore::MAX_PERMITS {
             return Err(ConfigError::new("max_concurrent", "is larger than tokio's semaphore allows"));
         }
-        Ok(())
+        match &self.adaptive {
+            Some(adaptive) => adaptive.validate(self.max_concurrent),
+            None => Ok(()),
+        }
     }
 }
 
@@ -69,6 +82,11 @@ impl BulkheadConfig {
 pub struct Bulkhead {
     name: String,
     max_concurrent: AtomicU32,
+    /// The limit in force: `max_concurrent`, or the adaptive limit's.
+    limit: AtomicU32,
+    /// The adaptive limit, if any (`adaptive` says so without the lock).
+    limiter: Mutex<Option<LimitCore>>,
+    adaptive: std::sync::atomic::AtomicBool,
     /// `max_wait` in nanoseconds; `u64::MAX` for none.
     max_wait_nanos: AtomicU64,
     permits: Semaphore,
@@ -86,6 +104,19 @@ pub struct BulkheadPermit<'a> {
     /// `None` only while being dropped.
     permit: Option<SemaphorePermit<'a>>,
     bulkhead: &'a Bulkhead,
+    /// When the attempt started, for an adaptive limit's latency sample.
+    started: Option<Instant>,
+}
+
+impl BulkheadPermit<'_> {
+    /// Gives the place back, telling an adaptive limit how the attempt went:
+    /// `overload` for an overload signal (a transient failure, a timeout, a
+    /// conflict). Dropping the permit instead tells it nothing.
+    pub fn finish(self, overload: bool) {
+        if let Some(started) = self.started {
+            self.bulkhead.sample(started.elapsed(), overload);
+        }
+    }
 }
 
 impl Drop for BulkheadPermit<'_> {
@@ -125,6 +156,11 @@ impl Bulkhead {
         Ok(Bulkhead {
             name: name.into(),
             max_concurrent: AtomicU32::new(config.max_concurrent),
+            limit: AtomicU32::new(config.max_concurrent),
+            limiter: Mutex::new(
+                config.adaptive.map(|adaptive| LimitCore::new(adaptive, config.max_concurrent)),
+            ),
+            adaptive: std::sync::atomic::AtomicBool::new(config.adaptive.is_some()),
             max_wait_nanos: AtomicU64::new(wait_nanos(config.max_wait)),
             permits: Semaphore::new(config.max_concurrent as usize),
             owed: AtomicU32::new(0),
@@ -140,17 +176,31 @@ impl Bulkhead {
     /// The settings it runs on.
     pub fn config(&self) -> BulkheadConfig {
         let nanos = self.max_wait_nanos.load(Ordering::Relaxed);
+        let adaptive = self.lock_limiter().as_ref().map(LimitCore::config);
         BulkheadConfig {
             max_concurrent: self.max_concurrent.load(Ordering::Relaxed),
             max_wait: (nanos != u64::MAX).then(|| Duration::from_nanos(nanos)),
+            adaptive,
         }
+    }
+
+    /// The limit in force: `max_concurrent`, or where an adaptive limit is now.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// use resilient::{AdaptiveLimit, Bulkhead, BulkheadConfig};
+    /// let config = BulkheadConfig { max_concurrent: 8, adaptive: Some(AdaptiveLimit::aimd(2)), ..Default::default() };
+    /// let bulkhead = Bulkhead::new("db", config).unwrap();
+    /// assert_eq!(bulkhead.limit(), 8, "an adaptive limit starts at the maximum");
+    /// ```
+    pub fn limit(&self) -> u32 {
+        self.limit.load(Ordering::Relaxed)
     }
 
     /// Permits held right now. After a shrink it may exceed the new limit
     /// until the calls holding them finish.
     pub fn in_use(&self) -> usize {
-        let total =
-            self.max_concurrent.load(Ordering::Relaxed) as usize + self.owed.load(Ordering::Relaxed) as usize;
+        let total = self.limit.load(Ordering::Relaxed) as usize + self.owed.load(Ordering::Relaxed) as usize;
         total.saturating_sub(self.permits.available_permits())
     }
 
@@ -174,7 +224,8 @@ impl Bulkhead {
 
     /// [`acquire`](Self::acquire) once no permit was free: waits, at most `max_wait`.
     pub(crate) async fn acquire_waiting(&self) -> Result<BulkheadPermit<'_>, BulkheadFull> {
-        let max_wait = self.config().max_wait;
+        let nanos = self.max_wait_nanos.load(Ordering::Relaxed);
+        let max_wait = (nanos != u64::MAX).then(|| Duration::from_nanos(nanos));
         // A wait too long to arm is no limit.
         let permit = match max_wait.and_then(crate::clock::instant_after) {
             None => self.permits.acquire().await.map_err(|_| BulkheadFull)?,
@@ -190,7 +241,9 @@ impl Bulkhead {
     fn admitted<'a>(&'a self, permit: SemaphorePermit<'a>) -> BulkheadPermit<'a> {
         #[cfg(feature = "metrics")]
         crate::observe::bulkhead_level(&self.name, self.in_use());
-        BulkheadPermit { permit: Some(permit), bulkhead: self }
+        // Only an adaptive limit reads the clock.
+        let started = self.adaptive.load(Ordering::Relaxed).then(Instant::now);
+        BulkheadPermit { permit: Some(permit), bulkhead: self, started }
     }
 
     /// Takes one owed permit off the debt; `false` if none is owed any more.
@@ -198,11 +251,51 @@ impl Bulkhead {
         self.owed.fetch_update(Ordering::AcqRel, Ordering::Acquire, |owed| owed.checked_sub(1)).is_ok()
     }
 
+    /// An adaptive limit's sample: moves the limit, and the permits with it.
+    fn sample(&self, rtt: Duration, overload: bool) {
+        let in_flight = u32::try_from(self.in_use()).unwrap_or(u32::MAX);
+        let _resizing = self.resizing.lock().unwrap_or_else(|e| e.into_inner());
+        let new = match self.lock_limiter().as_mut() {
+            Some(core) => core.sample(rtt, overload, in_flight),
+            None => return,
+        };
+        let old = self.limit();
+        if new != old {
+            self.resize_to(new);
+            crate::observe::bulkhead_limit(&self.name, old, new);
+        }
+    }
+
+    /// Moves the limit in force to `new` (the caller holds `resizing`):
+    /// permits in use are never touched; a smaller limit takes free ones now
+    /// and the rest as they come back.
+    fn resize_to(&self, new: u32) {
+        let old = self.limit.load(Ordering::Relaxed);
+        if new > old {
+            let mut grow = new - old;
+            // Cancel debt first: those permits were never given back.
+            while grow > 0 && self.retire_one() {
+                grow -= 1;
+            }
+            self.permits.add_permits(grow as usize);
+        } else if new < old {
+            let shrink = old - new;
+            let forgotten = u32::try_from(self.permits.forget_permits(shrink as usize)).unwrap_or(shrink);
+            self.owed.fetch_add(shrink - forgotten.min(shrink), Ordering::AcqRel);
+        }
+        self.limit.store(new, Ordering::Relaxed);
+    }
+
+    fn lock_limiter(&self) -> std::sync::MutexGuard<'_, Option<LimitCore>> {
+        self.limiter.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Runs on `config` from now on. Permits in use are not touched: a
     /// larger limit admits more at once; a smaller one takes free permits
     /// away now and the rest as calls give theirs back, so in-use may
-    /// exceed the new limit until they do. An invalid `config` is an error
-    /// naming the field, and changes nothing.
+    /// exceed the new limit until they do. An adaptive limit keeps where it
+    /// is, within the new bounds. An invalid `config` is an error naming
+    /// the field, and changes nothing.
     ///
     /// ```
     /// # use retry_runtime as resilient;
@@ -221,21 +314,21 @@ impl Bulkhead {
     pub fn reconfigure(&self, config: BulkheadConfig) -> Result<(), ConfigError> {
         config.validate()?;
         let _resizing = self.resizing.lock().unwrap_or_else(|e| e.into_inner());
-        let old = self.max_concurrent.load(Ordering::Relaxed);
-        let new = config.max_concurrent;
-        if new > old {
-            let mut grow = new - old;
-            // Cancel debt first: those permits were never given back.
-            while grow > 0 && self.retire_one() {
-                grow -= 1;
-            }
-            self.permits.add_permits(grow as usize);
-        } else if new < old {
-            let shrink = old - new;
-            let forgotten = u32::try_from(self.permits.forget_permits(shrink as usize)).unwrap_or(shrink);
-            self.owed.fetch_add(shrink - forgotten.min(shrink), Ordering::AcqRel);
-        }
-        self.max_concurrent.store(new, Ordering::Relaxed);
+        let new_limit = {
+            let mut limiter = self.lock_limiter();
+            let current = self.limit.load(Ordering::Relaxed);
+            *limiter = config.adaptive.map(|adaptive| match limiter.take() {
+                Some(mut core) if core.config() == adaptive => {
+                    core.set_max(config.max_concurrent);
+                    core
+                }
+                _ => LimitCore::starting_at(adaptive, config.max_concurrent, current),
+            });
+            limiter.as_ref().map_or(config.max_concurrent, LimitCore::limit)
+        };
+        self.resize_to(new_limit);
+        self.adaptive.store(config.adaptive.is_some(), Ordering::Relaxed);
+        self.max_concurrent.store(config.max_concurrent, Ordering::Relaxed);
         self.max_wait_nanos.store(wait_nanos(config.max_wait), Ordering::Relaxed);
         Ok(())
     }
@@ -249,7 +342,7 @@ mod tests {
     async fn a_waiter_is_rejected_once_max_wait_passes() {
         let b = Bulkhead::new(
             "x",
-            BulkheadConfig { max_concurrent: 1, max_wait: Some(Duration::from_millis(50)) },
+            BulkheadConfig { max_concurrent: 1, max_wait: Some(Duration::from_millis(50)), adaptive: None },
         )
         .unwrap();
         let held = b.acquire().await.unwrap();
@@ -263,7 +356,33 @@ mod tests {
 
     #[test]
     fn zero_concurrency_is_a_config_error() {
-        let err = Bulkhead::new("x", BulkheadConfig { max_concurrent: 0, max_wait: None }).unwrap_err();
+        let err = Bulkhead::new("x", BulkheadConfig { max_concurrent: 0, ..Default::default() }).unwrap_err();
         assert_eq!(err.field, "max_concurrent");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_adaptive_limit_shrinks_on_overload_and_no_permit_is_lost() {
+        let config = BulkheadConfig {
+            max_concurrent: 10,
+            adaptive: Some(AdaptiveLimit::aimd(2)),
+            ..Default::default()
+        };
+        let b = Bulkhead::new("x", config).unwrap();
+        for _ in 0..20 {
+            b.acquire().await.unwrap().finish(true);
+        }
+        assert_eq!(b.limit(), 2, "shrunk to its minimum");
+        let (p, q) = (b.acquire().await.unwrap(), b.acquire().await.unwrap());
+        assert!(b.try_acquire().is_none(), "the limit holds");
+        drop((p, q));
+        for _ in 0..20 {
+            let held: Vec<_> = (0..b.limit()).map(|_| b.try_acquire().unwrap()).collect();
+            held.into_iter().for_each(|p| p.finish(false));
+        }
+        assert_eq!(b.limit(), 10, "grown back while in use");
+        assert_eq!(b.in_use(), 0);
+        let all: Vec<_> = (0..10).map(|_| b.try_acquire().unwrap()).collect();
+        assert!(b.try_acquire().is_none());
+        drop(all);
     }
 }

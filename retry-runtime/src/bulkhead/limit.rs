@@ -1,0 +1,281 @@
+//! Adaptive concurrency limits: the bulkhead's limit moved by what the
+//! dependency's answers say, as Netflix's concurrency-limits and Envoy's
+//! adaptive concurrency filter move theirs.
+//!
+//! A fixed limit is tuned for yesterday's traffic: too high, and a slow
+//! dependency queues the work of every caller; too low, and a fast one is
+//! starved. An adaptive limit lives in `[min, max_concurrent]`: it shrinks
+//! on overload signals (transient failures, timeouts, conflicts, and for the
+//! gradient, rising latency) and grows on successes while the limit is in
+//! use (a limit nobody reaches says nothing about the dependency).
+
+use std::time::Duration;
+
+use crate::config::ConfigError;
+
+/// How a bulkhead's limit adapts; made by [`aimd`](Self::aimd) or
+/// [`gradient`](Self::gradient) and tuned by its methods.
+///
+/// ```
+/// # use retry_runtime as resilient;
+/// use resilient::{AdaptiveLimit, BulkheadConfig};
+/// let config = BulkheadConfig { max_concurrent: 64, adaptive: Some(AdaptiveLimit::aimd(4).backoff_ratio(0.8)), ..Default::default() };
+/// assert!(config.validate().is_ok());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdaptiveLimit {
+    min: u32,
+    algorithm: Algorithm,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Algorithm {
+    /// Additive increase, multiplicative decrease.
+    Aimd { backoff_ratio: f64 },
+    /// Netflix's Gradient2: the ratio of long-term to recent latency.
+    Gradient { tolerance: f64, smoothing: f64, long_window: u32 },
+}
+
+impl AdaptiveLimit {
+    /// Additive increase, multiplicative decrease: one more per limit's
+    /// worth of successes while at least half the limit is in use (TCP's
+    /// congestion avoidance: about one step per round trip); times
+    /// `backoff_ratio` (default 0.9, Netflix's `AIMDLimit`) on an overload
+    /// signal. Never below `min`.
+    ///
+    /// Netflix's `AIMDLimit` adds one per success instead. Where the
+    /// overload signal is an error (a 503 past the capacity), every step
+    /// past the capacity costs one: per success, a dependency at its
+    /// capacity answers every few calls with an error; per round trip, a
+    /// few times less often.
+    pub fn aimd(min: u32) -> Self {
+        AdaptiveLimit { min, algorithm: Algorithm::Aimd { backoff_ratio: 0.9 } }
+    }
+
+    /// A latency gradient (Netflix's `Gradient2Limit`): the limit follows
+    /// `limit * clamp(tolerance * long_rtt / rtt, 0.5, 1) + sqrt(limit)`,
+    /// smoothed, where `long_rtt` is an average over the last `long_window`
+    /// samples (default 600): latency rising above its usual level shrinks
+    /// the limit before errors do. Defaults: tolerance 1.5, smoothing 0.2.
+    /// An overload signal counts as a sample at twice the usual latency.
+    pub fn gradient(min: u32) -> Self {
+        AdaptiveLimit {
+            min,
+            algorithm: Algorithm::Gradient { tolerance: 1.5, smoothing: 0.2, long_window: 600 },
+        }
+    }
+
+    /// AIMD: what an overload signal multiplies the limit by, in (0, 1).
+    pub fn backoff_ratio(mut self, ratio: f64) -> Self {
+        if let Algorithm::Aimd { backoff_ratio } = &mut self.algorithm {
+            *backoff_ratio = ratio;
+        }
+        self
+    }
+
+    /// Gradient: how much slower than usual latency may get before the
+    /// limit shrinks (at least 1).
+    pub fn tolerance(mut self, value: f64) -> Self {
+        if let Algorithm::Gradient { tolerance, .. } = &mut self.algorithm {
+            *tolerance = value;
+        }
+        self
+    }
+
+    /// Gradient: how far each sample moves the limit toward its target, in (0, 1].
+    pub fn smoothing(mut self, value: f64) -> Self {
+        if let Algorithm::Gradient { smoothing, .. } = &mut self.algorithm {
+            *smoothing = value;
+        }
+        self
+    }
+
+    /// The floor of the limit.
+    pub fn min(&self) -> u32 {
+        self.min
+    }
+
+    /// Checks the settings against the bulkhead's `max_concurrent`.
+    pub(crate) fn validate(&self, max: u32) -> Result<(), ConfigError> {
+        if self.min == 0 || self.min > max {
+            return Err(ConfigError::new(
+                "adaptive",
+                format!("the minimum limit must be in 1..=max_concurrent ({max}), got {}", self.min),
+            ));
+        }
+        match self.algorithm {
+            Algorithm::Aimd { backoff_ratio } if !(backoff_ratio > 0.0 && backoff_ratio < 1.0) => {
+                Err(ConfigError::new(
+                    "adaptive",
+                    format!("the backoff ratio must be in (0, 1), got {backoff_ratio}"),
+                ))
+            }
+            Algorithm::Gradient { tolerance, smoothing, .. }
+                if !(tolerance >= 1.0 && tolerance.is_finite() && smoothing > 0.0 && smoothing <= 1.0) =>
+            {
+                Err(ConfigError::new(
+                    "adaptive",
+                    format!(
+                        "the tolerance must be at least 1 and the smoothing in (0, 1], got {tolerance} and {smoothing}"
+                    ),
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The limit as pure logic: samples in, a limit out.
+#[derive(Debug, Clone)]
+pub struct LimitCore {
+    config: AdaptiveLimit,
+    max: u32,
+    limit: f64,
+    /// Gradient: the long-term average latency, in seconds (0: no sample yet).
+    long_rtt: f64,
+}
+
+impl LimitCore {
+    /// A limit starting at `max` (a new bulkhead trusts its dependency).
+    pub fn new(config: AdaptiveLimit, max: u32) -> Self {
+        LimitCore { config, max, limit: f64::from(max), long_rtt: 0.0 }
+    }
+
+    /// A limit starting at `limit` (kept across a reconfiguration).
+    pub fn starting_at(config: AdaptiveLimit, max: u32, limit: u32) -> Self {
+        let limit = f64::from(limit).clamp(f64::from(config.min), f64::from(max));
+        LimitCore { config, max, limit, long_rtt: 0.0 }
+    }
+
+    /// How it adapts.
+    pub fn config(&self) -> AdaptiveLimit {
+        self.config
+    }
+
+    /// The limit now.
+    pub fn limit(&self) -> u32 {
+        self.limit.round().clamp(f64::from(self.config.min), f64::from(self.max)) as u32
+    }
+
+    /// Moves the limit for one attempt that took `rtt` with `in_flight`
+    /// attempts running, `overload` when its answer was an overload signal.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// use std::time::Duration;
+    /// use resilient::{AdaptiveLimit, LimitCore};
+    /// let mut core = LimitCore::new(AdaptiveLimit::aimd(1), 10);
+    /// let ms = Duration::from_millis;
+    /// assert_eq!(core.sample(ms(5), true, 10), 9, "10 * 0.9");
+    /// for _ in 0..9 {
+    ///     core.sample(ms(5), false, 9);
+    /// }
+    /// assert_eq!(core.limit(), 10, "+1 per limit's worth of successes while in use");
+    /// assert_eq!(core.sample(ms(5), false, 1), 10, "at the maximum");
+    /// ```
+    pub fn sample(&mut self, rtt: Duration, overload: bool, in_flight: u32) -> u32 {
+        let (min, max) = (f64::from(self.config.min), f64::from(self.max));
+        let in_use = f64::from(in_flight) * 2.0 >= self.limit;
+        match self.config.algorithm {
+            Algorithm::Aimd { backoff_ratio } => {
+                if overload {
+                    self.limit = (self.limit * backoff_ratio).floor();
+                } else if in_use {
+                    // One more per limit's worth of successes, as TCP's
+                    // congestion avoidance: each step past the capacity costs
+                    // an overload answer, so it probes once per round trip.
+                    self.limit += 1.0 / self.limit.max(1.0);
+                }
+            }
+            Algorithm::Gradient { tolerance, smoothing, long_window } => {
+                let mut rtt = rtt.as_secs_f64().max(1e-9);
+                if self.long_rtt == 0.0 {
+                    self.long_rtt = rtt;
+                }
+                if overload {
+                    rtt = rtt.max(self.long_rtt * 2.0);
+                }
+                let weight = 2.0 / (f64::from(long_window) + 1.0);
+                self.long_rtt += (rtt - self.long_rtt) * weight;
+                let gradient = (tolerance * self.long_rtt / rtt).clamp(0.5, 1.0);
+                let mut target = self.limit * gradient + self.limit.sqrt();
+                if !in_use {
+                    target = target.min(self.limit);
+                }
+                self.limit += (target - self.limit) * smoothing;
+            }
+        }
+        self.limit = self.limit.clamp(min, max);
+        self.limit()
+    }
+
+    /// Runs with a new `max`, keeping the limit within it.
+    pub fn set_max(&mut self, max: u32) {
+        self.max = max;
+        self.limit = self.limit.min(f64::from(max));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    #[test]
+    fn aimd_converges_on_a_capacity_it_cannot_see() {
+        // A dependency that overloads past 12 concurrent attempts: the limit
+        // saws between 12 * 0.9 and 13, never far from the capacity.
+        let mut core = LimitCore::new(AdaptiveLimit::aimd(1), 100);
+        let mut limits = Vec::new();
+        for _ in 0..1_000 {
+            let in_flight = core.limit();
+            let limit = core.sample(ms(10), in_flight > 12, in_flight);
+            limits.push(limit);
+        }
+        let tail = &limits[500..];
+        assert!(tail.iter().all(|l| (10..=13).contains(l)), "{:?}", &tail[..20]);
+    }
+
+    #[test]
+    fn gradient_shrinks_when_latency_rises_and_recovers_when_it_falls() {
+        let mut core = LimitCore::new(AdaptiveLimit::gradient(2), 50);
+        for _ in 0..200 {
+            core.sample(ms(10), false, core.limit());
+        }
+        let healthy = core.limit();
+        assert_eq!(healthy, 50, "at the maximum while latency is steady");
+        for _ in 0..50 {
+            core.sample(ms(40), false, core.limit());
+        }
+        let slow = core.limit();
+        assert!(slow < healthy / 2, "latency x4: {slow}");
+        for _ in 0..400 {
+            core.sample(ms(10), false, core.limit());
+        }
+        assert!(core.limit() > slow * 2, "recovered to {}", core.limit());
+    }
+
+    #[test]
+    fn the_limit_stays_within_min_and_max() {
+        for config in [AdaptiveLimit::aimd(3), AdaptiveLimit::gradient(3)] {
+            let mut core = LimitCore::new(config, 8);
+            for i in 0..500u64 {
+                let limit = core.sample(ms(1 + i % 97), i % 3 == 0, (i % 9) as u32);
+                assert!((3..=8).contains(&limit), "{limit}");
+            }
+        }
+    }
+
+    #[test]
+    fn bad_settings_are_errors() {
+        assert!(AdaptiveLimit::aimd(0).validate(10).is_err());
+        assert!(AdaptiveLimit::aimd(11).validate(10).is_err());
+        assert!(AdaptiveLimit::aimd(1).backoff_ratio(1.0).validate(10).is_err());
+        assert!(AdaptiveLimit::gradient(1).tolerance(0.5).validate(10).is_err());
+        assert!(AdaptiveLimit::gradient(1).smoothing(0.0).validate(10).is_err());
+        assert!(AdaptiveLimit::gradient(1).validate(10).is_ok());
+    }
+}

@@ -1,0 +1,208 @@
+//! Hedged attempts: more attempts beside a slow one, the first success wins.
+//!
+//! One round of a hedged call starts like any attempt (admission, then the
+//! run). If it has not finished `after` it started, a hedge starts beside
+//! it, and another every `after` while none has succeeded, up to `max`. A
+//! hedge is one more request to the dependency, so it is paid for like a
+//! retry (a budget token) and needs every guard's leave without waiting
+//! for any of them: an attempt that would have to queue for a hedge is not
+//! worth it. The first success ends the round; the other attempts are
+//! dropped, which cancels them (their breaker permits record nothing). A
+//! failure of one attempt leaves the others running; when none is left
+//! running, the round has failed with the last error, and the loop decides
+//! as after any failed attempt. A permanent error ends the round at once:
+//! the others would get the same answer. The round counts as one attempt
+//! toward `max_attempts`.
+//!
+//! Every attempt of a round runs under the call's idempotency key, so a
+//! dependency that deduplicates by key performs the operation once.
+
+use std::future::{Future, poll_fn};
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::Duration;
+
+use tokio::time::{Instant, Sleep, sleep, sleep_until};
+
+use super::admission::{Admitted, admit_breaker};
+use super::outcome::{Answer, Guarded, answered, outcome_of, record};
+use super::{Execution, LastError, Step};
+use crate::breaker::Outcome;
+use crate::classify::ErrorClass;
+use crate::clock::HORIZON;
+use crate::error::ErrorHandling;
+use crate::guards::Guards;
+use crate::observe;
+use crate::rejection::Rejection;
+use crate::settings::Hedge;
+
+/// How a round of hedged attempts ended.
+enum RoundEnd<T, E> {
+    Won(T),
+    /// Every attempt failed; this is the last error, and its class.
+    Failed(ErrorClass, E),
+    /// The deadline cut the round short.
+    Cut,
+}
+
+/// One attempt of a round, with the permits it holds.
+struct Racer<'g, F> {
+    run: Pin<Box<F>>,
+    admitted: Admitted<'g>,
+}
+
+/// When the `n`th hedge of a round that started at `started` is due, or
+/// `None` if that is beyond the timer's horizon.
+fn hedge_due(started: Instant, after: Duration, n: u32) -> Option<Pin<Box<Sleep>>> {
+    let offset = after.checked_mul(n).filter(|offset| *offset <= HORIZON)?;
+    Some(Box::pin(sleep_until(started.checked_add(offset)?)))
+}
+
+impl<S, H> Execution<'_, S, H> {
+    /// [`attempt_with`](Self::attempt_with) for a policy that may hedge:
+    /// `make_attempt` is called once per attempt of the round, each call
+    /// making a fresh attempt. Without hedging it is `attempt_with`.
+    pub async fn attempt_hedged<T, E, Fut>(&mut self, mut make_attempt: impl FnMut() -> Fut) -> Step<T, E>
+    where
+        Fut: Future<Output = Result<T, E>>,
+        H: ErrorHandling<E>,
+        S: LastError<E>,
+    {
+        let Some(hedge) = self.settings.hedge else {
+            return self.attempt_with(make_attempt).await;
+        };
+        let guards = self.guards.share();
+        let first = match self.admit(&guards).await {
+            Ok(admitted) => admitted,
+            Err(refusal) => return Step::Done(Err(self.cannot_run(refusal))),
+        };
+        self.attempts += 1;
+        if self.attempts == 1 {
+            if let Some(budget) = &guards.budget {
+                budget.on_first_attempt();
+            }
+        }
+        self.last.clear();
+        match self.round(hedge, &guards, first, &mut make_attempt).await {
+            RoundEnd::Won(value) => Step::Done(Ok(value)),
+            RoundEnd::Cut => {
+                let refusal = self.deadline_refusal();
+                observe::stop(self.policy.operation(), self.attempts, refusal.reason.label());
+                Step::Done(Err(self.handling.reject(refusal.rejection)))
+            }
+            RoundEnd::Failed(class, error) => match self.after_failure(class, error) {
+                Err(error) => Step::Done(Err(error)),
+                Ok(wait) => {
+                    if !wait.is_zero() {
+                        sleep(wait).await;
+                    }
+                    Step::Retry
+                }
+            },
+        }
+    }
+
+    /// Runs one round: the admitted first attempt, and hedges as they fall due.
+    async fn round<'g, T, E, Fut>(
+        &self,
+        hedge: Hedge,
+        guards: &'g Guards,
+        first: Admitted<'g>,
+        make_attempt: &mut impl FnMut() -> Fut,
+    ) -> RoundEnd<T, E>
+    where
+        Fut: Future<Output = Result<T, E>>,
+        H: ErrorHandling<E>,
+    {
+        let started = Instant::now();
+        let mut racers = Vec::with_capacity(1 + hedge.max as usize);
+        racers.push(Racer { run: Box::pin(self.run(make_attempt())), admitted: first });
+        let mut hedges = 0;
+        let mut next_hedge = hedge_due(started, hedge.after, 1);
+        let mut last_failure = None;
+        poll_fn(|cx| {
+            while let Some(due) = next_hedge.as_mut() {
+                if due.as_mut().poll(cx).is_pending() {
+                    break;
+                }
+                hedges += 1;
+                next_hedge = None;
+                // No leave for a hedge now: none this round (the guards that
+                // refused would most likely refuse the next one too).
+                if let Some(admitted) = self.admit_hedge(guards) {
+                    observe::hedge(self.policy.operation(), self.attempts, hedges);
+                    racers.push(Racer { run: Box::pin(self.run(make_attempt())), admitted });
+                    if hedges < hedge.max {
+                        next_hedge = hedge_due(started, hedge.after, hedges + 1);
+                    }
+                }
+            }
+            let mut index = 0;
+            while index < racers.len() {
+                let Poll::Ready(guarded) = racers[index].run.as_mut().poll(cx) else {
+                    index += 1;
+                    continue;
+                };
+                let Admitted { breaker, bulkhead } = racers.swap_remove(index).admitted;
+                let error = match guarded {
+                    Guarded::Ran(Ok(value)) => {
+                        answered(guards, bulkhead, Answer::Success);
+                        record(breaker, Outcome::Success);
+                        if let Some(budget) = &guards.budget {
+                            budget.deposit();
+                        }
+                        return Poll::Ready(RoundEnd::Won(value));
+                    }
+                    Guarded::Cut => {
+                        answered(guards, bulkhead, Answer::Cut);
+                        record(breaker, Outcome::Failure);
+                        return Poll::Ready(RoundEnd::Cut);
+                    }
+                    Guarded::TimedOut(after) => self.handling.reject(Rejection::AttemptTimeout { after }),
+                    Guarded::Ran(Err(error)) => error,
+                };
+                let class = self.handling.class(&error);
+                answered(guards, bulkhead, Answer::Failed(class));
+                record(breaker, outcome_of(class));
+                if !class.is_retryable() {
+                    return Poll::Ready(RoundEnd::Failed(class, error));
+                }
+                last_failure = Some((class, error));
+            }
+            match (racers.is_empty(), last_failure.take()) {
+                (true, Some((class, error))) => Poll::Ready(RoundEnd::Failed(class, error)),
+                (_, failure) => {
+                    last_failure = failure;
+                    Poll::Pending
+                }
+            }
+        })
+        .await
+    }
+
+    /// Every guard's leave for a hedge, none of them waited for; the budget
+    /// token is taken only once the others have said yes.
+    fn admit_hedge<'g>(&self, guards: &'g Guards) -> Option<Admitted<'g>> {
+        if let Some(throttle) = &guards.throttle {
+            if !throttle.admit() {
+                return None;
+            }
+        }
+        let breaker = admit_breaker(guards).ok()?;
+        let bulkhead = match &guards.bulkhead {
+            None => None,
+            Some(bulkhead) => Some(bulkhead.try_acquire()?),
+        };
+        if let Some(budget) = &guards.budget {
+            if !budget.try_withdraw() {
+                return None;
+            }
+        }
+        if let Some(limit) = &guards.rate_limit {
+            if !limit.try_acquire() {
+                return None;
+            }
+        }
+        Some(Admitted { breaker, bulkhead })
+    }
+}

@@ -1,0 +1,169 @@
+//! Recording an attempt's outcome in every guard that hears of it, and the
+//! step that follows: the wait before the next attempt, or the end of the call.
+
+use std::time::Duration;
+
+use super::admission::{Admitted, Refusal};
+use super::{Execution, LastError, Step};
+use crate::breaker::{BreakerPermit, Outcome};
+use crate::bulkhead::BulkheadPermit;
+use crate::classify::ErrorClass;
+use crate::decision::{Decision, decide};
+use crate::error::ErrorHandling;
+use crate::guards::Guards;
+use crate::observe;
+use crate::rejection::Rejection;
+
+/// What the breaker hears of an attempt that ended with an error of
+/// `class`: transient and throttled errors are failures; conflicts and
+/// permanent errors say nothing about the dependency's health.
+#[inline]
+pub(super) fn outcome_of(class: ErrorClass) -> Outcome {
+    if class.is_failure() { Outcome::Failure } else { Outcome::Neutral }
+}
+
+/// Tells the breaker (if any) how the attempt ended.
+#[inline]
+pub(super) fn record(permit: Option<BreakerPermit<'_>>, outcome: Outcome) {
+    if let Some(permit) = permit {
+        permit.record(outcome);
+    }
+}
+
+/// How the guarded part of an attempt ended.
+pub(super) enum Guarded<T, E> {
+    /// The attempt ran to completion.
+    Ran(Result<T, E>),
+    /// The attempt's own timeout cancelled it.
+    TimedOut(Duration),
+    /// The call's deadline cancelled the running attempt.
+    Cut,
+}
+
+/// How an attempt ended, as the guards other than the breaker hear it.
+#[derive(Clone, Copy)]
+pub(super) enum Answer {
+    Success,
+    Failed(ErrorClass),
+    /// The deadline cut it short: it says nothing either way.
+    Cut,
+}
+
+/// Tells the throttle and the bulkhead how an attempt ended.
+///
+/// The throttle counts the request, and an accept for an answer that is
+/// not overload (a success, a conflict, a permanent error: the breaker's
+/// non-failures). An
+/// adaptive bulkhead takes the attempt's latency as a sample, and treats
+/// every retryable error as an overload signal: conflicts too, since
+/// fewer attempts at once mean fewer of them.
+///
+/// Inline, and nothing but two checks when neither guard is there: the
+/// work is out of line.
+#[inline]
+pub(super) fn answered(guards: &Guards, bulkhead: Option<BulkheadPermit<'_>>, answer: Answer) {
+    if let Some(permit) = bulkhead {
+        finish(permit, answer);
+    }
+    if guards.throttle.is_some() {
+        accept(guards, answer);
+    }
+}
+
+#[inline(never)]
+fn finish(permit: BulkheadPermit<'_>, answer: Answer) {
+    match answer {
+        Answer::Success => permit.finish(false),
+        Answer::Failed(class) => permit.finish(class.is_retryable()),
+        // Given back without a sample: a cut attempt says nothing of latency.
+        Answer::Cut => drop(permit),
+    }
+}
+
+#[inline(never)]
+fn accept(guards: &Guards, answer: Answer) {
+    let accepted = match answer {
+        Answer::Success => true,
+        Answer::Failed(class) => !class.is_failure(),
+        // Sent, and no answer within the deadline: not an accept.
+        Answer::Cut => false,
+    };
+    if let Some(throttle) = &guards.throttle {
+        throttle.answered(accepted);
+    }
+}
+
+impl<S, H> Execution<'_, S, H> {
+    /// Recording and deciding, on the general path: the wait before the next attempt,
+    /// or the step that ends the call.
+    pub(super) fn settle<T, E>(
+        &mut self,
+        admitted: Admitted<'_>,
+        guards: &Guards,
+        guarded: Guarded<T, E>,
+    ) -> Result<Duration, Step<T, E>>
+    where
+        H: ErrorHandling<E>,
+        S: LastError<E>,
+    {
+        let Admitted { breaker: permit, bulkhead } = admitted;
+        let error = match guarded {
+            Guarded::Ran(Ok(value)) => {
+                answered(guards, bulkhead, Answer::Success);
+                record(permit, Outcome::Success);
+                if let Some(budget) = &guards.budget {
+                    budget.deposit();
+                }
+                return Err(Step::Done(Ok(value)));
+            }
+            Guarded::Cut => {
+                answered(guards, bulkhead, Answer::Cut);
+                record(permit, Outcome::Failure);
+                let refusal = self.deadline_refusal();
+                observe::stop(self.policy.operation(), self.attempts, refusal.reason.label());
+                return Err(Step::Done(Err(self.handling.reject(refusal.rejection))));
+            }
+            Guarded::TimedOut(after) => self.handling.reject(Rejection::AttemptTimeout { after }),
+            Guarded::Ran(Err(error)) => error,
+        };
+        let class = self.handling.class(&error);
+        answered(guards, bulkhead, Answer::Failed(class));
+        record(permit, outcome_of(class));
+        self.after_failure(class, error).map_err(|error| Step::Done(Err(error)))
+    }
+
+    /// Step 5: after a failed attempt whose outcome is recorded, the wait
+    /// before the next attempt (keeping the error meanwhile), or the error
+    /// that ends the call.
+    pub(super) fn after_failure<E>(&mut self, class: ErrorClass, error: E) -> Result<Duration, E>
+    where
+        S: LastError<E>,
+    {
+        match decide(class, self.attempts, self.max_attempts, self) {
+            Decision::Retry(wait) => {
+                observe::retry(self.policy.operation(), self.attempts, wait, class.label());
+                self.last.keep(error);
+                Ok(wait)
+            }
+            Decision::Stop(reason) => {
+                observe::stop(self.policy.operation(), self.attempts, reason.label());
+                Err(error)
+            }
+        }
+    }
+
+    /// The next attempt could not run: the call ends with the last error
+    /// an attempt produced, or, when none ran, with the refusal's rejection.
+    #[cold]
+    pub(super) fn cannot_run<E>(&mut self, refusal: Refusal) -> E
+    where
+        H: ErrorHandling<E>,
+        S: LastError<E>,
+    {
+        observe::stop(self.policy.operation(), self.attempts, refusal.reason.label());
+        match self.last.take() {
+            Some(error) => error,
+            None => self.handling.reject(refusal.rejection),
+        }
+    }
+}

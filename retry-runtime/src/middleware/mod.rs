@@ -1,0 +1,166 @@
+//! What the tower layer and the reqwest middleware share: one call driven
+//! through the retry loop ([`call`]), and the HTTP rules ([`rules`]).
+//!
+//! The call is driven the way `Policy::run` drives a closure: every
+//! decision (guards, what a class means, backoff, deadline, budget) is the
+//! loop's. A [`Transport`] only says what an attempt sends, whether a
+//! request may be sent twice, and what a response means.
+
+pub(crate) mod rules;
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use sync_wrapper::SyncWrapper;
+
+use crate::attempts::Attempts;
+use crate::classify::ErrorClass;
+use crate::error::ErrorHandling;
+use crate::execution::{Execution, Kept, Step};
+use crate::policy::Policy;
+use crate::rejection::Rejection;
+
+/// What a request allows: retries or one attempt, and the call's key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Plan {
+    /// Whether the request may be sent more than once.
+    pub(crate) retry: bool,
+    /// The call's idempotency key, for `idempotency_key()` inside attempts.
+    pub(crate) key: Option<Arc<str>>,
+}
+
+/// A client stack the shared call can drive: its request, response and
+/// error types, how to send one request, and what requests and responses
+/// mean for retrying.
+pub(crate) trait Transport {
+    /// A request.
+    type Request;
+    /// A response.
+    type Response;
+    /// What sending can fail with.
+    type Error;
+
+    /// Whether the request may be sent more than once, and the call's key.
+    fn plan(request: &Self::Request) -> Plan;
+    /// A copy of the request for another attempt, or `None` when it cannot
+    /// be copied (a streaming body).
+    fn try_copy(request: &Self::Request) -> Option<Self::Request>;
+    /// `None` when the response is a success, else its class.
+    fn response_class(response: &Self::Response) -> Option<ErrorClass>;
+    /// Records the attempts made in the response returned to the caller.
+    fn finish(response: &mut Self::Response, attempts: Attempts);
+    /// The class of an error.
+    fn classify(error: &Self::Error) -> ErrorClass;
+    /// A rejection as an error.
+    fn reject(rejection: Rejection) -> Self::Error;
+
+    /// Sends one attempt. The future must do nothing until polled: it is
+    /// made before the guards admit the attempt, and polled inside it.
+    fn send(
+        &mut self,
+        request: Self::Request,
+    ) -> impl Future<Output = Result<Self::Response, Self::Error>> + Send;
+}
+
+/// How an attempt failed: with a response that says so, or an error.
+///
+/// The call keeps the last failure across the wait for the next attempt,
+/// where the loop's state is borrowed shared: the wrapper keeps the call's
+/// future `Send` for responses that are `Send` but not `Sync`.
+enum Failure<R, E> {
+    Response(SyncWrapper<R>, ErrorClass),
+    Error(E),
+}
+
+/// Classifies a [`Failure`] and makes rejections into the transport's errors.
+struct ByTransport<T>(PhantomData<fn() -> T>);
+
+impl<T: Transport> ErrorHandling<Failure<T::Response, T::Error>> for ByTransport<T> {
+    #[inline]
+    fn class(&self, failure: &Failure<T::Response, T::Error>) -> ErrorClass {
+        match failure {
+            Failure::Response(_, class) => *class,
+            Failure::Error(error) => T::classify(error),
+        }
+    }
+
+    #[inline]
+    fn reject(&self, rejection: Rejection) -> Failure<T::Response, T::Error> {
+        Failure::Error(T::reject(rejection))
+    }
+}
+
+/// Sends `request` under `policy`: the first success, else the last
+/// response an attempt got (as `Ok`), else the last error (a rejection when
+/// no attempt could run); the attempts made are recorded in the response
+/// returned.
+///
+/// A request the transport's plan does not allow to retry, or that cannot
+/// be copied, gets one attempt. The last attempt sends the request itself,
+/// never a copy.
+pub(crate) async fn call<T: Transport>(
+    policy: &Policy,
+    transport: &mut T,
+    request: T::Request,
+) -> Result<T::Response, T::Error> {
+    let plan = T::plan(&request);
+    let mut execution = policy.execution(plan.key, Kept::default(), ByTransport::<T>(PhantomData));
+    if !plan.retry {
+        tracing::debug!(
+            operation = %policy.operation(),
+            "one attempt: the request is not idempotent and has no Idempotency-Key"
+        );
+        execution.allow_no_retry();
+    }
+    let mut original = Some(request);
+    loop {
+        let Some(request) = next_request::<T, _, _>(&mut original, &mut execution) else {
+            // The attempt that took the original was made the last one, so
+            // the loop never asks for another.
+            unreachable!("the retry loop asked for an attempt after the last one");
+        };
+        // `send` starts nothing until polled, so the attempt can be made
+        // before the guards admit it (and take the loop's direct path).
+        let sent = transport.send(request);
+        let step = execution
+            .attempt(async move {
+                let response = sent.await.map_err(Failure::Error)?;
+                match T::response_class(&response) {
+                    None => Ok(response),
+                    Some(class) => Err(Failure::Response(SyncWrapper::new(response), class)),
+                }
+            })
+            .await;
+        if let Step::Done(result) = step {
+            let attempts = Attempts::new(execution.attempts());
+            return match result {
+                Ok(response) => Ok(finish::<T>(response, attempts)),
+                Err(Failure::Response(response, _)) => Ok(finish::<T>(response.into_inner(), attempts)),
+                Err(Failure::Error(error)) => Err(error),
+            };
+        }
+    }
+}
+
+fn finish<T: Transport>(mut response: T::Response, attempts: Attempts) -> T::Response {
+    T::finish(&mut response, attempts);
+    response
+}
+
+/// The request for the next attempt: a copy while more attempts may
+/// follow, the original for the last one. A request that cannot be copied
+/// is sent as it is, and that attempt becomes the last.
+fn next_request<T: Transport, S, H>(
+    original: &mut Option<T::Request>,
+    execution: &mut Execution<'_, S, H>,
+) -> Option<T::Request> {
+    if !execution.next_is_last() {
+        if let Some(copy) = original.as_ref().and_then(T::try_copy) {
+            return Some(copy);
+        }
+        tracing::debug!("one attempt: the request's body cannot be copied");
+        execution.allow_no_retry();
+    }
+    original.take()
+}

@@ -1,0 +1,130 @@
+//! The HTTP rules the tower layer and the reqwest middleware share, written
+//! once: which requests may be sent twice, and how a response is classified.
+//!
+//! - **Idempotency by method** mirrors the attribute's compile-time rule
+//!   (`idempotent = false` needs a `key`): the methods RFC 9110 defines as
+//!   idempotent (`GET`, `HEAD`, `OPTIONS`, `TRACE`, `PUT`, `DELETE`) are
+//!   retried; any other (`POST`, `PATCH`, extension methods) only when the
+//!   request carries a non-empty `Idempotency-Key` header, whose value is
+//!   then the call's idempotency key; else it gets one attempt.
+//! - **A response** with a status below 400 is a success; any other is
+//!   classified by [`ErrorClass::from_http`] with its `Retry-After`.
+
+use std::sync::Arc;
+
+use http::header::RETRY_AFTER;
+use http::{HeaderMap, HeaderName, Method, StatusCode};
+
+use super::Plan;
+use crate::classify::ErrorClass;
+
+/// The header that makes a non-idempotent request retryable.
+pub(crate) const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+
+/// Whether RFC 9110 (section 9.2.2) defines `method` as idempotent.
+pub(crate) fn idempotent_method(method: &Method) -> bool {
+    matches!(method.as_str(), "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE")
+}
+
+/// The request's `Idempotency-Key`, if it carries a non-empty one (bytes
+/// that are not UTF-8 are replaced, as the key only has to be the same on
+/// every attempt).
+pub(crate) fn idempotency_key(headers: &HeaderMap) -> Option<Arc<str>> {
+    let value = headers.get(IDEMPOTENCY_KEY)?;
+    let text = String::from_utf8_lossy(value.as_bytes());
+    let text = text.trim();
+    (!text.is_empty()).then(|| Arc::from(text))
+}
+
+/// The plan for a request with this method and these headers.
+pub(crate) fn plan(method: &Method, headers: &HeaderMap) -> Plan {
+    let key = idempotency_key(headers);
+    Plan { retry: idempotent_method(method) || key.is_some(), key }
+}
+
+/// The class of a response: `None` for a success (a status below 400),
+/// else the status's class with the response's `Retry-After`.
+pub(crate) fn response_class(status: StatusCode, headers: &HeaderMap) -> Option<ErrorClass> {
+    if status.as_u16() < 400 {
+        return None;
+    }
+    let retry_after = headers.get(RETRY_AFTER).and_then(|value| value.to_str().ok());
+    Some(ErrorClass::from_http(status.as_u16(), retry_after))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use http::HeaderValue;
+
+    use super::*;
+
+    fn headers(pairs: &[(&str, &[u8])]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(
+                HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_bytes(value).unwrap(),
+            );
+        }
+        map
+    }
+
+    #[test]
+    fn idempotent_methods_are_retried_and_the_others_only_with_a_key() {
+        for method in [Method::GET, Method::HEAD, Method::OPTIONS, Method::TRACE, Method::PUT, Method::DELETE]
+        {
+            assert_eq!(plan(&method, &HeaderMap::new()), Plan { retry: true, key: None }, "{method}");
+        }
+        let extension = Method::from_bytes(b"PURGE").unwrap();
+        for method in [Method::POST, Method::PATCH, Method::CONNECT, extension] {
+            assert_eq!(plan(&method, &HeaderMap::new()), Plan { retry: false, key: None }, "{method}");
+            let keyed = plan(&method, &headers(&[("Idempotency-Key", b"order-7")]));
+            assert_eq!(keyed, Plan { retry: true, key: Some("order-7".into()) }, "{method}");
+        }
+    }
+
+    #[test]
+    fn an_empty_key_is_no_key_and_any_bytes_make_a_key() {
+        assert!(!plan(&Method::POST, &headers(&[("idempotency-key", b"")])).retry);
+        assert!(!plan(&Method::POST, &headers(&[("idempotency-key", b"  ")])).retry);
+        let odd = plan(&Method::POST, &headers(&[("idempotency-key", b"k\xff1")]));
+        assert_eq!(odd.key.as_deref(), Some("k\u{fffd}1"));
+        let key = plan(&Method::GET, &headers(&[("idempotency-key", b"g-1")]));
+        assert_eq!(key, Plan { retry: true, key: Some("g-1".into()) }, "a GET's key is its call's key too");
+    }
+
+    #[test]
+    fn responses_below_400_succeed_and_the_rest_are_classified_with_retry_after() {
+        for status in [200, 204, 304, 399] {
+            assert_eq!(response_class(StatusCode::from_u16(status).unwrap(), &HeaderMap::new()), None);
+        }
+        let class = |status: u16, retry_after: &[u8]| {
+            let headers = if retry_after.is_empty() {
+                HeaderMap::new()
+            } else {
+                headers(&[("retry-after", retry_after)])
+            };
+            response_class(StatusCode::from_u16(status).unwrap(), &headers)
+        };
+        assert_eq!(class(503, b""), Some(ErrorClass::Transient));
+        assert_eq!(class(408, b""), Some(ErrorClass::Transient));
+        assert_eq!(class(404, b""), Some(ErrorClass::Permanent));
+        assert_eq!(
+            class(429, b"3"),
+            Some(ErrorClass::Throttled { retry_after: Some(Duration::from_secs(3)) })
+        );
+        assert_eq!(class(429, b"soon"), Some(ErrorClass::Throttled { retry_after: None }));
+        assert_eq!(
+            class(429, b"\xff"),
+            Some(ErrorClass::Throttled { retry_after: None }),
+            "not text: ignored"
+        );
+        assert_eq!(
+            class(429, b"99999999999999999999999"),
+            Some(ErrorClass::Throttled { retry_after: Some(Duration::from_secs(u64::MAX)) }),
+            "out of range: saturates (the loop ends a call it cannot wait for), never a panic"
+        );
+    }
+}

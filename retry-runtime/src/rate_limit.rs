@@ -1,0 +1,222 @@
+//! Rate limits: at most so many attempts per second against one dependency,
+//! on governor's GCRA (generic cell rate algorithm), timed by tokio's clock.
+//!
+//! A dependency with a published quota (a SaaS API's 100 requests per
+//! second) refuses what goes over it, and a client that keeps sending earns
+//! nothing but refusals (and sometimes a ban). A limiter shared by every
+//! call to the dependency keeps the client under the quota: an attempt over
+//! the rate waits up to `max_wait` for its turn, then is refused locally
+//! with `RateLimited`, without reaching the dependency.
+
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use governor::clock::Clock;
+use governor::middleware::NoOpMiddleware;
+use governor::state::{InMemoryState, NotKeyed};
+use governor::{Quota, RateLimiter};
+use tokio::time::Instant;
+
+use crate::config::{ConfigError, positive};
+
+/// Settings of a [`RateLimit`]; every field has a default.
+///
+/// ```
+/// # use retry_runtime as resilient;
+/// use resilient::RateLimitConfig;
+/// let cfg = RateLimitConfig { per_second: 100, ..Default::default() };
+/// assert_eq!((cfg.burst, cfg.max_wait), (10, None));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimitConfig {
+    /// Attempts allowed per second, evenly spaced. Default 10.
+    pub per_second: u32,
+    /// Attempts allowed at once after a quiet spell. Default 10.
+    pub burst: u32,
+    /// How long an attempt over the rate may wait for its turn before it is
+    /// refused; `None` (the default) refuses at once.
+    pub max_wait: Option<Duration>,
+}
+
+impl Default for RateLimitConfig {
+    fn default() -> Self {
+        RateLimitConfig { per_second: 10, burst: 10, max_wait: None }
+    }
+}
+
+impl RateLimitConfig {
+    /// Checks the settings: a zero rate or burst would admit nothing.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        positive("per_second", self.per_second.into())?;
+        positive("burst", self.burst.into())
+    }
+
+    fn quota(&self) -> Result<Quota, ConfigError> {
+        let rate = NonZeroU32::new(self.per_second)
+            .ok_or_else(|| ConfigError::new("per_second", "must be greater than zero"))?;
+        let burst = NonZeroU32::new(self.burst)
+            .ok_or_else(|| ConfigError::new("burst", "must be greater than zero"))?;
+        Ok(Quota::per_second(rate).allow_burst(burst))
+    }
+}
+
+/// governor's clock, read from tokio's: paused time in tests moves it too.
+#[derive(Debug, Clone)]
+struct TokioClock {
+    origin: Instant,
+}
+
+impl Clock for TokioClock {
+    type Instant = Duration;
+
+    fn now(&self) -> Duration {
+        Instant::now().saturating_duration_since(self.origin)
+    }
+}
+
+type Limiter = RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<Duration>>;
+
+/// A named rate limiter shared by the calls to one dependency; see the module docs.
+///
+/// ```
+/// # use retry_runtime as resilient;
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// use resilient::{RateLimit, RateLimitConfig};
+/// let limit = RateLimit::new("api", RateLimitConfig { per_second: 2, burst: 2, max_wait: None }).unwrap();
+/// assert!(limit.acquire().await.is_ok());
+/// assert!(limit.acquire().await.is_ok());
+/// assert!(limit.acquire().await.is_err(), "over the rate, and no wait allowed");
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct RateLimit {
+    name: String,
+    config: RateLimitConfig,
+    limiter: Limiter,
+    /// The limiter's clock: durations since this instant.
+    clock: TokioClock,
+}
+
+/// Returned by [`RateLimit::acquire`] when the attempt's turn would come
+/// later than `max_wait`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OverRate {
+    /// How long the attempt would have had to wait.
+    pub wait: Duration,
+}
+
+impl RateLimit {
+    /// A limiter with its full burst available, or an error naming the invalid setting.
+    pub fn new(name: impl Into<String>, config: RateLimitConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let clock = TokioClock { origin: Instant::now() };
+        let limiter = RateLimiter::direct_with_clock(config.quota()?, clock.clone());
+        Ok(RateLimit { name: name.into(), config, limiter, clock })
+    }
+
+    /// The name this limiter was declared under.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The settings it runs on.
+    pub fn config(&self) -> RateLimitConfig {
+        self.config
+    }
+
+    /// Takes a turn if one is free right now, without waiting.
+    #[inline]
+    pub fn try_acquire(&self) -> bool {
+        self.limiter.check().is_ok()
+    }
+
+    /// Takes a turn: at once when one is free, after waiting for it when it
+    /// comes within `max_wait`, else `Err` with the wait it would have taken.
+    ///
+    /// Cancel-safe: a turn is taken only when this returns `Ok`.
+    pub async fn acquire(&self) -> Result<(), OverRate> {
+        let mut waited = Duration::ZERO;
+        loop {
+            match self.limiter.check() {
+                Ok(()) => return Ok(()),
+                Err(not_until) => {
+                    // Another caller may take the turn this one waited for:
+                    // `max_wait` bounds the whole wait, not each round of it.
+                    let wait = not_until.wait_time_from(self.clock.now());
+                    let total = waited.saturating_add(wait);
+                    if self.config.max_wait.is_none_or(|max| total > max) {
+                        crate::observe::rate_limited(&self.name, total);
+                        return Err(OverRate { wait: total });
+                    }
+                    tokio::time::sleep(wait).await;
+                    waited = total;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn over_the_rate_an_attempt_waits_its_turn_then_is_refused() {
+        // 10 per second: one turn every 100 ms, a burst of 2.
+        let config = RateLimitConfig { per_second: 10, burst: 2, max_wait: Some(ms(150)) };
+        let limit = RateLimit::new("api", config).unwrap();
+        let start = Instant::now();
+        limit.acquire().await.unwrap();
+        limit.acquire().await.unwrap();
+        assert_eq!(start.elapsed(), Duration::ZERO, "the burst goes at once");
+        limit.acquire().await.unwrap();
+        assert_eq!(start.elapsed(), ms(100), "the third waits for the next turn");
+        limit.acquire().await.unwrap();
+        assert_eq!(start.elapsed(), ms(200));
+        // Two callers want the turn 100 ms away: one gets it, the other's
+        // would come 200 ms after it asked, past its 150 ms.
+        let (a, b) = tokio::join!(limit.acquire(), limit.acquire());
+        let mut outcomes = [a, b];
+        outcomes.sort_by_key(Result::is_err);
+        assert_eq!(outcomes, [Ok(()), Err(OverRate { wait: ms(200) })], "which of the two is not promised");
+        assert_eq!(start.elapsed(), ms(300), "refused as soon as its wait was known to be too long");
+        let refused =
+            RateLimit::new("strict", RateLimitConfig { per_second: 1, burst: 1, max_wait: Some(ms(500)) })
+                .unwrap();
+        refused.acquire().await.unwrap();
+        assert_eq!(
+            refused.acquire().await,
+            Err(OverRate { wait: ms(1000) }),
+            "the next turn is a second away"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn over_a_long_run_the_rate_is_the_configured_one() {
+        let limit =
+            RateLimit::new("api", RateLimitConfig { per_second: 50, burst: 5, max_wait: None }).unwrap();
+        let start = Instant::now();
+        let mut admitted = 0u32;
+        while start.elapsed() < Duration::from_secs(10) {
+            if limit.acquire().await.is_ok() {
+                admitted += 1;
+            }
+            tokio::time::sleep(ms(1)).await;
+        }
+        // The burst, then 50 per second for 10 s (the GCRA is exact).
+        assert_eq!(admitted, 5 + 500 - 1, "{admitted}");
+    }
+
+    #[test]
+    fn zero_rate_or_burst_name_their_field() {
+        assert_eq!(
+            RateLimitConfig { per_second: 0, ..Default::default() }.validate().unwrap_err().field,
+            "per_second"
+        );
+        assert_eq!(RateLimitConfig { burst: 0, ..Default::default() }.validate().unwrap_err().field, "burst");
+    }
+}

@@ -1,0 +1,196 @@
+//! The registry's named guards: declared, looked up, listed, and created
+//! with the defaults when a call names one never declared.
+
+use std::sync::Arc;
+
+use super::{GuardKind, Registry, RegistryError, invalid};
+use crate::breaker::{BreakerConfig, CircuitBreaker};
+use crate::budget::{BudgetConfig, RetryBudget};
+use crate::bulkhead::{Bulkhead, BulkheadConfig};
+use crate::rate_limit::{RateLimit, RateLimitConfig};
+use crate::throttle::{Throttle, ThrottleConfig};
+
+impl Registry {
+    /// Declares a named circuit breaker.
+    pub fn declare_breaker(&self, name: &str, config: BreakerConfig) -> Result<(), RegistryError> {
+        let breaker = CircuitBreaker::new(name, config).map_err(|error| invalid(name, error))?;
+        self.inner.breakers.insert(name, breaker.with_hooks(self.inner.hooks.clone()))
+    }
+
+    /// Declares a named retry budget.
+    pub fn declare_budget(&self, name: &str, config: impl Into<BudgetConfig>) -> Result<(), RegistryError> {
+        let budget = RetryBudget::new(name, config).map_err(|error| invalid(name, error))?;
+        self.inner.budgets.insert(name, budget)
+    }
+
+    /// Declares a named bulkhead.
+    pub fn declare_bulkhead(&self, name: &str, config: BulkheadConfig) -> Result<(), RegistryError> {
+        let bulkhead = Bulkhead::new(name, config).map_err(|error| invalid(name, error))?;
+        self.inner.bulkheads.insert(name, bulkhead)
+    }
+
+    /// Declares a named client-side throttle; its draws are reproducible
+    /// when the registry is seeded ([`Registry::with_seed`]).
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use resilient::{Registry, ThrottleConfig};
+    /// let registry = Registry::new();
+    /// registry.declare_throttle("search", ThrottleConfig { k: 1.5, ..Default::default() }).unwrap();
+    /// assert_eq!(registry.throttle("search").unwrap().refusal_probability(), 0.0);
+    /// # }
+    /// ```
+    pub fn declare_throttle(&self, name: &str, config: ThrottleConfig) -> Result<(), RegistryError> {
+        let throttle =
+            Throttle::new(name, config, self.guard_seed(name)).map_err(|error| invalid(name, error))?;
+        self.inner.throttles.insert(name, throttle)
+    }
+
+    /// Declares a named rate limiter.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use resilient::{RateLimitConfig, Registry};
+    /// let registry = Registry::new();
+    /// registry.declare_rate_limit("geo-api", RateLimitConfig { per_second: 50, burst: 5, max_wait: None }).unwrap();
+    /// assert_eq!(registry.rate_limit("geo-api").unwrap().config().per_second, 50);
+    /// # }
+    /// ```
+    pub fn declare_rate_limit(&self, name: &str, config: RateLimitConfig) -> Result<(), RegistryError> {
+        let limit = RateLimit::new(name, config).map_err(|error| invalid(name, error))?;
+        self.inner.rate_limits.insert(name, limit)
+    }
+
+    /// The breaker declared (or created on first use) under `name`.
+    pub fn breaker(&self, name: &str) -> Option<Arc<CircuitBreaker>> {
+        self.inner.breakers.get(name)
+    }
+
+    /// The budget declared (or created on first use) under `name`.
+    pub fn budget(&self, name: &str) -> Option<Arc<RetryBudget>> {
+        self.inner.budgets.get(name)
+    }
+
+    /// The bulkhead declared (or created on first use) under `name`.
+    pub fn bulkhead(&self, name: &str) -> Option<Arc<Bulkhead>> {
+        self.inner.bulkheads.get(name)
+    }
+
+    /// The throttle declared (or created on first use) under `name`.
+    pub fn throttle(&self, name: &str) -> Option<Arc<Throttle>> {
+        self.inner.throttles.get(name)
+    }
+
+    /// The rate limiter declared (or created on first use) under `name`.
+    pub fn rate_limit(&self, name: &str) -> Option<Arc<RateLimit>> {
+        self.inner.rate_limits.get(name)
+    }
+
+    /// Every breaker of this registry, declared or created on first use,
+    /// sorted by name: for dashboards and fleet sync.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// use resilient::{BreakerConfig, Registry};
+    /// let registry = Registry::new();
+    /// registry.declare_breaker("b", BreakerConfig::default()).unwrap();
+    /// registry.declare_breaker("a", BreakerConfig::default()).unwrap();
+    /// let names: Vec<String> = registry.breakers().into_iter().map(|(name, _)| name).collect();
+    /// assert_eq!(names, ["a", "b"]);
+    /// ```
+    pub fn breakers(&self) -> Vec<(String, Arc<CircuitBreaker>)> {
+        self.inner.breakers.all()
+    }
+
+    /// Every budget of this registry, sorted by name.
+    pub fn budgets(&self) -> Vec<(String, Arc<RetryBudget>)> {
+        self.inner.budgets.all()
+    }
+
+    /// Every bulkhead of this registry, sorted by name.
+    pub fn bulkheads(&self) -> Vec<(String, Arc<Bulkhead>)> {
+        self.inner.bulkheads.all()
+    }
+
+    /// Every throttle of this registry, sorted by name.
+    pub fn throttles(&self) -> Vec<(String, Arc<Throttle>)> {
+        self.inner.throttles.all()
+    }
+
+    /// Every rate limiter of this registry, sorted by name.
+    pub fn rate_limits(&self) -> Vec<(String, Arc<RateLimit>)> {
+        self.inner.rate_limits.all()
+    }
+
+    /// The names of `kind` declared here (not merely created on first use), sorted.
+    pub(crate) fn declared_names(&self, kind: GuardKind) -> Vec<String> {
+        match kind {
+            GuardKind::Breaker => self.inner.breakers.declared_names(),
+            GuardKind::Budget => self.inner.budgets.declared_names(),
+            GuardKind::Bulkhead => self.inner.bulkheads.declared_names(),
+            GuardKind::Throttle => self.inner.throttles.declared_names(),
+            GuardKind::RateLimit => self.inner.rate_limits.declared_names(),
+        }
+    }
+
+    /// The names of `kind` a call's policy has looked up here, sorted.
+    pub(crate) fn resolved_names(&self, kind: GuardKind) -> Vec<String> {
+        match kind {
+            GuardKind::Breaker => self.inner.breakers.resolved_names(),
+            GuardKind::Budget => self.inner.budgets.resolved_names(),
+            GuardKind::Bulkhead => self.inner.bulkheads.resolved_names(),
+            GuardKind::Throttle => self.inner.throttles.resolved_names(),
+            GuardKind::RateLimit => self.inner.rate_limits.resolved_names(),
+        }
+    }
+
+    pub(crate) fn breaker_or_default(&self, name: &str) -> Arc<CircuitBreaker> {
+        let hooks = self.inner.hooks.clone();
+        self.inner.breakers.get_or_default(name, || {
+            CircuitBreaker::new(name, BreakerConfig::default())
+                .unwrap_or_else(|_| unreachable!("the default breaker config is valid"))
+                .with_hooks(hooks)
+        })
+    }
+
+    pub(crate) fn budget_or_default(&self, name: &str) -> Arc<RetryBudget> {
+        self.inner.budgets.get_or_default(name, || {
+            RetryBudget::new(name, BudgetConfig::default())
+                .unwrap_or_else(|_| unreachable!("the default budget config is valid"))
+        })
+    }
+
+    pub(crate) fn bulkhead_or_default(&self, name: &str) -> Arc<Bulkhead> {
+        self.inner.bulkheads.get_or_default(name, || {
+            Bulkhead::new(name, BulkheadConfig::default())
+                .unwrap_or_else(|_| unreachable!("the default bulkhead config is valid"))
+        })
+    }
+
+    pub(crate) fn throttle_or_default(&self, name: &str) -> Arc<Throttle> {
+        self.inner.throttles.get_or_default(name, || {
+            Throttle::new(name, ThrottleConfig::default(), self.guard_seed(name))
+                .unwrap_or_else(|_| unreachable!("the default throttle config is valid"))
+        })
+    }
+
+    pub(crate) fn rate_limit_or_default(&self, name: &str) -> Arc<RateLimit> {
+        self.inner.rate_limits.get_or_default(name, || {
+            RateLimit::new(name, RateLimitConfig::default())
+                .unwrap_or_else(|_| unreachable!("the default rate limit config is valid"))
+        })
+    }
+
+    /// The seed of a guard's own draws when the registry is seeded: from
+    /// the registry's seed and the guard's name, so that it does not depend
+    /// on the order guards are made in, nor shift the calls' jitter streams.
+    fn guard_seed(&self, name: &str) -> Option<u64> {
+        // FNV-1a: a stable hash of the name (std's hasher is randomised per process).
+        let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+        });
+        Some(crate::backoff::stream_seed(self.seed()?, hash))
+    }
+}

@@ -1,0 +1,138 @@
+//! The policy as [reqwest-middleware](https://docs.rs/reqwest-middleware)
+//! middleware (feature `reqwest-middleware`, for reqwest 0.13), with the
+//! same rules as the tower layer's `ResilientLayer::new` (feature `tower`),
+//! from the same code:
+//!
+//! - **Which requests are retried**: `GET`, `HEAD`, `OPTIONS`, `TRACE`, `PUT`
+//!   and `DELETE`; `POST`, `PATCH` and other methods only with a non-empty
+//!   `Idempotency-Key` header (its value is the call's
+//!   [`idempotency_key()`](crate::idempotency_key)), else one attempt, which
+//!   mirrors the attribute's compile-time rule. A request whose body is a
+//!   stream (`Request::try_clone` gives `None`) gets one attempt.
+//! - **Responses**: below 400 a success; else classified by status and
+//!   `Retry-After` ([`ErrorClass::from_http`](crate::ErrorClass::from_http)):
+//!   408 and 5xx transient, 429 throttled, other 4xx permanent. When the
+//!   attempts end with a failed response, the caller gets the last
+//!   response, as `Ok`; when the last attempt failed with an error, that
+//!   error. The attempts made are in the response's extensions
+//!   ([`Attempts`]).
+//! - **Errors**: a `reqwest::Error` is classified by kind (connect and
+//!   timeout errors transient); an error of another middleware by its
+//!   `source()` chain. When no attempt could run (an open breaker), the
+//!   error is `reqwest_middleware::Error::Middleware` holding the
+//!   [`Rejection`]: `anyhow_error.downcast_ref::<Rejection>()`.
+//! - The policy's backoff, deadline, attempt timeout and named breaker,
+//!   budget and bulkhead (from the registry in effect) all apply. Each
+//!   retry runs the rest of the middleware chain again.
+//!
+//! ```no_run
+//! # use retry_runtime as resilient;
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use resilient::{Attempts, Policy, reqwest_middleware::ResilientMiddleware};
+//!
+//! let policy = Policy::builder().max_attempts(4).base(Duration::from_millis(50)).breaker("inventory").build()?;
+//! let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+//!     .with(ResilientMiddleware::new(policy))
+//!     .build();
+//! let response = client.get("http://127.0.0.1:8080/stock/A-1").send().await?;
+//! let attempts = response.extensions().get::<Attempts>().map_or(0, |a| a.get());
+//! println!("{} after {attempts} attempts", response.status());
+//! # Ok(()) }
+//! ```
+
+use std::future::Future;
+use std::sync::Arc;
+
+use ::reqwest_middleware::{Error, Middleware, Next};
+use http::Extensions;
+
+use crate::attempts::Attempts;
+use crate::classify::{Classify, ErrorClass};
+use crate::errors::classify_chain;
+use crate::middleware::{self, Plan, Transport, rules};
+use crate::policy::Policy;
+use crate::rejection::Rejection;
+
+/// Middleware that makes every request through the client a resilient call
+/// under one [`Policy`]; see the [module docs](self).
+#[derive(Debug, Clone)]
+pub struct ResilientMiddleware {
+    policy: Arc<Policy>,
+}
+
+impl ResilientMiddleware {
+    /// Middleware following `policy` (a [`Policy`] or an `Arc<Policy>`).
+    pub fn new(policy: impl Into<Arc<Policy>>) -> Self {
+        ResilientMiddleware { policy: policy.into() }
+    }
+
+    /// The policy every call follows.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+}
+
+#[async_trait::async_trait]
+impl Middleware for ResilientMiddleware {
+    async fn handle(
+        &self,
+        request: reqwest::Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> Result<reqwest::Response, Error> {
+        middleware::call(&self.policy, &mut Chain { next, extensions }, request).await
+    }
+}
+
+/// The rest of the middleware chain, as one call's transport.
+struct Chain<'n, 'e> {
+    next: Next<'n>,
+    extensions: &'e mut Extensions,
+}
+
+impl Transport for Chain<'_, '_> {
+    type Request = reqwest::Request;
+    type Response = reqwest::Response;
+    type Error = Error;
+
+    #[inline]
+    fn plan(request: &reqwest::Request) -> Plan {
+        rules::plan(request.method(), request.headers())
+    }
+
+    #[inline]
+    fn try_copy(request: &reqwest::Request) -> Option<reqwest::Request> {
+        request.try_clone()
+    }
+
+    #[inline]
+    fn response_class(response: &reqwest::Response) -> Option<ErrorClass> {
+        rules::response_class(response.status(), response.headers())
+    }
+
+    #[inline]
+    fn finish(response: &mut reqwest::Response, attempts: Attempts) {
+        response.extensions_mut().insert(attempts);
+    }
+
+    fn classify(error: &Error) -> ErrorClass {
+        match error {
+            Error::Reqwest(error) => error.classify(),
+            Error::Middleware(error) => classify_chain(&**error),
+        }
+    }
+
+    fn reject(rejection: Rejection) -> Error {
+        Error::middleware(rejection)
+    }
+
+    fn send(
+        &mut self,
+        request: reqwest::Request,
+    ) -> impl Future<Output = Result<reqwest::Response, Error>> + Send {
+        // Lazily: a middleware further down may start work in `handle`.
+        let (next, extensions) = (self.next.clone(), &mut *self.extensions);
+        async move { next.run(request, extensions).await }
+    }
+}

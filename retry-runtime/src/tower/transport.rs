@@ -1,0 +1,150 @@
+//! The inner service as one call's transport, for HTTP requests and for
+//! `Clone` requests.
+
+use std::future::Future;
+use std::marker::PhantomData;
+
+use tower_service::Service;
+
+use super::{BoxError, CloneBody};
+use crate::attempts::Attempts;
+use crate::classify::{Classify, ErrorClass};
+use crate::middleware::{Plan, Transport, rules};
+use crate::rejection::Rejection;
+
+/// The inner service as one call's transport: `ready` while the service
+/// `poll_ready` readied has not been called yet.
+pub(super) struct Inner<S, K> {
+    service: S,
+    ready: bool,
+    kind: PhantomData<fn() -> K>,
+}
+
+impl<S: Clone, K> Inner<S, K> {
+    /// Takes the service made ready and leaves a clone in its place, as
+    /// `tower::retry` does: the clone may not be ready, the original is.
+    pub(super) fn take_ready(slot: &mut S) -> Self {
+        let clone = slot.clone();
+        Inner { service: std::mem::replace(slot, clone), ready: true, kind: PhantomData }
+    }
+}
+
+impl<S, K> Inner<S, K> {
+    /// Sends `request`, first waiting for the service to be ready unless
+    /// the caller's `poll_ready` already made it so. Starts nothing (not
+    /// even `call`, which may start work) until polled.
+    async fn send<Req>(&mut self, request: Req) -> Result<S::Response, BoxError>
+    where
+        S: Service<Req>,
+        S::Error: Into<BoxError>,
+    {
+        if !std::mem::replace(&mut self.ready, false) {
+            std::future::poll_fn(|cx| self.service.poll_ready(cx)).await.map_err(Into::into)?;
+        }
+        self.service.call(request).await.map_err(Into::into)
+    }
+}
+
+/// [`Inner`] for HTTP requests with a body of type `B`.
+pub(super) struct HttpTransport<B>(PhantomData<fn() -> B>);
+
+impl<S, B, RB> Transport for Inner<S, HttpTransport<B>>
+where
+    S: Service<http::Request<B>, Response = http::Response<RB>> + Send,
+    S::Error: Into<BoxError>,
+    S::Future: Send,
+    B: CloneBody + Send,
+{
+    type Request = http::Request<B>;
+    type Response = http::Response<RB>;
+    type Error = BoxError;
+
+    #[inline]
+    fn plan(request: &http::Request<B>) -> Plan {
+        rules::plan(request.method(), request.headers())
+    }
+
+    fn try_copy(request: &http::Request<B>) -> Option<http::Request<B>> {
+        let mut copy = http::Request::new(request.body().try_clone_body()?);
+        *copy.method_mut() = request.method().clone();
+        *copy.uri_mut() = request.uri().clone();
+        *copy.version_mut() = request.version();
+        *copy.headers_mut() = request.headers().clone();
+        *copy.extensions_mut() = request.extensions().clone();
+        Some(copy)
+    }
+
+    #[inline]
+    fn response_class(response: &http::Response<RB>) -> Option<ErrorClass> {
+        rules::response_class(response.status(), response.headers())
+    }
+
+    #[inline]
+    fn finish(response: &mut http::Response<RB>, attempts: Attempts) {
+        response.extensions_mut().insert(attempts);
+    }
+
+    #[inline]
+    fn classify(error: &BoxError) -> ErrorClass {
+        error.classify()
+    }
+
+    #[inline]
+    fn reject(rejection: Rejection) -> BoxError {
+        Box::new(rejection)
+    }
+
+    fn send(
+        &mut self,
+        request: http::Request<B>,
+    ) -> impl Future<Output = Result<Self::Response, BoxError>> + Send {
+        Inner::send(self, request)
+    }
+}
+
+/// [`Inner`] for `Clone` requests of type `Req`.
+pub(super) struct CloneTransport<Req>(PhantomData<fn() -> Req>);
+
+impl<S, Req> Transport for Inner<S, CloneTransport<Req>>
+where
+    S: Service<Req> + Send,
+    S::Error: Into<BoxError>,
+    S::Future: Send,
+    Req: Clone + Send,
+{
+    type Request = Req;
+    type Response = S::Response;
+    type Error = BoxError;
+
+    #[inline]
+    fn plan(_: &Req) -> Plan {
+        Plan { retry: true, key: None }
+    }
+
+    #[inline]
+    fn try_copy(request: &Req) -> Option<Req> {
+        Some(request.clone())
+    }
+
+    #[inline]
+    fn response_class(_: &S::Response) -> Option<ErrorClass> {
+        None
+    }
+
+    #[inline]
+    fn finish(_: &mut S::Response, _: Attempts) {}
+
+    #[inline]
+    fn classify(error: &BoxError) -> ErrorClass {
+        error.classify()
+    }
+
+    #[inline]
+    fn reject(rejection: Rejection) -> BoxError {
+        Box::new(rejection)
+    }
+
+    fn send(&mut self, request: Req) -> impl Future<Output = Result<S::Response, BoxError>> + Send {
+        Inner::send(self, request)
+    }
+}

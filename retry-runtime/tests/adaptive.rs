@@ -1,0 +1,327 @@
+//! Adaptive protection in the retry loop: hedging, the client-side
+//! throttle, the rate limit, the adaptive bulkhead limit and the fallback,
+//! under paused time with exact expectations where the contract fixes them
+//! and stated bounds where it does not.
+
+mod common;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use common::{Attempts, TestError, ms};
+use retry_runtime::{
+    AdaptiveLimit, BulkheadConfig, Policy, RateLimitConfig, Registry, Rejection, ThrottleConfig, TokenBucket,
+    idempotency_key,
+};
+use tokio::time::{Instant, sleep};
+
+/// Ends the attempt's future's life in a flag when it is dropped before it finished.
+struct CancelledFlag(Arc<AtomicU32>, bool);
+
+impl Drop for CancelledFlag {
+    fn drop(&mut self) {
+        if !self.1 {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+fn hedging(after: u64, max: u32) -> Policy {
+    Policy::builder().max_attempts(3).base(ms(100)).hedge(ms(after), max).seed(1).build().unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hedge_starts_after_the_delay_and_the_first_success_wins_and_the_slow_one_is_cancelled() {
+    let policy = hedging(50, 1);
+    let attempts = Attempts::new();
+    let cancelled = Arc::new(AtomicU32::new(0));
+    let keys = Arc::new(Mutex::new(Vec::new()));
+    let start = Instant::now();
+    let result = policy
+        .run_with_key("order-7", || {
+            let n = attempts.mark();
+            let (cancelled, keys) = (cancelled.clone(), keys.clone());
+            async move {
+                keys.lock().unwrap().push(idempotency_key().unwrap().to_string());
+                let mut flag = CancelledFlag(cancelled, false);
+                // The first attempt is stuck on a slow replica; the hedge is fast.
+                sleep(if n == 1 { ms(300) } else { ms(20) }).await;
+                flag.1 = true;
+                Ok::<_, TestError>(n)
+            }
+        })
+        .await;
+    assert_eq!(result, Ok(2), "the hedge answered first");
+    assert_eq!(start.elapsed(), ms(70), "hedge at 50 ms, answered 20 ms later");
+    assert_eq!(attempts.times(), [0, 50]);
+    assert_eq!(cancelled.load(Ordering::SeqCst), 1, "the slow attempt was dropped, not awaited");
+    assert_eq!(*keys.lock().unwrap(), ["order-7", "order-7"], "every hedge carries the call's key");
+}
+
+#[tokio::test(start_paused = true)]
+async fn hedges_start_one_every_delay_up_to_max_hedges() {
+    let policy = hedging(40, 3);
+    let attempts = Attempts::new();
+    let start = Instant::now();
+    let result = policy
+        .run(|| {
+            let n = attempts.mark();
+            async move {
+                sleep(ms(1_000)).await;
+                Ok::<_, TestError>(n)
+            }
+        })
+        .await;
+    assert_eq!(attempts.times(), [0, 40, 80, 120], "three hedges, one every 40 ms, then no more");
+    assert_eq!(result, Ok(1), "all equally slow: the first started is the first done");
+    assert_eq!(start.elapsed(), ms(1_000));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_round_whose_attempts_all_fail_counts_as_one_attempt_and_backs_off() {
+    // Each attempt fails after 60 ms: the hedge (at 50) fails at 110; the round
+    // has failed, and the retry comes after the backoff (no jitter: 100 ms).
+    let policy = Policy::builder()
+        .max_attempts(2)
+        .base(ms(100))
+        .jitter(retry_runtime::Jitter::None)
+        .hedge(ms(50), 1)
+        .build()
+        .unwrap();
+    let attempts = Attempts::new();
+    let result = policy
+        .run(|| {
+            let n = attempts.mark();
+            async move {
+                sleep(ms(60)).await;
+                if n < 4 { Err(TestError::Transient) } else { Ok(n) }
+            }
+        })
+        .await;
+    assert_eq!(attempts.times(), [0, 50, 210, 260], "round 2 starts 100 ms after round 1's last failure");
+    assert_eq!(result, Ok(4), "the second round's hedge succeeded");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hedge_takes_a_budget_token_and_without_one_there_is_no_hedge() {
+    let registry = Registry::new();
+    registry
+        .declare_budget("dep", TokenBucket { capacity: 1, retry_cost: 1, refill_per_success: 0 })
+        .unwrap();
+    let policy = Policy::builder().max_attempts(1).hedge(ms(10), 1).budget("dep").build().unwrap();
+    let attempts = Attempts::new();
+    let slow = || {
+        attempts.mark();
+        async {
+            sleep(ms(100)).await;
+            Ok::<_, TestError>(())
+        }
+    };
+    registry.scope(policy.run(slow)).await.unwrap();
+    assert_eq!(attempts.count(), 2, "the first call hedged");
+    assert_eq!(registry.budget("dep").unwrap().available(), 0, "and paid a token for it");
+    registry.scope(policy.run(slow)).await.unwrap();
+    assert_eq!(attempts.count(), 3, "no token left: the second call did not hedge");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_permanent_error_ends_the_round_at_once() {
+    let policy = hedging(10, 2);
+    let attempts = Attempts::new();
+    let start = Instant::now();
+    let result = policy
+        .run(|| {
+            let n = attempts.mark();
+            async move {
+                sleep(if n == 1 { ms(500) } else { ms(5) }).await;
+                Err::<(), _>(TestError::Permanent)
+            }
+        })
+        .await;
+    assert_eq!(result, Err(TestError::Permanent));
+    assert_eq!(start.elapsed(), ms(15), "the hedge's permanent answer did not wait for the slow attempt");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_throttle_refuses_locally_once_the_dependency_refuses_most_requests() {
+    let registry = Registry::with_seed(9);
+    registry.declare_throttle("dep", ThrottleConfig::default()).unwrap();
+    let policy = Policy::builder().max_attempts(1).throttle("dep").build().unwrap();
+    let sent = AtomicU32::new(0);
+    let mut throttled = 0;
+    for _ in 0..1_000 {
+        let result = registry
+            .scope(policy.run(|| {
+                sent.fetch_add(1, Ordering::SeqCst);
+                async { Err::<(), _>(TestError::Transient) }
+            }))
+            .await;
+        match result {
+            Err(TestError::Rejected(Rejection::Throttled { throttle })) => {
+                assert_eq!(throttle, "dep");
+                throttled += 1;
+            }
+            Err(TestError::Transient) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    let sent = sent.load(Ordering::SeqCst);
+    assert_eq!(sent + throttled, 1_000);
+    // With no accepts the refusal probability is n / (n + 1) after n
+    // requests: the expected number sent is the harmonic number H(1000) ~ 7.5.
+    assert!(sent <= 30, "the dependency was spared: {sent} of 1000 sent");
+    // Answers that are not overload keep the throttle open.
+    let registry = Registry::with_seed(9);
+    registry.declare_throttle("dep", ThrottleConfig::default()).unwrap();
+    for _ in 0..1_000 {
+        let result = registry.scope(policy.run(|| async { Err::<(), _>(TestError::Permanent) })).await;
+        assert_eq!(result, Err(TestError::Permanent), "a permanent error is an accept");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cold_burst_is_not_throttled_before_its_first_answers() {
+    let registry = Registry::with_seed(9);
+    registry.declare_throttle("dep", ThrottleConfig::default()).unwrap();
+    let policy = Policy::builder().max_attempts(1).throttle("dep").build().unwrap();
+    let sent = AtomicU32::new(0);
+    let burst = (0..100).map(|_| {
+        registry.scope(policy.run(|| {
+            sent.fetch_add(1, Ordering::SeqCst);
+            async {
+                sleep(ms(10)).await;
+                Err::<(), _>(TestError::Transient)
+            }
+        }))
+    });
+    let results = futures_join_all(burst).await;
+    assert_eq!(sent.load(Ordering::SeqCst), 100, "all went out: nothing was answered yet");
+    assert!(results.iter().all(|r| *r == Err(TestError::Transient)));
+    let probability = registry.throttle("dep").unwrap().refusal_probability();
+    assert!((probability - 100.0 / 101.0).abs() < 1e-9, "then the 100 refusals count: {probability}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_rate_limit_waits_for_a_turn_within_max_wait_then_refuses() {
+    let registry = Registry::new();
+    let config = RateLimitConfig { per_second: 10, burst: 1, max_wait: Some(ms(150)) };
+    registry.declare_rate_limit("api", config).unwrap();
+    let policy = Policy::builder().max_attempts(1).rate_limit("api").build().unwrap();
+    let attempts = Attempts::new();
+    let call = || {
+        registry.scope(policy.run(|| {
+            attempts.mark();
+            async { Ok::<_, TestError>(()) }
+        }))
+    };
+    let (a, b, c) = tokio::join!(call(), call(), call());
+    assert_eq!(attempts.times(), [0, 100], "one turn every 100 ms");
+    let refused = [a, b, c].into_iter().filter(|r| r.is_err()).collect::<Vec<_>>();
+    assert_eq!(
+        refused,
+        [Err(TestError::Rejected(Rejection::RateLimited { limiter: "api".into() }))],
+        "the third turn was 200 ms away, past max_wait"
+    );
+}
+
+/// Waves of 32 concurrent single-attempt calls against a dependency that
+/// serves 4 at once and answers the rest with an immediate 503, through a
+/// bulkhead of at most 32; returns the bulkhead's final limit and the 503s
+/// of the last 20 waves.
+async fn waves_against_capacity_four(adaptive: Option<AdaptiveLimit>) -> (u32, u32) {
+    const CAPACITY: u32 = 4;
+    let registry = Registry::new();
+    registry
+        .declare_bulkhead("dep", BulkheadConfig { max_concurrent: 32, adaptive, ..Default::default() })
+        .unwrap();
+    let policy = Policy::builder().max_attempts(1).bulkhead("dep").build().unwrap();
+    let in_flight = Arc::new(AtomicU32::new(0));
+    let refused = Arc::new(AtomicU32::new(0));
+    let mut late_refusals = 0;
+    for wave in 0..60 {
+        let before = refused.load(Ordering::SeqCst);
+        let calls = (0..32).map(|_| {
+            let (in_flight, refused) = (in_flight.clone(), refused.clone());
+            registry.scope(policy.run(move || {
+                let (in_flight, refused) = (in_flight.clone(), refused.clone());
+                async move {
+                    if in_flight.fetch_add(1, Ordering::SeqCst) >= CAPACITY {
+                        in_flight.fetch_sub(1, Ordering::SeqCst);
+                        refused.fetch_add(1, Ordering::SeqCst);
+                        return Err(TestError::Transient);
+                    }
+                    sleep(ms(10)).await;
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
+                    Ok(())
+                }
+            }))
+        });
+        futures_join_all(calls).await;
+        if wave >= 40 {
+            late_refusals += refused.load(Ordering::SeqCst) - before;
+        }
+    }
+    (registry.bulkhead("dep").unwrap().limit(), late_refusals)
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_adaptive_bulkhead_finds_the_concurrency_the_dependency_can_take() {
+    let (fixed_limit, fixed_refusals) = waves_against_capacity_four(None).await;
+    let (limit, refusals) = waves_against_capacity_four(Some(AdaptiveLimit::aimd(1))).await;
+    assert_eq!(fixed_limit, 32);
+    assert_eq!(fixed_refusals, 20 * 28, "a fixed limit lets every wave in: 28 of 32 get a 503");
+    // AIMD saws around the capacity (up one per limit's worth of successes
+    // while in use, down 10% per 503), probing past it as it goes: each
+    // probe costs a 503 (120 of the fixed limit's 560 when this was written;
+    // one step per success instead would cost 300).
+    assert!((3..=8).contains(&limit), "settled near the capacity of 4: {limit}");
+    assert!(
+        refusals * 4 <= fixed_refusals,
+        "at most a quarter of the fixed limit's 503s: {refusals} vs {fixed_refusals}"
+    );
+}
+
+/// Polls every future on this task until all are done (no spawning: the
+/// registry scope and the paused clock stay in effect), in order.
+async fn futures_join_all<F: std::future::Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output> {
+    let mut futures: Vec<_> = futures.map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if output.is_none() {
+                match future.as_mut().poll(cx) {
+                    std::task::Poll::Ready(value) => *output = Some(value),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending { std::task::Poll::Pending } else { std::task::Poll::Ready(()) }
+    })
+    .await;
+    outputs.into_iter().map(|o| o.expect("every future finished")).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_fallback_gets_the_final_error_and_its_result_is_returned() {
+    let policy = Policy::builder().max_attempts(2).base(ms(1)).build().unwrap();
+    let attempts = Attempts::new();
+    let seen = Mutex::new(None);
+    let result = policy
+        .run_or_else(
+            || {
+                attempts.mark();
+                async { Err::<u32, _>(TestError::Transient) }
+            },
+            |error| {
+                *seen.lock().unwrap() = Some(error);
+                async { Ok(7) }
+            },
+        )
+        .await;
+    assert_eq!(result, Ok(7));
+    assert_eq!(attempts.count(), 2, "the retries ran first");
+    assert_eq!(*seen.lock().unwrap(), Some(TestError::Transient));
+    let untouched = policy.run_or_else(|| async { Ok::<u32, TestError>(1) }, |_| async { Ok(7) }).await;
+    assert_eq!(untouched, Ok(1), "a success never falls back");
+}

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Runs the tower layer's benchmark (benches/tower.rs, one criterion run) and
+# prints each request's median time and its ratio to the bare service; with
+# --write, also writes that summary into README.md between the
+# <!-- tower-bench --> markers.
+#
+#   scripts/bench-tower.sh                 # run, then print
+#   scripts/bench-tower.sh --write         # run, print, and write README.md
+#   scripts/bench-tower.sh --no-run        # print (and --write) from the last run
+#   BENCH_ARGS="--measurement-time 5" scripts/bench-tower.sh
+#
+# Run it on a quiet machine: one benchmark process at a time, nothing else building.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+target_dir="${CARGO_TARGET_DIR:-target}"
+command="cargo bench -p resilient-benches --bench tower --features tower -- --noplot${BENCH_ARGS:+ $BENCH_ARGS}"
+run=1
+write=0
+for arg in "$@"; do
+  case "$arg" in
+    --no-run) run=0 ;;
+    --write) write=1 ;;
+    *) echo "unknown argument: $arg" >&2; exit 2 ;;
+  esac
+done
+if [[ $run == 1 ]]; then
+  echo "== $command"
+  load="$(cut -d' ' -f1-3 /proc/loadavg)"
+  # shellcheck disable=SC2086
+  cargo bench -p resilient-benches --bench tower --features tower -- --noplot ${BENCH_ARGS:-}
+  echo "$load" > "$target_dir/criterion/.tower-load-before-run"
+fi
+
+CRITERION_DIR="$target_dir/criterion" COMMAND="$command" WRITE="$write" python3 - <<'PY'
+import json, os, re
+
+root = os.environ["CRITERION_DIR"]
+
+def median(name):
+    with open(os.path.join(root, name, "new", "estimates.json")) as f:
+        return json.load(f)["median"]["point_estimate"]  # ns per request
+
+rows = [
+    ("bare service (HTTP)", "tower_bare", "tower_bare"),
+    ("ResilientLayer::new, GET", "tower_layer_get", "tower_bare"),
+    ("  + named breaker and budget", "tower_layer_get_breaker_budget", "tower_bare"),
+    ("  POST without a key (1 attempt)", "tower_layer_post_no_key", "tower_bare"),
+    ("bare service (u64 requests)", "tower_bare_cloning", "tower_bare_cloning"),
+    ("ResilientLayer::cloning", "tower_cloning", "tower_bare_cloning"),
+]
+try:
+    with open(os.path.join(root, ".tower-load-before-run")) as f:
+        load = f.read().strip()
+except OSError:
+    load = "unknown"
+lines = [f"{'per request':<34} {'median':>10} {'overhead':>10} {'ratio':>7}"]
+for label, name, base in rows:
+    t, b = median(name), median(base)
+    overhead = "" if name == base else f"+{t - b:,.0f} ns"
+    ratio = "" if name == base else f"{t / b:.1f}x"
+    lines.append(f"{label:<34} {t:>7,.0f} ns {overhead:>10} {ratio:>7}".rstrip())
+lines.append(f"(nproc {os.cpu_count()}, load average before the run: {load})")
+summary = "\n".join(lines)
+print(summary)
+
+if os.environ["WRITE"] == "1":
+    block = f"<!-- tower-bench -->\n```text\n{summary}\n```\n<!-- /tower-bench -->"
+    with open("README.md") as f:
+        readme = f.read()
+    new, n = re.subn(r"<!-- tower-bench -->.*?<!-- /tower-bench -->", lambda _: block, readme, flags=re.S)
+    if n != 1:
+        raise SystemExit("README.md needs one <!-- tower-bench --> ... <!-- /tower-bench --> block")
+    with open("README.md", "w") as f:
+        f.write(new)
+    print("README.md updated")
+PY

@@ -1,0 +1,150 @@
+//! The adaptive arguments of `#[resilient]`, through the attribute:
+//! hedging, fallback, throttle and rate limit, on tokio's paused clock.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use resilient::{Classify, ErrorClass, RateLimitConfig, Registry, Rejection, ThrottleConfig, resilient};
+use tokio::time::{Instant, sleep};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum ApiError {
+    Unavailable,
+    Rejected(Rejection),
+}
+
+impl Classify for ApiError {
+    fn classify(&self) -> ErrorClass {
+        match self {
+            ApiError::Unavailable => ErrorClass::Transient,
+            ApiError::Rejected(rejection) => rejection.classify(),
+        }
+    }
+}
+
+impl From<Rejection> for ApiError {
+    fn from(rejection: Rejection) -> Self {
+        ApiError::Rejected(rejection)
+    }
+}
+
+fn ms(millis: u64) -> Duration {
+    Duration::from_millis(millis)
+}
+
+/// A replica set where the first request lands on a slow replica.
+struct Replicas {
+    started: Instant,
+    requests: Mutex<Vec<(u64, String)>>,
+}
+
+impl Replicas {
+    fn new() -> Self {
+        Replicas { started: Instant::now(), requests: Mutex::new(Vec::new()) }
+    }
+
+    /// Answers after 400 ms for the first request, 30 ms for the others;
+    /// logs when each came and under which key.
+    async fn answer(&self, _order: &str) -> Result<usize, ApiError> {
+        let n = {
+            let mut requests = self.requests.lock().unwrap();
+            let key = resilient::idempotency_key().map(|key| key.to_string()).unwrap_or_default();
+            requests.push((self.started.elapsed().as_millis() as u64, key));
+            requests.len()
+        };
+        sleep(if n == 1 { ms(400) } else { ms(30) }).await;
+        Ok(n)
+    }
+}
+
+impl Replicas {
+    #[resilient(idempotent = false, key = order, hedge_after_ms = 100, max_hedges = 2, max_attempts = 1)]
+    async fn submit(&self, order: String) -> Result<usize, ApiError> {
+        self.answer(&order).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hedged_method_answers_from_the_hedge_under_the_same_key() {
+    let replicas = Replicas::new();
+    let start = Instant::now();
+    assert_eq!(replicas.submit("order-9".to_owned()).await, Ok(2), "the first hedge answered");
+    assert_eq!(start.elapsed(), ms(130), "hedge at 100 ms, answered 30 ms later");
+    assert_eq!(
+        *replicas.requests.lock().unwrap(),
+        [(0, "order-9".to_owned()), (100, "order-9".to_owned())],
+        "one hedge was enough: the second was never started; both carry the key"
+    );
+}
+
+async fn cached_stock(error: ApiError) -> Result<u32, ApiError> {
+    assert_eq!(error, ApiError::Unavailable, "the fallback gets the final error");
+    Ok(17)
+}
+
+#[resilient(max_attempts = 3, base_ms = 10, fallback = cached_stock)]
+async fn stock(calls: &AtomicU32) -> Result<u32, ApiError> {
+    calls.fetch_add(1, Ordering::SeqCst);
+    Err(ApiError::Unavailable)
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_fallback_answers_once_the_retries_are_spent() {
+    let calls = AtomicU32::new(0);
+    assert_eq!(stock(&calls).await, Ok(17));
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+}
+
+#[resilient(max_attempts = 1, throttle = "search")]
+async fn search(calls: &AtomicU32) -> Result<(), ApiError> {
+    calls.fetch_add(1, Ordering::SeqCst);
+    Err(ApiError::Unavailable)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_throttled_function_stops_calling_a_dependency_that_refuses_everything() {
+    let registry = Registry::with_seed(3);
+    registry.declare_throttle("search", ThrottleConfig::default()).unwrap();
+    let calls = AtomicU32::new(0);
+    let mut throttled = 0;
+    for _ in 0..200 {
+        if registry.scope(search(&calls)).await
+            == Err(ApiError::Rejected(Rejection::Throttled { throttle: "search".into() }))
+        {
+            throttled += 1;
+        }
+    }
+    assert_eq!(calls.load(Ordering::SeqCst) + throttled, 200);
+    assert!(throttled >= 180, "refused locally: {throttled} of 200");
+}
+
+#[resilient(max_attempts = 1, rate_limit = "geo")]
+async fn geocode(calls: &AtomicU32) -> Result<(), ApiError> {
+    calls.fetch_add(1, Ordering::SeqCst);
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rate_limited_function_is_refused_over_the_rate() {
+    let registry = Registry::new();
+    registry.declare_rate_limit("geo", RateLimitConfig { per_second: 5, burst: 2, max_wait: None }).unwrap();
+    let calls = AtomicU32::new(0);
+    let results: Vec<_> = futures_in_order(&registry, &calls, 3).await;
+    assert_eq!(
+        results,
+        [Ok(()), Ok(()), Err(ApiError::Rejected(Rejection::RateLimited { limiter: "geo".into() }))],
+        "a burst of two, then no turn for 200 ms"
+    );
+    sleep(ms(200)).await;
+    assert_eq!(registry.scope(geocode(&calls)).await, Ok(()), "the next turn came");
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+}
+
+async fn futures_in_order(registry: &Registry, calls: &AtomicU32, n: usize) -> Vec<Result<(), ApiError>> {
+    let mut results = Vec::new();
+    for _ in 0..n {
+        results.push(registry.scope(geocode(calls)).await);
+    }
+    results
+}

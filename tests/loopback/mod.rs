@@ -1,0 +1,146 @@
+//! A scripted HTTP server on 127.0.0.1 (an ephemeral port) for the tower
+//! and reqwest-middleware tests: each path answers from its script of
+//! statuses, then 200; `/charges` makes a charge per request and
+//! deduplicates by `Idempotency-Key`. It records every request it sees.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use tokio::net::TcpListener;
+use tokio::time::Instant;
+
+/// One scripted answer.
+#[derive(Debug, Clone, Copy)]
+pub struct Reply {
+    pub status: u16,
+    pub retry_after: Option<&'static str>,
+}
+
+/// A scripted status.
+pub fn status(status: u16) -> Reply {
+    Reply { status, retry_after: None }
+}
+
+/// A 429 with this `Retry-After`.
+pub fn throttled(retry_after: &'static str) -> Reply {
+    Reply { status: 429, retry_after: Some(retry_after) }
+}
+
+/// A request the server saw.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub path: String,
+    pub key: Option<String>,
+    pub body: Bytes,
+    /// When it arrived, on tokio's clock (virtual under a paused clock).
+    pub at: Instant,
+}
+
+#[derive(Default)]
+struct Inner {
+    scripts: Mutex<HashMap<String, VecDeque<Reply>>>,
+    seen: Mutex<Vec<Seen>>,
+    /// Charge id per idempotency key.
+    charged_keys: Mutex<HashMap<String, u64>>,
+    charges_made: AtomicU64,
+    deduplicated: AtomicU64,
+}
+
+/// A running server.
+pub struct Server {
+    pub addr: SocketAddr,
+    inner: Arc<Inner>,
+}
+
+impl Server {
+    /// Starts a server whose paths answer from these scripts.
+    pub async fn start(scripts: &[(&str, &[Reply])]) -> Server {
+        let inner = Arc::new(Inner::default());
+        {
+            let mut map = inner.scripts.lock().unwrap();
+            for (path, replies) in scripts {
+                map.insert((*path).to_owned(), replies.iter().copied().collect());
+            }
+        }
+        let app = Router::new().fallback(answer).with_state(inner.clone());
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Server { addr, inner }
+    }
+
+    /// The absolute URL of `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// The requests to `path`, in arrival order.
+    pub fn seen(&self, path: &str) -> Vec<Seen> {
+        self.inner.seen.lock().unwrap().iter().filter(|s| s.path == path).cloned().collect()
+    }
+
+    /// How many requests reached `path`.
+    pub fn hits(&self, path: &str) -> usize {
+        self.seen(path).len()
+    }
+
+    /// Charges made (a replayed key makes none).
+    pub fn charges_made(&self) -> u64 {
+        self.inner.charges_made.load(Ordering::SeqCst)
+    }
+
+    /// Charge requests answered from an earlier charge with the same key.
+    pub fn deduplicated(&self) -> u64 {
+        self.inner.deduplicated.load(Ordering::SeqCst)
+    }
+}
+
+async fn answer(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    let path = uri.path().to_owned();
+    let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let nth = {
+        let mut seen = inner.seen.lock().unwrap();
+        seen.push(Seen { path: path.clone(), key: key.clone(), body, at: Instant::now() });
+        seen.iter().filter(|s| s.path == path).count()
+    };
+    let reply =
+        inner.scripts.lock().unwrap().get_mut(&path).and_then(VecDeque::pop_front).unwrap_or(status(200));
+    let text = if path == "/charges" {
+        // The charge is made (or found) before the status is decided: a
+        // scripted failure is an answer lost after the charge.
+        let id = match key {
+            Some(key) => {
+                let mut charged = inner.charged_keys.lock().unwrap();
+                match charged.get(&key) {
+                    Some(&id) => {
+                        inner.deduplicated.fetch_add(1, Ordering::SeqCst);
+                        id
+                    }
+                    None => {
+                        let id = inner.charges_made.fetch_add(1, Ordering::SeqCst) + 1;
+                        charged.insert(key, id);
+                        id
+                    }
+                }
+            }
+            None => inner.charges_made.fetch_add(1, Ordering::SeqCst) + 1,
+        };
+        format!("charge {id}")
+    } else {
+        format!("answer {nth}")
+    };
+    let mut response = (StatusCode::from_u16(reply.status).unwrap(), text).into_response();
+    if let Some(retry_after) = reply.retry_after {
+        response.headers_mut().insert(header::RETRY_AFTER, retry_after.parse().unwrap());
+    }
+    response
+}

@@ -1,0 +1,226 @@
+//! `ResilientMiddleware` in a reqwest-middleware client, against the same
+//! loopback server as the tower tests (`tests/loopback`), with the same
+//! rules: retries through 503s, the last response when every attempt
+//! fails, `Retry-After`, idempotency by method and key, a streaming body's
+//! single attempt, a breaker shared with an annotated function, and the
+//! attempts in the response's extensions.
+//!
+//! Real sockets on the real clock, with backoff waits of 1-4 ms, except the
+//! `Retry-After` wait, measured on tokio's paused clock.
+
+mod loopback;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::Frame;
+use http_body_util::StreamBody;
+use loopback::{Server, status, throttled};
+use reqwest::StatusCode;
+use reqwest_middleware::{ClientBuilder, ClientWithMiddleware, Next};
+use resilient::reqwest_middleware::ResilientMiddleware;
+use resilient::{
+    Attempts, BreakerConfig, BreakerState, Jitter, Policy, PolicyBuilder, Registry, Rejection, resilient,
+};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Waits of 1, 2, 4, 4... ms: real sockets, real clock, short tests.
+fn policy(max_attempts: u32) -> PolicyBuilder {
+    Policy::builder().max_attempts(max_attempts).base(ms(1)).cap(ms(4)).jitter(Jitter::None)
+}
+
+fn client(policy: PolicyBuilder) -> ClientWithMiddleware {
+    ClientBuilder::new(reqwest::Client::new()).with(ResilientMiddleware::new(policy.build().unwrap())).build()
+}
+
+fn attempts(response: &reqwest::Response) -> u32 {
+    response.extensions().get::<Attempts>().expect("the middleware records the attempts").get()
+}
+
+#[tokio::test]
+async fn a_get_is_retried_through_503s_until_a_200() {
+    let server = Server::start(&[("/stock", &[status(503), status(503)])]).await;
+    let response = client(policy(4)).get(server.url("/stock")).send().await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 3));
+    assert_eq!(response.text().await.unwrap(), "answer 3");
+    assert_eq!(server.hits("/stock"), 3);
+}
+
+#[tokio::test]
+async fn when_every_attempt_fails_the_caller_gets_the_last_response() {
+    let server = Server::start(&[("/down", &[status(503), status(502), status(500), status(503)])]).await;
+    let response =
+        client(policy(3)).get(server.url("/down")).send().await.expect("a failed response is not an error");
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::INTERNAL_SERVER_ERROR, 3));
+    assert_eq!(response.text().await.unwrap(), "answer 3", "the third answer, not the first");
+    assert_eq!(server.hits("/down"), 3);
+}
+
+#[tokio::test]
+async fn a_permanent_status_is_returned_at_once() {
+    let server = Server::start(&[("/missing", &[status(404), status(404)])]).await;
+    let response = client(policy(4)).get(server.url("/missing")).send().await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::NOT_FOUND, 1));
+    assert_eq!(server.hits("/missing"), 1);
+}
+
+/// On the paused clock the server sees the retry exactly `Retry-After`
+/// later (the backoff alone would wait 1 ms). The client's idle-connection
+/// reaper is off, so that no timer but the library's own is armed and the
+/// clock only jumps over its wait.
+#[tokio::test(start_paused = true)]
+async fn a_429_is_retried_after_its_retry_after() {
+    let server = Server::start(&[("/limited", &[throttled("1")])]).await;
+    let reqwest = reqwest::Client::builder().pool_idle_timeout(None).build().unwrap();
+    let client =
+        ClientBuilder::new(reqwest).with(ResilientMiddleware::new(policy(3).build().unwrap())).build();
+    let response = client.get(server.url("/limited")).send().await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 2));
+    let seen = server.seen("/limited");
+    let waited = seen[1].at - seen[0].at;
+    assert!(waited >= Duration::from_secs(1), "waited {waited:?}, less than Retry-After: 1");
+    assert!(waited < Duration::from_secs(1) + ms(10), "waited {waited:?}: the backoff adds 1 ms at most");
+}
+
+/// A `Retry-After` the deadline cannot accommodate ends the call at once
+/// with the 429 (had the header been ignored, the retry after 1 ms would
+/// have got the 200); one of zero seconds, or an unparseable one, lets the
+/// 429 be retried.
+#[tokio::test]
+async fn a_retry_after_past_the_deadline_ends_the_call_at_once_with_the_429() {
+    let server = Server::start(&[
+        ("/later", &[throttled("60")]),
+        ("/hostile", &[throttled("99999999999999999999999")]),
+        ("/now", &[throttled("0")]),
+        ("/garbled", &[throttled("soon")]),
+    ])
+    .await;
+    let client = client(policy(3).deadline(Duration::from_secs(10)));
+    for path in ["/later", "/hostile"] {
+        let response = client.get(server.url(path)).send().await.unwrap();
+        assert_eq!((response.status(), attempts(&response)), (StatusCode::TOO_MANY_REQUESTS, 1), "{path}");
+        assert_eq!(server.hits(path), 1, "{path}");
+    }
+    for path in ["/now", "/garbled"] {
+        let response = client.get(server.url(path)).send().await.unwrap();
+        assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 2), "{path}");
+    }
+}
+
+#[tokio::test]
+async fn a_post_without_an_idempotency_key_is_attempted_once() {
+    let server = Server::start(&[("/charges", &[status(503), status(503)])]).await;
+    let response = client(policy(4)).post(server.url("/charges")).body("17 EUR").send().await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::SERVICE_UNAVAILABLE, 1));
+    assert_eq!((server.hits("/charges"), server.charges_made()), (1, 1));
+}
+
+/// The keys `resilient::idempotency_key()` returned to the middleware
+/// after ours, one per attempt (only one test uses it).
+static KEYS_IN_ATTEMPTS: Mutex<Vec<Option<String>>> = Mutex::new(Vec::new());
+
+fn record_key<'a>(
+    request: reqwest::Request,
+    extensions: &'a mut http::Extensions,
+    next: Next<'a>,
+) -> Pin<Box<dyn Future<Output = reqwest_middleware::Result<reqwest::Response>> + Send + 'a>> {
+    Box::pin(async move {
+        KEYS_IN_ATTEMPTS.lock().unwrap().push(resilient::idempotency_key().as_deref().map(str::to_owned));
+        next.run(request, extensions).await
+    })
+}
+
+#[tokio::test]
+async fn a_post_with_an_idempotency_key_is_retried_and_the_server_charges_once() {
+    // The first charge is made, but its answer is a 503.
+    let server = Server::start(&[("/charges", &[status(503)])]).await;
+    let client = ClientBuilder::new(reqwest::Client::new())
+        .with(ResilientMiddleware::new(policy(4).build().unwrap()))
+        .with(record_key)
+        .build();
+    let response = client
+        .post(server.url("/charges"))
+        .header("Idempotency-Key", "order-17")
+        .body("17 EUR")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 2));
+    assert_eq!(response.text().await.unwrap(), "charge 1");
+    assert_eq!((server.hits("/charges"), server.charges_made(), server.deduplicated()), (2, 1, 1));
+    let order = Some("order-17".to_owned());
+    let sent: Vec<_> = server.seen("/charges").into_iter().map(|seen| seen.key).collect();
+    assert_eq!(sent, [order.clone(), order.clone()]);
+    assert_eq!(
+        *KEYS_IN_ATTEMPTS.lock().unwrap(),
+        [order.clone(), order],
+        "idempotency_key() in every attempt"
+    );
+}
+
+#[tokio::test]
+async fn a_streaming_body_is_attempted_once_even_for_an_idempotent_method() {
+    let server = Server::start(&[("/upload", &[status(503), status(503)])]).await;
+    let chunks: Vec<Result<_, Infallible>> = vec![
+        Ok(Frame::data(Bytes::from_static(b"part 1, "))),
+        Ok(Frame::data(Bytes::from_static(b"part 2"))),
+    ];
+    let body = reqwest::Body::wrap(StreamBody::new(futures_util::stream::iter(chunks)));
+    let client = client(policy(4));
+    let response = client.put(server.url("/upload")).body(body).send().await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::SERVICE_UNAVAILABLE, 1));
+    assert_eq!(server.seen("/upload")[0].body, "part 1, part 2", "the stream was sent, once");
+
+    let response = client.put(server.url("/upload")).body("all").send().await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 2), "a buffered body is retried");
+}
+
+/// One attempt per call, through the bare client: a 5xx is an error.
+#[resilient(max_attempts = 1, breaker = "payments")]
+async fn quote_directly(
+    client: &reqwest::Client,
+    url: &str,
+) -> Result<String, resilient::Error<reqwest::Error>> {
+    Ok(client.get(url).send().await?.error_for_status()?.text().await?)
+}
+
+#[tokio::test]
+async fn the_breaker_is_shared_with_an_annotated_function_and_opens_for_both() {
+    let server = Server::start(&[("/down", &[status(503); 10])]).await;
+    let registry = Registry::new();
+    let config =
+        BreakerConfig { failure_threshold: 3, open_for: Duration::from_secs(60), ..Default::default() };
+    registry.declare_breaker("payments", config).unwrap();
+    let url = server.url("/down");
+    let bare = reqwest::Client::new();
+    let client = client(policy(4).breaker("payments"));
+    registry
+        .scope(async {
+            for _ in 0..2 {
+                assert!(quote_directly(&bare, &url).await.is_err());
+            }
+            assert_eq!(registry.breaker("payments").unwrap().state(), BreakerState::Closed);
+            let response = client.get(&url).send().await.unwrap();
+            assert_eq!((response.status(), attempts(&response)), (StatusCode::SERVICE_UNAVAILABLE, 1));
+            assert_eq!(registry.breaker("payments").unwrap().state(), BreakerState::Open);
+            assert_eq!(server.hits("/down"), 3);
+
+            let open = Rejection::CircuitOpen { breaker: "payments".into() };
+            let direct = quote_directly(&bare, &url).await.unwrap_err();
+            assert!(matches!(direct, resilient::Error::Rejected(ref r) if *r == open), "{direct:?}");
+            let Err(reqwest_middleware::Error::Middleware(layered)) = client.get(&url).send().await else {
+                panic!("an open breaker is a middleware error");
+            };
+            assert_eq!(layered.downcast_ref::<Rejection>(), Some(&open));
+            assert_eq!(server.hits("/down"), 3, "neither reached the server");
+        })
+        .await;
+    assert!(resilient::registry().breaker("payments").is_none(), "the scoped registry held the breaker");
+}

@@ -1,0 +1,455 @@
+//! `ResilientLayer` around hyper-util's client, against a real loopback
+//! server (`tests/loopback`): retries through 503s, the last response when
+//! every attempt fails, `Retry-After`, idempotency by method and key, a
+//! streaming body's single attempt, a breaker shared with an annotated
+//! function, the attempts in the response's extensions; and, around
+//! in-process services, tower's readiness conventions, timeouts, guards
+//! and `ResilientLayer::cloning`.
+//!
+//! Real sockets run on the real clock, with backoff waits of 1-4 ms, except
+//! where a wait is the point: the `Retry-After` test runs on tokio's paused
+//! clock (no timer but the library's own is armed, so the clock only jumps
+//! over its wait), and the in-process tests too.
+
+mod loopback;
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body::Frame;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use loopback::{Server, status, throttled};
+use resilient::tower::{BoxError, ResilientLayer};
+use resilient::{
+    Attempts, BreakerConfig, BreakerState, BulkheadConfig, Jitter, Policy, PolicyBuilder, Registry,
+    Rejection, TokenBucket, resilient,
+};
+use tower::{Layer, Service, ServiceBuilder, ServiceExt, service_fn};
+
+type Body = Full<Bytes>;
+type HttpClient = Client<HttpConnector, Body>;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn client() -> HttpClient {
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+/// Waits of 1, 2, 4, 4... ms: real sockets, real clock, short tests.
+fn policy(max_attempts: u32) -> PolicyBuilder {
+    Policy::builder().max_attempts(max_attempts).base(ms(1)).cap(ms(4)).jitter(Jitter::None)
+}
+
+fn request(method: Method, url: &str, key: Option<&str>, body: &'static str) -> Request<Body> {
+    let mut builder = Request::builder().method(method).uri(url);
+    if let Some(key) = key {
+        builder = builder.header("Idempotency-Key", key);
+    }
+    builder.body(Full::new(Bytes::from_static(body.as_bytes()))).unwrap()
+}
+
+fn get(url: &str) -> Request<Body> {
+    request(Method::GET, url, None, "")
+}
+
+fn attempts<B>(response: &Response<B>) -> u32 {
+    response.extensions().get::<Attempts>().expect("the layer records the attempts").get()
+}
+
+async fn text<B: http_body::Body>(response: Response<B>) -> String
+where
+    B::Error: std::fmt::Debug,
+{
+    String::from_utf8(response.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap()
+}
+
+#[tokio::test]
+async fn a_get_is_retried_through_503s_until_a_200() {
+    let server = Server::start(&[("/stock", &[status(503), status(503)])]).await;
+    let service = ResilientLayer::new(policy(4).build().unwrap()).layer(client());
+    let response = service.oneshot(get(&server.url("/stock"))).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(attempts(&response), 3);
+    assert_eq!(response.extensions().get::<Attempts>().unwrap().resends(), 2, "http.request.resend_count");
+    assert_eq!(text(response).await, "answer 3");
+    assert_eq!(server.hits("/stock"), 3);
+}
+
+#[tokio::test]
+async fn when_every_attempt_fails_the_caller_gets_the_last_response() {
+    let server = Server::start(&[("/down", &[status(503), status(502), status(500), status(503)])]).await;
+    let service = ResilientLayer::new(policy(3).build().unwrap()).layer(client());
+    let response =
+        service.oneshot(get(&server.url("/down"))).await.expect("a failed response is not an error");
+    assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR, "the third answer, not the first");
+    assert_eq!(attempts(&response), 3);
+    assert_eq!(text(response).await, "answer 3");
+    assert_eq!(server.hits("/down"), 3);
+}
+
+#[tokio::test]
+async fn a_permanent_status_is_returned_at_once() {
+    let server = Server::start(&[("/missing", &[status(404), status(404)])]).await;
+    let service = ResilientLayer::new(policy(4).build().unwrap()).layer(client());
+    let response = service.oneshot(get(&server.url("/missing"))).await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::NOT_FOUND, 1));
+    assert_eq!(server.hits("/missing"), 1);
+}
+
+/// On the paused clock the only timer is the library's wait, so the
+/// server sees the retry exactly `Retry-After` later (the backoff alone
+/// would wait 1 ms).
+#[tokio::test(start_paused = true)]
+async fn a_429_is_retried_after_its_retry_after() {
+    let server = Server::start(&[("/limited", &[throttled("1")])]).await;
+    let service = ResilientLayer::new(policy(3).build().unwrap()).layer(client());
+    let response = service.oneshot(get(&server.url("/limited"))).await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 2));
+    let seen = server.seen("/limited");
+    let waited = seen[1].at - seen[0].at;
+    assert!(waited >= Duration::from_secs(1), "waited {waited:?}, less than Retry-After: 1");
+    assert!(waited < Duration::from_secs(1) + ms(10), "waited {waited:?}: the backoff adds 1 ms at most");
+}
+
+/// Real clock, and nothing that depends on it: a `Retry-After` the
+/// deadline cannot accommodate ends the call at once with the 429 (had the
+/// header been ignored, the retry after 1 ms would have got the 200); an
+/// unparseable one is ignored and the 429 retried.
+#[tokio::test]
+async fn a_retry_after_past_the_deadline_ends_the_call_at_once_with_the_429() {
+    let server = Server::start(&[
+        ("/later", &[throttled("60")]),
+        ("/hostile", &[throttled("99999999999999999999999")]),
+        ("/garbled", &[throttled("soon")]),
+    ])
+    .await;
+    let service =
+        ResilientLayer::new(policy(3).deadline(Duration::from_secs(10)).build().unwrap()).layer(client());
+    for path in ["/later", "/hostile"] {
+        let response = service.clone().oneshot(get(&server.url(path))).await.unwrap();
+        assert_eq!((response.status(), attempts(&response)), (StatusCode::TOO_MANY_REQUESTS, 1), "{path}");
+        assert_eq!(server.hits(path), 1, "{path}");
+    }
+    let response = service.oneshot(get(&server.url("/garbled"))).await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 2), "an unparseable Retry-After");
+}
+
+#[tokio::test]
+async fn a_post_without_an_idempotency_key_is_attempted_once() {
+    let server = Server::start(&[("/charges", &[status(503), status(503)])]).await;
+    let service = ResilientLayer::new(policy(4).build().unwrap()).layer(client());
+    let response =
+        service.oneshot(request(Method::POST, &server.url("/charges"), None, "17 EUR")).await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::SERVICE_UNAVAILABLE, 1));
+    assert_eq!(server.hits("/charges"), 1);
+    assert_eq!(server.charges_made(), 1, "a retry would have charged twice");
+}
+
+#[tokio::test]
+async fn a_post_with_an_idempotency_key_is_retried_and_the_server_charges_once() {
+    // The first charge is made, but its answer is a 503: only the key
+    // keeps the retry from charging again.
+    let server = Server::start(&[("/charges", &[status(503)])]).await;
+    let keys_in_attempts = Arc::new(Mutex::new(Vec::new()));
+    let keys = keys_in_attempts.clone();
+    let service = ServiceBuilder::new()
+        .layer(ResilientLayer::new(policy(4).build().unwrap()))
+        .map_request(move |request: Request<Body>| {
+            keys.lock().unwrap().push(resilient::idempotency_key());
+            request
+        })
+        .service(client());
+    let charge = request(Method::POST, &server.url("/charges"), Some("order-17"), "17 EUR");
+    let response = service.oneshot(charge).await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 2));
+    assert_eq!(text(response).await, "charge 1");
+    assert_eq!((server.hits("/charges"), server.charges_made(), server.deduplicated()), (2, 1, 1));
+    let sent: Vec<_> = server.seen("/charges").into_iter().map(|seen| seen.key).collect();
+    assert_eq!(sent, [Some("order-17".to_owned()), Some("order-17".to_owned())]);
+    let seen_inside: Vec<_> =
+        keys_in_attempts.lock().unwrap().iter().map(|k| k.as_deref().map(str::to_owned)).collect();
+    assert_eq!(seen_inside, [Some("order-17".to_owned()), Some("order-17".to_owned())], "idempotency_key()");
+}
+
+type Chunks = futures_util::stream::Iter<std::vec::IntoIter<Result<Frame<Bytes>, Infallible>>>;
+
+#[tokio::test]
+async fn a_streaming_body_is_attempted_once_even_for_an_idempotent_method() {
+    let server = Server::start(&[("/upload", &[status(503), status(503)])]).await;
+    let streaming: Client<HttpConnector, StreamBody<Chunks>> =
+        Client::builder(TokioExecutor::new()).build_http();
+    let service = ResilientLayer::new(policy(4).build().unwrap()).layer(streaming);
+    let chunks = vec![
+        Ok(Frame::data(Bytes::from_static(b"part 1, "))),
+        Ok(Frame::data(Bytes::from_static(b"part 2"))),
+    ];
+    let upload = Request::put(server.url("/upload"))
+        .body(StreamBody::new(futures_util::stream::iter(chunks)))
+        .unwrap();
+    let response = service.oneshot(upload).await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::SERVICE_UNAVAILABLE, 1));
+    assert_eq!(server.hits("/upload"), 1);
+    assert_eq!(server.seen("/upload")[0].body, "part 1, part 2", "the stream was sent, once");
+
+    // The same PUT with a buffered body is retried.
+    let buffered = ResilientLayer::new(policy(4).build().unwrap()).layer(client());
+    let response = buffered.oneshot(request(Method::PUT, &server.url("/upload"), None, "all")).await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 2));
+}
+
+/// One attempt per call, through the bare client: a 5xx is an error.
+#[resilient(max_attempts = 1, breaker = "payments")]
+async fn quote_directly(client: &HttpClient, url: &str) -> Result<String, BoxError> {
+    let response = client.request(get(url)).await?;
+    if response.status().is_server_error() {
+        return Err(format!("the server answered {}", response.status()).into());
+    }
+    Ok(text(response).await)
+}
+
+#[tokio::test]
+async fn the_breaker_is_shared_with_an_annotated_function_and_opens_for_both() {
+    let server = Server::start(&[("/down", &[status(503); 10])]).await;
+    let registry = Registry::new();
+    let config =
+        BreakerConfig { failure_threshold: 3, open_for: Duration::from_secs(60), ..Default::default() };
+    registry.declare_breaker("payments", config).unwrap();
+    let url = server.url("/down");
+    let bare = client();
+    let service = ResilientLayer::new(policy(4).breaker("payments").build().unwrap()).layer(client());
+    registry
+        .scope(async {
+            for _ in 0..2 {
+                assert!(quote_directly(&bare, &url).await.is_err());
+            }
+            assert_eq!(registry.breaker("payments").unwrap().state(), BreakerState::Closed);
+            // The layer's first failure is the breaker's third: it opens, and
+            // the call ends with that response rather than wait for a
+            // breaker that stays open for a minute.
+            let response = service.clone().oneshot(get(&url)).await.unwrap();
+            assert_eq!((response.status(), attempts(&response)), (StatusCode::SERVICE_UNAVAILABLE, 1));
+            assert_eq!(registry.breaker("payments").unwrap().state(), BreakerState::Open);
+            assert_eq!(server.hits("/down"), 3);
+
+            let open = Rejection::CircuitOpen { breaker: "payments".into() };
+            let direct = quote_directly(&bare, &url).await.unwrap_err();
+            assert_eq!(direct.downcast_ref::<Rejection>(), Some(&open), "the annotated function fails fast");
+            let layered = service.oneshot(get(&url)).await.unwrap_err();
+            assert_eq!(layered.downcast_ref::<Rejection>(), Some(&open), "and so does the layer");
+            assert_eq!(server.hits("/down"), 3, "neither reached the server");
+        })
+        .await;
+    assert!(resilient::registry().breaker("payments").is_none(), "the scoped registry held the breaker");
+}
+
+#[resilient(max_attempts = 4, base_ms = 1)]
+async fn outer(service: &resilient::tower::ResilientService<HttpClient>, url: &str) -> Result<u32, BoxError> {
+    let response = service.clone().oneshot(get(url)).await?;
+    Ok(attempts(&response))
+}
+
+#[tokio::test]
+async fn a_layered_call_inside_an_annotated_attempt_makes_one_attempt() {
+    let server = Server::start(&[("/inner", &[status(503), status(503)])]).await;
+    let service = ResilientLayer::new(policy(4).build().unwrap()).layer(client());
+    assert_eq!(outer(&service, &server.url("/inner")).await.unwrap(), 1, "retries are not multiplied");
+    assert_eq!(server.hits("/inner"), 1);
+}
+
+#[tokio::test]
+async fn the_response_future_is_send_and_static() {
+    let server = Server::start(&[("/spawned", &[status(503)])]).await;
+    let mut service = ResilientLayer::new(policy(2).build().unwrap()).layer(client());
+    std::future::poll_fn(|cx| Service::<Request<Body>>::poll_ready(&mut service, cx)).await.unwrap();
+    let future = service.call(get(&server.url("/spawned")));
+    drop(service);
+    // `spawn` takes only `Send + 'static` futures; the service is gone.
+    let response = tokio::spawn(future).await.unwrap().unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 2));
+}
+
+// ---------------------------------------------------------------------------
+// In-process services: tower's conventions, the rest of the policy, `cloning`.
+
+fn reply(status: u16) -> Response<String> {
+    Response::builder().status(status).body(String::new()).unwrap()
+}
+
+/// Records, for every call, whether `poll_ready` readied this very
+/// instance; a clone is not ready, as with tower's buffers and limits.
+struct Picky {
+    ready: bool,
+    polls: Arc<AtomicU32>,
+    calls_on_ready: Arc<Mutex<Vec<bool>>>,
+}
+
+impl Clone for Picky {
+    fn clone(&self) -> Self {
+        Picky { ready: false, polls: self.polls.clone(), calls_on_ready: self.calls_on_ready.clone() }
+    }
+}
+
+impl Service<Request<Body>> for Picky {
+    type Response = Response<String>;
+    type Error = Infallible;
+    type Future = std::future::Ready<Result<Response<String>, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.polls.fetch_add(1, Ordering::SeqCst);
+        self.ready = true;
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: Request<Body>) -> Self::Future {
+        let mut calls = self.calls_on_ready.lock().unwrap();
+        calls.push(std::mem::replace(&mut self.ready, false));
+        std::future::ready(Ok(reply(if calls.len() < 3 { 503 } else { 200 })))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_attempt_calls_a_service_made_ready() {
+    let picky = Picky { ready: false, polls: Arc::default(), calls_on_ready: Arc::default() };
+    let (polls, calls) = (picky.polls.clone(), picky.calls_on_ready.clone());
+    let service = ResilientLayer::new(policy(4).build().unwrap()).layer(picky);
+    let response = service.oneshot(get("http://in-process/")).await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 3));
+    assert_eq!(*calls.lock().unwrap(), [true, true, true], "the readied service, not the clone left behind");
+    assert_eq!(polls.load(Ordering::SeqCst), 3, "the caller's poll_ready, then one per retry");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_transport_error_on_the_last_attempt_is_returned_as_the_error() {
+    let calls = Arc::new(AtomicU32::new(0));
+    let counter = calls.clone();
+    let inner = service_fn(move |_: Request<Body>| {
+        let n = counter.fetch_add(1, Ordering::SeqCst);
+        async move {
+            match n {
+                0 => Ok(reply(503)),
+                _ => Err(std::io::Error::from(std::io::ErrorKind::ConnectionReset)),
+            }
+        }
+    });
+    let service = ResilientLayer::new(policy(2).build().unwrap()).layer(inner);
+    let error = service.oneshot(get("http://in-process/")).await.unwrap_err();
+    let io = error.downcast_ref::<std::io::Error>().expect("the inner error, boxed");
+    assert_eq!(io.kind(), std::io::ErrorKind::ConnectionReset);
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_attempt_timeout_and_the_deadline_apply() {
+    let calls = Arc::new(AtomicU32::new(0));
+    let counter = calls.clone();
+    // The first attempt hangs; the second answers.
+    let inner = service_fn(move |_: Request<Body>| {
+        let n = counter.fetch_add(1, Ordering::SeqCst);
+        async move {
+            if n == 0 {
+                std::future::pending::<()>().await;
+            }
+            Ok::<_, Infallible>(reply(200))
+        }
+    });
+    let service =
+        ResilientLayer::new(policy(3).attempt_timeout(Duration::from_secs(2)).build().unwrap()).layer(inner);
+    let started = tokio::time::Instant::now();
+    let response = service.oneshot(get("http://in-process/")).await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 2));
+    assert!(started.elapsed() >= Duration::from_secs(2), "the hanging attempt ran until its timeout");
+
+    let hanging =
+        service_fn(|_: Request<Body>| std::future::pending::<Result<Response<String>, Infallible>>());
+    let service =
+        ResilientLayer::new(policy(3).deadline(Duration::from_secs(5)).build().unwrap()).layer(hanging);
+    let error = service.oneshot(get("http://in-process/")).await.unwrap_err();
+    assert_eq!(
+        error.downcast_ref::<Rejection>(),
+        Some(&Rejection::DeadlineExceeded { after: Duration::from_secs(5) })
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_named_budget_and_bulkhead_apply() {
+    let registry = Registry::new();
+    registry
+        .declare_budget("payments", TokenBucket { capacity: 1, retry_cost: 1, refill_per_success: 1 })
+        .unwrap();
+    registry
+        .declare_bulkhead(
+            "payments",
+            BulkheadConfig { max_concurrent: 1, max_wait: Some(ms(10)), ..Default::default() },
+        )
+        .unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let counter = calls.clone();
+    let failing = service_fn(move |_: Request<Body>| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        std::future::ready(Ok::<_, Infallible>(reply(503)))
+    });
+    let budgeted = ResilientLayer::new(policy(4).budget("payments").build().unwrap()).layer(failing);
+    let response = registry.scope(budgeted.oneshot(get("http://in-process/"))).await.unwrap();
+    assert_eq!(attempts(&response), 2, "the budget paid for one retry");
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    let released = Arc::new(tokio::sync::Mutex::new(Some(released)));
+    let holding = service_fn(move |_: Request<Body>| {
+        let released = released.clone();
+        async move {
+            if let Some(released) = released.lock().await.take() {
+                let _ = released.await;
+            }
+            Ok::<_, Infallible>(reply(200))
+        }
+    });
+    let bulkheaded = ResilientLayer::new(policy(1).bulkhead("payments").build().unwrap()).layer(holding);
+    registry
+        .scope(async {
+            let first = tokio::spawn(
+                Registry::current().scope(bulkheaded.clone().oneshot(get("http://in-process/"))),
+            );
+            tokio::task::yield_now().await;
+            let second = bulkheaded.oneshot(get("http://in-process/")).await.unwrap_err();
+            assert_eq!(
+                second.downcast_ref::<Rejection>(),
+                Some(&Rejection::BulkheadFull { bulkhead: "payments".into() })
+            );
+            release.send(()).unwrap();
+            assert_eq!(first.await.unwrap().unwrap().status(), StatusCode::OK);
+        })
+        .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn cloning_serves_any_clone_request_and_classifies_only_errors() {
+    let calls = Arc::new(AtomicU32::new(0));
+    let counter = calls.clone();
+    let lookup = service_fn(move |sku: String| {
+        let n = counter.fetch_add(1, Ordering::SeqCst);
+        async move {
+            match (sku.as_str(), n) {
+                ("missing", _) => Err(std::io::Error::from(std::io::ErrorKind::NotFound)),
+                (_, 0 | 1) => Err(std::io::Error::from(std::io::ErrorKind::ConnectionReset)),
+                (sku, _) => Ok(format!("{sku}: 7 in stock")),
+            }
+        }
+    });
+    let service = ResilientLayer::cloning(policy(4).build().unwrap()).layer(lookup);
+    assert_eq!(service.clone().oneshot("A-1".to_owned()).await.unwrap(), "A-1: 7 in stock");
+    assert_eq!(calls.load(Ordering::SeqCst), 3, "two transient errors retried");
+    let error = service.oneshot("missing".to_owned()).await.unwrap_err();
+    assert_eq!(error.downcast_ref::<std::io::Error>().unwrap().kind(), std::io::ErrorKind::NotFound);
+    assert_eq!(calls.load(Ordering::SeqCst), 4, "a permanent error is not retried");
+}
