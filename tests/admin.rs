@@ -62,12 +62,25 @@ async fn the_snapshot_matches_the_registry_while_calls_run() {
     let names = |list: Vec<String>| list;
     assert_eq!(names(snap.breakers.iter().map(|b| b.name.clone()).collect()), ["alpha", "beta"]);
     assert_eq!(names(snap.budgets.iter().map(|b| b.name.clone()).collect()), ["alpha"]);
-    assert_eq!(names(snap.bulkheads.iter().map(|b| b.name.clone()).collect()), ["alpha"]);
+    assert_eq!(names(snap.bulkheads.iter().map(|b| b.name.clone()).collect()), ["alpha", "beta"]);
+    assert_eq!(names(snap.throttles.iter().map(|t| t.name.clone()).collect()), ["alpha"]);
+    assert_eq!(names(snap.rate_limits.iter().map(|r| r.name.clone()).collect()), ["alpha"]);
     assert_eq!(snap.breakers[0].totals, totals(&registry, "alpha"));
     assert_eq!(snap.breakers[0].totals.calls, made, "every call made one attempt");
     assert_eq!(snap.breakers[0].totals.failures, made.min(30) / 10);
     assert_eq!(snap.budgets[0].available, registry.budget("alpha").unwrap().available());
-    assert_eq!((snap.bulkheads[0].in_use, snap.bulkheads[0].limit), (0, 4));
+    let fixed = &snap.bulkheads[0];
+    assert_eq!((fixed.in_use, fixed.limit, fixed.max_concurrent, fixed.adaptive.is_none()), (0, 4, 4, true));
+    let adaptive = &snap.bulkheads[1];
+    let limit = registry.bulkhead("beta").unwrap().limit();
+    assert_eq!((adaptive.limit, adaptive.max_concurrent), (limit, 8));
+    let algorithm = adaptive.adaptive.as_ref().map(|a| (a.algorithm.as_str(), a.min));
+    assert_eq!(algorithm, Some(("aimd", 2)));
+    let throttle = &snap.throttles[0];
+    assert_eq!(throttle.refusal_probability, registry.throttle("alpha").unwrap().refusal_probability());
+    assert_eq!((throttle.k, throttle.window_ms), (1.5, 120_000));
+    let rate = &snap.rate_limits[0];
+    assert_eq!((rate.per_second, rate.burst, rate.max_wait_ms), (50, 5, Some(20)));
     assert_eq!(snap.breakers[1].totals, Counts::default());
     assert!(!snap.control, "built without a token");
 }

@@ -139,6 +139,12 @@ pub async fn renders_each_breaker_and_its_state() {
     );
     card(&dom, "budget", "alpha");
     card(&dom, "bulkhead", "alpha");
+    let adaptive = card(&dom, "bulkhead", "beta");
+    assert!(adaptive.html.contains("adaptive (aimd): limit 8 within 2..8"), "{}", adaptive.html);
+    let throttle = card(&dom, "throttle", "alpha");
+    assert!(throttle.html.contains("refuses 0% of requests now"), "{}", throttle.html);
+    let rate = card(&dom, "rate-limit", "alpha");
+    assert!(rate.html.contains("50 per second, bursts of 5"), "{}", rate.html);
     assert!(dom.contains("alpha</b> closed → open (forced open)"), "the transition is listed:\n{dom}");
 }
 

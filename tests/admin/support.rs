@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use resilient::admin::{Counts, Snapshot};
 use resilient::{
-    BreakerConfig, BulkheadConfig, Classify, ErrorClass, Policy, Registry, Rejection, TokenBucket,
+    AdaptiveLimit, BreakerConfig, BulkheadConfig, Classify, ErrorClass, Policy, RateLimitConfig, Registry,
+    Rejection, ThrottleConfig, TokenBucket,
 };
 use serde::de::DeserializeOwned;
 
@@ -41,8 +42,9 @@ impl From<Rejection> for Flaky {
     }
 }
 
-/// Breakers `alpha` (opens at 5 failures, for a minute) and `beta`, a
-/// token-bucket budget and a bulkhead of 4, both `alpha`.
+/// Breakers `alpha` (opens at 5 failures, for a minute) and `beta`; a
+/// token-bucket budget, a bulkhead of 4, a throttle and a rate limit, all
+/// `alpha`; an adaptive bulkhead `beta` (AIMD between 2 and 8).
 pub fn guards() -> Registry {
     let registry = Registry::with_seed(17);
     let alpha =
@@ -51,6 +53,12 @@ pub fn guards() -> Registry {
     registry.declare_breaker("beta", BreakerConfig::default()).unwrap();
     registry.declare_budget("alpha", TokenBucket { capacity: 20, ..Default::default() }).unwrap();
     registry.declare_bulkhead("alpha", BulkheadConfig { max_concurrent: 4, ..Default::default() }).unwrap();
+    let adaptive =
+        BulkheadConfig { max_concurrent: 8, adaptive: Some(AdaptiveLimit::aimd(2)), ..Default::default() };
+    registry.declare_bulkhead("beta", adaptive).unwrap();
+    registry.declare_throttle("alpha", ThrottleConfig { k: 1.5, ..Default::default() }).unwrap();
+    let rate = RateLimitConfig { per_second: 50, burst: 5, max_wait: Some(Duration::from_millis(20)) };
+    registry.declare_rate_limit("alpha", rate).unwrap();
     registry
 }
 

@@ -8,7 +8,7 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `GET /` | one self-contained HTML page (inline CSS and JS, nothing fetched from elsewhere, works offline) that follows `/events`: a card per breaker (state, forced state, calls, failures and rejections per second over the last 60 s, time left open, probes in flight), budgets, bulkheads, and the last transitions |
+//! | `GET /` | one self-contained HTML page (inline CSS and JS, nothing fetched from elsewhere, works offline) that follows `/events`: a card per breaker (state, forced state, calls, failures and rejections per second over the last 60 s, time left open, probes in flight), budgets, bulkheads (with their adaptive limit), throttles, rate limits, and the last transitions |
 //! | `GET /snapshot` | the same data as JSON: a [`Snapshot`] (its docs list every field) |
 //! | `GET /events` | server-sent events: `snapshot` (a [`Snapshot`], first, and again whenever this client fell behind), `transition` (a [`TransitionView`], as it happens) and `tick` (a [`Snapshot`] once a second, each breaker's `per_second` holding the second just ended) |
 //! | `POST /breakers/{name}/force-open` | holds the breaker open until reset: every call fails fast |
@@ -59,12 +59,6 @@
 //! gracefully would wait for every open page. [`EventStreams::close`]
 //! (from [`Admin::event_streams`]) ends them; call it when shutdown starts.
 //!
-//! # Throttles and rate limiters
-//!
-//! The snapshot has `throttles` and `rate_limiters` lists and the page a
-//! renderer for each (`renderThrottle`, `renderRateLimiter`); they stay
-//! empty until the registry lists such guards.
-//!
 //! [`CircuitBreaker::totals`]: crate::breaker::CircuitBreaker::totals
 
 mod control;
@@ -85,8 +79,8 @@ use tokio::task::AbortHandle;
 use crate::registry::Registry;
 
 pub use snapshot::{
-    BreakerConfigView, BreakerView, BudgetConfigView, BudgetView, BulkheadView, Counts, RateLimiterView,
-    Snapshot, State, TRANSITIONS_KEPT, ThrottleView, TransitionView,
+    AdaptiveView, BreakerConfigView, BreakerView, BudgetConfigView, BudgetView, BulkheadView, Counts,
+    RateLimitView, Snapshot, State, TRANSITIONS_KEPT, ThrottleView, TransitionView,
 };
 
 use sampler::History;

@@ -12,8 +12,8 @@ use axum::response::sse::Event;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use super::snapshot::{
-    BreakerView, BudgetView, BulkheadView, Counts, Snapshot, State, TRANSITIONS_KEPT, TransitionView, millis,
-    unix_ms,
+    BreakerView, BudgetView, BulkheadView, Counts, RateLimitView, Snapshot, State, TRANSITIONS_KEPT,
+    ThrottleView, TransitionView, millis, unix_ms,
 };
 use super::{Shared, WeakShared};
 use crate::breaker::BreakerTransition;
@@ -160,9 +160,16 @@ impl Shared {
                 .into_iter()
                 .map(|(name, bulkhead)| BulkheadView::of(name, &bulkhead))
                 .collect(),
-            // THROTTLES, RATE LIMITERS: list them here once the registry does.
-            throttles: Vec::new(),
-            rate_limiters: Vec::new(),
+            throttles: registry
+                .throttles()
+                .into_iter()
+                .map(|(name, throttle)| ThrottleView::of(name, &throttle))
+                .collect(),
+            rate_limits: registry
+                .rate_limits()
+                .into_iter()
+                .map(|(name, limit)| RateLimitView::of(name, &limit))
+                .collect(),
             transitions: Vec::new(),
         }
     }

@@ -14,6 +14,8 @@ use serde::{Deserialize, Serialize};
 use crate::breaker::{BreakerConfig, BreakerState, BreakerTotals, CircuitBreaker};
 use crate::budget::{BudgetConfig, RetryBudget};
 use crate::bulkhead::Bulkhead;
+use crate::rate_limit::RateLimit;
+use crate::throttle::Throttle;
 
 /// Everything the dashboard shows, at one moment.
 ///
@@ -33,9 +35,10 @@ use crate::bulkhead::Bulkhead;
 ///   }],
 ///   "budgets": [{ "name": "payments", "available": 17,
 ///                 "config": { "form": "token_bucket", "capacity": 20, "retry_cost": 1, "refill_per_success": 1 } }],
-///   "bulkheads": [{ "name": "payments", "in_use": 12, "limit": 32, "max_wait_ms": null }],
-///   "throttles": [],
-///   "rate_limiters": [],
+///   "bulkheads": [{ "name": "payments", "in_use": 12, "limit": 24, "max_concurrent": 32,
+///                   "adaptive": { "algorithm": "aimd", "min": 4 }, "max_wait_ms": null }],
+///   "throttles": [{ "name": "payments", "refusal_probability": 0.12, "k": 2.0, "window_ms": 120000 }],
+///   "rate_limits": [{ "name": "payments", "per_second": 100, "burst": 20, "max_wait_ms": 50 }],
 ///   "transitions": [{ "seq": 1, "at_unix_ms": 1767225599412, "breaker": "payments",
 ///                     "from": "closed", "to": "open", "forced": null }]
 /// }
@@ -55,12 +58,10 @@ pub struct Snapshot {
     pub budgets: Vec<BudgetView>,
     /// Every bulkhead, sorted by name.
     pub bulkheads: Vec<BulkheadView>,
-    /// Client-side throttles, sorted by name. THROTTLES: empty until the
-    /// registry lists them (see the module docs of `admin`).
+    /// Every client-side throttle, sorted by name.
     pub throttles: Vec<ThrottleView>,
-    /// Rate limiters, sorted by name. RATE LIMITERS: empty until the
-    /// registry lists them (see the module docs of `admin`).
-    pub rate_limiters: Vec<RateLimiterView>,
+    /// Every rate limit, sorted by name.
+    pub rate_limits: Vec<RateLimitView>,
     /// The latest breaker transitions seen since the router was built
     /// (at most [`TRANSITIONS_KEPT`]), oldest first. In a `tick` event:
     /// empty, since each transition has its own event.
@@ -241,30 +242,53 @@ pub struct BulkheadView {
     pub name: String,
     /// Permits held now (after a shrink, it may exceed `limit` for a while).
     pub in_use: u64,
-    /// Attempts allowed in flight at once.
-    // ADAPTIVE LIMIT: when bulkheads report an adaptive limit, it goes here
-    // (and the page's bulkhead card shows it).
+    /// Attempts allowed in flight at once now: `max_concurrent`, or where
+    /// the adaptive limit is.
     pub limit: u32,
+    /// The most allowed at once (an adaptive limit's ceiling).
+    pub max_concurrent: u32,
+    /// The adaptive limit's settings; `null` for a fixed limit.
+    pub adaptive: Option<AdaptiveView>,
     /// How long an attempt may wait for a permit; `null`: as long as it takes.
     pub max_wait_ms: Option<u64>,
 }
 
-/// One client-side throttle. THROTTLES: the fields come with the
-/// registry's throttles; the page renders each with `renderThrottle`.
+/// A bulkhead's adaptive limit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct AdaptiveView {
+    /// What moves it: `aimd` or `gradient`.
+    pub algorithm: String,
+    /// Its floor.
+    pub min: u32,
+}
+
+/// One client-side throttle (the SRE book's adaptive throttling).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct ThrottleView {
     /// Its name in the registry.
     pub name: String,
+    /// The probability it refuses a request now, 0 to 1.
+    pub refusal_probability: f64,
+    /// Requests per accept sent before any is refused.
+    pub k: f64,
+    /// How far back requests and accepts count.
+    pub window_ms: u64,
 }
 
-/// One rate limiter. RATE LIMITERS: the fields come with the registry's
-/// rate limiters; the page renders each with `renderRateLimiter`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One rate limit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
-pub struct RateLimiterView {
+pub struct RateLimitView {
     /// Its name in the registry.
     pub name: String,
+    /// Attempts allowed per second.
+    pub per_second: u32,
+    /// Attempts allowed at once after a quiet spell.
+    pub burst: u32,
+    /// How long an attempt over the rate may wait; `null`: refused at once.
+    pub max_wait_ms: Option<u64>,
 }
 
 /// One breaker transition, as the `on_transition` hook saw it.
@@ -314,7 +338,35 @@ impl BulkheadView {
         BulkheadView {
             name,
             in_use: u64::try_from(bulkhead.in_use()).unwrap_or(u64::MAX),
-            limit: config.max_concurrent,
+            limit: bulkhead.limit(),
+            max_concurrent: config.max_concurrent,
+            adaptive: config
+                .adaptive
+                .map(|a| AdaptiveView { algorithm: a.algorithm().to_owned(), min: a.min() }),
+            max_wait_ms: config.max_wait.map(millis),
+        }
+    }
+}
+
+impl ThrottleView {
+    pub(crate) fn of(name: String, throttle: &Throttle) -> Self {
+        let config = throttle.config();
+        ThrottleView {
+            name,
+            refusal_probability: throttle.refusal_probability(),
+            k: config.k,
+            window_ms: millis(config.window),
+        }
+    }
+}
+
+impl RateLimitView {
+    pub(crate) fn of(name: String, limit: &RateLimit) -> Self {
+        let config = limit.config();
+        RateLimitView {
+            name,
+            per_second: config.per_second,
+            burst: config.burst,
             max_wait_ms: config.max_wait.map(millis),
         }
     }
