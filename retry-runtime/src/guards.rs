@@ -31,7 +31,7 @@ pub(crate) struct GuardNames {
 impl GuardNames {
     /// Whether the policy names any guard at all.
     #[inline]
-    fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.breaker.is_none()
             && self.budget.is_none()
             && self.bulkhead.is_none()
@@ -53,13 +53,16 @@ impl GuardNames {
     /// The guards these names mean in `registry`; a name never declared
     /// there is created with the defaults (and one warning).
     fn resolve(&self, registry: &Registry) -> Guards {
-        Guards {
+        let mut guards = Guards {
             breaker: self.breaker.as_deref().map(|n| registry.breaker_or_default(n)),
             budget: self.budget.as_deref().map(|n| registry.budget_or_default(n)),
             bulkhead: self.bulkhead.as_deref().map(|n| registry.bulkhead_or_default(n)),
             throttle: self.throttle.as_deref().map(|n| registry.throttle_or_default(n)),
             rate_limit: self.rate_limit.as_deref().map(|n| registry.rate_limit_or_default(n)),
-        }
+            direct: false,
+        };
+        guards.direct = guards.bulkhead.is_none() && guards.throttle.is_none() && guards.rate_limit.is_none();
+        guards
     }
 }
 
@@ -71,22 +74,15 @@ pub(crate) struct Guards {
     pub(crate) bulkhead: Option<Arc<Bulkhead>>,
     pub(crate) throttle: Option<Arc<Throttle>>,
     pub(crate) rate_limit: Option<Arc<RateLimit>>,
-}
-
-impl Guards {
     /// Whether every guard of an attempt is one the direct path runs: a
     /// breaker and a budget ask nothing that waits; the others do (or, for
-    /// the throttle, count and draw, which the general path keeps off the
-    /// success path of callers who do not use it).
-    #[inline]
-    pub(crate) fn only_breaker_and_budget(&self) -> bool {
-        self.bulkhead.is_none() && self.throttle.is_none() && self.rate_limit.is_none()
-    }
+    /// the throttle, count and draw). Worked out once, read on every call.
+    pub(crate) direct: bool,
 }
 
 /// The guards of a policy that names none.
 static NO_GUARDS: Guards =
-    Guards { breaker: None, budget: None, bulkhead: None, throttle: None, rate_limit: None };
+    Guards { breaker: None, budget: None, bulkhead: None, throttle: None, rate_limit: None, direct: true };
 
 /// The guards one call uses: the policy's cached handles for the global
 /// registry (borrowed), or a scoped registry's.
@@ -128,20 +124,23 @@ const SCOPED_CACHE_SIZE: usize = 16;
 /// Guard handles cached per registry.
 #[derive(Debug, Default)]
 pub(crate) struct GuardCache {
+    /// Whether the policy names any guard (known when it is built, so that
+    /// a call of a policy without guards reads one flag).
+    named: bool,
     global: OnceLock<Guards>,
     scoped: Mutex<Vec<(u64, Arc<Guards>)>>,
 }
 
 impl GuardCache {
-    pub(crate) const fn new() -> Self {
-        GuardCache { global: OnceLock::new(), scoped: Mutex::new(Vec::new()) }
+    pub(crate) const fn new(named: bool) -> Self {
+        GuardCache { named, global: OnceLock::new(), scoped: Mutex::new(Vec::new()) }
     }
 
     /// The guards `names` mean for a call made now: in the scoped registry
     /// if the call runs inside [`Registry::scope`], else in the global one.
     #[inline]
     pub(crate) fn guards<'p>(&'p self, names: &GuardNames) -> GuardsRef<'p> {
-        if names.is_empty() {
+        if !self.named {
             return GuardsRef::Cached(&NO_GUARDS);
         }
         match registry::with_scoped(|scoped| self.scoped(names, scoped)) {

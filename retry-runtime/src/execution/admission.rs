@@ -84,7 +84,9 @@ impl<S, H> Execution<'_, S, H> {
             if !limit.try_acquire() {
                 // As for the bulkhead below: no probe slot held while waiting.
                 drop(breaker.take());
-                self.wait_for_turn(limit).await?;
+                // Boxed: the waits are rare, and their state would make every
+                // attempt's future larger (and costlier to move).
+                Box::pin(self.wait_for_turn(limit)).await?;
                 breaker = admit_breaker(guards)?;
             }
         }
@@ -97,7 +99,7 @@ impl<S, H> Execution<'_, S, H> {
                     // Queue without a probe slot: with a saturated bulkhead a
                     // held slot would stall the breaker's recovery.
                     drop(breaker.take());
-                    let permit = self.wait_for_permit(bulkhead).await?;
+                    let permit = Box::pin(self.wait_for_permit(bulkhead)).await?;
                     breaker = admit_breaker(guards)?;
                     Some(permit)
                 }

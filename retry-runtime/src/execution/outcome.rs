@@ -51,26 +51,45 @@ pub(super) enum Answer {
 
 /// Tells the throttle and the bulkhead how an attempt ended.
 ///
-/// The throttle counts an accept for an answer that is not overload (a
-/// success, a conflict, a permanent error: the breaker's non-failures). An
+/// The throttle counts the request, and an accept for an answer that is
+/// not overload (a success, a conflict, a permanent error: the breaker's
+/// non-failures). An
 /// adaptive bulkhead takes the attempt's latency as a sample, and treats
 /// every retryable error as an overload signal: conflicts too, since
 /// fewer attempts at once mean fewer of them.
+///
+/// Inline, and nothing but two checks when neither guard is there: the
+/// work is out of line.
+#[inline]
 pub(super) fn answered(guards: &Guards, bulkhead: Option<BulkheadPermit<'_>>, answer: Answer) {
-    let (overload, accept) = match answer {
-        Answer::Success => (Some(false), true),
-        Answer::Failed(class) => (Some(class.is_retryable()), !class.is_failure()),
-        Answer::Cut => (None, false),
-    };
-    match (bulkhead, overload) {
-        (Some(permit), Some(overload)) => permit.finish(overload),
-        // Given back without a sample.
-        (permit, _) => drop(permit),
+    if let Some(permit) = bulkhead {
+        finish(permit, answer);
     }
-    if accept {
-        if let Some(throttle) = &guards.throttle {
-            throttle.accept();
-        }
+    if guards.throttle.is_some() {
+        accept(guards, answer);
+    }
+}
+
+#[inline(never)]
+fn finish(permit: BulkheadPermit<'_>, answer: Answer) {
+    match answer {
+        Answer::Success => permit.finish(false),
+        Answer::Failed(class) => permit.finish(class.is_retryable()),
+        // Given back without a sample: a cut attempt says nothing of latency.
+        Answer::Cut => drop(permit),
+    }
+}
+
+#[inline(never)]
+fn accept(guards: &Guards, answer: Answer) {
+    let accepted = match answer {
+        Answer::Success => true,
+        Answer::Failed(class) => !class.is_failure(),
+        // Sent, and no answer within the deadline: not an accept.
+        Answer::Cut => false,
+    };
+    if let Some(throttle) = &guards.throttle {
+        throttle.answered(accepted);
     }
 }
 

@@ -198,10 +198,10 @@ where
     H: ErrorHandling<E>,
 {
     loop {
-        // Two loops' worth of code, so that a policy that does not hedge
-        // pays nothing for the hedging one.
+        // The hedged round's state is boxed: it would make every call's
+        // future larger (and costlier to move) for a path few policies take.
         let step = if execution.hedges() {
-            execution.attempt_hedged(&mut op).await
+            Box::pin(execution.attempt_hedged(&mut op)).await
         } else {
             execution.attempt_with(&mut op).await
         };

@@ -225,6 +225,7 @@ impl PolicyBuilder {
     }
 
     pub(super) fn into_policy(self) -> Policy {
+        let named = !self.guard_names.is_empty();
         Policy {
             operation: self.operation,
             settings: Settings {
@@ -241,7 +242,7 @@ impl PolicyBuilder {
             seed: self.seed,
             nested: self.nested,
             streams: AtomicU64::new(0),
-            cache: GuardCache::new(),
+            cache: GuardCache::new(named),
         }
     }
 }

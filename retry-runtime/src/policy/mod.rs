@@ -203,7 +203,13 @@ impl Policy {
             seed: None,
             nested: if cfg.nested_retry { Nested::Retry } else { Nested::Once },
             streams: AtomicU64::new(0),
-            cache: GuardCache::new(),
+            cache: GuardCache::new(
+                cfg.breaker.is_some()
+                    || cfg.budget.is_some()
+                    || cfg.bulkhead.is_some()
+                    || cfg.throttle.is_some()
+                    || cfg.rate_limit.is_some(),
+            ),
         }
     }
 
