@@ -1,0 +1,97 @@
+//! Outside the breaker's own rules: a person holding it open or closed (the
+//! admin routes), and a fleet's verdicts (feature `redis`). Each takes the
+//! lock, applies the change to the core, publishes and reports the
+//! transition as the breaker's own changes do.
+
+use tokio::time::Instant;
+
+use super::{BreakerState, CircuitBreaker};
+
+impl CircuitBreaker {
+    /// The state it is held in by hand, if any.
+    pub fn forced(&self) -> Option<BreakerState> {
+        self.lock().forced()
+    }
+
+    /// Holds it open until [`reset`](Self::reset): every call fails fast.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use resilient::{BreakerConfig, BreakerState, CircuitBreaker};
+    /// let breaker = CircuitBreaker::new("db", BreakerConfig::default()).unwrap();
+    /// breaker.force_open();
+    /// assert!(breaker.try_acquire().is_none());
+    /// assert_eq!((breaker.state(), breaker.forced()), (BreakerState::Open, Some(BreakerState::Open)));
+    /// breaker.reset();
+    /// assert_eq!((breaker.state(), breaker.forced()), (BreakerState::Closed, None));
+    /// # }
+    /// ```
+    pub fn force_open(&self) {
+        self.force(Some(BreakerState::Open));
+    }
+
+    /// Holds it closed until [`reset`](Self::reset): every call runs and no
+    /// failure counts.
+    pub fn force_closed(&self) {
+        self.force(Some(BreakerState::Closed));
+    }
+
+    /// Ends a forced state, or any state: closed, with a clean history.
+    pub fn reset(&self) {
+        self.force(None);
+    }
+
+    /// Opens the breaker until `until`, or moves the end of its open
+    /// period there, because someone who sees more than this process says
+    /// the dependency is down (a fleet: see the `fleet` module, feature
+    /// `redis`). When `until` comes, the half-open period admits at most
+    /// `probes` probes in all (and never more than `half_open_max_calls` at
+    /// once); `None` keeps the usual rule. A forced breaker ignores it.
+    /// Transitions are reported as any other.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// use std::time::Duration;
+    /// use tokio::time::Instant;
+    /// use resilient::{BreakerConfig, BreakerState, CircuitBreaker};
+    /// let breaker = CircuitBreaker::new("db", BreakerConfig::default()).unwrap();
+    /// breaker.trip_until(Instant::now() + Duration::from_secs(3), Some(1));
+    /// assert_eq!(breaker.remaining_open(), Some(Duration::from_secs(3)));
+    /// tokio::time::advance(Duration::from_secs(3)).await;
+    /// let probe = breaker.try_acquire().expect("the one probe");
+    /// assert!(breaker.try_acquire().is_none(), "no second probe in this period");
+    /// # drop(probe);
+    /// # }
+    /// ```
+    pub fn trip_until(&self, until: Instant, probes: Option<u32>) {
+        let now = self.now();
+        let until = until.saturating_duration_since(self.origin);
+        let mut core = self.lock();
+        let transition = core.trip(now, until, probes);
+        self.publish(&core);
+        drop(core);
+        self.notify(transition);
+    }
+
+    /// Closes an open or half-open breaker with a clean history, because
+    /// someone who sees more than this process says the dependency is back
+    /// (a fleet whose probes succeeded). A closed or forced breaker is left
+    /// as it is.
+    pub fn close(&self) {
+        let mut core = self.lock();
+        let transition = core.close();
+        self.publish(&core);
+        drop(core);
+        self.notify(transition);
+    }
+
+    fn force(&self, state: Option<BreakerState>) {
+        let mut core = self.lock();
+        let transition = core.force(state);
+        self.publish(&core);
+        drop(core);
+        self.notify(transition);
+    }
+}
