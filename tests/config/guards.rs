@@ -169,3 +169,15 @@ async fn a_reload_retunes_an_adaptive_limit_from_where_it_is_and_loses_no_permit
     drop(all);
     assert_eq!(bulkhead.in_use(), 0);
 }
+
+#[test]
+fn the_readme_example_file_loads() {
+    let readme = include_str!("../../README.md");
+    let section = &readme[readme.find("### Configuration").expect("the section")..];
+    let start = section.find("```toml\n").expect("its example file") + "```toml\n".len();
+    let example = &section[start..start + section[start..].find("```").expect("closed")];
+    let registry = Registry::new();
+    registry.load_toml(example).unwrap_or_else(|e| panic!("the README's example file: {e}"));
+    assert_eq!(registry.throttle("search").unwrap().config().k, 2.0);
+    assert_eq!(registry.bulkhead("payment").unwrap().config().adaptive, Some(AdaptiveLimit::aimd(4)));
+}
