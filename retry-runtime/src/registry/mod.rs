@@ -327,8 +327,9 @@ impl Registry {
         self.inner.in_fleet.store(false, Ordering::Release);
     }
 
-    /// What the fleet this registry is in was joined with, if it is in one.
-    #[cfg(feature = "redis")]
+    /// What the fleet this registry is in was joined with, if it is in one
+    /// (read by a reload of the configuration file).
+    #[cfg(all(feature = "redis", feature = "config"))]
     pub(crate) fn joined_fleet(&self) -> Option<crate::fleet::FleetConfig> {
         self.inner.joined_fleet.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
