@@ -30,6 +30,23 @@ impl From<Rejection> for Fault {
     }
 }
 
+#[path = "config/guards.rs"]
+mod guards;
+
+#[cfg(feature = "redis")]
+#[path = "config/fleet.rs"]
+mod fleet;
+
+#[cfg(not(feature = "redis"))]
+#[path = "config/no_fleet.rs"]
+mod no_fleet;
+
+/// The fleet tests' `redis-server` (a free loopback port, no persistence).
+#[cfg(feature = "redis")]
+#[allow(dead_code)]
+#[path = "../retry-runtime/tests/fleet/server.rs"]
+mod server;
+
 fn ms(v: u64) -> Duration {
     Duration::from_millis(v)
 }

@@ -9,6 +9,7 @@
 //! with `RateLimited`, without reaching the dependency.
 
 use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use governor::clock::Clock;
@@ -60,6 +61,10 @@ impl RateLimitConfig {
     }
 }
 
+fn wait_nanos(max_wait: Option<Duration>) -> u64 {
+    max_wait.map_or(u64::MAX, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX - 1))
+}
+
 /// governor's clock, read from tokio's: paused time in tests moves it too.
 #[derive(Debug, Clone)]
 struct TokioClock {
@@ -91,7 +96,10 @@ type Limiter = RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<D
 #[derive(Debug)]
 pub struct RateLimit {
     name: String,
+    /// The quota the limiter was built for: `max_wait` is in `max_wait_nanos`.
     config: RateLimitConfig,
+    /// `max_wait` in nanoseconds; `u64::MAX` for none. Reconfigurable.
+    max_wait_nanos: AtomicU64,
     limiter: Limiter,
     /// The limiter's clock: durations since this instant.
     clock: TokioClock,
@@ -111,7 +119,8 @@ impl RateLimit {
         config.validate()?;
         let clock = TokioClock { origin: Instant::now() };
         let limiter = RateLimiter::direct_with_clock(config.quota()?, clock.clone());
-        Ok(RateLimit { name: name.into(), config, limiter, clock })
+        let max_wait_nanos = AtomicU64::new(wait_nanos(config.max_wait));
+        Ok(RateLimit { name: name.into(), config, max_wait_nanos, limiter, clock })
     }
 
     /// The name this limiter was declared under.
@@ -121,7 +130,56 @@ impl RateLimit {
 
     /// The settings it runs on.
     pub fn config(&self) -> RateLimitConfig {
-        self.config
+        RateLimitConfig { max_wait: self.max_wait(), ..self.config }
+    }
+
+    fn max_wait(&self) -> Option<Duration> {
+        let nanos = self.max_wait_nanos.load(Ordering::Relaxed);
+        (nanos != u64::MAX).then(|| Duration::from_nanos(nanos))
+    }
+
+    /// Runs with `config`'s `max_wait` from the next attempt on. The quota
+    /// (`per_second`, `burst`) is the limiter's for life: governor builds a
+    /// limiter for one quota, and a new limiter would forget the turns
+    /// already taken, so changing it is an error naming the field (declare
+    /// a limiter under a new name, or restart), and changes nothing.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use std::time::Duration;
+    /// use resilient::{RateLimit, RateLimitConfig};
+    /// let limit = RateLimit::new("api", RateLimitConfig::default()).unwrap();
+    /// let longer = RateLimitConfig { max_wait: Some(Duration::from_millis(50)), ..Default::default() };
+    /// limit.reconfigure(longer).unwrap();
+    /// assert_eq!(limit.config(), longer);
+    /// let faster = RateLimitConfig { per_second: 20, ..Default::default() };
+    /// assert_eq!(limit.reconfigure(faster).unwrap_err().field, "per_second");
+    /// # }
+    /// ```
+    pub fn reconfigure(&self, config: RateLimitConfig) -> Result<(), ConfigError> {
+        self.check_reconfigure(&config)?;
+        self.max_wait_nanos.store(wait_nanos(config.max_wait), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Whether [`reconfigure`](Self::reconfigure) would take `config`.
+    pub(crate) fn check_reconfigure(&self, config: &RateLimitConfig) -> Result<(), ConfigError> {
+        config.validate()?;
+        for (field, was, is) in [
+            ("per_second", self.config.per_second, config.per_second),
+            ("burst", self.config.burst, config.burst),
+        ] {
+            if was != is {
+                return Err(ConfigError::new(
+                    field,
+                    format!(
+                        "cannot change on a running rate limit ({was} -> {is}): its limiter is built for one quota and a new one would forget the turns already taken (declare a new name, or restart)"
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Takes a turn if one is free right now, without waiting.
@@ -144,7 +202,7 @@ impl RateLimit {
                     // `max_wait` bounds the whole wait, not each round of it.
                     let wait = not_until.wait_time_from(self.clock.now());
                     let total = waited.saturating_add(wait);
-                    if self.config.max_wait.is_none_or(|max| total > max) {
+                    if self.max_wait().is_none_or(|max| total > max) {
                         crate::observe::rate_limited(&self.name, total);
                         return Err(OverRate { wait: total });
                     }

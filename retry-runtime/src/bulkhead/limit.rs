@@ -139,6 +139,21 @@ impl AdaptiveLimit {
     }
 }
 
+/// In the configuration file's keys: `aimd (min_concurrent 2, backoff_ratio 0.9)`.
+impl std::fmt::Display for AdaptiveLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let min = self.min;
+        match self.algorithm {
+            Algorithm::Aimd { backoff_ratio } => {
+                write!(f, "aimd (min_concurrent {min}, backoff_ratio {backoff_ratio})")
+            }
+            Algorithm::Gradient { tolerance, smoothing, .. } => {
+                write!(f, "gradient (min_concurrent {min}, tolerance {tolerance}, smoothing {smoothing})")
+            }
+        }
+    }
+}
+
 /// The limit as pure logic: samples in, a limit out.
 #[derive(Debug, Clone)]
 pub struct LimitCore {

@@ -6,7 +6,10 @@ use std::fmt;
 use std::path::Path;
 
 use super::overrides::{compiled, merged_operations};
-use super::report::{Change, ReloadReport, breaker_diff, budget_diff, bulkhead_diff, settings_diff};
+use super::report::{
+    Change, ReloadReport, breaker_diff, budget_diff, bulkhead_diff, rate_limit_diff, settings_diff,
+    throttle_diff,
+};
 use super::{ConfigFile, ConfigFileError, Named, Problem, Problems, parse};
 use crate::operations;
 use crate::policy::Policy;
@@ -98,6 +101,22 @@ impl Registry {
                 );
             }
         }
+        for table in &parsed.rate_limits {
+            let Some(limit) = self.rate_limit(&table.name) else { continue };
+            if let Err(error) = limit.check_reconfigure(&table.value) {
+                let key = super::values::key_of(error.field);
+                let (span, note) = table.at(&key);
+                problems.push(
+                    &span,
+                    Some(&key),
+                    format!("rate limit `{}`: `{key}`{note} {}", table.name, error.problem),
+                );
+            }
+        }
+        #[cfg(feature = "redis")]
+        if mode == Mode::Reload {
+            super::fleet::reload_check(self.joined_fleet().as_ref(), &parsed, &mut problems);
+        }
         let overrides = merged_operations(&parsed.operations, &mut problems);
         let parsed = problems.finish(parsed)?;
         // Everything is valid: from here on nothing can fail.
@@ -126,6 +145,22 @@ impl Registry {
                 None => Some(declared(self.declare_bulkhead(name, *value))),
             };
             report.push("bulkhead", name, change);
+        }
+        for Named { name, value, .. } in &parsed.throttles {
+            let change = match self.throttle(name) {
+                Some(throttle) => {
+                    reconfigure(&throttle.config(), value, throttle_diff, |c| throttle.reconfigure(c))
+                }
+                None => Some(declared(self.declare_throttle(name, *value))),
+            };
+            report.push("throttle", name, change);
+        }
+        for Named { name, value, .. } in &parsed.rate_limits {
+            let change = match self.rate_limit(name) {
+                Some(limit) => reconfigure(&limit.config(), value, rate_limit_diff, |c| limit.reconfigure(c)),
+                None => Some(declared(self.declare_rate_limit(name, *value))),
+            };
+            report.push("rate limit", name, change);
         }
         let before: HashMap<String, Settings> = self
             .overridden_operations()
@@ -159,6 +194,8 @@ impl Registry {
         refuse("breaker", &parsed.breakers, |n| self.breaker(n).is_some(), problems);
         refuse("budget", &parsed.budgets, |n| self.budget(n).is_some(), problems);
         refuse("bulkhead", &parsed.bulkheads, |n| self.bulkhead(n).is_some(), problems);
+        refuse("throttle", &parsed.throttles, |n| self.throttle(n).is_some(), problems);
+        refuse("rate limit", &parsed.rate_limits, |n| self.rate_limit(n).is_some(), problems);
     }
 }
 
@@ -197,7 +234,7 @@ fn declared<E>(result: Result<(), E>) -> Vec<String> {
 }
 
 /// A file's text and the name its errors use.
-fn read(path: &Path) -> Result<(String, String), ConfigFileError> {
+pub(super) fn read(path: &Path) -> Result<(String, String), ConfigFileError> {
     let name = path.display().to_string();
     std::fs::read_to_string(path).map(|text| (text, name.clone())).map_err(|error| ConfigFileError {
         file: name,

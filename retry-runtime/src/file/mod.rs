@@ -12,6 +12,18 @@
 //! [bulkheads.payment]
 //! max_concurrent = 32
 //! max_wait_ms = 100
+//! adaptive = "aimd"          # or "gradient" (tolerance, smoothing)
+//! min_concurrent = 4
+//! backoff_ratio = 0.9
+//!
+//! [throttles.search]
+//! k = 2.0
+//! window_ms = 120_000
+//!
+//! [rate_limits.geo-api]
+//! per_second = 50
+//! burst = 5
+//! max_wait_ms = 20
 //!
 //! [operations."shop::payments::charge"]   # an operation's name
 //! max_attempts = 3
@@ -20,7 +32,10 @@
 //!
 //! Durations are integer milliseconds, named as in the attribute. A guard's
 //! table is its whole configuration: keys left out take the defaults. An
-//! operation's table overrides only the keys it gives.
+//! operation's table overrides only the keys it gives. With feature
+//! `redis`, a `[fleet]` table and `fleet = true` on breakers and budgets
+//! share them with a fleet (see `fleet.rs` here and
+//! `FleetConfig::from_file`).
 //!
 //! The file is read with the `toml` crate's spanned document API rather than
 //! `serde` derive: every key and value keeps its position, so each error
@@ -28,9 +43,12 @@
 //! closest known one suggested, which `deny_unknown_fields` cannot do.
 
 mod apply;
+mod fleet;
 mod overrides;
 mod parse;
 mod report;
+mod tables;
+mod values;
 
 pub use report::{Change, ReloadReport};
 
@@ -42,6 +60,8 @@ use crate::backoff::Jitter;
 use crate::breaker::BreakerConfig;
 use crate::budget::BudgetConfig;
 use crate::bulkhead::BulkheadConfig;
+use crate::rate_limit::RateLimitConfig;
+use crate::throttle::ThrottleConfig;
 
 pub(crate) use parse::parse;
 
@@ -90,7 +110,11 @@ pub(crate) struct ConfigFile {
     pub(crate) breakers: Vec<Named<BreakerConfig>>,
     pub(crate) budgets: Vec<Named<BudgetConfig>>,
     pub(crate) bulkheads: Vec<Named<BulkheadConfig>>,
+    pub(crate) throttles: Vec<Named<ThrottleConfig>>,
+    pub(crate) rate_limits: Vec<Named<RateLimitConfig>>,
     pub(crate) operations: Vec<Named<OperationOverride>>,
+    /// The `[fleet]` table, if any (feature `redis`).
+    pub(crate) fleet: Option<fleet::FleetTable>,
 }
 
 /// A table of the file: its name, where the name is, and what it says.
@@ -99,6 +123,23 @@ pub(crate) struct Named<T> {
     pub(crate) name: String,
     pub(crate) span: Span,
     pub(crate) value: T,
+    /// `fleet = true | false` and where, on the kinds that have the key
+    /// (always `None` without feature `redis`: the key is a problem there).
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fleet: Option<(bool, Span)>,
+    /// Where the value of each key the table gives is, for checks made
+    /// once the registry is known.
+    pub(crate) keys: Vec<(String, Span)>,
+}
+
+impl<T> Named<T> {
+    /// Where `key`'s value is, or the table's name when the key is left out.
+    pub(crate) fn at(&self, key: &str) -> (Span, &'static str) {
+        match self.keys.iter().find(|(k, _)| k == key) {
+            Some((_, span)) => (span.clone(), ""),
+            None => (self.span.clone(), " (the default)"),
+        }
+    }
 }
 
 /// The keys an `[operations."..."]` table gives, each with where it is.

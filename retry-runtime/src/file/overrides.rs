@@ -21,7 +21,7 @@ pub(super) fn merged_operations(
     problems: &mut Problems<'_>,
 ) -> HashMap<String, Settings> {
     let mut merged = HashMap::new();
-    for Named { name, span, value } in operations {
+    for Named { name, span, value, .. } in operations {
         let policies: Vec<&'static Policy> = operations::named(name).collect();
         let base = policies
             .first()

@@ -6,7 +6,9 @@ use std::time::Duration;
 use crate::breaker::BreakerConfig;
 use crate::budget::BudgetConfig;
 use crate::bulkhead::BulkheadConfig;
+use crate::rate_limit::RateLimitConfig;
 use crate::settings::Settings;
+use crate::throttle::ThrottleConfig;
 
 /// What a reload changed, one entry per guard or operation.
 ///
@@ -21,7 +23,7 @@ pub struct ReloadReport {
 /// One guard's or operation's change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
-    /// `breaker`, `budget`, `bulkhead` or `operation`.
+    /// `breaker`, `budget`, `bulkhead`, `throttle`, `rate limit` or `operation`.
     pub kind: &'static str,
     /// Its name.
     pub name: String,
@@ -111,7 +113,17 @@ pub(super) fn bulkhead_diff(old: &BulkheadConfig, new: &BulkheadConfig) -> Vec<S
     changes(&[
         ("max_concurrent", old.max_concurrent.to_string(), new.max_concurrent.to_string()),
         ("max_wait_ms", maybe(old.max_wait, ms), maybe(new.max_wait, ms)),
+        ("adaptive", maybe(old.adaptive, |a| a.to_string()), maybe(new.adaptive, |a| a.to_string())),
     ])
+}
+
+pub(super) fn throttle_diff(old: &ThrottleConfig, new: &ThrottleConfig) -> Vec<String> {
+    changes(&[("k", old.k.to_string(), new.k.to_string()), ("window_ms", ms(old.window), ms(new.window))])
+}
+
+/// Only `max_wait_ms` can change: the quota is checked before.
+pub(super) fn rate_limit_diff(old: &RateLimitConfig, new: &RateLimitConfig) -> Vec<String> {
+    changes(&[("max_wait_ms", maybe(old.max_wait, ms), maybe(new.max_wait, ms))])
 }
 
 pub(super) fn settings_diff(old: &Settings, new: &Settings) -> Vec<String> {

@@ -180,6 +180,7 @@ impl Registry {
         if !self.claim_fleet() {
             return Err(FleetError::AlreadyJoined);
         }
+        self.set_joined_fleet(Some(config.clone()));
         let shared = Arc::new(Shared::default());
         let replica = rand::random::<u64>();
         let task = Task {

@@ -122,6 +122,9 @@ struct Inner {
     /// Whether a fleet's background task runs for this registry (one at most).
     #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     in_fleet: AtomicBool,
+    /// What the fleet it is in was joined with (a reload checks against it).
+    #[cfg(feature = "redis")]
+    joined_fleet: std::sync::Mutex<Option<crate::fleet::FleetConfig>>,
 }
 
 /// A set of named guards (breakers, budgets, bulkheads, throttles and
@@ -205,6 +208,8 @@ impl Registry {
                 overrides: Overrides::default(),
                 applying: std::sync::Mutex::new(()),
                 in_fleet: AtomicBool::new(false),
+                #[cfg(feature = "redis")]
+                joined_fleet: std::sync::Mutex::new(None),
             }),
         }
     }
@@ -318,7 +323,20 @@ impl Registry {
     /// Gives the fleet membership back (its task ended).
     #[cfg(feature = "redis")]
     pub(crate) fn leave_fleet(&self) {
+        self.set_joined_fleet(None);
         self.inner.in_fleet.store(false, Ordering::Release);
+    }
+
+    /// What the fleet this registry is in was joined with, if it is in one
+    /// (read by a reload of the configuration file).
+    #[cfg(all(feature = "redis", feature = "config"))]
+    pub(crate) fn joined_fleet(&self) -> Option<crate::fleet::FleetConfig> {
+        self.inner.joined_fleet.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    #[cfg(feature = "redis")]
+    pub(crate) fn set_joined_fleet(&self, config: Option<crate::fleet::FleetConfig>) {
+        *self.inner.joined_fleet.lock().unwrap_or_else(|e| e.into_inner()) = config;
     }
 
     pub(crate) fn id(&self) -> u64 {

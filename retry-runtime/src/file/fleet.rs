@@ -1,0 +1,268 @@
+//! The fleet in the file (feature `redis`): a `[fleet]` table says where
+//! Redis is and how the replicas sync; `fleet = true` on a breaker's or a
+//! budget's table shares that guard with the fleet.
+//!
+//! Loading the file declares the guards; joining is a separate step
+//! ([`FleetConfig::from_file`] then [`Registry::join_fleet`]), because it
+//! needs a tokio runtime and returns the handle that keeps the fleet. A
+//! reload cannot join, leave or change a fleet: the background task runs
+//! on the settings it was started with, so a file that differs from them is
+//! refused at the key that differs rather than half applied.
+//!
+//! Without feature `redis`, a `[fleet]` table or a `fleet` key is a
+//! problem: a guard the file says is fleet-wide must not silently stay
+//! local to one process.
+//!
+//! [`Registry::join_fleet`]: crate::Registry::join_fleet
+
+use toml::Spanned;
+use toml::de::DeValue;
+
+use super::values::{Entry, flag};
+use super::{Problems, Span};
+
+#[cfg(feature = "redis")]
+pub(crate) use with_redis::{FleetTable, cross_check, reload_check};
+
+#[cfg(not(feature = "redis"))]
+pub(crate) use without_redis::{FleetTable, cross_check};
+
+const NEEDS_REDIS: &str = "needs feature `redis`: built without it, no guard is shared, and a guard the file calls fleet-wide would stay local to this process";
+
+/// `fleet = true | false` on a guard's table.
+pub(crate) fn guard_flag(entries: &[Entry<'_>], problems: &mut Problems<'_>) -> Option<(bool, Span)> {
+    let (shared, span) = flag(entries, "fleet", problems)?;
+    if cfg!(not(feature = "redis")) {
+        problems.push(&span, Some("fleet"), format!("`fleet` {NEEDS_REDIS}"));
+        return None;
+    }
+    Some((shared, span))
+}
+
+/// The `[fleet]` table.
+pub(crate) fn section(
+    span: &Span,
+    value: &Spanned<DeValue<'_>>,
+    problems: &mut Problems<'_>,
+) -> Option<FleetTable> {
+    #[cfg(feature = "redis")]
+    return with_redis::section(span, value, problems);
+    #[cfg(not(feature = "redis"))]
+    {
+        let _ = value;
+        problems.push(span, Some("fleet"), format!("`[fleet]` {NEEDS_REDIS}"));
+        None
+    }
+}
+
+#[cfg(not(feature = "redis"))]
+mod without_redis {
+    use super::super::ConfigFile;
+    use super::Problems;
+
+    /// Never made: without feature `redis` a `[fleet]` table is a problem.
+    #[derive(Debug)]
+    pub(crate) enum FleetTable {}
+
+    pub(crate) fn cross_check(_file: &ConfigFile, _problems: &mut Problems<'_>) {}
+}
+
+#[cfg(feature = "redis")]
+mod with_redis {
+    use std::path::Path;
+
+    use toml::Spanned;
+    use toml::de::DeValue;
+
+    use super::super::values::{Entry, count, finish, millis, text, unknown_key};
+    use super::super::{ConfigFile, ConfigFileError, Named, Problems, Span, parse};
+    use crate::budget::BudgetConfig;
+    use crate::fleet::FleetConfig;
+
+    const FLEET_KEYS: &[&str] = &["url", "prefix", "sync_every_ms", "store_timeout_ms", "lease_size"];
+
+    /// The `[fleet]` table, read and checked.
+    #[derive(Debug)]
+    pub(crate) struct FleetTable {
+        /// Where `[fleet]` is.
+        span: Span,
+        /// Its settings; the guards are the tables with `fleet = true`.
+        config: FleetConfig,
+        /// Where each key it gives is.
+        keys: Vec<(String, Span)>,
+    }
+
+    pub(crate) fn section(
+        span: &Span,
+        value: &Spanned<DeValue<'_>>,
+        problems: &mut Problems<'_>,
+    ) -> Option<FleetTable> {
+        let DeValue::Table(table) = value.get_ref() else {
+            problems.push(
+                &value.span(),
+                Some("fleet"),
+                "`fleet` must be a table, like `[fleet]` with `url = \"redis://127.0.0.1:6379/\"`",
+            );
+            return None;
+        };
+        let entries: Vec<Entry<'_>> = table.iter().collect();
+        for (key, _) in &entries {
+            let key_name = key.get_ref().as_ref();
+            if !FLEET_KEYS.contains(&key_name) {
+                unknown_key(problems, &key.span(), key_name, FLEET_KEYS, "a key of `[fleet]`");
+            }
+        }
+        let before = problems.len();
+        let mut config = FleetConfig::default();
+        if let Some((url, _)) = text(&entries, "url", problems) {
+            config.url = url;
+        }
+        if let Some((prefix, _)) = text(&entries, "prefix", problems) {
+            config.prefix = prefix;
+        }
+        if let Some((d, _)) = millis(&entries, "sync_every_ms", problems) {
+            config.sync_every = d;
+        }
+        if let Some((d, _)) = millis(&entries, "store_timeout_ms", problems) {
+            config.store_timeout = d;
+        }
+        if let Some((n, _)) = count(&entries, "lease_size", problems) {
+            config.lease_size = n;
+        }
+        let keys = entries.iter().map(|(k, v)| (k.get_ref().to_string(), v.span())).collect();
+        let config = finish(config.validate().map(|()| config), before, &entries, span, problems)?;
+        Some(FleetTable { span: span.clone(), config, keys })
+    }
+
+    fn shared<T>(tables: &[Named<T>]) -> impl Iterator<Item = (&Named<T>, &Span)> {
+        tables
+            .iter()
+            .filter_map(|t| t.fleet.as_ref().filter(|(shared, _)| *shared).map(|(_, span)| (t, span)))
+    }
+
+    /// What `fleet = true` asks of the file and of the guard: a `[fleet]`
+    /// table, and a guard the fleet can share (as `join_fleet` checks).
+    pub(crate) fn cross_check(file: &ConfigFile, problems: &mut Problems<'_>) {
+        let no_table =
+            "`fleet = true` needs a `[fleet]` table saying where Redis is (`url = \"redis://...\"`)";
+        for (table, span) in shared(&file.breakers) {
+            if file.fleet.is_none() {
+                problems.push(span, Some("fleet"), no_table);
+            }
+            let c = &table.value;
+            if c.success_threshold > c.half_open_max_calls {
+                problems.push(span, Some("fleet"), format!(
+                    "breaker `{}` cannot be shared: its success_threshold ({}) is above its half_open_max_calls ({}), the fleet's probes per round: lower the one or raise the other",
+                    table.name, c.success_threshold, c.half_open_max_calls
+                ));
+            }
+        }
+        for (table, span) in shared(&file.budgets) {
+            if file.fleet.is_none() {
+                problems.push(span, Some("fleet"), no_table);
+            }
+            if matches!(table.value, BudgetConfig::TokenBucket(_)) {
+                problems.push(span, Some("fleet"), format!(
+                    "budget `{}` cannot be shared: it is a token bucket; a fleet shares ratio budgets (a share of the fleet's traffic)",
+                    table.name
+                ));
+            }
+        }
+    }
+
+    /// The fleet the file declares: its `[fleet]` settings and the guards
+    /// with `fleet = true`.
+    fn fleet_config(file: &ConfigFile) -> Option<FleetConfig> {
+        let table = file.fleet.as_ref()?;
+        Some(FleetConfig {
+            breakers: shared(&file.breakers).map(|(t, _)| t.name.clone()).collect(),
+            budgets: shared(&file.budgets).map(|(t, _)| t.name.clone()).collect(),
+            ..table.config.clone()
+        })
+    }
+
+    impl FleetConfig {
+        /// The fleet a configuration text declares (its `[fleet]` table and
+        /// the guards with `fleet = true`), or `None` when it has no
+        /// `[fleet]` table. The whole text is checked, as
+        /// [`Registry::load_toml`](crate::Registry::load_toml) checks it.
+        ///
+        /// ```
+        /// # use retry_runtime as resilient;
+        /// use std::time::Duration;
+        /// use resilient::fleet::FleetConfig;
+        /// let text = "[fleet]\nurl = \"redis://10.0.0.5:6379/\"\nsync_every_ms = 200\n\n[breakers.payment]\nfleet = true\n";
+        /// let config = FleetConfig::from_toml(text).unwrap().unwrap();
+        /// assert_eq!((config.sync_every, config.breakers), (Duration::from_millis(200), vec!["payment".to_owned()]));
+        /// assert_eq!(FleetConfig::from_toml("[breakers.payment]").unwrap(), None);
+        /// ```
+        pub fn from_toml(text: &str) -> Result<Option<FleetConfig>, ConfigFileError> {
+            Ok(fleet_config(&parse(text, "<toml>")?))
+        }
+
+        /// [`from_toml`](Self::from_toml) from a file.
+        pub fn from_file(path: impl AsRef<Path>) -> Result<Option<FleetConfig>, ConfigFileError> {
+            let (text, name) = super::super::apply::read(path.as_ref())?;
+            Ok(fleet_config(&parse(&text, &name)?))
+        }
+    }
+
+    const NOT_JOINED: &str = "this registry is in no fleet, and a reload cannot join one (join with `FleetConfig::from_file` and `Registry::join_fleet`)";
+    const REJOIN: &str =
+        "a reload cannot change the fleet a registry joined (drop its `Fleet` and join again, or restart)";
+
+    /// A reload's problems with the fleet: the file must say what the
+    /// registry joined with (`joined`), for every guard it gives and for
+    /// every key of a `[fleet]` table it has.
+    pub(crate) fn reload_check(joined: Option<&FleetConfig>, file: &ConfigFile, problems: &mut Problems<'_>) {
+        sharing("breaker", &file.breakers, joined.map(|j| &j.breakers[..]), problems);
+        sharing("budget", &file.budgets, joined.map(|j| &j.budgets[..]), problems);
+        let Some(table) = &file.fleet else { return };
+        let Some(joined) = joined else {
+            problems.push(&table.span, Some("fleet"), format!("`[fleet]`: {NOT_JOINED}"));
+            return;
+        };
+        let (old, new) = (joined, &table.config);
+        let ms = |d: std::time::Duration| d.as_millis().to_string();
+        for (key, was, is) in [
+            ("url", old.url.clone(), new.url.clone()),
+            ("prefix", old.prefix.clone(), new.prefix.clone()),
+            ("sync_every_ms", ms(old.sync_every), ms(new.sync_every)),
+            ("store_timeout_ms", ms(old.store_timeout), ms(new.store_timeout)),
+            ("lease_size", old.lease_size.to_string(), new.lease_size.to_string()),
+        ] {
+            if was != is {
+                let given = table.keys.iter().find(|(k, _)| k == key).map(|(_, span)| span.clone());
+                let (span, note) = match given {
+                    Some(span) => (span, ""),
+                    None => (table.span.clone(), " (the default)"),
+                };
+                let message = format!("`{key}`{note} is {is}, but the fleet was joined with {was}: {REJOIN}");
+                problems.push(&span, Some(key), message);
+            }
+        }
+    }
+
+    /// Each guard's `fleet` against whether the joined fleet shares it.
+    fn sharing<T>(kind: &str, tables: &[Named<T>], joined: Option<&[String]>, problems: &mut Problems<'_>) {
+        for table in tables {
+            let wants = table.fleet.as_ref().is_some_and(|(shared, _)| *shared);
+            let is = joined.is_some_and(|names| names.contains(&table.name));
+            if wants == is {
+                continue;
+            }
+            let span = table.fleet.as_ref().map_or_else(|| table.span.clone(), |(_, span)| span.clone());
+            let name = &table.name;
+            let message = match (joined, wants) {
+                (None, _) => format!("{kind} `{name}` has `fleet = true`, but {NOT_JOINED}"),
+                (Some(_), true) => {
+                    format!("{kind} `{name}` is not shared by the fleet this registry joined: {REJOIN}")
+                }
+                (Some(_), false) => format!(
+                    "{kind} `{name}` is shared by the fleet this registry joined, and this file makes it local (no `fleet = true`): {REJOIN}"
+                ),
+            };
+            problems.push(&span, Some("fleet"), message);
+        }
+    }
+}
