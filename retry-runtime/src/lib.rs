@@ -111,11 +111,9 @@ pub mod __private {
     /// checked here, once, at the error type (the expansion spans the call
     /// there), and nowhere else: what this returns handles `E` whatever `E`
     /// is, so a missing trait is one error in words, not a cascade.
-    ///
-    /// A zero-sized value: the call's state carries nothing for it.
     #[inline(always)]
-    pub fn by_traits<E: crate::ResilientError>() -> impl ErrorHandling<E> + Copy {
-        ByTraits
+    pub fn by_traits<E: crate::ResilientError>() -> ClassifyWith<E> {
+        ClassifyWith::new(E::error_class, E::from_rejection as fn(crate::Rejection) -> E)
     }
 
     /// The error type of a `Result`, named through an alias (`io::Result<T>`).
