@@ -27,18 +27,29 @@ type TaskMark = Option<tokio::task::Id>;
 /// The attempt being polled on this thread, if any: on which task, and
 /// whether its call has a key. `Copy` and destructor-free, so that its
 /// thread-local is the fast kind (no lazy registration to check): entering
-/// and leaving an attempt without a key touches only this.
+/// and leaving an attempt without a key touches only this. Two words
+/// without padding, so saving, setting and restoring it are two moves each.
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct Mark {
-    /// `None` outside attempts. A task polled from inside an attempt (a
-    /// `LocalSet` driven by the attempt) is not the attempt's task: it
-    /// starts a call tree of its own.
-    task: Option<TaskMark>,
-    /// Whether `KEY` holds the attempt's key.
-    keyed: bool,
+    /// The attempt's task (meaningless outside attempts). A task polled
+    /// from inside an attempt (a `LocalSet` driven by the attempt) is not
+    /// the attempt's task: it starts a call tree of its own.
+    task: TaskMark,
+    place: Place,
 }
 
-const OUTSIDE: Mark = Mark { task: None, keyed: false };
+/// Where the thread is: outside attempts, or polling one (whose call has a key or not).
+#[derive(Clone, Copy, PartialEq, Eq)]
+// A full word: a smaller field would leave padding in `Mark`, copied byte by byte.
+#[repr(u64)]
+enum Place {
+    Outside,
+    Attempt,
+    /// An attempt whose call has a key, held in `KEY`.
+    KeyedAttempt,
+}
+
+const OUTSIDE: Mark = Mark { task: None, place: Place::Outside };
 
 thread_local! {
     static ATTEMPT: Cell<Mark> = const { Cell::new(OUTSIDE) };
@@ -51,7 +62,7 @@ impl Mark {
     /// Whether an attempt of some call is running on this very task.
     #[inline]
     fn here(self) -> bool {
-        self.task.is_some_and(|task| task == tokio::task::try_id())
+        self.place != Place::Outside && self.task == tokio::task::try_id()
     }
 }
 
@@ -77,7 +88,7 @@ impl Mark {
 /// ```
 pub fn idempotency_key() -> Option<Arc<str>> {
     let mark = ATTEMPT.get();
-    if !(mark.keyed && mark.here()) {
+    if !(mark.place == Place::KeyedAttempt && mark.here()) {
         return None;
     }
     // Nothing holds a borrow across user code, so `borrow` cannot fail; a
@@ -90,7 +101,7 @@ pub fn idempotency_key() -> Option<Arc<str>> {
 #[inline(always)]
 pub(crate) fn inherit(key: Option<Arc<str>>) -> (bool, Option<Arc<str>>) {
     let mark = ATTEMPT.get();
-    if mark.task.is_none() {
+    if mark.place == Place::Outside {
         return (false, key);
     }
     let nested = mark.here();
@@ -103,7 +114,11 @@ pub(crate) fn inherit(key: Option<Arc<str>>) -> (bool, Option<Arc<str>>) {
 /// Runs `attempt` with `key` as the current attempt's context (and inside
 /// `span` unless it is disabled) on every poll, and while it is dropped.
 #[inline]
-pub(crate) fn scope<F: Future>(key: Option<Arc<str>>, span: &tracing::Span, attempt: F) -> InContext<'_, F> {
+pub(crate) fn scope<F: Future>(
+    key: Option<Arc<str>>,
+    span: Option<&tracing::Span>,
+    attempt: F,
+) -> InContext<'_, F> {
     InContext { key, span, attempt: Some(attempt) }
 }
 
@@ -112,7 +127,7 @@ pin_project! {
     pub(crate) struct InContext<'a, F> {
         // See `poll_in`.
         key: Option<Arc<str>>,
-        span: &'a tracing::Span,
+        span: Option<&'a tracing::Span>,
         // `None` once the attempt has finished (it was dropped in its context).
         #[pin]
         attempt: Option<F>,
@@ -121,7 +136,7 @@ pin_project! {
     impl<F> PinnedDrop for InContext<'_, F> {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
-            drop_in(this.key, this.span, this.attempt);
+            drop_in(this.key, *this.span, this.attempt);
         }
     }
 }
@@ -132,11 +147,11 @@ impl<F: Future> Future for InContext<'_, F> {
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
-        poll_in(this.key, this.span, this.attempt, cx)
+        poll_in(this.key, *this.span, this.attempt, cx)
     }
 }
 
-/// Polls `attempt` in its context, with `span` entered.
+/// Polls `attempt` in its context, with `span` (if any) entered.
 ///
 /// `key` is the attempt's key; for the poll it is swapped with the one in
 /// effect (so `key` holds the caller's meanwhile) and swapped back after.
@@ -144,11 +159,11 @@ impl<F: Future> Future for InContext<'_, F> {
 #[inline]
 pub(crate) fn poll_in<F: Future>(
     key: &mut Option<Arc<str>>,
-    span: &tracing::Span,
+    span: Option<&tracing::Span>,
     mut attempt: Pin<&mut Option<F>>,
     cx: &mut Context<'_>,
 ) -> Poll<F::Output> {
-    let _entered = (!span.is_disabled()).then(|| span.enter());
+    let _entered = span.map(tracing::Span::enter);
     let _in = In::enter(key);
     let Some(running) = attempt.as_mut().as_pin_mut() else {
         panic!("an attempt polled after it finished");
@@ -162,9 +177,13 @@ pub(crate) fn poll_in<F: Future>(
 
 /// Drops an attempt that has not finished (it was cancelled) in its context.
 #[inline]
-pub(crate) fn drop_in<F>(key: &mut Option<Arc<str>>, span: &tracing::Span, mut attempt: Pin<&mut Option<F>>) {
+pub(crate) fn drop_in<F>(
+    key: &mut Option<Arc<str>>,
+    span: Option<&tracing::Span>,
+    mut attempt: Pin<&mut Option<F>>,
+) {
     if attempt.is_some() {
-        let _entered = (!span.is_disabled()).then(|| span.enter());
+        let _entered = span.map(tracing::Span::enter);
         let _in = In::enter(key);
         attempt.set(None);
     }
@@ -172,10 +191,9 @@ pub(crate) fn drop_in<F>(key: &mut Option<Arc<str>>, span: &tracing::Span, mut a
 
 /// The attempt's context in effect for as long as it lives (a panic included).
 struct In<'a> {
-    key: &'a mut Option<Arc<str>>,
-    /// Whether the keys were exchanged (not when neither has one: the
-    /// common case, which then touches `KEY` not at all).
-    swapped: bool,
+    /// The attempt's key, when the keys were exchanged (not when neither
+    /// has one: the common case, which then touches `KEY` not at all).
+    swapped: Option<&'a mut Option<Arc<str>>>,
     outer: Mark,
 }
 
@@ -183,21 +201,23 @@ impl<'a> In<'a> {
     #[inline]
     fn enter(key: &'a mut Option<Arc<str>>) -> Self {
         let outer = ATTEMPT.get();
-        let keyed = key.is_some();
-        let swapped = keyed || outer.keyed;
-        if swapped {
+        let place = if key.is_some() { Place::KeyedAttempt } else { Place::Attempt };
+        let swapped = if place == Place::KeyedAttempt || outer.place == Place::KeyedAttempt {
             KEY.with(|current| std::mem::swap(&mut *current.borrow_mut(), key));
-        }
-        ATTEMPT.set(Mark { task: Some(tokio::task::try_id()), keyed });
-        In { key, swapped, outer }
+            Some(key)
+        } else {
+            None
+        };
+        ATTEMPT.set(Mark { task: tokio::task::try_id(), place });
+        In { swapped, outer }
     }
 }
 
 impl Drop for In<'_> {
     #[inline]
     fn drop(&mut self) {
-        if self.swapped {
-            KEY.with(|current| std::mem::swap(&mut *current.borrow_mut(), self.key));
+        if let Some(key) = &mut self.swapped {
+            KEY.with(|current| std::mem::swap(&mut *current.borrow_mut(), key));
         }
         ATTEMPT.set(self.outer);
     }

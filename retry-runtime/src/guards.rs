@@ -86,24 +86,10 @@ static NO_GUARDS: Guards =
 
 /// The guards one call uses: the policy's cached handles for the global
 /// registry (borrowed), or a scoped registry's.
-///
-/// Two words, both always written: the call's state stays small and cheap to move.
 #[derive(Debug)]
 pub(crate) enum GuardsRef<'p> {
     Cached(&'p Guards),
     Scoped(Arc<Guards>),
-}
-
-impl<'p> GuardsRef<'p> {
-    /// Another handle to the same guards (a reference count for a scoped
-    /// registry's), so that permits can borrow it instead of the call's state.
-    #[inline]
-    pub(crate) fn share(&self) -> GuardsRef<'p> {
-        match self {
-            GuardsRef::Cached(guards) => GuardsRef::Cached(guards),
-            GuardsRef::Scoped(guards) => GuardsRef::Scoped(Arc::clone(guards)),
-        }
-    }
 }
 
 impl std::ops::Deref for GuardsRef<'_> {

@@ -1,6 +1,5 @@
 //! The retry settings of an operation, and the settings one call runs on.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backoff::Backoff;
@@ -58,24 +57,5 @@ impl Hedge {
             ));
         }
         Ok(())
-    }
-}
-
-/// The settings one call runs on: the policy's own, or a registry's override.
-#[derive(Debug)]
-pub(crate) enum SettingsRef<'p> {
-    Compiled(&'p Settings),
-    Overridden(Arc<Settings>),
-}
-
-impl std::ops::Deref for SettingsRef<'_> {
-    type Target = Settings;
-
-    #[inline]
-    fn deref(&self) -> &Settings {
-        match self {
-            SettingsRef::Compiled(settings) => settings,
-            SettingsRef::Overridden(settings) => settings,
-        }
     }
 }

@@ -111,7 +111,7 @@ impl<S, H> Execution<'_, S, H> {
     /// Waits for a bulkhead permit after the fast try found none: at most
     /// `max_wait`, and never past the deadline.
     async fn wait_for_permit<'b>(&self, bulkhead: &'b Bulkhead) -> Result<BulkheadPermit<'b>, Refusal> {
-        let acquired = match self.deadline {
+        let acquired = match self.deadline() {
             None => bulkhead.acquire_waiting().await,
             Some(deadline) => match timeout_at(deadline, bulkhead.acquire_waiting()).await {
                 Ok(acquired) => acquired,
@@ -127,7 +127,7 @@ impl<S, H> Execution<'_, S, H> {
     /// Waits for a rate-limit turn after the fast try found none: at most
     /// `max_wait`, and never past the deadline.
     async fn wait_for_turn(&self, limit: &RateLimit) -> Result<(), Refusal> {
-        let acquired = match self.deadline {
+        let acquired = match self.deadline() {
             None => limit.acquire().await,
             Some(deadline) => match timeout_at(deadline, limit.acquire()).await {
                 Ok(acquired) => acquired,
@@ -138,7 +138,7 @@ impl<S, H> Execution<'_, S, H> {
     }
 
     pub(super) fn deadline_refusal(&self) -> Refusal {
-        let after = self.settings.deadline.unwrap_or_default();
+        let after = self.settings().deadline.unwrap_or_default();
         Refusal { rejection: Rejection::DeadlineExceeded { after }, reason: StopReason::Deadline }
     }
 }

@@ -94,8 +94,9 @@ pin_project! {
             // A cancelled attempt is dropped in its context; the breaker
             // permit (a field, dropped next) then records nothing.
             let this = this.project();
-            let execution = &mut **this.execution;
-            context::drop_in(&mut execution.key, &execution.span, this.attempt);
+            if this.attempt.is_some() {
+                cancelled(this.execution, this.attempt);
+            }
         }
     }
 }
@@ -126,7 +127,10 @@ where
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Step<T, E>> {
         let mut this = self.project();
-        if *this.phase == Phase::Admitting {
+        if *this.phase != Phase::Running {
+            if *this.phase != Phase::Admitting {
+                return poll_backoff(this.backoff, this.phase, cx);
+            }
             match admit_breaker(this.guards) {
                 Ok(permit) => {
                     *this.permit = permit;
@@ -138,7 +142,7 @@ where
                             budget.on_first_attempt();
                         }
                     }
-                    execution.last.clear();
+                    execution.clear_last();
                 }
                 Err(refusal) => {
                     *this.phase = Phase::Finished;
@@ -146,37 +150,46 @@ where
                 }
             }
         }
-        match *this.phase {
-            Phase::Running => {
-                let execution = &mut **this.execution;
-                let polled = context::poll_in(&mut execution.key, &execution.span, this.attempt.as_mut(), cx);
-                let error = match polled {
-                    Poll::Pending => return Poll::Pending,
-                    Poll::Ready(Ok(value)) => {
-                        record(this.permit.take(), Outcome::Success);
-                        if let Some(budget) = &this.guards.budget {
-                            budget.deposit();
-                        }
-                        *this.phase = Phase::Finished;
-                        return Poll::Ready(Step::Done(Ok(value)));
-                    }
-                    Poll::Ready(Err(error)) => error,
-                };
-                match failed(execution, this.permit.take(), error) {
-                    Next::Done(step) => {
-                        *this.phase = Phase::Finished;
-                        Poll::Ready(step)
-                    }
-                    Next::BackOff(sleep) => {
-                        this.backoff.set(Some(sleep));
-                        *this.phase = Phase::BackingOff;
-                        poll_backoff(this.backoff, this.phase, cx)
-                    }
+        let execution = &mut **this.execution;
+        // One call of `poll_in` (so that it inlines), with the call's key
+        // and span, or none.
+        let mut no_key = None;
+        let (key, span) = match &mut execution.more {
+            Some(more) => (&mut more.key, more.span.as_ref()),
+            None => (&mut no_key, None),
+        };
+        let error = match context::poll_in(key, span, this.attempt.as_mut(), cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(Ok(value)) => {
+                record(this.permit.take(), Outcome::Success);
+                if let Some(budget) = &this.guards.budget {
+                    budget.deposit();
                 }
+                *this.phase = Phase::Finished;
+                return Poll::Ready(Step::Done(Ok(value)));
             }
-            Phase::BackingOff => poll_backoff(this.backoff, this.phase, cx),
-            Phase::Admitting | Phase::Finished => panic!("an attempt polled after it finished"),
+            Poll::Ready(Err(error)) => error,
+        };
+        match failed(execution, this.permit.take(), error) {
+            Next::Done(step) => {
+                *this.phase = Phase::Finished;
+                Poll::Ready(step)
+            }
+            Next::BackOff(sleep) => {
+                this.backoff.set(Some(sleep));
+                *this.phase = Phase::BackingOff;
+                poll_backoff(this.backoff, this.phase, cx)
+            }
         }
+    }
+}
+
+/// The attempt was cancelled before it finished: it is dropped in its context.
+#[inline(never)]
+fn cancelled<S, H, Fut>(execution: &mut Execution<'_, S, H>, attempt: Pin<&mut Option<Fut>>) {
+    match &mut execution.more {
+        None => context::drop_in(&mut None, None, attempt),
+        Some(more) => context::drop_in(&mut more.key, more.span.as_ref(), attempt),
     }
 }
 
@@ -205,8 +218,8 @@ fn poll_backoff<T, E>(
     phase: &mut Phase,
     cx: &mut Context<'_>,
 ) -> Poll<Step<T, E>> {
-    let Some(sleep) = backoff.as_pin_mut() else {
-        unreachable!("backing off with a timer");
+    let Some(sleep) = backoff.as_pin_mut().filter(|_| *phase == Phase::BackingOff) else {
+        panic!("an attempt polled after it finished");
     };
     ready!(sleep.poll(cx));
     *phase = Phase::Finished;

@@ -68,10 +68,10 @@ impl<S, H> Execution<'_, S, H> {
         H: ErrorHandling<E>,
         S: LastError<E>,
     {
-        let Some(hedge) = self.settings.hedge else {
+        let Some(hedge) = self.settings().hedge else {
             return self.attempt_with(make_attempt).await;
         };
-        let guards = self.guards.share();
+        let guards = self.guards();
         let first = match self.admit(&guards).await {
             Ok(admitted) => admitted,
             Err(refusal) => return Step::Done(Err(self.cannot_run(refusal))),
@@ -82,7 +82,7 @@ impl<S, H> Execution<'_, S, H> {
                 budget.on_first_attempt();
             }
         }
-        self.last.clear();
+        self.clear_last();
         match self.round(hedge, &guards, first, &mut make_attempt).await {
             RoundEnd::Won(value) => Step::Done(Ok(value)),
             RoundEnd::Cut => {

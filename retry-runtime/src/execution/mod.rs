@@ -69,7 +69,7 @@ use crate::guards::{Guards, GuardsRef};
 use crate::observe;
 use crate::policy::{Nested, Policy};
 use crate::registry;
-use crate::settings::SettingsRef;
+use crate::settings::Settings;
 
 /// What to do after one attempt.
 #[derive(Debug)]
@@ -88,25 +88,64 @@ pub enum Step<T, E> {
 /// attribute inline the loop into your `async fn`, so that its body can
 /// borrow `&mut self` and other parameters. `S` keeps the last error across
 /// the wait for the next attempt (see [`LastError`]).
+///
+/// What a plain call's first attempt needs (the policy, its cached guards,
+/// the attempt counts) is kept apart from what only some calls need: an
+/// override's settings, a scoped registry's guards, a key, a deadline, an
+/// enabled span, and the state of the backoff (see [`More`]). A call that
+/// needs none of those when it starts leaves them unbuilt until its first
+/// failure, so its success path writes, and drops, only a few words.
 pub struct Execution<'p, S, H> {
     policy: &'p Policy,
-    /// The settings this call runs on (the policy's, or an override).
-    settings: SettingsRef<'p>,
-    guards: GuardsRef<'p>,
-    /// The call's idempotency key; while an attempt is polled in place, the
-    /// key it displaced (see `context::poll_in`).
-    key: Option<Arc<str>>,
+    /// The global registry's guards, cached in the policy; `None` inside a
+    /// scoped registry, whose guards are in `more`.
+    cached: Option<&'p Guards>,
     max_attempts: u32,
     /// Attempts that ran (were admitted) so far.
     attempts: u32,
-    previous_wait: Option<Duration>,
-    /// `None` without a deadline, or when it is too far to arm.
-    deadline: Option<Instant>,
-    rng: Option<JitterRng>,
-    span: tracing::Span,
-    last: S,
+    /// `None` until the call needs any of it (see above).
+    more: Option<More<S>>,
     /// How this call classifies errors and makes rejections into them.
     handling: H,
+}
+
+/// The part of a call's state that a plain call's success path never
+/// touches: built when the call starts if it needs any of it, else at its
+/// first failure (all of it is then at its starting value, as it would
+/// have been at the start).
+struct More<S> {
+    /// The override this call runs on; `None`: the policy's own settings.
+    overridden: Option<Arc<Settings>>,
+    /// A scoped registry's guards (then the call has no cached ones).
+    scoped: Option<Arc<Guards>>,
+    /// The call's idempotency key; while an attempt is polled in place, the
+    /// key it displaced (see `context::poll_in`).
+    key: Option<Arc<str>>,
+    /// `None` without a deadline, or when it is too far to arm.
+    deadline: Option<Instant>,
+    previous_wait: Option<Duration>,
+    rng: Option<JitterRng>,
+    /// The call's span, when enabled.
+    span: Option<tracing::Span>,
+    last: S,
+}
+
+impl<S: Default> More<S> {
+    /// A plain call's starting state, built at its first failure.
+    #[cold]
+    #[inline(never)]
+    fn plain() -> Self {
+        More {
+            overridden: None,
+            scoped: None,
+            key: None,
+            deadline: None,
+            previous_wait: None,
+            rng: None,
+            span: None,
+            last: S::default(),
+        }
+    }
 }
 
 impl<S, H> std::fmt::Debug for Execution<'_, S, H> {
@@ -115,19 +154,32 @@ impl<S, H> std::fmt::Debug for Execution<'_, S, H> {
             .field("operation", &self.policy.operation())
             .field("attempts", &self.attempts)
             .field("max_attempts", &self.max_attempts)
-            .field("deadline", &self.deadline)
+            .field("deadline", &self.deadline())
             .finish_non_exhaustive()
     }
 }
 
 /// The settings for a call of `policy` made now: the override the registry
-/// in effect holds for its operation, else its own.
+/// in effect holds for its operation, if any.
 #[inline(never)]
-fn settings_for_call(policy: &Policy) -> SettingsRef<'_> {
-    match registry::with_current(|registry| registry.operation_override(policy.operation())) {
-        Some(settings) => SettingsRef::Overridden(settings),
-        None => SettingsRef::Compiled(policy.compiled_settings()),
-    }
+fn override_for_call(policy: &Policy) -> Option<Arc<Settings>> {
+    registry::with_current(|registry| registry.operation_override(policy.operation()))
+}
+
+/// Whether DEBUG may be enabled at all (a compile-time filter, then the
+/// subscribers' current maximum): the check `debug_span!` starts with,
+/// taken out so that the span's construction stays out of line.
+#[inline(always)]
+fn debug_enabled() -> bool {
+    use tracing::level_filters::{LevelFilter, STATIC_MAX_LEVEL};
+    tracing::Level::DEBUG <= STATIC_MAX_LEVEL && tracing::Level::DEBUG <= LevelFilter::current()
+}
+
+/// The call's span, unless no subscriber is interested in it.
+#[inline(never)]
+fn call_span(policy: &Policy) -> Option<tracing::Span> {
+    let span = tracing::debug_span!("resilient.call", operation = %policy.operation());
+    (!span.is_disabled()).then_some(span)
 }
 
 impl<'p, S, H> Execution<'p, S, H> {
@@ -135,33 +187,97 @@ impl<'p, S, H> Execution<'p, S, H> {
     pub(crate) fn new(policy: &'p Policy, key: Option<Arc<str>>, last: S, handling: H) -> Self {
         // A call without a key of its own inherits the key of the call it is nested in.
         let (nested, key) = context::inherit(key);
-        let settings = policy.settings_unless_overridden().unwrap_or_else(|| settings_for_call(policy));
-        let deadline = settings.deadline.and_then(clock::instant_after);
+        let overridden = if policy.may_be_overridden() { override_for_call(policy) } else { None };
+        let settings = overridden.as_deref().unwrap_or(policy.compiled_settings());
         let mut max_attempts = settings.max_attempts;
         if nested && policy.nested() == Nested::Once && max_attempts > 1 {
             observe::retries_suppressed(policy.operation(), max_attempts);
             max_attempts = 1;
         }
-        Execution {
-            policy,
-            settings,
-            guards: policy.guards(),
-            key,
-            max_attempts,
-            attempts: 0,
-            previous_wait: None,
-            deadline,
-            rng: None,
-            span: tracing::debug_span!("resilient.call", operation = %policy.operation()),
-            last,
-            handling,
+        let deadline = settings.deadline.and_then(clock::instant_after);
+        let guards = policy.guards();
+        let span = if debug_enabled() { call_span(policy) } else { None };
+        match guards {
+            // Written field by field, so that a plain call stores only these.
+            GuardsRef::Cached(cached)
+                if overridden.is_none() && key.is_none() && deadline.is_none() && span.is_none() =>
+            {
+                Execution { policy, cached: Some(cached), max_attempts, attempts: 0, more: None, handling }
+            }
+            guards => {
+                let more = More {
+                    overridden,
+                    scoped: None,
+                    key,
+                    deadline,
+                    previous_wait: None,
+                    rng: None,
+                    span,
+                    last,
+                };
+                Self::with_more(policy, guards, max_attempts, more, handling)
+            }
         }
+    }
+
+    /// A call that needs `more` from the start.
+    #[inline(never)]
+    fn with_more(
+        policy: &'p Policy,
+        guards: GuardsRef<'p>,
+        max_attempts: u32,
+        mut more: More<S>,
+        handling: H,
+    ) -> Self {
+        let cached = match guards {
+            GuardsRef::Cached(guards) => Some(guards),
+            GuardsRef::Scoped(guards) => {
+                more.scoped = Some(guards);
+                None
+            }
+        };
+        Execution { policy, cached, max_attempts, attempts: 0, more: Some(more), handling }
+    }
+
+    /// The settings this call runs on (the policy's, or an override).
+    #[inline]
+    fn settings(&self) -> &Settings {
+        match self.more.as_ref().and_then(|more| more.overridden.as_deref()) {
+            Some(settings) => settings,
+            None => self.policy.compiled_settings(),
+        }
+    }
+
+    /// The guards this call uses, as a handle of its own, so that permits
+    /// borrow it and not the call's state.
+    #[inline]
+    fn guards(&self) -> GuardsRef<'p> {
+        match (self.cached, self.more.as_ref().and_then(|more| more.scoped.as_ref())) {
+            (Some(guards), _) => GuardsRef::Cached(guards),
+            (None, Some(scoped)) => GuardsRef::Scoped(Arc::clone(scoped)),
+            (None, None) => unreachable!("a call has cached guards or a scoped registry's"),
+        }
+    }
+
+    /// The call's deadline, if it has one that can be armed.
+    #[inline]
+    fn deadline(&self) -> Option<Instant> {
+        self.more.as_ref().and_then(|more| more.deadline)
+    }
+
+    /// The state only some calls need, built now if it was not.
+    #[inline]
+    fn more(&mut self) -> &mut More<S>
+    where
+        S: Default,
+    {
+        self.more.get_or_insert_with(More::plain)
     }
 
     /// Whether the policy hedges: then [`attempt_hedged`](Self::attempt_hedged) is the way to attempt.
     #[inline]
     pub fn hedges(&self) -> bool {
-        self.settings.hedge.is_some()
+        self.settings().hedge.is_some()
     }
 
     /// Attempts that ran so far.
@@ -206,9 +322,11 @@ impl<'p, S, H> Execution<'p, S, H> {
     /// budget (the others may wait, in futures of their own) and no timer.
     #[inline]
     fn direct_guards(&self) -> Option<&'p Guards> {
-        match self.guards {
-            GuardsRef::Cached(guards)
-                if guards.direct && self.settings.attempt_timeout.is_none() && self.deadline.is_none() =>
+        match self.cached {
+            Some(guards)
+                if guards.direct
+                    && self.settings().attempt_timeout.is_none()
+                    && self.deadline().is_none() =>
             {
                 Some(guards)
             }
@@ -225,7 +343,7 @@ impl<'p, S, H> Execution<'p, S, H> {
         S: LastError<E>,
     {
         // A handle of our own, so the permits below borrow it and not `self`.
-        let guards = self.guards.share();
+        let guards = self.guards();
         let admitted = match self.admit(&guards).await {
             Ok(admitted) => admitted,
             Err(refusal) => return Step::Done(Err(self.cannot_run(refusal))),
@@ -236,8 +354,7 @@ impl<'p, S, H> Execution<'p, S, H> {
                 budget.on_first_attempt();
             }
         }
-        // The previous attempt's error is superseded by this attempt's outcome.
-        self.last.clear();
+        self.clear_last();
         let guarded = self.run(make_attempt()).await;
         let wait = match self.settle(admitted, &guards, guarded) {
             Ok(wait) => wait,
@@ -251,16 +368,31 @@ impl<'p, S, H> Execution<'p, S, H> {
         Step::Retry
     }
 
+    /// The previous attempt's error is superseded by this attempt's outcome.
+    #[inline]
+    fn clear_last<E>(&mut self)
+    where
+        S: LastError<E>,
+    {
+        if let Some(more) = &mut self.more {
+            more.last.clear();
+        }
+    }
+
     /// Step 3: runs the attempt under the earlier of its timeout and the deadline.
     async fn run<T, E, Fut>(&self, attempt: Fut) -> Guarded<T, E>
     where
         Fut: Future<Output = Result<T, E>>,
     {
-        let attempt = context::scope(self.key.clone(), &self.span, attempt);
+        let (key, span) = match &self.more {
+            Some(more) => (more.key.clone(), more.span.as_ref()),
+            None => (None, None),
+        };
+        let attempt = context::scope(key, span, attempt);
         // A timeout too long to arm is no timeout.
         let timeout =
-            self.settings.attempt_timeout.and_then(|limit| Some((clock::instant_after(limit)?, limit)));
-        match (timeout, self.deadline) {
+            self.settings().attempt_timeout.and_then(|limit| Some((clock::instant_after(limit)?, limit)));
+        match (timeout, self.deadline()) {
             (None, None) => Guarded::Ran(attempt.await),
             (Some((end, limit)), None) => match timeout_at(end, attempt).await {
                 Ok(result) => Guarded::Ran(result),

@@ -142,7 +142,7 @@ impl<S, H> Execution<'_, S, H> {
         match decide(class, self.attempts, self.max_attempts, self) {
             Decision::Retry(wait) => {
                 observe::retry(self.policy.operation(), self.attempts, wait, class.label());
-                self.last.keep(error);
+                self.more().last.keep(error);
                 Ok(wait)
             }
             Decision::Stop(reason) => {
@@ -161,7 +161,7 @@ impl<S, H> Execution<'_, S, H> {
         S: LastError<E>,
     {
         observe::stop(self.policy.operation(), self.attempts, refusal.reason.label());
-        match self.last.take() {
+        match self.more.as_mut().and_then(|more| more.last.take()) {
             Some(error) => error,
             None => self.handling.reject(refusal.rejection),
         }

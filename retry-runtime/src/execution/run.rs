@@ -30,7 +30,7 @@ impl Policy {
         Fut: Future<Output = Result<T, E>>,
         E: ResilientError,
     {
-        drive(self.execution(None, Kept::default(), ByTraits), op).await
+        drive(self, None, ByTraits, op).await
     }
 
     /// [`run`](Self::run), then `fallback` with the final error, if any:
@@ -76,7 +76,7 @@ impl Policy {
         Fut: Future<Output = Result<T, E>>,
         E: ResilientError,
     {
-        drive(self.execution(Some(key_of(&key)), Kept::default(), ByTraits), op).await
+        drive(self, Some(key_of(&key)), ByTraits, op).await
     }
 
     /// This policy with errors classified by `classify` instead of the
@@ -144,7 +144,7 @@ impl<H> Classified<'_, H> {
         Fut: Future<Output = Result<T, E>>,
         H: ErrorHandling<E> + Copy,
     {
-        drive(self.policy.execution(None, Kept::default(), self.handling), op).await
+        drive(self.policy, None, self.handling, op).await
     }
 
     /// [`Policy::run_with_key`], classified by the function.
@@ -155,7 +155,7 @@ impl<H> Classified<'_, H> {
         Fut: Future<Output = Result<T, E>>,
         H: ErrorHandling<E> + Copy,
     {
-        drive(self.policy.execution(Some(key_of(&key)), Kept::default(), self.handling), op).await
+        drive(self.policy, Some(key_of(&key)), self.handling, op).await
     }
 }
 
@@ -191,12 +191,21 @@ impl<X> ErrorHandling<Error<X>> for ClassifyInner<X> {
     }
 }
 
-async fn drive<T, E, H, F, Fut>(mut execution: Execution<'_, Kept<E>, H>, mut op: F) -> Result<T, E>
+/// The call's state is made here, in the future's running state, and not
+/// by the caller: before its first poll the future holds only the
+/// arguments, and is that much cheaper to move into place.
+async fn drive<T, E, H, F, Fut>(
+    policy: &Policy,
+    key: Option<Arc<str>>,
+    handling: H,
+    mut op: F,
+) -> Result<T, E>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
     H: ErrorHandling<E>,
 {
+    let mut execution = policy.execution(key, Kept::default(), handling);
     loop {
         // The hedged round's state is boxed: it would make every call's
         // future larger (and costlier to move) for a path few policies take.

@@ -20,7 +20,7 @@
 use std::marker::PhantomData;
 
 /// Keeps (or not) the last error across the wait for the next attempt.
-pub trait LastError<E> {
+pub trait LastError<E>: Default {
     /// Holds `error` until the next attempt runs or the call ends.
     fn keep(&mut self, error: E);
     /// The kept error, if any (leaving none).

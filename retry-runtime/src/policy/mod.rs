@@ -17,8 +17,8 @@ pub use builder::PolicyBuilder;
 use crate::backoff::{Backoff, Jitter, stream_seed};
 use crate::guards::{GuardCache, GuardNames, GuardsRef};
 use crate::registry::GuardKind;
+use crate::settings::Hedge;
 pub use crate::settings::Settings;
-use crate::settings::{Hedge, SettingsRef};
 
 /// Upper bound of `max_attempts`: a bound on amplification, not a target.
 pub const MAX_ATTEMPTS_LIMIT: u32 = 100;
@@ -272,12 +272,11 @@ impl Policy {
         &self.settings
     }
 
-    /// The compiled settings, unless a registry may hold an override for
-    /// this operation (then `None`: look it up). While no registry holds
-    /// one, this is one relaxed load.
+    /// Whether a registry may hold an override for this operation (then
+    /// look it up). While no registry holds one, this is one relaxed load.
     #[inline]
-    pub(crate) fn settings_unless_overridden(&self) -> Option<SettingsRef<'_>> {
-        (self.overrides.load(Ordering::Relaxed) == 0).then_some(SettingsRef::Compiled(&self.settings))
+    pub(crate) fn may_be_overridden(&self) -> bool {
+        self.overrides.load(Ordering::Relaxed) != 0
     }
 
     /// How many registries hold an override for this operation: they add
