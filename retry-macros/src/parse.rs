@@ -315,10 +315,10 @@ fn boolean(name: &str, expr: &Expr) -> syn::Result<bool> {
 fn parameter(argument: &Argument, expr: &Expr) -> syn::Result<Ident> {
     let name = argument.name;
     // `self` is a one-segment path too: `validate` rejects it with the other parameter checks.
-    if let Expr::Path(p) = peel(expr) {
-        if let (None, Some(ident)) = (&p.qself, p.path.get_ident()) {
-            return Ok(ident.clone());
-        }
+    if let Expr::Path(p) = peel(expr)
+        && let (None, Some(ident)) = (&p.qself, p.path.get_ident())
+    {
+        return Ok(ident.clone());
     }
     let message = match literal(expr) {
         Some(Lit::Str(s)) if syn::parse_str::<Ident>(&s.value()).is_ok() => format!(

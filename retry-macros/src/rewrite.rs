@@ -38,12 +38,14 @@ pub(crate) fn fresh_arguments(sig: &mut Signature) -> Fresh {
             .collect();
         match peel(&typed.ty) {
             Type::Reference(reference) if reference.mutability.is_some() => {
-                if let Pat::Ident(pat) = &*typed.pat {
-                    if pat.by_ref.is_none() && pat.mutability.is_none() && pat.subpat.is_none() {
-                        let ident = &pat.ident;
-                        fresh.before.push(quote!(#(#cfgs)* let #ident = &mut *#ident;));
-                        fresh.inside.push(quote!(#(#cfgs)* let #ident = #ident;));
-                    }
+                if let Pat::Ident(pat) = &*typed.pat
+                    && pat.by_ref.is_none()
+                    && pat.mutability.is_none()
+                    && pat.subpat.is_none()
+                {
+                    let ident = &pat.ident;
+                    fresh.before.push(quote!(#(#cfgs)* let #ident = &mut *#ident;));
+                    fresh.inside.push(quote!(#(#cfgs)* let #ident = #ident;));
                 }
             }
             Type::Reference(_) => {}

@@ -26,10 +26,10 @@ const SYNONYMS: &[(&str, &str)] = &[
 /// The candidate `word` was most likely meant to be, if any is close enough.
 pub(crate) fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
     let lower = word.to_ascii_lowercase();
-    if let Some(&(_, ours)) = SYNONYMS.iter().find(|(theirs, _)| *theirs == lower) {
-        if let Some(found) = candidates.iter().find(|c| **c == ours) {
-            return Some(found);
-        }
+    if let Some(&(_, ours)) = SYNONYMS.iter().find(|(theirs, _)| *theirs == lower)
+        && let Some(found) = candidates.iter().find(|c| **c == ours)
+    {
+        return Some(found);
     }
     // `Max_Attempts`, `maxAttempts`, `deadline` (for `deadline_ms`): same word, other spelling.
     let squashed = squash(&lower);

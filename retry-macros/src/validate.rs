@@ -96,41 +96,42 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
     check(positive(&args, "deadline_ms", "no deadline"));
     if let (Some(timeout), Some(deadline), Some((_, setting))) =
         (attempt_timeout_ms, deadline_ms, args.integer("attempt_timeout_ms"))
+        && timeout >= deadline
+        && deadline > 0
     {
-        if timeout >= deadline && deadline > 0 {
-            check(Err(at(
-                setting,
-                format!(
-                    "`attempt_timeout_ms` must be less than `deadline_ms`: a {timeout} ms attempt timeout could never fire, the {deadline} ms deadline ends the call first"
-                ),
-            )));
-        }
+        check(Err(at(
+            setting,
+            format!(
+                "`attempt_timeout_ms` must be less than `deadline_ms`: a {timeout} ms attempt timeout could never fire, the {deadline} ms deadline ends the call first"
+            ),
+        )));
     }
 
     for name in ["breaker", "budget", "bulkhead", "throttle", "rate_limit", "name"] {
-        if let Some((value, s)) = args.name(name) {
-            if value.trim().is_empty() {
-                let without = if name == "name" {
-                    "the default, `module_path::fn`".to_owned()
-                } else {
-                    format!("no {}", name.replace('_', " "))
-                };
-                check(Err(at(
-                    s,
-                    format!("`{name}` needs a name, not an empty string; leave `{name}` out for {without}"),
-                )));
-            }
+        if let Some((value, s)) = args.name(name)
+            && value.trim().is_empty()
+        {
+            let without = if name == "name" {
+                "the default, `module_path::fn`".to_owned()
+            } else {
+                format!("no {}", name.replace('_', " "))
+            };
+            check(Err(at(
+                s,
+                format!("`{name}` needs a name, not an empty string; leave `{name}` out for {without}"),
+            )));
         }
     }
 
     let idempotent = args.boolean("idempotent");
-    if let Some((false, s)) = idempotent {
-        if max_attempts > 1 && args.get("key").is_none() {
-            check(Err(syn::Error::new_spanned(
-                &s.pair,
-                "a non-idempotent operation may only be retried with an idempotency key: add `key = <param>` or set `max_attempts = 1`",
-            )));
-        }
+    if let Some((false, s)) = idempotent
+        && max_attempts > 1
+        && args.get("key").is_none()
+    {
+        check(Err(syn::Error::new_spanned(
+            &s.pair,
+            "a non-idempotent operation may only be retried with an idempotency key: add `key = <param>` or set `max_attempts = 1`",
+        )));
     }
     if let Some(key) = args.parameter("key") {
         check(key_parameter(key, item));
@@ -155,13 +156,13 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
         None => default_max_hedges,
     };
     if let Some((_, setting)) = args.integer("hedge_after_ms") {
-        if let Some((false, _)) = idempotent {
-            if args.get("key").is_none() {
-                check(Err(syn::Error::new_spanned(
-                    &setting.pair,
-                    "a non-idempotent operation may only be hedged with an idempotency key: add `key = <param>` (every hedge carries the same key) or leave out `hedge_after_ms`",
-                )));
-            }
+        if let Some((false, _)) = idempotent
+            && args.get("key").is_none()
+        {
+            check(Err(syn::Error::new_spanned(
+                &setting.pair,
+                "a non-idempotent operation may only be hedged with an idempotency key: add `key = <param>` (every hedge carries the same key) or leave out `hedge_after_ms`",
+            )));
         }
         check(no_mutable_borrow_hedged(&item.sig));
     }
@@ -353,12 +354,11 @@ fn no_mutable_borrow_hedged(sig: &Signature) -> syn::Result<()> {
         return Err(syn::Error::new(receiver.self_span, MESSAGE));
     }
     for input in &sig.inputs {
-        if let FnArg::Typed(typed) = input {
-            if let Type::Reference(reference) = peel(&typed.ty) {
-                if let Some(mutability) = reference.mutability {
-                    return Err(syn::Error::new(mutability.span, MESSAGE));
-                }
-            }
+        if let FnArg::Typed(typed) = input
+            && let Type::Reference(reference) = peel(&typed.ty)
+            && let Some(mutability) = reference.mutability
+        {
+            return Err(syn::Error::new(mutability.span, MESSAGE));
         }
     }
     Ok(())

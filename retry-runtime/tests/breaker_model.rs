@@ -83,10 +83,11 @@ impl Reference {
     }
 
     fn abandon(&mut self, t: RefTicket) {
-        if t.generation == self.generation && t.probe {
-            if let RefState::HalfOpen { probes, .. } = &mut self.state {
-                *probes -= 1;
-            }
+        if t.generation == self.generation
+            && t.probe
+            && let RefState::HalfOpen { probes, .. } = &mut self.state
+        {
+            *probes -= 1;
         }
     }
 

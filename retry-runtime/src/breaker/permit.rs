@@ -52,10 +52,10 @@ impl<'a> BreakerPermit<'a> {
 impl Drop for BreakerPermit<'_> {
     #[inline]
     fn drop(&mut self) {
-        if let Some(ticket) = self.ticket.take() {
-            if ticket.probe {
-                self.breaker.abandon(ticket);
-            }
+        if let Some(ticket) = self.ticket.take()
+            && ticket.probe
+        {
+            self.breaker.abandon(ticket);
         }
     }
 }

@@ -287,10 +287,10 @@ impl RetryBudget {
     /// ignores it.
     #[inline]
     pub fn deposit(&self) {
-        if let Form::Bucket(bucket) = &self.form {
-            if bucket.has_room() {
-                self.refill(bucket);
-            }
+        if let Form::Bucket(bucket) = &self.form
+            && bucket.has_room()
+        {
+            self.refill(bucket);
         }
     }
 

@@ -74,21 +74,21 @@ pub(super) struct Admitted<'g> {
 impl<S, H> Execution<'_, S, H> {
     /// Admission: the throttle, the breaker, the rate limit, the bulkhead.
     pub(super) async fn admit<'g>(&self, guards: &'g Guards) -> Result<Admitted<'g>, Refusal> {
-        if let Some(throttle) = &guards.throttle {
-            if !throttle.admit() {
-                return Err(Refusal::throttled(throttle));
-            }
+        if let Some(throttle) = &guards.throttle
+            && !throttle.admit()
+        {
+            return Err(Refusal::throttled(throttle));
         }
         let mut breaker = admit_breaker(guards)?;
-        if let Some(limit) = &guards.rate_limit {
-            if !limit.try_acquire() {
-                // As for the bulkhead below: no probe slot held while waiting.
-                drop(breaker.take());
-                // Boxed: the waits are rare, and their state would make every
-                // attempt's future larger (and costlier to move).
-                Box::pin(self.wait_for_turn(limit)).await?;
-                breaker = admit_breaker(guards)?;
-            }
+        if let Some(limit) = &guards.rate_limit
+            && !limit.try_acquire()
+        {
+            // As for the bulkhead below: no probe slot held while waiting.
+            drop(breaker.take());
+            // Boxed: the waits are rare, and their state would make every
+            // attempt's future larger (and costlier to move).
+            Box::pin(self.wait_for_turn(limit)).await?;
+            breaker = admit_breaker(guards)?;
         }
         let bulkhead = match &guards.bulkhead {
             None => None,

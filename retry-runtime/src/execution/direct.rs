@@ -137,10 +137,10 @@ where
                     *this.phase = Phase::Running;
                     let execution = &mut **this.execution;
                     execution.attempts += 1;
-                    if execution.attempts == 1 {
-                        if let Some(budget) = &this.guards.budget {
-                            budget.on_first_attempt();
-                        }
+                    if execution.attempts == 1
+                        && let Some(budget) = &this.guards.budget
+                    {
+                        budget.on_first_attempt();
                     }
                     execution.clear_last();
                 }

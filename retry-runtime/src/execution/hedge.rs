@@ -77,10 +77,10 @@ impl<S, H> Execution<'_, S, H> {
             Err(refusal) => return Step::Done(Err(self.cannot_run(refusal))),
         };
         self.attempts += 1;
-        if self.attempts == 1 {
-            if let Some(budget) = &guards.budget {
-                budget.on_first_attempt();
-            }
+        if self.attempts == 1
+            && let Some(budget) = &guards.budget
+        {
+            budget.on_first_attempt();
         }
         self.clear_last();
         match self.round(hedge, &guards, first, &mut make_attempt).await {
@@ -183,25 +183,25 @@ impl<S, H> Execution<'_, S, H> {
     /// Every guard's leave for a hedge, none of them waited for; the budget
     /// token is taken only once the others have said yes.
     fn admit_hedge<'g>(&self, guards: &'g Guards) -> Option<Admitted<'g>> {
-        if let Some(throttle) = &guards.throttle {
-            if !throttle.admit() {
-                return None;
-            }
+        if let Some(throttle) = &guards.throttle
+            && !throttle.admit()
+        {
+            return None;
         }
         let breaker = admit_breaker(guards).ok()?;
         let bulkhead = match &guards.bulkhead {
             None => None,
             Some(bulkhead) => Some(bulkhead.try_acquire()?),
         };
-        if let Some(budget) = &guards.budget {
-            if !budget.try_withdraw() {
-                return None;
-            }
+        if let Some(budget) = &guards.budget
+            && !budget.try_withdraw()
+        {
+            return None;
         }
-        if let Some(limit) = &guards.rate_limit {
-            if !limit.try_acquire() {
-                return None;
-            }
+        if let Some(limit) = &guards.rate_limit
+            && !limit.try_acquire()
+        {
+            return None;
         }
         Some(Admitted { breaker, bulkhead })
     }

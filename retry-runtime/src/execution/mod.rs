@@ -349,10 +349,10 @@ impl<'p, S, H> Execution<'p, S, H> {
             Err(refusal) => return Step::Done(Err(self.cannot_run(refusal))),
         };
         self.attempts += 1;
-        if self.attempts == 1 {
-            if let Some(budget) = &guards.budget {
-                budget.on_first_attempt();
-            }
+        if self.attempts == 1
+            && let Some(budget) = &guards.budget
+        {
+            budget.on_first_attempt();
         }
         self.clear_last();
         let guarded = self.run(make_attempt()).await;

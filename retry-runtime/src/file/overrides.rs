@@ -71,17 +71,17 @@ pub(super) fn merged_operations(
                 problems.push(span, Some(key), format!("`{key}` must be greater than 0"));
             }
         }
-        if let (Some(timeout), Some(deadline)) = (settings.attempt_timeout, settings.deadline) {
-            if timeout >= deadline && !deadline.is_zero() {
-                let message = format!(
-                    "`attempt_timeout_ms` must be less than `deadline_ms`: a {} ms attempt timeout could never fire, the {} ms deadline ends the call first",
-                    timeout.as_millis(),
-                    deadline.as_millis()
-                );
-                let given =
-                    value.attempt_timeout.as_ref().or(value.deadline.as_ref()).map(|(_, s)| s.clone());
-                problems.push(&at(given), Some("attempt_timeout_ms"), message);
-            }
+        if let (Some(timeout), Some(deadline)) = (settings.attempt_timeout, settings.deadline)
+            && timeout >= deadline
+            && !deadline.is_zero()
+        {
+            let message = format!(
+                "`attempt_timeout_ms` must be less than `deadline_ms`: a {} ms attempt timeout could never fire, the {} ms deadline ends the call first",
+                timeout.as_millis(),
+                deadline.as_millis()
+            );
+            let given = value.attempt_timeout.as_ref().or(value.deadline.as_ref()).map(|(_, s)| s.clone());
+            problems.push(&at(given), Some("attempt_timeout_ms"), message);
         }
         if settings.max_attempts > 1 {
             for policy in &policies {

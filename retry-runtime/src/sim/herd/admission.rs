@@ -14,12 +14,12 @@ impl Run<'_> {
         let state = &mut self.clients[client as usize];
         state.attempts += 1;
         if let Some(guards) = &mut self.guards {
-            if let Some(throttle) = &mut guards.throttle {
-                if !throttle.admit(now).0 {
-                    // Refused locally: no load, and the call ends.
-                    self.throttled += 1;
-                    return;
-                }
+            if let Some(throttle) = &mut guards.throttle
+                && !throttle.admit(now).0
+            {
+                // Refused locally: no load, and the call ends.
+                self.throttled += 1;
+                return;
             }
             if let Some(breaker) = &mut guards.breaker {
                 let (admission, transition) = breaker.admit(now);
