@@ -28,7 +28,7 @@ mod tests {
     async fn durations_past_the_horizon_never_end() {
         assert_eq!(instant_after(Duration::MAX), None);
         assert_eq!(instant_after(HORIZON + Duration::from_nanos(1)), None);
-        assert_eq!(instant_after(Duration::from_secs(1)), Some(Instant::now() + Duration::from_secs(1)));
+        assert_eq!(instant_after(Duration::from_secs(1)), Instant::now().checked_add(Duration::from_secs(1)));
         assert!(instant_after(HORIZON).is_some());
     }
 }

@@ -259,7 +259,12 @@ async fn aborting_calls_at_random_points_leaks_nothing() {
          probes aborted while holding a slot (between waves): {abandoned_probes}"
     );
     assert!(aborted > calls / 10, "the test must really abort calls ({aborted} of {calls})");
-    assert!(attempts > u64::from(calls) / 10, "the calls must really run attempts ({attempts})");
+    // About 10% of the calls reach an attempt on an idle machine; on a busy
+    // one more of them find the 1 ms open period still running (real time
+    // passes while they wait to be polled) and end without one (1,975 of
+    // 20,000 was seen with builds beside it). The bound only has to show
+    // that the stress is not vacuous, so it leaves a factor of ten.
+    assert!(attempts > u64::from(calls) / 100, "the calls must really run attempts ({attempts})");
     // The random calls themselves keep the breaker cycling (about 7 rounds
     // a wave on the development machine; the bounds leave room for slower
     // ones), so aborts also land on probes and on calls waiting out an open breaker.

@@ -9,7 +9,7 @@ use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use axum::response::sse::Event;
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::time::MissedTickBehavior;
 
 use super::snapshot::{
     BreakerView, BudgetView, BulkheadView, Counts, RateLimitView, Snapshot, State, TRANSITIONS_KEPT,
@@ -95,7 +95,9 @@ impl History {
 
 /// The sampler task: one sample per period until the router is gone.
 pub(super) async fn run(router: WeakShared) {
-    let mut ticks = tokio::time::interval_at(Instant::now() + PERIOD, PERIOD);
+    let mut ticks = tokio::time::interval(PERIOD);
+    // The first tick is at once; the first sample is a period later.
+    ticks.tick().await;
     // After a stall (a suspended process), sample once and carry on: the
     // late period holds everything since the last sample.
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);

@@ -57,7 +57,7 @@ impl CircuitBreaker {
     /// use tokio::time::Instant;
     /// use resilient::{BreakerConfig, BreakerState, CircuitBreaker};
     /// let breaker = CircuitBreaker::new("db", BreakerConfig::default()).unwrap();
-    /// breaker.trip_until(Instant::now() + Duration::from_secs(3), Some(1));
+    /// breaker.trip_until(Instant::now().checked_add(Duration::from_secs(3)).unwrap(), Some(1));
     /// assert_eq!(breaker.remaining_open(), Some(Duration::from_secs(3)));
     /// tokio::time::advance(Duration::from_secs(3)).await;
     /// let probe = breaker.try_acquire().expect("the one probe");
