@@ -33,7 +33,7 @@ command -v cargo-mutants >/dev/null || cargo install --locked cargo-mutants
 targets=(--lib
   --test attribute --test metrics
   --test breaker_model --test caller_gets --test cancellation --test direct_path
-  --test guards --test properties --test retry_loop --test adaptive)
+  --test guards --test properties --test retry_loop --test adaptive --test contract_edges)
 
 export RESILIENT_STRESS_CALLS="${RESILIENT_STRESS_CALLS:-20000}"
 # No debug info: every mutant relinks a dozen test binaries, and the linker's
