@@ -32,8 +32,8 @@ use tokio::runtime::Runtime;
 #[macro_use]
 mod shared;
 use shared::{
-    backon_defaults, bare, breaker_budget, declare, defaults, fails_once, policy, runtime, with_bulkhead,
-    with_timeout,
+    backon_defaults, bare, breaker_budget, declare, defaults, fails_once, overridden, policy, runtime,
+    with_bulkhead, with_timeout,
 };
 
 /// Calls in the shorter run; the longer one makes twice as many. A multiple
@@ -79,6 +79,15 @@ fn attribute_defaults(f: (Runtime, u64)) -> Runtime {
 #[bench::twice_n(args = (2 * N,), setup = fixture)]
 fn breaker_budget_call(f: (Runtime, u64)) -> Runtime {
     drive(f, || used!(breaker_budget(black_box(1))))
+}
+
+// `breaker_budget_call` with a configuration file's override in force for
+// the function: the registry's settings are looked up on every call.
+#[library_benchmark]
+#[bench::n(args = (N,), setup = fixture)]
+#[bench::twice_n(args = (2 * N,), setup = fixture)]
+fn breaker_budget_overridden(f: (Runtime, u64)) -> Runtime {
+    drive(f, || used!(overridden(black_box(1))))
 }
 
 #[library_benchmark]
@@ -131,7 +140,7 @@ fn fail_once_then_succeed(f: (Runtime, u64)) -> Runtime {
 
 library_benchmark_group!(
     name = success;
-    benchmarks = bare_call, attribute_defaults, breaker_budget_call, breaker_budget_bulkhead,
+    benchmarks = bare_call, attribute_defaults, breaker_budget_call, breaker_budget_overridden, breaker_budget_bulkhead,
         breaker_budget_bulkhead_timeout, policy_run, backon_retry, failsafe_breaker, fail_once_then_succeed
 );
 

@@ -39,8 +39,8 @@ use resilient::{Classify, ErrorClass, Outcome, Rejection, registry, resilient};
 #[macro_use]
 mod shared;
 use shared::{
-    BREAKER, BenchError, backon_defaults, bare, breaker_budget, declare, defaults, fails_once, policy,
-    runtime, with_bulkhead, with_timeout,
+    BREAKER, BenchError, backon_defaults, bare, breaker_budget, declare, defaults, fails_once, overridden,
+    policy, runtime, with_bulkhead, with_timeout,
 };
 
 /// `breaker_budget` again, but called from two places (see `benches`): the
@@ -93,6 +93,9 @@ fn success(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
     group.bench_function("bare", |b| b.to_async(rt).iter(|| used!(bare(black_box(1)))));
     group.bench_function("attribute_defaults", |b| b.to_async(rt).iter(|| used!(defaults(black_box(1)))));
     group.bench_function("breaker_budget", |b| b.to_async(rt).iter(|| used!(breaker_budget(black_box(1)))));
+    group.bench_function("breaker_budget_overridden", |b| {
+        b.to_async(rt).iter(|| used!(overridden(black_box(1))))
+    });
     group.bench_function("breaker_budget_out_of_line", |b| {
         b.to_async(rt).iter(|| used!(breaker_budget_out_of_line(black_box(1))))
     });

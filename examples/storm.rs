@@ -9,9 +9,11 @@
 //! Prints one row per (model, clients, strategy): the work (attempts that
 //! reached the dependency), completion times of the clients that
 //! succeeded, the peak load (attempts in the busiest 10 ms), and how many
-//! clients gave up. Then writes `storm.svg` into the target directory
+//! clients gave up. Then the findings the README quotes, and how `adaptive`
+//! fares against full jitter on the targets of issue 15. Then writes
+//! `storm.svg` and `storm-brownout.svg` into the target directory
 //! (`$CARGO_TARGET_DIR`, else `target/`): arrivals per 10 ms for every
-//! strategy, 100 clients, overload model.
+//! strategy, 100 clients, overload and brownout models.
 //!
 //! Every number is deterministic (seeded, virtual time): run it twice, get
 //! the same table.
@@ -28,33 +30,55 @@
 //! opens on the first wave of failures and the clients behind it fail fast,
 //! so the dependency sees barely more than one attempt per client. That is
 //! the trade a breaker makes: right for a dependency that is down, costly for
-//! one that is merely busy or contended.
+//! one that is merely busy or contended. `adaptive` replaces the breaker
+//! with a bulkhead whose limit adapts (see `Strategy::Adaptive`): the herd
+//! queues for permits instead of failing, so it does a fraction of full
+//! jitter's work and finishes no later. The brownout model is a dependency
+//! that slows down under load until attempts time out.
 
 use std::error::Error;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use plotters::prelude::*;
-use resilient::Jitter;
 use resilient::sim::{HerdConfig, HerdReport, Strategy, simulate};
+use resilient::{Jitter, RatioBudget};
 
 const CLIENTS: [u32; 4] = [10, 50, 100, 190];
 /// The herd size the findings (and the README) are about.
 const FINDINGS_CLIENTS: u32 = 100;
+/// The herd sizes issue 15 sets `adaptive`'s targets for.
+const TARGET_CLIENTS: [u32; 3] = [50, 100, 190];
 const SEED: u64 = 2015;
 
 fn main() -> Result<(), Box<dyn Error>> {
     println!(
-        "{:<10} {:<12} {:>4} {:>6} {:>7} {:>7} {:>7} {:>5} {:>6} {:>7} {:>7}",
-        "model", "strategy", "N", "work", "p50 ms", "p99 ms", "max ms", "peak", "retry", "gave up", "breaker"
+        "{:<10} {:<12} {:>4} {:>6} {:>7} {:>7} {:>7} {:>5} {:>6} {:>7} {:>7} {:>6}",
+        "model",
+        "strategy",
+        "N",
+        "work",
+        "p50 ms",
+        "p99 ms",
+        "max ms",
+        "peak",
+        "retry",
+        "gave up",
+        "breaker",
+        "limit"
     );
     let mut for_findings = Vec::new();
-    for preset in [HerdConfig::contention(), HerdConfig::overload()] {
+    let mut for_targets = Vec::new();
+    for preset in [HerdConfig::contention(), HerdConfig::overload(), HerdConfig::brownout()] {
         for clients in CLIENTS {
             let config = HerdConfig { clients, seed: SEED, ..preset };
             for strategy in Strategy::ALL {
                 let report = simulate(&config, strategy)?;
                 print_row(&report);
+                let target = matches!(strategy, Strategy::Backoff(Jitter::Full) | Strategy::Adaptive);
+                if target && TARGET_CLIENTS.contains(&clients) {
+                    for_targets.push(report.clone());
+                }
                 if clients == FINDINGS_CLIENTS {
                     for_findings.push(report);
                 }
@@ -65,22 +89,29 @@ fn main() -> Result<(), Box<dyn Error>> {
     println!("work: attempts that reached the dependency. p50/p99/max: completion times of the clients");
     println!("that succeeded. peak: most attempts in one 10 ms; retry: the same, retries only (every");
     println!("strategy sends the same first wave at t = 0). gave up: clients without a success;");
-    println!("breaker: of those, stopped by the shared breaker (failed fast, no load).");
+    println!("breaker: of those, stopped by the shared breaker (failed fast, no load). limit: the");
+    println!("lowest and highest concurrency limit of adaptive's bulkhead.");
     println!();
     print_findings(&for_findings)?;
+    println!();
+    print_targets(&for_targets)?;
+    println!();
 
-    let config = HerdConfig { clients: 100, seed: SEED, ..HerdConfig::overload() };
-    let reports = Strategy::ALL.iter().map(|&s| simulate(&config, s)).collect::<Result<Vec<_>, _>>()?;
-    let path = chart_path()?;
-    std::fs::write(&path, chart(&reports, config.clients)?)?;
-    println!("chart: {}", path.display());
+    for (preset, file) in
+        [(HerdConfig::overload(), "storm.svg"), (HerdConfig::brownout(), "storm-brownout.svg")]
+    {
+        let config = HerdConfig { clients: 100, seed: SEED, ..preset };
+        let reports = Strategy::ALL.iter().map(|&s| simulate(&config, s)).collect::<Result<Vec<_>, _>>()?;
+        let path = chart_path(file)?;
+        std::fs::write(&path, chart(&reports, config.clients)?)?;
+        println!("chart: {}", path.display());
+    }
     Ok(())
 }
 
 fn print_row(r: &HerdReport) {
-    let ms = |d: Option<Duration>| d.map_or_else(|| "-".to_owned(), |d| d.as_millis().to_string());
     println!(
-        "{:<10} {:<12} {:>4} {:>6} {:>7} {:>7} {:>7} {:>5} {:>6} {:>7} {:>7}",
+        "{:<10} {:<12} {:>4} {:>6} {:>7} {:>7} {:>7} {:>5} {:>6} {:>7} {:>7} {:>6}",
         r.model.name(),
         r.strategy.name(),
         r.clients,
@@ -92,7 +123,17 @@ fn print_row(r: &HerdReport) {
         r.retry_peak,
         r.gave_up(),
         r.breaker_stopped,
+        limit_range(r),
     );
+}
+
+/// The lowest and highest limit an adaptive bulkhead took (`-` without one).
+fn limit_range(r: &HerdReport) -> String {
+    let limits = r.limits.iter().map(|&(_, limit)| limit);
+    match (limits.clone().min(), limits.max()) {
+        (Some(low), Some(high)) => format!("{low}-{high}"),
+        _ => "-".to_owned(),
+    }
 }
 
 /// The comparisons the README makes, computed from the table's rows, so
@@ -127,28 +168,134 @@ fn print_findings(reports: &[HerdReport]) -> Result<(), Box<dyn Error>> {
         "- overload: immediate retries peak at {} retries in 10 ms, full jitter at {}",
         immediate.retry_peak, full.retry_peak,
     );
+    let full = find("brownout", Strategy::Backoff(Jitter::Full))?;
+    let immediate = find("brownout", Strategy::Immediate)?;
+    println!(
+        "- brownout: full jitter needs {} attempts for {} clients and its p99 is {} ms; \
+         immediate retries need {} and {} clients give up",
+        full.attempts,
+        full.clients,
+        ms(full.p99()),
+        immediate.attempts,
+        immediate.gave_up(),
+    );
     Ok(())
 }
 
-/// `$CARGO_TARGET_DIR/storm.svg`, else `target/storm.svg` in this package.
-fn chart_path() -> std::io::Result<PathBuf> {
+/// `adaptive` against full jitter on the three targets of issue 15, per
+/// model and herd size: no client gives up, at most 0.8 times the work,
+/// a p99 completion no later. One line each, saying which target is missed
+/// and by how much; then the same with a looser budget where the default
+/// one stops clients, and how often the targets hold on other seeds.
+fn print_targets(reports: &[HerdReport]) -> Result<(), Box<dyn Error>> {
+    println!(
+        "targets (adaptive against full jitter, seed {SEED}: nobody gives up, work <= 0.8x, p99 <= full's):"
+    );
+    for full in reports.iter().filter(|r| r.strategy == Strategy::Backoff(Jitter::Full)) {
+        let adaptive = reports
+            .iter()
+            .find(|r| r.strategy == Strategy::Adaptive && r.model == full.model && r.clients == full.clients)
+            .ok_or_else(|| format!("no adaptive row for {} N={}", full.model, full.clients))?;
+        print_target_line(&format!("N={}", full.clients), full, adaptive);
+    }
+
+    // The default budget stops some of 190 contending clients; a looser one does not.
+    let budget = RatioBudget { ratio: 0.5, ..Default::default() };
+    let config = HerdConfig { clients: 190, seed: SEED, budget: budget.into(), ..HerdConfig::contention() };
+    let full = simulate(&config, Strategy::Backoff(Jitter::Full))?;
+    let adaptive = simulate(&config, Strategy::Adaptive)?;
+    print_target_line(&format!("N=190, budget ratio {}", budget.ratio), &full, &adaptive);
+
+    // One seed proves little: how often do the targets hold at N = 100 on others?
+    for preset in [HerdConfig::contention(), HerdConfig::overload(), HerdConfig::brownout()] {
+        let (mut met, mut worst, mut work) = (0, Vec::<String>::new(), Vec::new());
+        for seed in OTHER_SEEDS {
+            let config = HerdConfig { clients: 100, seed, ..preset };
+            let full = simulate(&config, Strategy::Backoff(Jitter::Full))?;
+            let adaptive = simulate(&config, Strategy::Adaptive)?;
+            work.push((100 * adaptive.attempts).div_ceil(full.attempts));
+            let missed = missed(&full, &adaptive);
+            if missed.is_empty() {
+                met += 1;
+            } else {
+                worst.push(format!("{seed} ({})", missed.join(", ")));
+            }
+        }
+        println!(
+            "- {:<10} N=100, seeds {}-{}: work {}-{}% of full jitter's; targets met on {met} of {}{}",
+            preset.model.name(),
+            OTHER_SEEDS.start(),
+            OTHER_SEEDS.end(),
+            work.iter().min().ok_or("no seeds")?,
+            work.iter().max().ok_or("no seeds")?,
+            OTHER_SEEDS.count(),
+            if worst.is_empty() { String::new() } else { format!("; missed on seed {}", worst.join(", ")) },
+        );
+    }
+    Ok(())
+}
+
+/// The seeds the robustness lines of the targets try besides [`SEED`].
+const OTHER_SEEDS: std::ops::RangeInclusive<u64> = 1..=8;
+
+/// Which of the targets `adaptive` misses against `full`, and by how much.
+fn missed(full: &HerdReport, adaptive: &HerdReport) -> Vec<String> {
+    let mut missed = Vec::new();
+    if adaptive.gave_up() > 0 {
+        missed.push(format!("{} gave up", adaptive.gave_up()));
+    }
+    let work = adaptive.attempts as f64 / full.attempts as f64;
+    if work > 0.8 {
+        missed.push(format!("work {work:.2}x"));
+    }
+    let p99 = |r: &HerdReport| r.p99().map_or(f64::INFINITY, |d| d.as_secs_f64());
+    if p99(adaptive) > p99(full) {
+        missed.push(format!("p99 {:+.1}%", 100.0 * (p99(adaptive) / p99(full) - 1.0)));
+    }
+    missed
+}
+
+fn print_target_line(label: &str, full: &HerdReport, adaptive: &HerdReport) {
+    let missed = missed(full, adaptive);
+    println!(
+        "- {:<10} {:<8}  work {:>4} vs {:>4} ({:>3.0}%)  p99 {:>5} vs {:>5} ms  gave up {:>2} vs {:>2}  {}",
+        full.model.name(),
+        label,
+        adaptive.attempts,
+        full.attempts,
+        100.0 * adaptive.attempts as f64 / full.attempts as f64,
+        ms(adaptive.p99()),
+        ms(full.p99()),
+        adaptive.gave_up(),
+        full.gave_up(),
+        if missed.is_empty() { "met".to_owned() } else { format!("missed: {}", missed.join(", ")) },
+    );
+}
+
+fn ms(d: Option<Duration>) -> String {
+    d.map_or_else(|| "-".to_owned(), |d| d.as_millis().to_string())
+}
+
+/// `$CARGO_TARGET_DIR/<file>`, else `target/<file>` in this package.
+fn chart_path(file: &str) -> std::io::Result<PathBuf> {
     let dir = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
     std::fs::create_dir_all(&dir)?;
-    Ok(dir.join("storm.svg"))
+    Ok(dir.join(file))
 }
 
 const WIDTH: u32 = 1000;
 const HEIGHT: u32 = 820;
 const LEGEND_WIDTH: u32 = 250;
-const COLORS: [RGBColor; 6] = [
+const COLORS: [RGBColor; 7] = [
     RGBColor(214, 39, 40),   // immediate
     RGBColor(255, 127, 14),  // none
     RGBColor(44, 160, 44),   // full
     RGBColor(31, 119, 180),  // equal
     RGBColor(148, 103, 189), // decorrelated
     RGBColor(23, 23, 23),    // recommended
+    RGBColor(227, 119, 194), // adaptive
 ];
 
 /// Arrivals per bucket over time, one line per strategy: the whole run on
@@ -176,7 +323,8 @@ fn chart(reports: &[HerdReport], clients: u32) -> Result<String, Box<dyn Error>>
             "middle",
             17,
             &format!(
-                "Attempts arriving at the dependency per {bucket_ms} ms: {clients} clients, overload model"
+                "Attempts arriving at the dependency per {bucket_ms} ms: {clients} clients, {} model",
+                reports[0].model.name()
             ),
         ));
         let (top, bottom) = root.split_vertically(HEIGHT / 2);

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 
 baseline="benches/instructions.baseline"
 # The rows a new baseline holds: every configuration of ours.
-default_rows=(attribute_defaults breaker_budget_call breaker_budget_bulkhead breaker_budget_bulkhead_timeout
+default_rows=(attribute_defaults breaker_budget_call breaker_budget_overridden breaker_budget_bulkhead breaker_budget_bulkhead_timeout
   policy_run)
 
 update=false

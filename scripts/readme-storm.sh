@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the storm example (deterministic: seeded, virtual time) and writes its
-# 100-client rows and its findings into README.md, between the
-# `storm-table` and `storm-findings` markers.
+# 100-client rows of every model, its findings, and how `adaptive` fares on
+# the targets of issue 15 into README.md, between the `storm-table`,
+# `storm-findings` and `storm-targets` markers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,5 +16,10 @@ cargo run --quiet --example storm >"$out"
   echo '```'
 } | scripts/readme-block.sh storm-table
 sed -n '/^findings /,/^$/{/^- /p}' "$out" | scripts/readme-block.sh storm-findings
-echo "README.md: storm table and findings written:"
-sed -n '/^findings /,/^$/p' "$out"
+{
+  echo '```text'
+  sed -n '/^targets /,/^$/{/^- /s/^- //p}' "$out"
+  echo '```'
+} | scripts/readme-block.sh storm-targets
+echo "README.md: storm table, findings and targets written:"
+sed -n '/^findings /,/^$/p;/^targets /,/^$/p' "$out"

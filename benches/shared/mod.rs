@@ -72,6 +72,13 @@ pub async fn with_timeout(x: u64) -> Result<u64, BenchError> {
     Ok(black_box(x))
 }
 
+/// `breaker_budget` whose settings a configuration file overrides (see
+/// `declare`): the cost of an override in force.
+#[resilient(name = "bench-overridden", breaker = "bench-breaker", budget = "bench-budget")]
+pub async fn overridden(x: u64) -> Result<u64, BenchError> {
+    Ok(black_box(x))
+}
+
 thread_local! {
     /// Whether the next `fails_once` attempt fails: every other attempt does.
     static FAIL_NEXT: Cell<bool> = const { Cell::new(true) };
@@ -94,6 +101,9 @@ pub fn declare() {
     let budget = RatioBudget { min_per_sec: 1_000_000, ..Default::default() };
     registry.declare_budget(BUDGET, budget).expect("declared once");
     registry.declare_bulkhead(BULKHEAD, BulkheadConfig::default()).expect("declared once");
+    // An override in force for `overridden` only: every other function still
+    // runs on its compiled settings, after one relaxed load that says so.
+    registry.load_toml("[operations.\"bench-overridden\"]\nmax_attempts = 3\n").expect("a valid override");
 }
 
 /// `Policy::run` with the same guards as `breaker_budget` (call `declare`

@@ -6,7 +6,11 @@
 //! every order was charged exactly once; it exits non-zero otherwise.
 //!
 //! Run: `cargo run --example payment` (ORDERS=... to change the count).
+//! With `--dashboard` (or `RESILIENT_DASHBOARD=1`) it also serves the live
+//! admin page on 127.0.0.1, prints its URL, and keeps serving after the
+//! scenario until Ctrl-C (see `dashboard.rs`).
 
+mod dashboard;
 mod scenario;
 #[allow(dead_code)] // `FaultPlan::small` serves the integration test.
 mod server;
@@ -23,6 +27,13 @@ use tracing_subscriber::layer::SubscriberExt;
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    let options = match dashboard::options() {
+        Ok(options) => options,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
     let orders: usize = std::env::var("ORDERS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
     let tally = Tally::default();
     let subscriber = tracing_subscriber::registry().with(tally.clone());
@@ -39,6 +50,37 @@ async fn main() -> ExitCode {
     }
     reload_on_sighup();
 
+    if !options.enabled {
+        return run(orders, tally, transitions).await;
+    }
+    let dashboard = match dashboard::start(options.port).await {
+        Ok(dashboard) => dashboard,
+        Err(e) => {
+            eprintln!("cannot serve the dashboard: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("dashboard on {} (Ctrl-C stops it)", dashboard.url);
+    let code = tokio::select! {
+        code = run(orders, tally, transitions) => code,
+        _ = tokio::signal::ctrl_c() => {
+            println!("interrupted");
+            dashboard.stop().await;
+            return ExitCode::from(130);
+        }
+    };
+    println!("the scenario is over; the dashboard stays on {} until Ctrl-C", dashboard.url);
+    let _ = tokio::signal::ctrl_c().await;
+    dashboard.stop().await;
+    code
+}
+
+/// The scenario: the orders against the faulty server, then the summary.
+async fn run(
+    orders: usize,
+    tally: Tally,
+    transitions: Arc<std::sync::Mutex<Vec<(BreakerState, BreakerState)>>>,
+) -> ExitCode {
     let server = match server::start(server::FaultPlan::example()).await {
         Ok(server) => server,
         Err(e) => {

@@ -18,7 +18,7 @@
 //!
 //! | layer | modules |
 //! |---|---|
-//! | entry points | `execution::run` (`Policy::run`), the attribute's expansion, `sim`, `tower` and `reqwest_middleware` (through `middleware`: one HTTP call driven through the loop, and the HTTP rules) |
+//! | entry points | `execution::run` (`Policy::run`), the attribute's expansion, `sim`, `tower` and `reqwest_middleware` (through `middleware`: one HTTP call driven through the loop, and the HTTP rules), `admin` (feature `axum`: the dashboard and manual control) |
 //! | the loop | `execution` (one attempt: admission, run, record, decide, back off), `context` (key and nesting per attempt) |
 //! | wiring | `operations` (every annotated fn, listed at link time; `Registry::check`), `file` (the TOML file: parse, check, apply), `policy` (settings), `guards` (names resolved and cached per registry), `registry` (named guards, operation overrides) |
 //! | guards | `breaker` (pure core + atomic wrapper), `budget`, `bulkhead` (with its adaptive limit), `throttle`, `rate_limit` |
@@ -27,6 +27,8 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "axum")]
+pub mod admin;
 mod attempts;
 mod backoff;
 mod breaker;

@@ -5,7 +5,11 @@
 //! most of its requests refused should send fewer. Each client keeps two
 //! counts over a sliding window: `requests` it attempted and `accepts`, the
 //! attempts that got an answer that is not overload (a success, a permanent
-//! error, a conflict). While `requests` stays below `k * accepts` nothing
+//! error, a conflict). A request counts once it is answered (or refused
+//! here): one still in flight says nothing yet, so a burst at start-up is
+//! not throttled before a single answer came back (counted when sent, a
+//! cold burst of 100 would see its r-th request refused with probability
+//! (r - 1) / r). While `requests` stays below `k * accepts` nothing
 //! changes; beyond it the client refuses a share of its own requests
 //! locally, with probability `max(0, (requests - k * accepts) / (requests + 1))`,
 //! before they reach the dependency. With `k = 2` a dependency that accepts
@@ -94,7 +98,7 @@ impl ThrottleWindow {
         ((requests - config.k * accepts as f64) / (requests + 1.0)).max(0.0)
     }
 
-    /// Counts a request at `now` (made, or refused here).
+    /// Counts a request at `now` (answered, or refused here).
     pub fn request(&mut self, config: &ThrottleConfig, now: Duration) {
         self.slice(config, now).1 += 1;
     }
@@ -130,22 +134,61 @@ impl ThrottleWindow {
 /// use resilient::{Throttle, ThrottleConfig};
 /// let throttle = Throttle::new("db", ThrottleConfig::default(), Some(7)).unwrap();
 /// // A dependency that refuses everything: the throttle soon refuses most calls itself.
-/// let refused = (0..1000).filter(|_| !throttle.admit()).count();
+/// let mut refused = 0;
+/// for _ in 0..1000 {
+///     if throttle.admit() {
+///         throttle.answered(false); // sent, and refused by the dependency
+///     } else {
+///         refused += 1;
+///     }
+/// }
 /// assert!(refused > 900, "{refused}");
 /// # }
 /// ```
 #[derive(Debug)]
 pub struct Throttle {
     name: String,
-    state: Mutex<State>,
+    state: Mutex<ThrottleCore>,
     origin: Instant,
 }
 
+/// A throttle as pure logic: settings, counts and seeded draws, the time
+/// passed in. [`Throttle`] runs it on tokio's clock, the simulator on its own.
 #[derive(Debug)]
-struct State {
+pub(crate) struct ThrottleCore {
     config: ThrottleConfig,
     window: ThrottleWindow,
     draws: SmallRng,
+}
+
+impl ThrottleCore {
+    pub(crate) fn new(config: ThrottleConfig, draws: SmallRng) -> Self {
+        ThrottleCore { config, window: ThrottleWindow::default(), draws }
+    }
+
+    /// The refusal probability at `now`, and whether a request may go out:
+    /// a draw against it, taken only when it is above zero. A refused
+    /// request is counted at once; one that goes out, when answered.
+    pub(crate) fn admit(&mut self, now: Duration) -> (bool, f64) {
+        let p = self.window.refusal_probability(&self.config, now);
+        if p == 0.0 {
+            return (true, p);
+        }
+        let admitted = self.draws.random::<f64>() >= p;
+        if !admitted {
+            self.window.request(&self.config, now);
+        }
+        (admitted, p)
+    }
+
+    /// Counts a request that went out, once answered; `accepted` when the
+    /// answer was not overload.
+    pub(crate) fn answered(&mut self, now: Duration, accepted: bool) {
+        self.window.request(&self.config, now);
+        if accepted {
+            self.window.accept(&self.config, now);
+        }
+    }
 }
 
 impl Throttle {
@@ -163,7 +206,7 @@ impl Throttle {
         };
         Ok(Throttle {
             name: name.into(),
-            state: Mutex::new(State { config, window: ThrottleWindow::default(), draws }),
+            state: Mutex::new(ThrottleCore::new(config, draws)),
             origin: Instant::now(),
         })
     }
@@ -193,20 +236,16 @@ impl Throttle {
         state.window.refusal_probability(&config, now)
     }
 
-    /// Whether a request may go out now: counts it, and refuses it with
-    /// the refusal probability (a seeded draw, taken only when that
-    /// probability is above zero).
+    /// Whether a request may go out now: refused with the refusal
+    /// probability (a seeded draw, taken only when that probability is
+    /// above zero), and then counted as a request at once. One that may go
+    /// out is counted when [`answered`](Self::answered).
     pub fn admit(&self) -> bool {
         let now = self.now();
-        let mut state = self.lock();
-        let config = state.config;
-        let p = state.window.refusal_probability(&config, now);
-        state.window.request(&config, now);
+        let (admitted, p) = self.lock().admit(now);
         if p == 0.0 {
             return true;
         }
-        let admitted = state.draws.random::<f64>() >= p;
-        drop(state);
         crate::observe::throttle_probability(&self.name, p);
         if !admitted {
             crate::observe::throttle_refusal(&self.name, p);
@@ -214,19 +253,18 @@ impl Throttle {
         admitted
     }
 
-    /// Counts an accept: the request got an answer that was not overload.
-    pub fn accept(&self) {
+    /// Counts an admitted request once it is answered: `accepted` when the
+    /// answer was not overload (a success, a conflict, a permanent error).
+    pub fn answered(&self, accepted: bool) {
         let now = self.now();
-        let mut state = self.lock();
-        let config = state.config;
-        state.window.accept(&config, now);
+        self.lock().answered(now, accepted);
     }
 
     fn now(&self) -> Duration {
         Instant::now().saturating_duration_since(self.origin)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ThrottleCore> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -260,18 +298,22 @@ mod tests {
         let throttle =
             Throttle::new("t", ThrottleConfig { k: 1.0, ..Default::default() }, Some(2026)).unwrap();
         for _ in 0..5_000 {
-            throttle.admit();
-            throttle.accept();
+            assert!(throttle.admit());
+            throttle.answered(true);
         }
         for _ in 0..5_000 {
-            throttle.admit();
+            if throttle.admit() {
+                throttle.answered(false);
+            }
         }
         let (mut expected, mut variance, mut refused) = (0.0, 0.0, 0.0);
         for _ in 0..10_000 {
             let p = throttle.refusal_probability();
             expected += p;
             variance += p * (1.0 - p);
-            if !throttle.admit() {
+            if throttle.admit() {
+                throttle.answered(false);
+            } else {
                 refused += 1.0;
             }
         }
@@ -288,8 +330,19 @@ mod tests {
         let throttle = Throttle::new("t", ThrottleConfig::default(), Some(1)).unwrap();
         for _ in 0..10_000 {
             assert!(throttle.admit());
-            throttle.accept();
+            throttle.answered(true);
         }
+    }
+
+    #[test]
+    fn requests_in_flight_count_only_once_answered() {
+        let throttle = Throttle::new("t", ThrottleConfig::default(), Some(1)).unwrap();
+        // A cold burst: 100 requests out before any answer.
+        assert!((0..100).all(|_| throttle.admit()), "nothing answered yet: nothing to throttle on");
+        for _ in 0..100 {
+            throttle.answered(false);
+        }
+        assert!((throttle.refusal_probability() - 100.0 / 101.0).abs() < 1e-12, "then every answer counts");
     }
 
     #[test]

@@ -180,6 +180,28 @@ async fn the_throttle_refuses_locally_once_the_dependency_refuses_most_requests(
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_cold_burst_is_not_throttled_before_its_first_answers() {
+    let registry = Registry::with_seed(9);
+    registry.declare_throttle("dep", ThrottleConfig::default()).unwrap();
+    let policy = Policy::builder().max_attempts(1).throttle("dep").build().unwrap();
+    let sent = AtomicU32::new(0);
+    let burst = (0..100).map(|_| {
+        registry.scope(policy.run(|| {
+            sent.fetch_add(1, Ordering::SeqCst);
+            async {
+                sleep(ms(10)).await;
+                Err::<(), _>(TestError::Transient)
+            }
+        }))
+    });
+    let results = futures_join_all(burst).await;
+    assert_eq!(sent.load(Ordering::SeqCst), 100, "all went out: nothing was answered yet");
+    assert!(results.iter().all(|r| *r == Err(TestError::Transient)));
+    let probability = registry.throttle("dep").unwrap().refusal_probability();
+    assert!((probability - 100.0 / 101.0).abs() < 1e-9, "then the 100 refusals count: {probability}");
+}
+
+#[tokio::test(start_paused = true)]
 async fn the_rate_limit_waits_for_a_turn_within_max_wait_then_refuses() {
     let registry = Registry::new();
     let config = RateLimitConfig { per_second: 10, burst: 1, max_wait: Some(ms(150)) };

@@ -228,6 +228,31 @@ impl CircuitBreaker {
         self.lock().open_until().map(|until| until.saturating_sub(now)).filter(|d| !d.is_zero())
     }
 
+    /// Half-open probes running now; 0 unless half-open. (Read for
+    /// dashboards: a closed breaker answers from its published word.)
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// use std::time::Duration;
+    /// use resilient::{BreakerConfig, CircuitBreaker, Outcome};
+    /// let config = BreakerConfig { failure_threshold: 1, open_for: Duration::from_secs(1), ..Default::default() };
+    /// let breaker = CircuitBreaker::new("db", config).unwrap();
+    /// breaker.try_acquire().unwrap().record(Outcome::Failure);
+    /// tokio::time::advance(Duration::from_secs(1)).await;
+    /// let probe = breaker.try_acquire().unwrap();
+    /// assert_eq!(breaker.probes_in_flight(), 1);
+    /// probe.record(Outcome::Success);
+    /// assert_eq!(breaker.probes_in_flight(), 0);
+    /// # }
+    /// ```
+    pub fn probes_in_flight(&self) -> u32 {
+        if word::state(self.published.load(Ordering::Acquire)) == BreakerState::Closed {
+            return 0;
+        }
+        self.lock().probes_in_flight()
+    }
+
     /// Asks to run one attempt. `None` means fail fast: the breaker is open,
     /// or half-open with every probe slot taken.
     ///

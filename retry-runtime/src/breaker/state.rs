@@ -162,6 +162,14 @@ impl BreakerCore {
         }
     }
 
+    /// Half-open probes admitted and not yet reported: 0 in any other state.
+    pub fn probes_in_flight(&self) -> u32 {
+        match self.phase {
+            Phase::HalfOpen { in_flight, .. } => in_flight,
+            _ => 0,
+        }
+    }
+
     /// Whether recording a success of an attempt admitted in this epoch
     /// while closed could change anything (failures to clear, or a rate
     /// that counts every call). When it could not, the concurrent wrapper

@@ -95,6 +95,20 @@ impl AdaptiveLimit {
         self.min
     }
 
+    /// Which algorithm moves the limit: `aimd` or `gradient`.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// use resilient::AdaptiveLimit;
+    /// assert_eq!((AdaptiveLimit::aimd(2).algorithm(), AdaptiveLimit::gradient(2).algorithm()), ("aimd", "gradient"));
+    /// ```
+    pub fn algorithm(&self) -> &'static str {
+        match self.algorithm {
+            Algorithm::Aimd { .. } => "aimd",
+            Algorithm::Gradient { .. } => "gradient",
+        }
+    }
+
     /// Checks the settings against the bulkhead's `max_concurrent`.
     pub(crate) fn validate(&self, max: u32) -> Result<(), ConfigError> {
         if self.min == 0 || self.min > max {

@@ -29,7 +29,7 @@
 //!
 //! The caller gets the first success, or the last error an attempt
 //! produced (an attempt that timed out produced `AttemptTimeout`), or a
-//! [`Rejection`] when no attempt could run (`CircuitOpen`, `BulkheadFull`,
+//! [`Rejection`](crate::Rejection) when no attempt could run (`CircuitOpen`, `BulkheadFull`,
 //! `DeadlineExceeded` while queued) or the deadline cut one short
 //! (`DeadlineExceeded`). Once an attempt has produced an error, a retry that
 //! cannot run ends the call with that error. Why it stopped is in the trace.

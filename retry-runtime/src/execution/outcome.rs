@@ -51,8 +51,9 @@ pub(super) enum Answer {
 
 /// Tells the throttle and the bulkhead how an attempt ended.
 ///
-/// The throttle counts an accept for an answer that is not overload (a
-/// success, a conflict, a permanent error: the breaker's non-failures). An
+/// The throttle counts the request, and an accept for an answer that is
+/// not overload (a success, a conflict, a permanent error: the breaker's
+/// non-failures). An
 /// adaptive bulkhead takes the attempt's latency as a sample, and treats
 /// every retryable error as an overload signal: conflicts too, since
 /// fewer attempts at once mean fewer of them.
@@ -84,10 +85,11 @@ fn accept(guards: &Guards, answer: Answer) {
     let accepted = match answer {
         Answer::Success => true,
         Answer::Failed(class) => !class.is_failure(),
+        // Sent, and no answer within the deadline: not an accept.
         Answer::Cut => false,
     };
-    if let (true, Some(throttle)) = (accepted, &guards.throttle) {
-        throttle.accept();
+    if let Some(throttle) = &guards.throttle {
+        throttle.answered(accepted);
     }
 }
 

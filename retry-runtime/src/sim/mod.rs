@@ -28,13 +28,16 @@
 //! a priority queue of events keyed by `(time, sequence number)`, so ties
 //! are broken by the order events were scheduled and a run is reproducible
 //! bit for bit from its seed. It reuses the library's own arithmetic
-//! ([`Backoff`](crate::Backoff), [`RetryBudget`](crate::RetryBudget) and the
-//! pure breaker state machine [`BreakerCore`](crate::BreakerCore), which
-//! takes the time as an argument), so what it measures is what the library
-//! does, not a re-implementation of it. Two models of the dependency are
-//! offered (see [`Model`]): the optimistic-concurrency contention model of
-//! the AWS study "Exponential Backoff and Jitter", and a capacity-limited
-//! dependency in the spirit of the source story's storm.
+//! ([`Backoff`](crate::Backoff), the retry decision, the budgets, the pure
+//! breaker state machine [`BreakerCore`](crate::BreakerCore), the adaptive
+//! concurrency limit [`LimitCore`](crate::LimitCore) and the throttle's
+//! [`ThrottleWindow`](crate::ThrottleWindow), all of which take the time as
+//! an argument), so what it measures is what the library does, not a
+//! re-implementation of it. Three models of the dependency are offered (see
+//! [`Model`]): the optimistic-concurrency contention model of the AWS study
+//! "Exponential Backoff and Jitter", a capacity-limited dependency in the
+//! spirit of the source story's storm, and a brownout, where load makes the
+//! dependency slow and timeouts make slowness fail.
 //!
 //! [`peak_in_bucket`] is the yardstick both use: the most events that fall
 //! into one fixed-width time bucket, i.e. how hard the herd hits at its worst.

@@ -5,7 +5,9 @@ use std::time::Duration;
 use crate::backoff::Jitter;
 use crate::breaker::BreakerConfig;
 use crate::budget::BudgetConfig;
+use crate::bulkhead::{AdaptiveLimit, BulkheadConfig};
 use crate::config::{ConfigError, positive};
+use crate::throttle::ThrottleConfig;
 
 #[allow(unused_imports)]
 use super::{HerdReport, simulate};
@@ -41,14 +43,42 @@ pub enum Model {
         /// The length of a tick. Must be positive.
         tick: Duration,
     },
+    /// A dependency that slows down under load, as a service does in a
+    /// brownout: it refuses nothing, everything gets slower, and the
+    /// clients' attempt timeouts turn slowness into failures.
+    ///
+    /// It runs `capacity` requests at full speed, each taking
+    /// `service_time`; beyond that its workers share the work, so a request
+    /// that arrives to find `n` requests in service (itself included) takes
+    /// `service_time * max(1, n / capacity)`: latency grows with concurrent
+    /// load. An attempt whose reply has not come `timeout` after it left
+    /// the client fails with a transient error (the library's
+    /// [`AttemptTimeout`](crate::Rejection::AttemptTimeout)), but the
+    /// dependency, which cannot know, finishes the work: it is wasted and
+    /// still slows everyone else, which is how a brownout feeds on its own
+    /// retries.
+    ///
+    /// Throughput is `capacity / service_time` however much load there is;
+    /// what load beyond it buys is latency, then timeouts. So the
+    /// concurrency worth sending is bounded, and unknown to the clients:
+    /// the model gives an adaptive concurrency limit something to find.
+    Brownout {
+        /// Requests served at full speed at once. Must be positive.
+        capacity: u32,
+        /// How long a request takes with `capacity` or fewer in service. Must be positive.
+        service_time: Duration,
+        /// The clients' attempt timeout, network legs included. Must be positive.
+        timeout: Duration,
+    },
 }
 
 impl Model {
-    /// The model's name: `contention` or `overload`.
+    /// The model's name: `contention`, `overload` or `brownout`.
     pub fn name(&self) -> &'static str {
         match self {
             Model::Contention => "contention",
             Model::Overload { .. } => "overload",
+            Model::Brownout { .. } => "brownout",
         }
     }
 }
@@ -81,26 +111,74 @@ pub enum Strategy {
     /// ([`ErrorClass::Conflict`](crate::ErrorClass::Conflict)), neutral to
     /// the breaker but paid for from the budget, which a large herd drains.
     Recommended,
+    /// The adaptive protection: full jitter and a share-of-traffic budget
+    /// as in `recommended`, but instead of a breaker, a bulkhead whose
+    /// limit adapts, all shared by the clients as one policy's named
+    /// guards would be (configured by [`HerdConfig::bulkhead`],
+    /// [`HerdConfig::budget`] and [`HerdConfig::throttle`]).
+    ///
+    /// What it does, in the retry loop's order:
+    ///
+    /// - **An adaptive concurrency limit** (the library's AIMD core,
+    ///   [`LimitCore`](crate::LimitCore)): by default at most 20 attempts in
+    ///   flight, the limit moving within `[1, 20]`, one step up per limit's
+    ///   worth of successes, times 0.7 on every overload answer. An attempt
+    ///   that finds the limit reached waits for a permit, first come, first
+    ///   served; a waiting client sends nothing, so the dependency never
+    ///   sees more than the limit at once and a wait costs no attempt. Every
+    ///   retryable failure is an overload signal, a conflict included (as
+    ///   in the retry loop): fewer writers at once make fewer conflicts.
+    /// - **Full jitter** on the backoff before a retry joins the queue.
+    /// - **The share-of-traffic budget** ([`HerdConfig::budget`], the
+    ///   library's default: retries at most 10% of first attempts over
+    ///   10 s, plus 10 per second), as the backstop for a dependency that
+    ///   fails everything: the limit bounds the load at any instant, the
+    ///   budget the work over time.
+    /// - **The SRE client-side throttle** only if [`HerdConfig::throttle`]
+    ///   is set, which it is not by default: it is for a dependency that
+    ///   refuses most of what it is sent, and with the limit holding the
+    ///   load to what the dependency answers these models never get there
+    ///   (switched on, it refuses nothing of a herd at N = 100: requests
+    ///   count once answered, so a cold start is not refused either).
+    ///
+    /// No breaker: in these models the dependency is never down, and a
+    /// breaker opened by the first wave fails the clients behind it (see
+    /// `recommended`); the limit slows them down instead. No hedging: a
+    /// hedge pays when one attempt is slow for reasons of its own; here
+    /// slowness is load (a brownout) or absent, so a hedge only adds load.
+    ///
+    /// Why it beats the fixed strategies on work and time at once: backoff
+    /// spreads a herd over time by guessing, and pays for every wrong
+    /// guess with an attempt; the limit measures. Against contention it
+    /// settles at the few writers the row serves without conflicts;
+    /// against an overloaded or browned-out dependency it sends about what
+    /// the dependency can answer, and the rest queue instead of failing.
+    /// Where a fixed backoff happens to match the dependency already (full
+    /// jitter's 100 ms base over 100 clients fills the overload model's
+    /// 10 per tick almost exactly), it can only tie on time.
+    Adaptive,
 }
 
 impl Strategy {
     /// Every strategy, in the order the example's table prints them.
-    pub const ALL: [Strategy; 6] = [
+    pub const ALL: [Strategy; 7] = [
         Strategy::Immediate,
         Strategy::Backoff(Jitter::None),
         Strategy::Backoff(Jitter::Full),
         Strategy::Backoff(Jitter::Equal),
         Strategy::Backoff(Jitter::Decorrelated),
         Strategy::Recommended,
+        Strategy::Adaptive,
     ];
 
     /// A short name: `immediate`, the jitter's name (`none`, `full`,
-    /// `equal`, `decorrelated`) for plain backoff, or `recommended`.
+    /// `equal`, `decorrelated`) for plain backoff, `recommended` or `adaptive`.
     pub fn name(&self) -> &'static str {
         match self {
             Strategy::Immediate => "immediate",
             Strategy::Backoff(jitter) => jitter.name(),
             Strategy::Recommended => "recommended",
+            Strategy::Adaptive => "adaptive",
         }
     }
 }
@@ -128,10 +206,10 @@ impl Default for Latency {
 
 /// The settings of a herd simulation; see [`simulate`].
 ///
-/// Two presets match the two [`Model`]s: [`contention`](Self::contention)
-/// (the AWS study's setup, also the `Default`) and
-/// [`overload`](Self::overload) (the source story's). Fields are public, so
-/// variants read well:
+/// Three presets match the three [`Model`]s: [`contention`](Self::contention)
+/// (the AWS study's setup, also the `Default`), [`overload`](Self::overload)
+/// (the source story's) and [`brownout`](Self::brownout). Fields are
+/// public, so variants read well:
 ///
 /// ```
 /// # use retry_runtime as resilient;
@@ -165,6 +243,15 @@ pub struct HerdConfig {
     pub budget: BudgetConfig,
     /// The shared breaker of [`Strategy::Recommended`].
     pub breaker: BreakerConfig,
+    /// The shared client-side throttle of [`Strategy::Adaptive`], if any.
+    /// Default `None`; see [`Strategy::Adaptive`] for why.
+    pub throttle: Option<ThrottleConfig>,
+    /// The shared bulkhead of [`Strategy::Adaptive`]. As in the library, an
+    /// adaptive limit starts at `max_concurrent` and moves within
+    /// `[min, max_concurrent]`; with `max_wait`, a client that waits that
+    /// long for a permit gives up. Default: 20, adaptive
+    /// `AdaptiveLimit::aimd(1).backoff_ratio(0.7)`, no `max_wait`.
+    pub bulkhead: BulkheadConfig,
     /// Each client's call deadline, from time zero: no wait that would end
     /// at or past it is taken, and a reply arriving after it is too late
     /// (the attempt was cut), as in the retry loop. Default `None`.
@@ -197,6 +284,8 @@ impl HerdConfig {
             bucket: Duration::from_millis(10),
             budget: BudgetConfig::default(),
             breaker: BreakerConfig::default(),
+            throttle: None,
+            bulkhead: adaptive_bulkhead(),
             deadline: None,
         }
     }
@@ -213,6 +302,23 @@ impl HerdConfig {
             base: Duration::from_millis(100),
             first_wait_index: 0,
             ..HerdConfig::contention()
+        }
+    }
+
+    /// A dependency in a brownout ([`Model::Brownout`]): 10 requests at
+    /// full speed, 20 ms each, slower beyond; attempts time out after
+    /// 100 ms (two and a half times the unloaded round trip of 40 ms, a
+    /// usual margin for a timeout). Its throughput, 500 requests a second,
+    /// is of the order of [`overload`](Self::overload)'s 1,000; the rest
+    /// is as there: 100 clients, 6 attempts, base 100 ms, cap 2 s. Seed 1.
+    pub fn brownout() -> Self {
+        HerdConfig {
+            model: Model::Brownout {
+                capacity: 10,
+                service_time: Duration::from_millis(20),
+                timeout: Duration::from_millis(100),
+            },
+            ..HerdConfig::overload()
         }
     }
 
@@ -239,14 +345,42 @@ impl HerdConfig {
         if self.bucket.is_zero() {
             return Err(ConfigError::new("bucket", "must be greater than zero"));
         }
-        if let Model::Overload { capacity, tick } = self.model {
-            positive("capacity", capacity.into())?;
-            if tick.is_zero() {
-                return Err(ConfigError::new("tick", "must be greater than zero"));
+        match self.model {
+            Model::Contention => {}
+            Model::Overload { capacity, tick } => {
+                positive("capacity", capacity.into())?;
+                nonzero("tick", tick)?;
+            }
+            Model::Brownout { capacity, service_time, timeout } => {
+                positive("capacity", capacity.into())?;
+                nonzero("service_time", service_time)?;
+                nonzero("timeout", timeout)?;
             }
         }
         self.budget.validate().map_err(|e| ConfigError::new("budget", e.to_string()))?;
         self.breaker.validate().map_err(|e| ConfigError::new("breaker", e.to_string()))?;
+        if let Some(throttle) = &self.throttle {
+            throttle.validate().map_err(|e| ConfigError::new("throttle", e.to_string()))?;
+        }
+        self.bulkhead.validate().map_err(|e| ConfigError::new("bulkhead", e.to_string()))?;
         Ok(())
+    }
+}
+
+fn nonzero(field: &'static str, value: Duration) -> Result<(), ConfigError> {
+    if value.is_zero() { Err(ConfigError::new(field, "must be greater than zero")) } else { Ok(()) }
+}
+
+/// The bulkhead [`Strategy::Adaptive`] runs with by default.
+///
+/// 20 is where Netflix's concurrency-limits starts its limits; the
+/// library's bulkhead starts at its maximum, so here it is both. Deeper
+/// cuts than the default 0.9 reach the few writers a contended row serves
+/// in fewer conflicts, which a share-of-traffic budget cannot pay many of.
+fn adaptive_bulkhead() -> BulkheadConfig {
+    BulkheadConfig {
+        max_concurrent: 20,
+        max_wait: None,
+        adaptive: Some(AdaptiveLimit::aimd(1).backoff_ratio(0.7)),
     }
 }

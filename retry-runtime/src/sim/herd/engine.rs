@@ -8,134 +8,128 @@ use rand::rngs::SmallRng;
 use rand_distr::{Distribution, Normal};
 
 use super::config::{HerdConfig, Model, Strategy};
-use super::report::HerdReport;
+use super::guards::{Budget, Guards, Permits, trips};
 use crate::backoff::{Backoff, Jitter, JitterRng, stream_seed};
-use crate::breaker::{Admission, BreakerCore, BreakerState, Outcome, Ticket, Transition};
-use crate::budget::{BudgetConfig, RatioBudget, RatioWindow, RetryBudget};
+use crate::breaker::{BreakerCore, Outcome, Ticket};
 use crate::classify::ErrorClass;
 use crate::config::ConfigError;
 use crate::decision::{Answers, Decision, StopReason, decide};
-use crate::sim::peak_in_bucket;
 use crate::sim::queue::EventQueue;
+use crate::throttle::ThrottleCore;
 
 /// Something that happens to one client at one instant.
 #[derive(Debug, Clone, Copy)]
-enum Event {
+pub(super) enum Event {
     /// The client starts an attempt: asks the breaker, sends the first leg.
     Start(u32),
     /// Contention: the read reaches the dependency.
     ReadArrives(u32),
     /// Contention: the read's reply, carrying the version, reaches the client.
     ReadReply { client: u32, version: u64 },
-    /// The attempt (the write, in contention) reaches the dependency.
-    Arrives { client: u32, version: u64 },
-    /// The attempt's reply reaches the client.
-    Reply { client: u32, ok: bool },
+    /// The client's attempt number `attempt` (the write, in contention)
+    /// reaches the dependency.
+    Arrives { client: u32, version: u64, attempt: u32 },
+    /// Brownout: the dependency is done with the request and answers,
+    /// whether or not the client still waits for it.
+    Done { client: u32, attempt: u32 },
+    /// The reply to attempt number `attempt` reaches the client.
+    Reply { client: u32, ok: bool, attempt: u32 },
+    /// Brownout: attempt number `attempt` has run for the attempt timeout.
+    TimedOut { client: u32, attempt: u32 },
+    /// A client queued for a bulkhead permit has waited as long as it may:
+    /// `max_wait`, or until its deadline (`deadline`). Stale unless the
+    /// client is still in the wait numbered `wait`.
+    WaitOver { client: u32, wait: u64, deadline: bool },
 }
 
 #[derive(Debug)]
-struct Client {
-    attempts: u32,
-    previous_wait: Option<Duration>,
-    ticket: Option<Ticket>,
-    rng: JitterRng,
-}
-
-/// The shared guards of [`Strategy::Recommended`].
-#[derive(Debug)]
-struct Guards {
-    breaker: BreakerCore,
-    budget: Budget,
-}
-
-/// The library's budget on virtual time: the ratio form's pure window, or
-/// a token bucket (which reads no clock).
-#[derive(Debug)]
-enum Budget {
-    Ratio { config: RatioBudget, first_attempts: u64, window: RatioWindow },
-    Bucket(Box<RetryBudget>),
-}
-
-impl Budget {
-    fn new(config: BudgetConfig) -> Result<Self, ConfigError> {
-        config.validate().map_err(|e| ConfigError::new("budget", e.to_string()))?;
-        Ok(match config {
-            BudgetConfig::Ratio(config) => {
-                Budget::Ratio { config, first_attempts: 0, window: RatioWindow::new(Duration::ZERO, 0) }
-            }
-            other => Budget::Bucket(Box::new(
-                RetryBudget::new("sim", other).map_err(|e| ConfigError::new("budget", e.to_string()))?,
-            )),
-        })
-    }
-
-    fn on_first_attempt(&mut self) {
-        match self {
-            Budget::Ratio { first_attempts, .. } => *first_attempts += 1,
-            Budget::Bucket(bucket) => bucket.on_first_attempt(),
-        }
-    }
-
-    fn deposit(&mut self) {
-        if let Budget::Bucket(bucket) = self {
-            bucket.deposit();
-        }
-    }
-
-    fn try_withdraw(&mut self, now: Duration) -> bool {
-        match self {
-            Budget::Ratio { config, first_attempts, window } => {
-                window.try_withdraw(config, now, *first_attempts)
-            }
-            Budget::Bucket(bucket) => bucket.try_withdraw(),
-        }
-    }
+pub(super) struct Client {
+    pub(super) attempts: u32,
+    pub(super) previous_wait: Option<Duration>,
+    pub(super) ticket: Option<Ticket>,
+    /// Whether its latest attempt is out, waiting for a reply.
+    pub(super) in_flight: bool,
+    /// While the client holds a bulkhead permit: when its attempt started.
+    pub(super) permit_since: Option<Duration>,
+    /// Whether the client is queued for a bulkhead permit.
+    pub(super) waiting: bool,
+    /// How many times it has queued: tells a current `WaitOver` from a stale one.
+    pub(super) waits: u64,
+    pub(super) rng: JitterRng,
 }
 
 #[derive(Debug)]
 pub(super) struct Run<'c> {
-    config: &'c HerdConfig,
-    strategy: Strategy,
+    pub(super) config: &'c HerdConfig,
+    pub(super) strategy: Strategy,
     /// `None` never waits.
-    backoff: Option<Backoff>,
-    guards: Option<Guards>,
-    clients: Vec<Client>,
-    queue: EventQueue<Event>,
-    now: Duration,
-    network: SmallRng,
-    leg: Normal<f64>,
+    pub(super) backoff: Option<Backoff>,
+    pub(super) guards: Option<Guards>,
+    pub(super) clients: Vec<Client>,
+    pub(super) queue: EventQueue<Event>,
+    pub(super) now: Duration,
+    pub(super) network: SmallRng,
+    pub(super) leg: Normal<f64>,
     /// Contention: the row's version.
-    version: u64,
+    pub(super) version: u64,
     /// Overload: the current tick and how many requests it has served.
-    tick: u128,
-    served: u32,
+    pub(super) tick: u128,
+    pub(super) served: u32,
+    /// When the last client to finish did.
+    pub(super) end: Duration,
+    /// Brownout: requests the dependency is working on.
+    pub(super) busy: u32,
     // Tallies.
-    attempts: u64,
-    succeeded: u32,
-    exhausted: u32,
-    budget_stopped: u32,
-    breaker_stopped: u32,
-    deadline_stopped: u32,
-    breaker_trips: u32,
-    completions: Vec<Duration>,
-    arrivals: Vec<Duration>,
-    retry_arrivals: Vec<Duration>,
-    first_retries: Vec<Duration>,
+    pub(super) attempts: u64,
+    pub(super) succeeded: u32,
+    pub(super) exhausted: u32,
+    pub(super) budget_stopped: u32,
+    pub(super) breaker_stopped: u32,
+    pub(super) deadline_stopped: u32,
+    pub(super) throttled: u32,
+    pub(super) bulkhead_stopped: u32,
+    pub(super) breaker_trips: u32,
+    pub(super) limits: Vec<(Duration, u32)>,
+    pub(super) completions: Vec<Duration>,
+    pub(super) arrivals: Vec<Duration>,
+    pub(super) retry_arrivals: Vec<Duration>,
+    pub(super) first_retries: Vec<Duration>,
 }
 
 impl<'c> Run<'c> {
     pub(super) fn new(config: &'c HerdConfig, strategy: Strategy) -> Result<Self, ConfigError> {
+        let seed = config.seed;
         let backoff = match strategy {
             Strategy::Immediate => None,
             Strategy::Backoff(jitter) => Some(Backoff::new(config.base, config.cap, jitter)),
-            Strategy::Recommended => Some(Backoff::new(config.base, config.cap, Jitter::Full)),
+            Strategy::Recommended | Strategy::Adaptive => {
+                Some(Backoff::new(config.base, config.cap, Jitter::Full))
+            }
         };
         let guards = match strategy {
             Strategy::Recommended => Some(Guards {
-                breaker: BreakerCore::new(config.breaker),
+                breaker: Some(BreakerCore::new(config.breaker)),
                 budget: Budget::new(config.budget)?,
+                throttle: None,
+                bulkhead: None,
             }),
-            _ => None,
+            Strategy::Adaptive => Some(Guards {
+                breaker: None,
+                budget: Budget::new(config.budget)?,
+                throttle: config.throttle.map(|config| {
+                    // A stream of its own, past every client's.
+                    ThrottleCore::new(
+                        config,
+                        SmallRng::seed_from_u64(stream_seed(seed, u64::from(u32::MAX) + 1)),
+                    )
+                }),
+                bulkhead: Some(Permits::new(config.bulkhead)),
+            }),
+            Strategy::Immediate | Strategy::Backoff(_) => None,
+        };
+        let limits = match guards.as_ref().and_then(|g| g.bulkhead.as_ref()) {
+            Some(permits) => vec![(Duration::ZERO, permits.limit())],
+            None => Vec::new(),
         };
         let leg = Normal::new(millis(config.latency.mean), millis(config.latency.sd))
             .map_err(|e| ConfigError::new("latency", e.to_string()))?;
@@ -144,6 +138,10 @@ impl<'c> Run<'c> {
                 attempts: 0,
                 previous_wait: None,
                 ticket: None,
+                in_flight: false,
+                permit_since: None,
+                waiting: false,
+                waits: 0,
                 rng: JitterRng::seeded(stream_seed(config.seed, u64::from(i) + 1)),
             })
             .collect();
@@ -160,13 +158,18 @@ impl<'c> Run<'c> {
             version: 0,
             tick: 0,
             served: 0,
+            end: Duration::ZERO,
+            busy: 0,
             attempts: 0,
             succeeded: 0,
             exhausted: 0,
             budget_stopped: 0,
             breaker_stopped: 0,
             deadline_stopped: 0,
+            throttled: 0,
+            bulkhead_stopped: 0,
             breaker_trips: 0,
+            limits,
             completions: Vec::new(),
             arrivals: Vec::new(),
             retry_arrivals: Vec::new(),
@@ -183,12 +186,29 @@ impl<'c> Run<'c> {
     pub(super) fn run_to_end(&mut self) {
         while let Some((now, event)) = self.queue.pop() {
             self.now = now;
+            let ended = self.ended();
             self.handle(event);
+            // Late replies to attempts that timed out come after their
+            // client is done: the run ends with the last client, not them.
+            if self.ended() != ended {
+                self.end = now;
+            }
         }
     }
 
+    /// Clients done so far, one way or the other.
+    fn ended(&self) -> u32 {
+        self.succeeded
+            + self.exhausted
+            + self.budget_stopped
+            + self.breaker_stopped
+            + self.deadline_stopped
+            + self.throttled
+            + self.bulkhead_stopped
+    }
+
     /// Schedules `event` one network leg from now.
-    fn send(&mut self, event: Event) {
+    pub(super) fn send(&mut self, event: Event) {
         let ms = self.leg.sample(&mut self.network).abs();
         let leg = Duration::try_from_secs_f64(ms / 1000.0).unwrap_or(Duration::MAX);
         self.queue.push(self.now.saturating_add(leg), event);
@@ -201,105 +221,80 @@ impl<'c> Run<'c> {
                 let version = self.version;
                 self.send(Event::ReadReply { client, version });
             }
-            Event::ReadReply { client, version } => self.send(Event::Arrives { client, version }),
-            Event::Arrives { client, version } => self.arrive(client, version),
-            Event::Reply { client, ok } => self.reply(client, ok),
-        }
-    }
-
-    fn start(&mut self, client: u32) {
-        let now = self.now;
-        let state = &mut self.clients[client as usize];
-        state.attempts += 1;
-        if let Some(guards) = &mut self.guards {
-            let (admission, transition) = guards.breaker.admit(now);
-            self.breaker_trips += trips(transition);
-            match admission {
-                Admission::Allowed(ticket) => {
-                    state.ticket = Some(ticket);
-                    if state.attempts == 1 {
-                        guards.budget.on_first_attempt();
-                    }
-                }
-                Admission::Rejected => {
-                    // Fail fast: no load on the dependency, and the call ends.
-                    self.breaker_stopped += 1;
-                    return;
+            Event::ReadReply { client, version } => {
+                let attempt = self.clients[client as usize].attempts;
+                self.send(Event::Arrives { client, version, attempt });
+            }
+            Event::Arrives { client, version, attempt } => self.arrive(client, version, attempt),
+            Event::Done { client, attempt } => {
+                self.busy = self.busy.saturating_sub(1);
+                self.send(Event::Reply { client, ok: true, attempt });
+            }
+            Event::Reply { client, ok, attempt } => {
+                // A reply to an attempt that timed out comes too late to matter.
+                if self.is_current(client, attempt) {
+                    self.reply(client, ok);
                 }
             }
-        }
-        match self.config.model {
-            Model::Contention => self.send(Event::ReadArrives(client)),
-            Model::Overload { .. } => self.send(Event::Arrives { client, version: 0 }),
-        }
-    }
-
-    /// The attempt reaches the dependency, which decides it.
-    fn arrive(&mut self, client: u32, version: u64) {
-        let now = self.now;
-        self.attempts += 1;
-        self.arrivals.push(now);
-        let attempt = self.clients[client as usize].attempts;
-        if attempt >= 2 {
-            self.retry_arrivals.push(now);
-        }
-        if attempt == 2 {
-            self.first_retries.push(now);
-        }
-        let ok = match self.config.model {
-            Model::Contention => {
-                let fresh = version == self.version;
-                if fresh {
-                    self.version += 1;
+            Event::TimedOut { client, attempt } => {
+                if self.is_current(client, attempt) {
+                    self.reply(client, false);
                 }
-                fresh
             }
-            Model::Overload { capacity, tick } => {
-                // `validate` rejected a zero tick.
-                let index = now.as_nanos() / tick.as_nanos();
-                if index != self.tick {
-                    self.tick = index;
-                    self.served = 0;
-                }
-                let room = self.served < capacity;
-                if room {
-                    self.served += 1;
-                }
-                room
-            }
-        };
-        self.send(Event::Reply { client, ok });
+            Event::WaitOver { client, wait, deadline } => self.wait_over(client, wait, deadline),
+        }
     }
 
     /// The reply reaches the client: done, or the library's own retry
     /// decision ([`decide`]) says whether and when to try again.
-    fn reply(&mut self, client: u32, ok: bool) {
+    pub(super) fn reply(&mut self, client: u32, ok: bool) {
         let now = self.now;
         let state = &mut self.clients[client as usize];
+        state.in_flight = false;
         // The deadline cuts an attempt still running when it passes (its
         // reply comes too late), as the retry loop's timer does.
         let cut = self.config.deadline.is_some_and(|deadline| now > deadline);
         // A stale write is a conflict: retried, but it says nothing about
-        // the dependency's health. An overloaded dependency's refusal is transient.
+        // the dependency's health. An overloaded dependency's refusal and a
+        // timeout are transient.
         let class = match self.config.model {
             Model::Contention => ErrorClass::Conflict,
-            Model::Overload { .. } => ErrorClass::Transient,
+            Model::Overload { .. } | Model::Brownout { .. } => ErrorClass::Transient,
         };
         let ticket = state.ticket.take();
-        if let (Some(guards), Some(ticket)) = (&mut self.guards, ticket) {
-            // What the retry loop tells its breaker (see `execution::outcome_of`).
-            let outcome = if cut || (!ok && class.is_failure()) {
-                Outcome::Failure
-            } else if ok {
-                Outcome::Success
-            } else {
-                Outcome::Neutral
-            };
-            self.breaker_trips += trips(guards.breaker.record(ticket, outcome, now));
+        let permit_since = state.permit_since.take();
+        if let Some(guards) = &mut self.guards {
+            if let (Some(breaker), Some(ticket)) = (&mut guards.breaker, ticket) {
+                // What the retry loop tells its breaker (see `execution::outcome_of`).
+                let outcome = if cut || (!ok && class.is_failure()) {
+                    Outcome::Failure
+                } else if ok {
+                    Outcome::Success
+                } else {
+                    Outcome::Neutral
+                };
+                self.breaker_trips += trips(breaker.record(ticket, outcome, now));
+            }
             if ok && !cut {
                 guards.budget.deposit();
             }
+            // What the retry loop tells the throttle and the bulkhead: the
+            // request, an accept if the answer is not overload (a conflict
+            // is one; a cut attempt is not); a sample for any answer, every
+            // retryable error an overload signal, a cut attempt none.
+            if let Some(throttle) = &mut guards.throttle {
+                throttle.answered(now, !cut && (ok || !class.is_failure()));
+            }
+            if let (Some(permits), Some(since)) = (&mut guards.bulkhead, permit_since) {
+                let before = permits.limit();
+                permits.give_back((!cut).then(|| (now.saturating_sub(since), !ok && class.is_retryable())));
+                let after = permits.limit();
+                if after != before {
+                    self.limits.push((now, after));
+                }
+            }
         }
+        self.admit_waiters();
         if cut {
             self.deadline_stopped += 1;
             return;
@@ -312,7 +307,7 @@ impl<'c> Run<'c> {
         let mut answers = ClientAnswers {
             config: self.config,
             backoff: self.backoff.as_ref(),
-            client: state,
+            client: &mut self.clients[client as usize],
             guards: self.guards.as_mut(),
             now,
         };
@@ -331,32 +326,6 @@ impl<'c> Run<'c> {
                     unreachable!("a simulated failure is retryable and admission is not decided here")
                 }
             },
-        }
-    }
-
-    pub(super) fn report(mut self) -> HerdReport {
-        self.completions.sort_unstable();
-        let peak_load = peak_in_bucket(&self.arrivals, self.config.bucket);
-        let retry_peak = peak_in_bucket(&self.retry_arrivals, self.config.bucket);
-        HerdReport {
-            strategy: self.strategy,
-            model: self.config.model,
-            clients: self.config.clients,
-            attempts: self.attempts,
-            succeeded: self.succeeded,
-            exhausted: self.exhausted,
-            budget_stopped: self.budget_stopped,
-            breaker_stopped: self.breaker_stopped,
-            deadline_stopped: self.deadline_stopped,
-            breaker_trips: self.breaker_trips,
-            completions: self.completions,
-            arrivals: self.arrivals,
-            retry_arrivals: self.retry_arrivals,
-            first_retries: self.first_retries,
-            bucket: self.config.bucket,
-            peak_load,
-            retry_peak,
-            end: self.now,
         }
     }
 }
@@ -389,7 +358,7 @@ impl Answers for ClientAnswers<'_> {
     }
 
     fn breaker_open_for(&self) -> Option<Duration> {
-        let until = self.guards.as_ref()?.breaker.open_until()?;
+        let until = self.guards.as_ref()?.breaker.as_ref()?.open_until()?;
         Some(until.saturating_sub(self.now)).filter(|open| !open.is_zero())
     }
 
@@ -405,11 +374,6 @@ pub(crate) fn nanos(n: u128) -> Duration {
     Duration::new(secs, (n % 1_000_000_000) as u32)
 }
 
-fn millis(d: Duration) -> f64 {
+pub(super) fn millis(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
-}
-
-/// 1 if the transition opened the breaker.
-fn trips(transition: Option<Transition>) -> u32 {
-    u32::from(matches!(transition, Some((_, BreakerState::Open))))
 }

@@ -11,16 +11,28 @@
 //!   one client's draws do not shift when another client's events move;
 //! - simultaneous events are processed in the order they were scheduled.
 //!
-//! The strategies run on the library's own parts: [`Backoff::wait`] for
-//! every wait, and for [`Strategy::Recommended`] a real [`RetryBudget`] and
-//! the pure breaker [`BreakerCore`] fed virtual instants, applied in the
-//! order of the retry loop (breaker admission before an attempt; after a
+//! The strategies run on the library's own parts: [`Backoff::wait`](crate::Backoff::wait) for
+//! every wait and the retry loop's own decision after every failure; for
+//! [`Strategy::Recommended`] the library's budget and the pure breaker
+//! [`BreakerCore`](crate::BreakerCore) fed virtual instants; for [`Strategy::Adaptive`] the
+//! budget, the adaptive limit [`LimitCore`] behind a first-come,
+//! first-served queue of permits, and optionally the throttle's
+//! [`ThrottleWindow`]. They are applied in the order of the retry loop:
+//! admission (throttle, breaker, bulkhead) before an attempt; after a
 //! failure: attempts left, breaker still open when the wait would end,
-//! budget token).
+//! budget token.
+//!
+//! [`LimitCore`]: crate::LimitCore
+//! [`ThrottleWindow`]: crate::ThrottleWindow
 
+mod admission;
 mod config;
+mod dependency;
 mod engine;
+mod guards;
 mod report;
+#[cfg(test)]
+mod targets;
 #[cfg(test)]
 mod tests;
 
@@ -37,9 +49,10 @@ use crate::config::ConfigError;
 ///
 /// # Errors
 ///
-/// An invalid config (zero clients, attempts, bucket, capacity or tick;
-/// `base > cap`; an invalid budget or breaker) is an `Err` naming the field,
-/// never a panic. See [`HerdConfig::validate`].
+/// An invalid config (zero clients, attempts, bucket, capacity, tick,
+/// service time or timeout; `base > cap`; an invalid budget, breaker,
+/// throttle or bulkhead) is an `Err` naming the field, never a panic. See
+/// [`HerdConfig::validate`].
 ///
 /// # Example
 ///

@@ -37,8 +37,17 @@ pub struct HerdReport {
     /// Clients stopped by their deadline: the next wait would have ended at
     /// or past it, or a reply came after it.
     pub deadline_stopped: u32,
+    /// Clients whose attempt the client-side throttle refused ([`Strategy::Adaptive`]
+    /// only): refused locally, with no load, and the call ends.
+    pub throttled: u32,
+    /// Clients that waited `max_wait` for a bulkhead permit without getting
+    /// one ([`Strategy::Adaptive`] only, with a `max_wait`).
+    pub bulkhead_stopped: u32,
     /// How many times the breaker opened.
     pub breaker_trips: u32,
+    /// The bulkhead's limit over time ([`Strategy::Adaptive`] only, else
+    /// empty): where it started, then `(when, new limit)` at every change.
+    pub limits: Vec<(Duration, u32)>,
     /// Completion time of every client that succeeded, sorted.
     pub completions: Vec<Duration>,
     /// When each attempt arrived at the dependency, in order (the chart's data).
@@ -133,5 +142,37 @@ impl HerdReport {
             }
         }
         buckets.into_iter().map(|(index, count)| (nanos(index.saturating_mul(width)), count)).collect()
+    }
+}
+
+impl super::engine::Run<'_> {
+    /// The run's report, once every event is processed.
+    pub(super) fn report(mut self) -> HerdReport {
+        self.completions.sort_unstable();
+        let peak_load = peak_in_bucket(&self.arrivals, self.config.bucket);
+        let retry_peak = peak_in_bucket(&self.retry_arrivals, self.config.bucket);
+        HerdReport {
+            strategy: self.strategy,
+            model: self.config.model,
+            clients: self.config.clients,
+            attempts: self.attempts,
+            succeeded: self.succeeded,
+            exhausted: self.exhausted,
+            budget_stopped: self.budget_stopped,
+            breaker_stopped: self.breaker_stopped,
+            deadline_stopped: self.deadline_stopped,
+            throttled: self.throttled,
+            bulkhead_stopped: self.bulkhead_stopped,
+            breaker_trips: self.breaker_trips,
+            limits: self.limits,
+            completions: self.completions,
+            arrivals: self.arrivals,
+            retry_arrivals: self.retry_arrivals,
+            first_retries: self.first_retries,
+            bucket: self.config.bucket,
+            peak_load,
+            retry_peak,
+            end: self.end,
+        }
     }
 }

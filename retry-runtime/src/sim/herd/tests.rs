@@ -4,6 +4,8 @@ use super::*;
 use crate::backoff::Jitter;
 use crate::breaker::BreakerConfig;
 use crate::budget::TokenBucket;
+use crate::bulkhead::{AdaptiveLimit, BulkheadConfig};
+use crate::throttle::ThrottleConfig;
 use engine::nanos;
 
 fn ms(v: u64) -> Duration {
@@ -128,6 +130,34 @@ fn bad_configs_are_errors_not_panics() {
             },
             "breaker",
         ),
+        (brownout(0, ms(20), ms(100)), "capacity"),
+        (brownout(10, Duration::ZERO, ms(100)), "service_time"),
+        (brownout(10, ms(20), Duration::ZERO), "timeout"),
+        (
+            HerdConfig {
+                throttle: Some(ThrottleConfig { k: 0.5, ..Default::default() }),
+                ..Default::default()
+            },
+            "throttle",
+        ),
+        (
+            HerdConfig {
+                bulkhead: BulkheadConfig { max_concurrent: 0, ..Default::default() },
+                ..Default::default()
+            },
+            "bulkhead",
+        ),
+        (
+            HerdConfig {
+                bulkhead: BulkheadConfig {
+                    max_concurrent: 4,
+                    adaptive: Some(AdaptiveLimit::aimd(5)),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+            "bulkhead",
+        ),
     ];
     for (cfg, field) in cases {
         for strategy in Strategy::ALL {
@@ -136,22 +166,47 @@ fn bad_configs_are_errors_not_panics() {
     }
 }
 
+/// Every client ends one way: success, or one of the reasons to stop.
+fn accounted(r: &HerdReport) -> u32 {
+    r.succeeded
+        + r.exhausted
+        + r.budget_stopped
+        + r.breaker_stopped
+        + r.deadline_stopped
+        + r.throttled
+        + r.bulkhead_stopped
+}
+
 #[test]
 fn extreme_settings_do_not_panic() {
-    let cfg = HerdConfig {
-        clients: 3,
-        max_attempts: 200,
-        base: Duration::MAX,
-        cap: Duration::MAX,
-        latency: Latency { mean: Duration::MAX, sd: Duration::MAX },
-        model: Model::Overload { capacity: 1, tick: Duration::from_nanos(1) },
-        bucket: Duration::from_nanos(1),
-        ..Default::default()
-    };
-    for strategy in Strategy::ALL {
-        let r = simulate(&cfg, strategy).unwrap();
-        assert_eq!(r.succeeded + r.exhausted + r.budget_stopped + r.breaker_stopped, 3);
-        assert!(r.load_by_bucket().len() <= r.arrivals.len());
+    let nano = Duration::from_nanos(1);
+    let models = [
+        Model::Overload { capacity: 1, tick: nano },
+        Model::Brownout { capacity: 1, service_time: Duration::MAX, timeout: Duration::MAX },
+        Model::Brownout { capacity: u32::MAX, service_time: nano, timeout: nano },
+    ];
+    for model in models {
+        let cfg = HerdConfig {
+            clients: 3,
+            max_attempts: 200,
+            base: Duration::MAX,
+            cap: Duration::MAX,
+            latency: Latency { mean: Duration::MAX, sd: Duration::MAX },
+            model,
+            bucket: nano,
+            throttle: Some(ThrottleConfig::default()),
+            bulkhead: BulkheadConfig {
+                max_concurrent: 1,
+                max_wait: Some(Duration::MAX),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        for strategy in Strategy::ALL {
+            let r = simulate(&cfg, strategy).unwrap();
+            assert_eq!(accounted(&r), 3, "{model} {strategy}");
+            assert!(r.load_by_bucket().len() <= r.arrivals.len());
+        }
     }
 }
 
@@ -196,4 +251,146 @@ fn the_deadline_rule_holds_in_the_simulator_too() {
         "no attempt starts at or after the deadline"
     );
     assert_eq!(bounded.succeeded + bounded.exhausted + bounded.deadline_stopped, bounded.clients);
+}
+
+fn brownout(capacity: u32, service_time: Duration, timeout: Duration) -> HerdConfig {
+    HerdConfig { model: Model::Brownout { capacity, service_time, timeout }, ..HerdConfig::brownout() }
+}
+
+#[test]
+fn brownout_latency_grows_with_the_load_each_request_finds() {
+    // Five requests arrive together at a dependency that runs two at full
+    // speed: the n-th takes 20 ms * max(1, n / 2).
+    let cfg = HerdConfig { clients: 5, latency: exact_network(), ..brownout(2, ms(20), ms(1000)) };
+    let r = simulate(&cfg, Strategy::Backoff(Jitter::None)).unwrap();
+    assert_eq!(r.arrivals, [ms(10); 5]);
+    assert_eq!(r.completions, [ms(40), ms(40), ms(50), ms(60), ms(70)], "10 + 20/20/30/40/50 + 10");
+    assert_eq!((r.attempts, r.succeeded), (5, 5));
+}
+
+#[test]
+fn brownout_timeouts_fail_attempts_but_the_dependency_finishes_their_work() {
+    // One worker, 20 ms a request, attempts time out after 50 ms. Three
+    // arrive at 10 ms and take 20, 40 and 60 ms: the first answers at 40,
+    // the other two time out at 50 and retry 1 ms later (arriving at 61).
+    // The third's work still runs until 70, so the first retry finds two
+    // requests in service (40 ms, answer at 111, past its timeout at 101)
+    // and the second finds three. Had the work been dropped at the
+    // timeout, the first retry would have taken 20 ms and succeeded.
+    let cfg = HerdConfig {
+        clients: 3,
+        max_attempts: 2,
+        base: ms(1),
+        latency: exact_network(),
+        ..brownout(1, ms(20), ms(50))
+    };
+    let r = simulate(&cfg, Strategy::Backoff(Jitter::None)).unwrap();
+    assert_eq!(r.arrivals, [ms(10), ms(10), ms(10), ms(61), ms(61)]);
+    assert_eq!(r.completions, [ms(40)]);
+    assert_eq!((r.succeeded, r.exhausted), (1, 2));
+    assert_eq!(
+        r.end,
+        ms(101),
+        "both retries time out 50 ms after they left; their late replies do not count"
+    );
+}
+
+/// A bulkhead of `max` permits with no adaptive limit.
+fn fixed_bulkhead(max: u32, max_wait: Option<Duration>) -> BulkheadConfig {
+    BulkheadConfig { max_concurrent: max, max_wait, adaptive: None }
+}
+
+/// A dependency that never refuses (a tick far larger than the herd).
+fn roomy() -> HerdConfig {
+    HerdConfig {
+        latency: exact_network(),
+        model: Model::Overload { capacity: 1_000, tick: ms(10) },
+        ..HerdConfig::overload()
+    }
+}
+
+#[test]
+fn the_bulkhead_holds_attempts_in_flight_to_its_limit_and_waiting_costs_no_attempt() {
+    let cfg = HerdConfig { clients: 7, bulkhead: fixed_bulkhead(3, None), ..roomy() };
+    let r = simulate(&cfg, Strategy::Adaptive).unwrap();
+    // Three at a time, each attempt 20 ms; the next three start as the
+    // first three reply, first come, first served.
+    assert_eq!(r.arrivals, [ms(10), ms(10), ms(10), ms(30), ms(30), ms(30), ms(50)]);
+    assert_eq!(r.completions, [ms(20), ms(20), ms(20), ms(40), ms(40), ms(40), ms(60)]);
+    assert_eq!(r.attempts, 7, "one attempt per client: waiting for a permit is not an attempt");
+    assert_eq!(r.limits, [(Duration::ZERO, 3)], "a fixed limit never moves");
+}
+
+#[test]
+fn a_client_gives_up_after_max_wait_for_a_permit_or_at_its_deadline() {
+    let cfg = HerdConfig { clients: 3, bulkhead: fixed_bulkhead(1, Some(ms(15))), ..roomy() };
+    let r = simulate(&cfg, Strategy::Adaptive).unwrap();
+    assert_eq!((r.succeeded, r.bulkhead_stopped, r.attempts), (1, 2, 1));
+    assert_eq!(r.end, ms(20));
+
+    // The deadline comes first (or at the same instant): it is the reason.
+    for max_wait in [None, Some(ms(25)), Some(ms(30))] {
+        let cfg = HerdConfig {
+            clients: 3,
+            deadline: Some(ms(25)),
+            bulkhead: fixed_bulkhead(1, max_wait),
+            ..roomy()
+        };
+        let r = simulate(&cfg, Strategy::Adaptive).unwrap();
+        // The second client gets the permit at 20 ms and is cut by the
+        // deadline; the third is still waiting when it passes.
+        assert_eq!((r.succeeded, r.deadline_stopped, r.bulkhead_stopped), (1, 2, 0), "{max_wait:?}");
+    }
+}
+
+#[test]
+fn the_adaptive_limit_moves_with_the_answers_as_the_library_core_moves_it() {
+    // Four attempts against one place per tick: one success, three
+    // overload answers, all at 20 ms. The core hears them in that order
+    // with four in flight: +1/4 (4.25), then x0.5 three times (2, 1, 1).
+    let cfg = HerdConfig {
+        clients: 4,
+        max_attempts: 1,
+        latency: exact_network(),
+        model: Model::Overload { capacity: 1, tick: ms(10) },
+        bulkhead: BulkheadConfig {
+            max_concurrent: 4,
+            max_wait: None,
+            adaptive: Some(AdaptiveLimit::aimd(1).backoff_ratio(0.5)),
+        },
+        ..HerdConfig::overload()
+    };
+    let r = simulate(&cfg, Strategy::Adaptive).unwrap();
+    assert_eq!(r.limits, [(Duration::ZERO, 4), (ms(20), 2), (ms(20), 1)]);
+    assert_eq!((r.succeeded, r.exhausted), (1, 3));
+}
+
+#[test]
+fn conflicts_shrink_the_limit_to_the_few_writers_a_row_serves() {
+    let cfg = HerdConfig { clients: 100, seed: 7, ..HerdConfig::contention() };
+    let r = simulate(&cfg, Strategy::Adaptive).unwrap();
+    let lowest = r.limits.iter().map(|&(_, limit)| limit).min();
+    assert_eq!(r.limits.first(), Some(&(Duration::ZERO, 20)));
+    assert!(
+        lowest <= Some(2),
+        "conflicts are overload signals: {:?}",
+        r.limits.iter().take(10).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn the_sre_throttle_refuses_nothing_of_a_cold_herd_the_limit_keeps_answered() {
+    for preset in [HerdConfig::contention(), HerdConfig::overload(), HerdConfig::brownout()] {
+        let cfg = HerdConfig { clients: 100, ..preset };
+        let without = simulate(&cfg, Strategy::Adaptive).unwrap();
+        assert_eq!(without.throttled, 0, "off by default");
+        let with = HerdConfig { throttle: Some(ThrottleConfig::default()), ..cfg };
+        let r = simulate(&with, Strategy::Adaptive).unwrap();
+        // Requests count once answered: 100 clients starting together are
+        // not refused before the first answers, and the answers that come
+        // back (successes, conflicts, a share of refusals) keep it open.
+        assert_eq!(r.throttled, 0, "{}", cfg.model);
+        assert_eq!((r.succeeded, r.attempts), (without.succeeded, without.attempts), "{}", cfg.model);
+        assert_eq!(accounted(&r), 100);
+    }
 }

@@ -1,0 +1,252 @@
+//! The admin router on a real loopback server: `/snapshot` and `/events`
+//! agree with the registry while calls run, manual control needs the
+//! router's token, unknown names are a 404 listing the known ones, and the
+//! page renders every breaker and its state in a real headless Chromium.
+//!
+//! Real sockets need the real clock, so these tests run in real time. No
+//! test sleeps: each waits for the event it needs (a tick comes once a
+//! second), under a generous limit that only turns a hang into a failure.
+
+#[path = "admin/browser.rs"]
+mod browser;
+#[path = "admin/support.rs"]
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use resilient::admin::{self, BreakerView, Counts, Snapshot, State, TransitionView};
+use resilient::{BreakerState, Rejection};
+use support::{Events, Flaky, TOKEN, call, guards, post, serve, snapshot, totals};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_snapshot_matches_the_registry_while_calls_run() {
+    let registry = guards();
+    let addr = serve(admin::router(&registry).into_router()).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let caller = tokio::spawn({
+        let (registry, stop) = (registry.clone(), stop.clone());
+        async move {
+            let mut made = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                // One in ten fails: not enough to open `alpha` (5 in 10 s is).
+                let fail = made % 10 == 9 && made < 30;
+                let _ = call(&registry, "alpha", if fail { Err(Flaky::Down) } else { Ok(()) }).await;
+                made += 1;
+                tokio::task::yield_now().await;
+            }
+            made
+        }
+    });
+
+    for _ in 0..5 {
+        let before = totals(&registry, "alpha");
+        let snap = snapshot(addr).await;
+        let after = totals(&registry, "alpha");
+        let alpha = &snap.breakers[0];
+        for (low, seen, high, what) in [
+            (before.calls, alpha.totals.calls, after.calls, "calls"),
+            (before.failures, alpha.totals.failures, after.failures, "failures"),
+        ] {
+            assert!(
+                low <= seen && seen <= high,
+                "{what}: {low} <= {seen} <= {high}, read around the request"
+            );
+        }
+        assert_eq!(alpha.state, State::Closed);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let made = caller.await.unwrap();
+
+    let snap = snapshot(addr).await;
+    let names = |list: Vec<String>| list;
+    assert_eq!(names(snap.breakers.iter().map(|b| b.name.clone()).collect()), ["alpha", "beta"]);
+    assert_eq!(names(snap.budgets.iter().map(|b| b.name.clone()).collect()), ["alpha"]);
+    assert_eq!(names(snap.bulkheads.iter().map(|b| b.name.clone()).collect()), ["alpha", "beta"]);
+    assert_eq!(names(snap.throttles.iter().map(|t| t.name.clone()).collect()), ["alpha"]);
+    assert_eq!(names(snap.rate_limits.iter().map(|r| r.name.clone()).collect()), ["alpha"]);
+    assert_eq!(snap.breakers[0].totals, totals(&registry, "alpha"));
+    assert_eq!(snap.breakers[0].totals.calls, made, "every call made one attempt");
+    assert_eq!(snap.breakers[0].totals.failures, made.min(30) / 10);
+    assert_eq!(snap.budgets[0].available, registry.budget("alpha").unwrap().available());
+    let fixed = &snap.bulkheads[0];
+    assert_eq!((fixed.in_use, fixed.limit, fixed.max_concurrent, fixed.adaptive.is_none()), (0, 4, 4, true));
+    let adaptive = &snap.bulkheads[1];
+    let limit = registry.bulkhead("beta").unwrap().limit();
+    assert_eq!((adaptive.limit, adaptive.max_concurrent), (limit, 8));
+    let algorithm = adaptive.adaptive.as_ref().map(|a| (a.algorithm.as_str(), a.min));
+    assert_eq!(algorithm, Some(("aimd", 2)));
+    let throttle = &snap.throttles[0];
+    assert_eq!(throttle.refusal_probability, registry.throttle("alpha").unwrap().refusal_probability());
+    assert_eq!((throttle.k, throttle.window_ms), (1.5, 120_000));
+    let rate = &snap.rate_limits[0];
+    assert_eq!((rate.per_second, rate.burst, rate.max_wait_ms), (50, 5, Some(20)));
+    assert_eq!(snap.breakers[1].totals, Counts::default());
+    assert!(!snap.control, "built without a token");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_stream_sends_a_snapshot_then_transitions_as_they_happen_and_counts_each_second() {
+    let registry = guards();
+    let addr = serve(admin::router(&registry).into_router()).await;
+    let mut events = Events::connect(addr).await;
+    let first: Snapshot = events.next_named("snapshot").await;
+    assert_eq!(first.breakers.len(), 2);
+
+    for _ in 0..5 {
+        let _ = call(&registry, "alpha", Err(Flaky::Down)).await;
+    }
+    assert_eq!(registry.breaker("alpha").unwrap().state(), BreakerState::Open);
+    let opened: TransitionView = events.next_named("transition").await;
+    assert_eq!(
+        (opened.breaker.as_str(), opened.from, opened.to, opened.forced),
+        ("alpha", State::Closed, State::Open, None)
+    );
+
+    let made = 25;
+    for _ in 0..made {
+        call(&registry, "beta", Ok(())).await.unwrap();
+    }
+    // Each tick holds one second; together they hold every call since the
+    // router was built, and each agrees with the registry's totals.
+    let mut counted = Counts::default();
+    while counted.calls < made {
+        let tick: Snapshot = events.next_named("tick").await;
+        assert!(tick.transitions.is_empty(), "transitions come as their own events");
+        let beta = tick.breakers.iter().find(|b| b.name == "beta").unwrap();
+        assert_eq!(beta.per_second.len(), 1, "a tick carries the second just ended");
+        counted.calls += beta.per_second[0].calls;
+        counted.failures += beta.per_second[0].failures;
+        let alpha = tick.breakers.iter().find(|b| b.name == "alpha").unwrap();
+        assert_eq!(alpha.state, State::Open, "open for a minute");
+        assert_eq!(alpha.totals, totals(&registry, "alpha"));
+        assert!(alpha.remaining_open_ms.is_some_and(|ms| ms > 0 && ms <= 60_000));
+    }
+    assert_eq!(counted, Counts { calls: made, failures: 0, rejections: 0 }, "no call counted twice");
+    let quiet: Snapshot = events.next_named("tick").await;
+    let beta = quiet.breakers.iter().find(|b| b.name == "beta").unwrap();
+    assert_eq!(beta.per_second, [Counts::default()], "a second without calls counts none");
+    let snap = snapshot(addr).await;
+    let beta = snap.breakers.iter().find(|b| b.name == "beta").unwrap();
+    assert_eq!(
+        beta.per_second.iter().map(|s| s.calls).sum::<u64>(),
+        made,
+        "the snapshot's minute holds them too"
+    );
+    assert_eq!(snap.transitions, [opened]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_open_breaker_rejects_calls_until_reset_and_shows_it() {
+    let registry = guards();
+    let addr = serve(admin::router(&registry).with_token(TOKEN).unwrap().into_router()).await;
+    let mut events = Events::connect(addr).await;
+    let _: Snapshot = events.next_named("snapshot").await;
+
+    let (status, body) = post(addr, "alpha", "force-open", Some(&format!("Bearer {TOKEN}"))).await;
+    assert_eq!(status, 200, "{body}");
+    let view: BreakerView = serde_json::from_str(&body).unwrap();
+    assert_eq!((view.state, view.forced), (State::Open, Some(State::Open)));
+    let ran = Arc::new(AtomicU64::new(0));
+    let attempt = {
+        let ran = ran.clone();
+        move || {
+            ran.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        }
+    };
+    let refused = support::call_with(&registry, "alpha", attempt.clone()).await;
+    assert_eq!(refused, Err(Flaky::Rejected(Rejection::CircuitOpen { breaker: "alpha".into() })));
+    assert_eq!(ran.load(Ordering::Relaxed), 0, "the call never ran");
+    let forced: TransitionView = events.next_named("transition").await;
+    assert_eq!((forced.from, forced.to, forced.forced), (State::Closed, State::Open, Some(State::Open)));
+    let snap = snapshot(addr).await;
+    assert_eq!((snap.breakers[0].state, snap.breakers[0].forced), (State::Open, Some(State::Open)));
+    assert!(snap.control);
+
+    let (status, _) = post(addr, "alpha", "force-closed", Some(&format!("Bearer {TOKEN}"))).await;
+    assert_eq!(status, 200);
+    for _ in 0..8 {
+        let _ = call(&registry, "alpha", Err(Flaky::Down)).await;
+    }
+    let snap = snapshot(addr).await;
+    assert_eq!(
+        (snap.breakers[0].state, snap.breakers[0].forced),
+        (State::Closed, Some(State::Closed)),
+        "failures do not open it"
+    );
+
+    let (status, body) = post(addr, "alpha", "reset", Some(&format!("Bearer {TOKEN}"))).await;
+    assert_eq!(status, 200);
+    let view: BreakerView = serde_json::from_str(&body).unwrap();
+    assert_eq!((view.state, view.forced), (State::Closed, None));
+    support::call_with(&registry, "alpha", attempt).await.unwrap();
+    assert_eq!(ran.load(Ordering::Relaxed), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manual_control_is_refused_without_the_routers_bearer_token() {
+    let registry = guards();
+    let with_token = serve(admin::router(&registry).with_token(TOKEN).unwrap().into_router()).await;
+    let without_token = serve(admin::router(&registry).into_router()).await;
+    let refusals = [
+        (with_token, None, "no Authorization header"),
+        (with_token, Some("Bearer not-the-token".to_owned()), "a wrong token"),
+        (with_token, Some(format!("Bearer {TOKEN}x")), "the token with a character more"),
+        (with_token, Some(format!("Bearer {}", &TOKEN[..TOKEN.len() - 1])), "a prefix of the token"),
+        (with_token, Some(format!("Basic {TOKEN}")), "another scheme"),
+        (without_token, Some(format!("Bearer {TOKEN}")), "a router built without a token"),
+    ];
+    for (addr, authorization, case) in refusals {
+        for action in ["force-open", "force-closed", "reset"] {
+            let (status, body) = post(addr, "alpha", action, authorization.as_deref()).await;
+            assert_eq!(status, 401, "{action} with {case}: {body}");
+        }
+    }
+    assert_eq!(registry.breaker("alpha").unwrap().forced(), None, "no refused request acted");
+    let (status, _) = post(with_token, "alpha", "force-open", Some(&format!("bearer {TOKEN}"))).await;
+    assert_eq!(status, 200, "the scheme's case does not matter");
+    assert_eq!(registry.breaker("alpha").unwrap().forced(), Some(BreakerState::Open));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_name_is_a_404_that_lists_the_known_ones() {
+    let registry = guards();
+    let addr = serve(admin::router(&registry).with_token(TOKEN).unwrap().into_router()).await;
+    let bearer = format!("Bearer {TOKEN}");
+    let (status, body) = post(addr, "gamma", "force-open", Some(&bearer)).await;
+    assert_eq!(status, 404);
+    let refusal: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(refusal["known"], serde_json::json!(["alpha", "beta"]), "{body}");
+    assert!(refusal["error"].as_str().unwrap().contains("gamma"), "{body}");
+
+    let (status, body) = post(addr, "alpha", "explode", Some(&bearer)).await;
+    assert_eq!(status, 404);
+    let refusal: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(refusal["known"], serde_json::json!(["force-open", "force-closed", "reset"]), "{body}");
+
+    let (status, body) = post(addr, "gamma", "force-open", None).await;
+    assert_eq!(status, 401, "names are not told to a caller without the token: {body}");
+    assert!(!body.contains("alpha"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_the_event_streams_ends_them_so_a_server_can_shut_down() {
+    let registry = guards();
+    let admin = admin::router(&registry);
+    let streams = admin.event_streams();
+    let addr = serve(admin.into_router()).await;
+    let mut open = Events::connect(addr).await;
+    let _: Snapshot = open.next_named("snapshot").await;
+    streams.close();
+    assert_eq!(open.next().await, None, "the open stream ended");
+    let mut later = Events::connect(addr).await;
+    let _: Snapshot = later.next_named("snapshot").await;
+    assert_eq!(later.next().await, None, "a later stream ends after its snapshot");
+    assert_eq!(snapshot(addr).await.breakers.len(), 2, "the other routes still answer");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_shows_each_breaker_and_its_state_in_a_real_browser() {
+    browser::renders_each_breaker_and_its_state().await;
+}

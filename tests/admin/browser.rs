@@ -1,0 +1,172 @@
+//! The dashboard page in a real browser: Debian's Chromium, headless,
+//! driven by its own flags (`--dump-dom`), so the test needs no driver
+//! process and no crate of its own.
+//!
+//! How it stays deterministic: `--virtual-time-budget` dumps the DOM once
+//! the page has been idle for that long in virtual time, and virtual time
+//! stands still while a request is open. The event stream is such a
+//! request; so the test connects the page, sends it what it must show,
+//! then closes the stream (`EventStreams::close`): the page has applied
+//! every event before the stream's end lets virtual time run out.
+
+use std::process::{Command, Stdio};
+
+use resilient::BreakerConfig;
+use resilient::admin::{self, Snapshot};
+use tokio::sync::mpsc;
+
+use super::support::{Events, PATIENCE, TOKEN, call, guards, post, serve};
+
+/// The browser, as Debian installs it; `RESILIENT_CHROMIUM` overrides.
+fn chromium() -> String {
+    let path = std::env::var("RESILIENT_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
+    assert!(
+        std::path::Path::new(&path).exists(),
+        "Chromium is not installed at {path}: the dashboard test renders the page in it. \
+         Run `scripts/ensure-chromium.sh` (installs Debian's `chromium` package), \
+         or point RESILIENT_CHROMIUM at a Chromium binary."
+    );
+    path
+}
+
+pub async fn renders_each_breaker_and_its_state() {
+    let chromium = chromium();
+    let registry = guards();
+    registry.declare_breaker("gamma", BreakerConfig::default()).unwrap();
+    registry.breaker("gamma").unwrap().force_closed();
+    let admin = admin::router(&registry).with_token(TOKEN).unwrap();
+    let streams = admin.event_streams();
+    // Tells the test when a page has subscribed to the events: the handler
+    // subscribes before it answers.
+    let (connected, mut page_connected) = mpsc::unbounded_channel();
+    let router = admin.into_router().layer(axum::middleware::from_fn(
+        move |request: axum::extract::Request, next: axum::middleware::Next| {
+            let connected = connected.clone();
+            async move {
+                let events = request.uri().path() == "/events";
+                let response = next.run(request).await;
+                if events {
+                    let _ = connected.send(());
+                }
+                response
+            }
+        },
+    ));
+    let addr = serve(router).await;
+    for _ in 0..3 {
+        call(&registry, "beta", Ok(())).await.unwrap();
+    }
+    // Ticks first, until the calls are in one, so the page gets them to chart.
+    let mut watcher = Events::connect(addr).await;
+    page_connected.recv().await.unwrap(); // the watcher's own
+    let mut charted = 0;
+    while charted < 3 {
+        let tick: Snapshot = watcher.next_named("tick").await;
+        charted += tick.breakers.iter().find(|b| b.name == "beta").unwrap().per_second[0].calls;
+    }
+
+    let profile = tempdir();
+    let mut browser = Command::new(&chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--virtual-time-budget=1000",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("http://{addr}/"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {chromium}: {e}"));
+    let pid = browser.id();
+    let stdout = browser.stdout.take().unwrap();
+    let stderr = browser.stderr.take().unwrap();
+    let output = std::thread::spawn(move || std::io::read_to_string(stdout));
+    let errors = std::thread::spawn(move || std::io::read_to_string(stderr));
+
+    if tokio::time::timeout(PATIENCE, page_connected.recv()).await.is_err() {
+        let _ = browser.kill();
+        panic!(
+            "Chromium (pid {pid}) never opened the event stream; its stderr:\n{}",
+            errors.join().unwrap().unwrap()
+        );
+    }
+    // Live, after the page connected: a transition it must apply.
+    let (status, body) = post(addr, "alpha", "force-open", Some(&format!("Bearer {TOKEN}"))).await;
+    assert_eq!(status, 200, "{body}");
+    streams.close();
+
+    let finished = tokio::task::spawn_blocking(move || {
+        let status = browser.wait();
+        (status, output.join().unwrap(), errors.join().unwrap())
+    });
+    let (status, dom, errors) = match tokio::time::timeout(PATIENCE, finished).await {
+        Ok(joined) => joined.unwrap(),
+        Err(_) => panic!("Chromium (pid {pid}) did not dump the page within {PATIENCE:?}"),
+    };
+    let _ = std::fs::remove_dir_all(&profile);
+    let errors = errors.unwrap_or_default();
+    assert!(status.is_ok_and(|s| s.success()), "Chromium failed; its stderr:\n{errors}");
+    let dom = dom.unwrap();
+
+    let alpha = card(&dom, "breaker", "alpha");
+    assert!(
+        alpha.opening.contains(r#"data-state="open""#) && alpha.opening.contains(r#"data-forced="open""#),
+        "{}",
+        alpha.html
+    );
+    assert!(alpha.html.contains(">forced open<"), "the forced state shows: {}", alpha.html);
+    let beta = card(&dom, "breaker", "beta");
+    assert!(
+        beta.opening.contains(r#"data-state="closed""#) && beta.opening.contains(r#"data-forced="""#),
+        "{}",
+        beta.html
+    );
+    assert!(beta.html.contains(r#"<span class="state closed">closed</span>"#), "{}", beta.html);
+    assert!(beta.html.contains(r#"data-series="ok""#), "a bar of the successful calls: {}", beta.html);
+    let gamma = card(&dom, "breaker", "gamma");
+    assert!(
+        gamma.opening.contains(r#"data-forced="closed""#) && gamma.html.contains(">forced closed<"),
+        "{}",
+        gamma.html
+    );
+    card(&dom, "budget", "alpha");
+    card(&dom, "bulkhead", "alpha");
+    let adaptive = card(&dom, "bulkhead", "beta");
+    assert!(adaptive.html.contains("adaptive (aimd): limit 8 within 2..8"), "{}", adaptive.html);
+    let throttle = card(&dom, "throttle", "alpha");
+    assert!(throttle.html.contains("refuses 0% of requests now"), "{}", throttle.html);
+    let rate = card(&dom, "rate-limit", "alpha");
+    assert!(rate.html.contains("50 per second, bursts of 5"), "{}", rate.html);
+    assert!(dom.contains("alpha</b> closed → open (forced open)"), "the transition is listed:\n{dom}");
+}
+
+/// A card's opening tag and its whole HTML, found by its `data-<kind>` name.
+struct Card {
+    opening: String,
+    html: String,
+}
+
+fn card(dom: &str, kind: &str, name: &str) -> Card {
+    let marker = format!(r#"data-{kind}="{name}""#);
+    let at = dom.find(&marker).unwrap_or_else(|| panic!("no {kind} card for {name} in the page:\n{dom}"));
+    let start = dom[..at].rfind("<article").unwrap();
+    let end = at + dom[at..].find("</article>").unwrap() + "</article>".len();
+    let opening_end = at + dom[at..].find('>').unwrap();
+    Card { opening: dom[start..opening_end].to_owned(), html: dom[start..end].to_owned() }
+}
+
+/// A fresh, empty directory for the browser's profile.
+fn tempdir() -> std::path::PathBuf {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let dir = std::env::temp_dir().join(format!("resilient-chromium-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
