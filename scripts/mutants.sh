@@ -31,7 +31,7 @@ export CARGO_TERM_COLOR=never
 command -v cargo-mutants >/dev/null || cargo install --locked cargo-mutants
 
 targets=(--lib
-  --test attribute --test metrics --test config
+  --test attribute --test metrics --test config --test tower
   --test breaker_model --test caller_gets --test cancellation --test direct_path
   --test guards --test properties --test retry_loop --test adaptive --test contract_edges)
 

@@ -12,7 +12,8 @@ use common::{Attempts, TestError, ms};
 use retry_runtime::__private::{ByTraits, Kept, Step};
 use retry_runtime::{
     Admission, BreakerConfig, BreakerCore, BreakerState, BudgetConfig, BulkheadConfig, BulkheadFull,
-    Classify, ErrorClass, Jitter, Outcome, Policy, Registry, Rejection, RetryBudget, StopReason, TokenBucket,
+    CircuitBreaker, Classify, ErrorClass, Jitter, Outcome, Policy, Registry, Rejection, RetryBudget,
+    StopReason, TokenBucket,
 };
 use tokio::time::{Instant, sleep};
 
@@ -184,4 +185,70 @@ async fn the_step_form_counts_the_attempts_that_ran_and_not_a_refused_one() {
             assert_eq!(refused.attempts(), 0, "the open breaker refused the only attempt");
         })
         .await;
+}
+
+/// A breaker that opens on its first failure and stays open for 10 s.
+fn one_strike_breaker() -> CircuitBreaker {
+    CircuitBreaker::new("db", BreakerConfig { failure_threshold: 1, open_for: s(10), ..Default::default() })
+        .unwrap()
+}
+
+// Kills `CircuitBreaker::force_open`, `force` and `reset` -> `()`, and
+// `CircuitBreaker::forced -> None`.
+#[tokio::test(start_paused = true)]
+async fn a_forced_open_breaker_refuses_every_call_until_reset_and_says_it_is_forced() {
+    let breaker = one_strike_breaker();
+    breaker.force_open();
+    assert_eq!((breaker.state(), breaker.forced()), (BreakerState::Open, Some(BreakerState::Open)));
+    assert!(breaker.try_acquire().is_none());
+    // Held open by hand: `open_for` passing admits no probe.
+    tokio::time::advance(s(60)).await;
+    assert_eq!(breaker.state(), BreakerState::Open);
+    assert!(breaker.try_acquire().is_none(), "a forced-open breaker admitted a probe");
+    breaker.reset();
+    assert_eq!((breaker.state(), breaker.forced()), (BreakerState::Closed, None));
+    let permit = breaker.try_acquire().expect("a reset breaker admits calls");
+    assert!(!permit.is_probe());
+    permit.record(Outcome::Success);
+}
+
+// Kills `CircuitBreaker::force_closed` and `force` -> `()`.
+#[tokio::test(start_paused = true)]
+async fn a_forced_closed_breaker_runs_every_call_and_no_failure_opens_it_until_reset() {
+    let breaker = one_strike_breaker();
+    breaker.try_acquire().unwrap().record(Outcome::Failure);
+    assert_eq!(breaker.state(), BreakerState::Open);
+    breaker.force_closed();
+    assert_eq!((breaker.state(), breaker.forced()), (BreakerState::Closed, Some(BreakerState::Closed)));
+    for _ in 0..5 {
+        breaker.try_acquire().expect("a forced-closed breaker admits every call").record(Outcome::Failure);
+    }
+    assert_eq!(breaker.state(), BreakerState::Closed, "a failure opened a forced-closed breaker");
+    // Reset: closed with a clean history, and failures count again.
+    breaker.reset();
+    assert_eq!((breaker.state(), breaker.forced()), (BreakerState::Closed, None));
+    breaker.try_acquire().unwrap().record(Outcome::Failure);
+    assert_eq!(breaker.state(), BreakerState::Open);
+}
+
+// Kills `CircuitBreaker::totals -> Default::default()` and `count`: `==` -> `!=`
+// (failures counted for the other outcomes).
+#[tokio::test(start_paused = true)]
+async fn totals_count_every_attempt_that_reported_its_failures_and_every_refusal() {
+    let breaker =
+        CircuitBreaker::new("db", BreakerConfig { failure_threshold: 2, ..Default::default() }).unwrap();
+    for outcome in [Outcome::Success, Outcome::Neutral, Outcome::Failure, Outcome::Success] {
+        breaker.try_acquire().unwrap().record(outcome);
+    }
+    // Admitted but never reported (cancelled): not counted as a call.
+    drop(breaker.try_acquire().unwrap());
+    for _ in 0..2 {
+        breaker.try_acquire().unwrap().record(Outcome::Failure);
+    }
+    assert_eq!(breaker.state(), BreakerState::Open);
+    for _ in 0..3 {
+        assert!(breaker.try_acquire().is_none());
+    }
+    let totals = breaker.totals();
+    assert_eq!((totals.calls, totals.failures, totals.rejections), (6, 3, 3));
 }
