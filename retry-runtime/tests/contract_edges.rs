@@ -11,9 +11,9 @@ use std::time::Duration;
 use common::{Attempts, TestError, ms};
 use retry_runtime::__private::{ByTraits, Kept, Step};
 use retry_runtime::{
-    Admission, BreakerConfig, BreakerCore, BreakerState, BudgetConfig, BulkheadConfig, BulkheadFull,
-    CircuitBreaker, Classify, ErrorClass, Jitter, Outcome, Policy, Registry, Rejection, RetryBudget,
-    StopReason, TokenBucket,
+    Admission, BreakerConfig, BreakerCore, BreakerState, BudgetConfig, Bulkhead, BulkheadConfig,
+    BulkheadFull, CircuitBreaker, Classify, ErrorClass, Jitter, Outcome, Policy, Registry, Rejection,
+    RetryBudget, StopReason, TokenBucket,
 };
 use tokio::time::{Instant, sleep};
 
@@ -251,4 +251,31 @@ async fn totals_count_every_attempt_that_reported_its_failures_and_every_refusal
     }
     let totals = breaker.totals();
     assert_eq!((totals.calls, totals.failures, totals.rejections), (6, 3, 3));
+}
+
+// Kills `Bulkhead::resize_to`: `new - old` -> `new / old`, `grow > 0` ->
+// `==`, `<` or `>=`, and `grow -= 1` -> `+=` or `/=` (the debt of a shrink
+// under load cancelled wrongly when the limit grows again).
+#[tokio::test(start_paused = true)]
+async fn a_bulkhead_grown_while_still_over_its_limit_admits_nobody_until_it_is_under() {
+    let bulkhead = Bulkhead::new("pool", BulkheadConfig { max_concurrent: 4, ..Default::default() }).unwrap();
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(bulkhead.try_acquire().unwrap());
+    }
+    // Down to 1 with 4 in use: 3 permits owed, retired as they come back.
+    bulkhead.reconfigure(BulkheadConfig { max_concurrent: 1, ..Default::default() }).unwrap();
+    // Up to 3 before any came back: 2 of the debt are cancelled, 1 stays owed.
+    bulkhead.reconfigure(BulkheadConfig { max_concurrent: 3, ..Default::default() }).unwrap();
+    assert!(bulkhead.try_acquire().is_none(), "admitted with 4 in use and a limit of 3");
+    held.pop();
+    assert_eq!(bulkhead.in_use(), 3);
+    assert!(bulkhead.try_acquire().is_none(), "admitted with 3 in use and a limit of 3");
+    held.pop();
+    let third = bulkhead.try_acquire().expect("2 in use and a limit of 3");
+    assert!(bulkhead.try_acquire().is_none());
+    drop((third, held));
+    let again: Vec<_> = (0..3).map(|_| bulkhead.try_acquire().expect("the limit of 3")).collect();
+    assert!(bulkhead.try_acquire().is_none(), "more than the limit of 3 once all came back");
+    drop(again);
 }
