@@ -279,3 +279,19 @@ async fn a_bulkhead_grown_while_still_over_its_limit_admits_nobody_until_it_is_u
     assert!(bulkhead.try_acquire().is_none(), "more than the limit of 3 once all came back");
     drop(again);
 }
+
+// Kills `CircuitBreaker::probes_in_flight` and `BreakerCore::probes_in_flight`
+// -> 0 or 1 (the dashboard's "probes in flight").
+#[tokio::test(start_paused = true)]
+async fn probes_in_flight_counts_the_half_open_probes_admitted_and_not_yet_reported() {
+    let config =
+        BreakerConfig { failure_threshold: 1, open_for: s(10), half_open_max_calls: 3, ..Default::default() };
+    let breaker = CircuitBreaker::new("db", config).unwrap();
+    breaker.try_acquire().unwrap().record(Outcome::Failure);
+    assert_eq!(breaker.probes_in_flight(), 0, "open");
+    tokio::time::advance(s(10)).await;
+    let probes: Vec<_> = (0..3).map(|_| breaker.try_acquire().expect("a probe slot")).collect();
+    assert_eq!(breaker.probes_in_flight(), 3);
+    drop(probes);
+    assert_eq!(breaker.probes_in_flight(), 0, "cancelled probes give their slots back");
+}
