@@ -60,7 +60,7 @@ mutants() {
     cargo mutants --package retry-runtime \
     --baseline skip --timeout 60 --build-timeout 900 \
     --jobs "${MUTANTS_JOBS:-2}" --colors never \
-    "${targets[@]/#/--cargo-arg=}" "$@"
+    "${targets[@]/#/--cargo-arg=}" --cargo-test-arg=--no-fail-fast "$@"
 }
 status=0
 mutants --output "$out" "$@" || status=$?
@@ -69,7 +69,9 @@ mutants --output "$out" "$@" || status=$?
 # calls really ran attempts) depends on how busy the machine is: with a
 # mutant building beside it, it sometimes fails on an unmutated tree. A
 # mutant "caught" by that test alone is tested again, alone, to tell a real
-# kill from a busy machine.
+# kill from a busy machine. (`--no-fail-fast` above: without it cargo stops
+# at the first failing test binary, so a stress failure would hide whether
+# the targets after it catch the mutant, and "alone" could not be told.)
 stress=aborting_calls_at_random_points_leaks_nothing
 suspects=()
 for log in "$out"/mutants.out/log/*.log; do
