@@ -12,8 +12,8 @@ use common::{Attempts, TestError, ms};
 use retry_runtime::__private::{ByTraits, Kept, Step};
 use retry_runtime::{
     Admission, BreakerConfig, BreakerCore, BreakerState, BudgetConfig, Bulkhead, BulkheadConfig,
-    BulkheadFull, CircuitBreaker, Classify, ErrorClass, Jitter, Outcome, Policy, Registry, Rejection,
-    RetryBudget, StopReason, TokenBucket,
+    BulkheadFull, CircuitBreaker, Classify, ErrorClass, Jitter, Outcome, Policy, RatioBudget, Registry,
+    Rejection, RetryBudget, StopReason, TokenBucket,
 };
 use tokio::time::{Instant, sleep};
 
@@ -296,4 +296,34 @@ async fn probes_in_flight_counts_the_half_open_probes_admitted_and_not_yet_repor
     assert_eq!(breaker.probes_in_flight(), 3);
     drop(probes);
     assert_eq!(breaker.probes_in_flight(), 0, "cancelled probes give their slots back");
+}
+
+// Kills `Execution::attempt_with`: `attempts == 1` -> `!=` (the ratio budget
+// would count a call's retries as its first attempts, and not the first).
+#[tokio::test(start_paused = true)]
+async fn a_ratio_budget_counts_each_call_once_at_its_first_attempt() {
+    let registry = Registry::new();
+    let ratio = RatioBudget { ratio: 1.0, window: s(10), min_per_sec: 0 };
+    registry.declare_budget("even", BudgetConfig::Ratio(ratio)).unwrap();
+    // An attempt timeout keeps the call off the direct path: this is the general loop.
+    let policy = Policy::builder()
+        .jitter(Jitter::None)
+        .base(ms(1))
+        .max_attempts(5)
+        .budget("even")
+        .attempt_timeout(s(1));
+    let policy = policy.build().unwrap();
+    let attempts = Attempts::new();
+    registry
+        .scope(async {
+            let result: Result<(), TestError> = policy
+                .run(|| {
+                    attempts.mark();
+                    async { Err(TestError::Transient) }
+                })
+                .await;
+            assert_eq!(result, Err(TestError::Transient));
+        })
+        .await;
+    assert_eq!(attempts.count(), 2, "one first attempt buys one retry at a ratio of 1");
 }
