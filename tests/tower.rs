@@ -453,3 +453,30 @@ async fn cloning_serves_any_clone_request_and_classifies_only_errors() {
     assert_eq!(error.downcast_ref::<std::io::Error>().unwrap().kind(), std::io::ErrorKind::NotFound);
     assert_eq!(calls.load(Ordering::SeqCst), 4, "a permanent error is not retried");
 }
+
+/// A request that counts its copies.
+#[derive(Debug)]
+struct Counted(Arc<AtomicU32>);
+
+impl Clone for Counted {
+    fn clone(&self) -> Self {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Counted(self.0.clone())
+    }
+}
+
+// Kills `Execution::next_is_last -> false` (every attempt would send a copy).
+#[tokio::test(start_paused = true)]
+async fn the_last_attempt_sends_the_callers_request_and_only_earlier_ones_send_copies() {
+    let calls = Arc::new(AtomicU32::new(0));
+    let counter = calls.clone();
+    let flaky = service_fn(move |_: Counted| {
+        let n = counter.fetch_add(1, Ordering::SeqCst);
+        async move { if n < 3 { Err(std::io::Error::from(std::io::ErrorKind::ConnectionReset)) } else { Ok(()) } }
+    });
+    let copies = Arc::new(AtomicU32::new(0));
+    let service = ResilientLayer::cloning(policy(4).build().unwrap()).layer(flaky);
+    service.oneshot(Counted(copies.clone())).await.unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 4);
+    assert_eq!(copies.load(Ordering::SeqCst), 3, "a copy for each attempt but the last");
+}

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use common::{Attempts, TestError, ms};
 use retry_runtime::{
-    AdaptiveLimit, BulkheadConfig, Policy, RateLimitConfig, Registry, Rejection, ThrottleConfig, TokenBucket,
-    idempotency_key,
+    AdaptiveLimit, Bulkhead, BulkheadConfig, Policy, RateLimitConfig, Registry, Rejection, ThrottleConfig,
+    TokenBucket, idempotency_key,
 };
 use tokio::time::{Instant, sleep};
 
@@ -324,4 +324,37 @@ async fn the_fallback_gets_the_final_error_and_its_result_is_returned() {
     assert_eq!(*seen.lock().unwrap(), Some(TestError::Transient));
     let untouched = policy.run_or_else(|| async { Ok::<u32, TestError>(1) }, |_| async { Ok(7) }).await;
     assert_eq!(untouched, Ok(1), "a success never falls back");
+}
+
+/// One attempt through `bulkhead` that takes `rtt`, alone.
+async fn sample(bulkhead: &Bulkhead, rtt: u64, overload: bool) {
+    let permit = bulkhead.try_acquire().expect("a free permit");
+    tokio::time::advance(ms(rtt)).await;
+    permit.finish(overload);
+}
+
+// Kills `Bulkhead::reconfigure`'s match guard `core.config() == adaptive`
+// -> `true` / `false` and `==` -> `!=`: what the limit learned is kept only
+// while its settings stay, and new settings are followed at once.
+#[tokio::test(start_paused = true)]
+async fn a_reconfigured_bulkhead_keeps_what_its_adaptive_limit_learned_only_while_the_limit_settings_stay() {
+    let gradient = AdaptiveLimit::gradient(1);
+    let config = BulkheadConfig { max_concurrent: 20, adaptive: Some(gradient), ..Default::default() };
+    let bulkhead = Bulkhead::new("db", config).unwrap();
+    for _ in 0..5 {
+        sample(&bulkhead, 10, false).await;
+    }
+    assert_eq!(bulkhead.limit(), 20, "steady at the usual latency");
+    // Same limit settings, another max_wait: the usual latency (10 ms) is
+    // remembered, so a 100 ms attempt reads as latency rising and shrinks
+    // the limit. Started afresh, 100 ms would be the usual latency.
+    bulkhead.reconfigure(BulkheadConfig { max_wait: Some(ms(500)), ..config }).unwrap();
+    sample(&bulkhead, 100, false).await;
+    assert_eq!(bulkhead.limit(), 19, "the learned latency was forgotten");
+    // Other limit settings: AIMD halving from where the limit stands.
+    let aimd = AdaptiveLimit::aimd(1).backoff_ratio(0.5);
+    bulkhead.reconfigure(BulkheadConfig { adaptive: Some(aimd), ..config }).unwrap();
+    assert_eq!(bulkhead.limit(), 19, "the limit stays where it was");
+    sample(&bulkhead, 10, true).await;
+    assert_eq!(bulkhead.limit(), 9, "the new algorithm was not followed");
 }
