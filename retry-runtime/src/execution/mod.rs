@@ -92,7 +92,7 @@ pub enum Step<T, E> {
 /// What a plain call's first attempt needs (the policy, its cached guards,
 /// the attempt counts) is kept apart from what only some calls need: an
 /// override's settings, a scoped registry's guards, a key, a deadline, an
-/// enabled span, and the state of the backoff (see [`More`]). A call that
+/// enabled span, and the state of the backoff (see `More`). A call that
 /// needs none of those when it starts leaves them unbuilt until its first
 /// failure, so its success path writes, and drops, only a few words.
 pub struct Execution<'p, S, H> {
