@@ -135,14 +135,7 @@ where
                 Ok(permit) => {
                     *this.permit = permit;
                     *this.phase = Phase::Running;
-                    let execution = &mut **this.execution;
-                    execution.attempts += 1;
-                    if execution.attempts == 1
-                        && let Some(budget) = &this.guards.budget
-                    {
-                        budget.on_first_attempt();
-                    }
-                    execution.clear_last();
+                    this.execution.begin_attempt(this.guards);
                 }
                 Err(refusal) => {
                     *this.phase = Phase::Finished;

@@ -76,13 +76,7 @@ impl<S, H> Execution<'_, S, H> {
             Ok(admitted) => admitted,
             Err(refusal) => return Step::Done(Err(self.cannot_run(refusal))),
         };
-        self.attempts += 1;
-        if self.attempts == 1
-            && let Some(budget) = &guards.budget
-        {
-            budget.on_first_attempt();
-        }
-        self.clear_last();
+        self.begin_attempt(&guards);
         match self.round(hedge, &guards, first, &mut make_attempt).await {
             RoundEnd::Won(value) => Step::Done(Ok(value)),
             RoundEnd::Cut => {

@@ -45,6 +45,7 @@ mod admission;
 mod answers;
 mod direct;
 mod hedge;
+mod more;
 mod outcome;
 mod run;
 pub(crate) use run::key_of;
@@ -53,15 +54,14 @@ mod slot;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::time::{Instant, sleep, timeout_at};
 
 pub use slot::{ErrorProbe, ForgetOtherError, Forgotten, KeepSendError, Kept, LastError};
 
+use more::More;
 use outcome::Guarded;
 
-use crate::backoff::JitterRng;
 use crate::clock;
 use crate::context;
 use crate::error::ErrorHandling;
@@ -107,45 +107,6 @@ pub struct Execution<'p, S, H> {
     more: Option<More<S>>,
     /// How this call classifies errors and makes rejections into them.
     handling: H,
-}
-
-/// The part of a call's state that a plain call's success path never
-/// touches: built when the call starts if it needs any of it, else at its
-/// first failure (all of it is then at its starting value, as it would
-/// have been at the start).
-struct More<S> {
-    /// The override this call runs on; `None`: the policy's own settings.
-    overridden: Option<Arc<Settings>>,
-    /// A scoped registry's guards (then the call has no cached ones).
-    scoped: Option<Arc<Guards>>,
-    /// The call's idempotency key; while an attempt is polled in place, the
-    /// key it displaced (see `context::poll_in`).
-    key: Option<Arc<str>>,
-    /// `None` without a deadline, or when it is too far to arm.
-    deadline: Option<Instant>,
-    previous_wait: Option<Duration>,
-    rng: Option<JitterRng>,
-    /// The call's span, when enabled.
-    span: Option<tracing::Span>,
-    last: S,
-}
-
-impl<S: Default> More<S> {
-    /// A plain call's starting state, built at its first failure.
-    #[cold]
-    #[inline(never)]
-    fn plain() -> Self {
-        More {
-            overridden: None,
-            scoped: None,
-            key: None,
-            deadline: None,
-            previous_wait: None,
-            rng: None,
-            span: None,
-            last: S::default(),
-        }
-    }
 }
 
 impl<S, H> std::fmt::Debug for Execution<'_, S, H> {
@@ -348,13 +309,7 @@ impl<'p, S, H> Execution<'p, S, H> {
             Ok(admitted) => admitted,
             Err(refusal) => return Step::Done(Err(self.cannot_run(refusal))),
         };
-        self.attempts += 1;
-        if self.attempts == 1
-            && let Some(budget) = &guards.budget
-        {
-            budget.on_first_attempt();
-        }
-        self.clear_last();
+        self.begin_attempt(&guards);
         let guarded = self.run(make_attempt()).await;
         let wait = match self.settle(admitted, &guards, guarded) {
             Ok(wait) => wait,
@@ -368,12 +323,20 @@ impl<'p, S, H> Execution<'p, S, H> {
         Step::Retry
     }
 
-    /// The previous attempt's error is superseded by this attempt's outcome.
-    #[inline]
-    fn clear_last<E>(&mut self)
+    /// An admitted attempt begins: it is counted, the first one tells the
+    /// budget a call began (a ratio budget's share is of first attempts),
+    /// and the previous attempt's error is superseded by this one's outcome.
+    #[inline(always)]
+    fn begin_attempt<E>(&mut self, guards: &Guards)
     where
         S: LastError<E>,
     {
+        self.attempts += 1;
+        if self.attempts == 1
+            && let Some(budget) = &guards.budget
+        {
+            budget.on_first_attempt();
+        }
         if let Some(more) = &mut self.more {
             more.last.clear();
         }
