@@ -327,3 +327,13 @@ async fn a_ratio_budget_counts_each_call_once_at_its_first_attempt() {
         .await;
     assert_eq!(attempts.count(), 2, "one first attempt buys one retry at a ratio of 1");
 }
+
+/// Kills `window > MAX_WINDOW` -> `>=` in `RatioBudget::validate`: the
+/// documented range is (0, 1 day], so one day itself is a valid window.
+#[test]
+fn a_ratio_budgets_window_may_be_exactly_one_day_and_no_longer() {
+    let day = Duration::from_secs(86_400);
+    assert_eq!(RatioBudget { window: day, ..RatioBudget::default() }.validate(), Ok(()));
+    let longer = RatioBudget { window: day + Duration::from_nanos(1), ..RatioBudget::default() };
+    assert_eq!(longer.validate().map_err(|e| e.field), Err("window"));
+}
