@@ -123,7 +123,13 @@ async fn abort_every_probe_then_probe_again(registry: &Registry, breaker: &Circu
             "a {state:?} breaker refused a call after every call of the wave had ended: a probe slot leaked"
         );
     }
-    assert_eq!(breaker.state(), BreakerState::Open, "failures open the breaker");
+    // The open period is 1 ms of real time: on a busy machine it may be
+    // over before the state is read, and the breaker already half-open.
+    let state = breaker.state();
+    assert!(
+        matches!(state, BreakerState::Open | BreakerState::HalfOpen),
+        "failures open the breaker (or, 1 ms later, leave it half-open): {state:?}"
+    );
     sleep(breaker.remaining_open().unwrap_or_default()).await;
     while breaker.state() == BreakerState::Open {
         tokio::task::yield_now().await;
