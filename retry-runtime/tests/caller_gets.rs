@@ -130,6 +130,40 @@ async fn the_first_attempt_refused_by_an_open_breaker_gets_circuit_open() {
     assert!(!rejection.to_string().contains("not attempted"), "{rejection}");
 }
 
+#[tokio::test(start_paused = true)]
+async fn run_calls_its_closure_only_for_an_attempt_the_guards_admitted() {
+    // The global registry's guards: the direct path (breaker only).
+    registry().declare_breaker("closure-refused", BreakerConfig::default()).unwrap();
+    registry().breaker("closure-refused").unwrap().force_open();
+    let policy = no_jitter().breaker("closure-refused").build().unwrap();
+    let mut calls = 0;
+    let result: Result<(), TestError> = policy
+        .run(|| {
+            calls += 1;
+            async { Ok(()) }
+        })
+        .await;
+    assert_eq!(
+        result,
+        Err(TestError::Rejected(Rejection::CircuitOpen { breaker: "closure-refused".into() }))
+    );
+    assert_eq!(calls, 0, "refused on the direct path: no attempt made");
+
+    // A scoped registry's full bulkhead: the general path.
+    let registry = one_at_a_time(Some(Duration::ZERO));
+    let bulkhead = registry.bulkhead("db").unwrap();
+    let _held = bulkhead.acquire().await.unwrap();
+    let policy = no_jitter().bulkhead("db").build().unwrap();
+    let result: Result<(), TestError> = registry
+        .scope(policy.run(|| {
+            calls += 1;
+            async { Ok(()) }
+        }))
+        .await;
+    assert!(matches!(result, Err(TestError::Rejected(Rejection::BulkheadFull { .. }))), "{result:?}");
+    assert_eq!(calls, 0, "refused on the general path: no attempt made");
+}
+
 /// A registry whose bulkhead `db` admits one attempt at a time.
 fn one_at_a_time(max_wait: Option<Duration>) -> Registry {
     let registry = Registry::new();

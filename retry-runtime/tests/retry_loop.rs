@@ -268,8 +268,10 @@ async fn the_idempotency_key_is_the_same_on_every_attempt() {
         .await;
     assert_eq!(result, Ok(()));
     let seen = seen.into_inner().unwrap();
-    // The closure runs outside the attempt's scope; read inside instead.
-    assert_eq!(seen, [None, None, None]);
+    // The closure is called when its attempt starts (once admitted), in the
+    // attempt's scope, so it sees the key too (a hedging policy calls it
+    // outside: there, read the key in the future, as below).
+    assert_eq!(seen, [Some("order-42".into()), Some("order-42".into()), Some("order-42".into())]);
 
     let inside = std::sync::Mutex::new(Vec::new());
     let attempts = Attempts::new();

@@ -45,6 +45,7 @@ mod admission;
 mod answers;
 mod direct;
 mod hedge;
+mod lazy;
 mod more;
 mod outcome;
 mod run;

@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use super::lazy::MadeOnPoll;
 use super::{Execution, Kept, Step};
 use crate::classify::{Classify, ErrorClass};
 use crate::error::{ByTraits, ClassifyWith, ErrorHandling, ResilientError};
@@ -13,6 +14,9 @@ use crate::rejection::Rejection;
 
 impl Policy {
     /// Runs `op` (one call per attempt) under this policy.
+    ///
+    /// `op` is called only for an attempt the guards admitted (an open
+    /// breaker's refusal never calls it), when that attempt starts.
     ///
     /// Returns the first success, or the last error an attempt produced, or
     /// a [`Rejection`] converted into `E` when no attempt
@@ -69,6 +73,11 @@ impl Policy {
 
     /// [`run`](Self::run) with an idempotency key, which every attempt reads
     /// through [`idempotency_key()`](crate::idempotency_key).
+    ///
+    /// Read it in the future `op` returns: it answers there on every path.
+    /// (`op` itself is called when its attempt starts, in the attempt's
+    /// scope, so it sees the key too, except under a hedging policy, whose
+    /// round calls it for each racer before that racer runs.)
     pub async fn run_with_key<K, T, E, F, Fut>(&self, key: K, op: F) -> Result<T, E>
     where
         K: std::fmt::Display,
@@ -212,7 +221,9 @@ where
         let step = if execution.hedges() {
             Box::pin(execution.attempt_hedged(&mut op)).await
         } else {
-            execution.attempt_with(&mut op).await
+            // Made on its first poll, once admitted (see `lazy`): so the
+            // attempt can take the direct path, as the attribute's does.
+            execution.attempt(MadeOnPoll::new(&mut op)).await
         };
         if let Step::Done(result) = step {
             return result;
