@@ -217,7 +217,8 @@ async fn the_bulkhead_place_is_held_while_the_attempt_runs_and_given_back() {
 #[tokio::test(start_paused = true)]
 async fn a_full_bulkhead_is_waited_for_without_a_probe_slot_then_the_breaker_is_asked_again() {
     for path in PATHS {
-        let (breaker_name, bulkhead_name) = (format!("direct-queue-b-{path:?}"), format!("direct-queue-{path:?}"));
+        let (breaker_name, bulkhead_name) =
+            (format!("direct-queue-b-{path:?}"), format!("direct-queue-{path:?}"));
         breaker(&breaker_name, ms(100));
         bulkhead(&bulkhead_name, 1, None);
         let policy = Policy::builder()
@@ -282,8 +283,11 @@ async fn a_bulkhead_full_past_max_wait_refuses_and_a_cancelled_wait_takes_no_pla
 async fn an_adaptive_bulkhead_hears_each_attempt() {
     for path in PATHS {
         let name = format!("direct-adaptive-{path:?}");
-        let config =
-            BulkheadConfig { max_concurrent: 8, adaptive: Some(AdaptiveLimit::aimd(2)), ..Default::default() };
+        let config = BulkheadConfig {
+            max_concurrent: 8,
+            adaptive: Some(AdaptiveLimit::aimd(2)),
+            ..Default::default()
+        };
         registry().declare_bulkhead(&name, config).unwrap();
         let policy = Policy::builder().max_attempts(1).bulkhead(name.clone()).build().unwrap();
         let places = registry().bulkhead(&name).unwrap();

@@ -71,40 +71,82 @@ pub(super) struct Admitted<'g> {
     pub(super) bulkhead: Option<BulkheadPermit<'g>>,
 }
 
+/// What admission still waits for, when it could not finish at once.
+pub(super) enum Wait {
+    /// A rate-limit turn, then a bulkhead place.
+    Turn,
+    /// A bulkhead place (the rate limit, if any, gave its turn).
+    Place,
+}
+
 impl<S, H> Execution<'_, S, H> {
     /// Admission: the throttle, the breaker, the rate limit, the bulkhead.
     pub(super) async fn admit<'g>(&self, guards: &'g Guards) -> Result<Admitted<'g>, Refusal> {
+        match self.admit_now(guards)? {
+            Ok(admitted) => Ok(admitted),
+            Err(wait) => self.admit_after(guards, wait).await,
+        }
+    }
+
+    /// Admission as far as it goes without waiting: admitted, refused, or
+    /// what is left to wait for. Most attempts are admitted here, with no
+    /// future built; holding nothing when it says to wait.
+    #[inline]
+    pub(super) fn admit_now<'g>(&self, guards: &'g Guards) -> Result<Result<Admitted<'g>, Wait>, Refusal> {
         if let Some(throttle) = &guards.throttle
             && !throttle.admit()
         {
             return Err(Refusal::throttled(throttle));
         }
-        let mut breaker = admit_breaker(guards)?;
+        let breaker = admit_breaker(guards)?;
         if let Some(limit) = &guards.rate_limit
             && !limit.try_acquire()
         {
             // As for the bulkhead below: no probe slot held while waiting.
-            drop(breaker.take());
-            // Boxed: the waits are rare, and their state would make every
-            // attempt's future larger (and costlier to move).
-            Box::pin(self.wait_for_turn(limit)).await?;
-            breaker = admit_breaker(guards)?;
+            return Ok(Err(Wait::Turn));
         }
         let bulkhead = match &guards.bulkhead {
             None => None,
             // The uncontended bulkhead hands out a permit without a wait (or a future).
             Some(bulkhead) => match bulkhead.try_acquire() {
                 Some(permit) => Some(permit),
+                // Queue without a probe slot: with a saturated bulkhead a
+                // held slot would stall the breaker's recovery.
+                None => return Ok(Err(Wait::Place)),
+            },
+        };
+        Ok(Ok(Admitted { breaker, bulkhead }))
+    }
+
+    /// The rest of admission, once `admit_now` said to wait: the turn or
+    /// the place, then the breaker asked again.
+    pub(super) async fn admit_after<'g>(
+        &self,
+        guards: &'g Guards,
+        wait: Wait,
+    ) -> Result<Admitted<'g>, Refusal> {
+        let mut breaker = None;
+        if let Wait::Turn = wait {
+            if let Some(limit) = &guards.rate_limit {
+                // Boxed: the waits are rare, and their state would make every
+                // attempt's future larger (and costlier to move).
+                Box::pin(self.wait_for_turn(limit)).await?;
+            }
+            breaker = admit_breaker(guards)?;
+        }
+        let bulkhead = match &guards.bulkhead {
+            None => None,
+            Some(bulkhead) => match bulkhead.try_acquire() {
+                Some(permit) => Some(permit),
                 None => {
-                    // Queue without a probe slot: with a saturated bulkhead a
-                    // held slot would stall the breaker's recovery.
                     drop(breaker.take());
-                    let permit = Box::pin(self.wait_for_permit(bulkhead)).await?;
-                    breaker = admit_breaker(guards)?;
-                    Some(permit)
+                    Some(Box::pin(self.wait_for_permit(bulkhead)).await?)
                 }
             },
         };
+        if breaker.is_none() {
+            breaker = admit_breaker(guards)?;
+        }
         Ok(Admitted { breaker, bulkhead })
     }
 

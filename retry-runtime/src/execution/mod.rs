@@ -306,7 +306,13 @@ impl<'p, S, H> Execution<'p, S, H> {
     {
         // A handle of our own, so the permits below borrow it and not `self`.
         let guards = self.guards();
-        let admitted = match self.admit(&guards).await {
+        // Most attempts are admitted at once; only a wait builds a future.
+        let admitted = match self.admit_now(&guards) {
+            Ok(Ok(admitted)) => Ok(admitted),
+            Ok(Err(wait)) => self.admit_after(&guards, wait).await,
+            Err(refusal) => Err(refusal),
+        };
+        let admitted = match admitted {
             Ok(admitted) => admitted,
             Err(refusal) => return Step::Done(Err(self.cannot_run(refusal))),
         };
