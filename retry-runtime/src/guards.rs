@@ -61,7 +61,7 @@ impl GuardNames {
             rate_limit: self.rate_limit.as_deref().map(|n| registry.rate_limit_or_default(n)),
             direct: false,
         };
-        guards.direct = guards.bulkhead.is_none() && guards.throttle.is_none() && guards.rate_limit.is_none();
+        guards.direct = guards.throttle.is_none() && guards.rate_limit.is_none();
         guards
     }
 }
@@ -75,8 +75,10 @@ pub(crate) struct Guards {
     pub(crate) throttle: Option<Arc<Throttle>>,
     pub(crate) rate_limit: Option<Arc<RateLimit>>,
     /// Whether every guard of an attempt is one the direct path runs: a
-    /// breaker and a budget ask nothing that waits; the others do (or, for
-    /// the throttle, count and draw). Worked out once, read on every call.
+    /// breaker, a budget and a bulkhead (when it has a place free as the
+    /// attempt is made: a wait for one is the general path's, as are the rate
+    /// limit's wait and the throttle's count and draw). Worked out once, read
+    /// on every call.
     pub(crate) direct: bool,
 }
 

@@ -215,6 +215,37 @@ async fn the_bulkhead_place_is_held_while_the_attempt_runs_and_given_back() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_place_is_given_back_when_the_breaker_refuses_or_the_attempt_panics() {
+    for path in PATHS {
+        let (breaker_name, bulkhead_name) =
+            (format!("direct-refused-b-{path:?}"), format!("direct-refused-{path:?}"));
+        registry().declare_breaker(&breaker_name, BreakerConfig::default()).unwrap();
+        bulkhead(&bulkhead_name, 1, Some(Duration::ZERO));
+        let places = registry().bulkhead(&bulkhead_name).unwrap();
+        let policy =
+            Policy::builder().breaker(breaker_name.clone()).bulkhead(bulkhead_name.clone()).build().unwrap();
+        registry().breaker(&breaker_name).unwrap().force_open();
+        let refused = call(&policy, None, path, || async { Ok(()) }).await;
+        assert_eq!(
+            refused,
+            Err(TestError::Rejected(Rejection::CircuitOpen { breaker: breaker_name.clone() }))
+        );
+        assert_eq!(places.in_use(), 0, "{path:?}: a refused attempt holds no place");
+
+        registry().breaker(&breaker_name).unwrap().reset();
+        let attempt = || async {
+            panic!("the attempt panics (on purpose)");
+            #[allow(unreachable_code)]
+            Ok(())
+        };
+        assert!(catch_unwind(call(&policy, None, path, attempt)).await.is_err());
+        assert_eq!(places.in_use(), 0, "{path:?}: a panicking attempt gives its place back");
+        // The one place is free: a call gets it without waiting (max_wait is zero).
+        assert_eq!(call(&policy, None, path, || async { Ok(3) }).await, Ok(3), "{path:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_full_bulkhead_is_waited_for_without_a_probe_slot_then_the_breaker_is_asked_again() {
     for path in PATHS {
         let (breaker_name, bulkhead_name) =
@@ -230,11 +261,12 @@ async fn a_full_bulkhead_is_waited_for_without_a_probe_slot_then_the_breaker_is_
         // Open the breaker, then let it go half-open (one probe slot).
         let failed = call(&policy, None, path, || async { Err::<(), _>(TestError::Transient) }).await;
         assert_eq!(failed, Err(TestError::Transient));
+        let places = registry().bulkhead(&bulkhead_name).unwrap();
+        assert_eq!(places.in_use(), 0, "{path:?}: a failed attempt gives its place back");
         sleep(ms(100)).await;
         let breaker = registry().breaker(&breaker_name).unwrap();
         assert_eq!(breaker.state(), BreakerState::HalfOpen);
 
-        let places = registry().bulkhead(&bulkhead_name).unwrap();
         let held = places.acquire().await.unwrap();
         let start = Instant::now();
         let queued = call(&policy, None, path, || async { Ok(start.elapsed()) });

@@ -122,14 +122,10 @@ impl BulkheadPermit<'_> {
 impl Drop for BulkheadPermit<'_> {
     fn drop(&mut self) {
         let Some(permit) = self.permit.take() else { return };
-        if self.bulkhead.owed.load(Ordering::Relaxed) > 0 && self.bulkhead.retire_one() {
-            // A smaller limit took effect: this place is not given back.
-            permit.forget();
-        } else {
-            drop(permit);
-        }
-        #[cfg(feature = "metrics")]
-        crate::observe::bulkhead_level(&self.bulkhead.name, self.bulkhead.in_use());
+        // The semaphore's own release is `give_back_place`'s, which also
+        // settles a shrink's debt: one way to give a place back.
+        permit.forget();
+        self.bulkhead.give_back_place();
     }
 }
 
@@ -235,6 +231,32 @@ impl Bulkhead {
                 .map_err(|_| BulkheadFull)?,
         };
         Ok(self.admitted(permit))
+    }
+
+    /// A place taken without a permit object, when one is free and the
+    /// limit is not adaptive (whose places carry the attempt's start time):
+    /// the direct path holds it as a plain fact and gives it back with
+    /// [`give_back_place`](Self::give_back_place) exactly once.
+    #[inline]
+    pub(crate) fn try_take_place(&self) -> bool {
+        if self.adaptive.load(Ordering::Relaxed) {
+            return false;
+        }
+        let Ok(permit) = self.permits.try_acquire() else { return false };
+        permit.forget();
+        #[cfg(feature = "metrics")]
+        crate::observe::bulkhead_level(&self.name, self.in_use());
+        true
+    }
+
+    /// Gives one place back, or, while a smaller limit is still owed
+    /// places (see `resize_to`), retires it instead.
+    pub(crate) fn give_back_place(&self) {
+        if !(self.owed.load(Ordering::Relaxed) > 0 && self.retire_one()) {
+            self.permits.add_permits(1);
+        }
+        #[cfg(feature = "metrics")]
+        crate::observe::bulkhead_level(&self.name, self.in_use());
     }
 
     #[inline]

@@ -1,12 +1,24 @@
 //! The direct path: one attempt as a hand-written future.
 //!
-//! Calls through the global registry with no bulkhead and no timer (the
-//! common case) take this path. It polls the attempt where the caller built
-//! it, so the attempt is never moved and the loop adds no `async` state
-//! machine of its own around it; only the success path is inlined, so the
-//! caller's future stays small enough to be inlined in turn. Every decision
-//! (admission, what an outcome means, whether to retry) is shared with the
-//! general path in the parent module.
+//! Calls through the global registry with no timer, no throttle and no rate
+//! limit (the common case) take this path, when their bulkhead, if they
+//! have one, has a place free as the attempt is made: a breaker, a budget
+//! and a place already held ask nothing that waits. It polls the attempt
+//! where the caller built it, so the attempt is never moved and the loop
+//! adds no `async` state machine of its own around it; only the success
+//! path is inlined, so the caller's future stays small enough to be inlined
+//! in turn. Every decision (admission, what an outcome means, whether to
+//! retry) is shared with the general path in the parent module.
+//!
+//! The bulkhead place is taken as the attempt is made and the breaker asked
+//! when it is first polled, at once, by the `.await` that follows: the
+//! general path's order reversed, with the same results, since neither
+//! waits here (a breaker that refuses gives the place straight back). A
+//! full bulkhead, or an adaptive one (whose places carry a start time),
+//! sends the attempt down the general path, which queues for a place
+//! holding no half-open probe slot. The place is a plain fact, no field:
+//! it is held exactly while the attempt is (`attempt` is `Some`) and the
+//! policy names a bulkhead, and given back where the attempt ends.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -67,7 +79,8 @@ where
 enum Phase {
     /// Not polled yet: the breaker has not been asked.
     Admitting,
-    /// The attempt runs, holding the breaker's permission (in `permit`).
+    /// The attempt runs, holding the breaker's permission (in `permit`) and
+    /// its bulkhead place (from the start; see the module docs).
     Running,
     /// The attempt failed and a retry is planned: waiting out `backoff`.
     BackingOff,
@@ -95,7 +108,7 @@ pin_project! {
             // permit (a field, dropped next) then records nothing.
             let this = this.project();
             if this.attempt.is_some() {
-                cancelled(this.execution, this.attempt);
+                cancelled(this.execution, this.guards, this.attempt);
             }
         }
     }
@@ -139,7 +152,7 @@ where
                 }
                 Err(refusal) => {
                     *this.phase = Phase::Finished;
-                    return Poll::Ready(refused(this.execution, this.attempt, refusal));
+                    return Poll::Ready(refused(this.execution, this.guards, this.attempt, refusal));
                 }
             }
         }
@@ -154,6 +167,9 @@ where
         let error = match context::poll_in(key, span, this.attempt.as_mut(), cx) {
             Poll::Pending => return Poll::Pending,
             Poll::Ready(Ok(value)) => {
+                if let Some(bulkhead) = &this.guards.bulkhead {
+                    bulkhead.give_back_place();
+                }
                 record(this.permit.take(), Outcome::Success);
                 if let Some(budget) = &this.guards.budget {
                     budget.deposit();
@@ -163,7 +179,7 @@ where
             }
             Poll::Ready(Err(error)) => error,
         };
-        match failed(execution, this.permit.take(), error) {
+        match failed(execution, this.guards, this.permit.take(), error) {
             Next::Done(step) => {
                 *this.phase = Phase::Finished;
                 Poll::Ready(step)
@@ -177,12 +193,20 @@ where
     }
 }
 
-/// The attempt was cancelled before it finished: it is dropped in its context.
+/// The attempt was cancelled before it finished: it is dropped in its
+/// context, and its bulkhead place given back.
 #[inline(never)]
-fn cancelled<S, H, Fut>(execution: &mut Execution<'_, S, H>, attempt: Pin<&mut Option<Fut>>) {
+fn cancelled<S, H, Fut>(
+    execution: &mut Execution<'_, S, H>,
+    guards: &Guards,
+    attempt: Pin<&mut Option<Fut>>,
+) {
     match &mut execution.more {
         None => context::drop_in(&mut None, None, attempt),
         Some(more) => context::drop_in(&mut more.key, more.span.as_ref(), attempt),
+    }
+    if let Some(bulkhead) = &guards.bulkhead {
+        bulkhead.give_back_place();
     }
 }
 
@@ -192,6 +216,7 @@ fn cancelled<S, H, Fut>(execution: &mut Execution<'_, S, H>, attempt: Pin<&mut O
 #[inline(never)]
 fn refused<T, E, S, H, Fut>(
     execution: &mut Execution<'_, S, H>,
+    guards: &Guards,
     mut attempt: Pin<&mut Option<Fut>>,
     refusal: super::admission::Refusal,
 ) -> Step<T, E>
@@ -199,8 +224,12 @@ where
     H: ErrorHandling<E>,
     S: LastError<E>,
 {
-    // Dropped now, as `attempt_with` drops an attempt it never makes.
+    // Dropped now, as `attempt_with` drops an attempt it never makes, and
+    // its place given back.
     attempt.set(None);
+    if let Some(bulkhead) = &guards.bulkhead {
+        bulkhead.give_back_place();
+    }
     Step::Done(Err(execution.cannot_run(refusal)))
 }
 
@@ -229,6 +258,7 @@ enum Next<T, E> {
 #[inline(never)]
 fn failed<T, E, S, H>(
     execution: &mut Execution<'_, S, H>,
+    guards: &Guards,
     permit: Option<BreakerPermit<'_>>,
     error: E,
 ) -> Next<T, E>
@@ -237,6 +267,9 @@ where
     S: LastError<E>,
 {
     let class = execution.handling.class(&error);
+    if let Some(bulkhead) = &guards.bulkhead {
+        bulkhead.give_back_place();
+    }
     record(permit, outcome_of(class));
     match execution.after_failure(class, error) {
         Err(error) => Next::Done(Step::Done(Err(error))),

@@ -36,9 +36,9 @@
 //!
 //! Two paths run these steps: the general one ([`Execution::attempt_with`],
 //! an `async fn`) and a hand-written future for the common case of a call
-//! through the global registry with only a breaker and a budget and no
-//! timer (`direct`),
-//! which polls the attempt where the caller built it. Both share every
+//! through the global registry with no timer and no guard but a breaker, a
+//! budget and a bulkhead with a place free (`direct`), which polls the
+//! attempt where the caller built it. Both share every
 //! decision: admission, the outcome's meaning, the retry decision.
 
 mod admission;
@@ -274,14 +274,17 @@ impl<'p, S, H> Execution<'p, S, H> {
         S: LastError<E>,
     {
         match self.direct_guards() {
-            Some(guards) => direct::Attempt::Direct { direct: direct::Direct::new(self, guards, attempt) },
-            None => direct::Attempt::General { general: self.attempt_with(move || attempt) },
+            // The direct path holds its bulkhead place from here (see `direct`).
+            Some(guards) if guards.bulkhead.as_ref().is_none_or(|bulkhead| bulkhead.try_take_place()) => {
+                direct::Attempt::Direct { direct: direct::Direct::new(self, guards, attempt) }
+            }
+            _ => direct::Attempt::General { general: self.attempt_with(move || attempt) },
         }
     }
 
     /// The guards when an attempt can take the direct path: they come from
-    /// the policy's cache (the global registry), are only a breaker and a
-    /// budget (the others may wait, in futures of their own) and no timer.
+    /// the policy's cache (the global registry), are only a breaker, a
+    /// budget and a bulkhead (see `Guards::direct`), and no timer.
     #[inline]
     fn direct_guards(&self) -> Option<&'p Guards> {
         match self.cached {
