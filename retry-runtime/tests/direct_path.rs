@@ -333,6 +333,80 @@ async fn an_adaptive_bulkhead_hears_each_attempt() {
     }
 }
 
+/// The future's output if its first poll finishes it, else `None`.
+async fn on_first_poll<F: Future>(fut: F) -> Option<F::Output> {
+    let mut fut = std::pin::pin!(fut);
+    std::future::poll_fn(move |cx| match fut.as_mut().poll(cx) {
+        std::task::Poll::Ready(value) => std::task::Poll::Ready(Some(value)),
+        std::task::Poll::Pending => std::task::Poll::Ready(None),
+    })
+    .await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_zero_wait_is_no_wait_the_retry_runs_in_the_same_poll() {
+    // Half a millisecond past a tick: a timer, even of zero, ends at the
+    // timer's next tick, so a first poll that armed one would be Pending.
+    tokio::time::advance(Duration::from_micros(500)).await;
+    for path in PATHS {
+        let policy =
+            Policy::builder().max_attempts(3).base(Duration::ZERO).cap(Duration::ZERO).build().unwrap();
+        let attempts = AtomicU32::new(0);
+        let call = call(&policy, None, path, || async {
+            let n = attempts.fetch_add(1, Ordering::SeqCst) + 1;
+            if n < 3 { Err(TestError::Transient) } else { Ok(n) }
+        });
+        assert_eq!(on_first_poll(call).await, Some(Ok(3)), "{path:?}: no timer between the attempts");
+        // Still half a millisecond past a tick for the next path.
+        tokio::time::advance(ms(1)).await;
+    }
+}
+
+/// An error holding a token: while it lives, the token has two owners.
+#[derive(Debug)]
+struct Holding(#[allow(dead_code)] Arc<()>);
+
+impl retry_runtime::Classify for Holding {
+    fn classify(&self) -> retry_runtime::ErrorClass {
+        retry_runtime::ErrorClass::Transient
+    }
+}
+
+impl From<Rejection> for Holding {
+    fn from(_: Rejection) -> Self {
+        Holding(Arc::new(()))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_last_error_is_dropped_as_the_next_attempt_begins_not_held_while_it_runs() {
+    for path in PATHS {
+        let policy = Policy::builder().max_attempts(2).base(ms(10)).jitter(Jitter::None).build().unwrap();
+        let token = Arc::new(());
+        let mut execution = policy.execution(None, Kept::default(), ByTraits);
+        let first = match path {
+            Path::Direct => execution.attempt(async { Err::<usize, _>(Holding(token.clone())) }).await,
+            Path::General => {
+                execution.attempt_with(|| async { Err::<usize, _>(Holding(token.clone())) }).await
+            }
+        };
+        assert!(matches!(first, Step::Retry), "{path:?}");
+        assert_eq!(Arc::strong_count(&token), 2, "{path:?}: kept across the wait");
+        let owners = async { Ok::<_, Holding>(Arc::strong_count(&token)) };
+        let second = match path {
+            Path::Direct => execution.attempt(owners).await,
+            Path::General => execution.attempt_with(|| owners).await,
+        };
+        let Step::Done(Ok(owners_while_running)) = second else {
+            panic!("{path:?}: the second attempt succeeds")
+        };
+        assert_eq!(
+            owners_while_running, 1,
+            "{path:?}: the superseded error was dropped when the attempt began"
+        );
+    }
+}
+
 /// Reads the key when dropped.
 struct KeyOnDrop(Arc<std::sync::Mutex<Option<Option<Arc<str>>>>>);
 
