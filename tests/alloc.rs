@@ -10,7 +10,9 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::Once;
 
-use resilient::{BreakerConfig, BudgetConfig, Classify, ErrorClass, Policy, Rejection, registry, resilient};
+use resilient::{
+    BreakerConfig, BudgetConfig, BulkheadConfig, Classify, ErrorClass, Policy, Rejection, registry, resilient,
+};
 
 struct Counting;
 
@@ -91,6 +93,7 @@ fn declare() {
     DECLARED.call_once(|| {
         registry().declare_breaker("alloc-breaker", BreakerConfig::default()).unwrap();
         registry().declare_budget("alloc-budget", BudgetConfig::default()).unwrap();
+        registry().declare_bulkhead("alloc-bulkhead", BulkheadConfig::default()).unwrap();
     });
 }
 
@@ -120,6 +123,44 @@ async fn a_successful_call_with_breaker_and_budget_allocates_nothing() {
     assert_eq!(n, 0, "{n} allocations in {CALLS} successful calls");
     let breaker = registry().breaker("alloc-breaker").unwrap();
     assert_eq!(breaker.state(), resilient::BreakerState::Closed);
+}
+
+#[resilient(breaker = "alloc-breaker", budget = "alloc-budget", bulkhead = "alloc-bulkhead")]
+async fn bulkheaded(x: u64) -> Result<u64, ApiError> {
+    Ok(std::hint::black_box(x))
+}
+
+#[resilient(
+    breaker = "alloc-breaker",
+    budget = "alloc-budget",
+    bulkhead = "alloc-bulkhead",
+    attempt_timeout_ms = 60_000
+)]
+async fn bulkheaded_with_timeout(x: u64) -> Result<u64, ApiError> {
+    Ok(std::hint::black_box(x))
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_successful_call_through_a_bulkhead_allocates_nothing_with_or_without_a_timeout() {
+    declare();
+    for i in 0..10 {
+        bulkheaded(i).await.unwrap();
+        bulkheaded_with_timeout(i).await.unwrap();
+    }
+    let direct = allocations_in(|| async {
+        for i in 0..u64::from(CALLS) {
+            assert_eq!(bulkheaded(i).await.unwrap(), i);
+        }
+    })
+    .await;
+    let general = allocations_in(|| async {
+        for i in 0..u64::from(CALLS) {
+            assert_eq!(bulkheaded_with_timeout(i).await.unwrap(), i);
+        }
+    })
+    .await;
+    assert_eq!((direct, general), (0, 0), "allocations in {CALLS} successful calls each");
+    assert_eq!(registry().bulkhead("alloc-bulkhead").unwrap().in_use(), 0);
 }
 
 #[tokio::test(flavor = "current_thread")]

@@ -88,9 +88,24 @@ pub(crate) fn budget_level(name: &str, available: u32) {
     metrics::gauge!("resilient_budget_available", "budget" => name.to_owned()).set(f64::from(available));
 }
 
+/// The key of a bulkhead's `resilient_bulkhead_in_use` gauge, made once per
+/// bulkhead: the gauge is set twice per attempt (a place taken, a place given
+/// back), and the `gauge!` macro would build its key, label string included,
+/// on the heap each time, with or without a recorder to hear it.
 #[cfg(feature = "metrics")]
-pub(crate) fn bulkhead_level(name: &str, in_use: usize) {
-    metrics::gauge!("resilient_bulkhead_in_use", "bulkhead" => name.to_owned()).set(in_use as f64);
+pub(crate) fn bulkhead_key(name: &str) -> metrics::Key {
+    metrics::Key::from_parts(
+        "resilient_bulkhead_in_use",
+        vec![metrics::Label::new("bulkhead", name.to_owned())],
+    )
+}
+
+#[cfg(feature = "metrics")]
+pub(crate) fn bulkhead_level(key: &metrics::Key, in_use: usize) {
+    // What `gauge!` does, with the key made beforehand.
+    static METADATA: metrics::Metadata<'static> =
+        metrics::Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
+    metrics::with_recorder(|recorder| recorder.register_gauge(key, &METADATA)).set(in_use as f64);
 }
 
 /// A hedge started beside the attempt `attempt` of a call (the `hedge`th of its round).

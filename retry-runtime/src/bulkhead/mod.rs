@@ -95,6 +95,9 @@ pub struct Bulkhead {
     owed: AtomicU32,
     /// Serialises resizes.
     resizing: Mutex<()>,
+    /// Its in-use gauge's key, made once (see `observe::bulkhead_key`).
+    #[cfg(feature = "metrics")]
+    gauge_key: metrics::Key,
 }
 
 /// One attempt's place in a [`Bulkhead`]; dropping it frees the place.
@@ -149,8 +152,11 @@ impl Bulkhead {
     /// A bulkhead with `config.max_concurrent` free permits, or an error naming the invalid setting.
     pub fn new(name: impl Into<String>, config: BulkheadConfig) -> Result<Self, ConfigError> {
         config.validate()?;
+        let name = name.into();
         Ok(Bulkhead {
-            name: name.into(),
+            #[cfg(feature = "metrics")]
+            gauge_key: crate::observe::bulkhead_key(&name),
+            name,
             max_concurrent: AtomicU32::new(config.max_concurrent),
             limit: AtomicU32::new(config.max_concurrent),
             limiter: Mutex::new(
@@ -245,7 +251,7 @@ impl Bulkhead {
         let Ok(permit) = self.permits.try_acquire() else { return false };
         permit.forget();
         #[cfg(feature = "metrics")]
-        crate::observe::bulkhead_level(&self.name, self.in_use());
+        crate::observe::bulkhead_level(&self.gauge_key, self.in_use());
         true
     }
 
@@ -256,13 +262,13 @@ impl Bulkhead {
             self.permits.add_permits(1);
         }
         #[cfg(feature = "metrics")]
-        crate::observe::bulkhead_level(&self.name, self.in_use());
+        crate::observe::bulkhead_level(&self.gauge_key, self.in_use());
     }
 
     #[inline]
     fn admitted<'a>(&'a self, permit: SemaphorePermit<'a>) -> BulkheadPermit<'a> {
         #[cfg(feature = "metrics")]
-        crate::observe::bulkhead_level(&self.name, self.in_use());
+        crate::observe::bulkhead_level(&self.gauge_key, self.in_use());
         // Only an adaptive limit reads the clock.
         let started = self.adaptive.load(Ordering::Relaxed).then(Instant::now);
         BulkheadPermit { permit: Some(permit), bulkhead: self, started }
