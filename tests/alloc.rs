@@ -87,6 +87,12 @@ impl From<Rejection> for ApiError {
     }
 }
 
+/// One test of this binary at a time: tracing caches each callsite's
+/// interest, and the level filter, globally, so calls made on another
+/// test's thread while a subscriber comes or goes (the span is one callsite
+/// for every call) could leave it disabled for the test that counts on it.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// The guards, declared up front in the global registry (this binary's own).
 fn declare() {
     static DECLARED: Once = Once::new();
@@ -109,6 +115,7 @@ async fn unguarded(x: u64) -> Result<u64, ApiError> {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_successful_call_with_breaker_and_budget_allocates_nothing() {
+    let _one = ONE_AT_A_TIME.lock().await;
     declare();
     // Warm-up: resolves the guard handles once and registers tracing's callsites.
     for i in 0..10 {
@@ -142,6 +149,7 @@ async fn bulkheaded_with_timeout(x: u64) -> Result<u64, ApiError> {
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_successful_call_through_a_bulkhead_allocates_nothing_with_or_without_a_timeout() {
+    let _one = ONE_AT_A_TIME.lock().await;
     declare();
     for i in 0..10 {
         bulkheaded(i).await.unwrap();
@@ -165,6 +173,7 @@ async fn a_successful_call_through_a_bulkhead_allocates_nothing_with_or_without_
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_successful_call_with_defaults_allocates_nothing() {
+    let _one = ONE_AT_A_TIME.lock().await;
     for i in 0..10 {
         unguarded(i).await.unwrap();
     }
@@ -179,6 +188,7 @@ async fn a_successful_call_with_defaults_allocates_nothing() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_successful_policy_run_with_breaker_and_budget_allocates_nothing() {
+    let _one = ONE_AT_A_TIME.lock().await;
     declare();
     let policy = Policy::builder().breaker("alloc-breaker").budget("alloc-budget").build().unwrap();
     let call = |i: u64| policy.run(move || async move { Ok::<_, ApiError>(i) });
@@ -197,10 +207,6 @@ async fn a_successful_policy_run_with_breaker_and_budget_allocates_nothing() {
 /// Successful calls of `guarded` under `subscriber`, installed on this
 /// thread only: the allocations they make, after a warm-up.
 async fn allocations_under(subscriber: impl tracing::Subscriber + Send + Sync + 'static) -> u64 {
-    // One subscriber test at a time: tracing caches each callsite's
-    // interest globally, and a subscriber installed on another test's
-    // thread meanwhile could leave the span disabled for this one.
-    static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     let _one = ONE_AT_A_TIME.lock().await;
     declare();
     let _installed = tracing::subscriber::set_default(subscriber);
