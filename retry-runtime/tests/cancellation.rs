@@ -344,3 +344,76 @@ async fn an_aborted_attempt_records_nothing_in_the_breaker() {
     assert_eq!(opened.load(Ordering::SeqCst), 0, "no dropped attempt was recorded as a failure");
     assert_eq!(registry.breaker("strict").unwrap().state(), BreakerState::Closed);
 }
+
+/// The global registry's bulkhead: attempts that find a place free take the
+/// direct path, which holds its place as a plain fact (no permit object) and
+/// gives it back where the attempt ends; the rest queue on the general path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aborted_calls_on_the_direct_path_give_every_bulkhead_place_back() {
+    const PLACES: u32 = 8;
+    let registry = retry_runtime::registry();
+    // A bounded wait: a leaked place must fail the check below, not hang the calls.
+    let config = BulkheadConfig {
+        max_concurrent: PLACES,
+        max_wait: Some(Duration::from_millis(50)),
+        ..Default::default()
+    };
+    registry.declare_bulkhead("cancel-direct", config).unwrap();
+    let policy = Arc::new(
+        Policy::builder()
+            .bulkhead("cancel-direct")
+            .max_attempts(3)
+            .base(Duration::from_micros(100))
+            .jitter(Jitter::None)
+            .build()
+            .unwrap(),
+    );
+    let calls = (stress_calls() / 10).max(1_000);
+    let mut rng = SmallRng::seed_from_u64(11);
+    let (mut done, mut aborted, mut finished) = (0u32, 0u32, 0u32);
+    while done < calls {
+        let n = 500.min(calls - done);
+        let mut handles = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let (seed, policy) = (rng.random::<u64>(), policy.clone());
+            let arrival = Duration::from_micros(rng.random_range(0..5_000));
+            let handle = tokio::spawn(async move {
+                sleep(arrival).await;
+                let mut rng = SmallRng::seed_from_u64(seed);
+                policy
+                    .run(|| {
+                        let pause = Duration::from_micros(rng.random_range(0..300));
+                        let fails = rng.random_bool(0.3);
+                        async move {
+                            sleep(pause).await;
+                            if fails { Err(TestError::Transient) } else { Ok(()) }
+                        }
+                    })
+                    .await
+            });
+            let abort_after = arrival + Duration::from_micros(rng.random_range(0..600));
+            if rng.random_bool(0.5) {
+                let abort = handle.abort_handle();
+                tokio::spawn(async move {
+                    sleep(abort_after).await;
+                    abort.abort();
+                });
+            }
+            handles.push(handle);
+        }
+        for handle in handles {
+            match handle.await {
+                Ok(_) => finished += 1,
+                Err(e) if e.is_cancelled() => aborted += 1,
+                Err(e) => panic!("a call panicked: {e}"),
+            }
+        }
+        done += n;
+    }
+    assert!(aborted > calls / 10 && finished > calls / 10, "{aborted} aborted, {finished} finished");
+    let bulkhead = registry.bulkhead("cancel-direct").unwrap();
+    assert_eq!(bulkhead.in_use(), 0, "every place came back");
+    let all: Vec<_> = (0..PLACES).map(|_| bulkhead.try_acquire()).collect();
+    assert!(all.iter().all(Option::is_some), "all {PLACES} places can be taken again");
+    assert!(bulkhead.try_acquire().is_none(), "and no more");
+}
