@@ -337,3 +337,27 @@ fn a_ratio_budgets_window_may_be_exactly_one_day_and_no_longer() {
     let longer = RatioBudget { window: day + Duration::from_nanos(1), ..RatioBudget::default() };
     assert_eq!(longer.validate().map_err(|e| e.field), Err("window"));
 }
+
+#[test]
+fn an_adaptive_limit_reports_its_floor_and_algorithm_as_the_dashboard_shows_them() {
+    let aimd = retry_runtime::AdaptiveLimit::aimd(3);
+    let gradient = retry_runtime::AdaptiveLimit::gradient(5);
+    assert_eq!((aimd.min(), aimd.algorithm()), (3, "aimd"));
+    assert_eq!((gradient.min(), gradient.algorithm()), (5, "gradient"));
+    let config = BulkheadConfig { max_concurrent: 8, adaptive: Some(aimd), ..Default::default() };
+    let adaptive = Bulkhead::new("edges-adaptive", config).unwrap().config().adaptive.unwrap();
+    assert_eq!((adaptive.min(), adaptive.algorithm()), (3, "aimd"));
+}
+
+#[test]
+fn an_adaptive_limits_floor_may_equal_max_concurrent_and_not_exceed_it() {
+    let with_floor = |min| BulkheadConfig {
+        max_concurrent: 4,
+        adaptive: Some(retry_runtime::AdaptiveLimit::aimd(min)),
+        ..Default::default()
+    };
+    assert!(Bulkhead::new("edges-floor", with_floor(4)).is_ok(), "a floor at the maximum: a fixed limit");
+    let refused = Bulkhead::new("edges-floor", with_floor(5)).unwrap_err();
+    assert!(refused.to_string().contains("adaptive"), "{refused}");
+    assert!(Bulkhead::new("edges-floor", with_floor(0)).is_err());
+}
