@@ -288,6 +288,44 @@ mod tests {
     }
 
     #[test]
+    fn gradient_follows_its_documented_formula_sample_by_sample() {
+        // `AdaptiveLimit::gradient`'s docs, with its defaults: the target is
+        // `limit * clamp(tolerance * long_rtt / rtt, 0.5, 1) + sqrt(limit)`,
+        // the headroom only while at least half the limit is in use;
+        // `long_rtt` an average over 600 samples (starting at the first);
+        // the limit moves a fifth of the way; an overload counts as twice
+        // the usual latency.
+        let (tolerance, smoothing, weight) = (1.5, 0.2, 2.0 / 601.0);
+        let mut core = LimitCore::starting_at(AdaptiveLimit::gradient(1), 100, 20);
+        let (mut limit, mut long_rtt) = (20.0_f64, 0.0_f64);
+        let samples = [
+            (10, false, 20),
+            (10, false, 11),
+            (30, false, 12),
+            (5, true, 15),
+            (40, false, 3),
+            (12, false, 9),
+        ];
+        for (step, (rtt_ms, overload, in_flight)) in samples.into_iter().enumerate() {
+            let mut rtt = rtt_ms as f64 / 1000.0;
+            if long_rtt == 0.0 {
+                long_rtt = rtt;
+            }
+            if overload {
+                rtt = rtt.max(long_rtt * 2.0);
+            }
+            long_rtt += (rtt - long_rtt) * weight;
+            let mut target = limit * (tolerance * long_rtt / rtt).clamp(0.5, 1.0) + limit.sqrt();
+            if f64::from(in_flight) * 2.0 < limit {
+                target = target.min(limit);
+            }
+            limit = (limit + (target - limit) * smoothing).clamp(1.0, 100.0);
+            let expected = limit.round() as u32;
+            assert_eq!(core.sample(ms(rtt_ms), overload, in_flight), expected, "sample {step}");
+        }
+    }
+
+    #[test]
     fn the_limit_stays_within_min_and_max() {
         for config in [AdaptiveLimit::aimd(3), AdaptiveLimit::gradient(3)] {
             let mut core = LimitCore::new(config, 8);
