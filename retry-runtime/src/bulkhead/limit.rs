@@ -337,10 +337,27 @@ mod tests {
     }
 
     #[test]
+    fn a_smaller_max_takes_effect_at_once_and_bounds_every_later_sample() {
+        for config in [AdaptiveLimit::aimd(1), AdaptiveLimit::gradient(1)] {
+            let mut core = LimitCore::new(config, 8);
+            core.set_max(4);
+            assert_eq!(core.limit(), 4);
+            for _ in 0..100 {
+                assert!(core.sample(ms(1), false, 4) <= 4);
+            }
+        }
+    }
+
+    #[test]
     fn bad_settings_are_errors() {
         assert!(AdaptiveLimit::aimd(0).validate(10).is_err());
         assert!(AdaptiveLimit::aimd(11).validate(10).is_err());
         assert!(AdaptiveLimit::aimd(1).backoff_ratio(1.0).validate(10).is_err());
+        assert!(
+            AdaptiveLimit::aimd(1).backoff_ratio(0.0).validate(10).is_err(),
+            "a ratio of 0 would drop the limit to its floor"
+        );
+        assert!(AdaptiveLimit::aimd(10).validate(10).is_ok(), "a floor at the maximum");
         assert!(AdaptiveLimit::gradient(1).tolerance(0.5).validate(10).is_err());
         assert!(AdaptiveLimit::gradient(1).smoothing(0.0).validate(10).is_err());
         assert!(AdaptiveLimit::gradient(1).validate(10).is_ok());
