@@ -358,3 +358,26 @@ async fn a_reconfigured_bulkhead_keeps_what_its_adaptive_limit_learned_only_whil
     sample(&bulkhead, 10, true).await;
     assert_eq!(bulkhead.limit(), 9, "the new algorithm was not followed");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_hedge_needs_a_rate_limit_turn_and_the_throttles_leave() {
+    let registry = Registry::new();
+    registry.declare_rate_limit("api", RateLimitConfig { per_second: 1, burst: 1, max_wait: None }).unwrap();
+    registry.declare_throttle("dep", ThrottleConfig::default()).unwrap();
+    let attempts = Attempts::new();
+    let slow = || {
+        attempts.mark();
+        async {
+            sleep(ms(100)).await;
+            Ok::<_, TestError>(())
+        }
+    };
+    // The first attempt takes the only turn: at 10 ms there is none for a hedge.
+    let limited = Policy::builder().max_attempts(1).hedge(ms(10), 1).rate_limit("api").build().unwrap();
+    registry.scope(limited.run(slow)).await.unwrap();
+    assert_eq!(attempts.count(), 1, "no turn, no hedge");
+    // A throttle that has seen no refusals gives its leave: the hedge runs.
+    let throttled = Policy::builder().max_attempts(1).hedge(ms(10), 1).throttle("dep").build().unwrap();
+    registry.scope(throttled.run(slow)).await.unwrap();
+    assert_eq!(attempts.count(), 3, "the throttle let the hedge through");
+}
