@@ -167,9 +167,7 @@ where
         let error = match context::poll_in(key, span, this.attempt.as_mut(), cx) {
             Poll::Pending => return Poll::Pending,
             Poll::Ready(Ok(value)) => {
-                if let Some(bulkhead) = &this.guards.bulkhead {
-                    bulkhead.give_back_place();
-                }
+                give_back_place(this.guards);
                 record(this.permit.take(), Outcome::Success);
                 if let Some(budget) = &this.guards.budget {
                     budget.deposit();
@@ -193,6 +191,16 @@ where
     }
 }
 
+/// The attempt is over (it ended, was refused or was dropped): the
+/// bulkhead place it held from its making, if the call has a bulkhead, goes
+/// back. The one place the direct path's place rule is carried out.
+#[inline]
+fn give_back_place(guards: &Guards) {
+    if let Some(bulkhead) = &guards.bulkhead {
+        bulkhead.give_back_place();
+    }
+}
+
 /// The attempt was cancelled before it finished: it is dropped in its
 /// context, and its bulkhead place given back.
 #[inline(never)]
@@ -205,9 +213,7 @@ fn cancelled<S, H, Fut>(
         None => context::drop_in(&mut None, None, attempt),
         Some(more) => context::drop_in(&mut more.key, more.span.as_ref(), attempt),
     }
-    if let Some(bulkhead) = &guards.bulkhead {
-        bulkhead.give_back_place();
-    }
+    give_back_place(guards);
 }
 
 /// The breaker refused the attempt: it is dropped without running, and the
@@ -227,9 +233,7 @@ where
     // Dropped now, as `attempt_with` drops an attempt it never makes, and
     // its place given back.
     attempt.set(None);
-    if let Some(bulkhead) = &guards.bulkhead {
-        bulkhead.give_back_place();
-    }
+    give_back_place(guards);
     Step::Done(Err(execution.cannot_run(refusal)))
 }
 
@@ -267,9 +271,7 @@ where
     S: LastError<E>,
 {
     let class = execution.handling.class(&error);
-    if let Some(bulkhead) = &guards.bulkhead {
-        bulkhead.give_back_place();
-    }
+    give_back_place(guards);
     record(permit, outcome_of(class));
     match execution.after_failure(class, error) {
         Err(error) => Next::Done(Step::Done(Err(error))),
