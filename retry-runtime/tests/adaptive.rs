@@ -102,6 +102,16 @@ async fn a_round_whose_attempts_all_fail_counts_as_one_attempt_and_backs_off() {
     assert_eq!(result, Ok(4), "the second round's hedge succeeded");
 }
 
+/// One attempt, marked in `attempts` when made, that succeeds after 100 ms:
+/// long enough for a hedge at 10 ms.
+fn slow_success(attempts: &Attempts) -> impl Future<Output = Result<(), TestError>> + use<> {
+    attempts.mark();
+    async {
+        sleep(ms(100)).await;
+        Ok(())
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_hedge_takes_a_budget_token_and_without_one_there_is_no_hedge() {
     let registry = Registry::new();
@@ -110,13 +120,7 @@ async fn a_hedge_takes_a_budget_token_and_without_one_there_is_no_hedge() {
         .unwrap();
     let policy = Policy::builder().max_attempts(1).hedge(ms(10), 1).budget("dep").build().unwrap();
     let attempts = Attempts::new();
-    let slow = || {
-        attempts.mark();
-        async {
-            sleep(ms(100)).await;
-            Ok::<_, TestError>(())
-        }
-    };
+    let slow = || slow_success(&attempts);
     registry.scope(policy.run(slow)).await.unwrap();
     assert_eq!(attempts.count(), 2, "the first call hedged");
     assert_eq!(registry.budget("dep").unwrap().available(), 0, "and paid a token for it");
@@ -365,13 +369,7 @@ async fn a_hedge_needs_a_rate_limit_turn_and_the_throttles_leave() {
     registry.declare_rate_limit("api", RateLimitConfig { per_second: 1, burst: 1, max_wait: None }).unwrap();
     registry.declare_throttle("dep", ThrottleConfig::default()).unwrap();
     let attempts = Attempts::new();
-    let slow = || {
-        attempts.mark();
-        async {
-            sleep(ms(100)).await;
-            Ok::<_, TestError>(())
-        }
-    };
+    let slow = || slow_success(&attempts);
     // The first attempt takes the only turn: at 10 ms there is none for a hedge.
     let limited = Policy::builder().max_attempts(1).hedge(ms(10), 1).rate_limit("api").build().unwrap();
     registry.scope(limited.run(slow)).await.unwrap();
