@@ -1,10 +1,11 @@
 //! `Execution::attempt` polls an attempt in place when the call uses the
-//! global registry without a bulkhead or timers (the "direct" path, what the
-//! attribute mostly runs on); everything else goes through `attempt_with`.
-//! Each scenario here runs both ways and must behave the same: breaker
-//! permits held across polls and freed on cancellation, the idempotency key
-//! and nesting seen inside the attempt (also while it is dropped, and after
-//! a panic), fail-fast on an open breaker, and backoff. The bulkhead
+//! global registry with no deadline, throttle or rate limit (the "direct"
+//! path, what the attribute mostly runs on); everything else goes through
+//! `attempt_with`. Each scenario here runs both ways and must behave the
+//! same: breaker permits held across polls and freed on cancellation, the
+//! idempotency key and nesting seen inside the attempt (also while it is
+//! dropped, and after a panic), fail-fast on an open breaker, backoff, and
+//! the attempt timeout (which cancels the attempt in its context). The bulkhead
 //! scenarios (a place held while the attempt runs, a full one waited for
 //! without a probe slot, refused after `max_wait`, an adaptive one sampled)
 //! run both ways too, so that they hold whichever path a bulkhead takes.
@@ -454,6 +455,97 @@ async fn a_panicking_attempt_leaves_no_context_behind() {
         let panicked = (caught, idempotency_key());
         assert!(panicked.0.is_err(), "{path:?}");
         assert_eq!(panicked.1, None, "{path:?}: the key was restored by the unwinding");
+    }
+}
+
+/// When an attempt was dropped, and the key in effect then.
+type Drops = Arc<std::sync::Mutex<Vec<(Duration, Option<Arc<str>>)>>>;
+
+/// When dropped, records how long after `start`, and with which key in effect.
+struct DropSeen {
+    start: Instant,
+    drops: Drops,
+}
+
+impl Drop for DropSeen {
+    fn drop(&mut self) {
+        self.drops.lock().unwrap().push((self.start.elapsed(), idempotency_key()));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_timeout_cancels_the_attempt_in_its_context_then_the_retry_runs() {
+    for path in PATHS {
+        let name = format!("direct-timeout-{path:?}");
+        let config = BreakerConfig { failure_threshold: 3, ..Default::default() };
+        registry().declare_breaker(&name, config).unwrap();
+        // One place and no waiting for it: a place not given back at the
+        // timeout would refuse the retry.
+        bulkhead(&name, 1, Some(Duration::ZERO));
+        let places = registry().bulkhead(&name).unwrap();
+        let policy = Policy::builder()
+            .max_attempts(2)
+            .base(ms(100))
+            .jitter(Jitter::None)
+            .attempt_timeout(ms(50))
+            .breaker(name.clone())
+            .bulkhead(name.clone())
+            .build()
+            .unwrap();
+        let start = Instant::now();
+        let drops = Drops::default();
+        let attempts = AtomicU32::new(0);
+        let result = call(&policy, Some("k-t"), path, || {
+            let first = attempts.fetch_add(1, Ordering::SeqCst) == 0;
+            let guard = DropSeen { start, drops: drops.clone() };
+            let places = &places;
+            async move {
+                let _guard = guard;
+                if first {
+                    sleep(Duration::from_secs(1)).await;
+                }
+                Ok((places.in_use(), start.elapsed()))
+            }
+        })
+        .await;
+        // The second attempt ran after the timeout (50 ms) and the backoff (100 ms).
+        assert_eq!(result, Ok((1, ms(150))), "{path:?}");
+        // The first attempt was dropped as its timeout passed, with the
+        // call's key in effect; the second as it finished.
+        let key = Some(Arc::from("k-t"));
+        assert_eq!(*drops.lock().unwrap(), [(ms(50), key.clone()), (ms(150), key)], "{path:?}");
+        assert_eq!(places.in_use(), 0, "{path:?}: every place given back");
+        let totals = registry().breaker(&name).unwrap().totals();
+        assert_eq!((totals.calls, totals.failures), (2, 1), "{path:?}: the timeout is a failure");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_last_attempt_timing_out_ends_the_call_and_one_finishing_on_the_instant_counts() {
+    for path in PATHS {
+        let name = format!("direct-timeout-last-{path:?}");
+        registry().declare_breaker(&name, BreakerConfig::default()).unwrap();
+        let policy =
+            Policy::builder().max_attempts(1).attempt_timeout(ms(50)).breaker(name.clone()).build().unwrap();
+        let start = Instant::now();
+        let late = call(&policy, None, path, || ok_after(ms(51))).await;
+        let after = ms(50);
+        assert_eq!(late, Err(TestError::Rejected(Rejection::AttemptTimeout { after })), "{path:?}");
+        assert_eq!(start.elapsed(), ms(50), "{path:?}: cancelled as the timeout passed");
+        // The attempt is polled before its timer, so one that ends as the
+        // timeout passes has its result taken.
+        assert_eq!(call(&policy, None, path, || ok_after(ms(50))).await, Ok(()), "{path:?}");
+
+        // A breaker that refuses: the attempt is never polled, and no timer outlives the call.
+        registry().breaker(&name).unwrap().force_open();
+        let polled = AtomicU32::new(0);
+        let refused = call(&policy, None, path, || async {
+            polled.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+        .await;
+        assert_eq!(refused, Err(TestError::Rejected(Rejection::CircuitOpen { breaker: name })), "{path:?}");
+        assert_eq!(polled.load(Ordering::SeqCst), 0, "{path:?}");
     }
 }
 

@@ -1,11 +1,11 @@
 //! The direct path: one attempt as a hand-written future.
 //!
-//! Calls through the global registry with no timer, no throttle and no rate
-//! limit (the common case) take this path, when their bulkhead, if they
-//! have one, has a place free as the attempt is made: a breaker, a budget
-//! and a place already held ask nothing that waits. It polls the attempt
-//! where the caller built it, so the attempt is never moved and the loop
-//! adds no `async` state machine of its own around it; only the success
+//! Calls through the global registry with no deadline, no throttle and no
+//! rate limit (the common case) take this path, when their bulkhead, if
+//! they have one, has a place free as the attempt is made: a breaker, a
+//! budget and a place already held ask nothing that waits. It polls the
+//! attempt where the caller built it, so the attempt is never moved and the
+//! loop adds no `async` state machine of its own around it; only the success
 //! path is inlined, so the caller's future stays small enough to be inlined
 //! in turn. Every decision (admission, what an outcome means, whether to
 //! retry) is shared with the general path in the parent module.
@@ -19,21 +19,30 @@
 //! holding no half-open probe slot. The place is a plain fact, no field:
 //! it is held exactly while the attempt is (`attempt` is `Some`) and the
 //! policy names a bulkhead, and given back where the attempt ends.
+//!
+//! An attempt timeout and the backoff share one timer, since an attempt
+//! that runs is not backing off: the timeout is armed as the attempt is
+//! admitted, polled only when the attempt is pending (after it, as
+//! `timeout_at` does), and replaced by the backoff's wait when it fires. A
+//! call with a deadline takes the general path, whose attempt runs under
+//! the earlier of the two.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use pin_project_lite::pin_project;
-use tokio::time::{Sleep, sleep};
+use tokio::time::{Sleep, sleep, sleep_until};
 
 use super::admission::admit_breaker;
 use super::outcome::{outcome_of, record};
 use super::{Execution, LastError, Step};
 use crate::breaker::{BreakerPermit, Outcome};
+use crate::clock;
 use crate::context;
 use crate::error::ErrorHandling;
 use crate::guards::Guards;
+use crate::rejection::Rejection;
 
 pin_project! {
     /// The future of [`Execution::attempt`]: the direct path, or the general one.
@@ -73,16 +82,20 @@ where
 }
 
 /// Where one attempt on the direct path is. `Copy`: moving between phases
-/// is a plain write, with no drop glue to run (the backoff's timer lives in
-/// its own field, touched only when there is a wait).
+/// is a plain write, with no drop glue to run (the timer lives in its own
+/// field, touched only when there is a timeout or a wait).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
+pub(super) enum Phase {
     /// Not polled yet: the breaker has not been asked.
     Admitting,
+    /// As `Admitting`, for a call with an attempt timeout: once admitted,
+    /// the timeout is armed in `timer`.
+    AdmittingTimed,
     /// The attempt runs, holding the breaker's permission (in `permit`) and
-    /// its bulkhead place (from the start; see the module docs).
+    /// its bulkhead place (from the start; see the module docs); under its
+    /// timeout when `timer` is armed.
     Running,
-    /// The attempt failed and a retry is planned: waiting out `backoff`.
+    /// The attempt failed and a retry is planned: waiting out `timer`.
     BackingOff,
     /// The step is over.
     Finished,
@@ -98,8 +111,10 @@ pin_project! {
         // `None` once finished: it is dropped as soon as it is done, in its context.
         #[pin]
         attempt: Option<Fut>,
+        // The attempt's timeout while it runs, then the backoff: the two
+        // never overlap, so they share one timer.
         #[pin]
-        backoff: Option<Sleep>,
+        timer: Option<Sleep>,
     }
 
     impl<S, H, Fut> PinnedDrop for Direct<'_, '_, S, H, Fut> {
@@ -116,15 +131,13 @@ pin_project! {
 
 impl<'e, 'p, S, H, Fut> Direct<'e, 'p, S, H, Fut> {
     #[inline]
-    pub(super) fn new(execution: &'e mut Execution<'p, S, H>, guards: &'p Guards, attempt: Fut) -> Self {
-        Direct {
-            execution,
-            guards,
-            phase: Phase::Admitting,
-            permit: None,
-            attempt: Some(attempt),
-            backoff: None,
-        }
+    pub(super) fn new(
+        execution: &'e mut Execution<'p, S, H>,
+        guards: &'p Guards,
+        attempt: Fut,
+        phase: Phase,
+    ) -> Self {
+        Direct { execution, guards, phase, permit: None, attempt: Some(attempt), timer: None }
     }
 }
 
@@ -142,7 +155,10 @@ where
         let mut this = self.project();
         if *this.phase != Phase::Running {
             if *this.phase != Phase::Admitting {
-                return poll_backoff(this.backoff, this.phase, cx);
+                if *this.phase != Phase::AdmittingTimed {
+                    return poll_backoff(this.timer, this.phase, cx);
+                }
+                arm_timeout(this.execution, this.timer.as_mut());
             }
             match admit_breaker(this.guards) {
                 Ok(permit) => {
@@ -165,7 +181,14 @@ where
             None => (&mut no_key, None),
         };
         let error = match context::poll_in(key, span, this.attempt.as_mut(), cx) {
-            Poll::Pending => return Poll::Pending,
+            Poll::Pending if this.timer.is_none() => return Poll::Pending,
+            Poll::Pending => {
+                let Some(error) = poll_timeout(execution, this.timer.as_mut(), this.attempt.as_mut(), cx)
+                else {
+                    return Poll::Pending;
+                };
+                error
+            }
             Poll::Ready(Ok(value)) => {
                 give_back_place(this.guards);
                 record(this.permit.take(), Outcome::Success);
@@ -183,12 +206,48 @@ where
                 Poll::Ready(step)
             }
             Next::BackOff(sleep) => {
-                this.backoff.set(Some(sleep));
+                this.timer.set(Some(sleep));
                 *this.phase = Phase::BackingOff;
-                poll_backoff(this.backoff, this.phase, cx)
+                poll_backoff(this.timer, this.phase, cx)
             }
         }
     }
+}
+
+/// An attempt with a timeout is about to be admitted: the timeout starts
+/// now, as the breaker is asked (which never waits), and a refused attempt
+/// drops it unfired. A timeout too long to arm is no timeout (as on the
+/// general path).
+#[inline(never)]
+fn arm_timeout<S, H>(execution: &Execution<'_, S, H>, mut timer: Pin<&mut Option<Sleep>>) {
+    if let Some(end) = execution.settings().attempt_timeout.and_then(clock::instant_after) {
+        timer.set(Some(sleep_until(end)));
+    }
+}
+
+/// The attempt is pending under its timeout: if the timeout has passed, the
+/// attempt is dropped (cancelled) in its context and its error is
+/// `AttemptTimeout`, which `failed` then records and decides on as any
+/// other error. As on the general path (`timeout_at`), the attempt is
+/// polled before the timer, so one that finishes as the timeout passes
+/// counts.
+#[inline(never)]
+fn poll_timeout<E, S, H, Fut>(
+    execution: &mut Execution<'_, S, H>,
+    timer: Pin<&mut Option<Sleep>>,
+    attempt: Pin<&mut Option<Fut>>,
+    cx: &mut Context<'_>,
+) -> Option<E>
+where
+    H: ErrorHandling<E>,
+{
+    let timer = timer.as_pin_mut()?;
+    if timer.poll(cx).is_pending() {
+        return None;
+    }
+    drop_in_context(execution, attempt);
+    let after = execution.settings().attempt_timeout.unwrap_or_default();
+    Some(execution.handling.reject(Rejection::AttemptTimeout { after }))
 }
 
 /// The attempt is over (it ended, was refused or was dropped): the
@@ -209,11 +268,17 @@ fn cancelled<S, H, Fut>(
     guards: &Guards,
     attempt: Pin<&mut Option<Fut>>,
 ) {
+    drop_in_context(execution, attempt);
+    give_back_place(guards);
+}
+
+/// Drops an attempt that has not finished, in its context (its key and span).
+#[inline]
+fn drop_in_context<S, H, Fut>(execution: &mut Execution<'_, S, H>, attempt: Pin<&mut Option<Fut>>) {
     match &mut execution.more {
         None => context::drop_in(&mut None, None, attempt),
         Some(more) => context::drop_in(&mut more.key, more.span.as_ref(), attempt),
     }
-    give_back_place(guards);
 }
 
 /// The breaker refused the attempt: it is dropped without running, and the
@@ -240,11 +305,11 @@ where
 /// Waits out the backoff; then the step is over and the loop retries.
 #[inline(never)]
 fn poll_backoff<T, E>(
-    backoff: Pin<&mut Option<Sleep>>,
+    timer: Pin<&mut Option<Sleep>>,
     phase: &mut Phase,
     cx: &mut Context<'_>,
 ) -> Poll<Step<T, E>> {
-    let Some(sleep) = backoff.as_pin_mut().filter(|_| *phase == Phase::BackingOff) else {
+    let Some(sleep) = timer.as_pin_mut().filter(|_| *phase == Phase::BackingOff) else {
         panic!("an attempt polled after it finished");
     };
     ready!(sleep.poll(cx));

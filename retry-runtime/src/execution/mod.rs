@@ -36,9 +36,9 @@
 //!
 //! Two paths run these steps: the general one ([`Execution::attempt_with`],
 //! an `async fn`) and a hand-written future for the common case of a call
-//! through the global registry with no timer and no guard but a breaker, a
-//! budget and a bulkhead with a place free (`direct`), which polls the
-//! attempt where the caller built it. Both share every
+//! through the global registry with no deadline and no guard but a breaker,
+//! a budget and a bulkhead with a place free, with or without an attempt
+//! timeout (`direct`), which polls the attempt where the caller built it. Both share every
 //! decision: admission, the outcome's meaning, the retry decision.
 
 mod admission;
@@ -275,25 +275,30 @@ impl<'p, S, H> Execution<'p, S, H> {
     {
         match self.direct_guards() {
             // The direct path holds its bulkhead place from here (see `direct`).
-            Some(guards) if guards.bulkhead.as_ref().is_none_or(|bulkhead| bulkhead.try_take_place()) => {
-                direct::Attempt::Direct { direct: direct::Direct::new(self, guards, attempt) }
+            Some((guards, phase))
+                if guards.bulkhead.as_ref().is_none_or(|bulkhead| bulkhead.try_take_place()) =>
+            {
+                direct::Attempt::Direct { direct: direct::Direct::new(self, guards, attempt, phase) }
             }
             _ => direct::Attempt::General { general: self.attempt_with(move || attempt) },
         }
     }
 
-    /// The guards when an attempt can take the direct path: they come from
-    /// the policy's cache (the global registry), are only a breaker, a
-    /// budget and a bulkhead (see `Guards::direct`), and no timer.
+    /// The guards when an attempt can take the direct path, and the phase
+    /// it starts in: they come from the policy's cache (the global
+    /// registry), are only a breaker, a budget and a bulkhead (see
+    /// `Guards::direct`), and the call has no deadline (an attempt timeout
+    /// the direct path arms itself).
     #[inline]
-    fn direct_guards(&self) -> Option<&'p Guards> {
+    fn direct_guards(&self) -> Option<(&'p Guards, direct::Phase)> {
         match self.cached {
-            Some(guards)
-                if guards.direct
-                    && self.settings().attempt_timeout.is_none()
-                    && self.deadline().is_none() =>
-            {
-                Some(guards)
+            Some(guards) if guards.direct && self.deadline().is_none() => {
+                let phase = if self.settings().attempt_timeout.is_none() {
+                    direct::Phase::Admitting
+                } else {
+                    direct::Phase::AdmittingTimed
+                };
+                Some((guards, phase))
             }
             _ => None,
         }
