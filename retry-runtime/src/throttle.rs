@@ -69,7 +69,12 @@ impl ThrottleConfig {
 /// passed in. Counted per tenth of the window, so memory stays constant.
 #[derive(Debug, Clone, Default)]
 pub struct ThrottleWindow {
+    /// Per slice: its start, its requests, its accepts.
     slices: VecDeque<(Duration, u64, u64)>,
+    /// The slices' requests and accepts summed, kept as they change, so
+    /// that every admission reads two numbers instead of adding up ten.
+    requests: u64,
+    accepts: u64,
 }
 
 impl ThrottleWindow {
@@ -90,22 +95,29 @@ impl ThrottleWindow {
     /// ```
     pub fn refusal_probability(&mut self, config: &ThrottleConfig, now: Duration) -> f64 {
         self.forget_before(now, config.window);
-        let (requests, accepts) = self
-            .slices
-            .iter()
-            .fold((0u64, 0u64), |(r, a), (_, requests, accepts)| (r + requests, a + accepts));
-        let requests = requests as f64;
-        ((requests - config.k * accepts as f64) / (requests + 1.0)).max(0.0)
+        let requests = self.requests as f64;
+        ((requests - config.k * self.accepts as f64) / (requests + 1.0)).max(0.0)
     }
 
     /// Counts a request at `now` (answered, or refused here).
     pub fn request(&mut self, config: &ThrottleConfig, now: Duration) {
-        self.slice(config, now).1 += 1;
+        self.count(config, now, 1, 0);
     }
 
     /// Counts an accept at `now`: an answer that was not overload.
     pub fn accept(&mut self, config: &ThrottleConfig, now: Duration) {
-        self.slice(config, now).2 += 1;
+        self.count(config, now, 0, 1);
+    }
+
+    /// Counts `requests` and `accepts` at `now`, in one slice lookup.
+    /// (Wrapping, as their sums are: counts that large never happen, and
+    /// wrapping keeps the sums equal to the slices' on the way back down.)
+    fn count(&mut self, config: &ThrottleConfig, now: Duration, requests: u64, accepts: u64) {
+        let slice = self.slice(config, now);
+        slice.1 = slice.1.wrapping_add(requests);
+        slice.2 = slice.2.wrapping_add(accepts);
+        self.requests = self.requests.wrapping_add(requests);
+        self.accepts = self.accepts.wrapping_add(accepts);
     }
 
     fn slice(&mut self, config: &ThrottleConfig, now: Duration) -> &mut (Duration, u64, u64) {
@@ -119,8 +131,12 @@ impl ThrottleWindow {
     }
 
     fn forget_before(&mut self, now: Duration, window: Duration) {
-        while self.slices.front().is_some_and(|(start, _, _)| now.saturating_sub(*start) >= window) {
+        while let Some(&(start, requests, accepts)) = self.slices.front()
+            && now.saturating_sub(start) >= window
+        {
             self.slices.pop_front();
+            self.requests = self.requests.wrapping_sub(requests);
+            self.accepts = self.accepts.wrapping_sub(accepts);
         }
     }
 }
@@ -184,10 +200,7 @@ impl ThrottleCore {
     /// Counts a request that went out, once answered; `accepted` when the
     /// answer was not overload.
     pub(crate) fn answered(&mut self, now: Duration, accepted: bool) {
-        self.window.request(&self.config, now);
-        if accepted {
-            self.window.accept(&self.config, now);
-        }
+        self.window.count(&self.config, now, 1, u64::from(accepted));
     }
 }
 
@@ -272,6 +285,29 @@ impl Throttle {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        #[test]
+        fn the_running_sums_are_always_the_slices_sums(
+            steps in proptest::collection::vec((0u8..3, 0u64..400), 0..300),
+        ) {
+            let cfg = ThrottleConfig { k: 2.0, window: Duration::from_secs(1) };
+            let mut window = ThrottleWindow::default();
+            let mut now = Duration::ZERO;
+            for (op, advance_ms) in steps {
+                now += Duration::from_millis(advance_ms);
+                match op {
+                    0 => window.request(&cfg, now),
+                    1 => window.accept(&cfg, now),
+                    _ => {
+                        window.refusal_probability(&cfg, now);
+                    }
+                }
+                let sums = window.slices.iter().fold((0, 0), |(r, a), (_, requests, accepts)| (r + requests, a + accepts));
+                proptest::prop_assert_eq!((window.requests, window.accepts), sums);
+            }
+        }
+    }
 
     #[test]
     fn the_probability_follows_the_sre_formula() {
