@@ -33,7 +33,7 @@ use tokio::runtime::Runtime;
 mod shared;
 use shared::{
     backon_defaults, bare, breaker_budget, declare, defaults, fails_once, overridden, policy, runtime,
-    with_bulkhead, with_timeout,
+    with_bulkhead, with_hedge, with_rate_limit, with_throttle, with_timeout,
 };
 
 /// Calls in the shorter run; the longer one makes twice as many. A multiple
@@ -131,6 +131,27 @@ fn breaker_budget_bulkhead_timeout(f: (Runtime, u64)) -> Runtime {
 #[library_benchmark]
 #[bench::n(args = (N,), setup = fixture)]
 #[bench::twice_n(args = (2 * N,), setup = fixture)]
+fn breaker_budget_hedge(f: (Runtime, u64)) -> Runtime {
+    drive(f, || used!(with_hedge(black_box(1))))
+}
+
+#[library_benchmark]
+#[bench::n(args = (N,), setup = fixture)]
+#[bench::twice_n(args = (2 * N,), setup = fixture)]
+fn breaker_budget_throttle(f: (Runtime, u64)) -> Runtime {
+    drive(f, || used!(with_throttle(black_box(1))))
+}
+
+#[library_benchmark]
+#[bench::n(args = (N,), setup = fixture)]
+#[bench::twice_n(args = (2 * N,), setup = fixture)]
+fn breaker_budget_rate_limit(f: (Runtime, u64)) -> Runtime {
+    drive(f, || used!(with_rate_limit(black_box(1))))
+}
+
+#[library_benchmark]
+#[bench::n(args = (N,), setup = fixture)]
+#[bench::twice_n(args = (2 * N,), setup = fixture)]
 fn policy_run(f: (Runtime, u64)) -> Runtime {
     let policy = policy();
     drive(f, || used!(policy.run(|| bare(black_box(1)))))
@@ -165,7 +186,8 @@ fn fail_once_then_succeed(f: (Runtime, u64)) -> Runtime {
 library_benchmark_group!(
     name = success;
     benchmarks = bare_call, attribute_defaults, breaker_budget_call, breaker_budget_overridden, breaker_budget_bulkhead,
-        breaker_budget_bulkhead_timeout, policy_run, backon_retry, failsafe_breaker, fail_once_then_succeed
+        breaker_budget_bulkhead_timeout, breaker_budget_hedge, breaker_budget_throttle, breaker_budget_rate_limit,
+        policy_run, backon_retry, failsafe_breaker, fail_once_then_succeed
 );
 
 main!(

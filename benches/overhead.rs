@@ -40,7 +40,7 @@ use resilient::{Classify, ErrorClass, Outcome, Rejection, registry, resilient};
 mod shared;
 use shared::{
     BREAKER, BenchError, backon_defaults, bare, breaker_budget, declare, defaults, fails_once, overridden,
-    policy, runtime, with_bulkhead, with_timeout,
+    policy, runtime, with_bulkhead, with_hedge, with_rate_limit, with_throttle, with_timeout,
 };
 
 /// `breaker_budget` again, but called from two places (see `benches`): the
@@ -108,6 +108,13 @@ fn success(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
     });
     group.bench_function("breaker_budget_bulkhead_timeout", |b| {
         b.to_async(rt).iter(|| used!(with_timeout(black_box(1))))
+    });
+    group.bench_function("breaker_budget_hedge", |b| b.to_async(rt).iter(|| used!(with_hedge(black_box(1)))));
+    group.bench_function("breaker_budget_throttle", |b| {
+        b.to_async(rt).iter(|| used!(with_throttle(black_box(1))))
+    });
+    group.bench_function("breaker_budget_rate_limit", |b| {
+        b.to_async(rt).iter(|| used!(with_rate_limit(black_box(1))))
     });
     let policy = policy();
     group.bench_function("policy_run", |b| b.to_async(rt).iter(|| used!(policy.run(|| bare(black_box(1))))));

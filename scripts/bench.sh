@@ -24,19 +24,26 @@ if [[ "${1:-}" != "--no-run" ]]; then
   cargo bench -p resilient-benches --bench overhead -- --noplot ${BENCH_ARGS:-}
   echo "$load_before" > "$target_dir/criterion/.load-before-run"
   scripts/instructions.sh
+  # The same call with its guards shared by a fleet (feature redis): the cost
+  # of fleet sync on the success path.
+  INSTRUCTIONS_FEATURES=redis INSTRUCTIONS_OUT="$target_dir/instructions-fleet.json" \
+    scripts/instructions.sh breaker_budget_call
 fi
 
 echo "== zero-allocation test (tests/alloc.rs)"
 if cargo test -q --test alloc >/dev/null 2>&1; then alloc="pass"; else alloc="FAIL"; fi
 
 summary="$target_dir/readme-performance.md"
-CRITERION_DIR="$target_dir/criterion" INSTRUCTIONS="$target_dir/instructions.json" COMMAND="$command" \
+CRITERION_DIR="$target_dir/criterion" INSTRUCTIONS="$target_dir/instructions.json" \
+  INSTRUCTIONS_FLEET="$target_dir/instructions-fleet.json" COMMAND="$command" \
   ALLOC="$alloc" SUMMARY="$summary" python3 - <<'PY'
 import json, os, platform, re, subprocess
 
 root = os.environ["CRITERION_DIR"]
 with open(os.environ["INSTRUCTIONS"]) as f:
     ir = json.load(f)  # row -> {"per_call": instructions per successful call, ...}
+with open(os.environ["INSTRUCTIONS_FLEET"]) as f:
+    ir_fleet = json.load(f)  # the same, built with feature redis and the guards shared by a fleet
 
 def median(bench_id):
     path = os.path.join(root, bench_id, "new", "estimates.json")
@@ -70,8 +77,11 @@ rows = [
     ("success/breaker_budget_out_of_line", "the same, its `poll` not inlined into the caller", "adds moving a 32-byte `Result` through memory (see notes)"),
     ("success/bare_small_error", "bare call, one-word error type", "baseline for the next line"),
     ("success/breaker_budget_small_error_out_of_line", "breaker + budget, not inlined, one-word error type", "the same with a `Result` that fits in registers"),
-    ("success/breaker_budget_bulkhead", "breaker + budget + bulkhead", "adds tokio's semaphore (a CAS, and a mutex on release)"),
-    ("success/breaker_budget_bulkhead_timeout", "breaker + budget + bulkhead + `attempt_timeout_ms`", "adds a timer (`tokio::time::timeout`) per attempt"),
+    ("success/breaker_budget_bulkhead", "breaker + budget + bulkhead", "adds a place taken from tokio's semaphore (a CAS) and given back (its waiter-list mutex)"),
+    ("success/breaker_budget_bulkhead_timeout", "breaker + budget + bulkhead + `attempt_timeout_ms`", "adds a clock read and a timer entry per attempt"),
+    ("success/breaker_budget_hedge", "breaker + budget + `hedge_after_ms`, answered before any hedge", "the hedging loop: a clock read, and the set of attempts, the attempt and the hedge's timer boxed"),
+    ("success/breaker_budget_throttle", "breaker + budget + adaptive throttle", "two mutex round trips and clock reads (admission, answer)"),
+    ("success/breaker_budget_rate_limit", "breaker + budget + rate limit with turns to spare", "a turn taken from the limiter (a clock read and a CAS)"),
     ("success/policy_run", "`Policy::run` + breaker + budget, calling the bare fn", "the same guards through the builder API instead of the attribute"),
     ("success/backon_retry", "backon 1.x `retry`, same closure, succeeding", "a retry-only wrapper (no breaker, no budget)"),
     ("success/failsafe_breaker", "failsafe 1.3 circuit breaker around the call", "a breaker-only wrapper"),
@@ -101,6 +111,9 @@ ir_rows = [
     ("breaker_budget_overridden", "the same, with a configuration file's override in force", "success/breaker_budget_overridden"),
     ("breaker_budget_bulkhead", "breaker + budget + bulkhead", "success/breaker_budget_bulkhead"),
     ("breaker_budget_bulkhead_timeout", "breaker + budget + bulkhead + `attempt_timeout_ms`", "success/breaker_budget_bulkhead_timeout"),
+    ("breaker_budget_hedge", "breaker + budget + `hedge_after_ms`, answered before any hedge", "success/breaker_budget_hedge"),
+    ("breaker_budget_throttle", "breaker + budget + adaptive throttle", "success/breaker_budget_throttle"),
+    ("breaker_budget_rate_limit", "breaker + budget + rate limit with turns to spare", "success/breaker_budget_rate_limit"),
     ("policy_run", "`Policy::run` + breaker + budget, calling the bare fn", "success/policy_run"),
     ("backon_retry", "backon 1.x `retry`, same closure, succeeding", "success/backon_retry"),
     ("failsafe_breaker", "failsafe 1.3 circuit breaker around the call", "success/failsafe_breaker"),
@@ -188,6 +201,37 @@ out("- Counted without cache simulation (`--cache-sim=no`): instructions only. f
 out("  a fraction of an instruction between runs (its clock reads); every other row is the same to the")
 out("  instruction.")
 out("")
+out("## What each feature costs")
+out("")
+out("What a successful call pays for a feature it uses, in instructions over the call with a breaker and")
+out("a budget alone (`breaker_budget_call`), from the table above and, for fleet sync, from the same call")
+out("built with feature `redis` and its breaker and budget shared by a fleet (`scripts/instructions.sh`")
+out("with `INSTRUCTIONS_FEATURES=redis`, in the same run). A function that does not use a feature pays")
+out("nothing for it: every row is built with all of them compiled in, and CI fails when a row rises more")
+out("than 10% above its baseline (`scripts/instructions-check.sh`, which also checks every row with")
+out("feature `redis` against the same rows without it).")
+out("")
+out("| feature | what the call adds | instructions |")
+out("|---|---|---:|")
+ir_bb_call = ir["breaker_budget_call"]["per_call"]
+feature_rows = [
+    ("configuration override in force", "the registry's settings for the operation, looked up per call", ir["breaker_budget_overridden"]["per_call"]),
+    ("bulkhead", "a place taken and given back", ir["breaker_budget_bulkhead"]["per_call"]),
+    ("hedging (no hedge needed)", "the hedging loop around the attempt (three allocations: the set of attempts, the attempt, the hedge's timer)", ir["breaker_budget_hedge"]["per_call"]),
+    ("adaptive throttle", "the admission draw and the answer's count", ir["breaker_budget_throttle"]["per_call"]),
+    ("rate limit", "a turn", ir["breaker_budget_rate_limit"]["per_call"]),
+    ("fleet sync (feature `redis`, guards shared)", "nothing: the store is written by a background task", ir_fleet["breaker_budget_call"]["per_call"]),
+]
+for feature, what, per_call in feature_rows:
+    out(f"| {feature} | {what} | {per_call - ir_bb_call:+.0f} |")
+timeout_cost = ir["breaker_budget_bulkhead_timeout"]["per_call"] - ir["breaker_budget_bulkhead"]["per_call"]
+out(f"| attempt timeout | a clock read and a timer entry (over the bulkhead row) | {timeout_cost:+.0f} |")
+out("")
+out("- **Dashboard counters**: the admin page reads counters the guards keep anyway; the only ones on")
+out("  the success path are a breaker's call count and a ratio budget's first-attempt count, one relaxed")
+out("  increment each on this thread's shard of the counter (so threads do not share a cache line). They")
+out("  are part of the `breaker_budget_call` row; a function without a breaker or a budget pays neither.")
+out("")
 out("## Targets")
 out("")
 def verdict(ok):
@@ -237,11 +281,12 @@ out("  written field by field, once inside the function's `poll` around dropping
 out("  once by the caller reading the `poll` output. With a one-word error type the `Result` travels in")
 out(f"  registers and the same out-of-line call costs +{fmt(overhead_small)}. Any wrapper whose `poll` is out of line")
 out("  pays this for a large `Result`; boxing a big error type avoids it.")
-out("- **Bulkhead**: tokio's `Semaphore` takes a CAS to acquire and its waiter-list mutex on every")
-out("  release, and the bulkhead path goes through the general `attempt_with` state machine (its")
-out("  waiting is a future of its own), which moves the attempt once.")
-out("- **Timeout**: `tokio::time::timeout` reads the clock and sets up a timer entry per attempt (it is")
-out("  only registered with the driver if the attempt has to wait). The benchmarks are a package of")
+out("- **Bulkhead**: a free place is taken from tokio's `Semaphore` with a CAS and given back under its")
+out("  waiter-list mutex, by the same hand-written attempt future as the plain call (the direct path);")
+out("  only a full bulkhead's wait goes through the general `attempt_with` state machine.")
+out("- **Timeout**: the direct path arms the attempt's timeout in the timer slot the backoff uses (the")
+out("  two never overlap): a clock read and a timer entry per attempt, registered with the driver only")
+out("  if the attempt has to wait. A deadline takes the general path. The benchmarks are a package of")
 out("  their own (`benches/Cargo.toml`), built without tokio's `test-util` (which the library's tests")
 out("  enable, and under which `Instant::now()` also takes the runtime clock's mutex), as users build it.")
 out("- **Retry**: the failure is recorded under the breaker's mutex with a clock read (the failure")

@@ -13,12 +13,15 @@ use std::time::Duration;
 
 use backon::ExponentialBuilder;
 use resilient::{
-    BreakerConfig, BulkheadConfig, Classify, ErrorClass, Policy, RatioBudget, Rejection, registry, resilient,
+    BreakerConfig, BulkheadConfig, Classify, ErrorClass, Policy, RateLimitConfig, RatioBudget, Rejection,
+    ThrottleConfig, registry, resilient,
 };
 
 pub const BREAKER: &str = "bench-breaker";
 pub const BUDGET: &str = "bench-budget";
 pub const BULKHEAD: &str = "bench-bulkhead";
+pub const THROTTLE: &str = "bench-throttle";
+pub const RATE_LIMIT: &str = "bench-rate-limit";
 
 #[derive(Debug)]
 pub enum BenchError {
@@ -72,6 +75,26 @@ pub async fn with_timeout(x: u64) -> Result<u64, BenchError> {
     Ok(black_box(x))
 }
 
+/// `breaker_budget` with hedging: the attempt answers at once, so no hedge
+/// starts; what is measured is what a hedging policy adds to every call.
+#[resilient(breaker = "bench-breaker", budget = "bench-budget", hedge_after_ms = 60_000)]
+pub async fn with_hedge(x: u64) -> Result<u64, BenchError> {
+    Ok(black_box(x))
+}
+
+/// `breaker_budget` with an adaptive throttle, which never refuses here:
+/// every answer is an accept.
+#[resilient(breaker = "bench-breaker", budget = "bench-budget", throttle = "bench-throttle")]
+pub async fn with_throttle(x: u64) -> Result<u64, BenchError> {
+    Ok(black_box(x))
+}
+
+/// `breaker_budget` with a rate limit high enough that every call has a turn at once.
+#[resilient(breaker = "bench-breaker", budget = "bench-budget", rate_limit = "bench-rate-limit")]
+pub async fn with_rate_limit(x: u64) -> Result<u64, BenchError> {
+    Ok(black_box(x))
+}
+
 /// `breaker_budget` whose settings a configuration file overrides (see
 /// `declare`): the cost of an override in force.
 #[resilient(name = "bench-overridden", breaker = "bench-breaker", budget = "bench-budget")]
@@ -101,6 +124,10 @@ pub fn declare() {
     let budget = RatioBudget { min_per_sec: 1_000_000, ..Default::default() };
     registry.declare_budget(BUDGET, budget).expect("declared once");
     registry.declare_bulkhead(BULKHEAD, BulkheadConfig::default()).expect("declared once");
+    registry.declare_throttle(THROTTLE, ThrottleConfig::default()).expect("declared once");
+    // Never out of turns: a billion a second, with as large a burst.
+    let rate = RateLimitConfig { per_second: 1_000_000_000, burst: 1_000_000_000, ..Default::default() };
+    registry.declare_rate_limit(RATE_LIMIT, rate).expect("declared once");
     // An override in force for `overridden` only: every other function still
     // runs on its compiled settings, after one relaxed load that says so.
     registry.load_toml("[operations.\"bench-overridden\"]\nmax_attempts = 3\n").expect("a valid override");
