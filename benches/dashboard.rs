@@ -1,6 +1,6 @@
 //! What the dashboard costs the calls it watches: nothing on the success
 //! path. Its per-second counts are the breaker's monotonic totals (a success
-//! is one relaxed increment on a per-thread shard, paid with or without a
+//! is one plain increment of a per-thread slot, paid with or without a
 //! dashboard), read once a second by the admin router's sampler; its
 //! transitions come from a hook that runs only on a transition.
 //!

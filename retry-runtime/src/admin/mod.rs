@@ -44,7 +44,7 @@
 //!
 //! The per-second counts cost the calls nothing they did not already pay:
 //! each breaker keeps monotonic totals ([`CircuitBreaker::totals`]; a
-//! success is one relaxed increment on a per-thread shard). One task per
+//! success is one plain increment of a per-thread slot, no locked instruction). One task per
 //! router reads them once a second and keeps the differences, 60 per
 //! breaker. It starts when the router is built inside a tokio runtime (else
 //! with its first request), runs on that runtime, and ends when the router

@@ -47,7 +47,7 @@ pub use permit::BreakerPermit;
 pub use state::{Admission, BreakerCore, Outcome, Ticket, Transition};
 
 use crate::config::ConfigError;
-use crate::counter::ShardedCounter;
+use crate::counter::PerThreadCounter;
 
 /// A thread-safe circuit breaker; see the module docs.
 ///
@@ -74,9 +74,9 @@ pub struct CircuitBreaker {
 /// Monotonic totals, for samplers that turn them into rates.
 #[derive(Debug, Default)]
 struct Counts {
-    /// Attempts that ran and reported an outcome: one relaxed increment on
-    /// the success path, on a shard of this thread's.
-    calls: ShardedCounter,
+    /// Attempts that ran and reported an outcome: on the success path, one
+    /// plain increment of this thread's slot.
+    calls: PerThreadCounter,
     failures: std::sync::atomic::AtomicU64,
     rejections: std::sync::atomic::AtomicU64,
     /// Probes' outcomes, counted off the success path (probes take the lock).
@@ -275,7 +275,7 @@ impl CircuitBreaker {
         self.lock().abandon(ticket);
     }
 
-    /// Counts an attempt that ran: the success path's one relaxed increment.
+    /// Counts an attempt that ran: the success path's one increment (of this thread's slot).
     #[inline]
     fn count(&self, outcome: Outcome) {
         self.counts.calls.increment();

@@ -32,7 +32,7 @@ pub use ratio::RatioBudget;
 pub(crate) use ratio::RatioWindow;
 
 use crate::config::ConfigError;
-use crate::counter::ShardedCounter;
+use crate::counter::PerThreadCounter;
 
 /// A budget's settings: its form and the form's parameters.
 ///
@@ -89,8 +89,8 @@ impl BudgetConfig {
 }
 
 /// The state of one form.
-// The ratio form's counter is cache-line padded per shard (about 700 bytes
-// in all): there is one budget per dependency, and a box would cost the
+// The ratio form's counter holds a table of per-thread slots (about 500
+// bytes): there is one budget per dependency, and a box would cost the
 // success path a pointer hop.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
@@ -98,7 +98,7 @@ enum Form {
     Ratio {
         config: Mutex<RatioBudget>,
         /// First attempts so far: one increment on the success path, no clock.
-        first_attempts: ShardedCounter,
+        first_attempts: PerThreadCounter,
         window: Mutex<RatioWindow>,
     },
     Bucket(bucket::Bucket),
@@ -156,7 +156,7 @@ impl RetryBudget {
         let form = match config {
             BudgetConfig::Ratio(config) => Form::Ratio {
                 config: Mutex::new(config),
-                first_attempts: ShardedCounter::default(),
+                first_attempts: PerThreadCounter::default(),
                 window: Mutex::new(RatioWindow::new(Duration::ZERO, 0)),
             },
             BudgetConfig::TokenBucket(config) => Form::Bucket(bucket::Bucket::new(config)),
@@ -273,7 +273,7 @@ impl RetryBudget {
     }
 
     /// A call's first attempt is about to run: the ratio form counts it
-    /// (one relaxed increment); the bucket ignores it.
+    /// (one plain increment of a per-thread slot); the bucket ignores it.
     #[inline]
     pub fn on_first_attempt(&self) {
         if let Form::Ratio { first_attempts, .. } = &self.form {
