@@ -82,10 +82,13 @@ pub(crate) fn breaker_transition(name: &str, from: &'static str, to: &'static st
     }
 }
 
+/// Sets a budget's `resilient_budget_available` gauge. The level is worked
+/// out only when the gauge exists: for a ratio budget it takes the window's
+/// lock and a clock read, which a build without metrics never needs.
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-pub(crate) fn budget_level(name: &str, available: u32) {
+pub(crate) fn budget_level(name: &str, available: impl FnOnce() -> u32) {
     #[cfg(feature = "metrics")]
-    metrics::gauge!("resilient_budget_available", "budget" => name.to_owned()).set(f64::from(available));
+    metrics::gauge!("resilient_budget_available", "budget" => name.to_owned()).set(f64::from(available()));
 }
 
 /// The key of a bulkhead's `resilient_bulkhead_in_use` gauge, made once per

@@ -168,7 +168,7 @@ impl RetryBudget {
             lease: lease::Lease::default(),
             retries: std::sync::atomic::AtomicU64::new(0),
         };
-        crate::observe::budget_level(&budget.name, budget.available());
+        crate::observe::budget_level(&budget.name, || budget.available());
         Ok(budget)
     }
 
@@ -213,14 +213,14 @@ impl RetryBudget {
     /// ```
     pub fn lease(&self, tokens: u32) {
         self.lease.grant(tokens);
-        crate::observe::budget_level(&self.name, self.available());
+        crate::observe::budget_level(&self.name, || self.available());
     }
 
     /// Ends the lease: retries need only this budget's leave again. Returns
     /// the leased tokens that were left (they are dropped).
     pub fn end_lease(&self) -> u32 {
         let left = self.lease.end();
-        crate::observe::budget_level(&self.name, self.available());
+        crate::observe::budget_level(&self.name, || self.available());
         left
     }
 
@@ -253,7 +253,7 @@ impl RetryBudget {
     pub fn try_withdraw(&self) -> bool {
         let leased = self.lease.held();
         if leased && !self.lease.take() {
-            crate::observe::budget_level(&self.name, self.available());
+            crate::observe::budget_level(&self.name, || self.available());
             return false;
         }
         let taken = match &self.form {
@@ -268,7 +268,7 @@ impl RetryBudget {
         } else if leased {
             self.lease.give_back();
         }
-        crate::observe::budget_level(&self.name, self.available());
+        crate::observe::budget_level(&self.name, || self.available());
         taken
     }
 
@@ -298,7 +298,7 @@ impl RetryBudget {
     fn refill(&self, bucket: &bucket::Bucket) {
         if bucket.refill() {
             // The level this deposit left, as `try_withdraw` reports its own.
-            crate::observe::budget_level(&self.name, bucket.available());
+            crate::observe::budget_level(&self.name, || bucket.available());
         }
     }
 
@@ -334,7 +334,7 @@ impl RetryBudget {
                 ));
             }
         }
-        crate::observe::budget_level(&self.name, self.available());
+        crate::observe::budget_level(&self.name, || self.available());
         Ok(())
     }
 
