@@ -32,8 +32,9 @@ use tokio::runtime::Runtime;
 #[macro_use]
 mod shared;
 use shared::{
-    backon_defaults, bare, breaker_budget, declare, defaults, fails_once, overridden, policy, runtime,
-    with_bulkhead, with_hedge, with_rate_limit, with_throttle, with_timeout,
+    backon_defaults, bare, bare_small, breaker_budget, breaker_budget_out_of_line,
+    breaker_budget_small_out_of_line, call_out_of_line_functions_once, declare, defaults, fails_once,
+    overridden, policy, runtime, with_bulkhead, with_hedge, with_rate_limit, with_throttle, with_timeout,
 };
 
 /// Calls in the shorter run; the longer one makes twice as many. A multiple
@@ -47,6 +48,7 @@ const N: u64 = 5_120;
 fn fixture(calls: u64) -> (Runtime, u64) {
     declare();
     let rt = runtime();
+    rt.block_on(call_out_of_line_functions_once());
     #[cfg(feature = "redis")]
     join_fleet(&rt);
     (rt, calls)
@@ -107,6 +109,27 @@ fn breaker_budget_call(f: (Runtime, u64)) -> Runtime {
 
 // `breaker_budget_call` with a configuration file's override in force for
 // the function: the registry's settings are looked up on every call.
+#[library_benchmark]
+#[bench::n(args = (N,), setup = fixture)]
+#[bench::twice_n(args = (2 * N,), setup = fixture)]
+fn breaker_budget_out_of_line_call(f: (Runtime, u64)) -> Runtime {
+    drive(f, || used!(breaker_budget_out_of_line(black_box(1))))
+}
+
+#[library_benchmark]
+#[bench::n(args = (N,), setup = fixture)]
+#[bench::twice_n(args = (2 * N,), setup = fixture)]
+fn bare_small_error_call(f: (Runtime, u64)) -> Runtime {
+    drive(f, || used!(bare_small(black_box(1))))
+}
+
+#[library_benchmark]
+#[bench::n(args = (N,), setup = fixture)]
+#[bench::twice_n(args = (2 * N,), setup = fixture)]
+fn breaker_budget_small_error_out_of_line_call(f: (Runtime, u64)) -> Runtime {
+    drive(f, || used!(breaker_budget_small_out_of_line(black_box(1))))
+}
+
 #[library_benchmark]
 #[bench::n(args = (N,), setup = fixture)]
 #[bench::twice_n(args = (2 * N,), setup = fixture)]
@@ -185,7 +208,8 @@ fn fail_once_then_succeed(f: (Runtime, u64)) -> Runtime {
 
 library_benchmark_group!(
     name = success;
-    benchmarks = bare_call, attribute_defaults, breaker_budget_call, breaker_budget_overridden, breaker_budget_bulkhead,
+    benchmarks = bare_call, attribute_defaults, breaker_budget_call, breaker_budget_out_of_line_call, bare_small_error_call,
+        breaker_budget_small_error_out_of_line_call, breaker_budget_overridden, breaker_budget_bulkhead,
         breaker_budget_bulkhead_timeout, breaker_budget_hedge, breaker_budget_throttle, breaker_budget_rate_limit,
         policy_run, backon_retry, failsafe_breaker, fail_once_then_succeed
 );

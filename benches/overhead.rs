@@ -39,17 +39,10 @@ use resilient::{Classify, ErrorClass, Outcome, Rejection, registry, resilient};
 #[macro_use]
 mod shared;
 use shared::{
-    BREAKER, BenchError, backon_defaults, bare, breaker_budget, declare, defaults, fails_once, overridden,
-    policy, runtime, with_bulkhead, with_hedge, with_rate_limit, with_throttle, with_timeout,
+    BREAKER, BenchError, backon_defaults, bare, bare_small, breaker_budget, breaker_budget_out_of_line,
+    breaker_budget_small_out_of_line, call_out_of_line_functions_once, declare, defaults, fails_once,
+    overridden, policy, runtime, with_bulkhead, with_hedge, with_rate_limit, with_throttle, with_timeout,
 };
-
-/// `breaker_budget` again, but called from two places (see `benches`): the
-/// compiler then keeps its `poll` out of line, as it does for most functions
-/// of a real program.
-#[resilient(breaker = "bench-breaker", budget = "bench-budget")]
-async fn breaker_budget_out_of_line(x: u64) -> Result<u64, BenchError> {
-    Ok(black_box(x))
-}
 
 /// `breaker_budget` for the contention benchmark: the same function, but its
 /// own, so that every benchmarked function has exactly one call site (the
@@ -57,34 +50,6 @@ async fn breaker_budget_out_of_line(x: u64) -> Result<u64, BenchError> {
 /// that alone moves these numbers by several nanoseconds).
 #[resilient(breaker = "bench-breaker", budget = "bench-budget")]
 async fn shared_breaker_budget(x: u64) -> Result<u64, BenchError> {
-    Ok(black_box(x))
-}
-
-/// An error type one word wide (`Result<u64, SmallError>` comes back in
-/// registers), to show what the size of the caller's `Result` costs when
-/// the call's `poll` is out of line.
-#[derive(Debug)]
-struct SmallError(#[allow(dead_code)] Box<Rejection>);
-
-impl Classify for SmallError {
-    fn classify(&self) -> ErrorClass {
-        self.0.classify()
-    }
-}
-
-impl From<Rejection> for SmallError {
-    fn from(r: Rejection) -> Self {
-        SmallError(Box::new(r))
-    }
-}
-
-async fn bare_small(x: u64) -> Result<u64, SmallError> {
-    Ok(black_box(x))
-}
-
-/// Called from two places, like `breaker_budget_out_of_line`.
-#[resilient(breaker = "bench-breaker", budget = "bench-budget")]
-async fn breaker_budget_small_out_of_line(x: u64) -> Result<u64, SmallError> {
     Ok(black_box(x))
 }
 
@@ -215,10 +180,7 @@ fn benches(c: &mut Criterion) {
     let rt = runtime();
     // The second call sites of the `_out_of_line` functions (and a check
     // that the guards are in place before anything is measured).
-    rt.block_on(async {
-        assert_eq!(breaker_budget_out_of_line(7).await.expect("succeeds"), 7);
-        assert_eq!(breaker_budget_small_out_of_line(7).await.expect("succeeds"), 7);
-    });
+    rt.block_on(call_out_of_line_functions_once());
     success(c, &rt);
     retry(c, &rt);
     lookup(c, &rt);

@@ -95,6 +95,42 @@ pub async fn with_rate_limit(x: u64) -> Result<u64, BenchError> {
     Ok(black_box(x))
 }
 
+/// `breaker_budget` again, but called from two places in each benchmark
+/// binary (its benchmark and a warm-up): the compiler then keeps its `poll`
+/// out of line, as it does for most functions of a real program.
+#[resilient(breaker = "bench-breaker", budget = "bench-budget")]
+pub async fn breaker_budget_out_of_line(x: u64) -> Result<u64, BenchError> {
+    Ok(black_box(x))
+}
+
+/// An error type one word wide (`Result<u64, SmallError>` comes back in
+/// registers), to show what the size of the caller's `Result` costs when
+/// the call's `poll` is out of line.
+#[derive(Debug)]
+pub struct SmallError(#[allow(dead_code)] Box<Rejection>);
+
+impl Classify for SmallError {
+    fn classify(&self) -> ErrorClass {
+        self.0.classify()
+    }
+}
+
+impl From<Rejection> for SmallError {
+    fn from(r: Rejection) -> Self {
+        SmallError(Box::new(r))
+    }
+}
+
+pub async fn bare_small(x: u64) -> Result<u64, SmallError> {
+    Ok(black_box(x))
+}
+
+/// Called from two places, like `breaker_budget_out_of_line`.
+#[resilient(breaker = "bench-breaker", budget = "bench-budget")]
+pub async fn breaker_budget_small_out_of_line(x: u64) -> Result<u64, SmallError> {
+    Ok(black_box(x))
+}
+
 /// `breaker_budget` whose settings a configuration file overrides (see
 /// `declare`): the cost of an override in force.
 #[resilient(name = "bench-overridden", breaker = "bench-breaker", budget = "bench-budget")]
@@ -131,6 +167,14 @@ pub fn declare() {
     // An override in force for `overridden` only: every other function still
     // runs on its compiled settings, after one relaxed load that says so.
     registry.load_toml("[operations.\"bench-overridden\"]\nmax_attempts = 3\n").expect("a valid override");
+}
+
+/// The second call sites of the `_out_of_line` functions, which keep their
+/// `poll` out of line (each benchmark binary calls this once, before it
+/// measures), and a check that the guards are in place.
+pub async fn call_out_of_line_functions_once() {
+    assert_eq!(breaker_budget_out_of_line(7).await.expect("succeeds"), 7);
+    assert_eq!(breaker_budget_small_out_of_line(7).await.expect("succeeds"), 7);
 }
 
 /// `Policy::run` with the same guards as `breaker_budget` (call `declare`
