@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use backon::Retryable;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use failsafe::futures::CircuitBreaker as _;
-use resilient::{Classify, ErrorClass, Outcome, Rejection, registry, resilient};
+use resilient::{Outcome, registry, resilient};
 
 #[macro_use]
 mod shared;
