@@ -348,6 +348,9 @@ async fn an_aborted_attempt_records_nothing_in_the_breaker() {
 /// The global registry's bulkhead: attempts that find a place free take the
 /// direct path, which holds its place as a plain fact (no permit object) and
 /// gives it back where the attempt ends; the rest queue on the general path.
+/// About a third of the attempts outlast their timeout, which the direct
+/// path arms itself: a place is given back when the timeout cancels the
+/// attempt too, and when the call is aborted with the timeout armed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aborted_calls_on_the_direct_path_give_every_bulkhead_place_back() {
     const PLACES: u32 = 8;
@@ -362,6 +365,7 @@ async fn aborted_calls_on_the_direct_path_give_every_bulkhead_place_back() {
     let policy = Arc::new(
         Policy::builder()
             .bulkhead("cancel-direct")
+            .attempt_timeout(Duration::from_millis(1))
             .max_attempts(3)
             .base(Duration::from_micros(100))
             .jitter(Jitter::None)
@@ -370,7 +374,7 @@ async fn aborted_calls_on_the_direct_path_give_every_bulkhead_place_back() {
     );
     let calls = (stress_calls() / 10).max(1_000);
     let mut rng = SmallRng::seed_from_u64(11);
-    let (mut done, mut aborted, mut finished) = (0u32, 0u32, 0u32);
+    let (mut done, mut aborted, mut finished, mut timed_out) = (0u32, 0u32, 0u32, 0u32);
     while done < calls {
         let n = 500.min(calls - done);
         let mut handles = Vec::with_capacity(n as usize);
@@ -382,7 +386,8 @@ async fn aborted_calls_on_the_direct_path_give_every_bulkhead_place_back() {
                 let mut rng = SmallRng::seed_from_u64(seed);
                 policy
                     .run(|| {
-                        let pause = Duration::from_micros(rng.random_range(0..300));
+                        // Up to twice the timeout: many attempts time out.
+                        let pause = Duration::from_micros(rng.random_range(0..2_000));
                         let fails = rng.random_bool(0.3);
                         async move {
                             sleep(pause).await;
@@ -391,7 +396,7 @@ async fn aborted_calls_on_the_direct_path_give_every_bulkhead_place_back() {
                     })
                     .await
             });
-            let abort_after = arrival + Duration::from_micros(rng.random_range(0..600));
+            let abort_after = arrival + Duration::from_micros(rng.random_range(0..3_000));
             if rng.random_bool(0.5) {
                 let abort = handle.abort_handle();
                 tokio::spawn(async move {
@@ -403,7 +408,12 @@ async fn aborted_calls_on_the_direct_path_give_every_bulkhead_place_back() {
         }
         for handle in handles {
             match handle.await {
-                Ok(_) => finished += 1,
+                Ok(result) => {
+                    finished += 1;
+                    if let Err(TestError::Rejected(Rejection::AttemptTimeout { .. })) = result {
+                        timed_out += 1;
+                    }
+                }
                 Err(e) if e.is_cancelled() => aborted += 1,
                 Err(e) => panic!("a call panicked: {e}"),
             }
@@ -411,6 +421,7 @@ async fn aborted_calls_on_the_direct_path_give_every_bulkhead_place_back() {
         done += n;
     }
     assert!(aborted > calls / 10 && finished > calls / 10, "{aborted} aborted, {finished} finished");
+    assert!(timed_out > 0, "some calls ended on their last attempt's timeout");
     let bulkhead = registry.bulkhead("cancel-direct").unwrap();
     assert_eq!(bulkhead.in_use(), 0, "every place came back");
     let all: Vec<_> = (0..PLACES).map(|_| bulkhead.try_acquire()).collect();
