@@ -206,8 +206,20 @@ mod tests {
         assert_eq!(counter.total(), (SLOTS as u64 + 8) * 1_001);
         let spare = counter.slots[SPARE].0.load(Ordering::Relaxed);
         assert!(spare >= 8 * 1_001, "at least 8 threads found no slot: the spare holds {spare}");
-        // They have exited and given their slots back: a new thread gets one.
-        let next = std::thread::spawn(slot).join().unwrap();
-        assert!(next < SLOTS, "no slot was given back: {next}");
+        // They have exited and given their slots back: half as many threads
+        // again, alive at once, each get one (other tests hold a few at most).
+        let half = std::sync::Arc::new(std::sync::Barrier::new(SLOTS / 2));
+        let threads: Vec<_> = (0..SLOTS / 2)
+            .map(|_| {
+                let half = half.clone();
+                std::thread::spawn(move || {
+                    let slot = slot();
+                    half.wait();
+                    slot
+                })
+            })
+            .collect();
+        let again: Vec<_> = threads.into_iter().map(|thread| thread.join().unwrap()).collect();
+        assert!(again.iter().all(|slot| *slot < SLOTS), "slots not given back: {again:?}");
     }
 }
