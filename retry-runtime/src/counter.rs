@@ -174,6 +174,21 @@ mod tests {
     }
 
     #[test]
+    fn a_thread_with_a_slot_counts_in_it_not_in_the_spare() {
+        let counter = PerThreadCounter::default();
+        counter.increment();
+        let own = slot();
+        // (Only while another test holds every slot does this thread have none.)
+        if own < SLOTS {
+            let counts = (
+                counter.slots[own].0.load(Ordering::Relaxed),
+                counter.slots[SPARE].0.load(Ordering::Relaxed),
+            );
+            assert_eq!(counts, (1, 0));
+        }
+    }
+
+    #[test]
     fn a_thread_that_exits_leaves_its_count_to_the_next_claimer_of_its_slot() {
         let counter = std::sync::Arc::new(PerThreadCounter::default());
         counter.increment();
