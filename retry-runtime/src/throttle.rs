@@ -310,6 +310,23 @@ mod tests {
     }
 
     #[test]
+    fn counts_leave_the_window_a_tenth_at_a_time_in_constant_memory() {
+        let cfg = ThrottleConfig { k: 2.0, window: Duration::from_secs(10) };
+        let mut w = ThrottleWindow::default();
+        for _ in 0..100 {
+            w.request(&cfg, Duration::ZERO);
+        }
+        for _ in 0..100 {
+            w.request(&cfg, Duration::from_secs(5));
+        }
+        // A slice per tenth of the window, however many counts fall in it.
+        assert_eq!(w.slices.len(), 2);
+        assert_eq!(w.refusal_probability(&cfg, Duration::from_millis(9_900)), 200.0 / 201.0);
+        // The first slice has left the window; the one from 5 s has not.
+        assert_eq!(w.refusal_probability(&cfg, Duration::from_millis(10_500)), 100.0 / 101.0);
+    }
+
+    #[test]
     fn the_probability_follows_the_sre_formula() {
         let cfg = ThrottleConfig { k: 2.0, window: Duration::from_secs(60) };
         let mut w = ThrottleWindow::default();
