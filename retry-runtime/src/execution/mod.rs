@@ -233,7 +233,13 @@ impl<'p, S, H> Execution<'p, S, H> {
     where
         S: Default,
     {
-        self.more.get_or_insert_with(More::plain)
+        if self.more.is_none() {
+            More::build_plain(&mut self.more);
+        }
+        match &mut self.more {
+            Some(more) => more,
+            None => unreachable!("`more` was just built"),
+        }
     }
 
     /// Whether the policy hedges: then [`attempt_hedged`](Self::attempt_hedged) is the way to attempt.

@@ -33,11 +33,12 @@ pub(super) struct More<S> {
 }
 
 impl<S: Default> More<S> {
-    /// A plain call's starting state, built at its first failure.
+    /// A plain call's starting state, built at its first failure, in its
+    /// slot (returned by value, it would be copied there: a few dozen bytes).
     #[cold]
     #[inline(never)]
-    pub(super) fn plain() -> Self {
-        More {
+    pub(super) fn build_plain(slot: &mut Option<Self>) {
+        *slot = Some(More {
             overridden: None,
             scoped: None,
             key: None,
@@ -46,6 +47,6 @@ impl<S: Default> More<S> {
             rng: None,
             span: None,
             last: S::default(),
-        }
+        });
     }
 }
