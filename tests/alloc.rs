@@ -69,6 +69,20 @@ async fn allocations_in<F: Future>(f: impl FnOnce() -> F) -> u64 {
 
 const CALLS: u32 = 1_000;
 
+/// Heap allocations made on this thread by `CALLS` successful calls of
+/// `call`, each checked to return its argument.
+async fn allocations_in_calls<Fut>(call: impl Fn(u64) -> Fut) -> u64
+where
+    Fut: Future<Output = Result<u64, ApiError>>,
+{
+    allocations_in(|| async {
+        for i in 0..u64::from(CALLS) {
+            assert_eq!(call(i).await.unwrap(), i);
+        }
+    })
+    .await
+}
+
 #[derive(Debug)]
 enum ApiError {
     #[allow(dead_code)]
@@ -123,12 +137,7 @@ async fn a_successful_call_with_breaker_and_budget_allocates_nothing() {
     for i in 0..10 {
         assert_eq!(guarded(i).await.unwrap(), i);
     }
-    let n = allocations_in(|| async {
-        for i in 0..u64::from(CALLS) {
-            assert_eq!(guarded(i).await.unwrap(), i);
-        }
-    })
-    .await;
+    let n = allocations_in_calls(guarded).await;
     assert_eq!(n, 0, "{n} allocations in {CALLS} successful calls");
     let breaker = registry().breaker("alloc-breaker").unwrap();
     assert_eq!(breaker.state(), resilient::BreakerState::Closed);
@@ -176,24 +185,9 @@ async fn a_successful_call_through_a_bulkhead_allocates_nothing_with_a_timeout_o
         bulkheaded_with_timeout(i).await.unwrap();
         bulkheaded_with_deadline(i).await.unwrap();
     }
-    let direct = allocations_in(|| async {
-        for i in 0..u64::from(CALLS) {
-            assert_eq!(bulkheaded(i).await.unwrap(), i);
-        }
-    })
-    .await;
-    let timed = allocations_in(|| async {
-        for i in 0..u64::from(CALLS) {
-            assert_eq!(bulkheaded_with_timeout(i).await.unwrap(), i);
-        }
-    })
-    .await;
-    let general = allocations_in(|| async {
-        for i in 0..u64::from(CALLS) {
-            assert_eq!(bulkheaded_with_deadline(i).await.unwrap(), i);
-        }
-    })
-    .await;
+    let direct = allocations_in_calls(bulkheaded).await;
+    let timed = allocations_in_calls(bulkheaded_with_timeout).await;
+    let general = allocations_in_calls(bulkheaded_with_deadline).await;
     assert_eq!((direct, timed, general), (0, 0, 0), "allocations in {CALLS} successful calls each");
     assert_eq!(registry().bulkhead("alloc-bulkhead").unwrap().in_use(), 0);
 }
@@ -208,12 +202,7 @@ async fn a_hedging_call_allocates_its_round_three_times_per_call() {
     for i in 0..10 {
         hedged(i).await.unwrap();
     }
-    let n = allocations_in(|| async {
-        for i in 0..u64::from(CALLS) {
-            assert_eq!(hedged(i).await.unwrap(), i);
-        }
-    })
-    .await;
+    let n = allocations_in_calls(hedged).await;
     assert_eq!(n, 3 * u64::from(CALLS));
 }
 
@@ -223,12 +212,7 @@ async fn a_successful_call_with_defaults_allocates_nothing() {
     for i in 0..10 {
         unguarded(i).await.unwrap();
     }
-    let n = allocations_in(|| async {
-        for i in 0..u64::from(CALLS) {
-            unguarded(i).await.unwrap();
-        }
-    })
-    .await;
+    let n = allocations_in_calls(unguarded).await;
     assert_eq!(n, 0, "{n} allocations in {CALLS} successful calls");
 }
 
@@ -241,12 +225,7 @@ async fn a_successful_policy_run_with_breaker_and_budget_allocates_nothing() {
     for i in 0..10 {
         call(i).await.unwrap();
     }
-    let n = allocations_in(|| async {
-        for i in 0..u64::from(CALLS) {
-            assert_eq!(call(i).await.unwrap(), i);
-        }
-    })
-    .await;
+    let n = allocations_in_calls(call).await;
     assert_eq!(n, 0, "{n} allocations in {CALLS} successful calls");
 }
 
@@ -261,12 +240,7 @@ async fn allocations_under(subscriber: impl tracing::Subscriber + Send + Sync + 
     for i in 0..10 {
         guarded(i).await.unwrap();
     }
-    allocations_in(|| async {
-        for i in 0..u64::from(CALLS) {
-            assert_eq!(guarded(i).await.unwrap(), i);
-        }
-    })
-    .await
+    allocations_in_calls(guarded).await
 }
 
 /// A log line formatter that writes nowhere, at `level`.
