@@ -3,7 +3,8 @@
 //! hook reports. Both feed the snapshot and the event stream.
 //!
 //! The calls pay nothing for this: the totals are counted anyway (a
-//! success is one plain increment of a per-thread slot), and only this task reads them.
+//! success is one plain increment of a per-thread slot), and only this
+//! task reads them.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;

@@ -89,9 +89,9 @@ impl BudgetConfig {
 }
 
 /// The state of one form.
-// The ratio form's counter holds a table of per-thread slots (about 500
-// bytes): there is one budget per dependency, and a box would cost the
-// success path a pointer hop.
+// The ratio form's counter holds a slot per thread, each on a cache line of
+// its own (about 4 KiB): there is one budget per dependency, and a box would
+// cost the success path a pointer hop.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 enum Form {
