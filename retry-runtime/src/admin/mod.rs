@@ -45,13 +45,13 @@
 //! The per-second counts cost the calls nothing they did not already pay:
 //! each breaker keeps monotonic totals ([`CircuitBreaker::totals`]; a
 //! success is one plain increment of a per-thread slot, no locked
-//! instruction). One task per router reads them once a second and keeps
-//! the differences, 60 per breaker. It starts when the router is built
-//! inside a tokio runtime (else with its first request), runs on that
-//! runtime, and ends when the router is dropped (all its clones: when the server stops) or the runtime shuts
-//! down. No request waits for it: a request reads what it last wrote. The
-//! first second a breaker shows counts from when the router was built, or
-//! from when the breaker was made if later.
+//! instruction). One task per router reads them once a second and keeps the
+//! differences, 60 per breaker. It starts when the router is built inside a
+//! tokio runtime (else with its first request), runs on that runtime, and
+//! ends when the router is dropped (all its clones: when the server stops)
+//! or the runtime shuts down. No request waits for it: a request reads what
+//! it last wrote. The first second a breaker shows counts from when the
+//! router was built, or from when the breaker was made if later.
 //!
 //! # Shutting down
 //!
