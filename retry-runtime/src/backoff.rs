@@ -133,6 +133,11 @@ fn to_nanos(d: Duration) -> u128 {
 
 /// Every value handled here is at most a `Duration`'s nanos, so the seconds fit a u64.
 fn from_nanos(n: u128) -> Duration {
+    // Most waits fit a u64 of nanoseconds (585 years): divided as a u64,
+    // not through the 128-bit division routines.
+    if let Ok(n) = u64::try_from(n) {
+        return Duration::from_nanos(n);
+    }
     let secs = u64::try_from(n / NANOS_PER_SEC).unwrap_or(u64::MAX);
     // The remainder is below 1e9, so it fits a u32.
     let nanos = (n % NANOS_PER_SEC) as u32;
@@ -155,11 +160,17 @@ impl Backoff {
     /// assert_eq!(b.exp(100), Duration::from_secs(1));
     /// ```
     pub fn exp(&self, n: u32) -> Duration {
-        let base = to_nanos(self.base);
-        let cap = to_nanos(self.cap);
-        let factor = 1u128.checked_shl(n).unwrap_or(u128::MAX);
-        let grown = base.saturating_mul(factor);
-        from_nanos(grown.min(cap))
+        // `base * 2^n` in `Duration`'s own arithmetic (no 128-bit
+        // multiplication), at most 31 doublings a step: a non-zero base
+        // passes any cap within five steps, so the loop is short whatever `n`.
+        let mut grown = self.base;
+        let mut left = n;
+        while left > 0 && !grown.is_zero() && grown < self.cap {
+            let step = left.min(31);
+            grown = grown.saturating_mul(1 << step);
+            left -= step;
+        }
+        grown.min(self.cap)
     }
 
     /// The jittered wait for wait-index `n`.
@@ -210,12 +221,22 @@ impl Backoff {
 /// assert_eq!(a.uniform(0, 1_000), b.uniform(0, 1_000));
 /// ```
 #[derive(Debug, Clone)]
-pub struct JitterRng(SmallRng);
+pub struct JitterRng(Source);
+
+/// Where a [`JitterRng`]'s draws come from.
+#[derive(Debug, Clone)]
+enum Source {
+    /// A generator of its own, fixed by its seed.
+    Own(SmallRng),
+    /// The thread's generator (`rand::rng()`): nothing to seed per call,
+    /// for a call whose draws need not be reproducible.
+    Thread,
+}
 
 impl JitterRng {
     /// A generator whose draws are fixed by `seed`.
     pub fn seeded(seed: u64) -> Self {
-        JitterRng(SmallRng::seed_from_u64(seed))
+        JitterRng(Source::Own(SmallRng::seed_from_u64(seed)))
     }
 
     /// A generator seeded from the operating system's entropy.
@@ -223,9 +244,25 @@ impl JitterRng {
         JitterRng::seeded(rand::random())
     }
 
+    /// Draws from the thread's generator: what a call with no seed uses,
+    /// since seeding a generator of its own (from the thread's) costs more
+    /// than the few draws a call makes, and one with a zero wait draws nothing.
+    pub(crate) fn from_thread() -> Self {
+        JitterRng(Source::Thread)
+    }
+
     /// A uniform draw in `[low, high]` (inclusive); returns `low` when `high <= low`.
+    #[inline]
     pub fn uniform(&mut self, low: u128, high: u128) -> u128 {
-        if high <= low { low } else { self.0.random_range(low..=high) }
+        if high <= low { low } else { self.draw(low, high) }
+    }
+
+    #[inline(never)]
+    fn draw(&mut self, low: u128, high: u128) -> u128 {
+        match &mut self.0 {
+            Source::Own(rng) => rng.random_range(low..=high),
+            Source::Thread => rand::rng().random_range(low..=high),
+        }
     }
 }
 
@@ -249,6 +286,14 @@ mod tests {
         let b = Backoff::new(ms(100), ms(800), Jitter::None);
         let waits: Vec<_> = (0..6).map(|n| b.exp(n)).collect();
         assert_eq!(waits, [ms(100), ms(200), ms(400), ms(800), ms(800), ms(800)]);
+    }
+
+    #[test]
+    fn nanoseconds_convert_back_exactly_on_both_sides_of_u64() {
+        let edge = u128::from(u64::MAX);
+        for n in [0, 1, 999_999_999, 1_000_000_001, edge - 1, edge, edge + 1, to_nanos(Duration::MAX)] {
+            assert_eq!(to_nanos(from_nanos(n)), n, "{n} ns");
+        }
     }
 
     #[test]
@@ -307,7 +352,36 @@ mod tests {
         assert!(draws.iter().any(|&d| d > 900));
     }
 
+    /// `exp` as first written, in 128-bit nanoseconds: the model the
+    /// `Duration` arithmetic must agree with.
+    fn exp_in_nanos(b: &Backoff, n: u32) -> Duration {
+        let factor = 1u128.checked_shl(n).unwrap_or(u128::MAX);
+        from_nanos(to_nanos(b.base).saturating_mul(factor).min(to_nanos(b.cap)))
+    }
+
+    #[test]
+    fn exp_agrees_with_128_bit_nanoseconds_at_the_extremes() {
+        let durations =
+            [Duration::ZERO, Duration::from_nanos(1), ms(100), Duration::from_secs(u64::MAX), Duration::MAX];
+        for base in durations {
+            for cap in durations {
+                for n in [0, 1, 30, 31, 32, 62, 63, 64, 93, 127, 128, 1000, u32::MAX] {
+                    let b = Backoff::new(base, cap, Jitter::None);
+                    assert_eq!(b.exp(n), exp_in_nanos(&b, n), "base {base:?} cap {cap:?} n {n}");
+                }
+            }
+        }
+    }
+
     proptest! {
+        #[test]
+        fn exp_agrees_with_128_bit_nanoseconds(base: u64, base_nanos in 0u32..1_000_000_000, cap: u64, n: u32) {
+            let b = Backoff::new(Duration::new(base >> 20, base_nanos), Duration::from_nanos(cap), Jitter::None);
+            prop_assert_eq!(b.exp(n), exp_in_nanos(&b, n));
+            let b = Backoff::new(Duration::from_nanos(cap), Duration::new(base, base_nanos), Jitter::None);
+            prop_assert_eq!(b.exp(n % 200), exp_in_nanos(&b, n % 200));
+        }
+
         #[test]
         fn exp_is_capped_and_monotone(base in 0u64..10_000_000, cap in 0u64..10_000_000, n in 0u32..200) {
             let b = Backoff::new(ms(base), ms(cap), Jitter::None);

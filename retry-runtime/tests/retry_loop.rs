@@ -251,6 +251,35 @@ async fn a_seeded_registry_reproduces_the_waits() {
     assert_ne!(waits(Registry::with_seed(1)).await, waits(Registry::with_seed(2)).await);
 }
 
+/// Without a seed (neither the policy's nor the registry's), a call draws its
+/// jitter from the thread's generator: the waits are uniform over
+/// `[0, base]`, so 400 of them average 50 ms with a standard error of
+/// 100 / sqrt(12 * 400) ~= 1.44 ms; the bounds below are 7 standard errors
+/// wide, and a generator stuck at either end, or drawing the same value
+/// for every call, is far outside them.
+#[tokio::test(start_paused = true)]
+async fn without_a_seed_full_jitter_draws_uniform_waits() {
+    let policy = Policy::builder().max_attempts(2).base(ms(100)).cap(ms(100)).build().unwrap();
+    let mut waits = Vec::new();
+    for _ in 0..400 {
+        let attempts = Attempts::new();
+        let _: Result<(), _> = policy
+            .run(|| {
+                attempts.mark();
+                async { Err(TestError::Transient) }
+            })
+            .await;
+        waits.push(attempts.times()[1]);
+    }
+    assert!(waits.iter().all(|&wait| wait <= 100), "within [0, base]: {waits:?}");
+    let mean = waits.iter().sum::<u64>() as f64 / waits.len() as f64;
+    assert!((40.0..=60.0).contains(&mean), "mean wait {mean} ms");
+    let mut distinct = waits.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert!(distinct.len() > 50, "{} distinct waits of 101 possible", distinct.len());
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_idempotency_key_is_the_same_on_every_attempt() {
     let policy = no_jitter().max_attempts(3).base(ms(1)).build().unwrap();

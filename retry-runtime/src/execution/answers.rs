@@ -13,6 +13,7 @@ use crate::registry::{self, Registry};
 
 /// The retry decision's questions, answered by this call.
 impl<S: Default, H> Answers for Execution<'_, S, H> {
+    #[inline]
     fn backoff(&mut self) -> Duration {
         let backoff = self.settings().backoff;
         let n = self.attempts.saturating_sub(1);
@@ -28,24 +29,29 @@ impl<S: Default, H> Answers for Execution<'_, S, H> {
         jittered
     }
 
+    #[inline]
     fn until_deadline(&self) -> Option<Duration> {
         self.deadline().map(|deadline| deadline.saturating_duration_since(Instant::now()))
     }
 
+    #[inline]
     fn breaker_open_for(&self) -> Option<Duration> {
         self.guards().breaker.as_ref().and_then(|breaker| breaker.remaining_open())
     }
 
+    #[inline]
     fn take_budget(&mut self) -> bool {
         self.guards().budget.as_ref().is_none_or(|budget| budget.try_withdraw())
     }
 }
 
 /// The jitter source of one call: the policy's seed, else the registry's,
-/// else entropy. Made only when a call first needs to wait.
+/// else the thread's generator. Made only when a call first needs to wait.
+#[cold]
+#[inline(never)]
 fn jitter_rng(policy: &Policy) -> JitterRng {
     match policy.next_seeded_stream().or_else(|| registry::with_current(Registry::next_jitter_seed)) {
         Some(seed) => JitterRng::seeded(seed),
-        None => JitterRng::from_entropy(),
+        None => JitterRng::from_thread(),
     }
 }
