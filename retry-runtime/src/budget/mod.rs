@@ -96,12 +96,19 @@ impl BudgetConfig {
 #[derive(Debug)]
 enum Form {
     Ratio {
-        config: Mutex<RatioBudget>,
         /// First attempts so far: one increment on the success path, no clock.
         first_attempts: PerThreadCounter,
-        window: Mutex<RatioWindow>,
+        /// Settings and window under one lock: a retry takes it once.
+        state: Mutex<RatioState>,
     },
     Bucket(bucket::Bucket),
+}
+
+/// What the ratio form's retries read and change together.
+#[derive(Debug)]
+struct RatioState {
+    config: RatioBudget,
+    window: RatioWindow,
 }
 
 /// A retry budget shared by every call to one dependency; see the module docs.
@@ -155,9 +162,8 @@ impl RetryBudget {
         config.validate()?;
         let form = match config {
             BudgetConfig::Ratio(config) => Form::Ratio {
-                config: Mutex::new(config),
                 first_attempts: PerThreadCounter::default(),
-                window: Mutex::new(RatioWindow::new(Duration::ZERO, 0)),
+                state: Mutex::new(RatioState { config, window: RatioWindow::new(Duration::ZERO, 0) }),
             },
             BudgetConfig::TokenBucket(config) => Form::Bucket(bucket::Bucket::new(config)),
         };
@@ -180,7 +186,7 @@ impl RetryBudget {
     /// The settings it runs on.
     pub fn config(&self) -> BudgetConfig {
         match &self.form {
-            Form::Ratio { config, .. } => BudgetConfig::Ratio(*lock(config)),
+            Form::Ratio { state, .. } => BudgetConfig::Ratio(lock(state).config),
             Form::Bucket(bucket) => BudgetConfig::TokenBucket(bucket.config()),
         }
     }
@@ -239,9 +245,9 @@ impl RetryBudget {
 
     fn local_available(&self) -> u32 {
         match &self.form {
-            Form::Ratio { config, first_attempts, window } => {
-                let config = *lock(config);
-                let left = lock(window).available(&config, self.now(), first_attempts.total());
+            Form::Ratio { first_attempts, state } => {
+                let RatioState { config, window } = &mut *lock(state);
+                let left = window.available(config, self.now(), first_attempts.total());
                 u32::try_from(left).unwrap_or(u32::MAX)
             }
             Form::Bucket(bucket) => bucket.available(),
@@ -257,9 +263,9 @@ impl RetryBudget {
             return false;
         }
         let taken = match &self.form {
-            Form::Ratio { config, first_attempts, window } => {
-                let config = *lock(config);
-                lock(window).try_withdraw(&config, self.now(), first_attempts.total())
+            Form::Ratio { first_attempts, state } => {
+                let RatioState { config, window } = &mut *lock(state);
+                window.try_withdraw(config, self.now(), first_attempts.total())
             }
             Form::Bucket(bucket) => bucket.try_withdraw(),
         };
@@ -321,7 +327,7 @@ impl RetryBudget {
         let config = config.into();
         config.validate()?;
         match (&self.form, config) {
-            (Form::Ratio { config: current, .. }, BudgetConfig::Ratio(new)) => *lock(current) = new,
+            (Form::Ratio { state, .. }, BudgetConfig::Ratio(new)) => lock(state).config = new,
             (Form::Bucket(bucket), BudgetConfig::TokenBucket(new)) => bucket.reconfigure(new),
             (_, other) => {
                 return Err(ConfigError::new(
