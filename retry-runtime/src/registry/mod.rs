@@ -353,9 +353,9 @@ impl Registry {
 
 /// Runs `f` on the registry in effect; only a scoped handle is cloned.
 pub(crate) fn with_current<R>(f: impl FnOnce(&Registry) -> R) -> R {
-    match SCOPED.try_with(Registry::clone) {
-        Ok(scoped) => f(&scoped),
-        Err(_) => f(registry()),
+    match with_scoped(Registry::clone) {
+        Some(scoped) => f(&scoped),
+        None => f(registry()),
     }
 }
 
