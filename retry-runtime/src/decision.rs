@@ -112,6 +112,9 @@ pub(crate) trait Answers {
 
 /// The decision after attempt number `attempts` (1 for the first) failed
 /// with an error of `class`; see the module docs for the order.
+// Inline: it runs once per failed attempt, inside the caller's own
+// out-of-line failure step, where its questions inline in turn.
+#[inline]
 pub(crate) fn decide(
     class: ErrorClass,
     attempts: u32,

@@ -39,6 +39,8 @@ fn millis(wait: Duration) -> u64 {
     u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)
 }
 
+// Inline: without a subscriber at DEBUG and without `metrics`, one test.
+#[inline]
 pub(crate) fn retry(operation: &str, attempt: u32, wait: Duration, class: &'static str) {
     tracing::debug!(operation, attempt, wait_ms = millis(wait), class, "retrying");
     #[cfg(feature = "metrics")]

@@ -185,6 +185,7 @@ impl CircuitBreaker {
     }
 
     /// While open: how long until probes are admitted. `None` when not open.
+    #[inline]
     pub fn remaining_open(&self) -> Option<Duration> {
         // Only a stored open state has an end; closed and half-open breakers
         // answer from the published word, with no lock and no clock read.
@@ -192,6 +193,11 @@ impl CircuitBreaker {
         if word::state(self.published.load(Ordering::Acquire)) != BreakerState::Open {
             return None;
         }
+        self.remaining_open_locked()
+    }
+
+    #[inline(never)]
+    fn remaining_open_locked(&self) -> Option<Duration> {
         let now = self.now();
         self.lock().open_until().map(|until| until.saturating_sub(now)).filter(|d| !d.is_zero())
     }
@@ -307,14 +313,21 @@ impl CircuitBreaker {
     }
 
     /// Runs outside the lock, so a hook may read the breaker it hears about.
+    /// Inline: most records cause no transition, and then cost one test.
+    #[inline]
     fn notify(&self, transition: Option<Transition>) {
-        if let Some((from, to)) = transition {
-            crate::observe::breaker_transition(&self.name, from.label(), to.label());
-            if let Some(hooks) = &self.hooks {
-                let event = BreakerTransition { breaker: &self.name, from, to };
-                for hook in hooks.read().unwrap_or_else(|e| e.into_inner()).iter() {
-                    hook(&event);
-                }
+        if let Some(transition) = transition {
+            self.announce(transition);
+        }
+    }
+
+    #[inline(never)]
+    fn announce(&self, (from, to): Transition) {
+        crate::observe::breaker_transition(&self.name, from.label(), to.label());
+        if let Some(hooks) = &self.hooks {
+            let event = BreakerTransition { breaker: &self.name, from, to };
+            for hook in hooks.read().unwrap_or_else(|e| e.into_inner()).iter() {
+                hook(&event);
             }
         }
     }

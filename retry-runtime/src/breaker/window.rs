@@ -70,7 +70,9 @@ impl FailureWindow {
     }
 
     /// Records how a call admitted while closed ended, at `now`; `true`
-    /// when the breaker should open.
+    /// when the breaker should open. (Inline: its one caller is the core's
+    /// `record`, already out of line behind the breaker's lock.)
+    #[inline]
     pub(super) fn record(&mut self, config: &BreakerConfig, outcome: Outcome, now: Duration) -> bool {
         self.forget_before(now, config.window);
         match (self, outcome) {
@@ -101,6 +103,7 @@ impl FailureWindow {
     }
 
     /// Drops outcomes older than the window (`now - t >= window`).
+    #[inline]
     fn forget_before(&mut self, now: Duration, window: Duration) {
         let expired = |t: &Duration| now.saturating_sub(*t) >= window;
         match self {

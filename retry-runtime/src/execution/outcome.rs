@@ -135,6 +135,7 @@ impl<S, H> Execution<'_, S, H> {
     /// Step 5: after a failed attempt whose outcome is recorded, the wait
     /// before the next attempt (keeping the error meanwhile), or the error
     /// that ends the call.
+    #[inline]
     pub(super) fn after_failure<E>(&mut self, class: ErrorClass, error: E) -> Result<Duration, E>
     where
         S: LastError<E>,
