@@ -137,6 +137,18 @@ fn debug_enabled() -> bool {
     tracing::Level::DEBUG <= STATIC_MAX_LEVEL && tracing::Level::DEBUG <= LevelFilter::current()
 }
 
+/// The attempts a call may make: its settings', or one for a call nested
+/// in another's attempt when the policy says so (see [`Nested`]).
+#[inline(always)]
+fn max_attempts(policy: &Policy, settings: &Settings, nested: bool) -> u32 {
+    let max_attempts = settings.max_attempts;
+    if nested && policy.nested() == Nested::Once && max_attempts > 1 {
+        observe::retries_suppressed(policy.operation(), max_attempts);
+        return 1;
+    }
+    max_attempts
+}
+
 /// The call's span, unless no subscriber is interested in it.
 #[inline(never)]
 fn call_span(policy: &Policy) -> Option<tracing::Span> {
@@ -149,56 +161,58 @@ impl<'p, S, H> Execution<'p, S, H> {
     pub(crate) fn new(policy: &'p Policy, key: Option<Arc<str>>, last: S, handling: H) -> Self {
         // A call without a key of its own inherits the key of the call it is nested in.
         let (nested, key) = context::inherit(key);
+        let settings = policy.compiled_settings();
+        match policy.guards() {
+            // The plain call, decided from what is at hand (no override
+            // possible, no key, no deadline, DEBUG off): none of the
+            // optional parts is computed, so none is tested or dropped.
+            GuardsRef::Cached(cached)
+                if key.is_none()
+                    && !policy.may_be_overridden()
+                    && settings.deadline.is_none()
+                    && !debug_enabled() =>
+            {
+                let max_attempts = max_attempts(policy, settings, nested);
+                Execution { policy, cached: Some(cached), max_attempts, attempts: 0, more: None, handling }
+            }
+            guards => Self::general(policy, guards, nested, key, last, handling),
+        }
+    }
+
+    /// Any other call: its override, deadline and span are looked up, and
+    /// `more` built when it needs any of them.
+    #[inline(never)]
+    fn general(
+        policy: &'p Policy,
+        guards: GuardsRef<'p>,
+        nested: bool,
+        key: Option<Arc<str>>,
+        last: S,
+        handling: H,
+    ) -> Self {
         let overridden = if policy.may_be_overridden() { override_for_call(policy) } else { None };
         let settings = overridden.as_deref().unwrap_or(policy.compiled_settings());
-        let mut max_attempts = settings.max_attempts;
-        if nested && policy.nested() == Nested::Once && max_attempts > 1 {
-            observe::retries_suppressed(policy.operation(), max_attempts);
-            max_attempts = 1;
-        }
+        let max_attempts = max_attempts(policy, settings, nested);
         let deadline = settings.deadline.and_then(clock::instant_after);
-        let guards = policy.guards();
         let span = if debug_enabled() { call_span(policy) } else { None };
         match guards {
-            // Written field by field, so that a plain call stores only these.
+            // Plain after all: the override is another operation's, the
+            // deadline too far to arm, or no subscriber wants the span.
             GuardsRef::Cached(cached)
                 if overridden.is_none() && key.is_none() && deadline.is_none() && span.is_none() =>
             {
                 Execution { policy, cached: Some(cached), max_attempts, attempts: 0, more: None, handling }
             }
             guards => {
-                let more = More {
-                    overridden,
-                    scoped: None,
-                    key,
-                    deadline,
-                    previous_wait: None,
-                    rng: None,
-                    span,
-                    last,
+                let (cached, scoped) = match guards {
+                    GuardsRef::Cached(guards) => (Some(guards), None),
+                    GuardsRef::Scoped(guards) => (None, Some(guards)),
                 };
-                Self::with_more(policy, guards, max_attempts, more, handling)
+                let more =
+                    More { overridden, scoped, key, deadline, previous_wait: None, rng: None, span, last };
+                Execution { policy, cached, max_attempts, attempts: 0, more: Some(more), handling }
             }
         }
-    }
-
-    /// A call that needs `more` from the start.
-    #[inline(never)]
-    fn with_more(
-        policy: &'p Policy,
-        guards: GuardsRef<'p>,
-        max_attempts: u32,
-        mut more: More<S>,
-        handling: H,
-    ) -> Self {
-        let cached = match guards {
-            GuardsRef::Cached(guards) => Some(guards),
-            GuardsRef::Scoped(guards) => {
-                more.scoped = Some(guards);
-                None
-            }
-        };
-        Execution { policy, cached, max_attempts, attempts: 0, more: Some(more), handling }
     }
 
     /// The settings this call runs on (the policy's, or an override).
