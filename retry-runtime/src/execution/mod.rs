@@ -52,6 +52,7 @@ mod run;
 pub(crate) use run::key_of;
 pub use run::{Classified, ClassifyInner};
 mod slot;
+mod start;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -67,9 +68,7 @@ use crate::clock;
 use crate::context;
 use crate::error::ErrorHandling;
 use crate::guards::{Guards, GuardsRef};
-use crate::observe;
-use crate::policy::{Nested, Policy};
-use crate::registry;
+use crate::policy::Policy;
 use crate::settings::Settings;
 
 /// What to do after one attempt.
@@ -121,100 +120,7 @@ impl<S, H> std::fmt::Debug for Execution<'_, S, H> {
     }
 }
 
-/// The settings for a call of `policy` made now: the override the registry
-/// in effect holds for its operation, if any.
-#[inline(never)]
-fn override_for_call(policy: &Policy) -> Option<Arc<Settings>> {
-    registry::with_current(|registry| registry.operation_override(policy.operation()))
-}
-
-/// Whether DEBUG may be enabled at all (a compile-time filter, then the
-/// subscribers' current maximum): the check `debug_span!` starts with,
-/// taken out so that the span's construction stays out of line.
-#[inline(always)]
-fn debug_enabled() -> bool {
-    use tracing::level_filters::{LevelFilter, STATIC_MAX_LEVEL};
-    tracing::Level::DEBUG <= STATIC_MAX_LEVEL && tracing::Level::DEBUG <= LevelFilter::current()
-}
-
-/// The attempts a call may make: its settings', or one for a call nested
-/// in another's attempt when the policy says so (see [`Nested`]).
-#[inline(always)]
-fn max_attempts(policy: &Policy, settings: &Settings, nested: bool) -> u32 {
-    let max_attempts = settings.max_attempts;
-    if nested && policy.nested() == Nested::Once && max_attempts > 1 {
-        observe::retries_suppressed(policy.operation(), max_attempts);
-        return 1;
-    }
-    max_attempts
-}
-
-/// The call's span, unless no subscriber is interested in it.
-#[inline(never)]
-fn call_span(policy: &Policy) -> Option<tracing::Span> {
-    let span = tracing::debug_span!("resilient.call", operation = %policy.operation());
-    (!span.is_disabled()).then_some(span)
-}
-
 impl<'p, S, H> Execution<'p, S, H> {
-    #[inline(always)]
-    pub(crate) fn new(policy: &'p Policy, key: Option<Arc<str>>, last: S, handling: H) -> Self {
-        // A call without a key of its own inherits the key of the call it is nested in.
-        let (nested, key) = context::inherit(key);
-        let settings = policy.compiled_settings();
-        match policy.guards() {
-            // The plain call, decided from what is at hand (no override
-            // possible, no key, no deadline, DEBUG off): none of the
-            // optional parts is computed, so none is tested or dropped.
-            GuardsRef::Cached(cached)
-                if key.is_none()
-                    && !policy.may_be_overridden()
-                    && settings.deadline.is_none()
-                    && !debug_enabled() =>
-            {
-                let max_attempts = max_attempts(policy, settings, nested);
-                Execution { policy, cached: Some(cached), max_attempts, attempts: 0, more: None, handling }
-            }
-            guards => Self::general(policy, guards, nested, key, last, handling),
-        }
-    }
-
-    /// Any other call: its override, deadline and span are looked up, and
-    /// `more` built when it needs any of them.
-    #[inline(never)]
-    fn general(
-        policy: &'p Policy,
-        guards: GuardsRef<'p>,
-        nested: bool,
-        key: Option<Arc<str>>,
-        last: S,
-        handling: H,
-    ) -> Self {
-        let overridden = if policy.may_be_overridden() { override_for_call(policy) } else { None };
-        let settings = overridden.as_deref().unwrap_or(policy.compiled_settings());
-        let max_attempts = max_attempts(policy, settings, nested);
-        let deadline = settings.deadline.and_then(clock::instant_after);
-        let span = if debug_enabled() { call_span(policy) } else { None };
-        match guards {
-            // Plain after all: the override is another operation's, the
-            // deadline too far to arm, or no subscriber wants the span.
-            GuardsRef::Cached(cached)
-                if overridden.is_none() && key.is_none() && deadline.is_none() && span.is_none() =>
-            {
-                Execution { policy, cached: Some(cached), max_attempts, attempts: 0, more: None, handling }
-            }
-            guards => {
-                let (cached, scoped) = match guards {
-                    GuardsRef::Cached(guards) => (Some(guards), None),
-                    GuardsRef::Scoped(guards) => (None, Some(guards)),
-                };
-                let more =
-                    More { overridden, scoped, key, deadline, previous_wait: None, rng: None, span, last };
-                Execution { policy, cached, max_attempts, attempts: 0, more: Some(more), handling }
-            }
-        }
-    }
-
     /// The settings this call runs on (the policy's, or an override).
     #[inline]
     fn settings(&self) -> &Settings {

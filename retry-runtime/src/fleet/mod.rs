@@ -61,7 +61,6 @@
 
 mod breaker;
 mod budget;
-mod config;
 mod script;
 mod store;
 mod task;
@@ -69,7 +68,7 @@ mod task;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-pub use config::{FleetConfig, FleetError};
+pub use crate::config::fleet::{FleetConfig, FleetError};
 
 use crate::budget::BudgetConfig;
 use crate::registry::Registry;

@@ -124,7 +124,7 @@ struct Inner {
     in_fleet: AtomicBool,
     /// What the fleet it is in was joined with (a reload checks against it).
     #[cfg(feature = "redis")]
-    joined_fleet: std::sync::Mutex<Option<crate::fleet::FleetConfig>>,
+    joined_fleet: std::sync::Mutex<Option<crate::config::fleet::FleetConfig>>,
 }
 
 /// A set of named guards (breakers, budgets, bulkheads, throttles and
@@ -330,12 +330,12 @@ impl Registry {
     /// What the fleet this registry is in was joined with, if it is in one
     /// (read by a reload of the configuration file).
     #[cfg(all(feature = "redis", feature = "config"))]
-    pub(crate) fn joined_fleet(&self) -> Option<crate::fleet::FleetConfig> {
+    pub(crate) fn joined_fleet(&self) -> Option<crate::config::fleet::FleetConfig> {
         self.inner.joined_fleet.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     #[cfg(feature = "redis")]
-    pub(crate) fn set_joined_fleet(&self, config: Option<crate::fleet::FleetConfig>) {
+    pub(crate) fn set_joined_fleet(&self, config: Option<crate::config::fleet::FleetConfig>) {
         *self.inner.joined_fleet.lock().unwrap_or_else(|e| e.into_inner()) = config;
     }
 

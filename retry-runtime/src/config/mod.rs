@@ -1,4 +1,13 @@
-//! The one error type for invalid configuration.
+//! The one error type for invalid configuration, and the settings a
+//! registry keeps for the fleet it joined.
+//!
+//! A fleet's settings live here, at the bottom, rather than in `fleet`:
+//! the registry holds the ones it joined with (a reload of the
+//! configuration file checks against them), and `fleet` builds on the
+//! registry, so the type must sit below both.
+
+#[cfg(feature = "redis")]
+pub(crate) mod fleet;
 
 /// A configuration value was rejected; `field` names it.
 ///

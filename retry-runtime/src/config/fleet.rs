@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::config::ConfigError;
+use super::ConfigError;
 
 /// How a registry joins a fleet; every field but the guards has a default.
 ///
