@@ -71,7 +71,7 @@ except OSError:
 # (id, line in the table, what the ratio means)
 rows = [
     ("success/bare", "bare `async fn` returning `Ok` (baseline)", "1.00 by definition"),
-    ("success/attribute_defaults", "`#[resilient]`, defaults", "the attribute itself: policy, key and nesting context, span, step machine"),
+    ("success/attribute_defaults", "`#[resilient]`, defaults", "the attribute itself: the plain-call checks, the nesting context, the first attempt's own future"),
     ("success/breaker_budget", "`#[resilient]` + named breaker + budget", "the common production setup: the targets below"),
     ("success/breaker_budget_overridden", "the same, with a configuration file's override in force", "the registry's settings looked up on every call (without one in force: a relaxed load, in every line)"),
     ("success/breaker_budget_out_of_line", "the same, its `poll` not inlined into the caller", "adds moving a 32-byte `Result` through memory (see notes)"),
@@ -293,7 +293,7 @@ out("  the one-word one comes back in registers. Any wrapper whose `poll` is out
 out("  large `Result`; boxing a big error type avoids it. The rest of the difference to the inlined line")
 out("  is the call itself and the future's state kept in memory across it.")
 out("- **Bulkhead**: a free place is taken from tokio's `Semaphore` with a CAS and given back under its")
-out("  waiter-list mutex, by the same hand-written attempt future as the plain call (the direct path);")
+out("  waiter-list mutex, by the hand-written attempt future of the step machine (the direct path);")
 out("  only a full bulkhead's wait goes through the general `attempt_with` state machine.")
 out("- **Timeout**: the direct path arms the attempt's timeout in the timer slot the backoff uses (the")
 out("  two never overlap): a clock read and a timer entry per attempt, registered with the driver only")

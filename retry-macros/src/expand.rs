@@ -21,34 +21,57 @@
 //!     static __RESILIENT_POLICY: __resilient::Policy = __resilient::Policy::from_attribute(
 //!         __resilient::AttributeConfig { operation: concat!(module_path!(), "::", "load"), max_attempts: 3u32, .. });
 //!     // Keeps the last error across waits when `DbError: Send` (see the runtime's `slot` module).
-//!     let slot = (&__resilient::ErrorProbe::<DbError>::new()).slot();
-//!     let mut execution = __RESILIENT_POLICY.execution(None, slot);
-//!     loop {
-//!         let step = {
+//!     let parts = || ((&__resilient::ErrorProbe::<DbError>::new()).slot(), __resilient::by_traits::<DbError>());
+//!     let mut execution = None;                  // built only when a call needs it
+//!     'each: loop {
+//!         let step = 'attempt: {
 //!             let id = Clone::clone(&id);        // owned parameters: a fresh clone per attempt
 //!             let __self = &mut *self;           // `&mut self`: a fresh reborrow per attempt
-//!             __resilient::Execution::attempt(&mut execution, async {
+//!             let attempt = async {
 //!                 if false { let fake: Result<Row, DbError> = loop {}; return fake; } // fixes `?`'s target
 //!                 let id = id;
 //!                 let __self = __self;
 //!                 { __self.query(&id).await }    // the body, `self` renamed
-//!             }).await
+//!             };
+//!             match __resilient::plain_attempt(&__RESILIENT_POLICY, &execution) {
+//!                 // A plain call's first attempt: its value is the call's.
+//!                 Some(plain) => {
+//!                     let failure = match __resilient::PlainRun::new(plain, attempt).await {
+//!                         Ok(value) => break 'each Ok(value),
+//!                         Err(failure) => failure,
+//!                     };
+//!                     let wait = match __resilient::after_plain_failure(&__RESILIENT_POLICY, &mut execution, parts, failure) {
+//!                         PlainNext::Step(step) => break 'attempt step,
+//!                         PlainNext::Wait(wait) => wait,
+//!                     };
+//!                     wait.await;
+//!                     Step::Retry
+//!                 }
+//!                 // Any other attempt: the step machine.
+//!                 None => __resilient::Execution::attempt(__resilient::started(&__RESILIENT_POLICY, &mut execution, parts), attempt).await,
+//!             }
 //!         };
-//!         match step { Step::Done(result) => break result, Step::Retry => {} }
+//!         match step { Step::Done(result) => break 'each result, Step::Retry => {} }
 //!     }
 //! }
 //! ```
+//!
+//! A function that can never be plain (a key, a bulkhead, a throttle, a
+//! rate limit, an attempt timeout or a deadline: `Plan::may_be_plain`)
+//! builds its execution at once (`__RESILIENT_POLICY.execution(key, slot,
+//! handling)`) and awaits `Execution::attempt` for every attempt.
 //!
 //! With `hedge_after_ms`, each attempt is made by a closure the runtime may
 //! call again while earlier attempts run (`Execution::attempt_hedged`):
 //! the same fresh clones, in an `async move` block. With `fallback = path`,
 //! the loop's result is matched: an `Err` goes to `path(error).await`.
 
-use proc_macro2::{Group, Literal, Span, TokenStream, TokenTree};
+use proc_macro2::{Group, Span, TokenStream, TokenTree};
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{AttrStyle, Ident, ItemFn, ReturnType, Signature};
 
+use crate::policy::attribute_config;
 use crate::rewrite::{fresh_arguments, reborrow_receiver};
 use crate::types::{erase_impl_trait, mutable_receiver};
 use crate::validate::{ErrorType, Plan};
@@ -109,6 +132,14 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         }
     };
 
+    // The execution, built as the call starts; a loop that may make a plain
+    // first attempt builds it lazily instead (below).
+    let mut start = quote! {
+        // The probe's borrow is what puts the fallback slot one
+        // auto-reference further away: it is not needless.
+        #[allow(clippy::needless_borrow)]
+        let mut #execution = #policy.execution(#key, #slot, #handling);
+    };
     let run = if plan.hedge_after_ms.is_some() {
         // Hedged: the attempts of a round run side by side, so each is made
         // by a call of a closure, owning fresh clones (`async move`); `&T`
@@ -143,14 +174,68 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
             reborrow_receiver(&mut item.block, receiver.self_span, &mut fresh);
         }
         let (before, inside, body) = (&fresh.before, &fresh.inside, &item.block);
-        let attempt_each = attempt(quote! {
+        let async_body = quote! {
             async {
                 #pin
                 #(#inside)*
                 #body
             }
-        });
-        retry_loop(attempt_each, before)
+        };
+        if !plan.may_be_plain() {
+            // Never plain (a key, a bulkhead, a timeout, ...): the step machine throughout.
+            retry_loop(attempt(async_body), before)
+        } else {
+            // The first attempt of a plain call is awaited on its own
+            // (`plain_attempt`), its value breaking out of the loop, and the
+            // execution is built only when a call needs it: at a plain first
+            // attempt's failure, or at the first attempt of a call that is not
+            // plain. Nothing holding the error type lives across an `.await`
+            // but the attempt: the call's future is `Send` whenever the body's is.
+            let [parts, future, plain, value, failure, wait] =
+                ["parts", "attempt", "plain", "value", "failure", "wait"]
+                    .map(|name| Ident::new(&format!("__resilient_{name}"), Span::mixed_site()));
+            start = quote! {
+                // The probe's borrow: see above.
+                #[allow(clippy::needless_borrow)]
+                let #parts = || (#slot, #handling);
+                let mut #execution = ::core::option::Option::None;
+            };
+            let each = syn::Lifetime::new("'__resilient_loop", Span::mixed_site());
+            let this_attempt = syn::Lifetime::new("'__resilient_attempt", Span::mixed_site());
+            let after_failure = respan(quote!(#rt::after_plain_failure), error_span);
+            let after_failure =
+                quote_spanned!(error_span=> #after_failure(&#policy, &mut #execution, #parts, #failure));
+            let general = quote_spanned!(error_span=> #callee(#rt::started(&#policy, &mut #execution, #parts), #future));
+            quote! {
+                #each: loop {
+                    let #step = #this_attempt: {
+                        #(#before)*
+                        let #future = #async_body;
+                        match #rt::plain_attempt(&#policy, &#execution) {
+                            ::core::option::Option::Some(#plain) => {
+                                // Matched in the `let`, so that the output (which holds
+                                // the error type) is gone before the wait's `.await`.
+                                let #failure = match #rt::PlainRun::new(#plain, #future).await {
+                                    ::core::result::Result::Ok(#value) => break #each ::core::result::Result::Ok(#value),
+                                    ::core::result::Result::Err(#failure) => #failure,
+                                };
+                                let #wait = match #after_failure {
+                                    #rt::PlainNext::Step(#step) => break #this_attempt #step,
+                                    #rt::PlainNext::Wait(#wait) => #wait,
+                                };
+                                #wait.await;
+                                #rt::Step::Retry
+                            }
+                            ::core::option::Option::None => #general.await,
+                        }
+                    };
+                    match #step {
+                        #rt::Step::Done(#result) => break #each #result,
+                        #rt::Step::Retry => {}
+                    }
+                }
+            }
+        }
     };
     let run = match &plan.fallback {
         None => run,
@@ -183,10 +268,7 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
             // Listed at link time: configuration overrides and
             // `Registry::check` find the function by its operation name.
             #rt::inventory::submit! { #rt::Operation::new(&#policy) }
-            // The probe's borrow is what puts the fallback slot one
-            // auto-reference further away: it is not needless.
-            #[allow(clippy::needless_borrow)]
-            let mut #execution = #policy.execution(#key, #slot, #handling);
+            #start
             #run
         }
     }
@@ -247,71 +329,6 @@ fn error_handling(plan: &Plan, error_ty: &TokenStream, error_span: Span, rt: &To
             let new = respan(quote!(#rt::ClassifyWith::<#error_ty>::new), path.span());
             quote!(#new(#path, (&&&#rt::RejectProbe::<#error_ty>::new()).converter()))
         }
-    }
-}
-
-/// The `AttributeConfig` literal the policy is built from, at compile time.
-fn attribute_config(sig: &Signature, plan: &Plan, rt: &TokenStream) -> TokenStream {
-    let operation = match &plan.name {
-        Some(name) => {
-            let name = Literal::string(name);
-            quote!(#name)
-        }
-        None => {
-            let name = sig.ident.to_string();
-            let name = name.strip_prefix("r#").unwrap_or(&name);
-            quote!(::core::concat!(::core::module_path!(), "::", #name))
-        }
-    };
-    let max_attempts = Literal::u32_suffixed(plan.max_attempts);
-    let base_ms = Literal::u64_suffixed(plan.base_ms);
-    let cap_ms = Literal::u64_suffixed(plan.cap_ms);
-    let jitter = Ident::new(&capitalized(plan.jitter), Span::call_site());
-    let attempt_timeout_ms = option(plan.attempt_timeout_ms.map(Literal::u64_suffixed));
-    let deadline_ms = option(plan.deadline_ms.map(Literal::u64_suffixed));
-    let breaker = option(plan.breaker.as_deref().map(Literal::string));
-    let budget = option(plan.budget.as_deref().map(Literal::string));
-    let bulkhead = option(plan.bulkhead.as_deref().map(Literal::string));
-    let throttle = option(plan.throttle.as_deref().map(Literal::string));
-    let rate_limit = option(plan.rate_limit.as_deref().map(Literal::string));
-    let hedge_after_ms = option(plan.hedge_after_ms.map(Literal::u64_suffixed));
-    let max_hedges = Literal::u32_suffixed(plan.max_hedges);
-    let nested_retry = plan.nested_retry;
-    let idempotent = plan.idempotent;
-    let has_key = plan.key.is_some();
-    quote! {
-        #rt::AttributeConfig {
-            operation: #operation,
-            max_attempts: #max_attempts,
-            base_ms: #base_ms,
-            cap_ms: #cap_ms,
-            jitter: #rt::Jitter::#jitter,
-            attempt_timeout_ms: #attempt_timeout_ms,
-            deadline_ms: #deadline_ms,
-            hedge_after_ms: #hedge_after_ms,
-            max_hedges: #max_hedges,
-            breaker: #breaker,
-            budget: #budget,
-            bulkhead: #bulkhead,
-            throttle: #throttle,
-            rate_limit: #rate_limit,
-            nested_retry: #nested_retry,
-            idempotent: #idempotent,
-            has_key: #has_key,
-        }
-    }
-}
-
-/// `"decorrelated"` -> `"Decorrelated"`: the runtime's variant for a jitter name.
-fn capitalized(name: &str) -> String {
-    let mut chars = name.chars();
-    chars.next().map(|first| first.to_ascii_uppercase().to_string() + chars.as_str()).unwrap_or_default()
-}
-
-fn option(value: Option<Literal>) -> TokenStream {
-    match value {
-        Some(value) => quote!(::core::option::Option::Some(#value)),
-        None => quote!(::core::option::Option::None),
     }
 }
 

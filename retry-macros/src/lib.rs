@@ -20,6 +20,7 @@ use syn::ItemFn;
 mod arguments;
 mod expand;
 mod parse;
+mod policy;
 mod rewrite;
 mod suggest;
 mod types;

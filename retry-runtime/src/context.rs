@@ -111,6 +111,13 @@ pub(crate) fn inherit(key: Option<Arc<str>>) -> (bool, Option<Arc<str>>) {
     }
 }
 
+/// Whether no attempt of any call is being polled on this thread: a call
+/// made now is not nested and inherits no key.
+#[inline(always)]
+pub(crate) fn outside_attempts() -> bool {
+    ATTEMPT.get().place == Place::Outside
+}
+
 /// Runs `attempt` with `key` as the current attempt's context (and inside
 /// `span` unless it is disabled) on every poll, and while it is dropped.
 #[inline]
@@ -156,7 +163,9 @@ impl<F: Future> Future for InContext<'_, F> {
 /// `key` is the attempt's key; for the poll it is swapped with the one in
 /// effect (so `key` holds the caller's meanwhile) and swapped back after.
 /// A finished attempt is dropped right away, still in its context.
-#[inline]
+// Always inline: it is the attempt's poll on every path, and out of line
+// its arguments and result go through memory.
+#[inline(always)]
 pub(crate) fn poll_in<F: Future>(
     key: &mut Option<Arc<str>>,
     span: Option<&tracing::Span>,

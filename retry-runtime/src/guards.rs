@@ -137,6 +137,20 @@ impl GuardCache {
         }
     }
 
+    /// The global registry's guards for `names`, unless the call runs
+    /// inside [`Registry::scope`] (then `None`): what a plain call uses,
+    /// without an `Arc` clone in a scope.
+    #[inline]
+    pub(crate) fn global_unless_scoped<'p>(&'p self, names: &GuardNames) -> Option<&'p Guards> {
+        if !self.named {
+            return Some(&NO_GUARDS);
+        }
+        match registry::with_scoped(|_| ()) {
+            Some(()) => None,
+            None => Some(self.global(names)),
+        }
+    }
+
     #[inline]
     fn global(&self, names: &GuardNames) -> &Guards {
         match self.global.get() {

@@ -103,7 +103,8 @@ pub mod __private {
         RejectProbe, RejectionConverter,
     };
     pub use crate::execution::{
-        ErrorProbe, Execution, ForgetOtherError, Forgotten, KeepSendError, Kept, LastError, Step,
+        ErrorProbe, Execution, ForgetOtherError, Forgotten, KeepSendError, Kept, LastError, PlainFailure,
+        PlainGuards, PlainNext, PlainRun, Step, after_plain_failure, plain_attempt, started,
     };
     pub use crate::operations::Operation;
     pub use crate::policy::AttributeConfig;

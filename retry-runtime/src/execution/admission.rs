@@ -34,6 +34,7 @@ pub(super) fn admit_breaker(guards: &Guards) -> Result<Option<BreakerPermit<'_>>
 
 /// Why an attempt could not run: the rejection for the caller when no
 /// attempt ran before, and the reason for the trace.
+#[derive(Debug)]
 pub(super) struct Refusal {
     pub(super) rejection: Rejection,
     pub(super) reason: StopReason,

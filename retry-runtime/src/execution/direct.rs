@@ -318,14 +318,14 @@ fn poll_backoff<T, E>(
 }
 
 /// What follows a failed attempt on the direct path.
-enum Next<T, E> {
+pub(super) enum Next<T, E> {
     Done(Step<T, E>),
     BackOff(Sleep),
 }
 
 /// The attempt failed: record it, then plan the retry or end the call.
 #[inline(never)]
-fn failed<T, E, S, H>(
+pub(super) fn failed<T, E, S, H>(
     execution: &mut Execution<'_, S, H>,
     guards: &Guards,
     permit: Option<BreakerPermit<'_>>,

@@ -39,7 +39,10 @@
 //! through the global registry with no deadline and no guard but a breaker,
 //! a budget and a bulkhead with a place free, with or without an attempt
 //! timeout (`direct`), which polls the attempt where the caller built it. Both share every
-//! decision: admission, the outcome's meaning, the retry decision.
+//! decision: admission, the outcome's meaning, the retry decision. Before
+//! either, the attribute awaits a plain call's first attempt on its own
+//! (`plain`): the same admission and records on success, and the direct
+//! path's own failure step after it.
 
 mod admission;
 mod answers;
@@ -48,6 +51,10 @@ mod hedge;
 mod lazy;
 mod more;
 mod outcome;
+mod plain;
+pub use plain::{
+    PlainFailure, PlainGuards, PlainNext, PlainRun, after_plain_failure, plain_attempt, started,
+};
 mod run;
 pub(crate) use run::key_of;
 pub use run::{Classified, ClassifyInner};

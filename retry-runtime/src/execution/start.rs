@@ -55,6 +55,14 @@ fn call_span(policy: &Policy) -> Option<tracing::Span> {
     (!span.is_disabled()).then_some(span)
 }
 
+/// Whether a call of `policy` made now with `key` starts plain (as far as
+/// the facts at hand tell: no key, no override possible, no deadline
+/// configured, DEBUG off); its guards must also be the global registry's.
+#[inline(always)]
+pub(super) fn starts_plain(policy: &Policy, settings: &Settings, key: &Option<Arc<str>>) -> bool {
+    key.is_none() && !policy.may_be_overridden() && settings.deadline.is_none() && !debug_enabled()
+}
+
 impl<'p, S, H> Execution<'p, S, H> {
     #[inline(always)]
     pub(crate) fn new(policy: &'p Policy, key: Option<Arc<str>>, last: S, handling: H) -> Self {
@@ -62,15 +70,9 @@ impl<'p, S, H> Execution<'p, S, H> {
         let (nested, key) = context::inherit(key);
         let settings = policy.compiled_settings();
         match policy.guards() {
-            // The plain call, decided from what is at hand (no override
-            // possible, no key, no deadline, DEBUG off): none of the
+            // The plain call, decided from what is at hand: none of the
             // optional parts is computed, so none is tested or dropped.
-            GuardsRef::Cached(cached)
-                if key.is_none()
-                    && !policy.may_be_overridden()
-                    && settings.deadline.is_none()
-                    && !debug_enabled() =>
-            {
+            GuardsRef::Cached(cached) if starts_plain(policy, settings, &key) => {
                 let max_attempts = max_attempts(policy, settings, nested);
                 Execution { policy, cached: Some(cached), max_attempts, attempts: 0, more: None, handling }
             }
@@ -78,8 +80,6 @@ impl<'p, S, H> Execution<'p, S, H> {
         }
     }
 
-    /// Any other call: its override, deadline and span are looked up, and
-    /// `more` built when it needs any of them.
     #[inline(never)]
     fn general(
         policy: &'p Policy,
@@ -89,9 +89,54 @@ impl<'p, S, H> Execution<'p, S, H> {
         last: S,
         handling: H,
     ) -> Self {
+        let mut execution = Execution::unstarted(policy, handling);
+        execution.start_general_with(guards, nested, key, last);
+        execution
+    }
+
+    /// An execution that has not started: only [`start`](Self::start), or
+    /// setting its guards and attempts as `plain::after_plain_failure`
+    /// does, makes it usable. Built in its slot field by field (see `plain::started`).
+    #[inline(always)]
+    pub(super) fn unstarted(policy: &'p Policy, handling: H) -> Self {
+        Execution { policy, cached: None, max_attempts: 0, attempts: 0, more: None, handling }
+    }
+
+    /// Starts an unstarted execution in place, as [`new`](Self::new) would
+    /// have built it for a call without a key of its own made now.
+    #[inline(always)]
+    pub(super) fn start(&mut self)
+    where
+        S: Default,
+    {
+        let policy = self.policy;
+        let (nested, key) = context::inherit(None);
+        let settings = policy.compiled_settings();
+        match policy.guards() {
+            GuardsRef::Cached(cached) if starts_plain(policy, settings, &key) => {
+                self.cached = Some(cached);
+                self.max_attempts = max_attempts(policy, settings, nested);
+            }
+            guards => self.start_general(guards, nested, key),
+        }
+    }
+
+    #[inline(never)]
+    fn start_general(&mut self, guards: GuardsRef<'p>, nested: bool, key: Option<Arc<str>>)
+    where
+        S: Default,
+    {
+        self.start_general_with(guards, nested, key, S::default());
+    }
+
+    /// Any call not recognised as plain at once: its override, deadline and
+    /// span are looked up, and `more` built in place when it needs any of them.
+    #[inline(always)]
+    fn start_general_with(&mut self, guards: GuardsRef<'p>, nested: bool, key: Option<Arc<str>>, last: S) {
+        let policy = self.policy;
         let overridden = if policy.may_be_overridden() { override_for_call(policy) } else { None };
         let settings = overridden.as_deref().unwrap_or(policy.compiled_settings());
-        let max_attempts = max_attempts(policy, settings, nested);
+        self.max_attempts = max_attempts(policy, settings, nested);
         let deadline = settings.deadline.and_then(clock::instant_after);
         let span = if debug_enabled() { call_span(policy) } else { None };
         match guards {
@@ -100,16 +145,26 @@ impl<'p, S, H> Execution<'p, S, H> {
             GuardsRef::Cached(cached)
                 if overridden.is_none() && key.is_none() && deadline.is_none() && span.is_none() =>
             {
-                Execution { policy, cached: Some(cached), max_attempts, attempts: 0, more: None, handling }
+                self.cached = Some(cached);
             }
             guards => {
-                let (cached, scoped) = match guards {
-                    GuardsRef::Cached(guards) => (Some(guards), None),
-                    GuardsRef::Scoped(guards) => (None, Some(guards)),
+                let scoped = match guards {
+                    GuardsRef::Cached(guards) => {
+                        self.cached = Some(guards);
+                        None
+                    }
+                    GuardsRef::Scoped(guards) => Some(guards),
                 };
-                let more =
-                    More { overridden, scoped, key, deadline, previous_wait: None, rng: None, span, last };
-                Execution { policy, cached, max_attempts, attempts: 0, more: Some(more), handling }
+                self.more = Some(More {
+                    overridden,
+                    scoped,
+                    key,
+                    deadline,
+                    previous_wait: None,
+                    rng: None,
+                    span,
+                    last,
+                });
             }
         }
     }

@@ -15,7 +15,7 @@ use std::time::Duration;
 pub use builder::PolicyBuilder;
 
 use crate::backoff::{Backoff, Jitter, stream_seed};
-use crate::guards::{GuardCache, GuardNames, GuardsRef};
+use crate::guards::{GuardCache, GuardNames, Guards, GuardsRef};
 use crate::registry::GuardKind;
 use crate::settings::Hedge;
 pub use crate::settings::Settings;
@@ -296,6 +296,13 @@ impl Policy {
     #[inline]
     pub(crate) fn guards(&self) -> GuardsRef<'_> {
         self.cache.guards(&self.guard_names)
+    }
+
+    /// The global registry's guards, unless a call made now runs inside a
+    /// scoped registry.
+    #[inline]
+    pub(crate) fn global_guards(&self) -> Option<&Guards> {
+        self.cache.global_unless_scoped(&self.guard_names)
     }
 
     /// The seed of the next call's jitter stream, when the policy is seeded.

@@ -1,0 +1,75 @@
+//! The policy an annotated function declares: the `AttributeConfig`
+//! literal its `static` is built from at compile time, from the validated
+//! arguments. Part of the expansion, kept apart as the one place that
+//! lists every argument the runtime receives.
+
+use proc_macro2::{Literal, Span, TokenStream};
+use quote::quote;
+use syn::{Ident, Signature};
+
+use crate::validate::Plan;
+
+/// The `AttributeConfig` literal the policy is built from, at compile time.
+pub(crate) fn attribute_config(sig: &Signature, plan: &Plan, rt: &TokenStream) -> TokenStream {
+    let operation = match &plan.name {
+        Some(name) => {
+            let name = Literal::string(name);
+            quote!(#name)
+        }
+        None => {
+            let name = sig.ident.to_string();
+            let name = name.strip_prefix("r#").unwrap_or(&name);
+            quote!(::core::concat!(::core::module_path!(), "::", #name))
+        }
+    };
+    let max_attempts = Literal::u32_suffixed(plan.max_attempts);
+    let base_ms = Literal::u64_suffixed(plan.base_ms);
+    let cap_ms = Literal::u64_suffixed(plan.cap_ms);
+    let jitter = Ident::new(&capitalized(plan.jitter), Span::call_site());
+    let attempt_timeout_ms = option(plan.attempt_timeout_ms.map(Literal::u64_suffixed));
+    let deadline_ms = option(plan.deadline_ms.map(Literal::u64_suffixed));
+    let breaker = option(plan.breaker.as_deref().map(Literal::string));
+    let budget = option(plan.budget.as_deref().map(Literal::string));
+    let bulkhead = option(plan.bulkhead.as_deref().map(Literal::string));
+    let throttle = option(plan.throttle.as_deref().map(Literal::string));
+    let rate_limit = option(plan.rate_limit.as_deref().map(Literal::string));
+    let hedge_after_ms = option(plan.hedge_after_ms.map(Literal::u64_suffixed));
+    let max_hedges = Literal::u32_suffixed(plan.max_hedges);
+    let nested_retry = plan.nested_retry;
+    let idempotent = plan.idempotent;
+    let has_key = plan.key.is_some();
+    quote! {
+        #rt::AttributeConfig {
+            operation: #operation,
+            max_attempts: #max_attempts,
+            base_ms: #base_ms,
+            cap_ms: #cap_ms,
+            jitter: #rt::Jitter::#jitter,
+            attempt_timeout_ms: #attempt_timeout_ms,
+            deadline_ms: #deadline_ms,
+            hedge_after_ms: #hedge_after_ms,
+            max_hedges: #max_hedges,
+            breaker: #breaker,
+            budget: #budget,
+            bulkhead: #bulkhead,
+            throttle: #throttle,
+            rate_limit: #rate_limit,
+            nested_retry: #nested_retry,
+            idempotent: #idempotent,
+            has_key: #has_key,
+        }
+    }
+}
+
+/// `"decorrelated"` -> `"Decorrelated"`: the runtime's variant for a jitter name.
+fn capitalized(name: &str) -> String {
+    let mut chars = name.chars();
+    chars.next().map(|first| first.to_ascii_uppercase().to_string() + chars.as_str()).unwrap_or_default()
+}
+
+fn option(value: Option<Literal>) -> TokenStream {
+    match value {
+        Some(value) => quote!(::core::option::Option::Some(#value)),
+        None => quote!(::core::option::Option::None),
+    }
+}

@@ -1,0 +1,305 @@
+//! The plain first attempt: the attribute's success path with nothing
+//! around the attempt but what a plain call needs.
+//!
+//! Most calls are plain (the global registry's guards, at most a breaker
+//! and a budget, no key, no override, no deadline, no attempt timeout, no
+//! enabled span, not nested in another call's attempt) and most first
+//! attempts succeed. For those, the attribute's loop polls the attempt in a
+//! small future of its own, [`PlainRun`], whose output is the attempt's
+//! value itself: the breaker is asked, the budget counts a first attempt,
+//! the attempt runs in its context, and a success is recorded. No
+//! [`Execution`] is built (the loop holds `None`), and no step, phase or
+//! timer slot is built, moved or dropped.
+//!
+//! The first failure (or a refusal) is handed to [`after_plain_failure`],
+//! which builds the execution the call would have started with (a plain
+//! one: the same guards, the policy's settings, no `more`), then records,
+//! decides and backs off exactly as the direct path does (it calls the
+//! same `failed` step); every later attempt goes through
+//! [`Execution::attempt`]. A call that is not plain gets its future back
+//! (`plain_attempt` answers `None`) and an execution from [`started`],
+//! built as `Policy::execution` builds it.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use pin_project_lite::pin_project;
+use tokio::time::Sleep;
+
+use super::admission::{Refusal, admit_breaker};
+use super::direct::{Next, failed};
+use super::outcome::record;
+use super::start::starts_plain;
+use super::{Execution, LastError, Step};
+use crate::breaker::{BreakerPermit, Outcome};
+use crate::context;
+use crate::error::ErrorHandling;
+use crate::guards::Guards;
+use crate::policy::Policy;
+
+pin_project! {
+    /// A plain call's first attempt (see the module docs): its output is
+    /// the attempt's value, or what [`after_plain_failure`] needs to go on.
+    #[derive(Debug)]
+    pub struct PlainRun<'p, Fut> {
+        guards: &'p Guards,
+        admitted: bool,
+        permit: Option<BreakerPermit<'p>>,
+        // `None` once finished: dropped as soon as it is done, in its context.
+        #[pin]
+        attempt: Option<Fut>,
+    }
+
+    impl<Fut> PinnedDrop for PlainRun<'_, Fut> {
+        fn drop(this: Pin<&mut Self>) {
+            // A cancelled attempt is dropped in its context; the permit (a
+            // field, dropped next) then records nothing.
+            let this = this.project();
+            if this.attempt.is_some() {
+                cancelled(this.attempt);
+            }
+        }
+    }
+}
+
+/// Drops a plain attempt that did not finish, in its context (no key, no span).
+#[cold]
+#[inline(never)]
+fn cancelled<Fut>(attempt: Pin<&mut Option<Fut>>) {
+    context::drop_in(&mut None, None, attempt);
+}
+
+/// Why a plain first attempt did not succeed: what the call goes on from.
+#[derive(Debug)]
+pub struct PlainFailure<'p, E> {
+    guards: &'p Guards,
+    why: Why<'p, E>,
+}
+
+#[derive(Debug)]
+enum Why<'p, E> {
+    /// The breaker refused the attempt: it never ran.
+    Refused(Refusal),
+    /// The attempt ran and failed; its permit records the outcome.
+    Failed { permit: Option<BreakerPermit<'p>>, error: E },
+}
+
+/// The guards of a plain call's first attempt, when the call's execution
+/// is not built yet (`None`) and a call of `policy` made now is plain;
+/// then the attempt runs as a [`PlainRun`].
+#[inline(always)]
+pub fn plain_attempt<'p, S, H>(
+    policy: &'p Policy,
+    execution: &Option<Execution<'p, S, H>>,
+) -> Option<PlainGuards<'p>> {
+    match execution {
+        None => plain_guards(policy).map(PlainGuards),
+        Some(_) => None,
+    }
+}
+
+/// The guards a plain first attempt runs under (see [`plain_attempt`]).
+#[derive(Debug, Clone, Copy)]
+pub struct PlainGuards<'p>(&'p Guards);
+
+impl<'p, Fut> PlainRun<'p, Fut> {
+    /// The plain first attempt `attempt`, under `guards`.
+    #[inline(always)]
+    pub fn new(guards: PlainGuards<'p>, attempt: Fut) -> Self {
+        PlainRun { guards: guards.0, admitted: false, permit: None, attempt: Some(attempt) }
+    }
+}
+
+/// The guards, when a call of `policy` made now is plain: it starts plain
+/// (see `starts_plain`), outside any attempt (no key to inherit, not
+/// nested), its guards are the global registry's and only a breaker and a
+/// budget (`Guards::direct` without a bulkhead), and it has no attempt
+/// timeout. [`after_plain_failure`] then starts the execution exactly as
+/// `Execution::start` would have.
+#[inline(always)]
+fn plain_guards(policy: &Policy) -> Option<&Guards> {
+    let settings = policy.compiled_settings();
+    match policy.global_guards() {
+        Some(guards)
+            if starts_plain(policy, settings, &None)
+                && guards.direct
+                && guards.bulkhead.is_none()
+                && settings.attempt_timeout.is_none()
+                && context::outside_attempts() =>
+        {
+            Some(guards)
+        }
+        _ => None,
+    }
+}
+
+/// The call's execution, built and started now if it was not (see
+/// [`plain_attempt`]): `parts` makes its error slot (which only selects
+/// its type) and its error handling. Started in its slot, field by field:
+/// built elsewhere and moved there, it would be copied whole.
+#[inline(always)]
+pub fn started<'e, 'p, S: Default, H>(
+    policy: &'p Policy,
+    execution: &'e mut Option<Execution<'p, S, H>>,
+    parts: impl FnOnce() -> (S, H),
+) -> &'e mut Execution<'p, S, H> {
+    match execution {
+        Some(execution) => execution,
+        None => {
+            let (_, handling) = parts();
+            let execution = execution.insert(Execution::unstarted(policy, handling));
+            execution.start();
+            execution
+        }
+    }
+}
+
+impl<'p, T, E, Fut> Future for PlainRun<'p, Fut>
+where
+    Fut: Future<Output = Result<T, E>>,
+{
+    type Output = Result<T, PlainFailure<'p, E>>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        let guards = *this.guards;
+        if !*this.admitted {
+            // Asked at the first poll, as on the direct path.
+            match admit_breaker(guards) {
+                Ok(permit) => {
+                    *this.permit = permit;
+                    *this.admitted = true;
+                    if let Some(budget) = &guards.budget {
+                        budget.on_first_attempt();
+                    }
+                }
+                Err(refusal) => {
+                    // Dropped without running, as `attempt_with` drops an attempt it never makes.
+                    this.attempt.set(None);
+                    return Poll::Ready(Err(PlainFailure { guards, why: Why::Refused(refusal) }));
+                }
+            }
+        }
+        match context::poll_in(&mut None, None, this.attempt, cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Ok(value)) => {
+                record(this.permit.take(), Outcome::Success);
+                if let Some(budget) = &guards.budget {
+                    budget.deposit();
+                }
+                Poll::Ready(Ok(value))
+            }
+            Poll::Ready(Err(error)) => Poll::Ready(Err(PlainFailure {
+                guards,
+                why: Why::Failed { permit: this.permit.take(), error },
+            })),
+        }
+    }
+}
+
+/// What follows a plain first attempt that did not succeed.
+#[derive(Debug)]
+pub enum PlainNext<T, E> {
+    /// The step, at once: the call's end, or a retry with no wait.
+    Step(Step<T, E>),
+    /// Wait this out, then retry. Only the timer is awaited, never the
+    /// error, so that the call's future is `Send` whatever `E` is (see `slot`).
+    Wait(Sleep),
+}
+
+/// Goes on from a plain first attempt that did not succeed, as the direct
+/// path would have: a refusal ends the call; a failure is recorded in the
+/// breaker and decided on, and a retry's wait handed back. The call's
+/// execution is built here (`parts`: see [`started`]), started as the
+/// plain call it was.
+pub fn after_plain_failure<'p, T, E, S, H>(
+    policy: &'p Policy,
+    execution: &mut Option<Execution<'p, S, H>>,
+    parts: impl FnOnce() -> (S, H),
+    failure: PlainFailure<'p, E>,
+) -> PlainNext<T, E>
+where
+    H: ErrorHandling<E>,
+    S: LastError<E>,
+{
+    // Started as the plain call it was: nothing in `more`, the policy's settings.
+    let (_, handling) = parts();
+    let execution = execution.insert(Execution::unstarted(policy, handling));
+    execution.cached = Some(failure.guards);
+    execution.max_attempts = policy.compiled_settings().max_attempts;
+    match failure.why {
+        Why::Refused(refusal) => PlainNext::Step(Step::Done(Err(execution.cannot_run(refusal)))),
+        Why::Failed { permit, error } => {
+            // The attempt ran: it counts, as `begin_attempt` counts it on the other paths.
+            execution.attempts = 1;
+            match failed(execution, failure.guards, permit, error) {
+                Next::Done(step) => PlainNext::Step(step),
+                Next::BackOff(sleep) => PlainNext::Wait(sleep),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::execution::Kept;
+    use crate::{BreakerConfig, BulkheadConfig, RateLimitConfig, RatioBudget, ThrottleConfig, registry};
+
+    /// Whether the first attempt of a call of `policy` made now is plain.
+    fn plain(policy: &Policy) -> bool {
+        plain_attempt(policy, &None::<Execution<'_, Kept<()>, ()>>).is_some()
+    }
+
+    // The attribute awaits a plain first attempt only for functions that
+    // may be plain (`Plan::may_be_plain`); the runtime decides on its own
+    // all the same, so these hold whatever the expansion does.
+    #[test]
+    fn only_a_breaker_and_a_budget_with_no_timeout_or_deadline_make_a_call_plain() {
+        let global = registry();
+        global.declare_breaker("plain-unit-breaker", BreakerConfig::default()).unwrap();
+        global.declare_budget("plain-unit-budget", RatioBudget::default()).unwrap();
+        global.declare_bulkhead("plain-unit-bulkhead", BulkheadConfig::default()).unwrap();
+        global.declare_throttle("plain-unit-throttle", ThrottleConfig::default()).unwrap();
+        global.declare_rate_limit("plain-unit-rate-limit", RateLimitConfig::default()).unwrap();
+        let guarded = || Policy::builder().breaker("plain-unit-breaker").budget("plain-unit-budget");
+        let second = Duration::from_secs(1);
+
+        assert!(plain(&Policy::builder().build().unwrap()), "no guard at all");
+        assert!(plain(&guarded().build().unwrap()), "a breaker and a budget");
+        for (not_plain, why) in [
+            (guarded().bulkhead("plain-unit-bulkhead"), "a bulkhead"),
+            (guarded().throttle("plain-unit-throttle"), "a throttle"),
+            (guarded().rate_limit("plain-unit-rate-limit"), "a rate limit"),
+            (guarded().attempt_timeout(second), "an attempt timeout"),
+            (guarded().deadline(second), "a deadline"),
+        ] {
+            assert!(!plain(&not_plain.build().unwrap()), "{why} makes a call not plain");
+        }
+    }
+
+    #[test]
+    fn a_call_inside_a_scoped_registry_or_with_its_execution_built_is_not_plain() {
+        let scoped = crate::Registry::new();
+        scoped.declare_breaker("plain-unit-scoped", BreakerConfig::default()).unwrap();
+        let policy = Policy::builder().breaker("plain-unit-scoped").build().unwrap();
+        let in_scope = block_on(scoped.scope(async { plain(&policy) }));
+        assert!(!in_scope, "a scoped registry's guards are never cached: not plain");
+        let unguarded = Policy::builder().build().unwrap();
+        assert!(block_on(scoped.scope(async { plain(&unguarded) })), "no guard to look up: plain anywhere");
+        let built = Some(policy.execution(None, Kept::<()>::default(), ()));
+        assert!(
+            plain_attempt(&policy, &built).is_none(),
+            "only the first attempt, before the execution is built"
+        );
+    }
+
+    /// Runs a future that never waits to its end.
+    fn block_on<F: std::future::Future>(future: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(future)
+    }
+}

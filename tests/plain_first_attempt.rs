@@ -1,0 +1,136 @@
+//! The plain first attempt: a call through the global registry with at
+//! most a breaker and a budget, no key, no timeout, no deadline, not nested,
+//! has its first attempt awaited on its own, without the step machine (see
+//! the runtime's `execution::plain`). What the guards see must be what the
+//! step machine would have shown them: a success recorded in the breaker
+//! and refilling the budget, a first attempt counted by a ratio budget, a
+//! failure recorded and retried after its wait, a refusal running nothing.
+//!
+//! The guards live in the global registry (a scoped registry's calls are
+//! never plain), each test with names of its own.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use resilient::{
+    BreakerConfig, BreakerState, Classify, ErrorClass, RatioBudget, Rejection, TokenBucket, registry,
+    resilient,
+};
+use tokio::time::Instant;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Flaky {
+    Down,
+    Rejected(Rejection),
+}
+
+impl Classify for Flaky {
+    fn classify(&self) -> ErrorClass {
+        match self {
+            Flaky::Down => ErrorClass::Transient,
+            Flaky::Rejected(rejection) => rejection.classify(),
+        }
+    }
+}
+
+impl From<Rejection> for Flaky {
+    fn from(rejection: Rejection) -> Self {
+        Flaky::Rejected(rejection)
+    }
+}
+
+/// Counts its attempts; the first `failures` of them fail.
+struct Dependency {
+    attempts: AtomicU32,
+    failures: u32,
+}
+
+impl Dependency {
+    fn failing(failures: u32) -> Self {
+        Dependency { attempts: AtomicU32::new(0), failures }
+    }
+
+    fn answer(&self) -> Result<u32, Flaky> {
+        let attempt = self.attempts.fetch_add(1, Ordering::SeqCst) + 1;
+        if attempt <= self.failures { Err(Flaky::Down) } else { Ok(attempt) }
+    }
+
+    fn attempts(&self) -> u32 {
+        self.attempts.load(Ordering::SeqCst)
+    }
+}
+
+#[resilient(budget = "plain-ratio")]
+async fn counted(dependency: &Dependency) -> Result<u32, Flaky> {
+    dependency.answer()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_plain_first_attempt_counts_for_a_ratio_budget() {
+    registry().declare_budget("plain-ratio", RatioBudget::default()).unwrap();
+    let dependency = Dependency::failing(0);
+    for _ in 0..5 {
+        counted(&dependency).await.unwrap();
+    }
+    let budget = registry().budget("plain-ratio").unwrap();
+    assert_eq!(budget.totals().first_attempts, 5, "each call's first attempt is counted once");
+}
+
+#[resilient(jitter = "none", base_ms = 1, max_attempts = 3, budget = "plain-bucket")]
+async fn refilling(dependency: &Dependency) -> Result<u32, Flaky> {
+    dependency.answer()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_plain_success_puts_a_token_back_and_a_plain_failure_pays_for_its_retry() {
+    let bucket = TokenBucket { capacity: 2, retry_cost: 1, refill_per_success: 1 };
+    registry().declare_budget("plain-bucket", bucket).unwrap();
+    let budget = registry().budget("plain-bucket").unwrap();
+
+    let always_down = Dependency::failing(u32::MAX);
+    assert_eq!(refilling(&always_down).await, Err(Flaky::Down));
+    assert_eq!(always_down.attempts(), 3, "a plain first attempt, then two paid retries");
+    assert_eq!(budget.available(), 0);
+
+    let up = Dependency::failing(0);
+    assert_eq!(refilling(&up).await, Ok(1));
+    assert_eq!(budget.available(), 1, "the plain success refilled one token");
+}
+
+#[resilient(jitter = "none", base_ms = 100, max_attempts = 2, breaker = "plain-breaker")]
+async fn guarded(dependency: &Dependency) -> Result<u32, Flaky> {
+    dependency.answer()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_plain_failure_is_recorded_and_retried_a_refusal_runs_nothing_a_probe_success_closes() {
+    let config = BreakerConfig {
+        failure_threshold: 3,
+        open_for: Duration::from_secs(1),
+        success_threshold: 1,
+        half_open_max_calls: 1,
+        ..Default::default()
+    };
+    registry().declare_breaker("plain-breaker", config).unwrap();
+    let breaker = registry().breaker("plain-breaker").unwrap();
+    let down = Dependency::failing(u32::MAX);
+
+    let start = Instant::now();
+    assert_eq!(guarded(&down).await, Err(Flaky::Down));
+    assert_eq!(down.attempts(), 2, "the failed plain attempt was retried");
+    assert_eq!(start.elapsed(), Duration::from_millis(100), "after its backoff, at once");
+    assert_eq!(breaker.state(), BreakerState::Closed, "two failures recorded of three");
+
+    assert_eq!(guarded(&down).await, Err(Flaky::Down), "the third failure opens the breaker");
+    assert_eq!(down.attempts(), 3, "and the retry is refused, ending the call with its error");
+    assert_eq!(breaker.state(), BreakerState::Open);
+
+    let open = Rejection::CircuitOpen { breaker: "plain-breaker".to_owned() };
+    assert_eq!(guarded(&down).await, Err(Flaky::Rejected(open)));
+    assert_eq!(down.attempts(), 3, "an open breaker refuses the plain first attempt: nothing runs");
+
+    tokio::time::advance(Duration::from_secs(1)).await;
+    let up = Dependency::failing(0);
+    assert_eq!(guarded(&up).await, Ok(1));
+    assert_eq!(breaker.state(), BreakerState::Closed, "the plain probe's success was recorded");
+}
