@@ -23,8 +23,8 @@
 //!     // Keeps the last error across waits when `DbError: Send` (see the runtime's `slot` module).
 //!     let parts = || ((&__resilient::ErrorProbe::<DbError>::new()).slot(), __resilient::by_traits::<DbError>());
 //!     let mut execution = None;                  // built only when a call needs it
-//!     'each: loop {
-//!         let step = 'attempt: {
+//!     loop {
+//!         let step = {
 //!             let id = Clone::clone(&id);        // owned parameters: a fresh clone per attempt
 //!             let __self = &mut *self;           // `&mut self`: a fresh reborrow per attempt
 //!             let attempt = async {
@@ -34,24 +34,17 @@
 //!                 { __self.query(&id).await }    // the body, `self` renamed
 //!             };
 //!             match __resilient::plain_attempt(&__RESILIENT_POLICY, &execution) {
-//!                 // A plain call's first attempt: its value is the call's.
-//!                 Some(plain) => {
-//!                     let failure = match __resilient::PlainRun::new(plain, attempt).await {
-//!                         Ok(value) => break 'each Ok(value),
-//!                         Err(failure) => failure,
-//!                     };
-//!                     let wait = match __resilient::after_plain_failure(&__RESILIENT_POLICY, &mut execution, parts, failure) {
-//!                         PlainNext::Step(step) => break 'attempt step,
-//!                         PlainNext::Wait(wait) => wait,
-//!                     };
-//!                     wait.await;
-//!                     Step::Retry
-//!                 }
+//!                 // A plain call's first attempt: its value is the call's; a
+//!                 // failure is recorded and decided on (its wait is the next attempt's).
+//!                 Some(plain) => match __resilient::PlainRun::new(plain, attempt).await {
+//!                     Ok(value) => break Ok(value),
+//!                     Err(failure) => __resilient::after_plain_failure(&__RESILIENT_POLICY, &mut execution, parts, failure),
+//!                 },
 //!                 // Any other attempt: the step machine.
 //!                 None => __resilient::Execution::attempt(__resilient::started(&__RESILIENT_POLICY, &mut execution, parts), attempt).await,
 //!             }
 //!         };
-//!         match step { Step::Done(result) => break 'each result, Step::Retry => {} }
+//!         match step { Step::Done(result) => break result, Step::Retry => {} }
 //!     }
 //! }
 //! ```
@@ -191,50 +184,30 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
             // attempt's failure, or at the first attempt of a call that is not
             // plain. Nothing holding the error type lives across an `.await`
             // but the attempt: the call's future is `Send` whenever the body's is.
-            let [parts, future, plain, value, failure, wait] =
-                ["parts", "attempt", "plain", "value", "failure", "wait"]
-                    .map(|name| Ident::new(&format!("__resilient_{name}"), Span::mixed_site()));
+            let [parts, future, plain, value, failure] = ["parts", "attempt", "plain", "value", "failure"]
+                .map(|name| Ident::new(&format!("__resilient_{name}"), Span::mixed_site()));
             start = quote! {
                 // The probe's borrow: see above.
                 #[allow(clippy::needless_borrow)]
                 let #parts = || (#slot, #handling);
                 let mut #execution = ::core::option::Option::None;
             };
-            let each = syn::Lifetime::new("'__resilient_loop", Span::mixed_site());
-            let this_attempt = syn::Lifetime::new("'__resilient_attempt", Span::mixed_site());
             let after_failure = respan(quote!(#rt::after_plain_failure), error_span);
             let after_failure =
                 quote_spanned!(error_span=> #after_failure(&#policy, &mut #execution, #parts, #failure));
             let general = quote_spanned!(error_span=> #callee(#rt::started(&#policy, &mut #execution, #parts), #future));
-            quote! {
-                #each: loop {
-                    let #step = #this_attempt: {
-                        #(#before)*
-                        let #future = #async_body;
-                        match #rt::plain_attempt(&#policy, &#execution) {
-                            ::core::option::Option::Some(#plain) => {
-                                // Matched in the `let`, so that the output (which holds
-                                // the error type) is gone before the wait's `.await`.
-                                let #failure = match #rt::PlainRun::new(#plain, #future).await {
-                                    ::core::result::Result::Ok(#value) => break #each ::core::result::Result::Ok(#value),
-                                    ::core::result::Result::Err(#failure) => #failure,
-                                };
-                                let #wait = match #after_failure {
-                                    #rt::PlainNext::Step(#step) => break #this_attempt #step,
-                                    #rt::PlainNext::Wait(#wait) => #wait,
-                                };
-                                #wait.await;
-                                #rt::Step::Retry
-                            }
-                            ::core::option::Option::None => #general.await,
-                        }
-                    };
-                    match #step {
-                        #rt::Step::Done(#result) => break #each #result,
-                        #rt::Step::Retry => {}
-                    }
+            let attempt_each = quote! {
+                let #future = #async_body;
+                match #rt::plain_attempt(&#policy, &#execution) {
+                    ::core::option::Option::Some(#plain) => match #rt::PlainRun::new(#plain, #future).await {
+                        ::core::result::Result::Ok(#value) => break ::core::result::Result::Ok(#value),
+                        // Nothing is awaited here: a retry's wait is the next attempt's.
+                        ::core::result::Result::Err(#failure) => #after_failure,
+                    },
+                    ::core::option::Option::None => #general.await,
                 }
-            }
+            };
+            retry_loop(attempt_each, before)
         }
     };
     let run = match &plan.fallback {

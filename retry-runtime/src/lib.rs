@@ -104,7 +104,7 @@ pub mod __private {
     };
     pub use crate::execution::{
         ErrorProbe, Execution, ForgetOtherError, Forgotten, KeepSendError, Kept, LastError, PlainFailure,
-        PlainGuards, PlainNext, PlainRun, Step, after_plain_failure, plain_attempt, started,
+        PlainGuards, PlainRun, Step, after_plain_failure, plain_attempt, started,
     };
     pub use crate::operations::Operation;
     pub use crate::policy::AttributeConfig;

@@ -30,6 +30,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
 use pin_project_lite::pin_project;
 use tokio::time::{Sleep, sleep, sleep_until};
@@ -97,6 +98,9 @@ pub(super) enum Phase {
     Running,
     /// The attempt failed and a retry is planned: waiting out `timer`.
     BackingOff,
+    /// Before admitting this attempt, waiting out the backoff a plain
+    /// first attempt's failure planned (`More::pending_wait`), in `timer`.
+    Waiting,
     /// The step is over.
     Finished,
 }
@@ -156,9 +160,16 @@ where
         if *this.phase != Phase::Running {
             if *this.phase != Phase::Admitting {
                 if *this.phase != Phase::AdmittingTimed {
-                    return poll_backoff(this.timer, this.phase, cx);
+                    // Backing off after this attempt, or waiting before it.
+                    match poll_wait(this.execution, this.timer.as_mut(), this.phase, cx) {
+                        Poll::Ready(Some(step)) => return Poll::Ready(step),
+                        Poll::Ready(None) => {}
+                        Poll::Pending => return Poll::Pending,
+                    }
                 }
-                arm_timeout(this.execution, this.timer.as_mut());
+                if *this.phase == Phase::AdmittingTimed {
+                    arm_timeout(this.execution, this.timer.as_mut());
+                }
             }
             match admit_breaker(this.guards) {
                 Ok(permit) => {
@@ -205,10 +216,13 @@ where
                 *this.phase = Phase::Finished;
                 Poll::Ready(step)
             }
-            Next::BackOff(sleep) => {
-                this.timer.set(Some(sleep));
+            Next::BackOff(wait) => {
+                this.timer.set(Some(sleep(wait)));
                 *this.phase = Phase::BackingOff;
-                poll_backoff(this.timer, this.phase, cx)
+                match poll_wait(execution, this.timer, this.phase, cx) {
+                    Poll::Ready(step) => Poll::Ready(step.unwrap_or(Step::Retry)),
+                    Poll::Pending => Poll::Pending,
+                }
             }
         }
     }
@@ -302,25 +316,48 @@ where
     Step::Done(Err(execution.cannot_run(refusal)))
 }
 
-/// Waits out the backoff; then the step is over and the loop retries.
+/// Waits out `timer`: the backoff after this attempt (then the step is
+/// over and the loop retries: `Some(Step::Retry)`), or the wait a plain
+/// first attempt's failure planned before this one (armed here at the first
+/// poll; then the attempt is to be admitted: `None`, and the phase is the
+/// admitting one).
 #[inline(never)]
-fn poll_backoff<T, E>(
-    timer: Pin<&mut Option<Sleep>>,
+fn poll_wait<T, E, S, H>(
+    execution: &mut Execution<'_, S, H>,
+    mut timer: Pin<&mut Option<Sleep>>,
     phase: &mut Phase,
     cx: &mut Context<'_>,
-) -> Poll<Step<T, E>> {
-    let Some(sleep) = timer.as_pin_mut().filter(|_| *phase == Phase::BackingOff) else {
-        panic!("an attempt polled after it finished");
+) -> Poll<Option<Step<T, E>>> {
+    match *phase {
+        Phase::BackingOff => {}
+        Phase::Waiting => {
+            if timer.is_none() {
+                let wait =
+                    execution.more.as_mut().and_then(|more| more.pending_wait.take()).unwrap_or_default();
+                timer.set(Some(sleep(wait)));
+            }
+        }
+        _ => panic!("an attempt polled after it finished"),
+    }
+    let Some(sleep) = timer.as_mut().as_pin_mut() else {
+        panic!("a wait without its timer");
     };
     ready!(sleep.poll(cx));
-    *phase = Phase::Finished;
-    Poll::Ready(Step::Retry)
+    if *phase == Phase::BackingOff {
+        *phase = Phase::Finished;
+        return Poll::Ready(Some(Step::Retry));
+    }
+    timer.set(None);
+    *phase =
+        if execution.settings().attempt_timeout.is_none() { Phase::Admitting } else { Phase::AdmittingTimed };
+    Poll::Ready(None)
 }
 
 /// What follows a failed attempt on the direct path.
 pub(super) enum Next<T, E> {
     Done(Step<T, E>),
-    BackOff(Sleep),
+    /// Wait this long, then retry.
+    BackOff(Duration),
 }
 
 /// The attempt failed: record it, then plan the retry or end the call.
@@ -342,6 +379,6 @@ where
         Err(error) => Next::Done(Step::Done(Err(error))),
         // A zero wait is no wait (see `attempt_with`).
         Ok(wait) if wait.is_zero() => Next::Done(Step::Retry),
-        Ok(wait) => Next::BackOff(sleep(wait)),
+        Ok(wait) => Next::BackOff(wait),
     }
 }

@@ -52,9 +52,7 @@ mod lazy;
 mod more;
 mod outcome;
 mod plain;
-pub use plain::{
-    PlainFailure, PlainGuards, PlainNext, PlainRun, after_plain_failure, plain_attempt, started,
-};
+pub use plain::{PlainFailure, PlainGuards, PlainRun, after_plain_failure, plain_attempt, started};
 mod run;
 pub(crate) use run::key_of;
 pub use run::{Classified, ClassifyInner};
@@ -221,18 +219,29 @@ impl<'p, S, H> Execution<'p, S, H> {
     /// it starts in: they come from the policy's cache (the global
     /// registry), are only a breaker, a budget and a bulkhead (see
     /// `Guards::direct`), and the call has no deadline (an attempt timeout
-    /// the direct path arms itself).
+    /// the direct path arms itself, and a planned wait it waits out first).
     #[inline]
     fn direct_guards(&self) -> Option<(&'p Guards, direct::Phase)> {
-        match self.cached {
-            Some(guards) if guards.direct && self.deadline().is_none() => {
-                let phase = if self.settings().attempt_timeout.is_none() {
-                    direct::Phase::Admitting
-                } else {
-                    direct::Phase::AdmittingTimed
-                };
-                Some((guards, phase))
+        let timed = |settings: &Settings| {
+            if settings.attempt_timeout.is_none() {
+                direct::Phase::Admitting
+            } else {
+                direct::Phase::AdmittingTimed
             }
+        };
+        match (self.cached, &self.more) {
+            // Nothing but the policy's settings: the common case, decided first.
+            (Some(guards), None) if guards.direct => Some((guards, timed(self.policy.compiled_settings()))),
+            (Some(guards), Some(more)) if guards.direct && more.deadline.is_none() => match more.pending_wait
+            {
+                // A wait a plain first attempt's failure planned (`plain`),
+                // waited out first, holding nothing: so not with a bulkhead
+                // place, which the direct path takes as the attempt is made
+                // (a plain call has no bulkhead; the general path waits too).
+                Some(_) if guards.bulkhead.is_some() => None,
+                Some(_) => Some((guards, direct::Phase::Waiting)),
+                None => Some((guards, timed(self.settings()))),
+            },
             _ => None,
         }
     }
@@ -245,6 +254,10 @@ impl<'p, S, H> Execution<'p, S, H> {
         H: ErrorHandling<E>,
         S: LastError<E>,
     {
+        // A wait a plain first attempt's failure planned (see `plain`).
+        if let Some(wait) = self.more.as_mut().and_then(|more| more.pending_wait.take()) {
+            sleep(wait).await;
+        }
         // A handle of our own, so the permits below borrow it and not `self`.
         let guards = self.guards();
         // Most attempts are admitted at once; only a wait builds a future.

@@ -26,6 +26,9 @@ pub(super) struct More<S> {
     /// `None` without a deadline, or when it is too far to arm.
     pub(super) deadline: Option<Instant>,
     pub(super) previous_wait: Option<Duration>,
+    /// A backoff decided after a plain first attempt failed (see `plain`),
+    /// waited out by the next attempt before it is admitted.
+    pub(super) pending_wait: Option<Duration>,
     pub(super) rng: Option<JitterRng>,
     /// The call's span, when enabled.
     pub(super) span: Option<tracing::Span>,
@@ -44,6 +47,7 @@ impl<S: Default> More<S> {
             key: None,
             deadline: None,
             previous_wait: None,
+            pending_wait: None,
             rng: None,
             span: None,
             last: S::default(),

@@ -25,7 +25,6 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
-use tokio::time::Sleep;
 
 use super::admission::{Refusal, admit_breaker};
 use super::direct::{Next, failed};
@@ -115,7 +114,7 @@ impl<'p, Fut> PlainRun<'p, Fut> {
 /// (see `starts_plain`), outside any attempt (no key to inherit, not
 /// nested), its guards are the global registry's and only a breaker and a
 /// budget (`Guards::direct` without a bulkhead), and it has no attempt
-/// timeout. [`after_plain_failure`] then starts the execution exactly as
+/// timeout and does not hedge. [`after_plain_failure`] then starts the execution exactly as
 /// `Execution::start` would have.
 #[inline(always)]
 fn plain_guards(policy: &Policy) -> Option<&Guards> {
@@ -126,6 +125,7 @@ fn plain_guards(policy: &Policy) -> Option<&Guards> {
                 && guards.direct
                 && guards.bulkhead.is_none()
                 && settings.attempt_timeout.is_none()
+                && settings.hedge.is_none()
                 && context::outside_attempts() =>
         {
             Some(guards)
@@ -199,27 +199,20 @@ where
     }
 }
 
-/// What follows a plain first attempt that did not succeed.
-#[derive(Debug)]
-pub enum PlainNext<T, E> {
-    /// The step, at once: the call's end, or a retry with no wait.
-    Step(Step<T, E>),
-    /// Wait this out, then retry. Only the timer is awaited, never the
-    /// error, so that the call's future is `Send` whatever `E` is (see `slot`).
-    Wait(Sleep),
-}
-
 /// Goes on from a plain first attempt that did not succeed, as the direct
 /// path would have: a refusal ends the call; a failure is recorded in the
-/// breaker and decided on, and a retry's wait handed back. The call's
-/// execution is built here (`parts`: see [`started`]), started as the
-/// plain call it was.
+/// breaker and decided on. A retry's wait is left to the next attempt,
+/// which waits it out before it is admitted (`More::pending_wait`), so that
+/// the attribute's loop awaits nothing here: the error type is never held
+/// across an `.await` but the attempt's, and the loop's future has one
+/// suspension point fewer. The call's execution is built here (`parts`:
+/// see [`started`]), started as the plain call it was.
 pub fn after_plain_failure<'p, T, E, S, H>(
     policy: &'p Policy,
     execution: &mut Option<Execution<'p, S, H>>,
     parts: impl FnOnce() -> (S, H),
     failure: PlainFailure<'p, E>,
-) -> PlainNext<T, E>
+) -> Step<T, E>
 where
     H: ErrorHandling<E>,
     S: LastError<E>,
@@ -230,13 +223,16 @@ where
     execution.cached = Some(failure.guards);
     execution.max_attempts = policy.compiled_settings().max_attempts;
     match failure.why {
-        Why::Refused(refusal) => PlainNext::Step(Step::Done(Err(execution.cannot_run(refusal)))),
+        Why::Refused(refusal) => Step::Done(Err(execution.cannot_run(refusal))),
         Why::Failed { permit, error } => {
             // The attempt ran: it counts, as `begin_attempt` counts it on the other paths.
             execution.attempts = 1;
             match failed(execution, failure.guards, permit, error) {
-                Next::Done(step) => PlainNext::Step(step),
-                Next::BackOff(sleep) => PlainNext::Wait(sleep),
+                Next::Done(step) => step,
+                Next::BackOff(wait) => {
+                    execution.more().pending_wait = Some(wait);
+                    Step::Retry
+                }
             }
         }
     }
@@ -277,6 +273,7 @@ mod tests {
             (guarded().rate_limit("plain-unit-rate-limit"), "a rate limit"),
             (guarded().attempt_timeout(second), "an attempt timeout"),
             (guarded().deadline(second), "a deadline"),
+            (guarded().hedge(second, 1), "hedging"),
         ] {
             assert!(!plain(&not_plain.build().unwrap()), "{why} makes a call not plain");
         }

@@ -161,6 +161,7 @@ impl<'p, S, H> Execution<'p, S, H> {
                     key,
                     deadline,
                     previous_wait: None,
+                    pending_wait: None,
                     rng: None,
                     span,
                     last,
