@@ -13,7 +13,8 @@
 # (built and run): `targets` below, the runtime's tests and the facade's
 # behaviour tests (tests/attribute.rs, tests/metrics.rs, tests/adaptive.rs,
 # tests/config.rs for reconfigure and resize_to, tests/tower.rs for the HTTP
-# layers' use of the loop, tests/call_span.rs for the call's DEBUG span;
+# layers' use of the loop, tests/call_span.rs for the call's DEBUG span,
+# tests/plain_first_attempt.rs for the plain first attempt's guards;
 # each under 0.2 s). Left out, as slow or not about
 # these modules: the trybuild suite, the doctests, the payment example, the
 # allocation counter, the simulator, the middleware and error-type tests,
@@ -42,7 +43,7 @@ export CARGO_TERM_COLOR=never
 command -v cargo-mutants >/dev/null || cargo install --locked cargo-mutants
 
 targets=(--lib
-  --test attribute --test metrics --test config --test tower --test call_span
+  --test attribute --test metrics --test config --test tower --test call_span --test plain_first_attempt
   --test breaker_model --test caller_gets --test cancellation --test direct_path
   --test guards --test properties --test retry_loop --test adaptive --test contract_edges)
 
