@@ -13,12 +13,13 @@
 //!
 //! The first failure (or a refusal) is handed to [`after_plain_failure`],
 //! which builds the execution the call would have started with (a plain
-//! one: the same guards, the policy's settings, no `more`), then records,
-//! decides and backs off exactly as the direct path does (it calls the
-//! same `failed` step); every later attempt goes through
-//! [`Execution::attempt`]. A call that is not plain gets its future back
-//! (`plain_attempt` answers `None`) and an execution from [`started`],
-//! built as `Policy::execution` builds it.
+//! one: the same guards, the policy's settings, no `more`), then records
+//! and decides exactly as the direct path does (it calls the same `failed`
+//! step), leaving a retry's wait to the next attempt; every later attempt
+//! goes through [`Execution::attempt`]. For a call that is not plain,
+//! `plain_attempt` answers `None`, and its attempts go through
+//! [`Execution::attempt`] from the first, on an execution from
+//! [`started`], built as `Policy::execution` builds it.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -114,8 +115,8 @@ impl<'p, Fut> PlainRun<'p, Fut> {
 /// (see `starts_plain`), outside any attempt (no key to inherit, not
 /// nested), its guards are the global registry's and only a breaker and a
 /// budget (`Guards::direct` without a bulkhead), and it has no attempt
-/// timeout and does not hedge. [`after_plain_failure`] then starts the execution exactly as
-/// `Execution::start` would have.
+/// timeout and does not hedge. [`after_plain_failure`] then starts the
+/// execution exactly as `Execution::start` would have.
 #[inline(always)]
 fn plain_guards(policy: &Policy) -> Option<&Guards> {
     let settings = policy.compiled_settings();
