@@ -36,9 +36,9 @@ use pin_project_lite::pin_project;
 use tokio::time::{Sleep, sleep, sleep_until};
 
 use super::admission::admit_breaker;
-use super::outcome::{outcome_of, record};
+use super::outcome::{outcome_of, record, succeeded};
 use super::{Execution, LastError, Step};
-use crate::breaker::{BreakerPermit, Outcome};
+use crate::breaker::BreakerPermit;
 use crate::clock;
 use crate::context;
 use crate::error::ErrorHandling;
@@ -202,10 +202,7 @@ where
             }
             Poll::Ready(Ok(value)) => {
                 give_back_place(this.guards);
-                record(this.permit.take(), Outcome::Success);
-                if let Some(budget) = &this.guards.budget {
-                    budget.deposit();
-                }
+                succeeded(this.guards, this.permit.take());
                 *this.phase = Phase::Finished;
                 return Poll::Ready(Step::Done(Ok(value)));
             }

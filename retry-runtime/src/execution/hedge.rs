@@ -25,7 +25,7 @@ use std::time::Duration;
 use tokio::time::{Instant, Sleep, sleep, sleep_until};
 
 use super::admission::{Admitted, admit_breaker};
-use super::outcome::{Answer, Guarded, answered, outcome_of, record};
+use super::outcome::{Answer, Guarded, answered, outcome_of, record, succeeded};
 use super::{Execution, LastError, Step};
 use crate::breaker::Outcome;
 use crate::classify::ErrorClass;
@@ -141,10 +141,7 @@ impl<S, H> Execution<'_, S, H> {
                 let error = match guarded {
                     Guarded::Ran(Ok(value)) => {
                         answered(guards, bulkhead, Answer::Success);
-                        record(breaker, Outcome::Success);
-                        if let Some(budget) = &guards.budget {
-                            budget.deposit();
-                        }
+                        succeeded(guards, breaker);
                         return Poll::Ready(RoundEnd::Won(value));
                     }
                     Guarded::Cut => {

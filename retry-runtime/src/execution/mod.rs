@@ -293,10 +293,8 @@ impl<'p, S, H> Execution<'p, S, H> {
         S: LastError<E>,
     {
         self.attempts += 1;
-        if self.attempts == 1
-            && let Some(budget) = &guards.budget
-        {
-            budget.on_first_attempt();
+        if self.attempts == 1 {
+            outcome::first_attempt_began(guards);
         }
         if let Some(more) = &mut self.more {
             more.last.clear();

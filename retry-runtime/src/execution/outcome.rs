@@ -30,6 +30,25 @@ pub(super) fn record(permit: Option<BreakerPermit<'_>>, outcome: Outcome) {
     }
 }
 
+/// An admitted attempt begins: the first of a call tells the budget a call
+/// began (a ratio budget's share is of first attempts).
+#[inline]
+pub(super) fn first_attempt_began(guards: &Guards) {
+    if let Some(budget) = &guards.budget {
+        budget.on_first_attempt();
+    }
+}
+
+/// An attempt succeeded: the breaker hears it, and a token bucket gets a
+/// token back. Every path records a success through here.
+#[inline]
+pub(super) fn succeeded(guards: &Guards, permit: Option<BreakerPermit<'_>>) {
+    record(permit, Outcome::Success);
+    if let Some(budget) = &guards.budget {
+        budget.deposit();
+    }
+}
+
 /// How the guarded part of an attempt ended.
 pub(super) enum Guarded<T, E> {
     /// The attempt ran to completion.
@@ -110,10 +129,7 @@ impl<S, H> Execution<'_, S, H> {
         let error = match guarded {
             Guarded::Ran(Ok(value)) => {
                 answered(guards, bulkhead, Answer::Success);
-                record(permit, Outcome::Success);
-                if let Some(budget) = &guards.budget {
-                    budget.deposit();
-                }
+                succeeded(guards, permit);
                 return Err(Step::Done(Ok(value)));
             }
             Guarded::Cut => {

@@ -29,10 +29,10 @@ use pin_project_lite::pin_project;
 
 use super::admission::{Refusal, admit_breaker};
 use super::direct::{Next, failed};
-use super::outcome::record;
+use super::outcome::{first_attempt_began, succeeded};
 use super::start::starts_plain;
 use super::{Execution, LastError, Step};
-use crate::breaker::{BreakerPermit, Outcome};
+use crate::breaker::BreakerPermit;
 use crate::context;
 use crate::error::ErrorHandling;
 use crate::guards::Guards;
@@ -172,9 +172,7 @@ where
                 Ok(permit) => {
                     *this.permit = permit;
                     *this.admitted = true;
-                    if let Some(budget) = &guards.budget {
-                        budget.on_first_attempt();
-                    }
+                    first_attempt_began(guards);
                 }
                 Err(refusal) => {
                     // Dropped without running, as `attempt_with` drops an attempt it never makes.
@@ -186,10 +184,7 @@ where
         match context::poll_in(&mut None, None, this.attempt, cx) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Ok(value)) => {
-                record(this.permit.take(), Outcome::Success);
-                if let Some(budget) = &guards.budget {
-                    budget.deposit();
-                }
+                succeeded(guards, this.permit.take());
                 Poll::Ready(Ok(value))
             }
             Poll::Ready(Err(error)) => Poll::Ready(Err(PlainFailure {
