@@ -116,7 +116,7 @@ impl<'p, Fut> PlainRun<'p, Fut> {
 /// nested), its guards are the global registry's and only a breaker and a
 /// budget (`Guards::direct` without a bulkhead), and it has no attempt
 /// timeout and does not hedge. [`after_plain_failure`] then starts the
-/// execution exactly as `Execution::start` would have.
+/// execution with `Execution::start_plain`, as `Execution::start` would have.
 #[inline(always)]
 fn plain_guards(policy: &Policy) -> Option<&Guards> {
     let settings = policy.compiled_settings();
@@ -213,11 +213,10 @@ where
     H: ErrorHandling<E>,
     S: LastError<E>,
 {
-    // Started as the plain call it was: nothing in `more`, the policy's settings.
+    // Started as the plain call it was (not nested: it started outside attempts).
     let (_, handling) = parts();
     let execution = execution.insert(Execution::unstarted(policy, handling));
-    execution.cached = Some(failure.guards);
-    execution.max_attempts = policy.compiled_settings().max_attempts;
+    execution.start_plain(failure.guards, false);
     match failure.why {
         Why::Refused(refusal) => Step::Done(Err(execution.cannot_run(refusal))),
         Why::Failed { permit, error } => {

@@ -14,7 +14,7 @@ use super::Execution;
 use super::more::More;
 use crate::clock;
 use crate::context;
-use crate::guards::GuardsRef;
+use crate::guards::{Guards, GuardsRef};
 use crate::observe;
 use crate::policy::{Nested, Policy};
 use crate::registry;
@@ -64,6 +64,9 @@ pub(super) fn starts_plain(policy: &Policy, settings: &Settings, key: &Option<Ar
 }
 
 impl<'p, S, H> Execution<'p, S, H> {
+    // Built as a value rather than as `unstarted` then `start`: a started
+    // execution returned by value is copied whole (about 30 instructions a
+    // call on every path that builds it at once, by `scripts/instructions-check.sh`).
     #[inline(always)]
     pub(crate) fn new(policy: &'p Policy, key: Option<Arc<str>>, last: S, handling: H) -> Self {
         // A call without a key of its own inherits the key of the call it is nested in.
@@ -94,9 +97,8 @@ impl<'p, S, H> Execution<'p, S, H> {
         execution
     }
 
-    /// An execution that has not started: only [`start`](Self::start), or
-    /// setting its guards and attempts as `plain::after_plain_failure`
-    /// does, makes it usable. Built in its slot field by field (see `plain::started`).
+    /// An execution that has not started: only [`start`](Self::start) or
+    /// [`start_plain`](Self::start_plain) makes it usable. Built in its slot field by field (see `plain::started`).
     #[inline(always)]
     pub(super) fn unstarted(policy: &'p Policy, handling: H) -> Self {
         Execution { policy, cached: None, max_attempts: 0, attempts: 0, more: None, handling }
@@ -114,11 +116,17 @@ impl<'p, S, H> Execution<'p, S, H> {
         let settings = policy.compiled_settings();
         match policy.guards() {
             GuardsRef::Cached(cached) if starts_plain(policy, settings, &key) => {
-                self.cached = Some(cached);
-                self.max_attempts = max_attempts(policy, settings, nested);
+                self.start_plain(cached, nested)
             }
             guards => self.start_general(guards, nested, key),
         }
+    }
+
+    /// Starts a plain call (see `starts_plain`) on the global registry's `guards`.
+    #[inline(always)]
+    pub(super) fn start_plain(&mut self, guards: &'p Guards, nested: bool) {
+        self.cached = Some(guards);
+        self.max_attempts = max_attempts(self.policy, self.policy.compiled_settings(), nested);
     }
 
     #[inline(never)]
