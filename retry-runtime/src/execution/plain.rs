@@ -30,7 +30,7 @@ use pin_project_lite::pin_project;
 use super::admission::{Refusal, admit_breaker};
 use super::direct::{Next, failed};
 use super::outcome::{first_attempt_began, succeeded};
-use super::start::starts_plain;
+use super::start::debug_enabled;
 use super::{Execution, LastError, Step};
 use crate::breaker::BreakerPermit;
 use crate::context;
@@ -44,9 +44,11 @@ pin_project! {
     #[derive(Debug)]
     pub struct PlainRun<'p, Fut> {
         guards: &'p Guards,
-        admitted: bool,
         permit: Option<BreakerPermit<'p>>,
-        // `None` once finished: dropped as soon as it is done, in its context.
+        // Why the attempt was never made, until the first poll says so.
+        refusal: Option<Refusal>,
+        // `None` once finished (dropped as soon as it is done, in its
+        // context), or when it was refused.
         #[pin]
         attempt: Option<Fut>,
     }
@@ -104,34 +106,38 @@ pub fn plain_attempt<'p, S, H>(
 pub struct PlainGuards<'p>(&'p Guards);
 
 impl<'p, Fut> PlainRun<'p, Fut> {
-    /// The plain first attempt `attempt`, under `guards`.
+    /// The plain first attempt `attempt`, under `guards`, admitted now:
+    /// the attribute awaits it at once, so this is its first poll, as on
+    /// the direct path. A refused attempt is dropped without running (as
+    /// `attempt_with` drops one it never makes) and the first poll answers
+    /// the refusal.
     #[inline(always)]
     pub fn new(guards: PlainGuards<'p>, attempt: Fut) -> Self {
-        PlainRun { guards: guards.0, admitted: false, permit: None, attempt: Some(attempt) }
+        let guards = guards.0;
+        match admit_breaker(guards) {
+            Ok(permit) => {
+                first_attempt_began(guards);
+                PlainRun { guards, permit, refusal: None, attempt: Some(attempt) }
+            }
+            Err(refusal) => PlainRun { guards, permit: None, refusal: Some(refusal), attempt: None },
+        }
     }
 }
 
-/// The guards, when a call of `policy` made now is plain: it starts plain
-/// (see `starts_plain`), outside any attempt (no key to inherit, not
-/// nested), its guards are the global registry's and only a breaker and a
-/// budget (`Guards::direct` without a bulkhead), and it has no attempt
-/// timeout and does not hedge. [`after_plain_failure`] then starts the
-/// execution with `Execution::start_plain`, as `Execution::start` would have.
+/// The guards, when a call of `policy` made now is plain: its settings and
+/// guard names allow it (`Policy::plain_shaped`: no deadline, attempt
+/// timeout or hedging, no guard but a breaker and a budget), no override
+/// may be in force, DEBUG is off, it is made outside any attempt (no key to
+/// inherit, not nested), and its guards are the global registry's. Then it
+/// starts as `starts_plain` says `Execution::start` would start it, which
+/// [`after_plain_failure`] does with `Execution::start_plain`.
 #[inline(always)]
 fn plain_guards(policy: &Policy) -> Option<&Guards> {
-    let settings = policy.compiled_settings();
-    match policy.global_guards() {
-        Some(guards)
-            if starts_plain(policy, settings, &None)
-                && guards.direct
-                && guards.bulkhead.is_none()
-                && settings.attempt_timeout.is_none()
-                && settings.hedge.is_none()
-                && context::outside_attempts() =>
-        {
-            Some(guards)
-        }
-        _ => None,
+    if policy.plain_shaped() && !policy.may_be_overridden() && !debug_enabled() && context::outside_attempts()
+    {
+        policy.global_guards()
+    } else {
+        None
     }
 }
 
@@ -164,22 +170,13 @@ where
 
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
+        let this = self.project();
         let guards = *this.guards;
-        if !*this.admitted {
-            // Asked at the first poll, as on the direct path.
-            match admit_breaker(guards) {
-                Ok(permit) => {
-                    *this.permit = permit;
-                    *this.admitted = true;
-                    first_attempt_began(guards);
-                }
-                Err(refusal) => {
-                    // Dropped without running, as `attempt_with` drops an attempt it never makes.
-                    this.attempt.set(None);
-                    return Poll::Ready(Err(PlainFailure { guards, why: Why::Refused(refusal) }));
-                }
-            }
+        if this.attempt.is_none() {
+            return match this.refusal.take() {
+                Some(refusal) => Poll::Ready(Err(PlainFailure { guards, why: Why::Refused(refusal) })),
+                None => panic!("a plain attempt polled after it finished"),
+            };
         }
         match context::poll_in(&mut None, None, this.attempt, cx) {
             Poll::Pending => Poll::Pending,

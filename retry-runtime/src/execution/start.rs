@@ -31,7 +31,7 @@ fn override_for_call(policy: &Policy) -> Option<Arc<Settings>> {
 /// subscribers' current maximum): the check `debug_span!` starts with,
 /// taken out so that the span's construction stays out of line.
 #[inline(always)]
-fn debug_enabled() -> bool {
+pub(super) fn debug_enabled() -> bool {
     use tracing::level_filters::{LevelFilter, STATIC_MAX_LEVEL};
     tracing::Level::DEBUG <= STATIC_MAX_LEVEL && tracing::Level::DEBUG <= LevelFilter::current()
 }

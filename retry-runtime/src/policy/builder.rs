@@ -4,7 +4,7 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicU32, AtomicU64};
 use std::time::Duration;
 
-use super::{MAX_ATTEMPTS_LIMIT, Nested, Policy, Settings};
+use super::{MAX_ATTEMPTS_LIMIT, Nested, Policy, Settings, plain_shaped};
 use crate::backoff::{Backoff, Jitter};
 use crate::config::{ConfigError, PolicyError};
 use crate::guards::{GuardCache, GuardNames};
@@ -226,15 +226,17 @@ impl PolicyBuilder {
 
     pub(super) fn into_policy(self) -> Policy {
         let named = !self.guard_names.is_empty();
+        let settings = Settings {
+            max_attempts: self.max_attempts,
+            backoff: Backoff::new(self.base, self.cap, self.jitter),
+            attempt_timeout: self.attempt_timeout,
+            deadline: self.deadline,
+            hedge: self.hedge,
+        };
         Policy {
             operation: self.operation,
-            settings: Settings {
-                max_attempts: self.max_attempts,
-                backoff: Backoff::new(self.base, self.cap, self.jitter),
-                attempt_timeout: self.attempt_timeout,
-                deadline: self.deadline,
-                hedge: self.hedge,
-            },
+            plain_shaped: plain_shaped(&settings, &self.guard_names),
+            settings,
             guard_names: self.guard_names,
             idempotent: true,
             has_key: false,

@@ -74,6 +74,10 @@ pub struct Policy {
     /// How many registries hold a configuration override for this
     /// operation; while zero, calls read no override (one relaxed load).
     overrides: AtomicU32,
+    /// Whether a call may be plain as far as the policy's own settings and
+    /// guard names tell (see [`Policy::plain_shaped`]): worked out once, so
+    /// that a call reads one flag instead of six.
+    plain_shaped: bool,
     seed: Option<u64>,
     nested: Nested,
     /// Jitter streams handed out so far, when seeded.
@@ -132,6 +136,16 @@ pub struct AttributeConfig {
     pub has_key: bool,
 }
 
+/// See [`Policy::plain_shaped`].
+pub(super) const fn plain_shaped(settings: &Settings, names: &GuardNames) -> bool {
+    settings.deadline.is_none()
+        && settings.attempt_timeout.is_none()
+        && settings.hedge.is_none()
+        && names.bulkhead.is_none()
+        && names.throttle.is_none()
+        && names.rate_limit.is_none()
+}
+
 const fn millis(ms: Option<u64>) -> Option<Duration> {
     match ms {
         Some(ms) => Some(Duration::from_millis(ms)),
@@ -174,32 +188,35 @@ impl Policy {
     /// usable in a `static`.
     #[doc(hidden)]
     pub const fn from_attribute(cfg: AttributeConfig) -> Policy {
+        let settings = Settings {
+            max_attempts: cfg.max_attempts,
+            backoff: Backoff::new(
+                Duration::from_millis(cfg.base_ms),
+                Duration::from_millis(cfg.cap_ms),
+                cfg.jitter,
+            ),
+            attempt_timeout: millis(cfg.attempt_timeout_ms),
+            deadline: millis(cfg.deadline_ms),
+            hedge: match cfg.hedge_after_ms {
+                Some(after) => Some(Hedge { after: Duration::from_millis(after), max: cfg.max_hedges }),
+                None => None,
+            },
+        };
+        let guard_names = GuardNames {
+            breaker: borrowed(cfg.breaker),
+            budget: borrowed(cfg.budget),
+            bulkhead: borrowed(cfg.bulkhead),
+            throttle: borrowed(cfg.throttle),
+            rate_limit: borrowed(cfg.rate_limit),
+        };
         Policy {
             operation: Cow::Borrowed(cfg.operation),
-            settings: Settings {
-                max_attempts: cfg.max_attempts,
-                backoff: Backoff::new(
-                    Duration::from_millis(cfg.base_ms),
-                    Duration::from_millis(cfg.cap_ms),
-                    cfg.jitter,
-                ),
-                attempt_timeout: millis(cfg.attempt_timeout_ms),
-                deadline: millis(cfg.deadline_ms),
-                hedge: match cfg.hedge_after_ms {
-                    Some(after) => Some(Hedge { after: Duration::from_millis(after), max: cfg.max_hedges }),
-                    None => None,
-                },
-            },
+            plain_shaped: plain_shaped(&settings, &guard_names),
+            settings,
             idempotent: cfg.idempotent,
             has_key: cfg.has_key,
             overrides: AtomicU32::new(0),
-            guard_names: GuardNames {
-                breaker: borrowed(cfg.breaker),
-                budget: borrowed(cfg.budget),
-                bulkhead: borrowed(cfg.bulkhead),
-                throttle: borrowed(cfg.throttle),
-                rate_limit: borrowed(cfg.rate_limit),
-            },
+            guard_names,
             seed: None,
             nested: if cfg.nested_retry { Nested::Retry } else { Nested::Once },
             streams: AtomicU64::new(0),
@@ -279,6 +296,16 @@ impl Policy {
         self.overrides.load(Ordering::Relaxed) != 0
     }
 
+    /// Whether the policy's settings and guard names let a call be plain:
+    /// no deadline, attempt timeout or hedging, and no guard named but a
+    /// breaker and a budget (a named guard always resolves to one). Whether
+    /// a call made now is plain also depends on what may change (an
+    /// override, a scoped registry, DEBUG, nesting): see `execution::plain`.
+    #[inline]
+    pub(crate) fn plain_shaped(&self) -> bool {
+        self.plain_shaped
+    }
+
     /// How many registries hold an override for this operation: they add
     /// and remove themselves (see the `file` module).
     #[cfg_attr(not(feature = "config"), allow(dead_code))]
@@ -309,5 +336,49 @@ impl Policy {
     pub(crate) fn next_seeded_stream(&self) -> Option<u64> {
         let seed = self.seed?;
         Some(stream_seed(seed, self.streams.fetch_add(1, Ordering::Relaxed)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The attribute's arguments with nothing optional given.
+    const BARE: AttributeConfig = AttributeConfig {
+        operation: "policy-unit",
+        max_attempts: 4,
+        base_ms: 100,
+        cap_ms: 20_000,
+        jitter: Jitter::Full,
+        attempt_timeout_ms: None,
+        deadline_ms: None,
+        hedge_after_ms: None,
+        max_hedges: 1,
+        breaker: None,
+        budget: None,
+        bulkhead: None,
+        throttle: None,
+        rate_limit: None,
+        nested_retry: false,
+        idempotent: true,
+        has_key: false,
+    };
+
+    // The builder's side is `execution::plain::tests`; this is the attribute's.
+    #[test]
+    fn an_attribute_policy_is_plain_shaped_with_at_most_a_breaker_and_a_budget() {
+        let guarded = AttributeConfig { breaker: Some("b"), budget: Some("g"), ..BARE };
+        assert!(Policy::from_attribute(BARE).plain_shaped(), "nothing optional");
+        assert!(Policy::from_attribute(guarded).plain_shaped(), "a breaker and a budget");
+        for (config, why) in [
+            (AttributeConfig { bulkhead: Some("h"), ..guarded }, "a bulkhead"),
+            (AttributeConfig { throttle: Some("t"), ..guarded }, "a throttle"),
+            (AttributeConfig { rate_limit: Some("r"), ..guarded }, "a rate limit"),
+            (AttributeConfig { attempt_timeout_ms: Some(50), ..guarded }, "an attempt timeout"),
+            (AttributeConfig { deadline_ms: Some(50), ..guarded }, "a deadline"),
+            (AttributeConfig { hedge_after_ms: Some(50), ..guarded }, "hedging"),
+        ] {
+            assert!(!Policy::from_attribute(config).plain_shaped(), "{why} makes a policy not plain-shaped");
+        }
     }
 }
