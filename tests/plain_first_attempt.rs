@@ -1,20 +1,23 @@
 //! The plain first attempt: a call through the global registry with at
-//! most a breaker and a budget, no key, no timeout, no deadline, not nested,
-//! has its first attempt awaited on its own, without the step machine (see
-//! the runtime's `execution::plain`). What the guards see must be what the
-//! step machine would have shown them: a success recorded in the breaker
-//! and refilling the budget, a first attempt counted by a ratio budget, a
-//! failure recorded and retried after its wait, a refusal running nothing.
+//! most a breaker, a budget and a bulkhead with a place free, no key, no
+//! timeout, no deadline, not nested, has its first attempt awaited on its
+//! own, without the step machine (see the runtime's `execution::plain`).
+//! What the guards see must be what the step machine would have shown them:
+//! a success recorded in the breaker and refilling the budget, a first
+//! attempt counted by a ratio budget, a failure recorded and retried after
+//! its wait, a refusal running nothing, a bulkhead place held exactly while
+//! the attempt runs (not while it waits to retry) and given back however it
+//! ends, and a full bulkhead waited for.
 //!
 //! The guards live in the global registry (a scoped registry's calls are
 //! never plain), each test with names of its own.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use resilient::{
-    BreakerConfig, BreakerState, Classify, ErrorClass, RatioBudget, Rejection, TokenBucket, registry,
-    resilient,
+    BreakerConfig, BreakerState, BulkheadConfig, Classify, ErrorClass, RatioBudget, Rejection, TokenBucket,
+    registry, resilient,
 };
 use tokio::time::Instant;
 
@@ -133,4 +136,96 @@ async fn a_plain_failure_is_recorded_and_retried_a_refusal_runs_nothing_a_probe_
     let up = Dependency::failing(0);
     assert_eq!(guarded(&up).await, Ok(1));
     assert_eq!(breaker.state(), BreakerState::Closed, "the plain probe's success was recorded");
+}
+
+/// The places in use in bulkhead `name` (declared with one place).
+fn places_in_use(name: &str) -> usize {
+    registry().bulkhead(name).unwrap().in_use()
+}
+
+fn one_place(name: &str) {
+    let config = BulkheadConfig { max_concurrent: 1, ..Default::default() };
+    registry().declare_bulkhead(name, config).unwrap();
+}
+
+#[resilient(jitter = "none", base_ms = 100, max_attempts = 2, bulkhead = "plain-place")]
+async fn in_a_bulkhead(dependency: &Dependency, in_use: &AtomicUsize) -> Result<u32, Flaky> {
+    in_use.store(places_in_use("plain-place"), Ordering::SeqCst);
+    dependency.answer()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_plain_attempt_holds_its_place_while_it_runs_and_not_while_it_waits_to_retry() {
+    one_place("plain-place");
+    let in_use = AtomicUsize::new(0);
+    assert_eq!(in_a_bulkhead(&Dependency::failing(0), &in_use).await, Ok(1));
+    assert_eq!(in_use.load(Ordering::SeqCst), 1, "the plain attempt ran holding the place");
+    assert_eq!(places_in_use("plain-place"), 0, "and gave it back as it succeeded");
+
+    let once_down = Dependency::failing(1);
+    let start = Instant::now();
+    let watch = async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        (once_down.attempts(), places_in_use("plain-place"))
+    };
+    let (answer, (attempts, places)) = tokio::join!(in_a_bulkhead(&once_down, &in_use), watch);
+    assert_eq!((attempts, places), (1, 0), "backing off after the failed plain attempt, holding no place");
+    assert_eq!(answer, Ok(2));
+    assert_eq!(start.elapsed(), Duration::from_millis(100), "retried after its backoff");
+    assert_eq!(in_use.load(Ordering::SeqCst), 1, "the retry held the place again");
+    assert_eq!(places_in_use("plain-place"), 0);
+}
+
+#[resilient(max_attempts = 2, breaker = "plain-place-breaker", bulkhead = "plain-place-refused")]
+async fn refused_in_a_bulkhead(dependency: &Dependency) -> Result<u32, Flaky> {
+    dependency.answer()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_plain_attempt_gives_its_place_straight_back() {
+    one_place("plain-place-refused");
+    let config =
+        BreakerConfig { failure_threshold: 1, open_for: Duration::from_secs(60), ..Default::default() };
+    registry().declare_breaker("plain-place-breaker", config).unwrap();
+    let down = Dependency::failing(u32::MAX);
+    assert_eq!(refused_in_a_bulkhead(&down).await, Err(Flaky::Down), "the failure opens the breaker");
+    assert_eq!(places_in_use("plain-place-refused"), 0, "a failed plain attempt gives its place back");
+
+    let open = Rejection::CircuitOpen { breaker: "plain-place-breaker".to_owned() };
+    assert_eq!(refused_in_a_bulkhead(&down).await, Err(Flaky::Rejected(open)));
+    assert_eq!(down.attempts(), 1, "the refused plain attempt never ran");
+    assert_eq!(places_in_use("plain-place-refused"), 0, "and its place went straight back");
+}
+
+#[resilient(bulkhead = "plain-place-hanging")]
+async fn hanging_in_a_bulkhead(ran: &AtomicU32) -> Result<u32, Flaky> {
+    ran.fetch_add(1, Ordering::SeqCst);
+    std::future::pending::<()>().await;
+    Ok(0)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_plain_attempt_gives_its_place_back_and_a_full_bulkhead_is_waited_for() {
+    one_place("plain-place-hanging");
+    let ran = AtomicU32::new(0);
+    let cancelled = tokio::time::timeout(Duration::from_millis(10), hanging_in_a_bulkhead(&ran)).await;
+    assert!(cancelled.is_err(), "the call was cancelled mid-attempt");
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+    assert_eq!(places_in_use("plain-place-hanging"), 0, "the cancelled plain attempt gave its place back");
+
+    let bulkhead = registry().bulkhead("plain-place-hanging").unwrap();
+    let held = bulkhead.try_acquire().expect("the one place");
+    let waiting = tokio::time::timeout(Duration::from_millis(10), hanging_in_a_bulkhead(&ran)).await;
+    assert!(waiting.is_err());
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        1,
+        "a full bulkhead: the call waited for a place, running nothing"
+    );
+    assert_eq!(places_in_use("plain-place-hanging"), 1, "and took none while it waited");
+    drop(held);
+    let started = tokio::time::timeout(Duration::from_millis(10), hanging_in_a_bulkhead(&ran)).await;
+    assert!(started.is_err());
+    assert_eq!(ran.load(Ordering::SeqCst), 2, "a place free again: the attempt ran");
+    assert_eq!(places_in_use("plain-place-hanging"), 0);
 }

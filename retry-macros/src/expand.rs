@@ -33,7 +33,8 @@
 //!                 let __self = __self;
 //!                 { __self.query(&id).await }    // the body, `self` renamed
 //!             };
-//!             match __resilient::plain_attempt(&__RESILIENT_POLICY, &execution) {
+//!             // `HeldPlace` instead of `NoPlace` when the attribute names a bulkhead.
+//!             match __resilient::plain_attempt::<__resilient::NoPlace, _, _>(&__RESILIENT_POLICY, &execution) {
 //!                 // A plain call's first attempt: its value is the call's; a
 //!                 // failure is recorded and decided on (its wait is the next attempt's).
 //!                 Some(plain) => match __resilient::PlainRun::new(plain, attempt).await {
@@ -49,7 +50,7 @@
 //! }
 //! ```
 //!
-//! A function that can never be plain (a key, a bulkhead, a throttle, a
+//! A function that can never be plain (a key, a throttle, a
 //! rate limit, an attempt timeout or a deadline: `Plan::may_be_plain`)
 //! builds its execution at once (`__RESILIENT_POLICY.execution(key, slot,
 //! handling)`) and awaits `Execution::attempt` for every attempt.
@@ -175,7 +176,7 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
             }
         };
         if !plan.may_be_plain() {
-            // Never plain (a key, a bulkhead, a timeout, ...): the step machine throughout.
+            // Never plain (a key, a throttle, a timeout, ...): the step machine throughout.
             retry_loop(attempt(async_body), before)
         } else {
             // The first attempt of a plain call is awaited on its own
@@ -196,9 +197,12 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
             let after_failure =
                 quote_spanned!(error_span=> #after_failure(&#policy, &mut #execution, #parts, #failure));
             let general = quote_spanned!(error_span=> #callee(#rt::started(&#policy, &mut #execution, #parts), #future));
+            // Whether a plain first attempt holds a bulkhead place: known
+            // here, so that a function without a bulkhead tests nothing for one.
+            let place = if plan.bulkhead.is_some() { quote!(#rt::HeldPlace) } else { quote!(#rt::NoPlace) };
             let attempt_each = quote! {
                 let #future = #async_body;
-                match #rt::plain_attempt(&#policy, &#execution) {
+                match #rt::plain_attempt::<#place, _, _>(&#policy, &#execution) {
                     ::core::option::Option::Some(#plain) => match #rt::PlainRun::new(#plain, #future).await {
                         ::core::result::Result::Ok(#value) => break ::core::result::Result::Ok(#value),
                         // Nothing is awaited here: a retry's wait is the next attempt's.

@@ -55,13 +55,12 @@ pub(crate) struct Plan {
 /// Checks the arguments and the function they annotate.
 impl Plan {
     /// Whether a call may be plain, as the runtime's `plain_attempt` decides
-    /// it: no guard but a breaker and a budget, no attempt timeout, no
-    /// deadline, no key (a configuration file's override may still make a
+    /// it: no guard but a breaker, a budget and a bulkhead, no attempt
+    /// timeout, no deadline, no key (a configuration file's override may still make a
     /// call not plain, which the runtime sees). Only for such a function
     /// does the expansion await a plain first attempt on its own.
     pub(crate) fn may_be_plain(&self) -> bool {
         self.key.is_none()
-            && self.bulkhead.is_none()
             && self.throttle.is_none()
             && self.rate_limit.is_none()
             && self.hedge_after_ms.is_none()

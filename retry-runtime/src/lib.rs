@@ -103,8 +103,9 @@ pub mod __private {
         RejectProbe, RejectionConverter,
     };
     pub use crate::execution::{
-        ErrorProbe, Execution, ForgetOtherError, Forgotten, KeepSendError, Kept, LastError, PlainFailure,
-        PlainGuards, PlainRun, Step, after_plain_failure, plain_attempt, started,
+        ErrorProbe, Execution, ForgetOtherError, Forgotten, HeldPlace, KeepSendError, Kept, LastError,
+        NoPlace, Place, PlainFailure, PlainGuards, PlainRun, Step, after_plain_failure, plain_attempt,
+        started,
     };
     pub use crate::operations::Operation;
     pub use crate::policy::AttributeConfig;

@@ -265,7 +265,7 @@ where
 /// bulkhead place it held from its making, if the call has a bulkhead, goes
 /// back. The one place the direct path's place rule is carried out.
 #[inline]
-fn give_back_place(guards: &Guards) {
+pub(super) fn give_back_place(guards: &Guards) {
     if let Some(bulkhead) = &guards.bulkhead {
         bulkhead.give_back_place();
     }

@@ -52,7 +52,10 @@ mod lazy;
 mod more;
 mod outcome;
 mod plain;
-pub use plain::{PlainFailure, PlainGuards, PlainRun, after_plain_failure, plain_attempt, started};
+pub use plain::{
+    HeldPlace, NoPlace, Place, PlainFailure, PlainGuards, PlainRun, after_plain_failure, plain_attempt,
+    started,
+};
 mod run;
 pub(crate) use run::key_of;
 pub use run::{Classified, ClassifyInner};
@@ -237,7 +240,7 @@ impl<'p, S, H> Execution<'p, S, H> {
                 // A wait a plain first attempt's failure planned (`plain`),
                 // waited out first, holding nothing: so not with a bulkhead
                 // place, which the direct path takes as the attempt is made
-                // (a plain call has no bulkhead; the general path waits too).
+                // (the general path waits out the wait, then for a place).
                 Some(_) if guards.bulkhead.is_some() => None,
                 Some(_) => Some((guards, direct::Phase::Waiting)),
                 None => Some((guards, timed(self.settings()))),

@@ -1,34 +1,39 @@
 //! The plain first attempt: the attribute's success path with nothing
 //! around the attempt but what a plain call needs.
 //!
-//! Most calls are plain (the global registry's guards, at most a breaker
-//! and a budget, no key, no override, no deadline, no attempt timeout, no
-//! enabled span, not nested in another call's attempt) and most first
-//! attempts succeed. For those, the attribute's loop polls the attempt in a
-//! small future of its own, [`PlainRun`], whose output is the attempt's
-//! value itself: the breaker is asked, the budget counts a first attempt,
-//! the attempt runs in its context, and a success is recorded. No
-//! [`Execution`] is built (the loop holds `None`), and no step, phase or
-//! timer slot is built, moved or dropped.
+//! Most calls are plain (the global registry's guards, at most a breaker, a
+//! budget and a bulkhead with a place free, no key, no override, no
+//! deadline, no attempt timeout, no enabled span, not nested in another
+//! call's attempt) and most first attempts succeed. For those, the
+//! attribute's loop polls the attempt in a small future of its own,
+//! [`PlainRun`], whose output is the attempt's value itself: the bulkhead
+//! place is taken as the attempt is made, the breaker asked, the budget
+//! counts a first attempt, the attempt runs in its context, and a success
+//! gives the place back and is recorded. No [`Execution`] is built (the
+//! loop holds `None`), and no step, phase or timer slot is built, moved or
+//! dropped. The bulkhead follows the direct path's rule (see `direct`): the
+//! place is held exactly while the attempt is, and given back as it ends,
+//! is refused or is dropped.
 //!
 //! The first failure (or a refusal) is handed to [`after_plain_failure`],
 //! which builds the execution the call would have started with (a plain
 //! one: the same guards, the policy's settings, no `more`), then records
 //! and decides exactly as the direct path does (it calls the same `failed`
-//! step), leaving a retry's wait to the next attempt; every later attempt
-//! goes through [`Execution::attempt`]. For a call that is not plain,
-//! `plain_attempt` answers `None`, and its attempts go through
-//! [`Execution::attempt`] from the first, on an execution from
+//! step, which gives the place back), leaving a retry's wait to the next
+//! attempt; every later attempt goes through [`Execution::attempt`]. For a
+//! call that is not plain, `plain_attempt` answers `None`, and its attempts
+//! go through [`Execution::attempt`] from the first, on an execution from
 //! [`started`], built as `Policy::execution` builds it.
 
 use std::future::Future;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
 
 use super::admission::{Refusal, admit_breaker};
-use super::direct::{Next, failed};
+use super::direct::{Next, failed, give_back_place};
 use super::outcome::{first_attempt_began, succeeded};
 use super::start::debug_enabled;
 use super::{Execution, LastError, Step};
@@ -36,14 +41,16 @@ use crate::breaker::BreakerPermit;
 use crate::context;
 use crate::error::ErrorHandling;
 use crate::guards::Guards;
-use crate::policy::Policy;
+use crate::policy::{PlainShape, Policy};
 
 pin_project! {
     /// A plain call's first attempt (see the module docs): its output is
     /// the attempt's value, or what [`after_plain_failure`] needs to go on.
     #[derive(Debug)]
-    pub struct PlainRun<'p, Fut> {
+    pub struct PlainRun<'p, Fut, P: Place> {
         guards: &'p Guards,
+        // Whether the attempt holds a bulkhead place while `attempt` is `Some`.
+        place: PhantomData<P>,
         permit: Option<BreakerPermit<'p>>,
         // Why the attempt was never made, until the first poll says so.
         refusal: Option<Refusal>,
@@ -53,13 +60,16 @@ pin_project! {
         attempt: Option<Fut>,
     }
 
-    impl<Fut> PinnedDrop for PlainRun<'_, Fut> {
+    impl<Fut, P: Place> PinnedDrop for PlainRun<'_, Fut, P> {
         fn drop(this: Pin<&mut Self>) {
-            // A cancelled attempt is dropped in its context; the permit (a
-            // field, dropped next) then records nothing.
+            // A cancelled attempt is dropped in its context and its place
+            // given back; the permit (a field, dropped next) records nothing.
             let this = this.project();
             if this.attempt.is_some() {
                 cancelled(this.attempt);
+                if P::HELD {
+                    give_back_place(this.guards);
+                }
             }
         }
     }
@@ -89,51 +99,101 @@ enum Why<'p, E> {
 
 /// The guards of a plain call's first attempt, when the call's execution
 /// is not built yet (`None`) and a call of `policy` made now is plain;
-/// then the attempt runs as a [`PlainRun`].
+/// then the attempt runs as a [`PlainRun`]. `P` says whether the policy
+/// names a bulkhead ([`HeldPlace`]; the attribute knows): then the call is
+/// plain only if a place is free, and the attempt holds it from now, as on
+/// the direct path (a full or adaptive bulkhead sends the call down the
+/// general path, which waits for a place).
 #[inline(always)]
-pub fn plain_attempt<'p, S, H>(
+pub fn plain_attempt<'p, P: Place, S, H>(
     policy: &'p Policy,
     execution: &Option<Execution<'p, S, H>>,
-) -> Option<PlainGuards<'p>> {
-    match execution {
-        None => plain_guards(policy).map(PlainGuards),
-        Some(_) => None,
+) -> Option<PlainGuards<'p, P>> {
+    if execution.is_some() {
+        return None;
     }
+    let guards = plain_guards(policy, if P::HELD { PlainShape::WithPlace } else { PlainShape::Guarded })?;
+    if P::HELD && !guards.bulkhead.as_ref().is_none_or(|bulkhead| bulkhead.try_take_place()) {
+        return None;
+    }
+    Some(PlainGuards { guards, place: PhantomData })
 }
 
 /// The guards a plain first attempt runs under (see [`plain_attempt`]).
 #[derive(Debug, Clone, Copy)]
-pub struct PlainGuards<'p>(&'p Guards);
+pub struct PlainGuards<'p, P> {
+    guards: &'p Guards,
+    place: PhantomData<P>,
+}
 
-impl<'p, Fut> PlainRun<'p, Fut> {
+/// Whether a plain first attempt holds a bulkhead place ([`HeldPlace`]) or
+/// not ([`NoPlace`]): chosen by the attribute, which knows whether it names
+/// a bulkhead, so that a call without one tests nothing for it.
+pub trait Place: sealed::Sealed {
+    /// Whether the attempt holds a place.
+    const HELD: bool;
+}
+
+/// A plain first attempt without a bulkhead (see [`Place`]).
+#[derive(Debug, Clone, Copy)]
+pub enum NoPlace {}
+
+/// A plain first attempt holding a bulkhead place (see [`Place`]).
+#[derive(Debug, Clone, Copy)]
+pub enum HeldPlace {}
+
+impl Place for NoPlace {
+    const HELD: bool = false;
+}
+
+impl Place for HeldPlace {
+    const HELD: bool = true;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::NoPlace {}
+    impl Sealed for super::HeldPlace {}
+}
+
+impl<'p, Fut, P: Place> PlainRun<'p, Fut, P> {
     /// The plain first attempt `attempt`, under `guards`, admitted now:
     /// the attribute awaits it at once, so this is its first poll, as on
     /// the direct path. A refused attempt is dropped without running (as
     /// `attempt_with` drops one it never makes) and the first poll answers
     /// the refusal.
     #[inline(always)]
-    pub fn new(guards: PlainGuards<'p>, attempt: Fut) -> Self {
-        let guards = guards.0;
+    pub fn new(guards: PlainGuards<'p, P>, attempt: Fut) -> Self {
+        let (guards, place) = (guards.guards, guards.place);
         match admit_breaker(guards) {
             Ok(permit) => {
                 first_attempt_began(guards);
-                PlainRun { guards, permit, refusal: None, attempt: Some(attempt) }
+                PlainRun { guards, place, permit, refusal: None, attempt: Some(attempt) }
             }
-            Err(refusal) => PlainRun { guards, permit: None, refusal: Some(refusal), attempt: None },
+            Err(refusal) => {
+                if P::HELD {
+                    give_back_place(guards);
+                }
+                PlainRun { guards, place, permit: None, refusal: Some(refusal), attempt: None }
+            }
         }
     }
 }
 
 /// The guards, when a call of `policy` made now is plain: its settings and
-/// guard names allow it (`Policy::plain_shaped`: no deadline, attempt
-/// timeout or hedging, no guard but a breaker and a budget), no override
+/// guard names allow it (`Policy::plain_shape` is `shape`: no deadline,
+/// attempt timeout or hedging, no guard but a breaker, a budget and, for
+/// `PlainShape::WithPlace`, a bulkhead), no override
 /// may be in force, DEBUG is off, it is made outside any attempt (no key to
 /// inherit, not nested), and its guards are the global registry's. Then it
 /// starts as `starts_plain` says `Execution::start` would start it, which
 /// [`after_plain_failure`] does with `Execution::start_plain`.
 #[inline(always)]
-fn plain_guards(policy: &Policy) -> Option<&Guards> {
-    if policy.plain_shaped() && !policy.may_be_overridden() && !debug_enabled() && context::outside_attempts()
+fn plain_guards(policy: &Policy, shape: PlainShape) -> Option<&Guards> {
+    if policy.plain_shape() == shape
+        && !policy.may_be_overridden()
+        && !debug_enabled()
+        && context::outside_attempts()
     {
         policy.global_guards()
     } else {
@@ -162,7 +222,7 @@ pub fn started<'e, 'p, S: Default, H>(
     }
 }
 
-impl<'p, T, E, Fut> Future for PlainRun<'p, Fut>
+impl<'p, T, E, Fut, P: Place> Future for PlainRun<'p, Fut, P>
 where
     Fut: Future<Output = Result<T, E>>,
 {
@@ -181,6 +241,9 @@ where
         match context::poll_in(&mut None, None, this.attempt, cx) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Ok(value)) => {
+                if P::HELD {
+                    give_back_place(guards);
+                }
                 succeeded(guards, this.permit.take());
                 Poll::Ready(Ok(value))
             }
@@ -238,16 +301,22 @@ mod tests {
     use crate::execution::Kept;
     use crate::{BreakerConfig, BulkheadConfig, RateLimitConfig, RatioBudget, ThrottleConfig, registry};
 
-    /// Whether the first attempt of a call of `policy` made now is plain.
+    /// Whether the first attempt of a call of `policy` made now is plain
+    /// (the attribute's `NoPlace`: the policy names no bulkhead).
     fn plain(policy: &Policy) -> bool {
-        plain_attempt(policy, &None::<Execution<'_, Kept<()>, ()>>).is_some()
+        plain_attempt::<NoPlace, _, _>(policy, &None::<Execution<'_, Kept<()>, ()>>).is_some()
+    }
+
+    /// Whether it is plain holding a bulkhead place (the attribute's `HeldPlace`).
+    fn plain_with_place(policy: &Policy) -> bool {
+        plain_attempt::<HeldPlace, _, _>(policy, &None::<Execution<'_, Kept<()>, ()>>).is_some()
     }
 
     // The attribute awaits a plain first attempt only for functions that
     // may be plain (`Plan::may_be_plain`); the runtime decides on its own
     // all the same, so these hold whatever the expansion does.
     #[test]
-    fn only_a_breaker_and_a_budget_with_no_timeout_or_deadline_make_a_call_plain() {
+    fn only_a_breaker_a_budget_and_a_bulkhead_with_no_timeout_or_deadline_make_a_call_plain() {
         let global = registry();
         global.declare_breaker("plain-unit-breaker", BreakerConfig::default()).unwrap();
         global.declare_budget("plain-unit-budget", RatioBudget::default()).unwrap();
@@ -259,16 +328,48 @@ mod tests {
 
         assert!(plain(&Policy::builder().build().unwrap()), "no guard at all");
         assert!(plain(&guarded().build().unwrap()), "a breaker and a budget");
+        let with_bulkhead = guarded().bulkhead("plain-unit-bulkhead").build().unwrap();
+        assert!(plain_with_place(&with_bulkhead), "a bulkhead with a place free");
+        let bulkhead = global.bulkhead("plain-unit-bulkhead").unwrap();
+        assert_eq!(bulkhead.in_use(), 1, "the plain attempt holds its place from its making");
+        bulkhead.give_back_place();
+        // The attribute's choice and the policy's names must agree.
+        assert!(!plain(&with_bulkhead), "a bulkhead's place is not left untaken");
+        assert!(!plain_with_place(&guarded().build().unwrap()), "no bulkhead to take a place from");
         for (not_plain, why) in [
-            (guarded().bulkhead("plain-unit-bulkhead"), "a bulkhead"),
             (guarded().throttle("plain-unit-throttle"), "a throttle"),
             (guarded().rate_limit("plain-unit-rate-limit"), "a rate limit"),
             (guarded().attempt_timeout(second), "an attempt timeout"),
             (guarded().deadline(second), "a deadline"),
             (guarded().hedge(second, 1), "hedging"),
         ] {
-            assert!(!plain(&not_plain.build().unwrap()), "{why} makes a call not plain");
+            assert!(!plain(&not_plain.clone().build().unwrap()), "{why} makes a call not plain");
+            let with_bulkhead = not_plain.bulkhead("plain-unit-bulkhead").build().unwrap();
+            assert!(!plain_with_place(&with_bulkhead), "{why} makes a call not plain, with a bulkhead too");
         }
+        assert_eq!(bulkhead.in_use(), 0, "a call that is not plain takes no place here");
+    }
+
+    #[test]
+    fn a_full_or_adaptive_bulkhead_makes_a_call_not_plain_and_takes_nothing() {
+        let global = registry();
+        let one_place = BulkheadConfig { max_concurrent: 1, ..BulkheadConfig::default() };
+        global.declare_bulkhead("plain-unit-full", one_place).unwrap();
+        let policy = Policy::builder().bulkhead("plain-unit-full").build().unwrap();
+        let bulkhead = global.bulkhead("plain-unit-full").unwrap();
+        let held = bulkhead.try_acquire().expect("the one place");
+        assert!(!plain_with_place(&policy), "no place free: the general path waits for one");
+        assert_eq!(bulkhead.in_use(), 1, "and no place was taken");
+        drop(held);
+        assert!(plain_with_place(&policy), "a place free again");
+        bulkhead.give_back_place();
+
+        let adaptive =
+            BulkheadConfig { adaptive: Some(crate::AdaptiveLimit::aimd(4)), ..BulkheadConfig::default() };
+        global.declare_bulkhead("plain-unit-adaptive", adaptive).unwrap();
+        let policy = Policy::builder().bulkhead("plain-unit-adaptive").build().unwrap();
+        assert!(!plain_with_place(&policy), "an adaptive bulkhead's places carry a start time");
+        assert_eq!(global.bulkhead("plain-unit-adaptive").unwrap().in_use(), 0);
     }
 
     #[test]
@@ -282,7 +383,7 @@ mod tests {
         assert!(block_on(scoped.scope(async { plain(&unguarded) })), "no guard to look up: plain anywhere");
         let built = Some(policy.execution(None, Kept::<()>::default(), ()));
         assert!(
-            plain_attempt(&policy, &built).is_none(),
+            plain_attempt::<NoPlace, _, _>(&policy, &built).is_none(),
             "only the first attempt, before the execution is built"
         );
     }

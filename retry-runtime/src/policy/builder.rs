@@ -4,7 +4,7 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicU32, AtomicU64};
 use std::time::Duration;
 
-use super::{MAX_ATTEMPTS_LIMIT, Nested, Policy, Settings, plain_shaped};
+use super::{MAX_ATTEMPTS_LIMIT, Nested, Policy, Settings, plain_shape};
 use crate::backoff::{Backoff, Jitter};
 use crate::config::{ConfigError, PolicyError};
 use crate::guards::{GuardCache, GuardNames};
@@ -235,7 +235,7 @@ impl PolicyBuilder {
         };
         Policy {
             operation: self.operation,
-            plain_shaped: plain_shaped(&settings, &self.guard_names),
+            plain_shape: plain_shape(&settings, &self.guard_names),
             settings,
             guard_names: self.guard_names,
             idempotent: true,

@@ -75,9 +75,10 @@ pub struct Policy {
     /// operation; while zero, calls read no override (one relaxed load).
     overrides: AtomicU32,
     /// Whether a call may be plain as far as the policy's own settings and
-    /// guard names tell (see [`Policy::plain_shaped`]): worked out once, so
-    /// that a call reads one flag instead of six.
-    plain_shaped: bool,
+    /// guard names tell, and with a bulkhead place or not (see
+    /// [`Policy::plain_shape`]): worked out once, so that a call reads one
+    /// byte instead of six fields.
+    plain_shape: PlainShape,
     seed: Option<u64>,
     nested: Nested,
     /// Jitter streams handed out so far, when seeded.
@@ -136,14 +137,30 @@ pub struct AttributeConfig {
     pub has_key: bool,
 }
 
-/// See [`Policy::plain_shaped`].
-pub(super) const fn plain_shaped(settings: &Settings, names: &GuardNames) -> bool {
-    settings.deadline.is_none()
-        && settings.attempt_timeout.is_none()
-        && settings.hedge.is_none()
-        && names.bulkhead.is_none()
-        && names.throttle.is_none()
-        && names.rate_limit.is_none()
+/// What the policy's settings and guard names say of a plain call (see
+/// [`Policy::plain_shape`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PlainShape {
+    /// Never plain: a deadline, an attempt timeout, hedging, a throttle or a rate limit.
+    Never,
+    /// Plain with at most a breaker and a budget.
+    Guarded,
+    /// Plain with a breaker and a budget if named, and a bulkhead place.
+    WithPlace,
+}
+
+/// See [`Policy::plain_shape`].
+pub(super) const fn plain_shape(settings: &Settings, names: &GuardNames) -> PlainShape {
+    let never = settings.deadline.is_some()
+        || settings.attempt_timeout.is_some()
+        || settings.hedge.is_some()
+        || names.throttle.is_some()
+        || names.rate_limit.is_some();
+    match (never, names.bulkhead.is_some()) {
+        (true, _) => PlainShape::Never,
+        (false, false) => PlainShape::Guarded,
+        (false, true) => PlainShape::WithPlace,
+    }
 }
 
 const fn millis(ms: Option<u64>) -> Option<Duration> {
@@ -211,7 +228,7 @@ impl Policy {
         };
         Policy {
             operation: Cow::Borrowed(cfg.operation),
-            plain_shaped: plain_shaped(&settings, &guard_names),
+            plain_shape: plain_shape(&settings, &guard_names),
             settings,
             idempotent: cfg.idempotent,
             has_key: cfg.has_key,
@@ -296,14 +313,15 @@ impl Policy {
         self.overrides.load(Ordering::Relaxed) != 0
     }
 
-    /// Whether the policy's settings and guard names let a call be plain:
-    /// no deadline, attempt timeout or hedging, and no guard named but a
-    /// breaker and a budget (a named guard always resolves to one). Whether
-    /// a call made now is plain also depends on what may change (an
-    /// override, a scoped registry, DEBUG, nesting): see `execution::plain`.
+    /// Whether the policy's settings and guard names let a call be plain
+    /// (no deadline, attempt timeout or hedging, no throttle or rate limit),
+    /// and whether its plain attempts hold a bulkhead place (a named guard
+    /// always resolves to one). Whether a call made now is plain also
+    /// depends on what may change (an override, a scoped registry, DEBUG,
+    /// nesting, a free place): see `execution::plain`.
     #[inline]
-    pub(crate) fn plain_shaped(&self) -> bool {
-        self.plain_shaped
+    pub(crate) fn plain_shape(&self) -> PlainShape {
+        self.plain_shape
     }
 
     /// How many registries hold an override for this operation: they add
@@ -366,19 +384,21 @@ mod tests {
 
     // The builder's side is `execution::plain::tests`; this is the attribute's.
     #[test]
-    fn an_attribute_policy_is_plain_shaped_with_at_most_a_breaker_and_a_budget() {
+    fn an_attribute_policy_is_plain_shaped_with_at_most_a_breaker_a_budget_and_a_bulkhead() {
+        let shape = |config| Policy::from_attribute(config).plain_shape();
         let guarded = AttributeConfig { breaker: Some("b"), budget: Some("g"), ..BARE };
-        assert!(Policy::from_attribute(BARE).plain_shaped(), "nothing optional");
-        assert!(Policy::from_attribute(guarded).plain_shaped(), "a breaker and a budget");
+        assert_eq!(shape(BARE), PlainShape::Guarded, "nothing optional");
+        assert_eq!(shape(guarded), PlainShape::Guarded, "a breaker and a budget");
+        let with_place = AttributeConfig { bulkhead: Some("h"), ..guarded };
+        assert_eq!(shape(with_place), PlainShape::WithPlace, "a bulkhead");
         for (config, why) in [
-            (AttributeConfig { bulkhead: Some("h"), ..guarded }, "a bulkhead"),
-            (AttributeConfig { throttle: Some("t"), ..guarded }, "a throttle"),
+            (AttributeConfig { throttle: Some("t"), ..with_place }, "a throttle"),
             (AttributeConfig { rate_limit: Some("r"), ..guarded }, "a rate limit"),
-            (AttributeConfig { attempt_timeout_ms: Some(50), ..guarded }, "an attempt timeout"),
+            (AttributeConfig { attempt_timeout_ms: Some(50), ..with_place }, "an attempt timeout"),
             (AttributeConfig { deadline_ms: Some(50), ..guarded }, "a deadline"),
             (AttributeConfig { hedge_after_ms: Some(50), ..guarded }, "hedging"),
         ] {
-            assert!(!Policy::from_attribute(config).plain_shaped(), "{why} makes a policy not plain-shaped");
+            assert_eq!(shape(config), PlainShape::Never, "{why} makes a policy never plain");
         }
     }
 }
