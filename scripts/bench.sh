@@ -77,7 +77,7 @@ rows = [
     ("success/breaker_budget_out_of_line", "the same, its `poll` not inlined into the caller", "adds moving a 32-byte `Result` through memory (see notes)"),
     ("success/bare_small_error", "bare call, one-word error type", "baseline for the next line"),
     ("success/breaker_budget_small_error_out_of_line", "breaker + budget, not inlined, one-word error type", "the same with a `Result` that fits in registers"),
-    ("success/breaker_budget_bulkhead", "breaker + budget + bulkhead", "adds a place taken from tokio's semaphore (a CAS) and given back (its waiter-list mutex)"),
+    ("success/breaker_budget_bulkhead", "breaker + budget + bulkhead", "adds a place taken from the bulkhead's pool and given back (a CAS each, no lock)"),
     ("success/breaker_budget_bulkhead_timeout", "breaker + budget + bulkhead + `attempt_timeout_ms`", "adds a clock read and a timer entry per attempt"),
     ("success/breaker_budget_hedge", "breaker + budget + `hedge_after_ms`, answered before any hedge", "the hedging loop: a clock read, and the set of attempts, the attempt and the hedge's timer boxed"),
     ("success/breaker_budget_throttle", "breaker + budget + adaptive throttle", "two mutex round trips and clock reads (admission, answer)"),
@@ -292,9 +292,11 @@ out(f"  (the instruction counts above: {ir_out:.0f} vs {ir_small:.0f} over bare)
 out("  the one-word one comes back in registers. Any wrapper whose `poll` is out of line pays this for a")
 out("  large `Result`; boxing a big error type avoids it. The rest of the difference to the inlined line")
 out("  is the call itself and the future's state kept in memory across it.")
-out("- **Bulkhead**: a free place is taken from tokio's `Semaphore` with a CAS and given back under its")
-out("  waiter-list mutex, by the hand-written attempt future of the step machine (the direct path);")
-out("  only a full bulkhead's wait goes through the general `attempt_with` state machine.")
+out("- **Bulkhead**: while nobody waits for a place, places are taken from and given back to a")
+out("  lock-free pool (a CAS each); tokio's fair `Semaphore`, which gives a permit back under its")
+out("  waiter list's mutex, holds them only while somebody waits (`bulkhead/places.rs`). A call with a")
+out("  bulkhead and a place free is plain: its first attempt runs without the step machine; only a")
+out("  full bulkhead's wait goes through the general `attempt_with` state machine.")
 out("- **Timeout**: the direct path arms the attempt's timeout in the timer slot the backoff uses (the")
 out("  two never overlap): a clock read and a timer entry per attempt, registered with the driver only")
 out("  if the attempt has to wait. A deadline takes the general path. The benchmarks are a package of")

@@ -12,12 +12,14 @@ use std::time::Duration;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 mod limit;
+mod places;
 
 pub use limit::{AdaptiveLimit, LimitCore};
+use places::Places;
 
 use crate::config::{ConfigError, positive};
 
@@ -65,7 +67,8 @@ impl BulkheadConfig {
     }
 }
 
-/// A named concurrency limit built on [`tokio::sync::Semaphore`].
+/// A named concurrency limit: tokio's fair [`Semaphore`] for callers who
+/// wait, and a lock-free pool of places while nobody does (see `places`).
 ///
 /// ```
 /// # use retry_runtime as resilient;
@@ -89,7 +92,7 @@ pub struct Bulkhead {
     adaptive: std::sync::atomic::AtomicBool,
     /// `max_wait` in nanoseconds; `u64::MAX` for none.
     max_wait_nanos: AtomicU64,
-    permits: Semaphore,
+    places: Places,
     /// Permits to retire as they come back, after a shrink below the
     /// permits in use (the semaphore can only forget free ones).
     owed: AtomicU32,
@@ -104,8 +107,6 @@ pub struct Bulkhead {
 #[derive(Debug)]
 #[must_use = "the place is given back as soon as the permit is dropped"]
 pub struct BulkheadPermit<'a> {
-    /// `None` only while being dropped.
-    permit: Option<SemaphorePermit<'a>>,
     bulkhead: &'a Bulkhead,
     /// When the attempt started, for an adaptive limit's latency sample.
     started: Option<Instant>,
@@ -124,10 +125,7 @@ impl BulkheadPermit<'_> {
 
 impl Drop for BulkheadPermit<'_> {
     fn drop(&mut self) {
-        let Some(permit) = self.permit.take() else { return };
-        // The semaphore's own release is `give_back_place`'s, which also
-        // settles a shrink's debt: one way to give a place back.
-        permit.forget();
+        // The one way a place goes back, which also settles a shrink's debt.
         self.bulkhead.give_back_place();
     }
 }
@@ -164,7 +162,7 @@ impl Bulkhead {
             ),
             adaptive: std::sync::atomic::AtomicBool::new(config.adaptive.is_some()),
             max_wait_nanos: AtomicU64::new(wait_nanos(config.max_wait)),
-            permits: Semaphore::new(config.max_concurrent as usize),
+            places: Places::new(config.max_concurrent as usize),
             owed: AtomicU32::new(0),
             resizing: Mutex::new(()),
         })
@@ -203,7 +201,7 @@ impl Bulkhead {
     /// until the calls holding them finish.
     pub fn in_use(&self) -> usize {
         let total = self.limit.load(Ordering::Relaxed) as usize + self.owed.load(Ordering::Relaxed) as usize;
-        total.saturating_sub(self.permits.available_permits())
+        total.saturating_sub(self.places.available())
     }
 
     /// Waits for a permit, at most `max_wait` when it is set.
@@ -220,8 +218,7 @@ impl Bulkhead {
     /// A permit if one is free right now, without waiting.
     #[inline]
     pub fn try_acquire(&self) -> Option<BulkheadPermit<'_>> {
-        let permit = self.permits.try_acquire().ok()?;
-        Some(self.admitted(permit))
+        self.places.try_take().then(|| self.admitted())
     }
 
     /// [`acquire`](Self::acquire) once no permit was free: waits, at most `max_wait`.
@@ -229,14 +226,14 @@ impl Bulkhead {
         let nanos = self.max_wait_nanos.load(Ordering::Relaxed);
         let max_wait = (nanos != u64::MAX).then(|| Duration::from_nanos(nanos));
         // A wait too long to arm is no limit.
-        let permit = match max_wait.and_then(crate::clock::instant_after) {
-            None => self.permits.acquire().await.map_err(|_| BulkheadFull)?,
-            Some(until) => tokio::time::timeout_at(until, self.permits.acquire())
+        match max_wait.and_then(crate::clock::instant_after) {
+            None => self.places.take_waiting().await.map_err(|_| BulkheadFull)?,
+            Some(until) => tokio::time::timeout_at(until, self.places.take_waiting())
                 .await
                 .map_err(|_| BulkheadFull)?
                 .map_err(|_| BulkheadFull)?,
         };
-        Ok(self.admitted(permit))
+        Ok(self.admitted())
     }
 
     /// A place taken without a permit object, when one is free and the
@@ -248,8 +245,9 @@ impl Bulkhead {
         if self.adaptive.load(Ordering::Relaxed) {
             return false;
         }
-        let Ok(permit) = self.permits.try_acquire() else { return false };
-        permit.forget();
+        if !self.places.try_take() {
+            return false;
+        }
         #[cfg(feature = "metrics")]
         crate::observe::bulkhead_level(&self.gauge_key, self.in_use());
         true
@@ -259,19 +257,19 @@ impl Bulkhead {
     /// places (see `resize_to`), retires it instead.
     pub(crate) fn give_back_place(&self) {
         if !(self.owed.load(Ordering::Relaxed) > 0 && self.retire_one()) {
-            self.permits.add_permits(1);
+            self.places.give_back();
         }
         #[cfg(feature = "metrics")]
         crate::observe::bulkhead_level(&self.gauge_key, self.in_use());
     }
 
     #[inline]
-    fn admitted<'a>(&'a self, permit: SemaphorePermit<'a>) -> BulkheadPermit<'a> {
+    fn admitted(&self) -> BulkheadPermit<'_> {
         #[cfg(feature = "metrics")]
         crate::observe::bulkhead_level(&self.gauge_key, self.in_use());
         // Only an adaptive limit reads the clock.
         let started = self.adaptive.load(Ordering::Relaxed).then(Instant::now);
-        BulkheadPermit { permit: Some(permit), bulkhead: self, started }
+        BulkheadPermit { bulkhead: self, started }
     }
 
     /// Takes one owed permit off the debt; `false` if none is owed any more.
@@ -305,10 +303,10 @@ impl Bulkhead {
             while grow > 0 && self.retire_one() {
                 grow -= 1;
             }
-            self.permits.add_permits(grow as usize);
+            self.places.add(grow as usize);
         } else if new < old {
             let shrink = old - new;
-            let forgotten = u32::try_from(self.permits.forget_permits(shrink as usize)).unwrap_or(shrink);
+            let forgotten = u32::try_from(self.places.forget(shrink as usize)).unwrap_or(shrink);
             self.owed.fetch_add(shrink - forgotten.min(shrink), Ordering::AcqRel);
         }
         self.limit.store(new, Ordering::Relaxed);

@@ -1,0 +1,244 @@
+//! Where a bulkhead keeps its free places: a lock-free pool while nobody
+//! waits for one, tokio's fair semaphore as soon as somebody does.
+//!
+//! Why: tokio's `Semaphore` gives a permit back under its waiter list's
+//! mutex even when the list is empty, so every call through a bulkhead
+//! took and released a lock on its success path (about 100 instructions,
+//! and a cache line every thread writes). A place given back while nobody
+//! waits goes to the pool instead: one compare-and-swap, and the next
+//! attempt takes it from there the same way. A caller about to wait moves
+//! the pool's places into the semaphore in the same atomic step that counts
+//! it as waiting, and while anybody waits, places go back to the semaphore,
+//! which hands them to its waiters in the order they came (a newcomer does
+//! not take a place ahead of them: the pool is empty, and the semaphore has
+//! none to spare while it has waiters).
+//!
+//! The pool's count and the waiters' count share one word, so that a place
+//! given back and a waiter arriving are ordered: either the place reached
+//! the pool before the waiter emptied it into the semaphore, or the giver
+//! saw the waiter and gave the place to the semaphore. No place is left in
+//! the pool while somebody waits.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::sync::{AcquireError, Semaphore, SemaphorePermit};
+
+/// The pool's free places (low half of the word).
+const POOLED: u64 = u32::MAX as u64;
+/// One waiter (the high half of the word counts them).
+const WAITER: u64 = 1 << 32;
+
+/// A bulkhead's free places (see the module docs). A place taken is held
+/// as a plain fact by whoever took it, and given back exactly once.
+#[derive(Debug)]
+pub(super) struct Places {
+    /// Places for waiters, and any given back while somebody waited.
+    semaphore: Semaphore,
+    /// Places given back while nobody waited, and the waiters' count.
+    pool: AtomicU64,
+}
+
+impl Places {
+    pub(super) fn new(places: usize) -> Self {
+        Places { semaphore: Semaphore::new(places), pool: AtomicU64::new(0) }
+    }
+
+    /// Takes a free place if there is one, without waiting.
+    #[inline]
+    pub(super) fn try_take(&self) -> bool {
+        let mut pool = self.pool.load(Ordering::Relaxed);
+        while pool & POOLED != 0 {
+            match self.pool.compare_exchange_weak(pool, pool - 1, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => return true,
+                Err(now) => pool = now,
+            }
+        }
+        self.semaphore.try_acquire().map(SemaphorePermit::forget).is_ok()
+    }
+
+    /// Gives a place back: to the pool while nobody waits, else to the
+    /// semaphore, which hands it to the first waiter.
+    #[inline]
+    pub(super) fn give_back(&self) {
+        let mut pool = self.pool.load(Ordering::Relaxed);
+        // No waiter, and room in the pool (a pool as large as a `u32` can
+        // count only happens past any limit a bulkhead accepts).
+        while pool & !POOLED == 0 && pool < POOLED {
+            match self.pool.compare_exchange_weak(pool, pool + 1, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => return,
+                Err(now) => pool = now,
+            }
+        }
+        self.semaphore.add_permits(1);
+    }
+
+    /// Waits for a place, in line behind those already waiting.
+    ///
+    /// Cancel-safe: dropping the future while it waits takes nothing.
+    pub(super) async fn take_waiting(&self) -> Result<(), AcquireError> {
+        let _in_line = self.wait_in_line();
+        self.semaphore.acquire().await.map(SemaphorePermit::forget)
+    }
+
+    /// Counts one waiter more and moves the pool's places into the
+    /// semaphore, in one step; the waiter is counted until the guard drops.
+    fn wait_in_line(&self) -> InLine<'_> {
+        let counted = self.pool.fetch_update(Ordering::AcqRel, Ordering::Acquire, |pool| {
+            // More than `u32::MAX` futures waiting at once would not fit in
+            // memory; were it ever reached, the waiter would just not be counted.
+            (pool & !POOLED).checked_add(WAITER)
+        });
+        let pooled = match counted {
+            Ok(before) => before & POOLED,
+            Err(_) => 0,
+        };
+        if pooled > 0 {
+            self.semaphore.add_permits(pooled as usize);
+        }
+        InLine { places: self, counted: counted.is_ok() }
+    }
+
+    /// Free places right now, in the pool and in the semaphore.
+    pub(super) fn available(&self) -> usize {
+        let pooled = (self.pool.load(Ordering::Relaxed) & POOLED) as usize;
+        self.semaphore.available_permits().saturating_add(pooled)
+    }
+
+    /// Adds `places` new free places.
+    pub(super) fn add(&self, places: usize) {
+        self.semaphore.add_permits(places);
+    }
+
+    /// Takes up to `places` free places away for good: how many it took.
+    pub(super) fn forget(&self, places: usize) -> usize {
+        let wanted = u64::try_from(places).unwrap_or(u64::MAX);
+        let from_pool = match self.pool.fetch_update(Ordering::AcqRel, Ordering::Acquire, |pool| {
+            let taken = (pool & POOLED).min(wanted);
+            (taken > 0).then(|| pool - taken)
+        }) {
+            Ok(before) => (before & POOLED).min(wanted) as usize,
+            Err(_) => 0,
+        };
+        from_pool + self.semaphore.forget_permits(places - from_pool)
+    }
+}
+
+/// A waiter, counted while it waits (see `Places::wait_in_line`).
+struct InLine<'a> {
+    places: &'a Places,
+    counted: bool,
+}
+
+impl Drop for InLine<'_> {
+    fn drop(&mut self) {
+        if self.counted {
+            self.places.pool.fetch_sub(WAITER, Ordering::Release);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn places_given_back_while_nobody_waits_stay_in_the_pool() {
+        let places = Places::new(2);
+        assert!(places.try_take() && places.try_take());
+        assert!(!places.try_take(), "both taken");
+        places.give_back();
+        places.give_back();
+        assert_eq!(places.semaphore.available_permits(), 0, "the semaphore was not touched");
+        assert_eq!(places.available(), 2);
+        assert!(places.try_take() && places.try_take(), "taken from the pool");
+        assert!(!places.try_take());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_waiter_empties_the_pool_and_places_given_back_while_it_waits_reach_it() {
+        let places = Arc::new(Places::new(2));
+        assert!(places.try_take() && places.try_take());
+        places.give_back();
+        // The place in the pool is the waiter's at once.
+        let pooled = tokio::time::timeout(Duration::from_secs(1), places.take_waiting()).await;
+        pooled.expect("the pooled place was moved to the semaphore for the waiter").unwrap();
+        assert_eq!(places.available(), 0);
+
+        let waiter = tokio::spawn({
+            let places = places.clone();
+            async move { places.take_waiting().await }
+        });
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert!(!waiter.is_finished(), "nothing free: it waits");
+        places.give_back();
+        assert_eq!(places.pool.load(Ordering::Relaxed) & POOLED, 0, "not to the pool: somebody waits");
+        waiter.await.unwrap().unwrap();
+        assert_eq!(places.pool.load(Ordering::Relaxed), 0, "no waiter counted any more");
+        places.give_back();
+        places.give_back();
+        assert_eq!(places.available(), 2, "every place back");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cancelled_waiter_takes_nothing_and_is_no_longer_counted() {
+        let places = Places::new(1);
+        assert!(places.try_take());
+        let gave_up = tokio::time::timeout(Duration::from_millis(5), places.take_waiting()).await;
+        assert!(gave_up.is_err());
+        assert_eq!(places.pool.load(Ordering::Relaxed), 0, "no waiter left counted");
+        places.give_back();
+        assert_eq!(places.pool.load(Ordering::Relaxed), 1, "so the place goes to the pool");
+        assert_eq!(places.available(), 1);
+    }
+
+    #[test]
+    fn forgetting_takes_from_the_pool_then_the_semaphore() {
+        let places = Places::new(4);
+        assert!(places.try_take() && places.try_take());
+        places.give_back();
+        assert_eq!(places.forget(2), 2, "one from the pool, one from the semaphore");
+        assert_eq!(places.available(), 1);
+        assert_eq!(places.forget(5), 1, "only free places are taken");
+        assert_eq!(places.available(), 0);
+        places.add(3);
+        assert_eq!(places.available(), 3);
+    }
+
+    /// Threads taking, giving back and waiting all at once lose no place,
+    /// and every waiter gets one. (That a place given back while somebody
+    /// waits goes to the waiter, not the pool, is the test above: here a
+    /// later waiter would move it along soon enough.)
+    #[test]
+    fn no_place_is_lost_or_stranded_under_contention() {
+        const PLACES: usize = 3;
+        let places = Arc::new(Places::new(PLACES));
+        let threads: Vec<_> = (0..4)
+            .map(|thread| {
+                let places = places.clone();
+                std::thread::spawn(move || {
+                    let runtime =
+                        tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+                    for round in 0..20_000 {
+                        if (thread + round) % 3 == 0 {
+                            // At most 3 of the 4 threads hold a place at once, so a
+                            // waiter always gets one, unless it was stranded in the pool.
+                            let waited = runtime.block_on(async {
+                                tokio::time::timeout(Duration::from_secs(30), places.take_waiting()).await
+                            });
+                            waited.expect("a place reached the waiter").unwrap();
+                            places.give_back();
+                        } else if places.try_take() {
+                            places.give_back();
+                        }
+                    }
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|thread| thread.join().unwrap());
+        assert_eq!(places.available(), PLACES);
+        assert_eq!(places.pool.load(Ordering::Relaxed) >> 32, 0, "no waiter left counted");
+    }
+}
