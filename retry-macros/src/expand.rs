@@ -33,8 +33,8 @@
 //!                 let __self = __self;
 //!                 { __self.query(&id).await }    // the body, `self` renamed
 //!             };
-//!             // `HeldPlace` instead of `NoPlace` when the attribute names a bulkhead.
-//!             match __resilient::plain_attempt::<__resilient::NoPlace, _, _>(&__RESILIENT_POLICY, &execution) {
+//!             // `BreakerBudget`: the guards named (`NoGuards` with none, `WithBulkhead` with a bulkhead).
+//!             match __resilient::plain_attempt::<__resilient::BreakerBudget, _, _>(&__RESILIENT_POLICY, &execution) {
 //!                 // A plain call's first attempt: its value is the call's; a
 //!                 // failure is recorded and decided on (its wait is the next attempt's).
 //!                 Some(plain) => match __resilient::PlainRun::new(plain, attempt).await {
@@ -197,9 +197,15 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
             let after_failure =
                 quote_spanned!(error_span=> #after_failure(&#policy, &mut #execution, #parts, #failure));
             let general = quote_spanned!(error_span=> #callee(#rt::started(&#policy, &mut #execution, #parts), #future));
-            // Whether a plain first attempt holds a bulkhead place: known
-            // here, so that a function without a bulkhead tests nothing for one.
-            let place = if plan.bulkhead.is_some() { quote!(#rt::HeldPlace) } else { quote!(#rt::NoPlace) };
+            // Which guards the function names, known here: a plain call
+            // tests nothing for a guard its function does not name.
+            let place = if plan.bulkhead.is_some() {
+                quote!(#rt::WithBulkhead)
+            } else if plan.breaker.is_some() || plan.budget.is_some() {
+                quote!(#rt::BreakerBudget)
+            } else {
+                quote!(#rt::NoGuards)
+            };
             let attempt_each = quote! {
                 let #future = #async_body;
                 match #rt::plain_attempt::<#place, _, _>(&#policy, &#execution) {

@@ -86,6 +86,14 @@ pub(crate) struct Guards {
 static NO_GUARDS: Guards =
     Guards { breaker: None, budget: None, bulkhead: None, throttle: None, rate_limit: None, direct: true };
 
+impl Guards {
+    /// The guards of a policy that names none, in any registry.
+    #[inline]
+    pub(crate) fn none() -> &'static Guards {
+        &NO_GUARDS
+    }
+}
+
 /// The guards one call uses: the policy's cached handles for the global
 /// registry (borrowed), or a scoped registry's.
 #[derive(Debug)]

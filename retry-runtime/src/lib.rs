@@ -103,9 +103,9 @@ pub mod __private {
         RejectProbe, RejectionConverter,
     };
     pub use crate::execution::{
-        ErrorProbe, Execution, ForgetOtherError, Forgotten, HeldPlace, KeepSendError, Kept, LastError,
-        NoPlace, Place, PlainFailure, PlainGuards, PlainRun, Step, after_plain_failure, plain_attempt,
-        started,
+        BreakerBudget, ErrorProbe, Execution, ForgetOtherError, Forgotten, Guarding, KeepSendError, Kept,
+        LastError, NoGuards, PlainFailure, PlainGuards, PlainRun, Step, WithBulkhead, after_plain_failure,
+        plain_attempt, started,
     };
     pub use crate::operations::Operation;
     pub use crate::policy::AttributeConfig;

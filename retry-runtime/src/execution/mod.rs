@@ -53,8 +53,8 @@ mod more;
 mod outcome;
 mod plain;
 pub use plain::{
-    HeldPlace, NoPlace, Place, PlainFailure, PlainGuards, PlainRun, after_plain_failure, plain_attempt,
-    started,
+    BreakerBudget, Guarding, NoGuards, PlainFailure, PlainGuards, PlainRun, WithBulkhead,
+    after_plain_failure, plain_attempt, started,
 };
 mod run;
 pub(crate) use run::key_of;

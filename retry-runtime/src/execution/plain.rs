@@ -47,10 +47,10 @@ pin_project! {
     /// A plain call's first attempt (see the module docs): its output is
     /// the attempt's value, or what [`after_plain_failure`] needs to go on.
     #[derive(Debug)]
-    pub struct PlainRun<'p, Fut, P: Place> {
+    pub struct PlainRun<'p, Fut, G: Guarding> {
         guards: &'p Guards,
-        // Whether the attempt holds a bulkhead place while `attempt` is `Some`.
-        place: PhantomData<P>,
+        // Which guards: with a bulkhead, the attempt holds a place while `attempt` is `Some`.
+        guarding: PhantomData<G>,
         permit: Option<BreakerPermit<'p>>,
         // Why the attempt was never made, until the first poll says so.
         refusal: Option<Refusal>,
@@ -60,14 +60,14 @@ pin_project! {
         attempt: Option<Fut>,
     }
 
-    impl<Fut, P: Place> PinnedDrop for PlainRun<'_, Fut, P> {
+    impl<Fut, G: Guarding> PinnedDrop for PlainRun<'_, Fut, G> {
         fn drop(this: Pin<&mut Self>) {
             // A cancelled attempt is dropped in its context and its place
             // given back; the permit (a field, dropped next) records nothing.
             let this = this.project();
             if this.attempt.is_some() {
                 cancelled(this.attempt);
-                if P::HELD {
+                if G::BULKHEAD {
                     give_back_place(this.guards);
                 }
             }
@@ -99,103 +99,129 @@ enum Why<'p, E> {
 
 /// The guards of a plain call's first attempt, when the call's execution
 /// is not built yet (`None`) and a call of `policy` made now is plain;
-/// then the attempt runs as a [`PlainRun`]. `P` says whether the policy
-/// names a bulkhead ([`HeldPlace`]; the attribute knows): then the call is
-/// plain only if a place is free, and the attempt holds it from now, as on
-/// the direct path (a full or adaptive bulkhead sends the call down the
-/// general path, which waits for a place).
+/// then the attempt runs as a [`PlainRun`]. `G` says which guards the
+/// policy names (see [`Guarding`]; the attribute knows). With a bulkhead,
+/// the call is plain only if a place is free, and the attempt holds it from
+/// now, as on the direct path (a full or adaptive bulkhead sends the call
+/// down the general path, which waits for a place).
 #[inline(always)]
-pub fn plain_attempt<'p, P: Place, S, H>(
+pub fn plain_attempt<'p, G: Guarding, S, H>(
     policy: &'p Policy,
     execution: &Option<Execution<'p, S, H>>,
-) -> Option<PlainGuards<'p, P>> {
+) -> Option<PlainGuards<'p, G>> {
     if execution.is_some() {
         return None;
     }
-    let guards = plain_guards(policy, if P::HELD { PlainShape::WithPlace } else { PlainShape::Guarded })?;
-    if P::HELD && !guards.bulkhead.as_ref().is_none_or(|bulkhead| bulkhead.try_take_place()) {
+    let guards = plain_guards::<G>(policy)?;
+    if G::BULKHEAD && !guards.bulkhead.as_ref().is_none_or(|bulkhead| bulkhead.try_take_place()) {
         return None;
     }
-    Some(PlainGuards { guards, place: PhantomData })
+    Some(PlainGuards { guards, guarding: PhantomData })
 }
 
 /// The guards a plain first attempt runs under (see [`plain_attempt`]).
 #[derive(Debug, Clone, Copy)]
-pub struct PlainGuards<'p, P> {
+pub struct PlainGuards<'p, G> {
     guards: &'p Guards,
-    place: PhantomData<P>,
+    guarding: PhantomData<G>,
 }
 
-/// Whether a plain first attempt holds a bulkhead place ([`HeldPlace`]) or
-/// not ([`NoPlace`]): chosen by the attribute, which knows whether it names
-/// a bulkhead, so that a call without one tests nothing for it.
-pub trait Place: sealed::Sealed {
-    /// Whether the attempt holds a place.
-    const HELD: bool;
+/// Which guards a plain call's policy names: none ([`NoGuards`]), a
+/// breaker or a budget or both ([`BreakerBudget`]), or a bulkhead too
+/// ([`WithBulkhead`]). Chosen by the attribute, which knows, so that a call
+/// tests nothing for a guard its function does not name: an unguarded one
+/// asks no breaker and records nothing, one without a bulkhead takes and
+/// gives back no place.
+pub trait Guarding: sealed::Sealed {
+    /// Whether the policy names a breaker or a budget (or a bulkhead).
+    const GUARDS: bool;
+    /// Whether it names a bulkhead, whose place the attempt holds.
+    const BULKHEAD: bool;
 }
 
-/// A plain first attempt without a bulkhead (see [`Place`]).
+/// No guard named (see [`Guarding`]).
 #[derive(Debug, Clone, Copy)]
-pub enum NoPlace {}
+pub enum NoGuards {}
 
-/// A plain first attempt holding a bulkhead place (see [`Place`]).
+/// A breaker, a budget or both, no bulkhead (see [`Guarding`]).
 #[derive(Debug, Clone, Copy)]
-pub enum HeldPlace {}
+pub enum BreakerBudget {}
 
-impl Place for NoPlace {
-    const HELD: bool = false;
+/// A bulkhead, with or without a breaker and a budget (see [`Guarding`]).
+#[derive(Debug, Clone, Copy)]
+pub enum WithBulkhead {}
+
+impl Guarding for NoGuards {
+    const GUARDS: bool = false;
+    const BULKHEAD: bool = false;
 }
 
-impl Place for HeldPlace {
-    const HELD: bool = true;
+impl Guarding for BreakerBudget {
+    const GUARDS: bool = true;
+    const BULKHEAD: bool = false;
+}
+
+impl Guarding for WithBulkhead {
+    const GUARDS: bool = true;
+    const BULKHEAD: bool = true;
 }
 
 mod sealed {
     pub trait Sealed {}
-    impl Sealed for super::NoPlace {}
-    impl Sealed for super::HeldPlace {}
+    impl Sealed for super::NoGuards {}
+    impl Sealed for super::BreakerBudget {}
+    impl Sealed for super::WithBulkhead {}
 }
 
-impl<'p, Fut, P: Place> PlainRun<'p, Fut, P> {
+impl<'p, Fut, G: Guarding> PlainRun<'p, Fut, G> {
     /// The plain first attempt `attempt`, under `guards`, admitted now:
     /// the attribute awaits it at once, so this is its first poll, as on
     /// the direct path. A refused attempt is dropped without running (as
     /// `attempt_with` drops one it never makes) and the first poll answers
     /// the refusal.
     #[inline(always)]
-    pub fn new(guards: PlainGuards<'p, P>, attempt: Fut) -> Self {
-        let (guards, place) = (guards.guards, guards.place);
+    pub fn new(guards: PlainGuards<'p, G>, attempt: Fut) -> Self {
+        let (guards, guarding) = (guards.guards, guards.guarding);
+        if !G::GUARDS {
+            // Nothing to ask, nothing to count.
+            return PlainRun { guards, guarding, permit: None, refusal: None, attempt: Some(attempt) };
+        }
         match admit_breaker(guards) {
             Ok(permit) => {
                 first_attempt_began(guards);
-                PlainRun { guards, place, permit, refusal: None, attempt: Some(attempt) }
+                PlainRun { guards, guarding, permit, refusal: None, attempt: Some(attempt) }
             }
             Err(refusal) => {
-                if P::HELD {
+                if G::BULKHEAD {
                     give_back_place(guards);
                 }
-                PlainRun { guards, place, permit: None, refusal: Some(refusal), attempt: None }
+                PlainRun { guards, guarding, permit: None, refusal: Some(refusal), attempt: None }
             }
         }
     }
 }
 
 /// The guards, when a call of `policy` made now is plain: its settings and
-/// guard names allow it (`Policy::plain_shape` is `shape`: no deadline,
-/// attempt timeout or hedging, no guard but a breaker, a budget and, for
-/// `PlainShape::WithPlace`, a bulkhead), no override
+/// guard names allow it, and name the guards `G` says (`Policy::plain_shape`:
+/// no deadline, attempt timeout or hedging, no throttle or rate limit), no override
 /// may be in force, DEBUG is off, it is made outside any attempt (no key to
 /// inherit, not nested), and its guards are the global registry's. Then it
 /// starts as `starts_plain` says `Execution::start` would start it, which
 /// [`after_plain_failure`] does with `Execution::start_plain`.
 #[inline(always)]
-fn plain_guards(policy: &Policy, shape: PlainShape) -> Option<&Guards> {
+fn plain_guards<G: Guarding>(policy: &Policy) -> Option<&Guards> {
+    let shape = match (G::GUARDS, G::BULKHEAD) {
+        (false, _) => PlainShape::Unguarded,
+        (true, false) => PlainShape::Guarded,
+        (true, true) => PlainShape::WithBulkhead,
+    };
     if policy.plain_shape() == shape
         && !policy.may_be_overridden()
         && !debug_enabled()
         && context::outside_attempts()
     {
-        policy.global_guards()
+        // No guard named: none to look up, in any registry.
+        if G::GUARDS { policy.global_guards() } else { Some(Guards::none()) }
     } else {
         None
     }
@@ -222,7 +248,7 @@ pub fn started<'e, 'p, S: Default, H>(
     }
 }
 
-impl<'p, T, E, Fut, P: Place> Future for PlainRun<'p, Fut, P>
+impl<'p, T, E, Fut, G: Guarding> Future for PlainRun<'p, Fut, G>
 where
     Fut: Future<Output = Result<T, E>>,
 {
@@ -241,10 +267,12 @@ where
         match context::poll_in(&mut None, None, this.attempt, cx) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Ok(value)) => {
-                if P::HELD {
+                if G::BULKHEAD {
                     give_back_place(guards);
                 }
-                succeeded(guards, this.permit.take());
+                if G::GUARDS {
+                    succeeded(guards, this.permit.take());
+                }
                 Poll::Ready(Ok(value))
             }
             Poll::Ready(Err(error)) => Poll::Ready(Err(PlainFailure {
@@ -301,15 +329,20 @@ mod tests {
     use crate::execution::Kept;
     use crate::{BreakerConfig, BulkheadConfig, RateLimitConfig, RatioBudget, ThrottleConfig, registry};
 
-    /// Whether the first attempt of a call of `policy` made now is plain
-    /// (the attribute's `NoPlace`: the policy names no bulkhead).
-    fn plain(policy: &Policy) -> bool {
-        plain_attempt::<NoPlace, _, _>(policy, &None::<Execution<'_, Kept<()>, ()>>).is_some()
+    /// Whether the first attempt of a call of `policy` made now is plain,
+    /// for a function naming the guards `G` says.
+    fn plain_as<G: Guarding>(policy: &Policy) -> bool {
+        plain_attempt::<G, _, _>(policy, &None::<Execution<'_, Kept<()>, ()>>).is_some()
     }
 
-    /// Whether it is plain holding a bulkhead place (the attribute's `HeldPlace`).
+    /// Plain with a breaker and a budget (the attribute's `BreakerBudget`).
+    fn plain(policy: &Policy) -> bool {
+        plain_as::<BreakerBudget>(policy)
+    }
+
+    /// Plain holding a bulkhead place (the attribute's `WithBulkhead`).
     fn plain_with_place(policy: &Policy) -> bool {
-        plain_attempt::<HeldPlace, _, _>(policy, &None::<Execution<'_, Kept<()>, ()>>).is_some()
+        plain_as::<WithBulkhead>(policy)
     }
 
     // The attribute awaits a plain first attempt only for functions that
@@ -326,8 +359,12 @@ mod tests {
         let guarded = || Policy::builder().breaker("plain-unit-breaker").budget("plain-unit-budget");
         let second = Duration::from_secs(1);
 
-        assert!(plain(&Policy::builder().build().unwrap()), "no guard at all");
+        let unguarded = Policy::builder().build().unwrap();
+        assert!(plain_as::<NoGuards>(&unguarded), "no guard at all");
+        assert!(!plain(&unguarded) && !plain_with_place(&unguarded), "the attribute's choice must agree");
         assert!(plain(&guarded().build().unwrap()), "a breaker and a budget");
+        assert!(plain(&Policy::builder().budget("plain-unit-budget").build().unwrap()), "a budget alone");
+        assert!(!plain_as::<NoGuards>(&guarded().build().unwrap()), "guards named: not unguarded");
         let with_bulkhead = guarded().bulkhead("plain-unit-bulkhead").build().unwrap();
         assert!(plain_with_place(&with_bulkhead), "a bulkhead with a place free");
         let bulkhead = global.bulkhead("plain-unit-bulkhead").unwrap();
@@ -380,10 +417,13 @@ mod tests {
         let in_scope = block_on(scoped.scope(async { plain(&policy) }));
         assert!(!in_scope, "a scoped registry's guards are never cached: not plain");
         let unguarded = Policy::builder().build().unwrap();
-        assert!(block_on(scoped.scope(async { plain(&unguarded) })), "no guard to look up: plain anywhere");
+        assert!(
+            block_on(scoped.scope(async { plain_as::<NoGuards>(&unguarded) })),
+            "no guard to look up: plain anywhere"
+        );
         let built = Some(policy.execution(None, Kept::<()>::default(), ()));
         assert!(
-            plain_attempt::<NoPlace, _, _>(&policy, &built).is_none(),
+            plain_attempt::<BreakerBudget, _, _>(&policy, &built).is_none(),
             "only the first attempt, before the execution is built"
         );
     }

@@ -143,10 +143,12 @@ pub struct AttributeConfig {
 pub(crate) enum PlainShape {
     /// Never plain: a deadline, an attempt timeout, hedging, a throttle or a rate limit.
     Never,
-    /// Plain with at most a breaker and a budget.
+    /// Plain, with no guard named.
+    Unguarded,
+    /// Plain with a breaker, a budget or both.
     Guarded,
-    /// Plain with a breaker and a budget if named, and a bulkhead place.
-    WithPlace,
+    /// Plain with a bulkhead place (and a breaker and a budget if named).
+    WithBulkhead,
 }
 
 /// See [`Policy::plain_shape`].
@@ -156,10 +158,14 @@ pub(super) const fn plain_shape(settings: &Settings, names: &GuardNames) -> Plai
         || settings.hedge.is_some()
         || names.throttle.is_some()
         || names.rate_limit.is_some();
-    match (never, names.bulkhead.is_some()) {
-        (true, _) => PlainShape::Never,
-        (false, false) => PlainShape::Guarded,
-        (false, true) => PlainShape::WithPlace,
+    if never {
+        PlainShape::Never
+    } else if names.bulkhead.is_some() {
+        PlainShape::WithBulkhead
+    } else if names.breaker.is_some() || names.budget.is_some() {
+        PlainShape::Guarded
+    } else {
+        PlainShape::Unguarded
     }
 }
 
@@ -387,10 +393,17 @@ mod tests {
     fn an_attribute_policy_is_plain_shaped_with_at_most_a_breaker_a_budget_and_a_bulkhead() {
         let shape = |config| Policy::from_attribute(config).plain_shape();
         let guarded = AttributeConfig { breaker: Some("b"), budget: Some("g"), ..BARE };
-        assert_eq!(shape(BARE), PlainShape::Guarded, "nothing optional");
+        assert_eq!(shape(BARE), PlainShape::Unguarded, "nothing optional");
         assert_eq!(shape(guarded), PlainShape::Guarded, "a breaker and a budget");
+        assert_eq!(shape(AttributeConfig { breaker: Some("b"), ..BARE }), PlainShape::Guarded, "a breaker");
+        assert_eq!(shape(AttributeConfig { budget: Some("g"), ..BARE }), PlainShape::Guarded, "a budget");
         let with_place = AttributeConfig { bulkhead: Some("h"), ..guarded };
-        assert_eq!(shape(with_place), PlainShape::WithPlace, "a bulkhead");
+        assert_eq!(shape(with_place), PlainShape::WithBulkhead, "a bulkhead");
+        assert_eq!(
+            shape(AttributeConfig { bulkhead: Some("h"), ..BARE }),
+            PlainShape::WithBulkhead,
+            "only a bulkhead"
+        );
         for (config, why) in [
             (AttributeConfig { throttle: Some("t"), ..with_place }, "a throttle"),
             (AttributeConfig { rate_limit: Some("r"), ..guarded }, "a rate limit"),
