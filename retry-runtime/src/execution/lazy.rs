@@ -1,5 +1,5 @@
 //! An attempt made on its first poll: how `Policy::run`'s closure takes
-//! the direct path.
+//! the plain and the direct paths.
 //!
 //! [`Execution::attempt`](super::Execution::attempt) polls a future the
 //! caller already made, asking the guards first; `Policy::run` is given a

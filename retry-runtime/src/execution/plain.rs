@@ -23,7 +23,9 @@
 //! attempt; every later attempt goes through [`Execution::attempt`]. For a
 //! call that is not plain, `plain_attempt` answers `None`, and its attempts
 //! go through [`Execution::attempt`] from the first, on an execution from
-//! [`started`], built as `Policy::execution` builds it.
+//! [`started`], built as `Policy::execution` builds it. `Policy::run`
+//! drives the same steps for a call without a key, its attempts made on
+//! their first poll (see `lazy`).
 
 use std::future::Future;
 use std::marker::PhantomData;
@@ -67,7 +69,7 @@ pin_project! {
             let this = this.project();
             if this.attempt.is_some() {
                 cancelled(this.attempt);
-                if G::BULKHEAD {
+                if G::BULKHEAD != Some(false) {
                     give_back_place(this.guards);
                 }
             }
@@ -113,7 +115,9 @@ pub fn plain_attempt<'p, G: Guarding, S, H>(
         return None;
     }
     let guards = plain_guards::<G>(policy)?;
-    if G::BULKHEAD && !guards.bulkhead.as_ref().is_none_or(|bulkhead| bulkhead.try_take_place()) {
+    if G::BULKHEAD != Some(false)
+        && !guards.bulkhead.as_ref().is_none_or(|bulkhead| bulkhead.try_take_place())
+    {
         return None;
     }
     Some(PlainGuards { guards, guarding: PhantomData })
@@ -131,12 +135,14 @@ pub struct PlainGuards<'p, G> {
 /// ([`WithBulkhead`]). Chosen by the attribute, which knows, so that a call
 /// tests nothing for a guard its function does not name: an unguarded one
 /// asks no breaker and records nothing, one without a bulkhead takes and
-/// gives back no place.
+/// gives back no place. `Policy::run`, which does not know, passes
+/// [`AnyGuards`]: whatever the policy names, found out as the call runs.
 pub trait Guarding: sealed::Sealed {
-    /// Whether the policy names a breaker or a budget (or a bulkhead).
+    /// Whether the policy may name a breaker or a budget (or a bulkhead).
     const GUARDS: bool;
-    /// Whether it names a bulkhead, whose place the attempt holds.
-    const BULKHEAD: bool;
+    /// Whether it names a bulkhead, whose place the attempt holds (`None`:
+    /// as its guards say).
+    const BULKHEAD: Option<bool>;
 }
 
 /// No guard named (see [`Guarding`]).
@@ -151,19 +157,28 @@ pub enum BreakerBudget {}
 #[derive(Debug, Clone, Copy)]
 pub enum WithBulkhead {}
 
+/// Whichever guards the policy names (see [`Guarding`]).
+#[derive(Debug, Clone, Copy)]
+pub enum AnyGuards {}
+
 impl Guarding for NoGuards {
     const GUARDS: bool = false;
-    const BULKHEAD: bool = false;
+    const BULKHEAD: Option<bool> = Some(false);
 }
 
 impl Guarding for BreakerBudget {
     const GUARDS: bool = true;
-    const BULKHEAD: bool = false;
+    const BULKHEAD: Option<bool> = Some(false);
 }
 
 impl Guarding for WithBulkhead {
     const GUARDS: bool = true;
-    const BULKHEAD: bool = true;
+    const BULKHEAD: Option<bool> = Some(true);
+}
+
+impl Guarding for AnyGuards {
+    const GUARDS: bool = true;
+    const BULKHEAD: Option<bool> = None;
 }
 
 mod sealed {
@@ -171,6 +186,7 @@ mod sealed {
     impl Sealed for super::NoGuards {}
     impl Sealed for super::BreakerBudget {}
     impl Sealed for super::WithBulkhead {}
+    impl Sealed for super::AnyGuards {}
 }
 
 impl<'p, Fut, G: Guarding> PlainRun<'p, Fut, G> {
@@ -192,7 +208,7 @@ impl<'p, Fut, G: Guarding> PlainRun<'p, Fut, G> {
                 PlainRun { guards, guarding, permit, refusal: None, attempt: Some(attempt) }
             }
             Err(refusal) => {
-                if G::BULKHEAD {
+                if G::BULKHEAD != Some(false) {
                     give_back_place(guards);
                 }
                 PlainRun { guards, guarding, permit: None, refusal: Some(refusal), attempt: None }
@@ -210,16 +226,14 @@ impl<'p, Fut, G: Guarding> PlainRun<'p, Fut, G> {
 /// [`after_plain_failure`] does with `Execution::start_plain`.
 #[inline(always)]
 fn plain_guards<G: Guarding>(policy: &Policy) -> Option<&Guards> {
-    let shape = match (G::GUARDS, G::BULKHEAD) {
-        (false, _) => PlainShape::Unguarded,
-        (true, false) => PlainShape::Guarded,
-        (true, true) => PlainShape::WithBulkhead,
+    let shape = policy.plain_shape();
+    let named = match (G::GUARDS, G::BULKHEAD) {
+        (false, _) => shape == PlainShape::Unguarded,
+        (true, Some(false)) => shape == PlainShape::Guarded,
+        (true, Some(true)) => shape == PlainShape::WithBulkhead,
+        (true, None) => shape != PlainShape::Never,
     };
-    if policy.plain_shape() == shape
-        && !policy.may_be_overridden()
-        && !debug_enabled()
-        && context::outside_attempts()
-    {
+    if named && !policy.may_be_overridden() && !debug_enabled() && context::outside_attempts() {
         // No guard named: none to look up, in any registry.
         if G::GUARDS { policy.global_guards() } else { Some(Guards::none()) }
     } else {
@@ -267,7 +281,7 @@ where
         match context::poll_in(&mut None, None, this.attempt, cx) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Ok(value)) => {
-                if G::BULKHEAD {
+                if G::BULKHEAD != Some(false) {
                     give_back_place(guards);
                 }
                 if G::GUARDS {

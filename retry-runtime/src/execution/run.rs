@@ -5,6 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use super::lazy::MadeOnPoll;
+use super::plain::{AnyGuards, PlainRun, after_plain_failure, plain_attempt, started};
 use super::{Execution, Kept, Step};
 use crate::classify::{Classify, ErrorClass};
 use crate::error::{ByTraits, ClassifyWith, ErrorHandling, ResilientError};
@@ -203,6 +204,11 @@ impl<X> ErrorHandling<Error<X>> for ClassifyInner<X> {
 /// The call's state is made here, in the future's running state, and not
 /// by the caller: before its first poll the future holds only the
 /// arguments, and is that much cheaper to move into place.
+///
+/// A call without a key may be plain, as the attribute's may (see
+/// `plain`): its first attempt runs as a `PlainRun`, and its execution is
+/// built only if that attempt fails or the call is not plain. A call with
+/// a key never is: its execution is built at once.
 async fn drive<T, E, H, F, Fut>(
     policy: &Policy,
     key: Option<Arc<str>>,
@@ -212,18 +218,28 @@ async fn drive<T, E, H, F, Fut>(
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
-    H: ErrorHandling<E>,
+    H: ErrorHandling<E> + Copy,
 {
-    let mut execution = policy.execution(key, Kept::default(), handling);
+    let parts = || (Kept::default(), handling);
+    let mut execution = key.map(|key| policy.execution(Some(key), Kept::default(), handling));
     loop {
-        // The hedged round's state is boxed: it would make every call's
-        // future larger (and costlier to move) for a path few policies take.
-        let step = if execution.hedges() {
-            Box::pin(execution.attempt_hedged(&mut op)).await
-        } else {
-            // Made on its first poll, once admitted (see `lazy`): so the
-            // attempt can take the direct path, as the attribute's does.
-            execution.attempt(MadeOnPoll::new(&mut op)).await
+        let step = match plain_attempt::<AnyGuards, _, _>(policy, &execution) {
+            // Made on its first poll, once admitted (see `lazy`), on every path.
+            Some(plain) => match PlainRun::new(plain, MadeOnPoll::new(&mut op)).await {
+                Ok(value) => return Ok(value),
+                Err(failure) => after_plain_failure(policy, &mut execution, parts, failure),
+            },
+            None => {
+                let execution = started(policy, &mut execution, parts);
+                // The hedged round's state is boxed: it would make every call's
+                // future larger (and costlier to move) for a path few policies take.
+                if execution.hedges() {
+                    Box::pin(execution.attempt_hedged(&mut op)).await
+                } else {
+                    // So the attempt can take the direct path, as the attribute's does.
+                    execution.attempt(MadeOnPoll::new(&mut op)).await
+                }
+            }
         };
         if let Step::Done(result) = step {
             return result;
