@@ -136,7 +136,7 @@ pub struct PlainGuards<'p, G> {
 /// tests nothing for a guard its function does not name: an unguarded one
 /// asks no breaker and records nothing, one without a bulkhead takes and
 /// gives back no place. `Policy::run`, which does not know, passes
-/// [`AnyGuards`]: whatever the policy names, found out as the call runs.
+/// `AnyGuards`: whatever the policy names, found out as the call runs.
 pub trait Guarding: sealed::Sealed {
     /// Whether the policy may name a breaker or a budget (or a bulkhead).
     const GUARDS: bool;
@@ -159,7 +159,7 @@ pub enum WithBulkhead {}
 
 /// Whichever guards the policy names (see [`Guarding`]).
 #[derive(Debug, Clone, Copy)]
-pub enum AnyGuards {}
+pub(crate) enum AnyGuards {}
 
 impl Guarding for NoGuards {
     const GUARDS: bool = false;
