@@ -287,3 +287,61 @@ async fn policy_run_is_plain_without_a_key_and_calls_its_closure_only_when_admit
     assert_eq!(calls.load(Ordering::SeqCst), 4, "a refused plain attempt never calls the closure");
     assert_eq!(places_in_use("plain-run-place"), 0, "and its place went back");
 }
+
+/// An error whose classification has a bug: it panics.
+#[derive(Debug)]
+struct Unclassifiable;
+
+impl Classify for Unclassifiable {
+    fn classify(&self) -> ErrorClass {
+        panic!("a classifier with a bug")
+    }
+}
+
+impl From<Rejection> for Unclassifiable {
+    fn from(_: Rejection) -> Self {
+        Unclassifiable
+    }
+}
+
+#[resilient(bulkhead = "plain-place-panicking")]
+async fn classified_by_a_bug() -> Result<u32, Unclassifiable> {
+    Err(Unclassifiable)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_classifier_still_gives_the_place_back() {
+    one_place("plain-place-panicking");
+    for _ in 0..2 {
+        let call = tokio::spawn(classified_by_a_bug()).await;
+        assert!(call.unwrap_err().is_panic(), "the classifier's panic reaches the task's owner");
+        assert_eq!(places_in_use("plain-place-panicking"), 0, "and the place went back all the same");
+    }
+}
+
+/// Panics when dropped: an attempt's state with a bug in its `Drop`.
+struct PanicsOnDrop;
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        panic!("a drop with a bug")
+    }
+}
+
+#[resilient(bulkhead = "plain-place-bad-drop")]
+async fn holding_a_bad_drop() -> Result<u32, Flaky> {
+    let _state = PanicsOnDrop;
+    std::future::pending::<()>().await;
+    Ok(0)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_attempt_whose_drop_panics_still_gives_the_place_back() {
+    one_place("plain-place-bad-drop");
+    let call = tokio::spawn(holding_a_bad_drop());
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert_eq!(places_in_use("plain-place-bad-drop"), 1, "the attempt runs, holding the place");
+    call.abort();
+    assert!(call.await.unwrap_err().is_panic(), "its drop panicked as the call was cancelled");
+    assert_eq!(places_in_use("plain-place-bad-drop"), 0, "and the place went back all the same");
+}

@@ -98,7 +98,9 @@ impl Places {
         InLine { places: self, counted: counted.is_ok() }
     }
 
-    /// Free places right now, in the pool and in the semaphore.
+    /// Free places right now, in the pool and in the semaphore: a snapshot
+    /// of two counts, so while a waiter moves the pool's places into the
+    /// semaphore they may be missed for that instant (no place is lost).
     pub(super) fn available(&self) -> usize {
         let pooled = (self.pool.load(Ordering::Relaxed) & POOLED) as usize;
         self.semaphore.available_permits().saturating_add(pooled)

@@ -271,6 +271,19 @@ pub(super) fn give_back_place(guards: &Guards) {
     }
 }
 
+/// Gives the attempt's place back (see [`give_back_place`]) as it drops:
+/// held across user code that ends an attempt (its future's drop, the
+/// error's classification), so that the place goes back even if that code
+/// panics, as a `BulkheadPermit` would on the general path.
+pub(super) struct PlaceBack<'g>(pub(super) &'g Guards);
+
+impl Drop for PlaceBack<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        give_back_place(self.0);
+    }
+}
+
 /// The attempt was cancelled before it finished: it is dropped in its
 /// context, and its bulkhead place given back.
 #[inline(never)]
@@ -279,8 +292,8 @@ fn cancelled<S, H, Fut>(
     guards: &Guards,
     attempt: Pin<&mut Option<Fut>>,
 ) {
+    let _place_back = PlaceBack(guards);
     drop_in_context(execution, attempt);
-    give_back_place(guards);
 }
 
 /// Drops an attempt that has not finished, in its context (its key and span).
@@ -369,8 +382,9 @@ where
     H: ErrorHandling<E>,
     S: LastError<E>,
 {
+    let place_back = PlaceBack(guards);
     let class = execution.handling.class(&error);
-    give_back_place(guards);
+    drop(place_back);
     record(permit, outcome_of(class));
     match execution.after_failure(class, error) {
         Err(error) => Next::Done(Step::Done(Err(error))),

@@ -35,7 +35,7 @@ use std::task::{Context, Poll};
 use pin_project_lite::pin_project;
 
 use super::admission::{Refusal, admit_breaker};
-use super::direct::{Next, failed, give_back_place};
+use super::direct::{Next, PlaceBack, failed, give_back_place};
 use super::outcome::{first_attempt_began, succeeded};
 use super::start::debug_enabled;
 use super::{Execution, LastError, Step};
@@ -68,10 +68,8 @@ pin_project! {
             // given back; the permit (a field, dropped next) records nothing.
             let this = this.project();
             if this.attempt.is_some() {
+                let _place_back = (G::BULKHEAD != Some(false)).then(|| PlaceBack(this.guards));
                 cancelled(this.attempt);
-                if G::BULKHEAD != Some(false) {
-                    give_back_place(this.guards);
-                }
             }
         }
     }
@@ -123,8 +121,9 @@ pub fn plain_attempt<'p, G: Guarding, S, H>(
     Some(PlainGuards { guards, guarding: PhantomData })
 }
 
-/// The guards a plain first attempt runs under (see [`plain_attempt`]).
-#[derive(Debug, Clone, Copy)]
+/// The guards a plain first attempt runs under (see [`plain_attempt`]),
+/// with the bulkhead place it took, if any: so not `Copy`, one attempt each.
+#[derive(Debug)]
 pub struct PlainGuards<'p, G> {
     guards: &'p Guards,
     guarding: PhantomData<G>,
