@@ -61,9 +61,10 @@ impl Places {
     #[inline]
     pub(super) fn give_back(&self) {
         let mut pool = self.pool.load(Ordering::Relaxed);
-        // No waiter, and room in the pool (a pool as large as a `u32` can
-        // count only happens past any limit a bulkhead accepts).
-        while pool & !POOLED == 0 && pool < POOLED {
+        // Below `POOLED`: no waiter (their count is the high half), and room
+        // in the pool (a pool as large as a `u32` can count would hold every
+        // place of the largest bulkhead there is already).
+        while pool < POOLED {
             match self.pool.compare_exchange_weak(pool, pool + 1, Ordering::Release, Ordering::Relaxed) {
                 Ok(_) => return,
                 Err(now) => pool = now,
@@ -92,9 +93,8 @@ impl Places {
             Ok(before) => before & POOLED,
             Err(_) => 0,
         };
-        if pooled > 0 {
-            self.semaphore.add_permits(pooled as usize);
-        }
+        // Adding none takes no lock.
+        self.semaphore.add_permits(pooled as usize);
         InLine { places: self, counted: counted.is_ok() }
     }
 
@@ -114,13 +114,11 @@ impl Places {
     /// Takes up to `places` free places away for good: how many it took.
     pub(super) fn forget(&self, places: usize) -> usize {
         let wanted = u64::try_from(places).unwrap_or(u64::MAX);
-        let from_pool = match self.pool.fetch_update(Ordering::AcqRel, Ordering::Acquire, |pool| {
-            let taken = (pool & POOLED).min(wanted);
-            (taken > 0).then(|| pool - taken)
-        }) {
-            Ok(before) => (before & POOLED).min(wanted) as usize,
-            Err(_) => 0,
-        };
+        let taken = |pool: u64| (pool & POOLED).min(wanted);
+        // Never refused: the closure always answers.
+        let before =
+            self.pool.fetch_update(Ordering::AcqRel, Ordering::Acquire, |pool| Some(pool - taken(pool)));
+        let from_pool = taken(before.unwrap_or_else(|pool| pool)) as usize;
         from_pool + self.semaphore.forget_permits(places - from_pool)
     }
 }
