@@ -98,8 +98,13 @@ fn claim_free() -> usize {
     }
 }
 
-/// One slot's count, on a cache line of its own.
-#[repr(align(64))]
+/// One slot's count, on a pair of cache lines of its own: x86's
+/// adjacent-line prefetcher moves lines in 128-byte pairs, so two threads'
+/// 64-byte slots side by side still contended (`contention/threads_2` in
+/// `benches/overhead.rs`: 1.34-1.50x one thread's throughput with 64-byte
+/// slots, 1.68-1.75x with these; crossbeam's `CachePadded` is 128 bytes on
+/// x86_64 for the same reason).
+#[repr(align(128))]
 #[derive(Default)]
 struct Slot(AtomicU64);
 
