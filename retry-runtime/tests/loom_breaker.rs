@@ -10,6 +10,17 @@ use std::time::Duration;
 
 use retry_runtime::{BreakerConfig, BreakerState, CircuitBreaker, Outcome, Registry};
 
+/// `loom::model`, with the body on a loom thread of a 1 MiB stack: a
+/// breaker built on the model's main coroutine (whose stack is small)
+/// overflows it, its per-thread counter taking 128 bytes a slot.
+fn model<F: Fn() + Send + Sync + 'static>(body: F) {
+    let body = Arc::new(body);
+    loom::model(move || {
+        let body = body.clone();
+        loom::thread::Builder::new().stack_size(1 << 20).spawn(move || body()).unwrap().join().unwrap();
+    });
+}
+
 fn config(threshold: u32) -> BreakerConfig {
     BreakerConfig {
         failure_threshold: threshold,
@@ -22,7 +33,7 @@ fn config(threshold: u32) -> BreakerConfig {
 
 #[test]
 fn two_threads_racing_to_open_open_it_exactly_once() {
-    loom::model(|| {
+    model(|| {
         let registry = Registry::new();
         let transitions = Arc::new(AtomicU32::new(0));
         let seen = transitions.clone();
@@ -42,7 +53,7 @@ fn two_threads_racing_to_open_open_it_exactly_once() {
 
 #[test]
 fn a_success_racing_a_failure_leaves_a_consistent_state() {
-    loom::model(|| {
+    model(|| {
         let breaker = Arc::new(
             CircuitBreaker::new("mixed", BreakerConfig { open_for: Duration::from_secs(60), ..config(1) })
                 .unwrap(),
@@ -110,7 +121,7 @@ fn probe(admitted: &Arc<AtomicU32>, slot: Slot) -> impl FnOnce(&CircuitBreaker) 
 
 #[test]
 fn two_probes_racing_in_half_open_get_one_slot() {
-    loom::model(|| {
+    model(|| {
         let breaker = half_open_breaker();
         let admitted = Arc::new(AtomicU32::new(0));
         race(&breaker, probe(&admitted, Slot::Keep), probe(&admitted, Slot::Keep));
@@ -120,7 +131,7 @@ fn two_probes_racing_in_half_open_get_one_slot() {
 
 #[test]
 fn abandoned_racing_probes_give_their_slots_back() {
-    loom::model(|| {
+    model(|| {
         let breaker = half_open_breaker();
         let admitted = Arc::new(AtomicU32::new(0));
         race(&breaker, probe(&admitted, Slot::Abandon), probe(&admitted, Slot::Abandon));
