@@ -68,7 +68,7 @@ pin_project! {
             // given back; the permit (a field, dropped next) records nothing.
             let this = this.project();
             if this.attempt.is_some() {
-                let _place_back = (G::BULKHEAD != Some(false)).then(|| PlaceBack(this.guards));
+                let _place_back = may_hold_place::<G>().then(|| PlaceBack(this.guards));
                 cancelled(this.attempt);
             }
         }
@@ -113,9 +113,7 @@ pub fn plain_attempt<'p, G: Guarding, S, H>(
         return None;
     }
     let guards = plain_guards::<G>(policy)?;
-    if G::BULKHEAD != Some(false)
-        && !guards.bulkhead.as_ref().is_none_or(|bulkhead| bulkhead.try_take_place())
-    {
+    if may_hold_place::<G>() && !guards.bulkhead.as_ref().is_none_or(|bulkhead| bulkhead.try_take_place()) {
         return None;
     }
     Some(PlainGuards { guards, guarding: PhantomData })
@@ -142,6 +140,12 @@ pub trait Guarding: sealed::Sealed {
     /// Whether it names a bulkhead, whose place the attempt holds (`None`:
     /// as its guards say).
     const BULKHEAD: Option<bool>;
+}
+
+/// Whether an attempt under `G` may hold a bulkhead place: then whether
+/// it does is whether its guards have a bulkhead.
+const fn may_hold_place<G: Guarding>() -> bool {
+    !matches!(G::BULKHEAD, Some(false))
 }
 
 /// No guard named (see [`Guarding`]).
@@ -207,7 +211,7 @@ impl<'p, Fut, G: Guarding> PlainRun<'p, Fut, G> {
                 PlainRun { guards, guarding, permit, refusal: None, attempt: Some(attempt) }
             }
             Err(refusal) => {
-                if G::BULKHEAD != Some(false) {
+                if may_hold_place::<G>() {
                     give_back_place(guards);
                 }
                 PlainRun { guards, guarding, permit: None, refusal: Some(refusal), attempt: None }
@@ -227,8 +231,8 @@ impl<'p, Fut, G: Guarding> PlainRun<'p, Fut, G> {
 fn plain_guards<G: Guarding>(policy: &Policy) -> Option<&Guards> {
     let shape = policy.plain_shape();
     let named = match (G::GUARDS, G::BULKHEAD) {
-        (false, _) => shape == PlainShape::Unguarded,
-        (true, Some(false)) => shape == PlainShape::Guarded,
+        (false, _) => shape == PlainShape::NoGuards,
+        (true, Some(false)) => shape == PlainShape::BreakerBudget,
         (true, Some(true)) => shape == PlainShape::WithBulkhead,
         (true, None) => shape != PlainShape::Never,
     };
@@ -280,7 +284,7 @@ where
         match context::poll_in(&mut None, None, this.attempt, cx) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Ok(value)) => {
-                if G::BULKHEAD != Some(false) {
+                if may_hold_place::<G>() {
                     give_back_place(guards);
                 }
                 if G::GUARDS {

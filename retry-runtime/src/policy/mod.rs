@@ -143,10 +143,10 @@ pub struct AttributeConfig {
 pub(crate) enum PlainShape {
     /// Never plain: a deadline, an attempt timeout, hedging, a throttle or a rate limit.
     Never,
-    /// Plain, with no guard named.
-    Unguarded,
+    /// Plain, with no guard named (the attribute's marker of the same name).
+    NoGuards,
     /// Plain with a breaker, a budget or both.
-    Guarded,
+    BreakerBudget,
     /// Plain with a bulkhead place (and a breaker and a budget if named).
     WithBulkhead,
 }
@@ -163,9 +163,9 @@ pub(super) const fn plain_shape(settings: &Settings, names: &GuardNames) -> Plai
     } else if names.bulkhead.is_some() {
         PlainShape::WithBulkhead
     } else if names.breaker.is_some() || names.budget.is_some() {
-        PlainShape::Guarded
+        PlainShape::BreakerBudget
     } else {
-        PlainShape::Unguarded
+        PlainShape::NoGuards
     }
 }
 
@@ -393,10 +393,18 @@ mod tests {
     fn an_attribute_policy_is_plain_shaped_with_at_most_a_breaker_a_budget_and_a_bulkhead() {
         let shape = |config| Policy::from_attribute(config).plain_shape();
         let guarded = AttributeConfig { breaker: Some("b"), budget: Some("g"), ..BARE };
-        assert_eq!(shape(BARE), PlainShape::Unguarded, "nothing optional");
-        assert_eq!(shape(guarded), PlainShape::Guarded, "a breaker and a budget");
-        assert_eq!(shape(AttributeConfig { breaker: Some("b"), ..BARE }), PlainShape::Guarded, "a breaker");
-        assert_eq!(shape(AttributeConfig { budget: Some("g"), ..BARE }), PlainShape::Guarded, "a budget");
+        assert_eq!(shape(BARE), PlainShape::NoGuards, "nothing optional");
+        assert_eq!(shape(guarded), PlainShape::BreakerBudget, "a breaker and a budget");
+        assert_eq!(
+            shape(AttributeConfig { breaker: Some("b"), ..BARE }),
+            PlainShape::BreakerBudget,
+            "a breaker"
+        );
+        assert_eq!(
+            shape(AttributeConfig { budget: Some("g"), ..BARE }),
+            PlainShape::BreakerBudget,
+            "a budget"
+        );
         let with_place = AttributeConfig { bulkhead: Some("h"), ..guarded };
         assert_eq!(shape(with_place), PlainShape::WithBulkhead, "a bulkhead");
         assert_eq!(
