@@ -37,6 +37,8 @@
 //!             match __resilient::plain_attempt::<__resilient::BreakerBudget, _, _>(&__RESILIENT_POLICY, &execution) {
 //!                 // A plain call's first attempt: its value is the call's; a
 //!                 // failure is recorded and decided on (its wait is the next attempt's).
+//!                 // (`UnguardedRun` with no guard named: the attempt alone, its
+//!                 // error made a `PlainFailure::unguarded` once it failed.)
 //!                 Some(plain) => match __resilient::PlainRun::new(plain, attempt).await {
 //!                     Ok(value) => break Ok(value),
 //!                     Err(failure) => __resilient::after_plain_failure(&__RESILIENT_POLICY, &mut execution, parts, failure),
@@ -201,18 +203,28 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
             // tests nothing for a guard its function does not name.
             let place = if plan.bulkhead.is_some() {
                 quote!(#rt::WithBulkhead)
-            } else if plan.breaker.is_some() || plan.budget.is_some() {
+            } else if plan.guarded() {
                 quote!(#rt::BreakerBudget)
             } else {
                 quote!(#rt::NoGuards)
             };
+            // No guard named: the attempt alone (`UnguardedRun`), its
+            // error made a plain failure only once it failed.
+            let (run, failure_of) = if plan.guarded() {
+                (quote!(#rt::PlainRun), quote!(#failure))
+            } else {
+                (quote!(#rt::UnguardedRun), quote!(#rt::PlainFailure::unguarded(#failure)))
+            };
             let attempt_each = quote! {
                 let #future = #async_body;
                 match #rt::plain_attempt::<#place, _, _>(&#policy, &#execution) {
-                    ::core::option::Option::Some(#plain) => match #rt::PlainRun::new(#plain, #future).await {
+                    ::core::option::Option::Some(#plain) => match #run::new(#plain, #future).await {
                         ::core::result::Result::Ok(#value) => break ::core::result::Result::Ok(#value),
                         // Nothing is awaited here: a retry's wait is the next attempt's.
-                        ::core::result::Result::Err(#failure) => #after_failure,
+                        ::core::result::Result::Err(#failure) => {
+                            let #failure = #failure_of;
+                            #after_failure
+                        }
                     },
                     ::core::option::Option::None => #general.await,
                 }

@@ -67,6 +67,11 @@ impl Plan {
             && self.attempt_timeout_ms.is_none()
             && self.deadline_ms.is_none()
     }
+
+    /// Whether the function names a guard: a breaker, a budget or a bulkhead.
+    pub(crate) fn guarded(&self) -> bool {
+        self.breaker.is_some() || self.budget.is_some() || self.bulkhead.is_some()
+    }
 }
 
 pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {

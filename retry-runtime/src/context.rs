@@ -53,8 +53,9 @@ const OUTSIDE: Mark = Mark { task: None, place: Place::Outside };
 
 thread_local! {
     static ATTEMPT: Cell<Mark> = const { Cell::new(OUTSIDE) };
-    /// The key of the attempt being polled (`None` outside attempts). Read
-    /// and written only when a key is involved.
+    /// The key of the attempt being polled, read only while the mark says
+    /// `KeyedAttempt` (an outer attempt's, while a keyless one is polled
+    /// inside it). Read and written only when a key is involved.
     static KEY: RefCell<Option<Arc<str>>> = const { RefCell::new(None) };
 }
 
@@ -184,6 +185,26 @@ pub(crate) fn poll_in<F: Future>(
     poll
 }
 
+/// Polls a keyless attempt without a span in its context: [`poll_in`]
+/// with no key and no span, as the plain first attempt polls. With no key
+/// to swap and no span to enter, entering is setting the mark and leaving
+/// is putting the outer one back.
+#[inline(always)]
+pub(crate) fn poll_keyless<F: Future>(
+    mut attempt: Pin<&mut Option<F>>,
+    cx: &mut Context<'_>,
+) -> Poll<F::Output> {
+    let _in = In::keyless();
+    let Some(running) = attempt.as_mut().as_pin_mut() else {
+        panic!("an attempt polled after it finished");
+    };
+    let poll = running.poll(cx);
+    if poll.is_ready() {
+        attempt.set(None);
+    }
+    poll
+}
+
 /// Drops an attempt that has not finished (it was cancelled) in its context.
 #[inline]
 pub(crate) fn drop_in<F>(
@@ -200,23 +221,35 @@ pub(crate) fn drop_in<F>(
 
 /// The attempt's context in effect for as long as it lives (a panic included).
 struct In<'a> {
-    /// The attempt's key, when the keys were exchanged (not when neither
-    /// has one: the common case, which then touches `KEY` not at all).
+    /// The attempt's key, exchanged with the one in `KEY`, when it has one.
+    /// An attempt without a key leaves `KEY` alone (the common case): its
+    /// mark says `Attempt`, so `KEY` is not read while it is polled, and an
+    /// outer attempt's key there is still in place when the outer mark is
+    /// put back.
     swapped: Option<&'a mut Option<Arc<str>>>,
     outer: Mark,
 }
 
 impl<'a> In<'a> {
-    #[inline]
+    /// The context of an attempt with `key` (which holds the key it displaced meanwhile).
+    #[inline(always)]
     fn enter(key: &'a mut Option<Arc<str>>) -> Self {
+        if key.is_none() {
+            return In::keyless();
+        }
+        KEY.with(|current| std::mem::swap(&mut *current.borrow_mut(), key));
+        In::marked(Place::KeyedAttempt, Some(key))
+    }
+
+    /// The context of an attempt without a key.
+    #[inline(always)]
+    fn keyless() -> Self {
+        In::marked(Place::Attempt, None)
+    }
+
+    #[inline(always)]
+    fn marked(place: Place, swapped: Option<&'a mut Option<Arc<str>>>) -> Self {
         let outer = ATTEMPT.get();
-        let place = if key.is_some() { Place::KeyedAttempt } else { Place::Attempt };
-        let swapped = if place == Place::KeyedAttempt || outer.place == Place::KeyedAttempt {
-            KEY.with(|current| std::mem::swap(&mut *current.borrow_mut(), key));
-            Some(key)
-        } else {
-            None
-        };
         ATTEMPT.set(Mark { task: tokio::task::try_id(), place });
         In { swapped, outer }
     }

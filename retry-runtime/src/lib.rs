@@ -104,8 +104,8 @@ pub mod __private {
     };
     pub use crate::execution::{
         BreakerBudget, ErrorProbe, Execution, ForgetOtherError, Forgotten, Guarding, KeepSendError, Kept,
-        LastError, NoGuards, PlainFailure, PlainGuards, PlainRun, Step, WithBulkhead, after_plain_failure,
-        plain_attempt, started,
+        LastError, NoGuards, PlainFailure, PlainGuards, PlainRun, Step, UnguardedRun, WithBulkhead,
+        after_plain_failure, plain_attempt, started,
     };
     pub use crate::operations::Operation;
     pub use crate::policy::AttributeConfig;

@@ -61,6 +61,8 @@ pub(crate) use run::key_of;
 pub use run::{Classified, ClassifyInner};
 mod slot;
 mod start;
+mod unguarded;
+pub use unguarded::UnguardedRun;
 
 use std::future::Future;
 use std::sync::Arc;

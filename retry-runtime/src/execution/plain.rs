@@ -13,7 +13,9 @@
 //! loop holds `None`), and no step, phase or timer slot is built, moved or
 //! dropped. The bulkhead follows the direct path's rule (see `direct`): the
 //! place is held exactly while the attempt is, and given back as it ends,
-//! is refused or is dropped.
+//! is refused or is dropped. A function that names no guard has its plain
+//! first attempt run as an [`UnguardedRun`](super::UnguardedRun) instead:
+//! the attempt alone.
 //!
 //! The first failure (or a refusal) is handed to [`after_plain_failure`],
 //! which builds the execution the call would have started with (a plain
@@ -78,7 +80,7 @@ pin_project! {
 /// Drops a plain attempt that did not finish, in its context (no key, no span).
 #[cold]
 #[inline(never)]
-fn cancelled<Fut>(attempt: Pin<&mut Option<Fut>>) {
+pub(super) fn cancelled<Fut>(attempt: Pin<&mut Option<Fut>>) {
     context::drop_in(&mut None, None, attempt);
 }
 
@@ -87,6 +89,14 @@ fn cancelled<Fut>(attempt: Pin<&mut Option<Fut>>) {
 pub struct PlainFailure<'p, E> {
     guards: &'p Guards,
     why: Why<'p, E>,
+}
+
+impl<'p, E> PlainFailure<'p, E> {
+    /// An attempt that ran under `guards` (its `permit`, if any) and failed with `error`.
+    #[inline]
+    pub(super) fn failed(guards: &'p Guards, permit: Option<BreakerPermit<'p>>, error: E) -> Self {
+        PlainFailure { guards, why: Why::Failed { permit, error } }
+    }
 }
 
 #[derive(Debug)]
@@ -281,7 +291,7 @@ where
                 None => panic!("a plain attempt polled after it finished"),
             };
         }
-        match context::poll_in(&mut None, None, this.attempt, cx) {
+        match context::poll_keyless(this.attempt, cx) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Ok(value)) => {
                 if may_hold_place::<G>() {
@@ -292,10 +302,9 @@ where
                 }
                 Poll::Ready(Ok(value))
             }
-            Poll::Ready(Err(error)) => Poll::Ready(Err(PlainFailure {
-                guards,
-                why: Why::Failed { permit: this.permit.take(), error },
-            })),
+            Poll::Ready(Err(error)) => {
+                Poll::Ready(Err(PlainFailure::failed(guards, this.permit.take(), error)))
+            }
         }
     }
 }
