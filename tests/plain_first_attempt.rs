@@ -397,10 +397,7 @@ type Started = std::pin::Pin<Box<dyn Future<Output = Result<Key, Flaky>>>>;
 
 /// Finishes a call started elsewhere inside its attempt, which has a key.
 #[resilient(max_attempts = 1, idempotent = false, key = order)]
-async fn finishing_inside_a_keyed_attempt(
-    order: &str,
-    started: Started,
-) -> Result<(Key, Key), Flaky> {
+async fn finishing_inside_a_keyed_attempt(order: &str, started: Started) -> Result<(Key, Key), Flaky> {
     let inner = started.await?;
     Ok((inner, resilient::idempotency_key()))
 }
