@@ -55,6 +55,87 @@ pub async fn defaults(x: u64) -> Result<u64, BenchError> {
     Ok(black_box(x))
 }
 
+/// The floor under `defaults`: `bare`'s body wrapped by hand in only what
+/// the attribute's success path must do under its contract, however it is
+/// written. It tests what decides that a call is plain (no configuration
+/// override in force, DEBUG off, not inside another call's attempt), and
+/// marks the attempt on this thread, with tokio's id of its task, for each
+/// poll of the body (the nesting rule: a call made inside the attempt is
+/// nested, a task polled inside it is not, and a suspended attempt marks
+/// nothing), putting the outer mark back after. No retry, no execution, no
+/// guards: what `defaults` spends above this is the attribute's own
+/// structure. (Around this body alone, which never waits, the mark could be
+/// set once; the attribute cannot know that of a body, nor can a wrapper.)
+pub async fn floor(x: u64) -> Result<u64, BenchError> {
+    if !floor::plain() {
+        return floor::not_plain();
+    }
+    floor::Marked(async move { Ok(black_box(x)) }).await
+}
+
+/// What [`floor`] tests and sets, as the runtime keeps it.
+mod floor {
+    use std::cell::Cell;
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::task::{Context, Poll};
+
+    use tracing::level_filters::{LevelFilter, STATIC_MAX_LEVEL};
+
+    use super::BenchError;
+
+    /// How many configuration overrides are in force for the function.
+    static OVERRIDES: AtomicU32 = AtomicU32::new(0);
+
+    thread_local! {
+        /// The attempt polled on this thread, if any: its task, and whether
+        /// there is one (a full word: a `bool` would leave padding, copied
+        /// byte by byte).
+        static MARK: Cell<(Option<tokio::task::Id>, u64)> = const { Cell::new((None, 0)) };
+    }
+
+    #[inline(always)]
+    pub fn plain() -> bool {
+        let debug =
+            tracing::Level::DEBUG <= STATIC_MAX_LEVEL && tracing::Level::DEBUG <= LevelFilter::current();
+        OVERRIDES.load(Ordering::Relaxed) == 0 && !debug && MARK.get().1 == 0
+    }
+
+    /// Never taken in the benchmark; out of line, as the general path is.
+    #[cold]
+    #[inline(never)]
+    pub fn not_plain() -> Result<u64, BenchError> {
+        Err(BenchError::Transient)
+    }
+
+    /// A body polled with the mark set (see [`super::floor`]).
+    pub struct Marked<F>(pub F);
+
+    impl<F: Future> Future for Marked<F> {
+        type Output = F::Output;
+
+        #[inline(always)]
+        fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+            let outer = MARK.get();
+            MARK.set((tokio::task::try_id(), 1));
+            let _restore = Restore(outer);
+            // SAFETY: the body is never moved out of `self`, which is pinned.
+            unsafe { self.map_unchecked_mut(|marked| &mut marked.0) }.poll(cx)
+        }
+    }
+
+    /// Puts the outer mark back when dropped (a panicking body included).
+    struct Restore((Option<tokio::task::Id>, u64));
+
+    impl Drop for Restore {
+        #[inline(always)]
+        fn drop(&mut self) {
+            MARK.set(self.0);
+        }
+    }
+}
+
 #[resilient(breaker = "bench-breaker", budget = "bench-budget")]
 pub async fn breaker_budget(x: u64) -> Result<u64, BenchError> {
     Ok(black_box(x))
