@@ -153,6 +153,13 @@ impl GuardCache {
         if !self.named {
             return Some(&NO_GUARDS);
         }
+        self.named_global_unless_scoped(names)
+    }
+
+    /// [`global_unless_scoped`](Self::global_unless_scoped) for a policy
+    /// known to name a guard (its plain shape says so).
+    #[inline]
+    pub(crate) fn named_global_unless_scoped<'p>(&'p self, names: &GuardNames) -> Option<&'p Guards> {
         match registry::with_scoped(|_| ()) {
             Some(()) => None,
             None => Some(self.global(names)),

@@ -247,8 +247,13 @@ fn plain_guards<G: Guarding>(policy: &Policy) -> Option<&Guards> {
         (true, None) => shape != PlainShape::Never,
     };
     if named && !policy.may_be_overridden() && !debug_enabled() && context::outside_attempts() {
-        // No guard named: none to look up, in any registry.
-        if G::GUARDS { policy.global_guards() } else { Some(Guards::none()) }
+        match (G::GUARDS, G::BULKHEAD) {
+            // No guard named: none to look up, in any registry.
+            (false, _) => Some(Guards::none()),
+            // Its shape is the marker's: it names a guard.
+            (true, Some(_)) => policy.named_global_guards(),
+            (true, None) => policy.global_guards(),
+        }
     } else {
         None
     }

@@ -356,6 +356,13 @@ impl Policy {
         self.cache.global_unless_scoped(&self.guard_names)
     }
 
+    /// [`global_guards`](Self::global_guards) of a policy whose plain shape
+    /// names a guard (`BreakerBudget`, `WithBulkhead`): it names one.
+    #[inline]
+    pub(crate) fn named_global_guards(&self) -> Option<&Guards> {
+        self.cache.named_global_unless_scoped(&self.guard_names)
+    }
+
     /// The seed of the next call's jitter stream, when the policy is seeded.
     pub(crate) fn next_seeded_stream(&self) -> Option<u64> {
         let seed = self.seed?;
