@@ -73,6 +73,7 @@ rows = [
     ("success/bare", "bare `async fn` returning `Ok` (baseline)", "1.00 by definition"),
     ("success/floor", "the floor: `bare`'s body wrapped by hand in the plain-call checks and the nesting mark", "what any wrapper keeping the contract must do (`shared::floor`)"),
     ("success/attribute_defaults", "`#[resilient]`, defaults", "the attribute itself: the plain-call checks, the nesting context, the first attempt's own future"),
+    ("success/floor_guarded", "the floor with a breaker and a budget: their public calls added by hand", "what any wrapper keeping the contract must do with these guards (`shared::floor_guarded`)"),
     ("success/breaker_budget", "`#[resilient]` + named breaker + budget", "the common production setup: the targets below"),
     ("success/breaker_budget_overridden", "the same, with a configuration file's override in force", "the registry's settings looked up on every call (without one in force: a relaxed load, in every line)"),
     ("success/breaker_budget_out_of_line", "the same, its `poll` not inlined into the caller", "adds moving a 32-byte `Result` through memory (see notes)"),
@@ -109,6 +110,7 @@ ir_rows = [
     ("bare_call", "bare `async fn` returning `Ok` (baseline)", "success/bare"),
     ("floor_call", "the floor: the plain-call checks and the nesting mark, by hand", "success/floor"),
     ("attribute_defaults", "`#[resilient]`, defaults", "success/attribute_defaults"),
+    ("floor_guarded_call", "the floor with a breaker and a budget, by hand", "success/floor_guarded"),
     ("breaker_budget_call", "`#[resilient]` + named breaker + budget", "success/breaker_budget"),
     ("breaker_budget_out_of_line_call", "the same, its `poll` not inlined into the caller", "success/breaker_budget_out_of_line"),
     ("bare_small_error_call", "bare call, one-word error type", "success/bare_small_error"),
@@ -256,6 +258,9 @@ ir_out, ir_small = ir_over("breaker_budget_out_of_line_call"), ir_over("breaker_
 out(f"| the same in instructions (the 32-byte `Result` is returned through memory) | {ir_out:.0f} vs {ir_small:.0f} | {verdict(ir_out <= ir_small)} |")
 ir_bb, ir_backon, ir_defaults = ir_over("breaker_budget_call"), ir_over("backon_retry"), ir_over("attribute_defaults")
 out(f"| instructions over bare, breaker + budget ≤ 1/3 of backon's | {ir_bb:.0f} vs {ir_backon:.0f} / 3 = {ir_backon / 3:.0f} | {verdict(ir_bb <= ir_backon / 3)} |")
+ir_floor_guarded = ir_over("floor_guarded_call")
+floor_vs_target = "the target is below the floor" if ir_floor_guarded > ir_backon / 3 else "the floor is within the target"
+out(f"| ... the floor under it: a wrapper by hand keeping the contract, with these guards (`floor_guarded_call`) | {ir_floor_guarded:.0f} (breaker + budget: floor + {ir_bb - ir_floor_guarded:.0f}) | {floor_vs_target} |")
 out(f"| instructions over bare, `#[resilient]` defaults ≤ 40 | {ir_defaults:.0f} | {verdict(ir_defaults <= 40)} |")
 ir_floor = ir_over("floor_call")
 floor_vs_target = "the target is below the floor" if ir_floor > 40 else "the floor is within the target"
@@ -273,7 +278,11 @@ out("  and the nesting mark, set with tokio's id of the task for each poll of th
 out("  (a call made inside the attempt is nested; a task polled inside it, such as a `LocalSet`'s, is not;")
 out("  a suspended attempt marks nothing). No retry, no execution, no guards. What `defaults` costs above")
 out("  it is the attribute's own structure (its retry loop, the execution it may build, the attempt's")
-out("  wrapper). It is a floor for a wrapper of an `async fn` body that may wait; it is not a physical limit.")
+out("  wrapper). `floor_guarded_call` adds `breaker_budget`'s guards through their public calls (handles")
+out("  cached once; the breaker asked, the ratio budget's first attempt counted; on success the permit")
+out("  recorded and the budget refilled): what `breaker_budget` spends above it is that structure again,")
+out("  and what it spends to look its guards up in the registry in effect (global or scoped).")
+out("  It is a floor for a wrapper of an `async fn` body that may wait; it is not a physical limit.")
 out("")
 out("## How it is measured")
 out("")

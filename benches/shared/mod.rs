@@ -73,13 +73,38 @@ pub async fn floor(x: u64) -> Result<u64, BenchError> {
     floor::Marked(async move { Ok(black_box(x)) }).await
 }
 
+/// [`floor`] with `breaker_budget`'s guards, through their public calls:
+/// the handles cached once (as the attribute caches them), the breaker
+/// asked, the ratio budget's first attempt counted, and on success the
+/// breaker's permit recorded and the budget refilled. What `breaker_budget`
+/// spends above it is the attribute's own structure again.
+pub async fn floor_guarded(x: u64) -> Result<u64, BenchError> {
+    if !floor::plain() {
+        return floor::not_plain();
+    }
+    let (breaker, budget) = floor::guards();
+    let Some(permit) = breaker.try_acquire() else {
+        return floor::not_plain();
+    };
+    budget.on_first_attempt();
+    let result = floor::Marked(async move { Ok(black_box(x)) }).await;
+    if result.is_ok() {
+        permit.record(resilient::Outcome::Success);
+        budget.deposit();
+    }
+    result
+}
+
 /// What [`floor`] tests and sets, as the runtime keeps it.
 mod floor {
     use std::cell::Cell;
     use std::future::Future;
     use std::pin::Pin;
     use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::{Arc, OnceLock};
     use std::task::{Context, Poll};
+
+    use resilient::{CircuitBreaker, RetryBudget};
 
     use tracing::level_filters::{LevelFilter, STATIC_MAX_LEVEL};
 
@@ -87,6 +112,20 @@ mod floor {
 
     /// How many configuration overrides are in force for the function.
     static OVERRIDES: AtomicU32 = AtomicU32::new(0);
+
+    /// `breaker_budget`'s breaker and budget, looked up once.
+    static GUARDS: OnceLock<(Arc<CircuitBreaker>, Arc<RetryBudget>)> = OnceLock::new();
+
+    #[inline(always)]
+    pub fn guards() -> &'static (Arc<CircuitBreaker>, Arc<RetryBudget>) {
+        GUARDS.get_or_init(|| {
+            let registry = resilient::registry();
+            (
+                registry.breaker(super::BREAKER).expect("declared"),
+                registry.budget(super::BUDGET).expect("declared"),
+            )
+        })
+    }
 
     thread_local! {
         /// The attempt polled on this thread, if any: its task, and whether
