@@ -27,14 +27,15 @@
 //!         let step = {
 //!             let id = Clone::clone(&id);        // owned parameters: a fresh clone per attempt
 //!             let __self = &mut *self;           // `&mut self`: a fresh reborrow per attempt
+//!             // `BreakerBudget`: the guards named (`NoGuards` with none, `WithBulkhead` with a bulkhead).
+//!             let plain = __resilient::plain_attempt::<__resilient::BreakerBudget, _, _>(&__RESILIENT_POLICY, &execution);
 //!             let attempt = async {
 //!                 if false { let fake: Result<Row, DbError> = loop {}; return fake; } // fixes `?`'s target
 //!                 let id = id;
 //!                 let __self = __self;
 //!                 { __self.query(&id).await }    // the body, `self` renamed
 //!             };
-//!             // `BreakerBudget`: the guards named (`NoGuards` with none, `WithBulkhead` with a bulkhead).
-//!             match __resilient::plain_attempt::<__resilient::BreakerBudget, _, _>(&__RESILIENT_POLICY, &execution) {
+//!             match plain {
 //!                 // A plain call's first attempt: its value is the call's; a
 //!                 // failure is recorded and decided on (its wait is the next attempt's).
 //!                 // (`UnguardedRun` with no guard named: the attempt alone, its
@@ -215,9 +216,12 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
             } else {
                 (quote!(#rt::UnguardedRun), quote!(#rt::PlainFailure::unguarded(#failure)))
             };
+            // Asked before the attempt is made, so that nothing runs
+            // between the attempt's making and its move into either arm.
             let attempt_each = quote! {
+                let #plain = #rt::plain_attempt::<#place, _, _>(&#policy, &#execution);
                 let #future = #async_body;
-                match #rt::plain_attempt::<#place, _, _>(&#policy, &#execution) {
+                match #plain {
                     ::core::option::Option::Some(#plain) => match #run::new(#plain, #future).await {
                         ::core::result::Result::Ok(#value) => break ::core::result::Result::Ok(#value),
                         // Nothing is awaited here: a retry's wait is the next attempt's.
