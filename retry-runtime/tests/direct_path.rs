@@ -23,8 +23,8 @@ use std::time::Duration;
 use common::{TestError, ms};
 use retry_runtime::__private::{ByTraits, Execution, Kept, Step};
 use retry_runtime::{
-    AdaptiveLimit, BreakerConfig, BreakerState, BulkheadConfig, Jitter, Nested, Policy, Rejection,
-    idempotency_key, registry,
+    AdaptiveLimit, BreakerConfig, BreakerState, BulkheadConfig, Jitter, Nested, Policy, RateLimitConfig,
+    Rejection, idempotency_key, registry,
 };
 use tokio::time::{Instant, sleep, timeout};
 
@@ -133,6 +133,27 @@ async fn an_open_breaker_fails_fast_without_polling_the_attempt() {
             Err(TestError::Rejected(Rejection::CircuitOpen { breaker: name }))
         );
         assert_eq!(polled.load(Ordering::SeqCst), 1, "{path:?}");
+    }
+}
+
+/// A rate limit is never the direct path's, even alone (no throttle): the
+/// attempt goes the general way, which takes a turn before it runs.
+#[tokio::test(start_paused = true)]
+async fn a_rate_limit_alone_is_honoured_through_the_global_registry() {
+    for path in PATHS {
+        let name = format!("direct-rate-limit-{path:?}");
+        let one_turn = RateLimitConfig { per_second: 1, burst: 1, max_wait: None };
+        registry().declare_rate_limit(&name, one_turn).unwrap();
+        let policy = Policy::builder().rate_limit(name.clone()).max_attempts(1).build().unwrap();
+        let ran = AtomicU32::new(0);
+        let attempt = || async {
+            ran.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, TestError>(())
+        };
+        assert_eq!(call(&policy, None, path, attempt).await, Ok(()));
+        let refused = Err(TestError::Rejected(Rejection::RateLimited { limiter: name }));
+        assert_eq!(call(&policy, None, path, attempt).await, refused, "{path:?}: no turn left");
+        assert_eq!(ran.load(Ordering::SeqCst), 1, "{path:?}: the refused attempt never ran");
     }
 }
 
