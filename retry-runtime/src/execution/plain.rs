@@ -398,7 +398,10 @@ mod tests {
         assert!(plain(&guarded().build().unwrap()), "a breaker and a budget");
         assert!(plain(&Policy::builder().budget("plain-unit-budget").build().unwrap()), "a budget alone");
         assert!(!plain_as::<NoGuards>(&guarded().build().unwrap()), "guards named: not unguarded");
-        assert!(plain_as::<AnyGuards>(&guarded().build().unwrap()), "`Policy::run`'s marker: whatever is named");
+        assert!(
+            plain_as::<AnyGuards>(&guarded().build().unwrap()),
+            "`Policy::run`'s marker: whatever is named"
+        );
         assert!(plain_as::<AnyGuards>(&unguarded), "`Policy::run`'s marker: nothing named");
         let with_bulkhead = guarded().bulkhead("plain-unit-bulkhead").build().unwrap();
         assert!(plain_with_place(&with_bulkhead), "a bulkhead with a place free");
