@@ -170,19 +170,12 @@ impl<F: Future> Future for InContext<'_, F> {
 pub(crate) fn poll_in<F: Future>(
     key: &mut Option<Arc<str>>,
     span: Option<&tracing::Span>,
-    mut attempt: Pin<&mut Option<F>>,
+    attempt: Pin<&mut Option<F>>,
     cx: &mut Context<'_>,
 ) -> Poll<F::Output> {
     let _entered = span.map(tracing::Span::enter);
     let _in = In::enter(key);
-    let Some(running) = attempt.as_mut().as_pin_mut() else {
-        panic!("an attempt polled after it finished");
-    };
-    let poll = running.poll(cx);
-    if poll.is_ready() {
-        attempt.set(None);
-    }
-    poll
+    poll_to_its_end(attempt, cx)
 }
 
 /// Polls a keyless attempt without a span in its context: [`poll_in`]
@@ -190,11 +183,15 @@ pub(crate) fn poll_in<F: Future>(
 /// to swap and no span to enter, entering is setting the mark and leaving
 /// is putting the outer one back.
 #[inline(always)]
-pub(crate) fn poll_keyless<F: Future>(
-    mut attempt: Pin<&mut Option<F>>,
-    cx: &mut Context<'_>,
-) -> Poll<F::Output> {
+pub(crate) fn poll_keyless<F: Future>(attempt: Pin<&mut Option<F>>, cx: &mut Context<'_>) -> Poll<F::Output> {
     let _in = In::keyless();
+    poll_to_its_end(attempt, cx)
+}
+
+/// Polls `attempt` in the context the caller entered, and drops it there
+/// as soon as it is done.
+#[inline(always)]
+fn poll_to_its_end<F: Future>(mut attempt: Pin<&mut Option<F>>, cx: &mut Context<'_>) -> Poll<F::Output> {
     let Some(running) = attempt.as_mut().as_pin_mut() else {
         panic!("an attempt polled after it finished");
     };

@@ -44,7 +44,9 @@ where
 {
     type Output = Fut::Output;
 
-    #[inline]
+    // Always inline: it is polled once per attempt of `Policy::run`, inside
+    // the plain first attempt's poll, where it folds away almost entirely.
+    #[inline(always)]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Fut::Output> {
         if let MadeOnPollProj::Running { attempt } = self.as_mut().project() {
             return attempt.poll(cx);
