@@ -50,8 +50,13 @@ fn fixture(calls: u64) -> (Runtime, u64) {
     declare();
     let rt = runtime();
     rt.block_on(call_out_of_line_functions_once());
+    // `RESILIENT_BENCH_FLEET=off`: the same binary without the fleet, so
+    // that what the fleet costs a call is measured free of what the
+    // compiler made of the larger build (scripts/instructions-check.sh).
     #[cfg(feature = "redis")]
-    join_fleet(&rt);
+    if std::env::var_os("RESILIENT_BENCH_FLEET").is_none_or(|fleet| fleet != "off") {
+        join_fleet(&rt);
+    }
     (rt, calls)
 }
 
@@ -232,6 +237,8 @@ library_benchmark_group!(
 main!(
     // Only instructions are needed: no cache simulation, which would make
     // every run several times slower.
-    config = LibraryBenchmarkConfig::default().tool(Callgrind::with_args(["--cache-sim=no"]));
+    config = LibraryBenchmarkConfig::default()
+        .tool(Callgrind::with_args(["--cache-sim=no"]))
+        .pass_through_env("RESILIENT_BENCH_FLEET");
     library_benchmark_groups = success
 );

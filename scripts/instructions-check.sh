@@ -10,9 +10,13 @@
 # A change that makes the success path cheaper passes (with a note); rewrite
 # the baseline with --update and commit it to keep the gain.
 #
-# Then the same rows again, built with feature `redis` and their guards shared
-# by a fleet (issue 16): the success path never touches the store, so each row
-# must cost what it cost without the feature (within 2%) in this same run.
+# Then the same rows again, built with feature `redis`, twice: with their
+# guards shared by a fleet (issue 16), and in the same binary without one
+# (RESILIENT_BENCH_FLEET=off). The success path never touches the store, so
+# the fleet may add at most 2% to a row. Both runs are of one binary: two
+# builds differ in what the compiler inlines (the redis build holds more
+# code), which moves a row by several percent either way with no fleet work
+# in it. The redis build's rows are held to the baseline's 10% as well.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -84,25 +88,35 @@ PY
 
 if $update; then exit 0; fi
 
-echo "== the same rows with feature redis, their guards shared by a fleet"
+echo "== the same rows with feature redis: without a fleet, then their guards shared by one"
+alone_out="${CARGO_TARGET_DIR:-target}/instructions-redis-alone.json"
 fleet_out="${CARGO_TARGET_DIR:-target}/instructions-redis.json"
+RESILIENT_BENCH_FLEET=off INSTRUCTIONS_FEATURES=redis INSTRUCTIONS_OUT="$alone_out" scripts/instructions.sh "${rows[@]}"
 INSTRUCTIONS_FEATURES=redis INSTRUCTIONS_OUT="$fleet_out" scripts/instructions.sh "${rows[@]}"
-PLAIN="${CARGO_TARGET_DIR:-target}/instructions.json" FLEET="$fleet_out" ROWS="${rows[*]}" python3 - <<'PY'
+ALONE="$alone_out" FLEET="$fleet_out" BASELINE="$baseline" ROWS="${rows[*]}" python3 - <<'PY'
 import json, os, sys
 
-plain = json.load(open(os.environ["PLAIN"]))
+alone = json.load(open(os.environ["ALONE"]))
 fleet = json.load(open(os.environ["FLEET"]))
-limit = 1.02
+baseline = {}
+with open(os.environ["BASELINE"]) as f:
+    for line in f:
+        if line.strip() and not line.startswith("#"):
+            name, count = line.split()
+            baseline[name] = float(count)
 failed = []
-print(f"{'row':<34} {'without':>9} {'with redis':>10} {'change':>8}")
+print(f"{'row':<34} {'baseline':>9} {'no fleet':>9} {'fleet':>9} {'change':>8}")
 for row in os.environ["ROWS"].split():
-    a, b = plain[row]["per_call"], fleet[row]["per_call"]
+    a, b = alone[row]["per_call"], fleet[row]["per_call"]
     verdict = ""
-    if b > a * limit:
+    if b > a * 1.02:
         failed.append(row)
         verdict = "  the fleet costs the success path more than 2%"
-    print(f"{row:<34} {a:9.1f} {b:10.1f} {b / a - 1:+8.1%}{verdict}")
+    elif b > baseline[row] * 1.10:
+        failed.append(row)
+        verdict = "  more than 10% above the baseline with feature redis"
+    print(f"{row:<34} {baseline[row]:9.1f} {a:9.1f} {b:9.1f} {b / a - 1:+8.1%}{verdict}")
 if failed:
-    sys.exit(f"feature redis changes the success path's cost: {', '.join(failed)}")
-print("feature redis and a fleet leave the success path's cost unchanged (within 2%)")
+    sys.exit(f"feature redis or a fleet changes the success path's cost: {', '.join(failed)}")
+print("a fleet leaves the success path's cost unchanged (within 2%), and feature redis within 10% of the baseline")
 PY
