@@ -62,6 +62,11 @@ async fn run(role: String) {
         sync_every: Duration::from_millis(env_ms("FLEET_SYNC_MS")),
         ..Default::default()
     };
+    // A test that needs the guards linked throughout gives a busy machine
+    // longer than the default before a slow flush makes them local.
+    if let Ok(ms) = std::env::var("FLEET_STORE_TIMEOUT_MS") {
+        config.store_timeout = Duration::from_millis(ms.parse().expect("milliseconds"));
+    }
     match role.as_str() {
         "watch" | "fail" => {
             let breaker = BreakerConfig {
@@ -114,10 +119,12 @@ async fn run(role: String) {
         "retry" => retry(t0 + run_ms).await,
         _ => load().await,
     };
-    let (linked, flushes) = (fleet.is_linked(), fleet.flushes());
+    let (linked, flushes, failed_flushes) = (fleet.is_linked(), fleet.flushes(), fleet.failed_flushes());
     let left_linked = fleet.leave().await;
     let (linked, left_linked) = (u8::from(linked), u8::from(left_linked));
-    say(&format!("RESULT linked={linked} left_linked={left_linked} flushes={flushes} {result}"));
+    say(&format!(
+        "RESULT linked={linked} left_linked={left_linked} flushes={flushes} failed_flushes={failed_flushes} {result}"
+    ));
 }
 
 /// To the parent, past libtest's capture (which takes only `print!`).
