@@ -184,7 +184,7 @@ pub(crate) fn poll_in<F: Future>(
 /// is putting the outer one back.
 #[inline(always)]
 pub(crate) fn poll_keyless<F: Future>(attempt: Pin<&mut Option<F>>, cx: &mut Context<'_>) -> Poll<F::Output> {
-    let _in = In::keyless();
+    let _in = Keyless::enter();
     poll_to_its_end(attempt, cx)
 }
 
@@ -232,23 +232,38 @@ impl<'a> In<'a> {
     #[inline(always)]
     fn enter(key: &'a mut Option<Arc<str>>) -> Self {
         if key.is_none() {
-            return In::keyless();
+            return In { swapped: None, outer: mark(Place::Attempt) };
         }
         KEY.with(|current| std::mem::swap(&mut *current.borrow_mut(), key));
-        In::marked(Place::KeyedAttempt, Some(key))
+        In { swapped: Some(key), outer: mark(Place::KeyedAttempt) }
     }
+}
 
-    /// The context of an attempt without a key.
+/// Marks this thread as polling an attempt of this task, at `place`: the outer mark.
+#[inline(always)]
+fn mark(place: Place) -> Mark {
+    let outer = ATTEMPT.get();
+    ATTEMPT.set(Mark { task: tokio::task::try_id(), place });
+    outer
+}
+
+/// [`In`] for an attempt known to have no key: only the mark, and no
+/// key slot to test when it is left.
+struct Keyless {
+    outer: Mark,
+}
+
+impl Keyless {
     #[inline(always)]
-    fn keyless() -> Self {
-        In::marked(Place::Attempt, None)
+    fn enter() -> Self {
+        Keyless { outer: mark(Place::Attempt) }
     }
+}
 
+impl Drop for Keyless {
     #[inline(always)]
-    fn marked(place: Place, swapped: Option<&'a mut Option<Arc<str>>>) -> Self {
-        let outer = ATTEMPT.get();
-        ATTEMPT.set(Mark { task: tokio::task::try_id(), place });
-        In { swapped, outer }
+    fn drop(&mut self) {
+        ATTEMPT.set(self.outer);
     }
 }
 
