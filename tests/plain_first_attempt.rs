@@ -5,7 +5,8 @@
 //! What the guards see must be what the step machine would have shown them:
 //! a success recorded in the breaker and refilling the budget, a first
 //! attempt counted by a ratio budget, a failure recorded and retried after
-//! its wait, a refusal running nothing, a bulkhead place held exactly while
+//! its wait, a refusal (a call whose breaker is not closed is not plain)
+//! running nothing and counted once, a bulkhead place held exactly while
 //! the attempt runs (not while it waits to retry) and given back however it
 //! ends, and a full bulkhead waited for.
 //!
@@ -129,15 +130,21 @@ async fn a_plain_failure_is_recorded_and_retried_a_refusal_runs_nothing_a_probe_
     assert_eq!(guarded(&down).await, Err(Flaky::Down), "the third failure opens the breaker");
     assert_eq!(down.attempts(), 3, "and the retry is refused, ending the call with its error");
     assert_eq!(breaker.state(), BreakerState::Open);
+    let rejections = breaker.totals().rejections;
 
     let open = Rejection::CircuitOpen { breaker: "plain-breaker".to_owned() };
     assert_eq!(guarded(&down).await, Err(Flaky::Rejected(open)));
-    assert_eq!(down.attempts(), 3, "an open breaker refuses the plain first attempt: nothing runs");
+    assert_eq!(down.attempts(), 3, "an open breaker refuses the first attempt: nothing runs");
+    assert_eq!(
+        breaker.totals().rejections,
+        rejections + 1,
+        "one refusal, counted once (not plain, then refused on the general path)"
+    );
 
     tokio::time::advance(Duration::from_secs(1)).await;
     let up = Dependency::failing(0);
     assert_eq!(guarded(&up).await, Ok(1));
-    assert_eq!(breaker.state(), BreakerState::Closed, "the plain probe's success was recorded");
+    assert_eq!(breaker.state(), BreakerState::Closed, "the half-open probe's success was recorded");
 }
 
 /// The places in use in bulkhead `name` (declared with one place).
@@ -184,7 +191,7 @@ async fn refused_in_a_bulkhead(dependency: &Dependency) -> Result<u32, Flaky> {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_refused_plain_attempt_gives_its_place_straight_back() {
+async fn a_call_its_breaker_refuses_holds_no_place() {
     one_place("plain-place-refused");
     let config =
         BreakerConfig { failure_threshold: 1, open_for: Duration::from_secs(60), ..Default::default() };
@@ -195,8 +202,8 @@ async fn a_refused_plain_attempt_gives_its_place_straight_back() {
 
     let open = Rejection::CircuitOpen { breaker: "plain-place-breaker".to_owned() };
     assert_eq!(refused_in_a_bulkhead(&down).await, Err(Flaky::Rejected(open)));
-    assert_eq!(down.attempts(), 1, "the refused plain attempt never ran");
-    assert_eq!(places_in_use("plain-place-refused"), 0, "and its place went straight back");
+    assert_eq!(down.attempts(), 1, "the refused attempt never ran");
+    assert_eq!(places_in_use("plain-place-refused"), 0, "and holds no place");
 }
 
 #[resilient(bulkhead = "plain-place-hanging")]

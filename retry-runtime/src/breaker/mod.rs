@@ -234,12 +234,29 @@ impl CircuitBreaker {
     /// caller); any other state takes the lock.
     #[inline]
     pub fn try_acquire(&self) -> Option<BreakerPermit<'_>> {
-        let word = self.published.load(Ordering::Acquire);
-        if word::state(word) == BreakerState::Closed {
-            let ticket = Ticket { epoch: word::epoch(word), probe: false };
-            return Some(BreakerPermit::new(self, ticket));
+        match self.try_acquire_closed() {
+            Some(closed) => Some(self.permit(closed)),
+            None => self.try_acquire_locked(),
         }
-        self.try_acquire_locked()
+    }
+
+    /// An attempt's admission if the breaker is closed, from the published
+    /// word alone; `None` when it is not, having counted and changed
+    /// nothing, so that the caller may still ask
+    /// [`try_acquire`](Self::try_acquire) (the plain first attempt's
+    /// admission: a breaker that is not closed sends the call down the
+    /// general path, which asks it).
+    #[inline]
+    pub(crate) fn try_acquire_closed(&self) -> Option<ClosedTicket> {
+        let word = self.published.load(Ordering::Acquire);
+        (word::state(word) == BreakerState::Closed).then(|| ClosedTicket { epoch: word::epoch(word) })
+    }
+
+    /// The permit of an attempt this breaker admitted while closed, to
+    /// record its outcome.
+    #[inline]
+    pub(crate) fn permit(&self, closed: ClosedTicket) -> BreakerPermit<'_> {
+        BreakerPermit::new(self, Ticket { epoch: closed.epoch, probe: false })
     }
 
     #[inline(never)]
@@ -346,4 +363,15 @@ impl CircuitBreaker {
     fn lock(&self) -> MutexGuard<'_, BreakerCore> {
         self.core.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// A closed breaker's admission of one attempt, held as its epoch alone
+/// ([`CircuitBreaker::try_acquire_closed`]): `Copy` and without a
+/// destructor, because a permit of the closed era frees nothing when it is
+/// dropped (it holds no probe slot), so an attempt can carry it at no cost
+/// and make it a [`BreakerPermit`] ([`CircuitBreaker::permit`]) only to
+/// record its outcome.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClosedTicket {
+    epoch: u64,
 }

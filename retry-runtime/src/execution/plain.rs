@@ -1,23 +1,27 @@
 //! The plain first attempt: the attribute's success path with nothing
 //! around the attempt but what a plain call needs.
 //!
-//! Most calls are plain (the global registry's guards, at most a breaker, a
-//! budget and a bulkhead with a place free, no key, no override, no
-//! deadline, no attempt timeout, no enabled span, not nested in another
-//! call's attempt) and most first attempts succeed. For those, the
-//! attribute's loop polls the attempt in a small future of its own,
-//! [`PlainRun`], whose output is the attempt's value itself: the bulkhead
-//! place is taken as the attempt is made, the breaker asked, the budget
-//! counts a first attempt, the attempt runs in its context, and a success
-//! gives the place back and is recorded. No [`Execution`] is built (the
-//! loop holds `None`), and no step, phase or timer slot is built, moved or
-//! dropped. The bulkhead follows the direct path's rule (see `direct`): the
-//! place is held exactly while the attempt is, and given back as it ends,
-//! is refused or is dropped. A function that names no guard has its plain
+//! Most calls are plain (the global registry's guards, at most a closed
+//! breaker, a budget and a bulkhead with a place free, no key, no
+//! override, no deadline, no attempt timeout, no enabled span, not nested
+//! in another call's attempt) and most first attempts succeed. For those,
+//! [`plain_attempt`] admits the attempt as it is made (the breaker's
+//! permit, a bulkhead place, the budget's count of a first attempt) and
+//! the attribute's loop polls it in a small future of its own,
+//! [`PlainRun`], whose output is the attempt's value itself: the attempt
+//! runs in its context, and a success gives the place back and is
+//! recorded. No [`Execution`] is built (the loop holds `None`), and no
+//! step, phase or timer slot is built, moved or dropped. The bulkhead
+//! follows the direct path's rule (see `direct`): the place is held
+//! exactly while the attempt is, and given back as it ends or is dropped. A function that names no guard has its plain
 //! first attempt run as an [`UnguardedRun`](super::UnguardedRun) instead:
 //! the attempt alone.
 //!
-//! The first failure (or a refusal) is handed to [`after_plain_failure`],
+//! A breaker that is not closed, or a bulkhead with no place free, makes
+//! the call not plain: nothing is counted or changed, and the general path
+//! asks them (it counts a refusal, or waits for a place). So a plain
+//! attempt is never refused, and the first failure is handed to
+//! [`after_plain_failure`],
 //! which builds the execution the call would have started with (a plain
 //! one: the same guards, the policy's settings, no `more`), then records
 //! and decides exactly as the direct path does (it calls the same `failed`
@@ -36,12 +40,11 @@ use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
 
-use super::admission::{Refusal, admit_breaker};
 use super::direct::{Next, PlaceBack, failed, give_back_place};
 use super::outcome::{first_attempt_began, succeeded};
 use super::start::debug_enabled;
 use super::{Execution, LastError, Step};
-use crate::breaker::BreakerPermit;
+use crate::breaker::{BreakerPermit, ClosedTicket};
 use crate::context;
 use crate::error::ErrorHandling;
 use crate::guards::Guards;
@@ -55,13 +58,9 @@ pin_project! {
         guards: &'p Guards,
         // Which guards: with a bulkhead, the attempt holds a place while `attempt` is `Some`.
         guarding: PhantomData<G>,
-        permit: Option<BreakerPermit<'p>>,
-        // Why the attempt was never made, until the first poll says so
-        // (boxed: a refusal allocates anyway, and one word is moved on
-        // every call where a `Refusal` would be).
-        refusal: Option<Box<Refusal>>,
-        // `None` once finished (dropped as soon as it is done, in its
-        // context), or when it was refused.
+        // The breaker's admission (`None` without a breaker), a permit once recorded.
+        ticket: Option<ClosedTicket>,
+        // `None` once finished (dropped as soon as it is done, in its context).
         #[pin]
         attempt: Option<Fut>,
     }
@@ -86,36 +85,33 @@ pub(super) fn cancelled<Fut>(attempt: Pin<&mut Option<Fut>>) {
     context::drop_in(&mut None, None, attempt);
 }
 
-/// Why a plain first attempt did not succeed: what the call goes on from.
+/// A plain first attempt that ran and failed: what the call goes on from.
 #[derive(Debug)]
 pub struct PlainFailure<'p, E> {
     guards: &'p Guards,
-    why: Why<'p, E>,
+    /// The attempt's breaker permit, which records the outcome.
+    permit: Option<BreakerPermit<'p>>,
+    error: E,
 }
 
 impl<'p, E> PlainFailure<'p, E> {
     /// An attempt that ran under `guards` (its `permit`, if any) and failed with `error`.
     #[inline]
     pub(super) fn failed(guards: &'p Guards, permit: Option<BreakerPermit<'p>>, error: E) -> Self {
-        PlainFailure { guards, why: Why::Failed { permit, error } }
+        PlainFailure { guards, permit, error }
     }
 }
 
-#[derive(Debug)]
-enum Why<'p, E> {
-    /// The breaker refused the attempt: it never ran.
-    Refused(Refusal),
-    /// The attempt ran and failed; its permit records the outcome.
-    Failed { permit: Option<BreakerPermit<'p>>, error: E },
-}
-
-/// The guards of a plain call's first attempt, when the call's execution
-/// is not built yet (`None`) and a call of `policy` made now is plain;
-/// then the attempt runs as a [`PlainRun`]. `G` says which guards the
-/// policy names (see [`Guarding`]; the attribute knows). With a bulkhead,
-/// the call is plain only if a place is free, and the attempt holds it from
-/// now, as on the direct path (a full or adaptive bulkhead sends the call
-/// down the general path, which waits for a place).
+/// The admission of a plain call's first attempt, when the call's
+/// execution is not built yet (`None`) and a call of `policy` made now is
+/// plain; then the attempt runs as a [`PlainRun`]. `G` says which guards
+/// the policy names (see [`Guarding`]; the attribute knows). Admitted as
+/// the direct path admits, breaker first, but only where that takes no
+/// lock and changes nothing it would have to undo: a breaker that is not
+/// closed (open: a refusal to count; half-open: a probe slot), a full or
+/// adaptive bulkhead (a place to wait for) send the call down the general
+/// path, which asks them again. An admitted attempt holds its permit and
+/// its place from now, and the budget has counted it.
 #[inline(always)]
 pub fn plain_attempt<'p, G: Guarding, S, H>(
     policy: &'p Policy,
@@ -125,18 +121,36 @@ pub fn plain_attempt<'p, G: Guarding, S, H>(
         return None;
     }
     let guards = plain_guards::<G>(policy)?;
+    if !G::GUARDS {
+        // Nothing to ask, nothing to count.
+        return Some(PlainGuards { guards, ticket: None, guarding: PhantomData });
+    }
+    let ticket = match &guards.breaker {
+        None => None,
+        Some(breaker) => Some(breaker.try_acquire_closed()?),
+    };
+    // The breaker's admission, left here, frees nothing (a closed breaker's: no probe slot).
     if may_hold_place::<G>() && !guards.bulkhead.as_ref().is_none_or(|bulkhead| bulkhead.try_take_place()) {
         return None;
     }
-    Some(PlainGuards { guards, guarding: PhantomData })
+    first_attempt_began(guards);
+    Some(PlainGuards { guards, ticket, guarding: PhantomData })
 }
 
-/// The guards a plain first attempt runs under (see [`plain_attempt`]),
-/// with the bulkhead place it took, if any: so not `Copy`, one attempt each.
+/// An admitted plain first attempt's guards (see [`plain_attempt`]): its
+/// breaker's admission and the bulkhead place it took, if any; one
+/// attempt each.
 #[derive(Debug)]
 pub struct PlainGuards<'p, G> {
     guards: &'p Guards,
+    ticket: Option<ClosedTicket>,
     guarding: PhantomData<G>,
+}
+
+/// The permit of the attempt the breaker of `guards` admitted with `ticket`.
+#[inline(always)]
+fn permit(guards: &Guards, ticket: Option<ClosedTicket>) -> Option<BreakerPermit<'_>> {
+    guards.breaker.as_ref().zip(ticket).map(|(breaker, ticket)| breaker.permit(ticket))
 }
 
 /// Which guards a plain call's policy names: none ([`NoGuards`]), a
@@ -205,30 +219,12 @@ mod sealed {
 }
 
 impl<'p, Fut, G: Guarding> PlainRun<'p, Fut, G> {
-    /// The plain first attempt `attempt`, under `guards`, admitted now:
-    /// the attribute awaits it at once, so this is its first poll, as on
-    /// the direct path. A refused attempt is dropped without running (as
-    /// `attempt_with` drops one it never makes) and the first poll answers
-    /// the refusal.
+    /// The plain first attempt `attempt`, admitted by [`plain_attempt`]
+    /// under `plain`: the attribute awaits it at once.
     #[inline(always)]
-    pub fn new(guards: PlainGuards<'p, G>, attempt: Fut) -> Self {
-        let (guards, guarding) = (guards.guards, guards.guarding);
-        if !G::GUARDS {
-            // Nothing to ask, nothing to count.
-            return PlainRun { guards, guarding, permit: None, refusal: None, attempt: Some(attempt) };
-        }
-        match admit_breaker(guards) {
-            Ok(permit) => {
-                first_attempt_began(guards);
-                PlainRun { guards, guarding, permit, refusal: None, attempt: Some(attempt) }
-            }
-            Err(refusal) => {
-                if may_hold_place::<G>() {
-                    give_back_place(guards);
-                }
-                PlainRun { guards, guarding, permit: None, refusal: Some(Box::new(refusal)), attempt: None }
-            }
-        }
+    pub fn new(plain: PlainGuards<'p, G>, attempt: Fut) -> Self {
+        let PlainGuards { guards, ticket, guarding } = plain;
+        PlainRun { guards, guarding, ticket, attempt: Some(attempt) }
     }
 }
 
@@ -292,12 +288,6 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let guards = *this.guards;
-        if this.attempt.is_none() {
-            return match this.refusal.take() {
-                Some(refusal) => Poll::Ready(Err(PlainFailure { guards, why: Why::Refused(*refusal) })),
-                None => panic!("a plain attempt polled after it finished"),
-            };
-        }
         match context::poll_keyless(this.attempt, cx) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Ok(value)) => {
@@ -305,20 +295,19 @@ where
                     give_back_place(guards);
                 }
                 if G::GUARDS {
-                    succeeded(guards, this.permit.take());
+                    succeeded(guards, permit(guards, *this.ticket));
                 }
                 Poll::Ready(Ok(value))
             }
             Poll::Ready(Err(error)) => {
-                Poll::Ready(Err(PlainFailure::failed(guards, this.permit.take(), error)))
+                Poll::Ready(Err(PlainFailure::failed(guards, permit(guards, *this.ticket), error)))
             }
         }
     }
 }
 
-/// Goes on from a plain first attempt that did not succeed, as the direct
-/// path would have: a refusal ends the call; a failure is recorded in the
-/// breaker and decided on. A retry's wait is left to the next attempt,
+/// Goes on from a plain first attempt that failed, as the direct path
+/// would have: the failure is recorded in the breaker and decided on. A retry's wait is left to the next attempt,
 /// which waits it out before it is admitted (`More::pending_wait`), so that
 /// the attribute's loop awaits nothing here: the error type is never held
 /// across an `.await` but the attempt's, and the loop's future has one
@@ -338,18 +327,13 @@ where
     let (_, handling) = parts();
     let execution = execution.insert(Execution::unstarted(policy, handling));
     execution.start_plain(failure.guards, false);
-    match failure.why {
-        Why::Refused(refusal) => Step::Done(Err(execution.cannot_run(refusal))),
-        Why::Failed { permit, error } => {
-            // The attempt ran: it counts, as `begin_attempt` counts it on the other paths.
-            execution.attempts = 1;
-            match failed(execution, failure.guards, permit, error) {
-                Next::Done(step) => step,
-                Next::BackOff(wait) => {
-                    execution.more().pending_wait = Some(wait);
-                    Step::Retry
-                }
-            }
+    // The attempt ran: it counts, as `begin_attempt` counts it on the other paths.
+    execution.attempts = 1;
+    match failed(execution, failure.guards, failure.permit, failure.error) {
+        Next::Done(step) => step,
+        Next::BackOff(wait) => {
+            execution.more().pending_wait = Some(wait);
+            Step::Retry
         }
     }
 }
@@ -445,6 +429,49 @@ mod tests {
         let policy = Policy::builder().bulkhead("plain-unit-adaptive").build().unwrap();
         assert!(!plain_with_place(&policy), "an adaptive bulkhead's places carry a start time");
         assert_eq!(global.bulkhead("plain-unit-adaptive").unwrap().in_use(), 0);
+    }
+
+    #[test]
+    fn a_breaker_not_closed_or_a_full_bulkhead_makes_a_call_not_plain_having_counted_nothing() {
+        let global = registry();
+        let trips_at_once = BreakerConfig {
+            failure_threshold: 1,
+            open_for: Duration::from_secs(3_600),
+            ..BreakerConfig::default()
+        };
+        global.declare_breaker("plain-unit-trips", trips_at_once).unwrap();
+        global.declare_budget("plain-unit-counts", RatioBudget::default()).unwrap();
+        let one_place = BulkheadConfig { max_concurrent: 1, ..BulkheadConfig::default() };
+        global.declare_bulkhead("plain-unit-one-place", one_place).unwrap();
+        let policy = Policy::builder()
+            .breaker("plain-unit-trips")
+            .budget("plain-unit-counts")
+            .bulkhead("plain-unit-one-place")
+            .build()
+            .unwrap();
+        let breaker = global.breaker("plain-unit-trips").unwrap();
+        let budget = global.budget("plain-unit-counts").unwrap();
+        let bulkhead = global.bulkhead("plain-unit-one-place").unwrap();
+        let first_attempts = || budget.totals().first_attempts;
+
+        assert!(plain_with_place(&policy), "admitted: a closed breaker and a free place");
+        assert_eq!((first_attempts(), bulkhead.in_use()), (1, 1), "counted once, holding the place");
+        bulkhead.give_back_place();
+
+        let held = bulkhead.try_acquire().expect("the one place");
+        assert!(!plain_with_place(&policy), "no place free");
+        assert_eq!(first_attempts(), 1, "a call sent down the general path is counted there, not here");
+        drop(held);
+
+        breaker.try_acquire().expect("closed").record(crate::Outcome::Failure);
+        assert_eq!(breaker.state(), crate::BreakerState::Open);
+        assert!(!plain_with_place(&policy), "an open breaker");
+        assert_eq!(
+            breaker.totals().rejections,
+            0,
+            "the general path asks it again: one refusal counted there"
+        );
+        assert_eq!((first_attempts(), bulkhead.in_use()), (1, 0), "nothing counted, no place taken");
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! polled in its context, and nothing else.
 //!
 //! [`PlainRun`](super::PlainRun) carries what a guarded attempt needs (its
-//! guards, a breaker permit, a refusal, a bulkhead place), each built,
-//! tested and dropped on every call even when the function names no guard.
+//! guards, the breaker's admission, a bulkhead place), each built, tested
+//! and dropped on every call even when the function names no guard.
 //! [`UnguardedRun`] carries the attempt alone, and its output is the
 //! attempt's own: a failure becomes a [`PlainFailure`] (no guards, no
 //! permit) only after it happened, for [`after_plain_failure`](super::after_plain_failure).
