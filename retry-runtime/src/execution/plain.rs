@@ -68,7 +68,8 @@ pin_project! {
     impl<Fut, G: Guarding> PinnedDrop for PlainRun<'_, Fut, G> {
         fn drop(this: Pin<&mut Self>) {
             // A cancelled attempt is dropped in its context and its place
-            // given back; the permit (a field, dropped next) records nothing.
+            // given back; its breaker's admission (a closed breaker's, no
+            // probe slot) has nothing to free and records nothing.
             let this = this.project();
             if this.attempt.is_some() {
                 let _place_back = may_hold_place::<G>().then(|| PlaceBack(this.guards));
@@ -110,8 +111,8 @@ impl<'p, E> PlainFailure<'p, E> {
 /// lock and changes nothing it would have to undo: a breaker that is not
 /// closed (open: a refusal to count; half-open: a probe slot), a full or
 /// adaptive bulkhead (a place to wait for) send the call down the general
-/// path, which asks them again. An admitted attempt holds its permit and
-/// its place from now, and the budget has counted it.
+/// path, which asks them again. An admitted attempt holds its breaker's
+/// admission and its place from now, and the budget has counted it.
 #[inline(always)]
 pub fn plain_attempt<'p, G: Guarding, S, H>(
     policy: &'p Policy,
