@@ -6,32 +6,31 @@
 //! override, no deadline, no attempt timeout, no enabled span, not nested
 //! in another call's attempt) and most first attempts succeed. For those,
 //! [`plain_attempt`] admits the attempt as it is made (the breaker's
-//! permit, a bulkhead place, the budget's count of a first attempt) and
+//! admission, a bulkhead place, the budget's count of a first attempt) and
 //! the attribute's loop polls it in a small future of its own,
 //! [`PlainRun`], whose output is the attempt's value itself: the attempt
 //! runs in its context, and a success gives the place back and is
 //! recorded. No [`Execution`] is built (the loop holds `None`), and no
 //! step, phase or timer slot is built, moved or dropped. The bulkhead
 //! follows the direct path's rule (see `direct`): the place is held
-//! exactly while the attempt is, and given back as it ends or is dropped. A function that names no guard has its plain
-//! first attempt run as an [`UnguardedRun`](super::UnguardedRun) instead:
-//! the attempt alone.
+//! exactly while the attempt is, and given back as it ends or is dropped.
+//! A function that names no guard has its plain first attempt run as an
+//! [`UnguardedRun`](super::UnguardedRun) instead: the attempt alone.
 //!
 //! A breaker that is not closed, or a bulkhead with no place free, makes
 //! the call not plain: nothing is counted or changed, and the general path
 //! asks them (it counts a refusal, or waits for a place). So a plain
 //! attempt is never refused, and the first failure is handed to
-//! [`after_plain_failure`],
-//! which builds the execution the call would have started with (a plain
-//! one: the same guards, the policy's settings, no `more`), then records
-//! and decides exactly as the direct path does (it calls the same `failed`
-//! step, which gives the place back), leaving a retry's wait to the next
-//! attempt; every later attempt goes through [`Execution::attempt`]. For a
-//! call that is not plain, `plain_attempt` answers `None`, and its attempts
-//! go through [`Execution::attempt`] from the first, on an execution from
-//! [`started`], built as `Policy::execution` builds it. `Policy::run`
-//! drives the same steps for a call without a key, its attempts made on
-//! their first poll (see `lazy`).
+//! [`after_plain_failure`], which builds the execution the call would have
+//! started with (a plain one: the same guards, the policy's settings, no
+//! `more`), then records and decides exactly as the direct path does (it
+//! calls the same `failed` step, which gives the place back), leaving a
+//! retry's wait to the next attempt; every later attempt goes through
+//! [`Execution::attempt`]. For a call that is not plain, `plain_attempt`
+//! answers `None`, and its attempts go through [`Execution::attempt`] from
+//! the first, on an execution from [`started`], built as
+//! `Policy::execution` builds it. `Policy::run` drives the same steps for a
+//! call without a key, its attempts made on their first poll (see `lazy`).
 
 use std::future::Future;
 use std::marker::PhantomData;
@@ -58,7 +57,8 @@ pin_project! {
         guards: &'p Guards,
         // Which guards: with a bulkhead, the attempt holds a place while `attempt` is `Some`.
         guarding: PhantomData<G>,
-        // The breaker's admission (`None` without a breaker), a permit once recorded.
+        // The breaker's admission (`None` without a breaker), made a
+        // permit only to record the outcome.
         ticket: Option<ClosedTicket>,
         // `None` once finished (dropped as soon as it is done, in its context).
         #[pin]
@@ -307,13 +307,14 @@ where
     }
 }
 
-/// Goes on from a plain first attempt that failed, as the direct path
-/// would have: the failure is recorded in the breaker and decided on. A retry's wait is left to the next attempt,
-/// which waits it out before it is admitted (`More::pending_wait`), so that
-/// the attribute's loop awaits nothing here: the error type is never held
-/// across an `.await` but the attempt's, and the loop's future has one
-/// suspension point fewer. The call's execution is built here (`parts`:
-/// see [`started`]), started as the plain call it was.
+/// Goes on from a plain first attempt that failed, as the direct path would
+/// have: the failure is recorded in the breaker and decided on. A retry's
+/// wait is left to the next attempt, which waits it out before it is
+/// admitted (`More::pending_wait`), so that the attribute's loop awaits
+/// nothing here: the error type is never held across an `.await` but the
+/// attempt's, and the loop's future has one suspension point fewer. The
+/// call's execution is built here (`parts`: see [`started`]), started as
+/// the plain call it was.
 pub fn after_plain_failure<'p, T, E, S, H>(
     policy: &'p Policy,
     execution: &mut Option<Execution<'p, S, H>>,
