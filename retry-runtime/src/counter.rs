@@ -127,21 +127,36 @@ impl PerThreadCounter {
     /// Counts one event in this thread's slot.
     #[inline]
     pub(crate) fn increment(&self) {
-        let slot = slot();
+        // One test for the common case: `UNCLAIMED` and `SPARE` are both
+        // at least `SPARE`, so a thread yet to claim takes the cold path
+        // with the spare's users.
+        let slot = SLOT.get();
         if slot < SPARE {
-            // Only this thread writes its slot while it holds the claim, so
-            // a load and a store lose nothing; readers see each store whole.
-            let own = &self.slots[slot].0;
-            own.store(own.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+            self.increment_own(slot);
         } else {
-            self.increment_spare();
+            self.increment_elsewhere();
         }
     }
 
+    #[inline]
+    fn increment_own(&self, slot: usize) {
+        // Only this thread writes its slot while it holds the claim, so a
+        // load and a store lose nothing; readers see each store whole.
+        let own = &self.slots[slot].0;
+        own.store(own.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+    }
+
+    /// A thread's first count claims it a slot; without one, it counts in
+    /// the spare.
     #[cold]
     #[inline(never)]
-    fn increment_spare(&self) {
-        self.slots[SPARE].0.fetch_add(1, Ordering::Relaxed);
+    fn increment_elsewhere(&self) {
+        let slot = slot();
+        if slot < SPARE {
+            self.increment_own(slot);
+        } else {
+            self.slots[SPARE].0.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Events counted so far (increments racing this read may or may not be in it).

@@ -276,21 +276,31 @@ impl CircuitBreaker {
         }
     }
 
-    /// Whether recording `outcome` for a non-probe `ticket` can change
-    /// nothing, decided from the published word alone.
+    /// Whether recording `outcome` for a non-probe attempt can change
+    /// nothing, decided from the published word alone: the common case,
+    /// inlined into the caller.
     #[inline]
-    fn nothing_to_record(&self, ticket: Ticket, outcome: Outcome) -> bool {
+    fn nothing_to_record(&self, outcome: Outcome) -> bool {
         match outcome {
             // A permanent error outside half-open is neutral.
             Outcome::Neutral => true,
-            Outcome::Success => {
-                let word = self.published.load(Ordering::Acquire);
-                // Either nothing to clear, or the attempt belongs to an
-                // earlier epoch and would be ignored anyway.
-                word::closed_and_quiet(word) || word::epoch(word) != ticket.epoch
-            }
+            Outcome::Success => word::closed_and_quiet(self.published.load(Ordering::Acquire)),
             Outcome::Failure => false,
         }
+    }
+
+    /// Records what [`nothing_to_record`](Self::nothing_to_record) could
+    /// not rule out. A success of an attempt admitted in an earlier epoch
+    /// would be ignored under the lock, so it is ignored before it (a
+    /// breaker that just opened hears many such successes at once). Out of
+    /// line, so that the common case does not carry the epoch test.
+    #[inline(never)]
+    fn record_slow(&self, ticket: Ticket, outcome: Outcome) {
+        let stale = || word::epoch(self.published.load(Ordering::Acquire)) != ticket.epoch;
+        if outcome == Outcome::Success && !ticket.probe && stale() {
+            return;
+        }
+        self.record_locked(ticket, outcome);
     }
 
     #[inline(never)]
@@ -307,7 +317,6 @@ impl CircuitBreaker {
         }
     }
 
-    #[inline(never)]
     fn record_locked(&self, ticket: Ticket, outcome: Outcome) {
         let mut core = self.lock();
         // The clock is read only when the core will use it (not for a

@@ -41,10 +41,10 @@ impl<'a> BreakerPermit<'a> {
             self.breaker.count(outcome);
             // The common case, inlined: a success or a permanent error of a
             // closed-era attempt that leaves nothing to do (one atomic load).
-            if !ticket.probe && self.breaker.nothing_to_record(ticket, outcome) {
+            if !ticket.probe && self.breaker.nothing_to_record(outcome) {
                 return;
             }
-            self.breaker.record_locked(ticket, outcome);
+            self.breaker.record_slow(ticket, outcome);
         }
     }
 }
