@@ -43,7 +43,7 @@ use super::direct::{Next, PlaceBack, failed, give_back_place};
 use super::outcome::{first_attempt_began, succeeded};
 use super::start::debug_enabled;
 use super::{Execution, LastError, Step};
-use crate::breaker::{BreakerPermit, ClosedTicket};
+use crate::breaker::{BreakerPermit, CircuitBreaker, ClosedTicket};
 use crate::context;
 use crate::error::ErrorHandling;
 use crate::guards::Guards;
@@ -59,7 +59,7 @@ pin_project! {
         guarding: PhantomData<G>,
         // The breaker's admission (`None` without a breaker), made a
         // permit only to record the outcome.
-        ticket: Option<ClosedTicket>,
+        admission: Admission<'p>,
         // `None` once finished (dropped as soon as it is done, in its context).
         #[pin]
         attempt: Option<Fut>,
@@ -124,18 +124,18 @@ pub fn plain_attempt<'p, G: Guarding, S, H>(
     let guards = plain_guards::<G>(policy)?;
     if !G::GUARDS {
         // Nothing to ask, nothing to count.
-        return Some(PlainGuards { guards, ticket: None, guarding: PhantomData });
+        return Some(PlainGuards { guards, admission: None, guarding: PhantomData });
     }
-    let ticket = match &guards.breaker {
+    let admission = match &guards.breaker {
         None => None,
-        Some(breaker) => Some(breaker.try_acquire_closed()?),
+        Some(breaker) => Some((&**breaker, breaker.try_acquire_closed()?)),
     };
     // The breaker's admission, left here, frees nothing (a closed breaker's: no probe slot).
     if may_hold_place::<G>() && !guards.bulkhead.as_ref().is_none_or(|bulkhead| bulkhead.try_take_place()) {
         return None;
     }
     first_attempt_began(guards);
-    Some(PlainGuards { guards, ticket, guarding: PhantomData })
+    Some(PlainGuards { guards, admission, guarding: PhantomData })
 }
 
 /// An admitted plain first attempt's guards (see [`plain_attempt`]): its
@@ -144,14 +144,20 @@ pub fn plain_attempt<'p, G: Guarding, S, H>(
 #[derive(Debug)]
 pub struct PlainGuards<'p, G> {
     guards: &'p Guards,
-    ticket: Option<ClosedTicket>,
+    admission: Admission<'p>,
     guarding: PhantomData<G>,
 }
 
-/// The permit of the attempt the breaker of `guards` admitted with `ticket`.
+/// A closed breaker's admission of a plain attempt, with the breaker
+/// (`None` without one): `Copy` and without a destructor. The breaker is
+/// kept beside the ticket so that recording tests one `Option`, not the
+/// guards' breaker again.
+type Admission<'p> = Option<(&'p CircuitBreaker, ClosedTicket)>;
+
+/// The permit of the attempt `admission` admitted, to record its outcome.
 #[inline(always)]
-fn permit(guards: &Guards, ticket: Option<ClosedTicket>) -> Option<BreakerPermit<'_>> {
-    guards.breaker.as_ref().zip(ticket).map(|(breaker, ticket)| breaker.permit(ticket))
+fn permit(admission: Admission<'_>) -> Option<BreakerPermit<'_>> {
+    admission.map(|(breaker, ticket)| breaker.permit(ticket))
 }
 
 /// Which guards a plain call's policy names: none ([`NoGuards`]), a
@@ -224,8 +230,8 @@ impl<'p, Fut, G: Guarding> PlainRun<'p, Fut, G> {
     /// under `plain`: the attribute awaits it at once.
     #[inline(always)]
     pub fn new(plain: PlainGuards<'p, G>, attempt: Fut) -> Self {
-        let PlainGuards { guards, ticket, guarding } = plain;
-        PlainRun { guards, guarding, ticket, attempt: Some(attempt) }
+        let PlainGuards { guards, admission, guarding } = plain;
+        PlainRun { guards, guarding, admission, attempt: Some(attempt) }
     }
 }
 
@@ -296,12 +302,12 @@ where
                     give_back_place(guards);
                 }
                 if G::GUARDS {
-                    succeeded(guards, permit(guards, *this.ticket));
+                    succeeded(guards, permit(*this.admission));
                 }
                 Poll::Ready(Ok(value))
             }
             Poll::Ready(Err(error)) => {
-                Poll::Ready(Err(PlainFailure::failed(guards, permit(guards, *this.ticket), error)))
+                Poll::Ready(Err(PlainFailure::failed(guards, permit(*this.admission), error)))
             }
         }
     }
