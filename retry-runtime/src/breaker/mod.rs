@@ -22,6 +22,9 @@ mod state;
 mod window;
 mod word;
 
+#[cfg(test)]
+mod tests;
+
 use std::time::Duration;
 
 // Under `--cfg resilient_loom` the breaker's own synchronisation is
@@ -82,6 +85,10 @@ struct Counts {
     /// Probes' outcomes, counted off the success path (probes take the lock).
     probe_successes: std::sync::atomic::AtomicU64,
     probe_failures: std::sync::atomic::AtomicU64,
+    /// Times the core's lock was taken: the unit tests check that the
+    /// paths meant to be lock-free are.
+    #[cfg(test)]
+    locks: std::sync::atomic::AtomicU64,
 }
 
 /// A breaker's totals since it was made: attempts that ran (and reported),
@@ -370,6 +377,8 @@ impl CircuitBreaker {
     /// The lock is never held across an await or a user callback that could
     /// panic into it, but a poisoned lock still holds a consistent core.
     fn lock(&self) -> MutexGuard<'_, BreakerCore> {
+        #[cfg(test)]
+        self.counts.locks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.core.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
