@@ -221,6 +221,32 @@ mod tests {
     }
 
     #[test]
+    fn a_thread_that_exits_gives_back_its_own_slot_only() {
+        // A holds its slot while B claims one and exits: A's claim must
+        // survive B's release, or a later thread would share A's slot and
+        // their plain stores would lose counts.
+        let (claimed, release) = (std::sync::mpsc::channel(), std::sync::Barrier::new(2));
+        let (holder, other, held) = std::thread::scope(|scope| {
+            let (claimed_tx, release) = (claimed.0.clone(), &release);
+            scope.spawn(move || {
+                claimed_tx.send(slot()).unwrap();
+                release.wait();
+            });
+            let holder = claimed.1.recv().unwrap();
+            let other = std::thread::spawn(slot).join().unwrap();
+            let held = holder < SLOTS && CLAIMED.load(Ordering::Acquire) & (1 << holder) != 0;
+            // Let the holder go before judging, so that a failure fails
+            // the test instead of leaving the holder waiting.
+            release.wait();
+            (holder, other, held)
+        });
+        // (Only while another test holds every slot is either thread without one.)
+        if holder < SLOTS && other < SLOTS {
+            assert!(held, "slot {holder} was given back by the thread of slot {other}");
+        }
+    }
+
+    #[test]
     fn threads_beyond_the_slots_share_the_spare_and_lose_nothing() {
         // More threads alive at once than there are slots (other tests'
         // threads may hold some too): the rest count in the spare.
