@@ -312,6 +312,47 @@ async fn an_override_applies_from_the_next_call_and_its_removal_too() {
     assert_eq!(calls.load(Ordering::SeqCst), 2, "compiled again");
 }
 
+#[resilient(name = "config::tuned", max_attempts = 2, base_ms = 1, jitter = "none", breaker = "payment")]
+async fn tuned(calls: &AtomicU32) -> Result<(), Fault> {
+    calls.fetch_add(1, Ordering::SeqCst);
+    Err(Fault::Down)
+}
+
+/// An override that only tunes the retries leaves the first attempt plain
+/// (the runtime's `execution::plain`: through the global registry, without
+/// looking the override up); it must still govern the retries once that
+/// attempt fails. One that sets a deadline is armed as the call starts.
+#[tokio::test(start_paused = true)]
+async fn an_override_in_the_global_registry_governs_the_retries_after_a_plain_first_attempt() {
+    let breaker = resilient::BreakerConfig { failure_threshold: 1_000, ..Default::default() };
+    resilient::registry().declare_breaker("payment", breaker).unwrap();
+    let calls = AtomicU32::new(0);
+    let start = Instant::now();
+    let _ = tuned(&calls).await;
+    assert_eq!((calls.swap(0, Ordering::SeqCst), start.elapsed()), (2, ms(1)), "compiled");
+
+    let table = "[operations.\"config::tuned\"]\nmax_attempts = 4\nbase_ms = 100\n";
+    resilient::registry().reload_toml(table).unwrap();
+    let start = Instant::now();
+    let _ = tuned(&calls).await;
+    assert_eq!(calls.swap(0, Ordering::SeqCst), 4, "the override's attempts");
+    assert_eq!(start.elapsed(), ms(100 + 200 + 400), "the override's backoff");
+
+    resilient::registry().reload_toml(&format!("{table}deadline_ms = 250\n")).unwrap();
+    let start = Instant::now();
+    let _ = tuned(&calls).await;
+    assert_eq!(
+        calls.swap(0, Ordering::SeqCst),
+        2,
+        "the deadline, armed at the start, leaves no time for a third"
+    );
+    assert_eq!(start.elapsed(), ms(100), "it ends the call before the 200 ms wait");
+
+    resilient::registry().reload_toml("").unwrap();
+    let _ = tuned(&calls).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "compiled again");
+}
+
 #[test]
 fn an_override_cannot_give_retries_to_a_function_without_a_retry_loop() {
     let err = error("[operations.\"config::once\"]\nmax_attempts = 3");

@@ -237,11 +237,12 @@ impl<'p, Fut, G: Guarding> PlainRun<'p, Fut, G> {
 
 /// The guards, when a call of `policy` made now is plain: its settings and
 /// guard names allow it, and name the guards `G` says (`Policy::plain_shape`:
-/// no deadline, attempt timeout or hedging, no throttle or rate limit), no override
-/// may be in force, DEBUG is off, it is made outside any attempt (no key to
-/// inherit, not nested), and its guards are the global registry's. Then it
-/// starts as `starts_plain` says `Execution::start` would start it, which
-/// [`after_plain_failure`] does with `Execution::start_plain`.
+/// no deadline, attempt timeout or hedging, no throttle or rate limit), no
+/// override that sets a deadline or an attempt timeout may be in force (one
+/// that tunes the retries is looked up if the attempt fails), DEBUG is off,
+/// it is made outside any attempt (no key to inherit, not nested), and its
+/// guards are the global registry's. Then it starts as `Execution::start`
+/// would start it, which [`after_plain_failure`] does.
 #[inline(always)]
 fn plain_guards<G: Guarding>(policy: &Policy) -> Option<&Guards> {
     let shape = policy.plain_shape();
@@ -251,7 +252,7 @@ fn plain_guards<G: Guarding>(policy: &Policy) -> Option<&Guards> {
         (true, Some(true)) => shape == PlainShape::WithBulkhead,
         (true, None) => shape != PlainShape::Never,
     };
-    if named && !policy.may_be_overridden() && !debug_enabled() && context::outside_attempts() {
+    if named && !policy.override_forbids_plain() && !debug_enabled() && context::outside_attempts() {
         match (G::GUARDS, G::BULKHEAD) {
             // No guard named: none to look up, in any registry.
             (false, _) => Some(Guards::none()),
@@ -329,12 +330,13 @@ pub fn after_plain_failure<'p, T, E, S, H>(
 ) -> Step<T, E>
 where
     H: ErrorHandling<E>,
-    S: LastError<E>,
+    S: LastError<E> + Default,
 {
-    // Started as the plain call it was (not nested: it started outside attempts).
+    // Started as the plain call it was (not nested: it started outside
+    // attempts), on the override now in force, if any.
     let (_, handling) = parts();
     let execution = execution.insert(Execution::unstarted(policy, handling));
-    execution.start_plain(failure.guards, false);
+    execution.start_after_plain(failure.guards);
     // The attempt ran: it counts, as `begin_attempt` counts it on the other paths.
     execution.attempts = 1;
     match failed(execution, failure.guards, failure.permit, failure.error) {
@@ -352,6 +354,7 @@ mod tests {
 
     use super::*;
     use crate::execution::Kept;
+    use crate::settings::Settings;
     use crate::{BreakerConfig, BulkheadConfig, RateLimitConfig, RatioBudget, ThrottleConfig, registry};
 
     /// Whether the first attempt of a call of `policy` made now is plain,
@@ -415,6 +418,36 @@ mod tests {
             assert!(!plain_with_place(&with_bulkhead), "{why} makes a call not plain, with a bulkhead too");
         }
         assert_eq!(bulkhead.in_use(), 0, "a call that is not plain takes no place here");
+    }
+
+    #[test]
+    fn an_override_that_tunes_the_retries_leaves_a_call_plain_one_with_a_deadline_or_timeout_does_not() {
+        registry().declare_breaker("plain-unit-overridden", BreakerConfig::default()).unwrap();
+        let built = Policy::builder().breaker("plain-unit-overridden").build().unwrap();
+        // The registry counts itself into the policy's 'static counter.
+        let policy: &'static Policy = Box::leak(Box::new(built));
+        let second = Some(Duration::from_secs(1));
+        let compiled = policy.settings();
+        let tuned = Settings { max_attempts: 7, ..compiled };
+        let holder = crate::Registry::new();
+        let hold = |settings: Option<Settings>| {
+            let counted = settings.map(|settings| {
+                ("plain-unit-overridden".to_owned(), (settings, vec![policy.override_count()]))
+            });
+            holder.replace_overrides(counted.into_iter().collect());
+        };
+
+        hold(Some(tuned));
+        assert!(policy.may_be_overridden() && plain(policy), "retries tuned: still plain");
+        hold(Some(Settings { deadline: second, ..tuned }));
+        assert!(!plain(policy), "a deadline is armed as the call starts");
+        hold(Some(Settings { attempt_timeout: second, ..tuned }));
+        assert!(!plain(policy), "so is an attempt timeout (the same weight, replacing the deadline)");
+        hold(Some(compiled));
+        assert!(policy.may_be_overridden() && plain(policy), "plain again, the override still counted");
+        hold(Some(Settings { deadline: second, ..tuned }));
+        drop(holder);
+        assert!(!policy.may_be_overridden() && plain(policy), "a registry that goes counts itself out whole");
     }
 
     #[test]

@@ -129,6 +129,26 @@ impl<'p, S, H> Execution<'p, S, H> {
         self.max_attempts = max_attempts(self.policy, self.policy.compiled_settings(), nested);
     }
 
+    /// Starts the execution of a call whose plain first attempt, on the
+    /// global registry's `guards`, failed: as the plain call it was, unless
+    /// a registry may hold an override for the operation. The override's
+    /// settings then govern the retries: a plain first attempt is allowed
+    /// one that only tunes them (see `Policy::override_forbids_plain`), and
+    /// it is looked up now, once, rather than by every call. (One set by a
+    /// reload while the attempt ran applies whole, its deadline counted from
+    /// now.)
+    #[inline(always)]
+    pub(super) fn start_after_plain(&mut self, guards: &'p Guards)
+    where
+        S: Default,
+    {
+        if self.policy.may_be_overridden() {
+            self.start_general(GuardsRef::Cached(guards), false, None);
+        } else {
+            self.start_plain(guards, false);
+        }
+    }
+
     #[inline(never)]
     fn start_general(&mut self, guards: GuardsRef<'p>, nested: bool, key: Option<Arc<str>>)
     where

@@ -16,7 +16,7 @@ pub use builder::PolicyBuilder;
 
 use crate::backoff::{Backoff, Jitter, stream_seed};
 use crate::guards::{GuardCache, GuardNames, Guards, GuardsRef};
-use crate::registry::GuardKind;
+use crate::registry::{FORBIDS_PLAIN, GuardKind};
 use crate::settings::Hedge;
 pub use crate::settings::Settings;
 
@@ -72,7 +72,9 @@ pub struct Policy {
     /// Whether calls carry an idempotency key (the attribute's `key`).
     has_key: bool,
     /// How many registries hold a configuration override for this
-    /// operation; while zero, calls read no override (one relaxed load).
+    /// operation, and how many of those a plain first attempt cannot
+    /// honour (see the registry's `overrides` module); while zero, calls
+    /// read no override (one relaxed load).
     overrides: AtomicU32,
     /// Whether a call may be plain as far as the policy's own settings and
     /// guard names tell, and with a bulkhead place or not (see
@@ -317,6 +319,15 @@ impl Policy {
     #[inline]
     pub(crate) fn may_be_overridden(&self) -> bool {
         self.overrides.load(Ordering::Relaxed) != 0
+    }
+
+    /// Whether a registry may hold an override that a plain first attempt
+    /// cannot honour (a deadline or an attempt timeout). One that only
+    /// tunes the retries leaves the first attempt plain; the override is
+    /// looked up if that attempt fails.
+    #[inline]
+    pub(crate) fn override_forbids_plain(&self) -> bool {
+        self.overrides.load(Ordering::Relaxed) >= FORBIDS_PLAIN
     }
 
     /// Whether the policy's settings and guard names let a call be plain

@@ -25,8 +25,8 @@ mod named;
 mod overrides;
 mod table;
 
-pub(crate) use overrides::OverrideCounters;
 use overrides::Overrides;
+pub(crate) use overrides::{FORBIDS_PLAIN, OverrideCounters};
 use table::Table;
 
 /// The kinds of guard a registry holds.

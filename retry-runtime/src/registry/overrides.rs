@@ -5,6 +5,15 @@
 //! The registry keeps those counters (plain atomics, given by whoever
 //! applies the file) and gives its count back when an override goes, or
 //! when the registry itself goes.
+//!
+//! An override counts once in the counter's low half, and once more in its
+//! high half ([`FORBIDS_PLAIN`]) when it sets what a plain first attempt
+//! cannot honour (a deadline or an attempt timeout, which must be armed as
+//! the call starts). One that only tunes the retries (`max_attempts`, the
+//! backoff) leaves the first attempt plain: its settings are looked up only
+//! if that attempt fails, when the retries begin. So a file that tunes
+//! retries costs a successful call nothing, and the lookup (a read lock, a
+//! hash of the name) is paid once per failed call, not on every call.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -14,6 +23,20 @@ use crate::settings::Settings;
 
 /// The override counters of the policies of one operation name.
 pub(crate) type OverrideCounters = Vec<&'static AtomicU32>;
+
+/// What an override that a plain first attempt cannot honour adds to a
+/// counter, beside the one every override adds: a counter at or above it
+/// means that some registry holds one. (65,536 registries overriding one
+/// operation at once would carry into it: the calls would then only lose
+/// their plain first attempt.)
+pub(crate) const FORBIDS_PLAIN: u32 = 1 << 16;
+
+/// What an override of `settings` adds to its policies' counters.
+fn weight(settings: &Settings) -> u32 {
+    let forbids_plain =
+        settings.deadline.is_some() || settings.attempt_timeout.is_some() || settings.hedge.is_some();
+    1 + if forbids_plain { FORBIDS_PLAIN } else { 0 }
+}
 
 #[derive(Default)]
 pub(super) struct Overrides {
@@ -34,18 +57,21 @@ impl Overrides {
     }
 
     /// Replaces every override with `new`, counting this registry in for
-    /// the operations it gains and out for those it loses.
+    /// the operations it gains, out for those it loses, and again for those
+    /// whose override changes weight.
     pub(super) fn replace(&self, new: HashMap<String, (Settings, OverrideCounters)>) {
         let mut current = self.by_operation.write().unwrap_or_else(|e| e.into_inner());
-        for (name, (_, counters)) in current.iter() {
-            if !new.contains_key(name) {
-                counters.iter().for_each(|counter| count_out(counter));
+        for (name, (settings, counters)) in current.iter() {
+            let kept = new.get(name).is_some_and(|(new, _)| weight(new) == weight(settings));
+            if !kept {
+                counters.iter().for_each(|counter| count_out(counter, weight(settings)));
             }
         }
-        for (name, (_, counters)) in &new {
-            if !current.contains_key(name) {
+        for (name, (settings, counters)) in &new {
+            let kept = current.get(name).is_some_and(|(old, _)| weight(old) == weight(settings));
+            if !kept {
                 counters.iter().for_each(|counter| {
-                    counter.fetch_add(1, Ordering::Relaxed);
+                    counter.fetch_add(weight(settings), Ordering::Relaxed);
                 });
             }
         }
@@ -56,15 +82,15 @@ impl Overrides {
     }
 }
 
-fn count_out(counter: &AtomicU32) {
-    let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+fn count_out(counter: &AtomicU32, weight: u32) {
+    let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(weight));
 }
 
 impl Drop for Overrides {
     fn drop(&mut self) {
         let current = self.by_operation.get_mut().unwrap_or_else(|e| e.into_inner());
-        for (_, counters) in current.values() {
-            counters.iter().for_each(|counter| count_out(counter));
+        for (settings, counters) in current.values() {
+            counters.iter().for_each(|counter| count_out(counter, weight(settings)));
         }
     }
 }
