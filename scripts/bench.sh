@@ -81,7 +81,8 @@ rows = [
     ("success/attribute_defaults", "`#[resilient]`, defaults", "the attribute itself: the plain-call checks, the nesting context, the first attempt's own future"),
     ("success/floor_guarded", "the floor with a breaker and a budget: their public calls added by hand", "what any wrapper keeping the contract must do with these guards (`shared::floor_guarded`)"),
     ("success/breaker_budget", "`#[resilient]` + named breaker + budget", "the common production setup: the targets below"),
-    ("success/breaker_budget_overridden", "the same, with a configuration file's override in force", "the registry's settings looked up on every call (without one in force: a relaxed load, in every line)"),
+    ("success/breaker_budget_overridden", "the same, with a configuration file's override of its retries in force", "looked up only if the first attempt fails (without an override: a relaxed load, in every line)"),
+    ("success/breaker_budget_overridden_deadline", "the same, with an override that sets a deadline", "the registry's settings looked up as every call starts, and the deadline armed"),
     ("success/breaker_budget_out_of_line", "the same, its `poll` not inlined into the caller", "adds moving a 32-byte `Result` through memory (see notes)"),
     ("success/bare_small_error", "bare call, one-word error type", "baseline for the next line"),
     ("success/breaker_budget_small_error_out_of_line", "breaker + budget, not inlined, one-word error type", "the same with a `Result` that fits in registers"),
@@ -121,7 +122,8 @@ ir_rows = [
     ("breaker_budget_out_of_line_call", "the same, its `poll` not inlined into the caller", "success/breaker_budget_out_of_line"),
     ("bare_small_error_call", "bare call, one-word error type", "success/bare_small_error"),
     ("breaker_budget_small_error_out_of_line_call", "breaker + budget, not inlined, one-word error type", "success/breaker_budget_small_error_out_of_line"),
-    ("breaker_budget_overridden", "the same, with a configuration file's override in force", "success/breaker_budget_overridden"),
+    ("breaker_budget_overridden", "the same, with a configuration file's override of its retries in force", "success/breaker_budget_overridden"),
+    ("breaker_budget_overridden_deadline", "the same, with an override that sets a deadline", "success/breaker_budget_overridden_deadline"),
     ("breaker_budget_bulkhead", "breaker + budget + bulkhead", "success/breaker_budget_bulkhead"),
     ("breaker_budget_bulkhead_timeout", "breaker + budget + bulkhead + `attempt_timeout_ms`", "success/breaker_budget_bulkhead_timeout"),
     ("breaker_budget_hedge", "breaker + budget + `hedge_after_ms`, answered before any hedge", "success/breaker_budget_hedge"),
@@ -232,7 +234,8 @@ out("| feature | what the call adds | instructions |")
 out("|---|---|---:|")
 ir_bb_call = ir["breaker_budget_call"]["per_call"]
 feature_rows = [
-    ("configuration override in force", "the registry's settings for the operation, looked up per call", ir["breaker_budget_overridden"]["per_call"]),
+    ("configuration override of the retries in force", "nothing: it is looked up only if the first attempt fails", ir["breaker_budget_overridden"]["per_call"]),
+    ("configuration override setting a deadline", "the registry's settings looked up per call (a read lock, a hash of the name), a clock read for the deadline, the general path", ir["breaker_budget_overridden_deadline"]["per_call"]),
     ("bulkhead", "a place taken and given back", ir["breaker_budget_bulkhead"]["per_call"]),
     ("hedging (no hedge needed)", "the hedging loop around the attempt (three allocations: the set of attempts, the attempt, the hedge's timer)", ir["breaker_budget_hedge"]["per_call"]),
     ("adaptive throttle", "the admission draw and the answer's count", ir["breaker_budget_throttle"]["per_call"]),
@@ -280,7 +283,8 @@ out("")
 
 out("- **The floor** (`floor_call`, `shared::floor`): `bare`'s body wrapped by hand in only what the")
 out("  attribute's success path must do under its contract, however it is written: the tests that decide")
-out("  a call is plain (no configuration override in force, DEBUG off, not inside another call's attempt)")
+out("  a call is plain (no configuration override that sets a deadline or an attempt timeout, DEBUG off,")
+out("  not inside another call's attempt)")
 out("  and the nesting mark, set with tokio's id of the task for each poll of the body and put back after")
 out("  (a call made inside the attempt is nested; a task polled inside it, such as a `LocalSet`'s, is not;")
 out("  a suspended attempt marks nothing). No retry, no execution, no guards. What `defaults` costs above")

@@ -251,10 +251,18 @@ pub async fn breaker_budget_small_out_of_line(x: u64) -> Result<u64, SmallError>
     Ok(black_box(x))
 }
 
-/// `breaker_budget` whose settings a configuration file overrides (see
-/// `declare`): the cost of an override in force.
+/// `breaker_budget` whose retries a configuration file tunes (see
+/// `declare`): the cost of an override in force that a plain first
+/// attempt can honour (it is looked up only if the attempt fails).
 #[resilient(name = "bench-overridden", breaker = "bench-breaker", budget = "bench-budget")]
 pub async fn overridden(x: u64) -> Result<u64, BenchError> {
+    Ok(black_box(x))
+}
+
+/// `breaker_budget` given a deadline by a configuration file: the override
+/// is looked up as every call starts, and the deadline armed.
+#[resilient(name = "bench-overridden-deadline", breaker = "bench-breaker", budget = "bench-budget")]
+pub async fn overridden_deadline(x: u64) -> Result<u64, BenchError> {
     Ok(black_box(x))
 }
 
@@ -284,9 +292,12 @@ pub fn declare() {
     // Never out of turns: a billion a second, with as large a burst.
     let rate = RateLimitConfig { per_second: 1_000_000_000, burst: 1_000_000_000, ..Default::default() };
     registry.declare_rate_limit(RATE_LIMIT, rate).expect("declared once");
-    // An override in force for `overridden` only: every other function still
-    // runs on its compiled settings, after one relaxed load that says so.
-    registry.load_toml("[operations.\"bench-overridden\"]\nmax_attempts = 3\n").expect("a valid override");
+    // Overrides in force for `overridden` and `overridden_deadline` only:
+    // every other function still runs on its compiled settings, after one
+    // relaxed load that says so.
+    let overrides = "[operations.\"bench-overridden\"]\nmax_attempts = 3\n\n\
+                     [operations.\"bench-overridden-deadline\"]\nmax_attempts = 3\ndeadline_ms = 60_000\n";
+    registry.load_toml(overrides).expect("valid overrides");
 }
 
 /// The second call sites of the `_out_of_line` functions, which keep their
