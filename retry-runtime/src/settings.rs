@@ -21,6 +21,16 @@ pub struct Settings {
     pub hedge: Option<Hedge>,
 }
 
+impl Settings {
+    /// Whether a call on these settings can make its first attempt plain
+    /// (see `execution::plain`): nothing to arm as the call starts, no
+    /// deadline, attempt timeout or hedging. The rest (`max_attempts`, the
+    /// backoff) matters only once an attempt has failed.
+    pub(crate) const fn allow_plain(&self) -> bool {
+        self.deadline.is_none() && self.attempt_timeout.is_none() && self.hedge.is_none()
+    }
+}
+
 /// Hedging: when an attempt has not finished `after` it started, another
 /// starts beside it (up to `max` more, one every `after`); the first
 /// success wins and the others are dropped (cancelled).

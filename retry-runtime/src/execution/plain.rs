@@ -4,8 +4,8 @@
 //! Most calls are plain (the global registry's guards, at most a closed
 //! breaker, a budget and a bulkhead with a place free, no key, no
 //! deadline or attempt timeout (of its own or from an override), no
-//! enabled span, not nested in another call's attempt) and most first attempts succeed. For those,
-//! [`plain_attempt`] admits the attempt as it is made (the breaker's
+//! enabled span, not nested in another call's attempt) and most first
+//! attempts succeed. For those, [`plain_attempt`] admits the attempt as it is made (the breaker's
 //! admission, a bulkhead place, the budget's count of a first attempt) and
 //! the attribute's loop polls it in a small future of its own,
 //! [`PlainRun`], whose output is the attempt's value itself: the attempt
@@ -23,14 +23,15 @@
 //! attempt is never refused, and the first failure is handed to
 //! [`after_plain_failure`], which builds the execution the call would have
 //! started with (the same guards, and the policy's settings or the
-//! override now in force for its retries), then records and decides exactly as the direct path does (it
-//! calls the same `failed` step, which gives the place back), leaving a
-//! retry's wait to the next attempt; every later attempt goes through
-//! [`Execution::attempt`]. For a call that is not plain, `plain_attempt`
-//! answers `None`, and its attempts go through [`Execution::attempt`] from
-//! the first, on an execution from [`started`], built as
-//! `Policy::execution` builds it. `Policy::run` drives the same steps for a
-//! call without a key, its attempts made on their first poll (see `lazy`).
+//! override now in force for its retries), then records and decides
+//! exactly as the direct path does (it calls the same `failed` step,
+//! which gives the place back), leaving a retry's wait to the next
+//! attempt; every later attempt goes through [`Execution::attempt`]. For a
+//! call that is not plain, `plain_attempt` answers `None`, and its
+//! attempts go through [`Execution::attempt`] from the first, on an
+//! execution from [`started`], built as `Policy::execution` builds it.
+//! `Policy::run` drives the same steps for a call without a key, its
+//! attempts made on their first poll (see `lazy`).
 
 use std::future::Future;
 use std::marker::PhantomData;

@@ -155,11 +155,7 @@ pub(crate) enum PlainShape {
 
 /// See [`Policy::plain_shape`].
 pub(super) const fn plain_shape(settings: &Settings, names: &GuardNames) -> PlainShape {
-    let never = settings.deadline.is_some()
-        || settings.attempt_timeout.is_some()
-        || settings.hedge.is_some()
-        || names.throttle.is_some()
-        || names.rate_limit.is_some();
+    let never = !settings.allow_plain() || names.throttle.is_some() || names.rate_limit.is_some();
     if never {
         PlainShape::Never
     } else if names.bulkhead.is_some() {

@@ -33,9 +33,7 @@ pub(crate) const FORBIDS_PLAIN: u32 = 1 << 16;
 
 /// What an override of `settings` adds to its policies' counters.
 fn weight(settings: &Settings) -> u32 {
-    let forbids_plain =
-        settings.deadline.is_some() || settings.attempt_timeout.is_some() || settings.hedge.is_some();
-    1 + if forbids_plain { FORBIDS_PLAIN } else { 0 }
+    1 + if settings.allow_plain() { 0 } else { FORBIDS_PLAIN }
 }
 
 #[derive(Default)]
