@@ -266,6 +266,13 @@ pub async fn overridden_deadline(x: u64) -> Result<u64, BenchError> {
     Ok(black_box(x))
 }
 
+/// `breaker_budget` with a deadline of its own: the clock read and the
+/// timer armed as every call starts.
+#[resilient(breaker = "bench-breaker", budget = "bench-budget", deadline_ms = 60_000)]
+pub async fn with_deadline(x: u64) -> Result<u64, BenchError> {
+    Ok(black_box(x))
+}
+
 thread_local! {
     /// Whether the next `fails_once` attempt fails: every other attempt does.
     static FAIL_NEXT: Cell<bool> = const { Cell::new(true) };
