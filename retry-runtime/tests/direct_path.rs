@@ -1,11 +1,12 @@
 //! `Execution::attempt` polls an attempt in place when the call uses the
-//! global registry with no deadline, throttle or rate limit (the "direct"
+//! global registry with no throttle or rate limit (the "direct"
 //! path, what the attribute mostly runs on); everything else goes through
 //! `attempt_with`. Each scenario here runs both ways and must behave the
 //! same: breaker permits held across polls and freed on cancellation, the
 //! idempotency key and nesting seen inside the attempt (also while it is
 //! dropped, and after a panic), fail-fast on an open breaker, backoff, and
-//! the attempt timeout (which cancels the attempt in its context). The bulkhead
+//! the attempt timeout and the deadline (which cancel the attempt in its
+//! context, the earlier of the two first). The bulkhead
 //! scenarios (a place held while the attempt runs, a full one waited for
 //! without a probe slot, refused after `max_wait`, an adaptive one sampled)
 //! run both ways too, so that they hold whichever path a bulkhead takes.
@@ -567,6 +568,98 @@ async fn the_last_attempt_timing_out_ends_the_call_and_one_finishing_on_the_inst
         .await;
         assert_eq!(refused, Err(TestError::Rejected(Rejection::CircuitOpen { breaker: name })), "{path:?}");
         assert_eq!(polled.load(Ordering::SeqCst), 0, "{path:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_deadline_cuts_a_running_attempt_in_its_context_and_ends_the_call() {
+    for path in PATHS {
+        let name = format!("direct-deadline-{path:?}");
+        let config = BreakerConfig { failure_threshold: 3, ..Default::default() };
+        registry().declare_breaker(&name, config).unwrap();
+        bulkhead(&name, 1, Some(Duration::ZERO));
+        let places = registry().bulkhead(&name).unwrap();
+        let policy = Policy::builder()
+            .max_attempts(5)
+            .base(ms(50))
+            .jitter(Jitter::None)
+            .deadline(ms(120))
+            .breaker(name.clone())
+            .bulkhead(name.clone())
+            .build()
+            .unwrap();
+        let start = Instant::now();
+        let drops = Drops::default();
+        let attempts = AtomicU32::new(0);
+        let result = call(&policy, Some("k-d"), path, || {
+            let first = attempts.fetch_add(1, Ordering::SeqCst) == 0;
+            let guard = DropSeen { start, drops: drops.clone() };
+            async move {
+                let _guard = guard;
+                if first {
+                    return Err(TestError::Transient);
+                }
+                sleep(Duration::from_secs(1)).await;
+                Ok(())
+            }
+        })
+        .await;
+        // The first attempt failed at once; the second, after the 50 ms
+        // backoff, ran until the deadline cut it short.
+        let after = ms(120);
+        assert_eq!(result, Err(TestError::Rejected(Rejection::DeadlineExceeded { after })), "{path:?}");
+        let key = Some(Arc::from("k-d"));
+        assert_eq!(*drops.lock().unwrap(), [(ms(0), key.clone()), (ms(120), key)], "{path:?}");
+        assert_eq!(places.in_use(), 0, "{path:?}: the cut attempt's place given back");
+        let totals = registry().breaker(&name).unwrap().totals();
+        assert_eq!((totals.calls, totals.failures), (2, 2), "{path:?}: the cut is a failure");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_runs_under_the_earlier_of_its_timeout_and_the_deadline_which_wins_a_tie() {
+    // The first attempt times out; the second's timeout would end at 100 ms
+    // with a 50 ms timeout (with the deadline: a tie), at 120 ms with a
+    // 60 ms one (after it): either way the deadline cuts it at 100 ms.
+    for (path, timeout) in PATHS.into_iter().flat_map(|path| [(path, 50), (path, 60)]) {
+        let name = format!("direct-deadline-tie-{path:?}-{timeout}");
+        let config = BreakerConfig { failure_threshold: 5, ..Default::default() };
+        registry().declare_breaker(&name, config).unwrap();
+        // A zero backoff: the retry starts as the timeout ends the first attempt.
+        let policy = Policy::builder()
+            .max_attempts(5)
+            .base(Duration::ZERO)
+            .cap(Duration::ZERO)
+            .jitter(Jitter::None)
+            .attempt_timeout(ms(timeout))
+            .deadline(ms(100))
+            .breaker(name.clone())
+            .build()
+            .unwrap();
+        let start = Instant::now();
+        let attempts = AtomicU32::new(0);
+        let result = call(&policy, None, path, || {
+            attempts.fetch_add(1, Ordering::SeqCst);
+            ok_after(Duration::from_secs(1))
+        })
+        .await;
+        let after = ms(100);
+        let case = format!("{path:?}, {timeout} ms timeout");
+        assert_eq!(result, Err(TestError::Rejected(Rejection::DeadlineExceeded { after })), "{case}");
+        assert_eq!((attempts.load(Ordering::SeqCst), start.elapsed()), (2, ms(100)), "{case}");
+        let totals = registry().breaker(&name).unwrap().totals();
+        assert_eq!((totals.calls, totals.failures), (2, 2), "{case}");
+
+        // The attempt is polled before the timer: one that ends as the
+        // deadline passes has its result taken.
+        let start = Instant::now();
+        let attempts = AtomicU32::new(0);
+        let result = call(&policy, None, path, || {
+            let first = attempts.fetch_add(1, Ordering::SeqCst) == 0;
+            ok_after(if first { Duration::from_secs(1) } else { ms(100 - timeout) })
+        })
+        .await;
+        assert_eq!((result, start.elapsed()), (Ok(()), ms(100)), "{case}");
     }
 }
 

@@ -36,9 +36,9 @@
 //!
 //! Two paths run these steps: the general one ([`Execution::attempt_with`],
 //! an `async fn`) and a hand-written future for the common case of a call
-//! through the global registry with no deadline and no guard but a breaker,
-//! a budget and a bulkhead with a place free, with or without an attempt
-//! timeout (`direct`), which polls the attempt where the caller built it. Both share every
+//! through the global registry with no guard but a breaker, a budget and a
+//! bulkhead with a place free, with or without an attempt timeout and a
+//! deadline (`direct`), which polls the attempt where the caller built it. Both share every
 //! decision: admission, the outcome's meaning, the retry decision. Before
 //! either, the attribute awaits a plain call's first attempt on its own
 //! (`plain`): the same admission and records on success, and the direct
@@ -157,6 +157,13 @@ impl<'p, S, H> Execution<'p, S, H> {
         self.more.as_ref().and_then(|more| more.deadline)
     }
 
+    /// Whether the call's attempts run under a timer: an attempt timeout, or
+    /// the deadline.
+    #[inline]
+    fn attempts_are_timed(&self) -> bool {
+        self.settings().attempt_timeout.is_some() || self.deadline().is_some()
+    }
+
     /// The state only some calls need, built now if it was not.
     #[inline]
     fn more(&mut self) -> &mut More<S>
@@ -222,30 +229,26 @@ impl<'p, S, H> Execution<'p, S, H> {
 
     /// The guards when an attempt can take the direct path, and the phase
     /// it starts in: they come from the policy's cache (the global
-    /// registry), are only a breaker, a budget and a bulkhead (see
-    /// `Guards::direct`), and the call has no deadline (an attempt timeout
-    /// the direct path arms itself, and a planned wait it waits out first).
+    /// registry) and are only a breaker, a budget and a bulkhead (see
+    /// `Guards::direct`). An attempt timeout and a deadline the direct path
+    /// arms itself, and a planned wait it waits out first.
     #[inline]
     fn direct_guards(&self) -> Option<(&'p Guards, direct::Phase)> {
-        let timed = |settings: &Settings| {
-            if settings.attempt_timeout.is_none() {
-                direct::Phase::Admitting
-            } else {
-                direct::Phase::AdmittingTimed
-            }
-        };
+        let phase =
+            |timed: bool| if timed { direct::Phase::AdmittingTimed } else { direct::Phase::Admitting };
         match (self.cached, &self.more) {
             // Nothing but the policy's settings: the common case, decided first.
-            (Some(guards), None) if guards.direct => Some((guards, timed(self.policy.compiled_settings()))),
-            (Some(guards), Some(more)) if guards.direct && more.deadline.is_none() => match more.pending_wait
-            {
+            (Some(guards), None) if guards.direct => {
+                Some((guards, phase(self.policy.compiled_settings().attempt_timeout.is_some())))
+            }
+            (Some(guards), Some(more)) if guards.direct => match more.pending_wait {
                 // A wait a plain first attempt's failure planned (`plain`),
                 // waited out first, holding nothing: so not with a bulkhead
                 // place, which the direct path takes as the attempt is made
                 // (the general path waits out the wait, then for a place).
                 Some(_) if guards.bulkhead.is_some() => None,
                 Some(_) => Some((guards, direct::Phase::Waiting)),
-                None => Some((guards, timed(self.settings()))),
+                None => Some((guards, phase(self.attempts_are_timed()))),
             },
             _ => None,
         }

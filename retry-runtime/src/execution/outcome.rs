@@ -135,9 +135,7 @@ impl<S, H> Execution<'_, S, H> {
             Guarded::Cut => {
                 answered(guards, bulkhead, Answer::Cut);
                 record(permit, Outcome::Failure);
-                let refusal = self.deadline_refusal();
-                observe::stop(self.policy.operation(), self.attempts, refusal.reason.label());
-                return Err(Step::Done(Err(self.handling.reject(refusal.rejection))));
+                return Err(Step::Done(Err(self.deadline_cut())));
             }
             Guarded::TimedOut(after) => self.handling.reject(Rejection::AttemptTimeout { after }),
             Guarded::Ran(Err(error)) => error,
@@ -167,6 +165,17 @@ impl<S, H> Execution<'_, S, H> {
                 Err(error)
             }
         }
+    }
+
+    /// The deadline cut the running attempt short (its outcome recorded):
+    /// the call ends with `DeadlineExceeded`.
+    pub(super) fn deadline_cut<E>(&mut self) -> E
+    where
+        H: ErrorHandling<E>,
+    {
+        let refusal = self.deadline_refusal();
+        observe::stop(self.policy.operation(), self.attempts, refusal.reason.label());
+        self.handling.reject(refusal.rejection)
     }
 
     /// The next attempt could not run: the call ends with the last error

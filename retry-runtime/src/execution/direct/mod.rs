@@ -1,7 +1,7 @@
 //! The direct path: one attempt as a hand-written future.
 //!
-//! Calls through the global registry with no deadline, no throttle and no
-//! rate limit (the common case) take this path, when their bulkhead, if
+//! Calls through the global registry with no throttle and no rate limit
+//! (the common case) take this path, when their bulkhead, if
 //! they have one, has a place free as the attempt is made: a breaker, a
 //! budget and a place already held ask nothing that waits. It polls the
 //! attempt where the caller built it, so the attempt is never moved and the
@@ -24,26 +24,30 @@
 //! that runs is not backing off: the timeout is armed as the attempt is
 //! admitted, polled only when the attempt is pending (after it, as
 //! `timeout_at` does), and replaced by the backoff's wait when it fires. A
-//! call with a deadline takes the general path, whose attempt runs under
-//! the earlier of the two.
+//! call with a deadline runs each attempt under the earlier of its timeout
+//! and the deadline, in the same timer, as the general path does: when the
+//! timer fires at the deadline (which wins a tie), the deadline has cut the
+//! attempt short. The backoff needs no deadline of its own: a wait that
+//! would end at or past it is never started (see `decision`).
+
+mod timer;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use pin_project_lite::pin_project;
-use tokio::time::{Sleep, sleep, sleep_until};
+use tokio::time::{Sleep, sleep};
 
 use super::admission::admit_breaker;
 use super::outcome::{outcome_of, record, succeeded};
 use super::{Execution, LastError, Step};
 use crate::breaker::BreakerPermit;
-use crate::clock;
 use crate::context;
 use crate::error::ErrorHandling;
 use crate::guards::Guards;
-use crate::rejection::Rejection;
+use timer::{Fired, arm_timeout, cut, poll_timer, poll_wait};
 
 pin_project! {
     /// The future of [`Execution::attempt`]: the direct path, or the general one.
@@ -89,12 +93,12 @@ where
 pub(super) enum Phase {
     /// Not polled yet: the breaker has not been asked.
     Admitting,
-    /// As `Admitting`, for a call with an attempt timeout: once admitted,
-    /// the timeout is armed in `timer`.
+    /// As `Admitting`, for a call with an attempt timeout or a deadline:
+    /// once admitted, the earlier of the two is armed in `timer`.
     AdmittingTimed,
     /// The attempt runs, holding the breaker's permission (in `permit`) and
     /// its bulkhead place (from the start; see the module docs); under its
-    /// timeout when `timer` is armed.
+    /// timeout or the deadline when `timer` is armed.
     Running,
     /// The attempt failed and a retry is planned: waiting out `timer`.
     BackingOff,
@@ -193,13 +197,14 @@ where
         };
         let error = match context::poll_in(key, span, this.attempt.as_mut(), cx) {
             Poll::Pending if this.timer.is_none() => return Poll::Pending,
-            Poll::Pending => {
-                let Some(error) = poll_timeout(execution, this.timer.as_mut(), this.attempt.as_mut(), cx)
-                else {
-                    return Poll::Pending;
-                };
-                error
-            }
+            Poll::Pending => match poll_timer(execution, this.timer.as_mut(), this.attempt.as_mut(), cx) {
+                None => return Poll::Pending,
+                Some(Fired::TimedOut(error)) => error,
+                Some(Fired::Cut) => {
+                    *this.phase = Phase::Finished;
+                    return Poll::Ready(cut(execution, this.guards, this.permit.take()));
+                }
+            },
             Poll::Ready(Ok(value)) => {
                 give_back_place(this.guards);
                 succeeded(this.guards, this.permit.take());
@@ -223,42 +228,6 @@ where
             }
         }
     }
-}
-
-/// An attempt with a timeout is about to be admitted: the timeout starts
-/// now, as the breaker is asked (which never waits), and a refused attempt
-/// drops it unfired. A timeout too long to arm is no timeout (as on the
-/// general path).
-#[inline(never)]
-fn arm_timeout<S, H>(execution: &Execution<'_, S, H>, mut timer: Pin<&mut Option<Sleep>>) {
-    if let Some(end) = execution.settings().attempt_timeout.and_then(clock::instant_after) {
-        timer.set(Some(sleep_until(end)));
-    }
-}
-
-/// The attempt is pending under its timeout: if the timeout has passed, the
-/// attempt is dropped (cancelled) in its context and its error is
-/// `AttemptTimeout`, which `failed` then records and decides on as any
-/// other error. As on the general path (`timeout_at`), the attempt is
-/// polled before the timer, so one that finishes as the timeout passes
-/// counts.
-#[inline(never)]
-fn poll_timeout<E, S, H, Fut>(
-    execution: &mut Execution<'_, S, H>,
-    timer: Pin<&mut Option<Sleep>>,
-    attempt: Pin<&mut Option<Fut>>,
-    cx: &mut Context<'_>,
-) -> Option<E>
-where
-    H: ErrorHandling<E>,
-{
-    let timer = timer.as_pin_mut()?;
-    if timer.poll(cx).is_pending() {
-        return None;
-    }
-    drop_in_context(execution, attempt);
-    let after = execution.settings().attempt_timeout.unwrap_or_default();
-    Some(execution.handling.reject(Rejection::AttemptTimeout { after }))
 }
 
 /// The attempt is over (it ended, was refused or was dropped): the
@@ -324,43 +293,6 @@ where
     attempt.set(None);
     give_back_place(guards);
     Step::Done(Err(execution.cannot_run(refusal)))
-}
-
-/// Waits out `timer`: the backoff after this attempt (then the step is
-/// over and the loop retries: `Some(Step::Retry)`), or the wait a plain
-/// first attempt's failure planned before this one (armed here at the first
-/// poll; then the attempt is to be admitted: `None`, and the phase is the
-/// admitting one).
-#[inline(never)]
-fn poll_wait<T, E, S, H>(
-    execution: &mut Execution<'_, S, H>,
-    mut timer: Pin<&mut Option<Sleep>>,
-    phase: &mut Phase,
-    cx: &mut Context<'_>,
-) -> Poll<Option<Step<T, E>>> {
-    match *phase {
-        Phase::BackingOff => {}
-        Phase::Waiting => {
-            if timer.is_none() {
-                let wait =
-                    execution.more.as_mut().and_then(|more| more.pending_wait.take()).unwrap_or_default();
-                timer.set(Some(sleep(wait)));
-            }
-        }
-        _ => panic!("an attempt polled after it finished"),
-    }
-    let Some(sleep) = timer.as_mut().as_pin_mut() else {
-        panic!("a wait without its timer");
-    };
-    ready!(sleep.poll(cx));
-    if *phase == Phase::BackingOff {
-        *phase = Phase::Finished;
-        return Poll::Ready(Some(Step::Retry));
-    }
-    timer.set(None);
-    *phase =
-        if execution.settings().attempt_timeout.is_none() { Phase::Admitting } else { Phase::AdmittingTimed };
-    Poll::Ready(None)
 }
 
 /// What follows a failed attempt on the direct path.
