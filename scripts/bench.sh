@@ -238,7 +238,7 @@ ir_bb_call = ir["breaker_budget_call"]["per_call"]
 feature_rows = [
     ("configuration override of the retries in force", "nothing: it is looked up only if the first attempt fails", ir["breaker_budget_overridden"]["per_call"]),
     ("deadline", "a clock read and a timer entry, and the call's deadline state", ir["breaker_budget_deadline"]["per_call"]),
-    ("configuration override setting a deadline", "the deadline's cost, and the registry's settings looked up per call (a read lock, a hash of the name)", ir["breaker_budget_overridden_deadline"]["per_call"]),
+    ("configuration override setting a deadline", "the deadline's cost, and the global registry's override read per call (an `Arc` cloned from the function's own copy)", ir["breaker_budget_overridden_deadline"]["per_call"]),
     ("bulkhead", "a place taken and given back", ir["breaker_budget_bulkhead"]["per_call"]),
     ("hedging (no hedge needed)", "the hedging loop around the attempt (three allocations: the set of attempts, the attempt, the hedge's timer)", ir["breaker_budget_hedge"]["per_call"]),
     ("adaptive throttle", "the admission draw and the answer's count", ir["breaker_budget_throttle"]["per_call"]),

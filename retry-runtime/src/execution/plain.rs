@@ -432,9 +432,8 @@ mod tests {
         let tuned = Settings { max_attempts: 7, ..compiled };
         let holder = crate::Registry::new();
         let hold = |settings: Option<Settings>| {
-            let counted = settings.map(|settings| {
-                ("plain-unit-overridden".to_owned(), (settings, vec![policy.override_count()]))
-            });
+            let counted = settings
+                .map(|settings| ("plain-unit-overridden".to_owned(), (settings, vec![policy.overrides()])));
             holder.replace_overrides(counted.into_iter().collect());
         };
 

@@ -21,10 +21,12 @@ use crate::registry;
 use crate::settings::Settings;
 
 /// The settings for a call of `policy` made now: the override the registry
-/// in effect holds for its operation, if any.
+/// in effect holds for its operation, if any. The global registry's is
+/// the policy's own copy (no lock, no hash of the name).
 #[inline(never)]
 fn override_for_call(policy: &Policy) -> Option<Arc<Settings>> {
-    registry::with_current(|registry| registry.operation_override(policy.operation()))
+    registry::with_scoped(|scoped| scoped.operation_override(policy.operation()))
+        .unwrap_or_else(|| policy.overrides().global())
 }
 
 /// Whether DEBUG may be enabled at all (a compile-time filter, then the

@@ -182,7 +182,7 @@ impl Registry {
         let counted = overrides
             .into_iter()
             .map(|(name, settings)| {
-                let counters = operations::named(&name).map(Policy::override_count).collect();
+                let counters = operations::named(&name).map(Policy::overrides).collect();
                 (name, (settings, counters))
             })
             .collect();

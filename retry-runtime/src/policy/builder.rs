@@ -1,14 +1,14 @@
 //! [`PolicyBuilder`]: every setting of a [`Policy`], checked by `build`.
 
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use super::{MAX_ATTEMPTS_LIMIT, Nested, Policy, Settings, plain_shape};
 use crate::backoff::{Backoff, Jitter};
 use crate::config::{ConfigError, PolicyError};
 use crate::guards::{GuardCache, GuardNames};
-use crate::registry::GuardKind;
+use crate::registry::{GuardKind, PolicyOverrides};
 use crate::settings::Hedge;
 
 /// Builds a [`Policy`]; [`build`](Self::build) checks every setting.
@@ -240,7 +240,7 @@ impl PolicyBuilder {
             guard_names: self.guard_names,
             idempotent: true,
             has_key: false,
-            overrides: AtomicU32::new(0),
+            overrides: PolicyOverrides::new(),
             seed: self.seed,
             nested: self.nested,
             streams: AtomicU64::new(0),

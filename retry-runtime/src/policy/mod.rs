@@ -9,14 +9,14 @@
 mod builder;
 
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 pub use builder::PolicyBuilder;
 
 use crate::backoff::{Backoff, Jitter, stream_seed};
 use crate::guards::{GuardCache, GuardNames, Guards, GuardsRef};
-use crate::registry::{FORBIDS_PLAIN, GuardKind};
+use crate::registry::{GuardKind, PolicyOverrides};
 use crate::settings::Hedge;
 pub use crate::settings::Settings;
 
@@ -72,10 +72,10 @@ pub struct Policy {
     /// Whether calls carry an idempotency key (the attribute's `key`).
     has_key: bool,
     /// How many registries hold a configuration override for this
-    /// operation, and how many of those a plain first attempt cannot
-    /// honour (see the registry's `overrides` module); while zero, calls
-    /// read no override (one relaxed load).
-    overrides: AtomicU32,
+    /// operation, how many of those a plain first attempt cannot honour,
+    /// and the global registry's (see the registry's `overrides` module);
+    /// while none does, calls read no override (one relaxed load).
+    overrides: PolicyOverrides,
     /// Whether a call may be plain as far as the policy's own settings and
     /// guard names tell, and with a bulkhead place or not (see
     /// [`Policy::plain_shape`]): worked out once, so that a call reads one
@@ -236,7 +236,7 @@ impl Policy {
             settings,
             idempotent: cfg.idempotent,
             has_key: cfg.has_key,
-            overrides: AtomicU32::new(0),
+            overrides: PolicyOverrides::new(),
             guard_names,
             seed: None,
             nested: if cfg.nested_retry { Nested::Retry } else { Nested::Once },
@@ -314,7 +314,7 @@ impl Policy {
     /// look it up). While no registry holds one, this is one relaxed load.
     #[inline]
     pub(crate) fn may_be_overridden(&self) -> bool {
-        self.overrides.load(Ordering::Relaxed) != 0
+        self.overrides.any()
     }
 
     /// Whether a registry may hold an override that a plain first attempt
@@ -323,7 +323,7 @@ impl Policy {
     /// looked up if that attempt fails.
     #[inline]
     pub(crate) fn override_forbids_plain(&self) -> bool {
-        self.overrides.load(Ordering::Relaxed) >= FORBIDS_PLAIN
+        self.overrides.forbid_plain()
     }
 
     /// Whether the policy's settings and guard names let a call be plain
@@ -337,10 +337,9 @@ impl Policy {
         self.plain_shape
     }
 
-    /// How many registries hold an override for this operation: they add
-    /// and remove themselves (see the `file` module).
-    #[cfg_attr(not(feature = "config"), allow(dead_code))]
-    pub(crate) fn override_count(&self) -> &AtomicU32 {
+    /// What the registries told this policy of its operation's overrides:
+    /// they add and remove themselves (see the `file` module).
+    pub(crate) fn overrides(&self) -> &PolicyOverrides {
         &self.overrides
     }
 

@@ -26,7 +26,7 @@ mod overrides;
 mod table;
 
 use overrides::Overrides;
-pub(crate) use overrides::{FORBIDS_PLAIN, OverrideCounters};
+pub(crate) use overrides::{OverriddenPolicies, PolicyOverrides};
 use table::Table;
 
 /// The kinds of guard a registry holds.
@@ -300,11 +300,11 @@ impl Registry {
         self.inner.overrides.names()
     }
 
-    /// Replaces every operation override; `counters` are, per operation,
-    /// the policies' counts of registries overriding them.
+    /// Replaces every operation override; beside each, what its
+    /// operation's policies know of their overrides, which it updates.
     #[cfg_attr(not(feature = "config"), allow(dead_code))]
-    pub(crate) fn replace_overrides(&self, new: HashMap<String, (Settings, OverrideCounters)>) {
-        self.inner.overrides.replace(new);
+    pub(crate) fn replace_overrides(&self, new: HashMap<String, (Settings, OverriddenPolicies)>) {
+        self.inner.overrides.replace(new, Arc::ptr_eq(&self.inner, &registry().inner));
     }
 
     /// Held while a configuration file is checked and applied, so that two

@@ -2,9 +2,15 @@
 //!
 //! Each overridden operation's policies count the registries that hold an
 //! override for them, so that a call pays one relaxed load while none does.
-//! The registry keeps those counters (plain atomics, given by whoever
-//! applies the file) and gives its count back when an override goes, or
-//! when the registry itself goes.
+//! The registry keeps those counters (in each policy's [`PolicyOverrides`],
+//! given by whoever applies the file) and gives its count back when an
+//! override goes, or when the registry itself goes.
+//!
+//! The global registry also hands each policy its override itself, so
+//! that a call through it (every call outside a scoped registry) reads the
+//! override without the registry's lock or a hash of the operation's name:
+//! a load from the policy's own `ArcSwapOption`, which writes no shared
+//! memory but the `Arc`'s count. A scoped registry is looked up by name.
 //!
 //! An override counts once in the counter's low half, and once more in its
 //! high half ([`FORBIDS_PLAIN`]) when it sets what a plain first attempt
@@ -12,17 +18,54 @@
 //! the call starts). One that only tunes the retries (`max_attempts`, the
 //! backoff) leaves the first attempt plain: its settings are looked up only
 //! if that attempt fails, when the retries begin. So a file that tunes
-//! retries costs a successful call nothing, and the lookup (a read lock, a
-//! hash of the name) is paid once per failed call, not on every call.
+//! retries costs a successful call nothing, and the lookup is paid once per
+//! failed call, not on every call.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, RwLock};
 
+use arc_swap::ArcSwapOption;
+
 use crate::settings::Settings;
 
-/// The override counters of the policies of one operation name.
-pub(crate) type OverrideCounters = Vec<&'static AtomicU32>;
+/// What the registries tell a policy of the overrides of its operation.
+pub(crate) struct PolicyOverrides {
+    /// How many registries hold an override for the operation, and how many
+    /// of those a plain first attempt cannot honour (weighted: see [`FORBIDS_PLAIN`]).
+    count: AtomicU32,
+    /// The global registry's override, if it holds one.
+    global: ArcSwapOption<Settings>,
+}
+
+impl PolicyOverrides {
+    /// No override anywhere.
+    pub(crate) const fn new() -> Self {
+        PolicyOverrides { count: AtomicU32::new(0), global: ArcSwapOption::const_empty() }
+    }
+
+    /// Whether a registry may hold an override (then look it up): one relaxed load.
+    #[inline]
+    pub(crate) fn any(&self) -> bool {
+        self.count.load(Ordering::Relaxed) != 0
+    }
+
+    /// Whether a registry may hold an override that a plain first attempt
+    /// cannot honour: one relaxed load.
+    #[inline]
+    pub(crate) fn forbid_plain(&self) -> bool {
+        self.count.load(Ordering::Relaxed) >= FORBIDS_PLAIN
+    }
+
+    /// The global registry's override, if it holds one.
+    #[inline]
+    pub(crate) fn global(&self) -> Option<Arc<Settings>> {
+        self.global.load_full()
+    }
+}
+
+/// What the policies of one operation name know of its overrides.
+pub(crate) type OverriddenPolicies = Vec<&'static PolicyOverrides>;
 
 /// What an override that a plain first attempt cannot honour adds to a
 /// counter, beside the one every override adds: a counter at or above it
@@ -38,7 +81,7 @@ fn weight(settings: &Settings) -> u32 {
 
 #[derive(Default)]
 pub(super) struct Overrides {
-    by_operation: RwLock<HashMap<String, (Arc<Settings>, OverrideCounters)>>,
+    by_operation: RwLock<HashMap<String, (Arc<Settings>, OverriddenPolicies)>>,
 }
 
 impl Overrides {
@@ -56,27 +99,36 @@ impl Overrides {
 
     /// Replaces every override with `new`, counting this registry in for
     /// the operations it gains, out for those it loses, and again for those
-    /// whose override changes weight.
-    pub(super) fn replace(&self, new: HashMap<String, (Settings, OverrideCounters)>) {
+    /// whose override changes weight. The global registry (`global`) also
+    /// hands each policy its new override, or takes back the one it lost.
+    pub(super) fn replace(&self, new: HashMap<String, (Settings, OverriddenPolicies)>, global: bool) {
         let mut current = self.by_operation.write().unwrap_or_else(|e| e.into_inner());
-        for (name, (settings, counters)) in current.iter() {
+        for (name, (settings, policies)) in current.iter() {
             let kept = new.get(name).is_some_and(|(new, _)| weight(new) == weight(settings));
             if !kept {
-                counters.iter().for_each(|counter| count_out(counter, weight(settings)));
+                policies.iter().for_each(|policy| count_out(&policy.count, weight(settings)));
+            }
+            if global && !new.contains_key(name) {
+                policies.iter().for_each(|policy| policy.global.store(None));
             }
         }
-        for (name, (settings, counters)) in &new {
+        for (name, (settings, policies)) in &new {
             let kept = current.get(name).is_some_and(|(old, _)| weight(old) == weight(settings));
             if !kept {
-                counters.iter().for_each(|counter| {
-                    counter.fetch_add(weight(settings), Ordering::Relaxed);
+                policies.iter().for_each(|policy| {
+                    policy.count.fetch_add(weight(settings), Ordering::Relaxed);
                 });
             }
         }
         *current = new
             .into_iter()
-            .map(|(name, (settings, counters))| (name, (Arc::new(settings), counters)))
+            .map(|(name, (settings, policies))| (name, (Arc::new(settings), policies)))
             .collect();
+        if global {
+            for (settings, policies) in current.values() {
+                policies.iter().for_each(|policy| policy.global.store(Some(Arc::clone(settings))));
+            }
+        }
     }
 }
 
@@ -85,10 +137,11 @@ fn count_out(counter: &AtomicU32, weight: u32) {
 }
 
 impl Drop for Overrides {
+    // Only a registry that is not the global one goes: it hands out no overrides.
     fn drop(&mut self) {
         let current = self.by_operation.get_mut().unwrap_or_else(|e| e.into_inner());
-        for (settings, counters) in current.values() {
-            counters.iter().for_each(|counter| count_out(counter, weight(settings)));
+        for (settings, policies) in current.values() {
+            policies.iter().for_each(|policy| count_out(&policy.count, weight(settings)));
         }
     }
 }
