@@ -348,11 +348,17 @@ async fn an_override_in_the_global_registry_governs_the_retries_after_a_plain_fi
     );
     assert_eq!(start.elapsed(), ms(100), "it ends the call before the 200 ms wait");
 
-    // Another registry's override, not in effect here, keeps the operation
-    // looked up: a call through the global registry finds none of its own
-    // once the global one's goes.
+    // Another registry's override, not in effect here, neither takes the
+    // global one's away when it goes, nor stands in for it once the global
+    // one's has gone (it keeps the operation looked up all the same).
     let elsewhere = Registry::new();
     elsewhere.load_toml(table).unwrap();
+    elsewhere.reload_toml("").unwrap();
+    let start = Instant::now();
+    let _ = tuned(&calls).await;
+    let still = (calls.swap(0, Ordering::SeqCst), start.elapsed());
+    assert_eq!(still, (2, ms(100)), "the global registry's deadline, still");
+    elsewhere.reload_toml(table).unwrap();
     resilient::registry().reload_toml("").unwrap();
     let start = Instant::now();
     let _ = tuned(&calls).await;

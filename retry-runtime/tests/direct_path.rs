@@ -158,6 +158,35 @@ async fn a_rate_limit_alone_is_honoured_through_the_global_registry() {
     }
 }
 
+/// Every attempt of a call with a rate limit takes a turn, the retries too:
+/// once the call's state is built (at its first failure, or at its start
+/// for a call with a key or a deadline), its retries still go the general way.
+#[tokio::test(start_paused = true)]
+async fn a_rate_limit_is_asked_again_for_every_retry() {
+    for (path, key) in PATHS.into_iter().flat_map(|path| [(path, None), (path, Some("k-r"))]) {
+        let name = format!("direct-rate-limit-retry-{path:?}-{key:?}");
+        let one_turn = RateLimitConfig { per_second: 1, burst: 1, max_wait: None };
+        registry().declare_rate_limit(&name, one_turn).unwrap();
+        let policy = Policy::builder()
+            .rate_limit(name.clone())
+            .max_attempts(3)
+            .base(ms(10))
+            .jitter(Jitter::None)
+            .build()
+            .unwrap();
+        let ran = AtomicU32::new(0);
+        let attempt = || async {
+            ran.fetch_add(1, Ordering::SeqCst);
+            Err::<(), _>(TestError::Transient)
+        };
+        // The first attempt takes the one turn; 10 ms later the retry finds
+        // none, and the call ends with the error the attempt produced.
+        let case = format!("{path:?}, key {key:?}");
+        assert_eq!(call(&policy, key, path, attempt).await, Err(TestError::Transient), "{case}");
+        assert_eq!(ran.load(Ordering::SeqCst), 1, "{case}: the retry never ran");
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn retries_wait_out_the_backoff() {
     for path in PATHS {
