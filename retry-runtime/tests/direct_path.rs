@@ -24,8 +24,8 @@ use std::time::Duration;
 use common::{TestError, ms};
 use retry_runtime::__private::{ByTraits, Execution, Kept, Step};
 use retry_runtime::{
-    AdaptiveLimit, BreakerConfig, BreakerState, BulkheadConfig, Jitter, Nested, Policy, RateLimitConfig,
-    Rejection, idempotency_key, registry,
+    AdaptiveLimit, BreakerConfig, BreakerState, Bulkhead, BulkheadConfig, Jitter, Nested, Policy,
+    PolicyBuilder, RateLimitConfig, Rejection, idempotency_key, registry,
 };
 use tokio::time::{Instant, sleep, timeout};
 
@@ -524,23 +524,28 @@ impl Drop for DropSeen {
     }
 }
 
+/// A breaker that opens at the third failure and a bulkhead of one place
+/// with no waiting for it, both named `name`, and a policy builder naming
+/// both: a place not given back when an attempt is cut short refuses the
+/// next attempt.
+fn breaker_and_one_place(name: &str) -> (Arc<Bulkhead>, PolicyBuilder) {
+    let config = BreakerConfig { failure_threshold: 3, ..Default::default() };
+    registry().declare_breaker(name, config).unwrap();
+    bulkhead(name, 1, Some(Duration::ZERO));
+    let places = registry().bulkhead(name).unwrap();
+    (places, Policy::builder().breaker(name.to_owned()).bulkhead(name.to_owned()))
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_attempt_timeout_cancels_the_attempt_in_its_context_then_the_retry_runs() {
     for path in PATHS {
         let name = format!("direct-timeout-{path:?}");
-        let config = BreakerConfig { failure_threshold: 3, ..Default::default() };
-        registry().declare_breaker(&name, config).unwrap();
-        // One place and no waiting for it: a place not given back at the
-        // timeout would refuse the retry.
-        bulkhead(&name, 1, Some(Duration::ZERO));
-        let places = registry().bulkhead(&name).unwrap();
-        let policy = Policy::builder()
+        let (places, guarded) = breaker_and_one_place(&name);
+        let policy = guarded
             .max_attempts(2)
             .base(ms(100))
             .jitter(Jitter::None)
             .attempt_timeout(ms(50))
-            .breaker(name.clone())
-            .bulkhead(name.clone())
             .build()
             .unwrap();
         let start = Instant::now();
@@ -604,19 +609,9 @@ async fn the_last_attempt_timing_out_ends_the_call_and_one_finishing_on_the_inst
 async fn the_deadline_cuts_a_running_attempt_in_its_context_and_ends_the_call() {
     for path in PATHS {
         let name = format!("direct-deadline-{path:?}");
-        let config = BreakerConfig { failure_threshold: 3, ..Default::default() };
-        registry().declare_breaker(&name, config).unwrap();
-        bulkhead(&name, 1, Some(Duration::ZERO));
-        let places = registry().bulkhead(&name).unwrap();
-        let policy = Policy::builder()
-            .max_attempts(5)
-            .base(ms(50))
-            .jitter(Jitter::None)
-            .deadline(ms(120))
-            .breaker(name.clone())
-            .bulkhead(name.clone())
-            .build()
-            .unwrap();
+        let (places, guarded) = breaker_and_one_place(&name);
+        let policy =
+            guarded.max_attempts(5).base(ms(50)).jitter(Jitter::None).deadline(ms(120)).build().unwrap();
         let start = Instant::now();
         let drops = Drops::default();
         let attempts = AtomicU32::new(0);
