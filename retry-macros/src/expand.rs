@@ -55,8 +55,9 @@
 //!
 //! A function that can never be plain (a key, a throttle, a
 //! rate limit, an attempt timeout or a deadline: `Plan::may_be_plain`)
-//! builds its execution at once (`__RESILIENT_POLICY.execution(key, slot,
-//! handling)`) and awaits `Execution::attempt` for every attempt.
+//! builds its execution at once, in place (`let mut execution = None; let
+//! execution = started_at_once(&__RESILIENT_POLICY, &mut execution, key,
+//! slot, handling)`), and awaits `Execution::attempt` for every attempt.
 //!
 //! With `hedge_after_ms`, each attempt is made by a closure the runtime may
 //! call again while earlier attempts run (`Execution::attempt_hedged`):
@@ -110,7 +111,7 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
     // point that at the error type, under the readable message, not at the attribute.
     let callee = respan(quote!(#rt::Execution::attempt), error_span);
     let attempt = |future: TokenStream| {
-        let call = quote_spanned!(error_span=> #callee(&mut #execution, #future));
+        let call = quote_spanned!(error_span=> #callee(&mut *#execution, #future));
         // The await is the attribute's: "await occurs here" points at `#[resilient]`.
         quote!(#call.await)
     };
@@ -132,10 +133,13 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
     // The execution, built as the call starts; a loop that may make a plain
     // first attempt builds it lazily instead (below).
     let mut start = quote! {
+        // Built and started in place: a value returned from the start
+        // would be copied into the call's future whole.
+        let mut #execution = ::core::option::Option::None;
         // The probe's borrow is what puts the fallback slot one
         // auto-reference further away: it is not needless.
         #[allow(clippy::needless_borrow)]
-        let mut #execution = #policy.execution(#key, #slot, #handling);
+        let #execution = #rt::started_at_once(&#policy, &mut #execution, #key, #slot, #handling);
     };
     let run = if plan.hedge_after_ms.is_some() {
         // Hedged: the attempts of a round run side by side, so each is made
@@ -145,7 +149,7 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         let (before, inside, body) = (&fresh.before, &fresh.inside, &item.block);
         let hedged = respan(quote!(#rt::Execution::attempt_hedged), error_span);
         let call = quote_spanned! {error_span=>
-            #hedged(&mut #execution, || {
+            #hedged(&mut *#execution, || {
                 #(#before)*
                 async move {
                     #pin

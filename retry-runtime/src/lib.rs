@@ -105,7 +105,7 @@ pub mod __private {
     pub use crate::execution::{
         BreakerBudget, ErrorProbe, Execution, ForgetOtherError, Forgotten, Guarding, KeepSendError, Kept,
         LastError, NoGuards, PlainFailure, PlainGuards, PlainRun, Step, UnguardedRun, WithBulkhead,
-        after_plain_failure, plain_attempt, started,
+        after_plain_failure, plain_attempt, started, started_at_once,
     };
     pub use crate::operations::Operation;
     pub use crate::policy::AttributeConfig;

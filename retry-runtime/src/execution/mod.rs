@@ -61,6 +61,7 @@ pub(crate) use run::key_of;
 pub use run::{Classified, ClassifyInner};
 mod slot;
 mod start;
+pub use start::started_at_once;
 mod unguarded;
 pub use unguarded::UnguardedRun;
 

@@ -57,6 +57,26 @@ fn call_span(policy: &Policy) -> Option<tracing::Span> {
     (!span.is_disabled()).then_some(span)
 }
 
+/// The execution of a call of `policy` with `key`, built and started in
+/// `execution`, as `Policy::execution` builds it: for a function whose
+/// calls never make a plain first attempt (a key, a deadline, a throttle,
+/// ...), which the attribute starts at once. Built in place: returned by
+/// value from the out-of-line start, it would be copied into the caller's
+/// future whole. `last` only selects the error slot's type.
+#[inline(always)]
+pub fn started_at_once<'e, 'p, S: Default, H>(
+    policy: &'p Policy,
+    execution: &'e mut Option<Execution<'p, S, H>>,
+    key: Option<Arc<str>>,
+    last: S,
+    handling: H,
+) -> &'e mut Execution<'p, S, H> {
+    drop(last);
+    let execution = execution.insert(Execution::unstarted(policy, handling));
+    execution.start_with(key);
+    execution
+}
+
 /// Whether a call of `policy` made now with `key` starts plain (as far as
 /// the facts at hand tell: no key, no override possible, no deadline
 /// configured, DEBUG off); its guards must also be the global registry's.
@@ -113,8 +133,18 @@ impl<'p, S, H> Execution<'p, S, H> {
     where
         S: Default,
     {
+        self.start_with(None);
+    }
+
+    /// Starts an unstarted execution in place, as [`new`](Self::new) would
+    /// have built it for a call with `key` made now.
+    #[inline(always)]
+    fn start_with(&mut self, key: Option<Arc<str>>)
+    where
+        S: Default,
+    {
         let policy = self.policy;
-        let (nested, key) = context::inherit(None);
+        let (nested, key) = context::inherit(key);
         let settings = policy.compiled_settings();
         match policy.guards() {
             GuardsRef::Cached(cached) if starts_plain(policy, settings, &key) => {
