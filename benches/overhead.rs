@@ -41,7 +41,7 @@ mod shared;
 use shared::{
     BREAKER, BenchError, backon_defaults, bare, bare_small, breaker_budget, breaker_budget_out_of_line,
     breaker_budget_small_out_of_line, call_out_of_line_functions_once, declare, defaults, fails_once, floor,
-    floor_guarded, overridden, overridden_deadline, policy, runtime, with_bulkhead, with_deadline,
+    floor_guarded, keyed, overridden, overridden_deadline, policy, runtime, with_bulkhead, with_deadline,
     with_hedge, with_rate_limit, with_throttle, with_timeout,
 };
 
@@ -70,6 +70,7 @@ fn success(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
     group.bench_function("breaker_budget_deadline", |b| {
         b.to_async(rt).iter(|| used!(with_deadline(black_box(1))))
     });
+    group.bench_function("breaker_budget_keyed", |b| b.to_async(rt).iter(|| used!(keyed(black_box(1)))));
     group.bench_function("breaker_budget_out_of_line", |b| {
         b.to_async(rt).iter(|| used!(breaker_budget_out_of_line(black_box(1))))
     });

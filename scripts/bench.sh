@@ -84,6 +84,7 @@ rows = [
     ("success/breaker_budget_overridden", "the same, with a configuration file's override of its retries in force", "looked up only if the first attempt fails (without an override: a relaxed load, in every line)"),
     ("success/breaker_budget_overridden_deadline", "the same, with an override that sets a deadline", "the registry's settings looked up as every call starts, and the deadline armed"),
     ("success/breaker_budget_deadline", "breaker + budget + `deadline_ms`", "adds a clock read, a timer entry and the call's deadline state"),
+    ("success/breaker_budget_keyed", "breaker + budget + `idempotent = false, key = order_id`", "adds the key made from the parameter (`Display`, into an `Arc<str>`) and carried into the attempt"),
     ("success/breaker_budget_out_of_line", "the same, its `poll` not inlined into the caller", "adds moving a 32-byte `Result` through memory (see notes)"),
     ("success/bare_small_error", "bare call, one-word error type", "baseline for the next line"),
     ("success/breaker_budget_small_error_out_of_line", "breaker + budget, not inlined, one-word error type", "the same with a `Result` that fits in registers"),
@@ -126,6 +127,7 @@ ir_rows = [
     ("breaker_budget_overridden", "the same, with a configuration file's override of its retries in force", "success/breaker_budget_overridden"),
     ("breaker_budget_overridden_deadline", "the same, with an override that sets a deadline", "success/breaker_budget_overridden_deadline"),
     ("breaker_budget_deadline", "breaker + budget + `deadline_ms`", "success/breaker_budget_deadline"),
+    ("breaker_budget_keyed", "breaker + budget + `idempotent = false, key = order_id`", "success/breaker_budget_keyed"),
     ("breaker_budget_bulkhead", "breaker + budget + bulkhead", "success/breaker_budget_bulkhead"),
     ("breaker_budget_bulkhead_timeout", "breaker + budget + bulkhead + `attempt_timeout_ms`", "success/breaker_budget_bulkhead_timeout"),
     ("breaker_budget_hedge", "breaker + budget + `hedge_after_ms`, answered before any hedge", "success/breaker_budget_hedge"),
@@ -238,6 +240,7 @@ ir_bb_call = ir["breaker_budget_call"]["per_call"]
 feature_rows = [
     ("configuration override of the retries in force", "nothing: it is looked up only if the first attempt fails", ir["breaker_budget_overridden"]["per_call"]),
     ("deadline", "a clock read and a timer entry, and the call's deadline state", ir["breaker_budget_deadline"]["per_call"]),
+    ("idempotency key", "the key formatted from the parameter into an `Arc<str>` (two allocations) and carried into the attempt's context", ir["breaker_budget_keyed"]["per_call"]),
     ("configuration override setting a deadline", "the deadline's cost, and the global registry's override read per call (an `Arc` cloned from the function's own copy)", ir["breaker_budget_overridden_deadline"]["per_call"]),
     ("bulkhead", "a place taken and given back", ir["breaker_budget_bulkhead"]["per_call"]),
     ("hedging (no hedge needed)", "the hedging loop around the attempt (three allocations: the set of attempts, the attempt, the hedge's timer)", ir["breaker_budget_hedge"]["per_call"]),

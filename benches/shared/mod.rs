@@ -273,6 +273,14 @@ pub async fn with_deadline(x: u64) -> Result<u64, BenchError> {
     Ok(black_box(x))
 }
 
+/// `breaker_budget` made non-idempotent with an idempotency key: the key
+/// is made from the parameter (`Display`, into an `Arc<str>`) and carried
+/// into the attempt's context as every call starts.
+#[resilient(breaker = "bench-breaker", budget = "bench-budget", idempotent = false, key = order_id)]
+pub async fn keyed(order_id: u64) -> Result<u64, BenchError> {
+    Ok(black_box(order_id))
+}
+
 thread_local! {
     /// Whether the next `fails_once` attempt fails: every other attempt does.
     static FAIL_NEXT: Cell<bool> = const { Cell::new(true) };
