@@ -225,6 +225,15 @@ fn policy_run(f: (Runtime, u64)) -> Runtime {
     drive(f, || used!(policy.run(|| bare(black_box(1)))))
 }
 
+// `policy_run` with an idempotency key (`Policy::run_with_key`).
+#[library_benchmark]
+#[bench::n(args = (N,), setup = fixture)]
+#[bench::twice_n(args = (2 * N,), setup = fixture)]
+fn policy_run_keyed(f: (Runtime, u64)) -> Runtime {
+    let policy = policy();
+    drive(f, || used!(policy.run_with_key(black_box(1u64), || bare(black_box(1)))))
+}
+
 #[library_benchmark]
 #[bench::n(args = (N,), setup = fixture)]
 #[bench::twice_n(args = (2 * N,), setup = fixture)]
@@ -256,7 +265,7 @@ library_benchmark_group!(
     benchmarks = bare_call, floor_call, attribute_defaults, floor_guarded_call, breaker_budget_call, breaker_budget_out_of_line_call, bare_small_error_call,
         breaker_budget_small_error_out_of_line_call, breaker_budget_overridden, breaker_budget_overridden_deadline, breaker_budget_deadline, breaker_budget_keyed, breaker_budget_bulkhead,
         breaker_budget_bulkhead_timeout, breaker_budget_hedge, breaker_budget_throttle, breaker_budget_rate_limit,
-        policy_run, backon_retry, failsafe_breaker, fail_once_then_succeed
+        policy_run, policy_run_keyed, backon_retry, failsafe_breaker, fail_once_then_succeed
 );
 
 main!(

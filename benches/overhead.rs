@@ -93,6 +93,9 @@ fn success(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
     });
     let policy = policy();
     group.bench_function("policy_run", |b| b.to_async(rt).iter(|| used!(policy.run(|| bare(black_box(1))))));
+    group.bench_function("policy_run_keyed", |b| {
+        b.to_async(rt).iter(|| used!(policy.run_with_key(black_box(1u64), || bare(black_box(1)))))
+    });
     let backoff = backon_defaults();
     group.bench_function("backon_retry", |b| {
         b.to_async(rt).iter(|| used!((|| bare(black_box(1))).retry(backoff)))
