@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::lazy::MadeOnPoll;
 use super::plain::{AnyGuards, PlainRun, after_plain_failure, plain_attempt, started};
+use super::start::started_at_once;
 use super::{Execution, Kept, Step};
 use crate::classify::{Classify, ErrorClass};
 use crate::error::{ByTraits, ClassifyWith, ErrorHandling, ResilientError};
@@ -35,7 +36,7 @@ impl Policy {
         Fut: Future<Output = Result<T, E>>,
         E: ResilientError,
     {
-        drive(self, None, ByTraits, op).await
+        drive(self, ByTraits, op).await
     }
 
     /// [`run`](Self::run), then `fallback` with the final error, if any:
@@ -86,7 +87,7 @@ impl Policy {
         Fut: Future<Output = Result<T, E>>,
         E: ResilientError,
     {
-        drive(self, Some(key_of(&key)), ByTraits, op).await
+        drive_keyed(self, key_of(&key), ByTraits, op).await
     }
 
     /// This policy with errors classified by `classify` instead of the
@@ -154,7 +155,7 @@ impl<H> Classified<'_, H> {
         Fut: Future<Output = Result<T, E>>,
         H: ErrorHandling<E> + Copy,
     {
-        drive(self.policy, None, self.handling, op).await
+        drive(self.policy, self.handling, op).await
     }
 
     /// [`Policy::run_with_key`], classified by the function.
@@ -165,7 +166,7 @@ impl<H> Classified<'_, H> {
         Fut: Future<Output = Result<T, E>>,
         H: ErrorHandling<E> + Copy,
     {
-        drive(self.policy, Some(key_of(&key)), self.handling, op).await
+        drive_keyed(self.policy, key_of(&key), self.handling, op).await
     }
 }
 
@@ -207,21 +208,15 @@ impl<X> ErrorHandling<Error<X>> for ClassifyInner<X> {
 ///
 /// A call without a key may be plain, as the attribute's may (see
 /// `plain`): its first attempt runs as a `PlainRun`, and its execution is
-/// built only if that attempt fails or the call is not plain. A call with
-/// a key never is: its execution is built at once.
-async fn drive<T, E, H, F, Fut>(
-    policy: &Policy,
-    key: Option<Arc<str>>,
-    handling: H,
-    mut op: F,
-) -> Result<T, E>
+/// built only if that attempt fails or the call is not plain.
+async fn drive<T, E, H, F, Fut>(policy: &Policy, handling: H, mut op: F) -> Result<T, E>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
     H: ErrorHandling<E> + Copy,
 {
     let parts = || (Kept::default(), handling);
-    let mut execution = key.map(|key| policy.execution(Some(key), Kept::default(), handling));
+    let mut execution = None;
     loop {
         let step = match plain_attempt::<AnyGuards, _, _>(policy, &execution) {
             // Made on its first poll, once admitted (see `lazy`), on every path.
@@ -229,21 +224,45 @@ where
                 Ok(value) => return Ok(value),
                 Err(failure) => after_plain_failure(policy, &mut execution, parts, failure),
             },
-            None => {
-                let execution = started(policy, &mut execution, parts);
-                // The hedged round's state is boxed: it would make every call's
-                // future larger (and costlier to move) for a path few policies take.
-                if execution.hedges() {
-                    Box::pin(execution.attempt_hedged(&mut op)).await
-                } else {
-                    // So the attempt can take the direct path, as the attribute's does.
-                    execution.attempt(MadeOnPoll::new(&mut op)).await
-                }
-            }
+            None => general_attempt(started(policy, &mut execution, parts), &mut op).await,
         };
         if let Step::Done(result) = step {
             return result;
         }
+    }
+}
+
+/// A call with a key, which is never plain: its execution is started at
+/// once, in place (see `started_at_once`), and every attempt is general.
+async fn drive_keyed<T, E, H, F, Fut>(policy: &Policy, key: Arc<str>, handling: H, mut op: F) -> Result<T, E>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    H: ErrorHandling<E> + Copy,
+{
+    let mut execution = None;
+    let execution = started_at_once(policy, &mut execution, Some(key), Kept::default(), handling);
+    loop {
+        if let Step::Done(result) = general_attempt(execution, &mut op).await {
+            return result;
+        }
+    }
+}
+
+/// One attempt through the step machine, hedged if the policy hedges.
+async fn general_attempt<T, E, H, F, Fut>(execution: &mut Execution<'_, Kept<E>, H>, op: &mut F) -> Step<T, E>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    H: ErrorHandling<E>,
+{
+    // The hedged round's state is boxed: it would make every call's
+    // future larger (and costlier to move) for a path few policies take.
+    if execution.hedges() {
+        Box::pin(execution.attempt_hedged(op)).await
+    } else {
+        // So the attempt can take the direct path, as the attribute's does.
+        execution.attempt(MadeOnPoll::new(op)).await
     }
 }
 
