@@ -132,10 +132,22 @@ impl Policy {
     /// Starts one call: the state of its retry loop. `last` keeps the last
     /// error across waits (see [`LastError`](super::LastError)); `handling`
     /// classifies errors and makes rejections into them.
+    ///
+    /// Returned by value, for callers off the hot paths (the tests of the
+    /// step form): the attribute, `run` and the HTTP layers start theirs in
+    /// place (`started_at_once`), since a started execution returned by
+    /// value is copied whole.
     #[doc(hidden)]
-    #[inline(always)]
-    pub fn execution<S, H>(&self, key: Option<Arc<str>>, last: S, handling: H) -> Execution<'_, S, H> {
-        Execution::new(self, key, last, handling)
+    pub fn execution<S: Default, H>(
+        &self,
+        key: Option<Arc<str>>,
+        last: S,
+        handling: H,
+    ) -> Execution<'_, S, H> {
+        drop(last);
+        let mut execution = Execution::unstarted(self, handling);
+        execution.start_with(key);
+        execution
     }
 }
 

@@ -1,11 +1,12 @@
 //! How a call starts: its `Execution` built from the policy, the key and
-//! the context it is made in.
+//! the context it is made in, always in place (`start_with`; a started
+//! execution returned by value would be copied whole).
 //!
 //! The plain call (the global registry's cached guards, no key, no
 //! override possible, no deadline, DEBUG off) is recognised from what is
 //! at hand before anything optional is computed, so its success path
 //! neither builds nor drops the optional parts; every other call goes
-//! through the out-of-line `general`, which looks up its override,
+//! through the out-of-line `start_general`, which looks up its override,
 //! deadline and span and builds `More` when it needs any of them.
 
 use std::sync::Arc;
@@ -58,11 +59,12 @@ fn call_span(policy: &Policy) -> Option<tracing::Span> {
 }
 
 /// The execution of a call of `policy` with `key`, built and started in
-/// `execution`, as `Policy::execution` builds it: for a function whose
-/// calls never make a plain first attempt (a key, a deadline, a throttle,
-/// ...), which the attribute starts at once. Built in place: returned by
-/// value from the out-of-line start, it would be copied into the caller's
-/// future whole. `last` only selects the error slot's type.
+/// `execution`: for a call that starts its execution at once (the
+/// attribute's functions that never make a plain first attempt: a key, a
+/// deadline, a throttle, ...; `Policy::run_with_key`; the HTTP layers).
+/// Built in place: returned by value from the out-of-line start, it would
+/// be copied into the caller's future whole. `last` only selects the error
+/// slot's type.
 #[inline(always)]
 pub fn started_at_once<'e, 'p, S: Default, H>(
     policy: &'p Policy,
@@ -86,39 +88,6 @@ pub(super) fn starts_plain(policy: &Policy, settings: &Settings, key: &Option<Ar
 }
 
 impl<'p, S, H> Execution<'p, S, H> {
-    // Built as a value rather than as `unstarted` then `start`: a started
-    // execution returned by value is copied whole (about 30 instructions a
-    // call on every path that builds it at once, by `scripts/instructions-check.sh`).
-    #[inline(always)]
-    pub(crate) fn new(policy: &'p Policy, key: Option<Arc<str>>, last: S, handling: H) -> Self {
-        // A call without a key of its own inherits the key of the call it is nested in.
-        let (nested, key) = context::inherit(key);
-        let settings = policy.compiled_settings();
-        match policy.guards() {
-            // The plain call, decided from what is at hand: none of the
-            // optional parts is computed, so none is tested or dropped.
-            GuardsRef::Cached(cached) if starts_plain(policy, settings, &key) => {
-                let max_attempts = max_attempts(policy, settings, nested);
-                Execution { policy, cached: Some(cached), max_attempts, attempts: 0, more: None, handling }
-            }
-            guards => Self::general(policy, guards, nested, key, last, handling),
-        }
-    }
-
-    #[inline(never)]
-    fn general(
-        policy: &'p Policy,
-        guards: GuardsRef<'p>,
-        nested: bool,
-        key: Option<Arc<str>>,
-        last: S,
-        handling: H,
-    ) -> Self {
-        let mut execution = Execution::unstarted(policy, handling);
-        execution.start_general_with(guards, nested, key, last);
-        execution
-    }
-
     /// An execution that has not started: only [`start`](Self::start) or
     /// [`start_plain`](Self::start_plain) makes it usable. Built in its slot field by field (see `plain::started`).
     #[inline(always)]
@@ -126,8 +95,8 @@ impl<'p, S, H> Execution<'p, S, H> {
         Execution { policy, cached: None, max_attempts: 0, attempts: 0, more: None, handling }
     }
 
-    /// Starts an unstarted execution in place, as [`new`](Self::new) would
-    /// have built it for a call without a key of its own made now.
+    /// Starts an unstarted execution in place, for a call without a key of
+    /// its own made now.
     #[inline(always)]
     pub(super) fn start(&mut self)
     where
@@ -136,14 +105,16 @@ impl<'p, S, H> Execution<'p, S, H> {
         self.start_with(None);
     }
 
-    /// Starts an unstarted execution in place, as [`new`](Self::new) would
-    /// have built it for a call with `key` made now.
+    /// Starts an unstarted execution in place, for a call with `key` made
+    /// now: the plain call (see `starts_plain`) is recognised from what is
+    /// at hand, and none of the optional parts is computed for it.
     #[inline(always)]
-    fn start_with(&mut self, key: Option<Arc<str>>)
+    pub(super) fn start_with(&mut self, key: Option<Arc<str>>)
     where
         S: Default,
     {
         let policy = self.policy;
+        // A call without a key of its own inherits the key of the call it is nested in.
         let (nested, key) = context::inherit(key);
         let settings = policy.compiled_settings();
         match policy.guards() {
@@ -181,18 +152,13 @@ impl<'p, S, H> Execution<'p, S, H> {
         }
     }
 
+    /// Any call not recognised as plain at once: its override, deadline and
+    /// span are looked up, and `more` built in place when it needs any of them.
     #[inline(never)]
     fn start_general(&mut self, guards: GuardsRef<'p>, nested: bool, key: Option<Arc<str>>)
     where
         S: Default,
     {
-        self.start_general_with(guards, nested, key, S::default());
-    }
-
-    /// Any call not recognised as plain at once: its override, deadline and
-    /// span are looked up, and `more` built in place when it needs any of them.
-    #[inline(always)]
-    fn start_general_with(&mut self, guards: GuardsRef<'p>, nested: bool, key: Option<Arc<str>>, last: S) {
         let policy = self.policy;
         let overridden = if policy.may_be_overridden() { override_for_call(policy) } else { None };
         let settings = overridden.as_deref().unwrap_or(policy.compiled_settings());
@@ -224,7 +190,7 @@ impl<'p, S, H> Execution<'p, S, H> {
                     pending_wait: None,
                     rng: None,
                     span,
-                    last,
+                    last: S::default(),
                 });
             }
         }

@@ -17,7 +17,7 @@ use sync_wrapper::SyncWrapper;
 use crate::attempts::Attempts;
 use crate::classify::ErrorClass;
 use crate::error::ErrorHandling;
-use crate::execution::{Execution, Kept, Step};
+use crate::execution::{Execution, Kept, Step, started_at_once};
 use crate::policy::Policy;
 use crate::rejection::Rejection;
 
@@ -105,7 +105,10 @@ pub(crate) async fn call<T: Transport>(
     request: T::Request,
 ) -> Result<T::Response, T::Error> {
     let plan = T::plan(&request);
-    let mut execution = policy.execution(plan.key, Kept::default(), ByTransport::<T>(PhantomData));
+    // Started in place (see `started_at_once`).
+    let mut execution = None;
+    let execution =
+        started_at_once(policy, &mut execution, plan.key, Kept::default(), ByTransport::<T>(PhantomData));
     if !plan.retry {
         tracing::debug!(
             operation = %policy.operation(),
@@ -115,7 +118,7 @@ pub(crate) async fn call<T: Transport>(
     }
     let mut original = Some(request);
     loop {
-        let Some(request) = next_request::<T, _, _>(&mut original, &mut execution) else {
+        let Some(request) = next_request::<T, _, _>(&mut original, execution) else {
             // The attempt that took the original was made the last one, so
             // the loop never asks for another.
             unreachable!("the retry loop asked for an attempt after the last one");
