@@ -320,28 +320,38 @@ impl<'p, S, H> Execution<'p, S, H> {
             None => (None, None),
         };
         let attempt = context::scope(key, span, attempt);
-        // A timeout too long to arm is no timeout.
+        match self.attempt_limit() {
+            None => Guarded::Ran(attempt.await),
+            Some((end, limit)) => match timeout_at(end, attempt).await {
+                Ok(result) => Guarded::Ran(result),
+                Err(_) => match limit {
+                    Limit::Timeout(after) => Guarded::TimedOut(after),
+                    Limit::Deadline => Guarded::Cut,
+                },
+            },
+        }
+    }
+
+    /// When an attempt starting now must be cut short, and by what: the
+    /// earlier of its timeout (one too long to arm is no timeout) and the
+    /// call's deadline, which wins a tie. Both paths arm this one instant.
+    #[inline(always)]
+    fn attempt_limit(&self) -> Option<(Instant, Limit)> {
         let timeout =
             self.settings().attempt_timeout.and_then(|limit| Some((clock::instant_after(limit)?, limit)));
         match (timeout, self.deadline()) {
-            (None, None) => Guarded::Ran(attempt.await),
-            (Some((end, limit)), None) => match timeout_at(end, attempt).await {
-                Ok(result) => Guarded::Ran(result),
-                Err(_) => Guarded::TimedOut(limit),
-            },
-            (None, Some(deadline)) => match timeout_at(deadline, attempt).await {
-                Ok(result) => Guarded::Ran(result),
-                Err(_) => Guarded::Cut,
-            },
-            (Some((end, limit)), Some(deadline)) => {
-                // On the same instant the deadline wins.
-                let timeout_first = end < deadline;
-                match timeout_at(end.min(deadline), attempt).await {
-                    Ok(result) => Guarded::Ran(result),
-                    Err(_) if timeout_first => Guarded::TimedOut(limit),
-                    Err(_) => Guarded::Cut,
-                }
-            }
+            (None, None) => None,
+            (Some((end, limit)), None) => Some((end, Limit::Timeout(limit))),
+            (Some((end, limit)), Some(deadline)) if end < deadline => Some((end, Limit::Timeout(limit))),
+            (_, Some(deadline)) => Some((deadline, Limit::Deadline)),
         }
     }
+}
+
+/// What cuts a running attempt short (see `Execution::attempt_limit`).
+enum Limit {
+    /// Its own timeout, this long.
+    Timeout(std::time::Duration),
+    /// The call's deadline.
+    Deadline,
 }

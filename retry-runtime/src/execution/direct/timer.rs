@@ -10,7 +10,6 @@ use tokio::time::{Sleep, sleep, sleep_until};
 
 use super::{Phase, drop_in_context, give_back_place};
 use crate::breaker::{BreakerPermit, Outcome};
-use crate::clock;
 use crate::error::ErrorHandling;
 use crate::execution::outcome::record;
 use crate::execution::{Execution, Step};
@@ -23,12 +22,7 @@ use crate::rejection::Rejection;
 /// arm is no timeout (as on the general path).
 #[inline(never)]
 pub(super) fn arm_timeout<S, H>(execution: &Execution<'_, S, H>, mut timer: Pin<&mut Option<Sleep>>) {
-    let timeout = execution.settings().attempt_timeout.and_then(clock::instant_after);
-    let end = match (timeout, execution.deadline()) {
-        (Some(timeout), Some(deadline)) => Some(timeout.min(deadline)),
-        (timeout, deadline) => timeout.or(deadline),
-    };
-    if let Some(end) = end {
+    if let Some((end, _)) = execution.attempt_limit() {
         timer.set(Some(sleep_until(end)));
     }
 }
@@ -62,7 +56,8 @@ where
         return None;
     }
     drop_in_context(execution, attempt);
-    // The timer ends at the earlier of the two, and at the deadline on a tie.
+    // Armed at `attempt_limit`'s instant, which is the deadline exactly
+    // when the deadline is what cuts the attempt short.
     if execution.deadline().is_some_and(|deadline| timer.deadline() >= deadline) {
         return Some(Fired::Cut);
     }
