@@ -242,7 +242,7 @@ ir_bb_call = ir["breaker_budget_call"]["per_call"]
 feature_rows = [
     ("configuration override of the retries in force", "nothing: it is looked up only if the first attempt fails", ir["breaker_budget_overridden"]["per_call"]),
     ("deadline", "a clock read and a timer entry, and the call's deadline state", ir["breaker_budget_deadline"]["per_call"]),
-    ("idempotency key", "the key formatted from the parameter into an `Arc<str>` (two allocations) and carried into the attempt's context", ir["breaker_budget_keyed"]["per_call"]),
+    ("idempotency key", "the key's text made once from the parameter, in one `Arc<str>` (one allocation), and carried into the attempt's context", ir["breaker_budget_keyed"]["per_call"]),
     ("configuration override setting a deadline", "the deadline's cost, and the global registry's override read per call (an `Arc` cloned from the function's own copy)", ir["breaker_budget_overridden_deadline"]["per_call"]),
     ("bulkhead", "a place taken and given back", ir["breaker_budget_bulkhead"]["per_call"]),
     ("hedging (no hedge needed)", "the hedging loop around the attempt (three allocations: the set of attempts, the attempt, the hedge's timer)", ir["breaker_budget_hedge"]["per_call"]),

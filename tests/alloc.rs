@@ -229,6 +229,79 @@ async fn a_successful_policy_run_with_breaker_and_budget_allocates_nothing() {
     assert_eq!(n, 0, "{n} allocations in {CALLS} successful calls");
 }
 
+/// `Display` in pieces, as a `Uuid`'s is (`to_string` would grow its
+/// `String` several times).
+#[derive(Clone)]
+struct OrderRef(u64, u64);
+
+impl std::fmt::Display for OrderRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:08x}-{:04x}-order", self.0, self.1)
+    }
+}
+
+#[resilient(breaker = "alloc-breaker", budget = "alloc-budget", idempotent = false, key = order_id)]
+async fn keyed_by_text(order_id: String) -> Result<u64, ApiError> {
+    std::hint::black_box(order_id);
+    Ok(resilient::idempotency_key().map_or(0, |key| key.len() as u64))
+}
+
+/// `keyed_by_text` without its key: what the call costs without one (each
+/// attempt gets its own clone of the `String`).
+#[resilient(breaker = "alloc-breaker", budget = "alloc-budget")]
+async fn unkeyed_text(order_id: String) -> Result<u64, ApiError> {
+    Ok(std::hint::black_box(order_id).len() as u64)
+}
+
+#[resilient(breaker = "alloc-breaker", budget = "alloc-budget", idempotent = false, key = order_id)]
+async fn keyed_by_integer(order_id: u64) -> Result<u64, ApiError> {
+    std::hint::black_box(order_id);
+    Ok(resilient::idempotency_key().map_or(0, |key| key.len() as u64))
+}
+
+#[resilient(breaker = "alloc-breaker", budget = "alloc-budget", idempotent = false, key = order_id)]
+async fn keyed_by_display(order_id: OrderRef) -> Result<u64, ApiError> {
+    std::hint::black_box(order_id);
+    Ok(resilient::idempotency_key().map_or(0, |key| key.len() as u64))
+}
+
+/// Heap allocations made by a successful call for each of `arguments`
+/// (built before counting), each checked to see its key of `key_len` bytes.
+async fn allocations_per_call_of<A, Fut>(arguments: Vec<A>, key_len: u64, call: impl Fn(A) -> Fut) -> u64
+where
+    Fut: Future<Output = Result<u64, ApiError>>,
+{
+    let calls = arguments.len() as u64;
+    let n = allocations_in(|| async {
+        for argument in arguments {
+            assert_eq!(call(argument).await.unwrap(), key_len);
+        }
+    })
+    .await;
+    n / calls
+}
+
+/// A keyed call makes its key's text once, in the `Arc<str>` its attempts
+/// share: one allocation, whatever the key's type (not a `String` first and
+/// then the `Arc`, which would be two, or more as the `String` grows). A
+/// `String` argument is cloned for the attempt, keyed or not: that clone is
+/// counted apart.
+#[tokio::test(flavor = "current_thread")]
+async fn a_keyed_call_allocates_its_key_once() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    declare();
+    keyed_by_integer(1).await.unwrap();
+
+    let texts = || (0..CALLS).map(|i| format!("order-{i:06}")).collect();
+    let clone = allocations_per_call_of(texts(), 12, unkeyed_text).await;
+    assert_eq!(clone, 1, "the argument's clone");
+    assert_eq!(allocations_per_call_of(texts(), 12, keyed_by_text).await - clone, 1, "text");
+    let integers = (0..u64::from(CALLS)).map(|i| 1_000_000 + i).collect();
+    assert_eq!(allocations_per_call_of(integers, 7, keyed_by_integer).await, 1, "integer");
+    let refs = (0..u64::from(CALLS)).map(|i| OrderRef(0xdead_0000 + i, 0xbeef)).collect();
+    assert_eq!(allocations_per_call_of(refs, 19, keyed_by_display).await, 1, "display");
+}
+
 /// Successful calls of `guarded` under `subscriber`, installed on this
 /// thread only: the allocations they make, after a warm-up.
 async fn allocations_under(subscriber: impl tracing::Subscriber + Send + Sync + 'static) -> u64 {

@@ -85,6 +85,7 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         #[allow(unused_imports)]
         use #runtime::{
             ConvertByFrom as _, ConvertByWrapping as _, ConvertNot as _, ForgetOtherError as _, KeepSendError as _,
+            KeyFromDisplay as _, KeyFromInteger as _, KeyFromText as _,
         };
     };
     let rt = quote!(#runtime);
@@ -99,7 +100,9 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
     let key = match &plan.key {
         Some(key) => {
             let key_of = respan(quote!(#rt::idempotency_key), key.span());
-            quote_spanned!(key.span()=> ::core::option::Option::Some(#key_of(&#key)))
+            // The probe picks the cheapest way to the key's `Display` text for its type.
+            let writer = quote!((&&&#rt::KeyProbe::of(&#key)).key_writer());
+            quote_spanned!(key.span()=> ::core::option::Option::Some(#key_of(&#key, #writer)))
         }
         None => quote!(::core::option::Option::None),
     };

@@ -104,8 +104,9 @@ pub mod __private {
     };
     pub use crate::execution::{
         BreakerBudget, ErrorProbe, Execution, ForgetOtherError, Forgotten, Guarding, KeepSendError, Kept,
-        LastError, NoGuards, PlainFailure, PlainGuards, PlainRun, Step, UnguardedRun, WithBulkhead,
-        after_plain_failure, plain_attempt, started, started_at_once,
+        KeyFromDisplay, KeyFromInteger, KeyFromText, KeyProbe, KeyText, KeyWriter, LastError, NoGuards,
+        PlainFailure, PlainGuards, PlainRun, Step, UnguardedRun, WithBulkhead, after_plain_failure,
+        idempotency_key, plain_attempt, started, started_at_once,
     };
     pub use crate::operations::Operation;
     pub use crate::policy::AttributeConfig;
@@ -133,10 +134,5 @@ pub mod __private {
     /// Reports that a call failed and its fallback runs instead.
     pub fn falling_back(operation: &str) {
         crate::observe::fallback(operation);
-    }
-
-    /// Formats the `key` parameter once per call.
-    pub fn idempotency_key(value: &(impl std::fmt::Display + ?Sized)) -> std::sync::Arc<str> {
-        crate::execution::key_of(value)
     }
 }

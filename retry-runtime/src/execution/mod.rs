@@ -48,6 +48,8 @@ mod admission;
 mod answers;
 mod direct;
 mod hedge;
+mod key;
+pub use key::{KeyFromDisplay, KeyFromInteger, KeyFromText, KeyProbe, KeyText, KeyWriter, idempotency_key};
 mod lazy;
 mod more;
 mod outcome;
@@ -57,7 +59,6 @@ pub use plain::{
     after_plain_failure, plain_attempt, started,
 };
 mod run;
-pub(crate) use run::key_of;
 pub use run::{Classified, ClassifyInner};
 mod slot;
 mod start;

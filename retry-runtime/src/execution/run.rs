@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use super::key::key_of;
 use super::lazy::MadeOnPoll;
 use super::plain::{AnyGuards, PlainRun, after_plain_failure, plain_attempt, started};
 use super::start::started_at_once;
@@ -276,9 +277,4 @@ where
         // So the attempt can take the direct path, as the attribute's does.
         execution.attempt(MadeOnPoll::new(op)).await
     }
-}
-
-/// Formats an idempotency key once per call.
-pub(crate) fn key_of(value: &(impl std::fmt::Display + ?Sized)) -> Arc<str> {
-    Arc::from(value.to_string())
 }
