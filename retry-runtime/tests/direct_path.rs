@@ -1,12 +1,13 @@
 //! `Execution::attempt` polls an attempt in place when the call uses the
-//! global registry with no throttle or rate limit (the "direct"
+//! global registry with no rate limit (the "direct"
 //! path, what the attribute mostly runs on); everything else goes through
 //! `attempt_with`. Each scenario here runs both ways and must behave the
 //! same: breaker permits held across polls and freed on cancellation, the
 //! idempotency key and nesting seen inside the attempt (also while it is
 //! dropped, and after a panic), fail-fast on an open breaker, backoff, and
 //! the attempt timeout and the deadline (which cancel the attempt in its
-//! context, the earlier of the two first). The bulkhead
+//! context, the earlier of the two first), and the throttle (asked first,
+//! told how every attempt ended). The bulkhead
 //! scenarios (a place held while the attempt runs, a full one waited for
 //! without a probe slot, refused after `max_wait`, an adaptive one sampled)
 //! run both ways too, so that they hold whichever path a bulkhead takes.
@@ -25,7 +26,7 @@ use common::{TestError, ms};
 use retry_runtime::__private::{ByTraits, Execution, Kept, Step};
 use retry_runtime::{
     AdaptiveLimit, BreakerConfig, BreakerState, Bulkhead, BulkheadConfig, Jitter, Nested, Policy,
-    PolicyBuilder, RateLimitConfig, Rejection, idempotency_key, registry,
+    PolicyBuilder, RateLimitConfig, Rejection, Throttle, ThrottleConfig, idempotency_key, registry,
 };
 use tokio::time::{Instant, sleep, timeout};
 
@@ -137,8 +138,8 @@ async fn an_open_breaker_fails_fast_without_polling_the_attempt() {
     }
 }
 
-/// A rate limit is never the direct path's, even alone (no throttle): the
-/// attempt goes the general way, which takes a turn before it runs.
+/// A rate limit is never the direct path's, even alone: the attempt goes
+/// the general way, which takes a turn before it runs.
 #[tokio::test(start_paused = true)]
 async fn a_rate_limit_alone_is_honoured_through_the_global_registry() {
     for path in PATHS {
@@ -529,7 +530,11 @@ impl Drop for DropSeen {
 /// both: a place not given back when an attempt is cut short refuses the
 /// next attempt.
 fn breaker_and_one_place(name: &str) -> (Arc<Bulkhead>, PolicyBuilder) {
-    let config = BreakerConfig { failure_threshold: 3, ..Default::default() };
+    breaker_opening_after_and_one_place(name, 3)
+}
+
+fn breaker_opening_after_and_one_place(name: &str, failure_threshold: u32) -> (Arc<Bulkhead>, PolicyBuilder) {
+    let config = BreakerConfig { failure_threshold, ..Default::default() };
     registry().declare_breaker(name, config).unwrap();
     bulkhead(name, 1, Some(Duration::ZERO));
     let places = registry().bulkhead(name).unwrap();
@@ -684,6 +689,98 @@ async fn an_attempt_runs_under_the_earlier_of_its_timeout_and_the_deadline_which
         })
         .await;
         assert_eq!((result, start.elapsed()), (Ok(()), ms(100)), "{case}");
+    }
+}
+
+/// The throttle's refusal probability with `k = 1`, read without changing
+/// its counts: `(requests - accepts) / (requests + 1)`. The calls run with
+/// `k = 1000`, so that no draw decides them (the probability is 0 once
+/// the first answer was an accept).
+fn probability_at_k_1(throttle: &Throttle) -> f64 {
+    let calls = ThrottleConfig { k: 1000.0, ..Default::default() };
+    throttle.reconfigure(ThrottleConfig { k: 1.0, ..calls }).unwrap();
+    let p = throttle.refusal_probability();
+    throttle.reconfigure(calls).unwrap();
+    p
+}
+
+/// The throttle counts every attempt that went out, when it ends, and an
+/// accept for an answer that is not overload, on both paths alike: a
+/// success and a permanent error are accepts; a transient error, an attempt
+/// timeout and a deadline cut are not; a cancelled attempt is not counted.
+#[tokio::test(start_paused = true)]
+async fn the_throttle_hears_how_every_attempt_ended() {
+    for path in PATHS {
+        let name = format!("direct-throttle-{path:?}");
+        let calls = ThrottleConfig { k: 1000.0, ..Default::default() };
+        registry().declare_throttle(&name, calls).unwrap();
+        let throttle = registry().throttle(&name).unwrap();
+        let (places, guarded) = breaker_opening_after_and_one_place(&name, 100);
+        let guarded = guarded.throttle(name.clone()).max_attempts(1);
+        let plain = guarded.clone().build().unwrap();
+        let timed = guarded.clone().attempt_timeout(ms(50)).build().unwrap();
+        let deadline = guarded.deadline(ms(50)).build().unwrap();
+        let expect = |requests: f64, accepts: f64, what: &str| {
+            let expected = (requests - accepts) / (requests + 1.0);
+            assert_eq!(probability_at_k_1(&throttle), expected, "{path:?}, after {what}");
+            assert_eq!(places.in_use(), 0, "{path:?}, after {what}: the place given back");
+        };
+        assert_eq!(call(&plain, None, path, || async { Ok(()) }).await, Ok(()));
+        expect(1.0, 1.0, "a success");
+        let transient = call(&plain, None, path, || async { Err::<(), _>(TestError::Transient) }).await;
+        assert_eq!(transient, Err(TestError::Transient));
+        expect(2.0, 1.0, "a transient error");
+        let permanent = call(&plain, None, path, || async { Err::<(), _>(TestError::Permanent) }).await;
+        assert_eq!(permanent, Err(TestError::Permanent));
+        expect(3.0, 2.0, "a permanent error");
+        let timed_out = call(&timed, None, path, || ok_after(ms(100))).await;
+        assert_eq!(timed_out, Err(TestError::Rejected(Rejection::AttemptTimeout { after: ms(50) })));
+        expect(4.0, 2.0, "an attempt timeout");
+        let cut = call(&deadline, Some("k-th"), path, || ok_after(ms(100))).await;
+        assert_eq!(cut, Err(TestError::Rejected(Rejection::DeadlineExceeded { after: ms(50) })));
+        expect(5.0, 2.0, "a deadline cut");
+        let cancelled = timeout(ms(10), call(&plain, None, path, || ok_after(ms(100)))).await;
+        assert!(cancelled.is_err(), "{path:?}");
+        expect(5.0, 2.0, "a cancelled attempt");
+    }
+}
+
+/// A throttle that refuses ends the call with `Throttled` before the
+/// breaker is asked or the attempt polled, and gives the bulkhead place
+/// back. Refusals are draws: with every answer overload the probability is
+/// at least 1/2 from the second call on, so that 40 calls with no refusal
+/// would happen with a chance below 2^-39.
+#[tokio::test(start_paused = true)]
+async fn a_throttle_refuses_before_the_attempt_runs_and_takes_no_place() {
+    for path in PATHS {
+        let name = format!("direct-throttle-refuses-{path:?}");
+        registry().declare_throttle(&name, ThrottleConfig { k: 1.0, ..Default::default() }).unwrap();
+        // A throttled answer is overload: not an accept, and a failure for
+        // the breaker, which must stay closed here.
+        let (places, guarded) = breaker_opening_after_and_one_place(&name, 100);
+        let policy = guarded.throttle(name.clone()).max_attempts(1).build().unwrap();
+        let ran = AtomicU32::new(0);
+        let mut refused = 0;
+        for _ in 0..40 {
+            let result = call(&policy, None, path, || async {
+                ran.fetch_add(1, Ordering::SeqCst);
+                Err::<(), _>(TestError::Throttled(None))
+            })
+            .await;
+            match result {
+                Err(TestError::Throttled(None)) => {}
+                Err(TestError::Rejected(Rejection::Throttled { throttle })) => {
+                    assert_eq!(throttle, name);
+                    refused += 1;
+                }
+                other => panic!("{path:?}: {other:?}"),
+            }
+            assert_eq!(places.in_use(), 0, "{path:?}: the place given back");
+        }
+        assert!(refused > 0, "{path:?}");
+        assert_eq!(ran.load(Ordering::SeqCst), 40 - refused, "{path:?}: a refused attempt never ran");
+        let breaker = registry().breaker(&name).unwrap();
+        assert_eq!(breaker.totals().calls, u64::from(40 - refused), "{path:?}: the breaker never asked");
     }
 }
 

@@ -1,19 +1,21 @@
 //! The direct path: one attempt as a hand-written future.
 //!
-//! Calls through the global registry with no throttle and no rate limit
-//! (the common case) take this path, when their bulkhead, if
-//! they have one, has a place free as the attempt is made: a breaker, a
-//! budget and a place already held ask nothing that waits. It polls the
+//! Calls through the global registry with no rate limit (the common case)
+//! take this path, when their bulkhead, if they have one, has a place free
+//! as the attempt is made: a throttle, a breaker, a budget and a place
+//! already held ask nothing that waits. It polls the
 //! attempt where the caller built it, so the attempt is never moved and the
 //! loop adds no `async` state machine of its own around it; only the success
 //! path is inlined, so the caller's future stays small enough to be inlined
 //! in turn. Every decision (admission, what an outcome means, whether to
 //! retry) is shared with the general path in the parent module.
 //!
-//! The bulkhead place is taken as the attempt is made and the breaker asked
-//! when it is first polled, at once, by the `.await` that follows: the
-//! general path's order reversed, with the same results, since neither
-//! waits here (a breaker that refuses gives the place straight back). A
+//! The bulkhead place is taken as the attempt is made, and the throttle and
+//! then the breaker asked when it is first polled, at once, by the `.await`
+//! that follows: the general path's order reversed, with the same results,
+//! since none of them waits here (a throttle or a breaker that refuses
+//! gives the place straight back). The throttle hears how every attempt
+//! that went out ended, as on the general path (`answered`). A
 //! full bulkhead, or an adaptive one (whose places carry a start time),
 //! sends the attempt down the general path, which queues for a place
 //! holding no half-open probe slot. The place is a plain fact, no field:
@@ -40,8 +42,8 @@ use std::time::Duration;
 use pin_project_lite::pin_project;
 use tokio::time::{Sleep, sleep};
 
-use super::admission::admit_breaker;
-use super::outcome::{outcome_of, record, succeeded};
+use super::admission::{Refusal, admit_breaker};
+use super::outcome::{Answer, answered, outcome_of, record, succeeded};
 use super::{Execution, LastError, Step};
 use crate::breaker::BreakerPermit;
 use crate::context;
@@ -91,7 +93,7 @@ where
 /// field, touched only when there is a timeout or a wait).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Phase {
-    /// Not polled yet: the breaker has not been asked.
+    /// Not polled yet: the throttle and the breaker have not been asked.
     Admitting,
     /// As `Admitting`, for a call with an attempt timeout or a deadline:
     /// once admitted, the earlier of the two is armed in `timer`.
@@ -175,7 +177,7 @@ where
                     arm_timeout(this.execution, this.timer.as_mut());
                 }
             }
-            match admit_breaker(this.guards) {
+            match admit(this.guards) {
                 Ok(permit) => {
                     *this.permit = permit;
                     *this.phase = Phase::Running;
@@ -207,6 +209,7 @@ where
             },
             Poll::Ready(Ok(value)) => {
                 give_back_place(this.guards);
+                answered(this.guards, None, Answer::Success);
                 succeeded(this.guards, this.permit.take());
                 *this.phase = Phase::Finished;
                 return Poll::Ready(Step::Done(Ok(value)));
@@ -228,6 +231,18 @@ where
             }
         }
     }
+}
+
+/// Admission on the direct path, once the place is held: the throttle,
+/// then the breaker (the general path's order; neither waits).
+#[inline(always)]
+fn admit(guards: &Guards) -> Result<Option<BreakerPermit<'_>>, Refusal> {
+    if let Some(throttle) = &guards.throttle
+        && !throttle.admit()
+    {
+        return Err(Refusal::throttled(throttle));
+    }
+    admit_breaker(guards)
 }
 
 /// The attempt is over (it ended, was refused or was dropped): the
@@ -274,15 +289,15 @@ fn drop_in_context<S, H, Fut>(execution: &mut Execution<'_, S, H>, attempt: Pin<
     }
 }
 
-/// The breaker refused the attempt: it is dropped without running, and the
-/// call ends (see `cannot_run`).
+/// The throttle or the breaker refused the attempt: it is dropped without
+/// running, and the call ends (see `cannot_run`).
 #[cold]
 #[inline(never)]
 fn refused<T, E, S, H, Fut>(
     execution: &mut Execution<'_, S, H>,
     guards: &Guards,
     mut attempt: Pin<&mut Option<Fut>>,
-    refusal: super::admission::Refusal,
+    refusal: Refusal,
 ) -> Step<T, E>
 where
     H: ErrorHandling<E>,
@@ -317,6 +332,7 @@ where
     let place_back = PlaceBack(guards);
     let class = execution.handling.class(&error);
     drop(place_back);
+    answered(guards, None, Answer::Failed(class));
     record(permit, outcome_of(class));
     match execution.after_failure(class, error) {
         Err(error) => Next::Done(Step::Done(Err(error))),

@@ -11,7 +11,7 @@ use tokio::time::{Sleep, sleep, sleep_until};
 use super::{Phase, drop_in_context, give_back_place};
 use crate::breaker::{BreakerPermit, Outcome};
 use crate::error::ErrorHandling;
-use crate::execution::outcome::record;
+use crate::execution::outcome::{Answer, answered, record};
 use crate::execution::{Execution, Step};
 use crate::guards::Guards;
 use crate::rejection::Rejection;
@@ -79,6 +79,7 @@ where
     H: ErrorHandling<E>,
 {
     give_back_place(guards);
+    answered(guards, None, Answer::Cut);
     record(permit, Outcome::Failure);
     Step::Done(Err(execution.deadline_cut()))
 }
