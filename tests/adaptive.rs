@@ -148,3 +148,14 @@ async fn futures_in_order(registry: &Registry, calls: &AtomicU32, n: usize) -> V
     }
     results
 }
+
+/// A call's future is `Send` and `Sync` when its arguments and its body
+/// are, guards that may wait (a throttle, a rate limit) included: a turn
+/// waited for out of line is held in a box that is both.
+#[test]
+fn the_future_of_a_guarded_call_is_send_and_sync() {
+    fn send_and_sync<F: std::future::Future + Send + Sync>(_: F) {}
+    let calls = AtomicU32::new(0);
+    send_and_sync(search(&calls));
+    send_and_sync(geocode(&calls));
+}

@@ -61,7 +61,7 @@ impl GuardNames {
             rate_limit: self.rate_limit.as_deref().map(|n| registry.rate_limit_or_default(n)),
             direct: false,
         };
-        guards.direct = guards.rate_limit.is_none();
+        guards.direct = guards.rate_limit.is_none() || guards.bulkhead.is_none();
         guards
     }
 }
@@ -75,11 +75,12 @@ pub(crate) struct Guards {
     pub(crate) throttle: Option<Arc<Throttle>>,
     pub(crate) rate_limit: Option<Arc<RateLimit>>,
     /// Whether every guard of an attempt is one the direct path runs: a
-    /// throttle (its draw and its count never wait), a breaker, a budget
-    /// and a bulkhead (when it has a place free as the attempt is made: a
-    /// wait for one is the general path's, as is the rate limit, whose turn
-    /// may have to be waited for before the bulkhead is asked). Worked out
-    /// once, read on every call.
+    /// throttle (its draw and its count never wait), a breaker, a budget,
+    /// a bulkhead (when it has a place free as the attempt is made: a wait
+    /// for one is the general path's), and a rate limit, but not with a
+    /// bulkhead: a turn may have to be waited for, and the general path
+    /// asks for the place only after it, where the direct path holds its
+    /// place from the attempt's making. Worked out once, read on every call.
     pub(crate) direct: bool,
 }
 

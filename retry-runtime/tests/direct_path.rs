@@ -1,13 +1,14 @@
 //! `Execution::attempt` polls an attempt in place when the call uses the
-//! global registry with no rate limit (the "direct"
-//! path, what the attribute mostly runs on); everything else goes through
+//! global registry and asks for no bulkhead place that must be waited for
+//! (the "direct" path, what the attribute mostly runs on); everything else goes through
 //! `attempt_with`. Each scenario here runs both ways and must behave the
 //! same: breaker permits held across polls and freed on cancellation, the
 //! idempotency key and nesting seen inside the attempt (also while it is
 //! dropped, and after a panic), fail-fast on an open breaker, backoff, and
 //! the attempt timeout and the deadline (which cancel the attempt in its
-//! context, the earlier of the two first), and the throttle (asked first,
-//! told how every attempt ended). The bulkhead
+//! context, the earlier of the two first), the throttle (asked first,
+//! told how every attempt ended) and the rate limit (a turn waited for
+//! holding nothing, within `max_wait` and the deadline). The bulkhead
 //! scenarios (a place held while the attempt runs, a full one waited for
 //! without a probe slot, refused after `max_wait`, an adaptive one sampled)
 //! run both ways too, so that they hold whichever path a bulkhead takes.
@@ -138,8 +139,8 @@ async fn an_open_breaker_fails_fast_without_polling_the_attempt() {
     }
 }
 
-/// A rate limit is never the direct path's, even alone: the attempt goes
-/// the general way, which takes a turn before it runs.
+/// A rate limit alone: the attempt takes a turn before it runs, and with
+/// no turn to be had within `max_wait` it never runs.
 #[tokio::test(start_paused = true)]
 async fn a_rate_limit_alone_is_honoured_through_the_global_registry() {
     for path in PATHS {
@@ -161,7 +162,7 @@ async fn a_rate_limit_alone_is_honoured_through_the_global_registry() {
 
 /// Every attempt of a call with a rate limit takes a turn, the retries too:
 /// once the call's state is built (at its first failure, or at its start
-/// for a call with a key or a deadline), its retries still go the general way.
+/// for a call with a key or a deadline), its retries still ask for one.
 #[tokio::test(start_paused = true)]
 async fn a_rate_limit_is_asked_again_for_every_retry() {
     for (path, key) in PATHS.into_iter().flat_map(|path| [(path, None), (path, Some("k-r"))]) {
@@ -185,6 +186,121 @@ async fn a_rate_limit_is_asked_again_for_every_retry() {
         let case = format!("{path:?}, key {key:?}");
         assert_eq!(call(&policy, key, path, attempt).await, Err(TestError::Transient), "{case}");
         assert_eq!(ran.load(Ordering::SeqCst), 1, "{case}: the retry never ran");
+    }
+}
+
+/// A turn that comes within `max_wait` is waited for holding no probe
+/// slot; then the breaker is asked again, and the attempt's timeout counts
+/// from the attempt, not from the wait.
+#[tokio::test(start_paused = true)]
+async fn a_turn_is_waited_for_without_a_probe_slot_and_the_timeout_starts_after_it() {
+    for path in PATHS {
+        let name = format!("direct-turn-{path:?}");
+        breaker(&name, ms(100));
+        // One turn every 100 ms, none stored up.
+        let one_turn = RateLimitConfig { per_second: 10, burst: 1, max_wait: Some(ms(150)) };
+        registry().declare_rate_limit(&name, one_turn).unwrap();
+        let policy = Policy::builder()
+            .max_attempts(1)
+            .breaker(name.clone())
+            .rate_limit(name.clone())
+            .attempt_timeout(ms(50))
+            .build()
+            .unwrap();
+        // Open the breaker (taking the turn), then let it go half-open.
+        let failed = call(&policy, None, path, || async { Err::<(), _>(TestError::Transient) }).await;
+        assert_eq!(failed, Err(TestError::Transient));
+        sleep(ms(10)).await;
+        let breaker = registry().breaker(&name).unwrap();
+        sleep(ms(90)).await;
+        assert_eq!(breaker.state(), BreakerState::HalfOpen, "{path:?}");
+        let limit = registry().rate_limit(&name).unwrap();
+        assert!(limit.try_acquire(), "{path:?}: the turn at 100 ms");
+
+        let start = Instant::now();
+        let waiting = call(&policy, None, path, || async {
+            // 40 ms of the attempt's own, 140 ms after the call began.
+            sleep(ms(40)).await;
+            Ok(start.elapsed())
+        });
+        let meanwhile = async {
+            sleep(ms(30)).await;
+            // The waiting call holds no probe slot: the breaker has one to give.
+            breaker.try_acquire().map(drop).is_some()
+        };
+        let (ran, slot_was_free) = tokio::join!(waiting, meanwhile);
+        assert!(slot_was_free, "{path:?}: no half-open slot held while waiting for a turn");
+        assert_eq!(ran, Ok(ms(140)), "{path:?}: the turn at 100 ms, then 40 ms under a 50 ms timeout");
+        assert_eq!(breaker.state(), BreakerState::Closed, "{path:?}: the breaker was asked again, and heard");
+    }
+}
+
+/// A call waiting for a turn holds no bulkhead place: the place is asked
+/// for after the turn (so such a call never takes the direct path, which
+/// holds its place from the attempt's making).
+#[tokio::test(start_paused = true)]
+async fn a_call_waiting_for_a_turn_holds_no_bulkhead_place() {
+    for path in PATHS {
+        let name = format!("direct-turn-place-{path:?}");
+        let config = RateLimitConfig { per_second: 10, burst: 1, max_wait: Some(ms(150)) };
+        registry().declare_rate_limit(&name, config).unwrap();
+        bulkhead(&name, 1, None);
+        let places = registry().bulkhead(&name).unwrap();
+        let policy = Policy::builder()
+            .max_attempts(1)
+            .rate_limit(name.clone())
+            .bulkhead(name.clone())
+            .build()
+            .unwrap();
+        assert!(registry().rate_limit(&name).unwrap().try_acquire(), "{path:?}");
+        let start = Instant::now();
+        let waiting = call(&policy, None, path, || async { Ok(start.elapsed()) });
+        let meanwhile = async {
+            sleep(ms(50)).await;
+            places.in_use()
+        };
+        let (ran, in_use) = tokio::join!(waiting, meanwhile);
+        assert_eq!(in_use, 0, "{path:?}: no place held while waiting for the turn");
+        assert_eq!(ran, Ok(ms(100)), "{path:?}");
+        assert_eq!(places.in_use(), 0, "{path:?}");
+    }
+}
+
+/// A turn further away than `max_wait` is refused at once, and one within
+/// it but past the deadline ends the call at the deadline; neither runs the attempt,
+/// and a cancelled wait takes no turn.
+#[tokio::test(start_paused = true)]
+async fn a_turn_past_max_wait_or_the_deadline_is_refused_and_a_cancelled_wait_takes_none() {
+    for path in PATHS {
+        let name = format!("direct-turn-refused-{path:?}");
+        let config = RateLimitConfig { per_second: 10, burst: 1, max_wait: Some(ms(50)) };
+        registry().declare_rate_limit(&name, config).unwrap();
+        let limit = registry().rate_limit(&name).unwrap();
+        let bounded = Policy::builder().max_attempts(1).rate_limit(name.clone()).build().unwrap();
+        let polled = AtomicU32::new(0);
+        let attempt = || async {
+            polled.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        };
+        assert!(limit.try_acquire(), "{path:?}");
+        let start = Instant::now();
+        let refused = call(&bounded, None, path, attempt).await;
+        let rate_limited = Err(TestError::Rejected(Rejection::RateLimited { limiter: name.clone() }));
+        assert_eq!((refused, start.elapsed()), (rate_limited, ms(0)), "{path:?}: 100 ms away, over 50");
+
+        limit.reconfigure(RateLimitConfig { max_wait: Some(Duration::from_secs(1)), ..config }).unwrap();
+        let deadline = Policy::builder().max_attempts(1).rate_limit(name.clone()).deadline(ms(30));
+        let cut = call(&deadline.build().unwrap(), None, path, attempt).await;
+        let after = ms(30);
+        assert_eq!(cut, Err(TestError::Rejected(Rejection::DeadlineExceeded { after })), "{path:?}");
+        assert_eq!((start.elapsed(), polled.load(Ordering::SeqCst)), (ms(30), 0), "{path:?}");
+
+        let waits = Policy::builder().max_attempts(1).rate_limit(name.clone()).build().unwrap();
+        let cancelled = timeout(ms(20), call(&waits, None, path, attempt)).await;
+        assert!(cancelled.is_err(), "{path:?}: still waiting at 50 ms");
+        // The turn at 100 ms is still there for the next call.
+        assert_eq!(call(&waits, None, path, attempt).await, Ok(()), "{path:?}");
+        assert_eq!((start.elapsed(), polled.load(Ordering::SeqCst)), (ms(100), 1), "{path:?}");
     }
 }
 

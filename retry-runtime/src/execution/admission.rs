@@ -9,7 +9,7 @@
 //! waits for either it holds no half-open probe slot (the breaker is asked
 //! again once the wait is over).
 
-use tokio::time::timeout_at;
+use tokio::time::{Instant, timeout_at};
 
 use super::Execution;
 use crate::breaker::{BreakerPermit, CircuitBreaker};
@@ -80,6 +80,23 @@ pub(super) enum Wait {
     Place,
 }
 
+/// Waits for a rate-limit turn: at most the limit's `max_wait`, and never
+/// past the deadline, if any (then the call's refusal is the deadline's).
+/// Borrows only the limit, so that either path can keep it while it waits.
+pub(super) async fn turn_within(
+    limit: &RateLimit,
+    deadline: Option<(Instant, Refusal)>,
+) -> Result<(), Refusal> {
+    let acquired = match deadline {
+        None => limit.acquire().await,
+        Some((deadline, refusal)) => match timeout_at(deadline, limit.acquire()).await {
+            Ok(acquired) => acquired,
+            Err(_) => return Err(refusal),
+        },
+    };
+    acquired.map_err(|_| Refusal::rate_limited(limit))
+}
+
 impl<S, H> Execution<'_, S, H> {
     /// Admission: the throttle, the breaker, the rate limit, the bulkhead.
     pub(super) async fn admit<'g>(&self, guards: &'g Guards) -> Result<Admitted<'g>, Refusal> {
@@ -131,7 +148,7 @@ impl<S, H> Execution<'_, S, H> {
             if let Some(limit) = &guards.rate_limit {
                 // Boxed: the waits are rare, and their state would make every
                 // attempt's future larger (and costlier to move).
-                Box::pin(self.wait_for_turn(limit)).await?;
+                Box::pin(turn_within(limit, self.turn_deadline())).await?;
             }
             breaker = admit_breaker(guards)?;
         }
@@ -167,17 +184,10 @@ impl<S, H> Execution<'_, S, H> {
         })
     }
 
-    /// Waits for a rate-limit turn after the fast try found none: at most
-    /// `max_wait`, and never past the deadline.
-    async fn wait_for_turn(&self, limit: &RateLimit) -> Result<(), Refusal> {
-        let acquired = match self.deadline() {
-            None => limit.acquire().await,
-            Some(deadline) => match timeout_at(deadline, limit.acquire()).await {
-                Ok(acquired) => acquired,
-                Err(_) => return Err(self.deadline_refusal()),
-            },
-        };
-        acquired.map_err(|_| Refusal::rate_limited(limit))
+    /// The deadline a wait for a turn must end by, with the refusal it
+    /// ends the call with then (see [`turn_within`]).
+    pub(super) fn turn_deadline(&self) -> Option<(Instant, Refusal)> {
+        self.deadline().map(|deadline| (deadline, self.deadline_refusal()))
     }
 
     pub(super) fn deadline_refusal(&self) -> Refusal {

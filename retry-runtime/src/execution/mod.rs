@@ -36,9 +36,9 @@
 //!
 //! Two paths run these steps: the general one ([`Execution::attempt_with`],
 //! an `async fn`) and a hand-written future for the common case of a call
-//! through the global registry with no guard but a throttle, a breaker, a
-//! budget and a bulkhead with a place free, with or without an attempt
-//! timeout and a deadline (`direct`), which polls the attempt where the caller built it. Both share every
+//! through the global registry whose bulkhead, if any, has a place free
+//! (and which has no rate limit if it has a bulkhead), with or without an
+//! attempt timeout and a deadline (`direct`), which polls the attempt where the caller built it. Both share every
 //! decision: admission, the outcome's meaning, the retry decision. Before
 //! either, the attribute awaits a plain call's first attempt on its own
 //! (`plain`): the same admission and records on success, and the direct
@@ -231,8 +231,7 @@ impl<'p, S, H> Execution<'p, S, H> {
 
     /// The guards when an attempt can take the direct path, and the phase
     /// it starts in: they come from the policy's cache (the global
-    /// registry) and are only a throttle, a breaker, a budget and a bulkhead (see
-    /// `Guards::direct`). An attempt timeout and a deadline the direct path
+    /// registry) and are ones the direct path runs (see `Guards::direct`). An attempt timeout and a deadline the direct path
     /// arms itself, and a planned wait it waits out first.
     #[inline]
     fn direct_guards(&self) -> Option<(&'p Guards, direct::Phase)> {

@@ -233,7 +233,12 @@ where
     loop {
         let step = match plain_attempt::<AnyGuards, _, _>(policy, &execution) {
             // Made on its first poll, once admitted (see `lazy`), on every path.
-            Some(plain) => match PlainRun::new(plain, MadeOnPoll::new(&mut op)).await {
+            // A closure of its own around `op`, at each of the two places it
+            // is made (here and `general_attempt`): `&mut op` would go
+            // through the standard library's `FnOnce for &mut F` shim, which
+            // LLVM stops inlining once the direct path's poll grows.
+            #[allow(clippy::redundant_closure)]
+            Some(plain) => match PlainRun::new(plain, MadeOnPoll::new(|| op())).await {
                 Ok(value) => return Ok(value),
                 Err(failure) => after_plain_failure(policy, &mut execution, parts, failure),
             },
@@ -275,6 +280,7 @@ where
         Box::pin(execution.attempt_hedged(op)).await
     } else {
         // So the attempt can take the direct path, as the attribute's does.
-        execution.attempt(MadeOnPoll::new(op)).await
+        #[allow(clippy::redundant_closure)] // see `drive`
+        execution.attempt(MadeOnPoll::new(|| op())).await
     }
 }

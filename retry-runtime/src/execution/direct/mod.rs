@@ -1,9 +1,11 @@
 //! The direct path: one attempt as a hand-written future.
 //!
-//! Calls through the global registry with no rate limit (the common case)
-//! take this path, when their bulkhead, if they have one, has a place free
-//! as the attempt is made: a throttle, a breaker, a budget and a place
-//! already held ask nothing that waits. It polls the
+//! Calls through the global registry take this path, when their bulkhead,
+//! if they have one, has a place free as the attempt is made: a throttle, a
+//! breaker, a budget and a place already held ask nothing that waits. So do
+//! calls with a rate limit and no bulkhead: a turn free as the attempt is
+//! admitted asks nothing that waits either, and one that must be waited
+//! for is waited for out of line (`turn`). It polls the
 //! attempt where the caller built it, so the attempt is never moved and the
 //! loop adds no `async` state machine of its own around it; only the success
 //! path is inlined, so the caller's future stays small enough to be inlined
@@ -33,6 +35,7 @@
 //! would end at or past it is never started (see `decision`).
 
 mod timer;
+mod turn;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -50,6 +53,7 @@ use crate::context;
 use crate::error::ErrorHandling;
 use crate::guards::Guards;
 use timer::{Fired, arm_timeout, cut, poll_timer, poll_wait};
+use turn::{TurnWait, poll_turn};
 
 pin_project! {
     /// The future of [`Execution::attempt`]: the direct path, or the general one.
@@ -107,6 +111,10 @@ pub(super) enum Phase {
     /// Before admitting this attempt, waiting out the backoff a plain
     /// first attempt's failure planned (`More::pending_wait`), in `timer`.
     Waiting,
+    /// The rate limit had no turn free as the attempt was admitted: waiting
+    /// for one (in `turn`), holding no breaker permission; then the breaker
+    /// is asked again (see `turn`).
+    Turn,
     /// The step is over.
     Finished,
 }
@@ -125,6 +133,8 @@ pin_project! {
         // never overlap, so they share one timer.
         #[pin]
         timer: Option<Sleep>,
+        // A rate-limit turn waited for before the attempt runs.
+        turn: Option<TurnWait<'p>>,
     }
 
     impl<S, H, Fut> PinnedDrop for Direct<'_, '_, S, H, Fut> {
@@ -147,7 +157,7 @@ impl<'e, 'p, S, H, Fut> Direct<'e, 'p, S, H, Fut> {
         attempt: Fut,
         phase: Phase,
     ) -> Self {
-        Direct { execution, guards, phase, permit: None, attempt: Some(attempt), timer: None }
+        Direct { execution, guards, phase, permit: None, attempt: Some(attempt), timer: None, turn: None }
     }
 }
 
@@ -164,30 +174,51 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Step<T, E>> {
         let mut this = self.project();
         if *this.phase != Phase::Running {
-            if *this.phase != Phase::Admitting {
-                if *this.phase != Phase::AdmittingTimed {
-                    // Backing off after this attempt, or waiting before it.
-                    match poll_wait(this.execution, this.timer.as_mut(), this.phase, cx) {
-                        Poll::Ready(Some(step)) => return Poll::Ready(step),
-                        Poll::Ready(None) => {}
-                        Poll::Pending => return Poll::Pending,
+            // Admission, which loops once when the rate limit has no turn
+            // free: the turn is waited for (out of line), and only the
+            // breaker is asked again.
+            loop {
+                if *this.phase != Phase::Admitting {
+                    if *this.phase != Phase::AdmittingTimed {
+                        if *this.phase == Phase::Turn {
+                            match poll_turn(
+                                this.execution,
+                                this.guards,
+                                (this.phase, this.permit, this.turn),
+                                this.timer.as_mut(),
+                                this.attempt.as_mut(),
+                                cx,
+                            ) {
+                                Poll::Ready(None) => break,
+                                Poll::Ready(Some(step)) => return Poll::Ready(step),
+                                Poll::Pending => return Poll::Pending,
+                            }
+                        }
+                        // Backing off after this attempt, or waiting before it.
+                        match poll_wait(this.execution, this.timer.as_mut(), this.phase, cx) {
+                            Poll::Ready(Some(step)) => return Poll::Ready(step),
+                            Poll::Ready(None) => {}
+                            Poll::Pending => return Poll::Pending,
+                        }
+                    }
+                    if *this.phase == Phase::AdmittingTimed {
+                        arm_timeout(this.execution, this.timer.as_mut());
                     }
                 }
-                if *this.phase == Phase::AdmittingTimed {
-                    arm_timeout(this.execution, this.timer.as_mut());
+                match admit(this.guards) {
+                    Ok(permit) => {
+                        *this.permit = permit;
+                        *this.phase = Phase::Running;
+                        break;
+                    }
+                    Err(Some(refusal)) => {
+                        *this.phase = Phase::Finished;
+                        return Poll::Ready(refused(this.execution, this.guards, this.attempt, refusal));
+                    }
+                    Err(None) => *this.phase = Phase::Turn,
                 }
             }
-            match admit(this.guards) {
-                Ok(permit) => {
-                    *this.permit = permit;
-                    *this.phase = Phase::Running;
-                    this.execution.begin_attempt(this.guards);
-                }
-                Err(refusal) => {
-                    *this.phase = Phase::Finished;
-                    return Poll::Ready(refused(this.execution, this.guards, this.attempt, refusal));
-                }
-            }
+            this.execution.begin_attempt(this.guards);
         }
         let execution = &mut **this.execution;
         // One call of `poll_in` (so that it inlines), with the call's key
@@ -233,16 +264,25 @@ where
     }
 }
 
-/// Admission on the direct path, once the place is held: the throttle,
-/// then the breaker (the general path's order; neither waits).
+/// Admission on the direct path, once the place is held (if any): the
+/// throttle, the breaker, then the rate limit (the general path's order;
+/// none waits here). `Err(None)`: the rate limit has no turn free, and the
+/// attempt waits for one (see `turn`).
 #[inline(always)]
-fn admit(guards: &Guards) -> Result<Option<BreakerPermit<'_>>, Refusal> {
+fn admit(guards: &Guards) -> Result<Option<BreakerPermit<'_>>, Option<Refusal>> {
     if let Some(throttle) = &guards.throttle
         && !throttle.admit()
     {
-        return Err(Refusal::throttled(throttle));
+        return Err(Some(Refusal::throttled(throttle)));
     }
-    admit_breaker(guards)
+    let permit = admit_breaker(guards).map_err(Some)?;
+    if let Some(limit) = &guards.rate_limit
+        && !limit.try_acquire()
+    {
+        // No probe slot held while waiting, as on the general path.
+        return Err(None);
+    }
+    Ok(permit)
 }
 
 /// The attempt is over (it ended, was refused or was dropped): the
