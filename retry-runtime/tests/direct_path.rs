@@ -27,7 +27,8 @@ use common::{TestError, ms};
 use retry_runtime::__private::{ByTraits, Execution, Kept, Step};
 use retry_runtime::{
     AdaptiveLimit, BreakerConfig, BreakerState, Bulkhead, BulkheadConfig, Jitter, Nested, Policy,
-    PolicyBuilder, RateLimitConfig, Rejection, Throttle, ThrottleConfig, idempotency_key, registry,
+    PolicyBuilder, RateLimit, RateLimitConfig, Rejection, Throttle, ThrottleConfig, idempotency_key,
+    registry,
 };
 use tokio::time::{Instant, sleep, timeout};
 
@@ -189,6 +190,13 @@ async fn a_rate_limit_is_asked_again_for_every_retry() {
     }
 }
 
+/// Declares a rate limit of one turn every 100 ms, none stored up.
+fn one_turn_per_100_ms(name: &str, max_wait: Duration) -> Arc<RateLimit> {
+    let config = RateLimitConfig { per_second: 10, burst: 1, max_wait: Some(max_wait) };
+    registry().declare_rate_limit(name, config).unwrap();
+    registry().rate_limit(name).unwrap()
+}
+
 /// A turn that comes within `max_wait` is waited for holding no probe
 /// slot; then the breaker is asked again, and the attempt's timeout counts
 /// from the attempt, not from the wait.
@@ -197,9 +205,7 @@ async fn a_turn_is_waited_for_without_a_probe_slot_and_the_timeout_starts_after_
     for path in PATHS {
         let name = format!("direct-turn-{path:?}");
         breaker(&name, ms(100));
-        // One turn every 100 ms, none stored up.
-        let one_turn = RateLimitConfig { per_second: 10, burst: 1, max_wait: Some(ms(150)) };
-        registry().declare_rate_limit(&name, one_turn).unwrap();
+        let limit = one_turn_per_100_ms(&name, ms(150));
         let policy = Policy::builder()
             .max_attempts(1)
             .breaker(name.clone())
@@ -214,7 +220,6 @@ async fn a_turn_is_waited_for_without_a_probe_slot_and_the_timeout_starts_after_
         let breaker = registry().breaker(&name).unwrap();
         sleep(ms(90)).await;
         assert_eq!(breaker.state(), BreakerState::HalfOpen, "{path:?}");
-        let limit = registry().rate_limit(&name).unwrap();
         assert!(limit.try_acquire(), "{path:?}: the turn at 100 ms");
 
         let start = Instant::now();
@@ -242,8 +247,7 @@ async fn a_turn_is_waited_for_without_a_probe_slot_and_the_timeout_starts_after_
 async fn a_call_waiting_for_a_turn_holds_no_bulkhead_place() {
     for path in PATHS {
         let name = format!("direct-turn-place-{path:?}");
-        let config = RateLimitConfig { per_second: 10, burst: 1, max_wait: Some(ms(150)) };
-        registry().declare_rate_limit(&name, config).unwrap();
+        let limit = one_turn_per_100_ms(&name, ms(150));
         bulkhead(&name, 1, None);
         let places = registry().bulkhead(&name).unwrap();
         let policy = Policy::builder()
@@ -252,7 +256,7 @@ async fn a_call_waiting_for_a_turn_holds_no_bulkhead_place() {
             .bulkhead(name.clone())
             .build()
             .unwrap();
-        assert!(registry().rate_limit(&name).unwrap().try_acquire(), "{path:?}");
+        assert!(limit.try_acquire(), "{path:?}");
         let start = Instant::now();
         let waiting = call(&policy, None, path, || async { Ok(start.elapsed()) });
         let meanwhile = async {
@@ -273,9 +277,8 @@ async fn a_call_waiting_for_a_turn_holds_no_bulkhead_place() {
 async fn a_turn_past_max_wait_or_the_deadline_is_refused_and_a_cancelled_wait_takes_none() {
     for path in PATHS {
         let name = format!("direct-turn-refused-{path:?}");
-        let config = RateLimitConfig { per_second: 10, burst: 1, max_wait: Some(ms(50)) };
-        registry().declare_rate_limit(&name, config).unwrap();
-        let limit = registry().rate_limit(&name).unwrap();
+        let limit = one_turn_per_100_ms(&name, ms(50));
+        let config = limit.config();
         let bounded = Policy::builder().max_attempts(1).rate_limit(name.clone()).build().unwrap();
         let polled = AtomicU32::new(0);
         let attempt = || async {
