@@ -248,6 +248,9 @@ mod tests {
         assert_eq!(&*key!("order-1"), "order-1");
         assert_eq!(&*key!(String::from("ünïcode-🦀")), "ünïcode-🦀");
         assert_eq!(&*key!(Cow::<str>::Owned("owned".into())), "owned");
+        assert_eq!(&*key!(Box::<str>::from("boxed")), "boxed");
+        assert_eq!(&*key!(Arc::<str>::from("shared")), "shared");
+        assert_eq!(&*key!(Rc::<str>::from("counted")), "counted");
         assert_eq!(&*key!(&mut String::from("mutable")), "mutable");
         assert_eq!(&*key!(i128::MIN), i128::MIN.to_string());
         assert_eq!(&*key!(u128::MAX), u128::MAX.to_string());
