@@ -13,7 +13,8 @@
 //!    `Cow<str>`, and references to them): copied as it is;
 //! 2. **a primitive integer**: written by `itoa` on the stack;
 //! 3. **anything else that is `Display`**: written into a buffer on the
-//!    stack, or into a `String` when it is longer than that.
+//!    stack, moved into a `String` if it outgrows it (then the key costs
+//!    that `String` too).
 //!
 //! Each way writes exactly what `Display` writes: for text and integers,
 //! `Display` is the standard library's and writes the value as it is (an
@@ -21,8 +22,7 @@
 //! `Policy::run_with_key`, whose key type is generic, uses `to_string`
 //! ([`key_of`]).
 
-use std::fmt::Display;
-use std::io::Write as _;
+use std::fmt::{Display, Write as _};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -39,23 +39,66 @@ pub(crate) fn key_of(value: &(impl Display + ?Sized)) -> Arc<str> {
 /// The key of a type with no shortcut: what its `Display` writes, on the
 /// stack when it fits, so the `Arc` is the one allocation (`to_string`
 /// would format just the same, into a `String` that grows as it goes).
+/// `Display` runs once, whatever the length.
 #[inline(never)]
 fn written_key(value: &(impl Display + ?Sized)) -> Arc<str> {
-    /// Room for a UUID (36 bytes) or a composite key of a few ids.
-    const ON_STACK: usize = 128;
-    let mut buffer = [0u8; ON_STACK];
-    let mut cursor = std::io::Cursor::new(&mut buffer[..]);
-    if write!(cursor, "{value}").is_ok() {
-        // `cursor.position()` is at most `ON_STACK`: the cast cannot truncate.
-        let written = cursor.position() as usize;
-        // `Display` writes whole `str`s, so a complete write is UTF-8.
-        if let Ok(text) = std::str::from_utf8(&buffer[..written]) {
-            return Arc::from(text);
+    let mut text = StackText::default();
+    if write!(text, "{value}").is_ok() {
+        match &text.spilled {
+            Some(spilled) => return Arc::from(spilled.as_str()),
+            None => {
+                if let Ok(on_stack) = text.on_stack() {
+                    return Arc::from(on_stack);
+                }
+            }
         }
     }
-    // Longer than the buffer (or a `Display` that failed, which `to_string`
-    // reports as it always has).
+    // A `Display` that failed: `to_string` reports it as it always has.
     key_of(value)
+}
+
+/// Text written on the stack, moved to a `String` when it outgrows it.
+///
+/// It takes every piece whole and never reports an error of its own: a
+/// `Display` that ignores its writer's errors (legal, since `to_string`
+/// never gives one) cannot leave a key cut short, as a fixed buffer that
+/// refuses the rest (`io::Cursor`'s) would.
+struct StackText {
+    /// Room for a UUID (36 bytes) or a composite key of a few ids.
+    stack: [u8; 128],
+    len: usize,
+    spilled: Option<String>,
+}
+
+impl Default for StackText {
+    fn default() -> Self {
+        StackText { stack: [0; 128], len: 0, spilled: None }
+    }
+}
+
+impl StackText {
+    /// What was written on the stack: whole `str`s, so UTF-8 (checked all
+    /// the same; never an error).
+    fn on_stack(&self) -> Result<&str, std::fmt::Error> {
+        std::str::from_utf8(&self.stack[..self.len]).map_err(|_| std::fmt::Error)
+    }
+}
+
+impl std::fmt::Write for StackText {
+    fn write_str(&mut self, piece: &str) -> std::fmt::Result {
+        if let Some(spilled) = &mut self.spilled {
+            spilled.push_str(piece);
+        } else if let Some(room) = self.stack.get_mut(self.len..self.len + piece.len()) {
+            room.copy_from_slice(piece.as_bytes());
+            self.len += piece.len();
+        } else {
+            let mut spilled = String::with_capacity(self.len + piece.len());
+            spilled.push_str(self.on_stack()?);
+            spilled.push_str(piece);
+            self.spilled = Some(spilled);
+        }
+        Ok(())
+    }
 }
 
 /// The attribute's way to its key: `Some` for a type with a shortcut to its
@@ -270,6 +313,32 @@ mod tests {
         // A multi-byte character across the buffer's end is not cut.
         let across = Pieces(vec!["x".repeat(127), "é".into()]);
         assert_eq!(&*key!(across), format!("{}é", "x".repeat(127)));
+    }
+
+    /// `Display` that ignores its writer's errors, as it may: `to_string`
+    /// never gives one. It counts how often it is asked to write.
+    struct Careless(Vec<String>, std::cell::Cell<u32>);
+
+    impl fmt::Display for Careless {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            self.1.set(self.1.get() + 1);
+            for piece in &self.0 {
+                let _ = f.write_str(piece);
+            }
+            Ok(())
+        }
+    }
+
+    /// Two long keys sharing their first 128 bytes stay two keys, and
+    /// `Display` is asked once, whatever the length.
+    #[test]
+    fn a_display_that_ignores_errors_is_never_cut_short_and_runs_once() {
+        for len in [10, 128, 129, 141, 1000] {
+            let careless = Careless(vec!["x".repeat(len - 3), "-".into(), "ab".into()], Default::default());
+            let key = key!(careless);
+            assert_eq!(&*key, format!("{}-ab", "x".repeat(len - 3)), "{len}");
+            assert_eq!(careless.1.get(), 1, "{len}: written once");
+        }
     }
 
     proptest! {
