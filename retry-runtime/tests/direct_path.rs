@@ -270,6 +270,85 @@ async fn a_call_waiting_for_a_turn_holds_no_bulkhead_place() {
     }
 }
 
+/// A throttled, keyed call with a deadline, through turns it must wait
+/// for: the first attempt (at its turn, 100 ms) fails, the retry waits out
+/// its backoff and then the next turn (200 ms), and the deadline cuts it at
+/// 250 ms. Each attempt sees the key, the throttle hears each once, the
+/// breaker records both as failures.
+#[tokio::test(start_paused = true)]
+async fn a_throttled_keyed_call_waits_for_a_turn_before_each_attempt_until_the_deadline() {
+    for path in PATHS {
+        let name = format!("direct-turns-{path:?}");
+        registry().declare_throttle(&name, ThrottleConfig { k: 1000.0, ..Default::default() }).unwrap();
+        let throttle = registry().throttle(&name).unwrap();
+        // One accept up front: at k = 1000 the calls below are never refused.
+        throttle.answered(true);
+        let config = BreakerConfig { failure_threshold: 10, ..Default::default() };
+        registry().declare_breaker(&name, config).unwrap();
+        let limit = one_turn_per_100_ms(&name, Duration::from_secs(1));
+        let policy = Policy::builder()
+            .max_attempts(3)
+            .base(ms(10))
+            .jitter(Jitter::None)
+            .throttle(name.clone())
+            .rate_limit(name.clone())
+            .breaker(name.clone())
+            .deadline(ms(250))
+            .build()
+            .unwrap();
+        assert!(limit.try_acquire(), "{path:?}: the turn at 0 ms");
+        let start = Instant::now();
+        let seen = std::sync::Mutex::new(Vec::new());
+        let result = call(&policy, Some("k-turns"), path, || async {
+            let first = {
+                let mut seen_now = seen.lock().unwrap();
+                seen_now.push((start.elapsed(), idempotency_key()));
+                seen_now.len() == 1
+            };
+            if first { Err(TestError::Transient) } else { ok_after(ms(500)).await }
+        })
+        .await;
+        let after = ms(250);
+        assert_eq!(result, Err(TestError::Rejected(Rejection::DeadlineExceeded { after })), "{path:?}");
+        assert_eq!(start.elapsed(), ms(250), "{path:?}");
+        let key = Some(Arc::from("k-turns"));
+        assert_eq!(*seen.lock().unwrap(), [(ms(100), key.clone()), (ms(200), key)], "{path:?}");
+        // One accept up front, then two requests that were not accepts.
+        assert_eq!(probability_at_k_1(&throttle), (3.0 - 1.0) / 4.0, "{path:?}");
+        let totals = registry().breaker(&name).unwrap().totals();
+        assert_eq!((totals.calls, totals.failures), (2, 2), "{path:?}");
+    }
+}
+
+/// The breaker is asked again once the turn comes, and its refusal then
+/// ends the call: the attempt never runs.
+#[tokio::test(start_paused = true)]
+async fn a_breaker_that_opened_during_the_wait_for_a_turn_refuses_the_attempt() {
+    for path in PATHS {
+        let name = format!("direct-turn-opened-{path:?}");
+        registry().declare_breaker(&name, BreakerConfig::default()).unwrap();
+        let limit = one_turn_per_100_ms(&name, ms(150));
+        let policy =
+            Policy::builder().max_attempts(1).breaker(name.clone()).rate_limit(name.clone()).build().unwrap();
+        assert!(limit.try_acquire(), "{path:?}");
+        let breaker = registry().breaker(&name).unwrap();
+        let polled = AtomicU32::new(0);
+        let start = Instant::now();
+        let waiting = call(&policy, None, path, || async {
+            polled.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        });
+        let meanwhile = async {
+            sleep(ms(50)).await;
+            breaker.force_open();
+        };
+        let (refused, ()) = tokio::join!(waiting, meanwhile);
+        let open = Err(TestError::Rejected(Rejection::CircuitOpen { breaker: name.clone() }));
+        assert_eq!((refused, start.elapsed()), (open, ms(100)), "{path:?}");
+        assert_eq!(polled.load(Ordering::SeqCst), 0, "{path:?}");
+    }
+}
+
 /// A turn further away than `max_wait` is refused at once, and one within
 /// it but past the deadline ends the call at the deadline; neither runs the attempt,
 /// and a cancelled wait takes no turn.
