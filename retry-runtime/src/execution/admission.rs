@@ -32,6 +32,26 @@ pub(super) fn admit_breaker(guards: &Guards) -> Result<Option<BreakerPermit<'_>>
     }
 }
 
+/// Admission up to the bulkhead, without waiting: the throttle, the
+/// breaker, then a rate-limit turn if one is free. `Err(None)` when none
+/// is (no probe slot is held while the attempt waits for it). Both paths
+/// admit through here; the direct path holds its place already.
+#[inline(always)]
+pub(super) fn admit_before_place(guards: &Guards) -> Result<Option<BreakerPermit<'_>>, Option<Refusal>> {
+    if let Some(throttle) = &guards.throttle
+        && !throttle.admit()
+    {
+        return Err(Some(Refusal::throttled(throttle)));
+    }
+    let breaker = admit_breaker(guards).map_err(Some)?;
+    if let Some(limit) = &guards.rate_limit
+        && !limit.try_acquire()
+    {
+        return Err(None);
+    }
+    Ok(breaker)
+}
+
 /// Why an attempt could not run: the rejection for the caller when no
 /// attempt ran before, and the reason for the trace.
 #[derive(Debug)]
@@ -111,18 +131,11 @@ impl<S, H> Execution<'_, S, H> {
     /// future built; holding nothing when it says to wait.
     #[inline]
     pub(super) fn admit_now<'g>(&self, guards: &'g Guards) -> Result<Result<Admitted<'g>, Wait>, Refusal> {
-        if let Some(throttle) = &guards.throttle
-            && !throttle.admit()
-        {
-            return Err(Refusal::throttled(throttle));
-        }
-        let breaker = admit_breaker(guards)?;
-        if let Some(limit) = &guards.rate_limit
-            && !limit.try_acquire()
-        {
-            // As for the bulkhead below: no probe slot held while waiting.
-            return Ok(Err(Wait::Turn));
-        }
+        let breaker = match admit_before_place(guards) {
+            Ok(breaker) => breaker,
+            Err(Some(refusal)) => return Err(refusal),
+            Err(None) => return Ok(Err(Wait::Turn)),
+        };
         let bulkhead = match &guards.bulkhead {
             None => None,
             // The uncontended bulkhead hands out a permit without a wait (or a future).

@@ -45,7 +45,7 @@ use std::time::Duration;
 use pin_project_lite::pin_project;
 use tokio::time::{Sleep, sleep};
 
-use super::admission::{Refusal, admit_breaker};
+use super::admission::{Refusal, admit_before_place};
 use super::outcome::{Answer, answered, outcome_of, record, succeeded};
 use super::{Execution, LastError, Step};
 use crate::breaker::BreakerPermit;
@@ -205,7 +205,8 @@ where
                         arm_timeout(this.execution, this.timer.as_mut());
                     }
                 }
-                match admit(this.guards) {
+                // The place, if any, is held already (see the module docs).
+                match admit_before_place(this.guards) {
                     Ok(permit) => {
                         *this.permit = permit;
                         *this.phase = Phase::Running;
@@ -262,27 +263,6 @@ where
             }
         }
     }
-}
-
-/// Admission on the direct path, once the place is held (if any): the
-/// throttle, the breaker, then the rate limit (the general path's order;
-/// none waits here). `Err(None)`: the rate limit has no turn free, and the
-/// attempt waits for one (see `turn`).
-#[inline(always)]
-fn admit(guards: &Guards) -> Result<Option<BreakerPermit<'_>>, Option<Refusal>> {
-    if let Some(throttle) = &guards.throttle
-        && !throttle.admit()
-    {
-        return Err(Some(Refusal::throttled(throttle)));
-    }
-    let permit = admit_breaker(guards).map_err(Some)?;
-    if let Some(limit) = &guards.rate_limit
-        && !limit.try_acquire()
-    {
-        // No probe slot held while waiting, as on the general path.
-        return Err(None);
-    }
-    Ok(permit)
 }
 
 /// The attempt is over (it ended, was refused or was dropped): the
