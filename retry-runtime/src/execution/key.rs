@@ -136,47 +136,19 @@ pub trait KeyText {
     fn key_text(&self) -> &str;
 }
 
-impl KeyText for str {
-    #[inline(always)]
-    fn key_text(&self) -> &str {
-        self
-    }
+/// The standard library's text types, each `Display`ed as its `str`.
+macro_rules! key_text {
+    ($($text:ty),*) => {$(
+        impl KeyText for $text {
+            #[inline(always)]
+            fn key_text(&self) -> &str {
+                self
+            }
+        }
+    )*};
 }
 
-impl KeyText for String {
-    #[inline(always)]
-    fn key_text(&self) -> &str {
-        self
-    }
-}
-
-impl KeyText for Box<str> {
-    #[inline(always)]
-    fn key_text(&self) -> &str {
-        self
-    }
-}
-
-impl KeyText for Arc<str> {
-    #[inline(always)]
-    fn key_text(&self) -> &str {
-        self
-    }
-}
-
-impl KeyText for std::rc::Rc<str> {
-    #[inline(always)]
-    fn key_text(&self) -> &str {
-        self
-    }
-}
-
-impl KeyText for std::borrow::Cow<'_, str> {
-    #[inline(always)]
-    fn key_text(&self) -> &str {
-        self
-    }
-}
+key_text!(str, String, Box<str>, Arc<str>, std::rc::Rc<str>, std::borrow::Cow<'_, str>);
 
 impl<T: KeyText + ?Sized> KeyText for &T {
     #[inline(always)]
