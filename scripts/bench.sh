@@ -91,7 +91,7 @@ rows = [
     ("success/breaker_budget_bulkhead", "breaker + budget + bulkhead", "adds a place taken from the bulkhead's pool and given back (a CAS each, no lock)"),
     ("success/breaker_budget_bulkhead_timeout", "breaker + budget + bulkhead + `attempt_timeout_ms`", "adds a clock read and a timer entry per attempt"),
     ("success/breaker_budget_hedge", "breaker + budget + `hedge_after_ms`, answered before any hedge", "the hedging loop: a clock read, and the set of attempts, the attempt and the hedge's timer boxed"),
-    ("success/breaker_budget_throttle", "breaker + budget + adaptive throttle", "two mutex round trips and clock reads (admission, answer)"),
+    ("success/breaker_budget_throttle", "breaker + budget + adaptive throttle", "a clock read and a read of the window as the attempt is admitted, a clock read and an atomic add as it is answered"),
     ("success/breaker_budget_rate_limit", "breaker + budget + rate limit with turns to spare", "a turn taken from the limiter (a clock read and a CAS)"),
     ("success/policy_run", "`Policy::run` + breaker + budget, calling the bare fn", "the same guards through the builder API instead of the attribute"),
     ("success/policy_run_keyed", "`Policy::run_with_key` + breaker + budget, calling the bare fn", "the same with an idempotency key"),
@@ -352,8 +352,9 @@ out("  benchmarks are a package of their own (`benches/Cargo.toml`), built witho
 out("  (which the library's tests enable, and under which `Instant::now()` also takes the runtime clock's")
 out("  mutex), as users build it.")
 out("- **Throttle and rate limit**: both take the direct path. A throttle never waits; it costs its own")
-out("  work: a clock read and a mutex round trip as the attempt is admitted and again as it is answered")
-out("  (the answer's time picks the window slice it counts in). A rate limit with a turn free costs a")
+out("  work, with no lock: as the attempt is admitted, a clock read and the window's sums (the current")
+out("  tenth's slice and the nine before it, summed once per tenth); as it is answered, a clock read (the")
+out("  answer's time picks the slice it counts in) and one atomic add. A rate limit with a turn free costs a")
 out("  clock read and a CAS; a turn that must be waited for is waited for out of line, boxed. With a")
 out("  bulkhead too, a rate-limited call takes the general `attempt_with` state machine, which asks for")
 out("  the place only once it has its turn (the direct path holds its place from the attempt's making).")

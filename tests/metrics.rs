@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use resilient::{
-    BreakerConfig, BulkheadConfig, Classify, ErrorClass, Policy, Registry, Rejection, TokenBucket, resilient,
+    BreakerConfig, BulkheadConfig, Classify, ErrorClass, Policy, Registry, Rejection, ThrottleConfig,
+    TokenBucket, resilient,
 };
 
 #[derive(Debug, Clone, PartialEq)]
@@ -154,6 +155,37 @@ fn the_budget_gauge_follows_withdrawals_and_deposits() {
         assert_eq!(registry.budget("api").unwrap().available(), 10);
     });
     assert_eq!(gauge(&metrics, "resilient_budget_available", &[("budget", "api")]), 10.0);
+}
+
+#[test]
+fn the_throttle_gauge_falls_back_to_zero_once_its_refusals_leave_the_window() {
+    let metrics = recorded(async || {
+        let registry = Registry::new();
+        let config = ThrottleConfig::default();
+        registry.declare_throttle("dep", config).unwrap();
+        let throttle = registry.throttle("dep").unwrap();
+        // A dependency that accepts nothing: the throttle starts refusing.
+        let mut refused = 0;
+        for _ in 0..20 {
+            if throttle.admit() {
+                throttle.answered(false);
+            } else {
+                refused += 1;
+            }
+        }
+        assert!(refused > 0, "the throttle refused some of 20 calls to a dependency accepting none");
+        // A window later every count has left it: nothing is refused any more.
+        tokio::time::sleep(config.window).await;
+        assert!(throttle.admit());
+        assert_eq!(throttle.refusal_probability(), 0.0);
+    });
+    let dep = [("throttle", "dep")];
+    assert!(counter(&metrics, "resilient_throttle_refusals_total", &dep) > 0);
+    assert_eq!(
+        gauge(&metrics, "resilient_throttle_refusal_probability", &dep),
+        0.0,
+        "not the last p above zero"
+    );
 }
 
 #[test]

@@ -16,8 +16,12 @@
 //! half of what it is sent sees no throttling; one that accepts nothing is
 //! soon spared almost everything, and recovers as soon as it accepts again.
 
-use std::collections::VecDeque;
+mod window;
+pub use window::ThrottleWindow;
+use window::{saturating_nanos, tenth_of};
+
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use rand::rngs::SmallRng;
@@ -65,80 +69,29 @@ impl ThrottleConfig {
     }
 }
 
-/// Requests and accepts over a sliding window, as pure logic: the time is
-/// passed in. Counted per tenth of the window, so memory stays constant.
-#[derive(Debug, Clone, Default)]
-pub struct ThrottleWindow {
-    /// Per slice: its start, its requests, its accepts.
-    slices: VecDeque<(Duration, u64, u64)>,
-    /// The slices' requests and accepts summed, kept as they change, so
-    /// that every admission reads two numbers instead of adding up ten.
-    requests: u64,
-    accepts: u64,
-}
-
-impl ThrottleWindow {
-    /// The probability of refusing a request at `now`:
-    /// `max(0, (requests - k * accepts) / (requests + 1))` over the window.
-    ///
-    /// ```
-    /// # use retry_runtime as resilient;
-    /// use std::time::Duration;
-    /// use resilient::{ThrottleConfig, ThrottleWindow};
-    /// let cfg = ThrottleConfig::default();
-    /// let mut window = ThrottleWindow::default();
-    /// let now = Duration::ZERO;
-    /// for _ in 0..99 { window.request(&cfg, now); }
-    /// assert_eq!(window.refusal_probability(&cfg, now), 99.0 / 100.0, "no accept at all");
-    /// for _ in 0..50 { window.accept(&cfg, now); }
-    /// assert_eq!(window.refusal_probability(&cfg, now), 0.0, "99 requests <= 2 * 50 accepts");
-    /// ```
-    pub fn refusal_probability(&mut self, config: &ThrottleConfig, now: Duration) -> f64 {
-        self.forget_before(now, config.window);
-        let requests = self.requests as f64;
-        ((requests - config.k * self.accepts as f64) / (requests + 1.0)).max(0.0)
+/// Whether a request goes out at `now` (nanoseconds) through `window`
+/// with tenths `tenth` wide and factor `k`, and the refusal probability it
+/// was drawn against: the draw is taken only when that probability is above
+/// zero. A refused request is counted at once; one that goes out, when
+/// answered. What [`Throttle`] and the simulator's [`ThrottleCore`] share.
+#[inline]
+fn admit_at(
+    window: &ThrottleWindow,
+    now: u64,
+    tenth: u64,
+    k: f64,
+    draw: impl FnOnce() -> f64,
+) -> (bool, f64) {
+    let (requests, accepts) = window.sums_at(now, tenth);
+    let p = window::refusal_probability(requests, accepts, k);
+    if p == 0.0 {
+        return (true, p);
     }
-
-    /// Counts a request at `now` (answered, or refused here).
-    pub fn request(&mut self, config: &ThrottleConfig, now: Duration) {
-        self.count(config, now, 1, 0);
+    let admitted = draw() >= p;
+    if !admitted {
+        window.count_at(now, tenth, false);
     }
-
-    /// Counts an accept at `now`: an answer that was not overload.
-    pub fn accept(&mut self, config: &ThrottleConfig, now: Duration) {
-        self.count(config, now, 0, 1);
-    }
-
-    /// Counts `requests` and `accepts` at `now`, in one slice lookup.
-    /// (Wrapping, as their sums are: counts that large never happen, and
-    /// wrapping keeps the sums equal to the slices' on the way back down.)
-    fn count(&mut self, config: &ThrottleConfig, now: Duration, requests: u64, accepts: u64) {
-        let slice = self.slice(config, now);
-        slice.1 = slice.1.wrapping_add(requests);
-        slice.2 = slice.2.wrapping_add(accepts);
-        self.requests = self.requests.wrapping_add(requests);
-        self.accepts = self.accepts.wrapping_add(accepts);
-    }
-
-    fn slice(&mut self, config: &ThrottleConfig, now: Duration) -> &mut (Duration, u64, u64) {
-        self.forget_before(now, config.window);
-        let width = (config.window / 10).max(Duration::from_nanos(1));
-        if self.slices.back().is_none_or(|(start, _, _)| now >= start.saturating_add(width)) {
-            self.slices.push_back((now, 0, 0));
-        }
-        // Just ensured: there is a last slice.
-        self.slices.back_mut().unwrap_or_else(|| unreachable!())
-    }
-
-    fn forget_before(&mut self, now: Duration, window: Duration) {
-        while let Some(&(start, requests, accepts)) = self.slices.front()
-            && now.saturating_sub(start) >= window
-        {
-            self.slices.pop_front();
-            self.requests = self.requests.wrapping_sub(requests);
-            self.accepts = self.accepts.wrapping_sub(accepts);
-        }
-    }
+    (admitted, p)
 }
 
 /// A named client-side throttle shared by the calls to one dependency;
@@ -164,12 +117,22 @@ impl ThrottleWindow {
 #[derive(Debug)]
 pub struct Throttle {
     name: String,
-    state: Mutex<ThrottleCore>,
+    window: ThrottleWindow,
+    /// The settings every call reads, without a lock: `k`'s bits, and the
+    /// width of a tenth of the window in nanoseconds.
+    k: AtomicU64,
+    tenth: AtomicU64,
+    /// The settings as declared, and the draws: locked only to reconfigure
+    /// and to draw, which a call does only when the probability is above zero.
+    state: Mutex<(ThrottleConfig, SmallRng)>,
+    /// Whether the refusal-probability gauge was last set above zero.
+    above_zero: AtomicBool,
     origin: Instant,
 }
 
 /// A throttle as pure logic: settings, counts and seeded draws, the time
-/// passed in. [`Throttle`] runs it on tokio's clock, the simulator on its own.
+/// passed in. [`Throttle`] runs the same window and admission on tokio's
+/// clock, the simulator runs this on its own.
 #[derive(Debug)]
 pub(crate) struct ThrottleCore {
     config: ThrottleConfig,
@@ -182,25 +145,17 @@ impl ThrottleCore {
         ThrottleCore { config, window: ThrottleWindow::default(), draws }
     }
 
-    /// The refusal probability at `now`, and whether a request may go out:
-    /// a draw against it, taken only when it is above zero. A refused
-    /// request is counted at once; one that goes out, when answered.
+    /// Whether a request may go out at `now`, and the refusal probability
+    /// (see [`admit_at`]).
     pub(crate) fn admit(&mut self, now: Duration) -> (bool, f64) {
-        let p = self.window.refusal_probability(&self.config, now);
-        if p == 0.0 {
-            return (true, p);
-        }
-        let admitted = self.draws.random::<f64>() >= p;
-        if !admitted {
-            self.window.request(&self.config, now);
-        }
-        (admitted, p)
+        let (config, draws) = (&self.config, &mut self.draws);
+        admit_at(&self.window, saturating_nanos(now), tenth_of(config.window), config.k, || draws.random())
     }
 
     /// Counts a request that went out, once answered; `accepted` when the
     /// answer was not overload.
     pub(crate) fn answered(&mut self, now: Duration, accepted: bool) {
-        self.window.count(&self.config, now, 1, u64::from(accepted));
+        self.window.count_at(saturating_nanos(now), tenth_of(self.config.window), accepted);
     }
 }
 
@@ -219,7 +174,11 @@ impl Throttle {
         };
         Ok(Throttle {
             name: name.into(),
-            state: Mutex::new(ThrottleCore::new(config, draws)),
+            window: ThrottleWindow::default(),
+            k: AtomicU64::new(config.k.to_bits()),
+            tenth: AtomicU64::new(tenth_of(config.window)),
+            state: Mutex::new((config, draws)),
+            above_zero: AtomicBool::new(false),
             origin: Instant::now(),
         })
     }
@@ -231,22 +190,25 @@ impl Throttle {
 
     /// The settings it runs on.
     pub fn config(&self) -> ThrottleConfig {
-        self.lock().config
+        self.lock().0
     }
 
-    /// Runs on `config` from now on, keeping its counts.
+    /// Runs on `config` from now on, keeping its counts. (A new window
+    /// keeps those the new tenths do not reuse, each until it leaves the
+    /// new window.)
     pub fn reconfigure(&self, config: ThrottleConfig) -> Result<(), ConfigError> {
         config.validate()?;
-        self.lock().config = config;
+        let mut state = self.lock();
+        state.0 = config;
+        self.k.store(config.k.to_bits(), Ordering::Relaxed);
+        self.tenth.store(tenth_of(config.window), Ordering::Relaxed);
         Ok(())
     }
 
     /// The probability it refuses a request now.
     pub fn refusal_probability(&self) -> f64 {
-        let now = self.now();
-        let mut state = self.lock();
-        let config = state.config;
-        state.window.refusal_probability(&config, now)
+        let (requests, accepts) = self.window.sums_at(self.now(), self.tenth());
+        window::refusal_probability(requests, accepts, self.k())
     }
 
     /// Whether a request may go out now: refused with the refusal
@@ -254,11 +216,15 @@ impl Throttle {
     /// above zero), and then counted as a request at once. One that may go
     /// out is counted when [`answered`](Self::answered).
     pub fn admit(&self) -> bool {
-        let now = self.now();
-        let (admitted, p) = self.lock().admit(now);
+        let (admitted, p) =
+            admit_at(&self.window, self.now(), self.tenth(), self.k(), || self.lock().1.random());
         if p == 0.0 {
+            if self.above_zero.load(Ordering::Relaxed) {
+                self.report_zero();
+            }
             return true;
         }
+        self.above_zero.store(true, Ordering::Relaxed);
         crate::observe::throttle_probability(&self.name, p);
         if !admitted {
             crate::observe::throttle_refusal(&self.name, p);
@@ -269,15 +235,31 @@ impl Throttle {
     /// Counts an admitted request once it is answered: `accepted` when the
     /// answer was not overload (a success, a conflict, a permanent error).
     pub fn answered(&self, accepted: bool) {
-        let now = self.now();
-        self.lock().answered(now, accepted);
+        self.window.count_at(self.now(), self.tenth(), accepted);
     }
 
-    fn now(&self) -> Duration {
-        Instant::now().saturating_duration_since(self.origin)
+    /// The gauge back at zero, once, when the probability fell to it.
+    #[cold]
+    fn report_zero(&self) {
+        if self.above_zero.swap(false, Ordering::Relaxed) {
+            crate::observe::throttle_probability(&self.name, 0.0);
+        }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, ThrottleCore> {
+    /// Nanoseconds since the throttle was made.
+    fn now(&self) -> u64 {
+        saturating_nanos(Instant::now().saturating_duration_since(self.origin))
+    }
+
+    fn k(&self) -> f64 {
+        f64::from_bits(self.k.load(Ordering::Relaxed))
+    }
+
+    fn tenth(&self) -> u64 {
+        self.tenth.load(Ordering::Relaxed)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, (ThrottleConfig, SmallRng)> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -285,63 +267,6 @@ impl Throttle {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    proptest::proptest! {
-        #[test]
-        fn the_running_sums_are_always_the_slices_sums(
-            steps in proptest::collection::vec((0u8..3, 0u64..400), 0..300),
-        ) {
-            let cfg = ThrottleConfig { k: 2.0, window: Duration::from_secs(1) };
-            let mut window = ThrottleWindow::default();
-            let mut now = Duration::ZERO;
-            for (op, advance_ms) in steps {
-                now += Duration::from_millis(advance_ms);
-                match op {
-                    0 => window.request(&cfg, now),
-                    1 => window.accept(&cfg, now),
-                    _ => {
-                        window.refusal_probability(&cfg, now);
-                    }
-                }
-                let sums = window.slices.iter().fold((0, 0), |(r, a), (_, requests, accepts)| (r + requests, a + accepts));
-                proptest::prop_assert_eq!((window.requests, window.accepts), sums);
-            }
-        }
-    }
-
-    #[test]
-    fn counts_leave_the_window_a_tenth_at_a_time_in_constant_memory() {
-        let cfg = ThrottleConfig { k: 2.0, window: Duration::from_secs(10) };
-        let mut w = ThrottleWindow::default();
-        for _ in 0..100 {
-            w.request(&cfg, Duration::ZERO);
-        }
-        for _ in 0..100 {
-            w.request(&cfg, Duration::from_secs(5));
-        }
-        // A slice per tenth of the window, however many counts fall in it.
-        assert_eq!(w.slices.len(), 2);
-        assert_eq!(w.refusal_probability(&cfg, Duration::from_millis(9_900)), 200.0 / 201.0);
-        // The first slice has left the window; the one from 5 s has not.
-        assert_eq!(w.refusal_probability(&cfg, Duration::from_millis(10_500)), 100.0 / 101.0);
-    }
-
-    #[test]
-    fn the_probability_follows_the_sre_formula() {
-        let cfg = ThrottleConfig { k: 2.0, window: Duration::from_secs(60) };
-        let mut w = ThrottleWindow::default();
-        let t = Duration::from_secs(1);
-        for _ in 0..300 {
-            w.request(&cfg, t);
-        }
-        for _ in 0..100 {
-            w.accept(&cfg, t);
-        }
-        // (300 - 2 * 100) / 301
-        assert!((w.refusal_probability(&cfg, t) - 100.0 / 301.0).abs() < 1e-12);
-        // A minute later it is all forgotten.
-        assert_eq!(w.refusal_probability(&cfg, t + Duration::from_secs(60)), 0.0);
-    }
 
     #[test]
     fn refusals_match_the_probability_within_sound_bounds() {

@@ -1,0 +1,327 @@
+//! The throttle's counts: requests and accepts over a sliding window, per
+//! tenth of it, in a fixed ring of atomic slices that every call counts
+//! into without a lock.
+//!
+//! Why a ring of atomics: every admission reads the window and every answer
+//! adds to it, from every thread calling the dependency. Behind one mutex,
+//! each call took it twice, and a busy dependency's callers queued on it.
+//! Here an answer is one `fetch_add` on its slice, and an admission ten
+//! pairs of loads. Only the first count of a new tenth takes a lock, to
+//! empty the slice it reuses: once per tenth of the window, not per call.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::ThrottleConfig;
+
+/// How many slices the window is cut into: a count leaves the window at
+/// most a tenth of it early.
+const SLICES: u64 = 10;
+
+/// One request, in a slice's packed counts (requests in the high half,
+/// accepts in the low half: one `fetch_add` counts both).
+const REQUEST: u64 = 1 << 32;
+const ACCEPT: u64 = 1;
+const ACCEPTS: u64 = u32::MAX as u64;
+
+/// Requests and accepts over a sliding window, as pure logic: the time is
+/// passed in, as a [`Duration`] since any fixed origin. Counted per tenth
+/// of the window, so memory stays constant, and safe to share between
+/// threads (`&self` everywhere).
+///
+/// A count belongs to the tenth of the window it was made in (tenths start
+/// at multiples of `window / 10` from the origin) and leaves the window
+/// with it, a whole window after that tenth began.
+#[derive(Debug, Default)]
+pub struct ThrottleWindow {
+    slices: [Slice; SLICES as usize],
+    /// The nine tenths before the current one, summed once per tenth.
+    older: Older,
+    /// Held only to start a new tenth in a slice (see [`Self::count_at`]).
+    reuse: Mutex<()>,
+}
+
+/// The counts of the nine tenths before the one starting at `start`: they
+/// no longer change (a new count goes to the current tenth), so every
+/// admission in a tenth reads these three words and the current slice
+/// instead of ten slices. Recounted by the first admission of each tenth.
+/// (A count that a thread whose clock read came before a tenth began adds
+/// after that tenth's recount is missed until the next one.)
+#[derive(Debug, Default)]
+struct Older {
+    /// The current tenth's start plus one (0: never summed), and its width.
+    start: AtomicU64,
+    tenth: AtomicU64,
+    requests: AtomicU64,
+    accepts: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Slice {
+    /// Where this slice's tenth starts, in nanoseconds from the origin.
+    start: AtomicU64,
+    /// `requests << 32 | accepts` counted in it.
+    counts: AtomicU64,
+}
+
+impl Clone for ThrottleWindow {
+    /// A copy of the counts as they are now.
+    fn clone(&self) -> Self {
+        // The copy sums its older tenths afresh.
+        let copy = ThrottleWindow::default();
+        for (to, from) in copy.slices.iter().zip(&self.slices) {
+            to.start.store(from.start.load(Ordering::Acquire), Ordering::Relaxed);
+            to.counts.store(from.counts.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        copy
+    }
+}
+
+/// The width of a tenth of `window`, in nanoseconds (at least 1).
+pub(super) fn tenth_of(window: Duration) -> u64 {
+    (saturating_nanos(window) / SLICES).max(1)
+}
+
+/// `time` in nanoseconds, saturating (584 years).
+pub(super) fn saturating_nanos(time: Duration) -> u64 {
+    u64::try_from(time.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// `max(0, (requests - k * accepts) / (requests + 1))`.
+pub(super) fn refusal_probability(requests: u64, accepts: u64, k: f64) -> f64 {
+    let requests = requests as f64;
+    ((requests - k * accepts as f64) / (requests + 1.0)).max(0.0)
+}
+
+impl ThrottleWindow {
+    /// The probability of refusing a request at `now`:
+    /// `max(0, (requests - k * accepts) / (requests + 1))` over the window.
+    ///
+    /// ```
+    /// # use retry_runtime as resilient;
+    /// use std::time::Duration;
+    /// use resilient::{ThrottleConfig, ThrottleWindow};
+    /// let cfg = ThrottleConfig::default();
+    /// let window = ThrottleWindow::default();
+    /// let now = Duration::ZERO;
+    /// for _ in 0..99 { window.request(&cfg, now); }
+    /// assert_eq!(window.refusal_probability(&cfg, now), 99.0 / 100.0, "no accept at all");
+    /// for _ in 0..50 { window.accept(&cfg, now); }
+    /// assert_eq!(window.refusal_probability(&cfg, now), 0.0, "99 requests <= 2 * 50 accepts");
+    /// ```
+    pub fn refusal_probability(&self, config: &ThrottleConfig, now: Duration) -> f64 {
+        let (requests, accepts) = self.sums_at(saturating_nanos(now), tenth_of(config.window));
+        refusal_probability(requests, accepts, config.k)
+    }
+
+    /// Counts a request at `now` (answered, or refused here).
+    pub fn request(&self, config: &ThrottleConfig, now: Duration) {
+        self.count_at(saturating_nanos(now), tenth_of(config.window), false);
+    }
+
+    /// Counts an accept at `now`: an answer that was not overload. (Alone:
+    /// [`request`](Self::request) counts the request it answered.)
+    pub fn accept(&self, config: &ThrottleConfig, now: Duration) {
+        self.add_at(saturating_nanos(now), tenth_of(config.window), ACCEPT);
+    }
+
+    /// The requests and accepts in the window at `now` (nanoseconds), for
+    /// tenths `tenth` nanoseconds wide: the current tenth's slice and the
+    /// nine before it.
+    #[inline]
+    pub(super) fn sums_at(&self, now: u64, tenth: u64) -> (u64, u64) {
+        let start = now - now % tenth;
+        let (requests, accepts) = self.current_at(start, tenth);
+        let (older_requests, older_accepts) = if self.older.start.load(Ordering::Acquire)
+            == start.wrapping_add(1)
+            && self.older.tenth.load(Ordering::Relaxed) == tenth
+        {
+            (self.older.requests.load(Ordering::Relaxed), self.older.accepts.load(Ordering::Relaxed))
+        } else {
+            self.recount_older(start, tenth)
+        };
+        (requests + older_requests, accepts + older_accepts)
+    }
+
+    /// The counts of the tenth starting at `start`, or of a later one its
+    /// slice already holds (see [`Self::add_at`]).
+    #[inline]
+    fn current_at(&self, start: u64, tenth: u64) -> (u64, u64) {
+        let slice = &self.slices[((start / tenth) % SLICES) as usize];
+        if slice.start.load(Ordering::Acquire) < start {
+            return (0, 0);
+        }
+        let counts = slice.counts.load(Ordering::Relaxed);
+        (counts >> 32, counts & ACCEPTS)
+    }
+
+    /// Sums the nine tenths before the one starting at `start` (those that
+    /// began less than a window before it) and keeps the sums for the
+    /// other admissions of this tenth.
+    #[cold]
+    fn recount_older(&self, start: u64, tenth: u64) -> (u64, u64) {
+        let span = tenth.saturating_mul(SLICES);
+        let (mut requests, mut accepts) = (0, 0);
+        for slice in &self.slices {
+            let began = slice.start.load(Ordering::Acquire);
+            if began < start && start - began < span {
+                let counts = slice.counts.load(Ordering::Relaxed);
+                requests += counts >> 32;
+                accepts += counts & ACCEPTS;
+            }
+        }
+        // The sums before the start that makes them current (Release).
+        self.older.requests.store(requests, Ordering::Relaxed);
+        self.older.accepts.store(accepts, Ordering::Relaxed);
+        self.older.tenth.store(tenth, Ordering::Relaxed);
+        self.older.start.store(start.wrapping_add(1), Ordering::Release);
+        (requests, accepts)
+    }
+
+    /// Counts a request at `now` (nanoseconds), and its accept when
+    /// `accepted`, for tenths `tenth` nanoseconds wide.
+    #[inline]
+    pub(super) fn count_at(&self, now: u64, tenth: u64, accepted: bool) {
+        self.add_at(now, tenth, REQUEST | u64::from(accepted));
+    }
+
+    fn add_at(&self, now: u64, tenth: u64, counts: u64) {
+        let start = now - now % tenth;
+        let slice = &self.slices[((now / tenth) % SLICES) as usize];
+        // The slice holds this tenth, or a later one (a thread whose clock
+        // read came later started it): either way the count belongs there.
+        if slice.start.load(Ordering::Acquire) >= start {
+            slice.counts.fetch_add(counts, Ordering::Relaxed);
+            return;
+        }
+        self.reuse_for(slice, start, counts);
+    }
+
+    /// Starts `start`'s tenth in `slice`, dropping the tenth a whole window
+    /// older that it held, with `counts` in it; unless another thread
+    /// started it first, then just counts. Under the lock, so that two
+    /// threads starting the same tenth do not both empty it.
+    #[cold]
+    fn reuse_for(&self, slice: &Slice, start: u64, counts: u64) {
+        let _reusing = self.reuse.lock().unwrap_or_else(|e| e.into_inner());
+        if slice.start.load(Ordering::Acquire) >= start {
+            slice.counts.fetch_add(counts, Ordering::Relaxed);
+            return;
+        }
+        // Counts first, then the start that makes them current (Release): a
+        // thread that sees the new start adds to the new counts.
+        slice.counts.store(counts, Ordering::Relaxed);
+        slice.start.store(start, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The counts in the window at `now`, counted the slow way: every event
+    /// whose tenth began less than a window before `now`.
+    fn model(events: &[(u64, bool, bool)], now: u64, tenth: u64) -> (u64, u64) {
+        events
+            .iter()
+            .filter(|(at, _, _)| now - (at - at % tenth) < tenth * SLICES)
+            .fold((0, 0), |(r, a), &(_, request, accept)| (r + u64::from(request), a + u64::from(accept)))
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_sums_are_the_counts_made_in_the_last_ten_tenths(
+            steps in proptest::collection::vec((0u8..4, 0u64..400), 0..300),
+            tenth in 1u64..200,
+        ) {
+            let window = ThrottleWindow::default();
+            let mut events = Vec::new();
+            let mut now = 0;
+            for (op, advance) in steps {
+                now += advance;
+                match op {
+                    0 => { window.count_at(now, tenth, false); events.push((now, true, false)); }
+                    1 => { window.count_at(now, tenth, true); events.push((now, true, true)); }
+                    2 => { window.add_at(now, tenth, ACCEPT); events.push((now, false, true)); }
+                    _ => {}
+                }
+                proptest::prop_assert_eq!(window.sums_at(now, tenth), model(&events, now, tenth));
+            }
+        }
+    }
+
+    #[test]
+    fn counts_leave_the_window_a_tenth_at_a_time() {
+        let cfg = ThrottleConfig { k: 2.0, window: Duration::from_secs(10) };
+        let w = ThrottleWindow::default();
+        for _ in 0..100 {
+            w.request(&cfg, Duration::ZERO);
+        }
+        for _ in 0..100 {
+            w.request(&cfg, Duration::from_millis(5_500));
+        }
+        assert_eq!(w.refusal_probability(&cfg, Duration::from_millis(9_999)), 200.0 / 201.0);
+        // The tenth [0 s, 1 s) has left the window; [5 s, 6 s) has not.
+        assert_eq!(w.refusal_probability(&cfg, Duration::from_millis(10_000)), 100.0 / 101.0);
+        assert_eq!(w.refusal_probability(&cfg, Duration::from_millis(14_999)), 100.0 / 101.0);
+        assert_eq!(w.refusal_probability(&cfg, Duration::from_millis(15_000)), 0.0);
+    }
+
+    #[test]
+    fn a_slice_reused_a_window_later_holds_only_the_new_tenth() {
+        let tenth = 1_000;
+        let w = ThrottleWindow::default();
+        w.count_at(500, tenth, true);
+        // 10 tenths later, the same slice: the old counts are gone, the new one is there.
+        w.count_at(10_500, tenth, false);
+        assert_eq!(w.sums_at(10_500, tenth), (1, 0));
+        // A late count for a tenth the slice has moved past still lands in it.
+        w.count_at(10_400 - tenth * SLICES, tenth, true);
+        assert_eq!(w.sums_at(10_500, tenth), (2, 1));
+    }
+
+    #[test]
+    fn the_older_tenths_are_summed_again_for_another_width() {
+        let w = ThrottleWindow::default();
+        w.count_at(0, 1_000, false);
+        assert_eq!(w.sums_at(1_000, 1_000), (1, 0), "[0, 1000) is in a window of ten 1000 ns tenths");
+        // The same moment with tenths of 100 ns: the window is [100, 1100).
+        assert_eq!(w.sums_at(1_000, 100), (0, 0));
+    }
+
+    #[test]
+    fn the_probability_follows_the_sre_formula() {
+        let cfg = ThrottleConfig { k: 2.0, window: Duration::from_secs(60) };
+        let w = ThrottleWindow::default();
+        let t = Duration::from_secs(1);
+        for _ in 0..300 {
+            w.request(&cfg, t);
+        }
+        for _ in 0..100 {
+            w.accept(&cfg, t);
+        }
+        // (300 - 2 * 100) / 301
+        assert!((w.refusal_probability(&cfg, t) - 100.0 / 301.0).abs() < 1e-12);
+        // A minute later it is all forgotten.
+        assert_eq!(w.refusal_probability(&cfg, t + Duration::from_secs(60)), 0.0);
+    }
+
+    #[test]
+    fn threads_counting_at_once_lose_no_count() {
+        let w = ThrottleWindow::default();
+        let tenth = 1_000;
+        std::thread::scope(|s| {
+            for thread in 0..4u64 {
+                let w = &w;
+                s.spawn(move || {
+                    for i in 0..10_000u64 {
+                        // Every thread crosses into new tenths, racing to start them.
+                        w.count_at(i / 1_000 * tenth + thread, tenth, i % 2 == 0);
+                    }
+                });
+            }
+        });
+        assert_eq!(w.sums_at(9 * tenth, tenth), (40_000, 20_000));
+    }
+}
