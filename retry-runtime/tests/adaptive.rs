@@ -363,6 +363,45 @@ async fn a_reconfigured_bulkhead_keeps_what_its_adaptive_limit_learned_only_whil
     assert_eq!(bulkhead.limit(), 9, "the new algorithm was not followed");
 }
 
+/// The budget is asked last: a hedge the rate limit refuses costs no token.
+#[tokio::test(start_paused = true)]
+async fn a_hedge_refused_by_the_rate_limit_takes_no_budget_token() {
+    let registry = Registry::new();
+    registry
+        .declare_budget("dep", TokenBucket { capacity: 5, retry_cost: 1, refill_per_success: 0 })
+        .unwrap();
+    registry.declare_rate_limit("api", RateLimitConfig { per_second: 1, burst: 1, max_wait: None }).unwrap();
+    let policy =
+        Policy::builder().max_attempts(1).hedge(ms(10), 1).budget("dep").rate_limit("api").build().unwrap();
+    let attempts = Attempts::new();
+    registry.scope(policy.run(|| slow_success(&attempts))).await.unwrap();
+    assert_eq!(attempts.count(), 1, "the only turn went to the first attempt: no hedge ran");
+    assert_eq!(registry.budget("dep").unwrap().available(), 5, "and none was paid for");
+}
+
+/// ... and a hedge with no budget token left takes no rate-limit turn,
+/// which the next call's first attempt then has.
+#[tokio::test(start_paused = true)]
+async fn a_hedge_with_no_budget_token_takes_no_rate_limit_turn() {
+    let registry = Registry::new();
+    registry
+        .declare_budget("dep", TokenBucket { capacity: 1, retry_cost: 1, refill_per_success: 0 })
+        .unwrap();
+    // Four turns, and next to none back during the test.
+    registry.declare_rate_limit("api", RateLimitConfig { per_second: 1, burst: 4, max_wait: None }).unwrap();
+    let policy =
+        Policy::builder().max_attempts(1).hedge(ms(10), 1).budget("dep").rate_limit("api").build().unwrap();
+    let attempts = Attempts::new();
+    let slow = || slow_success(&attempts);
+    registry.scope(policy.run(slow)).await.unwrap();
+    assert_eq!(attempts.count(), 2, "the first call hedged, with two turns and the only token");
+    registry.scope(policy.run(slow)).await.unwrap();
+    assert_eq!(attempts.count(), 3, "the second did not: no token");
+    let start = Instant::now();
+    assert_eq!(registry.scope(policy.run(slow)).await, Ok(()), "the fourth turn is left for the third call");
+    assert_eq!((attempts.count(), start.elapsed()), (4, ms(100)), "at once, without waiting for a turn");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_hedge_needs_a_rate_limit_turn_and_the_throttles_leave() {
     let registry = Registry::new();

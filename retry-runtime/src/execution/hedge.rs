@@ -33,7 +33,6 @@ use crate::clock::HORIZON;
 use crate::error::ErrorHandling;
 use crate::guards::Guards;
 use crate::observe;
-use crate::rejection::Rejection;
 use crate::settings::Hedge;
 
 /// How a round of hedged attempts ended.
@@ -138,7 +137,7 @@ impl<S, H> Execution<'_, S, H> {
                     continue;
                 };
                 let Admitted { breaker, bulkhead } = racers.swap_remove(index).admitted;
-                let error = match guarded {
+                let (class, error) = match guarded {
                     Guarded::Ran(Ok(value)) => {
                         answered(guards, bulkhead, Answer::Success);
                         succeeded(guards, breaker);
@@ -149,10 +148,9 @@ impl<S, H> Execution<'_, S, H> {
                         record(breaker, Outcome::Failure);
                         return Poll::Ready(RoundEnd::Cut);
                     }
-                    Guarded::TimedOut(after) => self.handling.reject(Rejection::AttemptTimeout { after }),
-                    Guarded::Ran(Err(error)) => error,
+                    Guarded::TimedOut(after) => self.timed_out(after),
+                    Guarded::Ran(Err(error)) => (self.handling.class(&error), error),
                 };
-                let class = self.handling.class(&error);
                 answered(guards, bulkhead, Answer::Failed(class));
                 record(breaker, outcome_of(class));
                 if !class.is_retryable() {
@@ -172,7 +170,10 @@ impl<S, H> Execution<'_, S, H> {
     }
 
     /// Every guard's leave for a hedge, none of them waited for; the budget
-    /// token is taken only once the others have said yes.
+    /// token is taken only once the others have said yes (a refused hedge
+    /// costs no retry). A rate-limit turn cannot be given back either, so
+    /// an empty budget is seen before one is taken; only a race for the
+    /// last token can still spend a turn on a hedge that does not run.
     fn admit_hedge<'g>(&self, guards: &'g Guards) -> Option<Admitted<'g>> {
         if let Some(throttle) = &guards.throttle
             && !throttle.admit()
@@ -184,13 +185,13 @@ impl<S, H> Execution<'_, S, H> {
             None => None,
             Some(bulkhead) => Some(bulkhead.try_acquire()?),
         };
-        if let Some(budget) = &guards.budget
-            && !budget.try_withdraw()
+        if let Some(limit) = &guards.rate_limit
+            && (guards.budget.as_ref().is_some_and(|budget| budget.available() == 0) || !limit.try_acquire())
         {
             return None;
         }
-        if let Some(limit) = &guards.rate_limit
-            && !limit.try_acquire()
+        if let Some(budget) = &guards.budget
+            && !budget.try_withdraw()
         {
             return None;
         }
