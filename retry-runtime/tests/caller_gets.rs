@@ -6,7 +6,8 @@
 //!
 //! Also here: huge server-controlled waits and configured durations never
 //! panic, and a half-open probe slot is not held while its attempt queues
-//! for a bulkhead permit.
+//! for a bulkhead permit; an attempt timeout is transient and a breaker
+//! failure whatever a `classify` function says of other errors.
 
 mod common;
 
@@ -16,8 +17,8 @@ use std::time::Duration;
 use common::{TestError, ms};
 use retry_runtime::__private::{ByTraits, Execution, Kept, Step};
 use retry_runtime::{
-    BreakerConfig, BreakerState, BulkheadConfig, Jitter, Policy, Registry, Rejection, parse_retry_after,
-    registry,
+    BreakerConfig, BreakerState, BulkheadConfig, ErrorClass, Jitter, Policy, Registry, Rejection,
+    parse_retry_after, registry,
 };
 use tokio::sync::Notify;
 use tokio::time::{Instant, sleep};
@@ -261,4 +262,62 @@ async fn a_spawned_task_carries_the_scope_through_registry_current() {
     done.notified().await;
     assert!(isolated.breaker("carried").is_some(), "the spawned task used the scoped registry");
     assert!(registry().breaker("carried").is_none(), "and not the global one");
+}
+
+/// An error type whose `classify` function, like the one in
+/// `Policy::classify`'s example, calls every error it does not know
+/// permanent (here, all of them): the runtime's own `AttemptTimeout` included.
+#[derive(Debug)]
+enum DbError {
+    Rejected(Rejection),
+}
+
+impl From<Rejection> for DbError {
+    fn from(rejection: Rejection) -> Self {
+        DbError::Rejected(rejection)
+    }
+}
+
+fn classify_db(error: &DbError) -> ErrorClass {
+    match error {
+        DbError::Rejected(_) => ErrorClass::Permanent,
+    }
+}
+
+/// The runtime's timeout is a transient failure (DESIGN.md: retried, and a
+/// breaker failure), not what the user's function says of a rejection it
+/// was not written for; on the general path (a scoped registry), the direct
+/// one (the global registry) and the hedged one.
+#[tokio::test(start_paused = true)]
+async fn an_attempt_timeout_is_retried_and_a_breaker_failure_whatever_a_classify_function_says() {
+    for (path, hedged, scoped) in [("general", false, true), ("direct", false, false), ("hedged", true, true)]
+    {
+        let name = format!("timeouts-{path}");
+        let config = BreakerConfig { failure_threshold: 2, ..Default::default() };
+        let scope = Registry::new();
+        let registry = if scoped { &scope } else { registry() };
+        registry.declare_breaker(&name, config).unwrap();
+        let mut builder =
+            no_jitter().max_attempts(2).base(ms(10)).attempt_timeout(ms(50)).breaker(name.clone());
+        if hedged {
+            builder = builder.hedge(ms(60), 1);
+        }
+        let policy = builder.build().unwrap();
+        let mut attempts = 0;
+        let classified = policy.classify(classify_db);
+        let call = classified.run(|| {
+            attempts += 1;
+            async {
+                sleep(ms(1_000)).await;
+                Ok::<(), DbError>(())
+            }
+        });
+        let result = if scoped { scope.scope(call).await } else { call.await };
+        assert!(
+            matches!(result, Err(DbError::Rejected(Rejection::AttemptTimeout { .. }))),
+            "{path}: {result:?}"
+        );
+        assert_eq!(attempts, 2, "{path}: the timeout was retried");
+        assert_eq!(registry.breaker(&name).unwrap().state(), BreakerState::Open, "{path}: two failures");
+    }
 }

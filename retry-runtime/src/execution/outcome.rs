@@ -7,7 +7,7 @@ use super::admission::{Admitted, Refusal};
 use super::{Execution, LastError, Step};
 use crate::breaker::{BreakerPermit, Outcome};
 use crate::bulkhead::BulkheadPermit;
-use crate::classify::ErrorClass;
+use crate::classify::{Classify, ErrorClass};
 use crate::decision::{Decision, decide};
 use crate::error::ErrorHandling;
 use crate::guards::Guards;
@@ -126,7 +126,7 @@ impl<S, H> Execution<'_, S, H> {
         S: LastError<E>,
     {
         let Admitted { breaker: permit, bulkhead } = admitted;
-        let error = match guarded {
+        let (class, error) = match guarded {
             Guarded::Ran(Ok(value)) => {
                 answered(guards, bulkhead, Answer::Success);
                 succeeded(guards, permit);
@@ -137,13 +137,26 @@ impl<S, H> Execution<'_, S, H> {
                 record(permit, Outcome::Failure);
                 return Err(Step::Done(Err(self.deadline_cut())));
             }
-            Guarded::TimedOut(after) => self.handling.reject(Rejection::AttemptTimeout { after }),
-            Guarded::Ran(Err(error)) => error,
+            Guarded::TimedOut(after) => self.timed_out(after),
+            Guarded::Ran(Err(error)) => (self.handling.class(&error), error),
         };
-        let class = self.handling.class(&error);
         answered(guards, bulkhead, Answer::Failed(class));
         record(permit, outcome_of(class));
         self.after_failure(class, error).map_err(|error| Step::Done(Err(error)))
+    }
+
+    /// The attempt timed out after `after`: the error `AttemptTimeout` made
+    /// into `E`, and its class as a rejection, transient. Not the class a
+    /// `classify` function gives that `E`: such a function is written for
+    /// the dependency's errors, and one whose catch-all says permanent
+    /// would make timeouts final and neutral to the breaker.
+    #[cold]
+    pub(super) fn timed_out<E>(&self, after: Duration) -> (ErrorClass, E)
+    where
+        H: ErrorHandling<E>,
+    {
+        let rejection = Rejection::AttemptTimeout { after };
+        (rejection.classify(), self.handling.reject(rejection))
     }
 
     /// Step 5: after a failed attempt whose outcome is recorded, the wait

@@ -340,7 +340,7 @@ where
     execution.start_after_plain(failure.guards);
     // The attempt ran: it counts, as `begin_attempt` counts it on the other paths.
     execution.attempts = 1;
-    match failed(execution, failure.guards, failure.permit, failure.error) {
+    match failed(execution, failure.guards, failure.permit, None, failure.error) {
         Next::Done(step) => step,
         Next::BackOff(wait) => {
             execution.more().pending_wait = Some(wait);

@@ -93,7 +93,9 @@ impl Policy {
 
     /// This policy with errors classified by `classify` instead of the
     /// [`Classify`] trait (the attribute's `classify = path`), for an error
-    /// type that can carry a [`Rejection`] (`From<Rejection>`).
+    /// type that can carry a [`Rejection`] (`From<Rejection>`). An attempt
+    /// timeout is transient whatever `classify` says of the error it
+    /// becomes: the function is asked only of errors the attempts returned.
     ///
     /// ```
     /// # use retry_runtime as resilient;

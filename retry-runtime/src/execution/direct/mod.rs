@@ -49,6 +49,7 @@ use super::admission::{Refusal, admit_before_place};
 use super::outcome::{Answer, answered, outcome_of, record, succeeded};
 use super::{Execution, LastError, Step};
 use crate::breaker::BreakerPermit;
+use crate::classify::ErrorClass;
 use crate::context;
 use crate::error::ErrorHandling;
 use crate::guards::Guards;
@@ -229,11 +230,11 @@ where
             Some(more) => (&mut more.key, more.span.as_ref()),
             None => (&mut no_key, None),
         };
-        let error = match context::poll_in(key, span, this.attempt.as_mut(), cx) {
+        let (class, error) = match context::poll_in(key, span, this.attempt.as_mut(), cx) {
             Poll::Pending if this.timer.is_none() => return Poll::Pending,
             Poll::Pending => match poll_timer(execution, this.timer.as_mut(), this.attempt.as_mut(), cx) {
                 None => return Poll::Pending,
-                Some(Fired::TimedOut(error)) => error,
+                Some(Fired::TimedOut(class, error)) => (Some(class), error),
                 Some(Fired::Cut) => {
                     *this.phase = Phase::Finished;
                     return Poll::Ready(cut(execution, this.guards, this.permit.take()));
@@ -246,9 +247,9 @@ where
                 *this.phase = Phase::Finished;
                 return Poll::Ready(Step::Done(Ok(value)));
             }
-            Poll::Ready(Err(error)) => error,
+            Poll::Ready(Err(error)) => (None, error),
         };
-        match failed(execution, this.guards, this.permit.take(), error) {
+        match failed(execution, this.guards, this.permit.take(), class, error) {
             Next::Done(step) => {
                 *this.phase = Phase::Finished;
                 Poll::Ready(step)
@@ -337,12 +338,15 @@ pub(super) enum Next<T, E> {
     BackOff(Duration),
 }
 
-/// The attempt failed: record it, then plan the retry or end the call.
+/// The attempt failed with `error`, of `class` when the runtime made it
+/// (else its handling classifies it): record it, then plan the retry or
+/// end the call.
 #[inline(never)]
 pub(super) fn failed<T, E, S, H>(
     execution: &mut Execution<'_, S, H>,
     guards: &Guards,
     permit: Option<BreakerPermit<'_>>,
+    class: Option<ErrorClass>,
     error: E,
 ) -> Next<T, E>
 where
@@ -350,7 +354,7 @@ where
     S: LastError<E>,
 {
     let place_back = PlaceBack(guards);
-    let class = execution.handling.class(&error);
+    let class = class.unwrap_or_else(|| execution.handling.class(&error));
     drop(place_back);
     answered(guards, None, Answer::Failed(class));
     record(permit, outcome_of(class));

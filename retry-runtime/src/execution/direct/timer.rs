@@ -10,11 +10,11 @@ use tokio::time::{Sleep, sleep, sleep_until};
 
 use super::{Phase, drop_in_context, give_back_place};
 use crate::breaker::{BreakerPermit, Outcome};
+use crate::classify::ErrorClass;
 use crate::error::ErrorHandling;
 use crate::execution::outcome::{Answer, answered, record};
 use crate::execution::{Execution, Step};
 use crate::guards::Guards;
-use crate::rejection::Rejection;
 
 /// An attempt with a timeout or a deadline is about to be admitted: the
 /// earlier of the two is armed now, as the breaker is asked (which never
@@ -29,8 +29,8 @@ pub(super) fn arm_timeout<S, H>(execution: &Execution<'_, S, H>, mut timer: Pin<
 
 /// What the timer of a running attempt said when it fired.
 pub(super) enum Fired<E> {
-    /// The attempt's own timeout passed first: its error.
-    TimedOut(E),
+    /// The attempt's own timeout passed first: its error and class.
+    TimedOut(ErrorClass, E),
     /// The call's deadline passed (first, or with the timeout).
     Cut,
 }
@@ -62,7 +62,8 @@ where
         return Some(Fired::Cut);
     }
     let after = execution.settings().attempt_timeout.unwrap_or_default();
-    Some(Fired::TimedOut(execution.handling.reject(Rejection::AttemptTimeout { after })))
+    let (class, error) = execution.timed_out(after);
+    Some(Fired::TimedOut(class, error))
 }
 
 /// The deadline cut the running attempt short (it is dropped): its place
