@@ -10,7 +10,10 @@
 //! 2. no attempts left stops;
 //! 3. the wait is drawn (the backoff's jitter; a server's `Retry-After`
 //!    lengthens it, the cap never shortens it);
-//! 4. a wait that would end at or past the deadline is not slept;
+//! 4. a wait that would end at or past the deadline is not slept, nor,
+//!    without a deadline, one past tokio's 30-year horizon (a server's
+//!    `Retry-After` of "never": slept, it would be cut to 30 years and the
+//!    call retried long before the server said it could be);
 //! 5. a breaker that will still be open when the wait ends stops the call
 //!    now rather than after a wait that can only end in a rejection;
 //! 6. only then is a retry token taken from the budget, so tokens pay for
@@ -22,6 +25,7 @@
 use std::time::Duration;
 
 use crate::classify::ErrorClass;
+use crate::clock::HORIZON;
 
 /// Why a call stopped without success: the `reason` field of the
 /// `giving up` trace event and the `reason` label of the
@@ -38,9 +42,10 @@ pub enum StopReason {
     Permanent,
     /// `max_attempts` attempts were made.
     AttemptsExhausted,
-    /// The next wait would have ended at or past the deadline, the deadline
-    /// passed while the next attempt waited for a bulkhead permit, or it cut
-    /// an attempt short.
+    /// The next wait would have ended at or past the deadline (without a
+    /// deadline: past 30 years, tokio's horizon, which only a server's
+    /// `Retry-After` can ask for), the deadline passed while the next
+    /// attempt waited for a bulkhead permit, or it cut an attempt short.
     Deadline,
     /// The breaker was open, or would still be open when the wait ended.
     CircuitOpen,
@@ -133,7 +138,7 @@ pub(crate) fn decide(
         ErrorClass::Throttled { retry_after: Some(after) } => after.max(jittered),
         _ => jittered,
     };
-    if answers.until_deadline().is_some_and(|left| wait >= left) {
+    if answers.until_deadline().map_or(wait > HORIZON, |left| wait >= left) {
         return Decision::Stop(StopReason::Deadline);
     }
     if answers.breaker_open_for().is_some_and(|open| open > wait) {
@@ -238,8 +243,12 @@ mod tests {
             World { backoff: Duration::MAX, until_deadline: Some(Duration::MAX), ..World::default() };
         let huge = ErrorClass::Throttled { retry_after: Some(Duration::MAX) };
         assert_eq!(decide(huge, 1, 2, &mut world), Decision::Stop(StopReason::Deadline));
+        // Without a deadline: a wait past the horizon is never slept, one at it is.
         let mut world = World { backoff: Duration::MAX, ..World::default() };
-        assert_eq!(decide(huge, 1, 2, &mut world), Decision::Retry(Duration::MAX));
+        assert_eq!(decide(huge, 1, 2, &mut world), Decision::Stop(StopReason::Deadline));
+        let at_horizon = ErrorClass::Throttled { retry_after: Some(HORIZON) };
+        let mut world = World { backoff: HORIZON, ..World::default() };
+        assert_eq!(decide(at_horizon, 1, 2, &mut world), Decision::Retry(HORIZON));
     }
 
     #[test]
