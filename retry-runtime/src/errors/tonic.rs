@@ -66,10 +66,14 @@ fn pushback(status: &Status) -> Pushback {
     };
     let value = value.trim();
     if let Some(digits) = value.strip_prefix('-') {
-        return if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
-            Pushback::DoNotRetry
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Pushback::After(None);
+        }
+        // "-0" is zero, not negative (grpc-go's Atoi reads it so): no wait.
+        return if digits.bytes().all(|b| b == b'0') {
+            Pushback::After(Some(Duration::ZERO))
         } else {
-            Pushback::After(None)
+            Pushback::DoNotRetry
         };
     }
     if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
@@ -123,6 +127,9 @@ mod tests {
         assert_eq!(exhausted(" 1500 ").classify(), throttled(1500));
         assert_eq!(exhausted("99999999999999999999999").classify(), throttled(u64::MAX));
         assert_eq!(exhausted("-1").classify(), ErrorClass::Permanent);
+        assert_eq!(exhausted("-0010").classify(), ErrorClass::Permanent);
+        assert_eq!(exhausted("-0").classify(), throttled(0), "zero is not negative");
+        assert_eq!(exhausted("-000").classify(), throttled(0));
         for junk in ["", "-", "1.5", "+3", "soon", "-x"] {
             assert_eq!(exhausted(junk).classify(), ErrorClass::Throttled { retry_after: None }, "{junk:?}");
         }
