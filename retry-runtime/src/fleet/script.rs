@@ -17,6 +17,8 @@ use std::time::Duration;
 
 use redis::Script;
 
+use crate::clock::HORIZON;
+
 /// How long the fleet's state outlives the last flush that touched it.
 pub(super) const STATE_TTL: Duration = Duration::from_secs(3_600);
 
@@ -160,7 +162,8 @@ pub(super) fn answer(reply: &[i64], breakers: usize, budgets: usize) -> Result<A
     for chunk in reply[1..1 + 4 * breakers].chunks_exact(4) {
         let state = match chunk[1] {
             0 => FleetState::Closed,
-            1 => FleetState::Open { remaining: Duration::from_millis(count(chunk[2])?) },
+            // At most tokio's horizon: the replica adds it to the time now.
+            1 => FleetState::Open { remaining: Duration::from_millis(count(chunk[2])?).min(HORIZON) },
             2 => FleetState::HalfOpen,
             other => return Err(format!("the flush script answered state {other}, expected 0, 1 or 2")),
         };
@@ -187,6 +190,9 @@ mod tests {
         let ok = answer(&[1, 3, 1, 250, 0, 9], 1, 1).unwrap();
         assert_eq!(ok.breakers[0].state, FleetState::Open { remaining: Duration::from_millis(250) });
         assert_eq!(ok.budgets, [9]);
+        // A store that says "open for 292 million years" is heard as the horizon.
+        let forever = answer(&[1, 3, 1, i64::MAX, 0], 1, 0).unwrap();
+        assert_eq!(forever.breakers[0].state, FleetState::Open { remaining: HORIZON });
     }
 
     #[test]
