@@ -11,7 +11,12 @@
 //! **The source chain.** A boxed or `anyhow` error is classified by the
 //! first error in its chain (itself, then each `source()`) that is a
 //! [`Rejection`], a `std::io::Error`, a `reqwest::Error` (feature
-//! `reqwest`) or a `tonic::Status` (feature `tonic`). When none is found
+//! `reqwest`) or a `tonic::Status` (feature `tonic`), or an [`Error<E>`]
+//! of one of those (a resilient call's error, passed up with `?` by a
+//! caller returning a boxed or `anyhow` error). An `Error<E>` of another
+//! `E` is not recognised: it is transparent (its `source()` is its
+//! content's), and a `dyn Error` can only be asked whether it is a type
+//! named here; map it into one of these types first. When none is found
 //! the error is **transient**: retried, as backon, Polly and resilience4j
 //! retry every error by default. Wrap errors you know to be permanent in one
 //! of those types, or classify them yourself with `classify = ...`.
@@ -43,8 +48,13 @@ pub(crate) fn classify_chain<'a>(error: &'a (dyn StdError + 'static)) -> ErrorCl
     ErrorClass::Transient
 }
 
-/// The class of `error` if it is one of the types that know theirs.
+/// The class of `error` if it is one of the types that know theirs, or a
+/// resilient call's [`Error<E>`] of one (transparent, it would otherwise be
+/// passed over with what it holds).
 fn known_class(error: &(dyn StdError + 'static)) -> Option<ErrorClass> {
+    if let Some(class) = wrapped_class(error) {
+        return Some(class);
+    }
     if let Some(rejection) = error.downcast_ref::<Rejection>() {
         return Some(rejection.classify());
     }
@@ -59,6 +69,28 @@ fn known_class(error: &(dyn StdError + 'static)) -> Option<ErrorClass> {
     if let Some(status) = error.downcast_ref::<::tonic::Status>() {
         return Some(status.classify());
     }
+    None
+}
+
+/// The class of `error` if it is an [`Error<E>`] for an `E` of
+/// [`known_class`]'s list.
+fn wrapped_class(error: &(dyn StdError + 'static)) -> Option<ErrorClass> {
+    macro_rules! wrapping {
+        ($($(#[$cfg:meta])* $inner:ty),*) => {$(
+            $(#[$cfg])*
+            if let Some(wrapped) = error.downcast_ref::<Error<$inner>>() {
+                return Some(wrapped.classify());
+            }
+        )*};
+    }
+    wrapping!(
+        std::io::Error,
+        Rejection,
+        #[cfg(feature = "reqwest")]
+        reqwest::Error,
+        #[cfg(feature = "tonic")]
+        ::tonic::Status
+    );
     None
 }
 
@@ -182,5 +214,20 @@ mod tests {
         assert_eq!(unknown.classify(), ErrorClass::Transient, "none found: transient");
         let local: Box<dyn StdError> = Box::new(IoError::from(ErrorKind::ConnectionReset));
         assert_eq!(local.classify(), ErrorClass::Transient);
+    }
+
+    #[test]
+    fn a_resilient_calls_error_passed_up_in_a_box_keeps_its_class() {
+        let not_found: Box<dyn StdError + Send + Sync> =
+            Box::new(Error::Inner(IoError::from(ErrorKind::NotFound)));
+        assert_eq!(not_found.classify(), ErrorClass::Permanent, "not retried by an outer call");
+        let open: Box<dyn StdError + Send + Sync> =
+            Box::new(Error::<IoError>::Rejected(Rejection::CircuitOpen { breaker: "db".into() }));
+        assert_eq!(open.classify(), ErrorClass::Permanent);
+        let full: Box<dyn StdError + Send + Sync> =
+            Box::new(Wrapped(Box::new(Error::<Rejection>::Rejected(Rejection::BulkheadFull {
+                bulkhead: "b".into(),
+            }))));
+        assert_eq!(full.classify(), ErrorClass::Permanent, "found down the chain too");
     }
 }
