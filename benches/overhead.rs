@@ -25,8 +25,10 @@
 //! - `registry/*`: looking a breaker up by name on every call versus the
 //!   handle a call site keeps;
 //! - `contention/*`: calls through one shared breaker and budget from one
-//!   and from two threads (throughput).
+//!   and from two threads (throughput); `contention_throttle/*`, the same
+//!   with one shared adaptive throttle too.
 
+use std::future::Future;
 use std::hint::black_box;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -51,6 +53,14 @@ use shared::{
 /// that alone moves these numbers by several nanoseconds).
 #[resilient(breaker = "bench-breaker", budget = "bench-budget")]
 async fn shared_breaker_budget(x: u64) -> Result<u64, BenchError> {
+    Ok(black_box(x))
+}
+
+/// `with_throttle` for the contention benchmark, for the same reason: every
+/// call reads the shared throttle's window as it is admitted and adds to it
+/// as it is answered.
+#[resilient(breaker = "bench-breaker", budget = "bench-budget", throttle = "bench-throttle")]
+async fn shared_throttle(x: u64) -> Result<u64, BenchError> {
     Ok(black_box(x))
 }
 
@@ -146,9 +156,13 @@ fn lookup(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
 }
 
 /// `threads` threads, each on its own current-thread runtime, each making
-/// `iters` calls through the shared breaker and budget; the time from the
+/// `iters` calls of `call` (through guards they share); the time from the
 /// common start to the last thread's end.
-fn calls_on_threads(threads: usize, iters: u64) -> Duration {
+fn calls_on_threads<F: Future<Output = Result<u64, BenchError>> + 'static>(
+    call: fn(u64) -> F,
+    threads: usize,
+    iters: u64,
+) -> Duration {
     let start = Arc::new(Barrier::new(threads));
     let workers: Vec<_> = (0..threads)
         .map(|_| {
@@ -158,12 +172,12 @@ fn calls_on_threads(threads: usize, iters: u64) -> Duration {
                 rt.block_on(async {
                     // Warm this thread's runtime and caches before the clock starts.
                     for _ in 0..1_000 {
-                        black_box(used!(shared_breaker_budget(black_box(1))).await);
+                        black_box(used!(call(black_box(1))).await);
                     }
                     start.wait();
                     let began = Instant::now();
                     for _ in 0..iters {
-                        black_box(used!(shared_breaker_budget(black_box(1))).await);
+                        black_box(used!(call(black_box(1))).await);
                     }
                     (began, Instant::now())
                 })
@@ -182,7 +196,15 @@ fn contention(c: &mut Criterion) {
         // One element per call: criterion reports calls per second.
         group.throughput(Throughput::Elements(threads as u64));
         group.bench_function(format!("threads_{threads}"), |b| {
-            b.iter_custom(|iters| calls_on_threads(threads, iters))
+            b.iter_custom(|iters| calls_on_threads(shared_breaker_budget, threads, iters))
+        });
+    }
+    group.finish();
+    let mut group = c.benchmark_group("contention_throttle");
+    for threads in [1, 2] {
+        group.throughput(Throughput::Elements(threads as u64));
+        group.bench_function(format!("threads_{threads}"), |b| {
+            b.iter_custom(|iters| calls_on_threads(shared_throttle, threads, iters))
         });
     }
     group.finish();

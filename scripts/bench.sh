@@ -109,6 +109,9 @@ small_base = m["success/bare_small_error"]
 one = median("contention/threads_1")  # ns per call, one thread
 two = median("contention/threads_2")  # ns per two calls, one on each thread
 scaling = 2 * one / two
+throttle_one = median("contention_throttle/threads_1")
+throttle_two = median("contention_throttle/threads_2")
+throttle_scaling = 2 * throttle_one / throttle_two
 
 overhead = m["success/breaker_budget"] - base
 overhead_out = m["success/breaker_budget_out_of_line"] - base
@@ -202,7 +205,9 @@ out(f"- **Registry lookup by name vs the call site's handle**: {fmt(m['registry/
 out(f"  {fmt(m['registry/call_site_handle'])} ({m['registry/lookup_by_name'] / m['registry/call_site_handle']:.0f}x): a read lock, a")
 out("  SipHash of the name and an `Arc` clone per call, which is why the attribute resolves handles once.")
 out(f"- **Contention**: one shared breaker and budget, success path: 1 thread {1000 / one:.1f} M calls/s,")
-out(f"  2 threads {2000 / two:.1f} M calls/s: **{scaling:.2f}x**.")
+out(f"  2 threads {2000 / two:.1f} M calls/s: **{scaling:.2f}x**. The same with an adaptive throttle too (its")
+out(f"  window read and added to by both threads): 1 thread {1000 / throttle_one:.1f} M calls/s, 2 threads")
+out(f"  {2000 / throttle_two:.1f} M calls/s: **{throttle_scaling:.2f}x**.")
 out("")
 out("## Instructions (callgrind)")
 out("")
