@@ -363,16 +363,23 @@ async fn a_reconfigured_bulkhead_keeps_what_its_adaptive_limit_learned_only_whil
     assert_eq!(bulkhead.limit(), 9, "the new algorithm was not followed");
 }
 
+/// A registry with a budget of `tokens` retries and a rate limit of `burst`
+/// turns (one more a second), and a policy hedging at 10 ms under both.
+fn hedging_under_budget_and_rate_limit(tokens: u32, burst: u32) -> (Registry, Policy) {
+    let registry = Registry::new();
+    registry
+        .declare_budget("dep", TokenBucket { capacity: tokens, retry_cost: 1, refill_per_success: 0 })
+        .unwrap();
+    registry.declare_rate_limit("api", RateLimitConfig { per_second: 1, burst, max_wait: None }).unwrap();
+    let policy =
+        Policy::builder().max_attempts(1).hedge(ms(10), 1).budget("dep").rate_limit("api").build().unwrap();
+    (registry, policy)
+}
+
 /// The budget is asked last: a hedge the rate limit refuses costs no token.
 #[tokio::test(start_paused = true)]
 async fn a_hedge_refused_by_the_rate_limit_takes_no_budget_token() {
-    let registry = Registry::new();
-    registry
-        .declare_budget("dep", TokenBucket { capacity: 5, retry_cost: 1, refill_per_success: 0 })
-        .unwrap();
-    registry.declare_rate_limit("api", RateLimitConfig { per_second: 1, burst: 1, max_wait: None }).unwrap();
-    let policy =
-        Policy::builder().max_attempts(1).hedge(ms(10), 1).budget("dep").rate_limit("api").build().unwrap();
+    let (registry, policy) = hedging_under_budget_and_rate_limit(5, 1);
     let attempts = Attempts::new();
     registry.scope(policy.run(|| slow_success(&attempts))).await.unwrap();
     assert_eq!(attempts.count(), 1, "the only turn went to the first attempt: no hedge ran");
@@ -383,14 +390,8 @@ async fn a_hedge_refused_by_the_rate_limit_takes_no_budget_token() {
 /// which the next call's first attempt then has.
 #[tokio::test(start_paused = true)]
 async fn a_hedge_with_no_budget_token_takes_no_rate_limit_turn() {
-    let registry = Registry::new();
-    registry
-        .declare_budget("dep", TokenBucket { capacity: 1, retry_cost: 1, refill_per_success: 0 })
-        .unwrap();
     // Four turns, and next to none back during the test.
-    registry.declare_rate_limit("api", RateLimitConfig { per_second: 1, burst: 4, max_wait: None }).unwrap();
-    let policy =
-        Policy::builder().max_attempts(1).hedge(ms(10), 1).budget("dep").rate_limit("api").build().unwrap();
+    let (registry, policy) = hedging_under_budget_and_rate_limit(1, 4);
     let attempts = Attempts::new();
     let slow = || slow_success(&attempts);
     registry.scope(policy.run(slow)).await.unwrap();
