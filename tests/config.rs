@@ -33,6 +33,9 @@ impl From<Rejection> for Fault {
 #[path = "config/guards.rs"]
 mod guards;
 
+#[path = "config/loading.rs"]
+mod loading;
+
 #[cfg(feature = "redis")]
 #[path = "config/fleet.rs"]
 mod fleet;

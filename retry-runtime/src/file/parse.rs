@@ -25,11 +25,14 @@ pub(crate) fn parse(text: &str, file: &str) -> Result<ConfigFile, ConfigFileErro
     let document = match DeTable::parse(text) {
         Ok(document) => document,
         Err(error) => {
-            problems.push(
-                &error.span().unwrap_or(0..0),
-                None,
-                format!("not valid TOML: {}", error.message()),
-            );
+            let span = error.span().unwrap_or(0..0);
+            // A duplicate key's span is the key as written: name it.
+            let key = (error.message() == "duplicate key").then(|| key_at(text, &span)).flatten();
+            let message = match &key {
+                Some(key) => format!("not valid TOML: duplicate key `{key}`: a key is given once"),
+                None => format!("not valid TOML: {}", error.message()),
+            };
+            problems.push(&span, key.as_deref(), message);
             return problems.finish(ConfigFile::default());
         }
     };
@@ -57,6 +60,16 @@ pub(crate) fn parse(text: &str, file: &str) -> Result<ConfigFile, ConfigFileErro
     }
     cross_check(&parsed, &mut problems);
     problems.finish(parsed)
+}
+
+/// The key written at `span` of `text` (bare, or quoted with its escapes
+/// read), if a key is there.
+fn key_at(text: &str, span: &Span) -> Option<String> {
+    let written = text.get(span.clone())?;
+    let line = format!("{written} = 0");
+    let document = DeTable::parse(&line).ok()?;
+    let (key, _) = document.get_ref().iter().next()?;
+    Some(key.get_ref().to_string())
 }
 
 /// The `NAME = { ... }` tables of one section (`[breakers.NAME]`).
