@@ -89,6 +89,17 @@ fn named_tables<'t>(
     let mut tables = Vec::new();
     for (name, value) in table.iter() {
         match value.get_ref() {
+            // As the attribute and `Policy::builder` refuse an empty name.
+            DeValue::Table(_) if name.get_ref().trim().is_empty() => {
+                let example = if section == "operations" { "\"shop::charge\"" } else { "payment" };
+                problems.push(
+                    &name.span(),
+                    Some(section),
+                    format!(
+                        "`{section}` needs a name here, not an empty string, like `[{section}.{example}]`"
+                    ),
+                );
+            }
             DeValue::Table(inner) => tables.push((name.get_ref().to_string(), name.span(), inner)),
             _ => problems.push(
                 &value.span(),

@@ -70,8 +70,16 @@ pub(crate) fn breaker(
     if let Some((n, _)) = integer(entries, "failure_rate_percent", 100, problems) {
         config.failure_rate_percent = Some(n as u8);
     }
-    if let Some((n, _)) = count(entries, "minimum_calls", problems) {
+    if let Some((n, span)) = count(entries, "minimum_calls", problems) {
         config.minimum_calls = n;
+        // Count mode ignores it: a file that gives it meant rate mode.
+        if span_of(entries, "failure_rate_percent").is_none() {
+            problems.push(
+                &span,
+                Some("minimum_calls"),
+                "`minimum_calls` sets the rate mode's floor: give `failure_rate_percent` too",
+            );
+        }
     }
     finish(config.validate().map(|()| config), before, entries, table, problems)
 }
