@@ -2,9 +2,46 @@
 //! file must not slip through: duplicate keys, empty names, a rate mode's
 //! key without the rate mode.
 
-use resilient::Registry;
+use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::error;
+use resilient::{Registry, resilient};
+
+use super::{Fault, error};
+
+#[resilient(name = "config::loaded", max_attempts = 2, base_ms = 1, jitter = "none")]
+async fn loaded(calls: &AtomicU32) -> Result<(), Fault> {
+    calls.fetch_add(1, Ordering::SeqCst);
+    Err(Fault::Down)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_second_load_adds_to_the_first_and_keeps_its_overrides() {
+    let registry = Registry::new();
+    registry.load_toml("[operations.\"config::loaded\"]\nmax_attempts = 4").unwrap();
+    registry.load_toml("[breakers.other]\nfailure_threshold = 3").unwrap();
+    let calls = AtomicU32::new(0);
+    let _ = registry.scope(loaded(&calls)).await;
+    assert_eq!(calls.swap(0, Ordering::SeqCst), 4, "the first load's override still governs the calls");
+
+    // Loading declares: an operation with an override is refused as a
+    // guard that exists is, and nothing of that file is applied.
+    let err = registry
+        .load_toml("[breakers.third]\n[operations.\"config::loaded\"]\nmax_attempts = 3")
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "<toml>:2:13: override of operation `config::loaded` already exists: loading declares, use reload to change it"
+    );
+    assert_eq!(err.problems[0].field.as_deref(), Some("config::loaded"));
+    assert!(registry.breaker("third").is_none());
+    let _ = registry.scope(loaded(&calls)).await;
+    assert_eq!(calls.swap(0, Ordering::SeqCst), 4);
+
+    // A reload's overrides are the file's: this one drops it.
+    registry.reload_toml("[breakers.other]\nfailure_threshold = 3").unwrap();
+    let _ = registry.scope(loaded(&calls)).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "compiled again");
+}
 
 #[test]
 fn a_duplicate_key_is_named() {

@@ -25,9 +25,11 @@ enum Mode {
 
 impl Registry {
     /// Declares every guard and operation override of a TOML text (see the
-    /// schema in the crate docs). A guard that already exists is an error:
-    /// use [`reload_toml`](Self::reload_toml) to change it. Nothing is
-    /// applied from a text with any error; every error says where it is.
+    /// schema in the crate docs), beside those already in force (a second
+    /// file adds to the first). A guard that already exists, or an
+    /// operation that already has an override, is an error: use
+    /// [`reload_toml`](Self::reload_toml) to change it. Nothing is applied
+    /// from a text with any error; every error says where it is.
     ///
     /// ```
     /// # use retry_runtime as resilient;
@@ -117,7 +119,7 @@ impl Registry {
         if mode == Mode::Reload {
             super::fleet::reload_check(self.joined_fleet().as_ref(), &parsed, &mut problems);
         }
-        let overrides = merged_operations(&parsed.operations, &mut problems);
+        let mut overrides = merged_operations(&parsed.operations, &mut problems);
         let parsed = problems.finish(parsed)?;
         // Everything is valid: from here on nothing can fail.
         let mut report = ReloadReport::default();
@@ -176,8 +178,16 @@ impl Registry {
             };
             report.changes.push(Change { kind: "operation", name: name.clone(), details });
         }
-        for name in before.keys().filter(|name| !overrides.contains_key(*name)) {
-            report.push("operation", name, Some(vec!["override removed".to_owned()]));
+        match mode {
+            // A reload's overrides are the file's: one it no longer has goes.
+            Mode::Reload => {
+                for name in before.keys().filter(|name| !overrides.contains_key(*name)) {
+                    report.push("operation", name, Some(vec!["override removed".to_owned()]));
+                }
+            }
+            // A load adds its overrides to those in force (it refused any
+            // for an operation that has one).
+            Mode::Load => overrides.extend(before),
         }
         let counted = overrides
             .into_iter()
@@ -196,6 +206,8 @@ impl Registry {
         refuse("bulkhead", &parsed.bulkheads, |n| self.bulkhead(n).is_some(), problems);
         refuse("throttle", &parsed.throttles, |n| self.throttle(n).is_some(), problems);
         refuse("rate limit", &parsed.rate_limits, |n| self.rate_limit(n).is_some(), problems);
+        let overridden = |n: &str| self.operation_override(n).is_some();
+        refuse("override of operation", &parsed.operations, overridden, problems);
     }
 }
 
