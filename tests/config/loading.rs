@@ -3,8 +3,10 @@
 //! key without the rate mode.
 
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
 
-use resilient::{Registry, resilient};
+use resilient::{Policy, Registry, resilient};
 
 use super::{Fault, error};
 
@@ -41,6 +43,47 @@ async fn a_second_load_adds_to_the_first_and_keeps_its_overrides() {
     registry.reload_toml("[breakers.other]\nfailure_threshold = 3").unwrap();
     let _ = registry.scope(loaded(&calls)).await;
     assert_eq!(calls.load(Ordering::SeqCst), 2, "compiled again");
+}
+
+/// The review's reproduction: calls name the file's breakers while it
+/// loads, creating them with the defaults between the load's checks and its
+/// declarations. Every load returns `Ok` and leaves every breaker on the
+/// file's settings.
+#[test]
+fn a_call_during_a_load_cannot_leave_a_guard_on_the_defaults() {
+    const N: usize = 2000;
+    let names: Vec<String> = (0..N).map(|i| format!("b{i:05}")).collect();
+    let text: String = names.iter().map(|n| format!("[breakers.{n}]\nfailure_threshold = 3\n")).collect();
+    let policies: Arc<Vec<Policy>> =
+        Arc::new(names.iter().rev().map(|n| Policy::builder().breaker(n.clone()).build().unwrap()).collect());
+    for _ in 0..5 {
+        let registry = Registry::new();
+        let barrier = Arc::new(Barrier::new(2));
+        let (r, b, policies) = (registry.clone(), barrier.clone(), policies.clone());
+        let caller = thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            b.wait();
+            // Once the load has passed its checks and started declaring,
+            // calls name the breakers, last first.
+            while r.breaker("b00000").is_none() {
+                std::hint::spin_loop();
+            }
+            runtime.block_on(r.scope(async {
+                for policy in policies.iter() {
+                    policy.run(|| async { Ok::<_, std::io::Error>(()) }).await.unwrap();
+                }
+            }));
+        });
+        barrier.wait();
+        let loaded = registry.load_toml(&text);
+        caller.join().unwrap();
+        loaded.unwrap();
+        let lost: Vec<&String> = names
+            .iter()
+            .filter(|name| registry.breaker(name).unwrap().config().failure_threshold != 3)
+            .collect();
+        assert!(lost.is_empty(), "load_toml returned Ok but these breakers kept the defaults: {lost:?}");
+    }
 }
 
 #[test]

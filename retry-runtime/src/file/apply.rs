@@ -6,10 +6,7 @@ use std::fmt;
 use std::path::Path;
 
 use super::overrides::{compiled, merged_operations};
-use super::report::{
-    Change, ReloadReport, breaker_diff, budget_diff, bulkhead_diff, rate_limit_diff, settings_diff,
-    throttle_diff,
-};
+use super::report::{Change, ReloadReport, settings_diff};
 use super::{ConfigFile, ConfigFileError, Named, Problem, Problems, parse};
 use crate::operations;
 use crate::policy::Policy;
@@ -18,7 +15,7 @@ use crate::settings::Settings;
 
 /// Whether a file declares guards (a first load) or changes them.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Mode {
+pub(super) enum Mode {
     Load,
     Reload,
 }
@@ -121,49 +118,9 @@ impl Registry {
         }
         let mut overrides = merged_operations(&parsed.operations, &mut problems);
         let parsed = problems.finish(parsed)?;
-        // Everything is valid: from here on nothing can fail.
-        let mut report = ReloadReport::default();
-        for Named { name, value, .. } in &parsed.breakers {
-            let change = match self.breaker(name) {
-                Some(breaker) => {
-                    reconfigure(&breaker.config(), value, breaker_diff, |c| breaker.reconfigure(c))
-                }
-                None => Some(declared(self.declare_breaker(name, *value))),
-            };
-            report.push("breaker", name, change);
-        }
-        for Named { name, value, .. } in &parsed.budgets {
-            let change = match self.budget(name) {
-                Some(budget) => reconfigure(&budget.config(), value, budget_diff, |c| budget.reconfigure(c)),
-                None => Some(declared(self.declare_budget(name, *value))),
-            };
-            report.push("budget", name, change);
-        }
-        for Named { name, value, .. } in &parsed.bulkheads {
-            let change = match self.bulkhead(name) {
-                Some(bulkhead) => {
-                    reconfigure(&bulkhead.config(), value, bulkhead_diff, |c| bulkhead.reconfigure(c))
-                }
-                None => Some(declared(self.declare_bulkhead(name, *value))),
-            };
-            report.push("bulkhead", name, change);
-        }
-        for Named { name, value, .. } in &parsed.throttles {
-            let change = match self.throttle(name) {
-                Some(throttle) => {
-                    reconfigure(&throttle.config(), value, throttle_diff, |c| throttle.reconfigure(c))
-                }
-                None => Some(declared(self.declare_throttle(name, *value))),
-            };
-            report.push("throttle", name, change);
-        }
-        for Named { name, value, .. } in &parsed.rate_limits {
-            let change = match self.rate_limit(name) {
-                Some(limit) => reconfigure(&limit.config(), value, rate_limit_diff, |c| limit.reconfigure(c)),
-                None => Some(declared(self.declare_rate_limit(name, *value))),
-            };
-            report.push("rate limit", name, change);
-        }
+        // The guards, then the overrides: the guards' step is the last
+        // that can refuse the file (see `declare`).
+        let mut report = self.declare_guards(&parsed, mode, Problems::new(text, name))?;
         let before: HashMap<String, Settings> = self
             .overridden_operations()
             .into_iter()
@@ -212,7 +169,12 @@ impl Registry {
 }
 
 /// A load's problem for each table naming a guard that already exists.
-fn refuse<T>(kind: &str, named: &[Named<T>], exists: impl Fn(&str) -> bool, problems: &mut Problems<'_>) {
+pub(super) fn refuse<T>(
+    kind: &str,
+    named: &[Named<T>],
+    exists: impl Fn(&str) -> bool,
+    problems: &mut Problems<'_>,
+) {
     for table in named.iter().filter(|table| exists(&table.name)) {
         problems.push(
             &table.span,
@@ -223,7 +185,7 @@ fn refuse<T>(kind: &str, named: &[Named<T>], exists: impl Fn(&str) -> bool, prob
 }
 
 /// Applies `new` through `apply` when it differs from `old`; what changed.
-fn reconfigure<C: PartialEq + Copy, E: fmt::Debug>(
+pub(super) fn reconfigure<C: PartialEq + Copy, E: fmt::Debug>(
     old: &C,
     new: &C,
     diff: fn(&C, &C) -> Vec<String>,
@@ -232,17 +194,10 @@ fn reconfigure<C: PartialEq + Copy, E: fmt::Debug>(
     if old == new {
         return None;
     }
-    // Validated with the rest of the file before anything was applied.
+    // Validated with the rest of the file before anything was applied
+    // (against a guard that appeared since, with the tables held).
     apply(*new).ok()?;
     Some(diff(old, new))
-}
-
-fn declared<E>(result: Result<(), E>) -> Vec<String> {
-    match result {
-        Ok(()) => vec!["declared".to_owned()],
-        // Refused only if declared meanwhile, which the lock rules out.
-        Err(_) => Vec::new(),
-    }
 }
 
 /// A file's text and the name its errors use.

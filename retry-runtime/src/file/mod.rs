@@ -43,6 +43,7 @@
 //! closest known one suggested, which `deny_unknown_fields` cannot do.
 
 mod apply;
+mod declare;
 mod fleet;
 mod overrides;
 mod parse;

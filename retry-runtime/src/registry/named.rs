@@ -3,29 +3,31 @@
 
 use std::sync::Arc;
 
+use super::table::Held;
 use super::{GuardKind, Registry, RegistryError, invalid};
 use crate::breaker::{BreakerConfig, CircuitBreaker};
 use crate::budget::{BudgetConfig, RetryBudget};
 use crate::bulkhead::{Bulkhead, BulkheadConfig};
+use crate::config::ConfigError;
 use crate::rate_limit::{RateLimit, RateLimitConfig};
 use crate::throttle::{Throttle, ThrottleConfig};
 
 impl Registry {
     /// Declares a named circuit breaker.
     pub fn declare_breaker(&self, name: &str, config: BreakerConfig) -> Result<(), RegistryError> {
-        let breaker = CircuitBreaker::new(name, config).map_err(|error| invalid(name, error))?;
-        self.inner.breakers.insert(name, breaker.with_hooks(self.inner.hooks.clone()))
+        let breaker = self.new_breaker(name, config).map_err(|error| invalid(name, error))?;
+        self.inner.breakers.insert(name, breaker)
     }
 
     /// Declares a named retry budget.
     pub fn declare_budget(&self, name: &str, config: impl Into<BudgetConfig>) -> Result<(), RegistryError> {
-        let budget = RetryBudget::new(name, config).map_err(|error| invalid(name, error))?;
+        let budget = self.new_budget(name, config.into()).map_err(|error| invalid(name, error))?;
         self.inner.budgets.insert(name, budget)
     }
 
     /// Declares a named bulkhead.
     pub fn declare_bulkhead(&self, name: &str, config: BulkheadConfig) -> Result<(), RegistryError> {
-        let bulkhead = Bulkhead::new(name, config).map_err(|error| invalid(name, error))?;
+        let bulkhead = self.new_bulkhead(name, config).map_err(|error| invalid(name, error))?;
         self.inner.bulkheads.insert(name, bulkhead)
     }
 
@@ -42,8 +44,7 @@ impl Registry {
     /// # }
     /// ```
     pub fn declare_throttle(&self, name: &str, config: ThrottleConfig) -> Result<(), RegistryError> {
-        let throttle =
-            Throttle::new(name, config, self.guard_seed(name)).map_err(|error| invalid(name, error))?;
+        let throttle = self.new_throttle(name, config).map_err(|error| invalid(name, error))?;
         self.inner.throttles.insert(name, throttle)
     }
 
@@ -59,8 +60,54 @@ impl Registry {
     /// # }
     /// ```
     pub fn declare_rate_limit(&self, name: &str, config: RateLimitConfig) -> Result<(), RegistryError> {
-        let limit = RateLimit::new(name, config).map_err(|error| invalid(name, error))?;
+        let limit = self.new_rate_limit(name, config).map_err(|error| invalid(name, error))?;
         self.inner.rate_limits.insert(name, limit)
+    }
+
+    /// A breaker for this registry (with its transition hooks), not yet in it.
+    pub(crate) fn new_breaker(
+        &self,
+        name: &str,
+        config: BreakerConfig,
+    ) -> Result<CircuitBreaker, ConfigError> {
+        Ok(CircuitBreaker::new(name, config)?.with_hooks(self.inner.hooks.clone()))
+    }
+
+    /// A budget for this registry, not yet in it.
+    pub(crate) fn new_budget(&self, name: &str, config: BudgetConfig) -> Result<RetryBudget, ConfigError> {
+        RetryBudget::new(name, config)
+    }
+
+    /// A bulkhead for this registry, not yet in it.
+    pub(crate) fn new_bulkhead(&self, name: &str, config: BulkheadConfig) -> Result<Bulkhead, ConfigError> {
+        Bulkhead::new(name, config)
+    }
+
+    /// A throttle for this registry (seeded from it), not yet in it.
+    pub(crate) fn new_throttle(&self, name: &str, config: ThrottleConfig) -> Result<Throttle, ConfigError> {
+        Throttle::new(name, config, self.guard_seed(name))
+    }
+
+    /// A rate limiter for this registry, not yet in it.
+    pub(crate) fn new_rate_limit(
+        &self,
+        name: &str,
+        config: RateLimitConfig,
+    ) -> Result<RateLimit, ConfigError> {
+        RateLimit::new(name, config)
+    }
+
+    /// Every table of guards, held (always in this order) while a
+    /// configuration file declares its guards: see [`Held`].
+    #[cfg_attr(not(feature = "config"), allow(dead_code))]
+    pub(crate) fn hold_guards(&self) -> HeldGuards<'_> {
+        HeldGuards {
+            breakers: self.inner.breakers.hold(),
+            budgets: self.inner.budgets.hold(),
+            bulkheads: self.inner.bulkheads.hold(),
+            throttles: self.inner.throttles.hold(),
+            rate_limits: self.inner.rate_limits.hold(),
+        }
     }
 
     /// The breaker declared (or created on first use) under `name`.
@@ -193,4 +240,14 @@ impl Registry {
         });
         Some(crate::backoff::stream_seed(self.seed()?, hash))
     }
+}
+
+/// Every table of a registry's guards, held: see [`Registry::hold_guards`].
+#[cfg_attr(not(feature = "config"), allow(dead_code))]
+pub(crate) struct HeldGuards<'r> {
+    pub(crate) breakers: Held<'r, CircuitBreaker>,
+    pub(crate) budgets: Held<'r, RetryBudget>,
+    pub(crate) bulkheads: Held<'r, Bulkhead>,
+    pub(crate) throttles: Held<'r, Throttle>,
+    pub(crate) rate_limits: Held<'r, RateLimit>,
 }

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, RwLockWriteGuard};
 
 use super::RegistryError;
 
@@ -70,6 +70,13 @@ impl<T> Table<T> {
         names
     }
 
+    /// The table held for a configuration file's declarations: no guard of
+    /// this kind is created, declared or looked up until it is let go.
+    #[cfg_attr(not(feature = "config"), allow(dead_code))]
+    pub(super) fn hold(&self) -> Held<'_, T> {
+        Held { entries: self.write() }
+    }
+
     fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Entry<T>>> {
         self.entries.read().unwrap_or_else(|e| e.into_inner())
     }
@@ -99,5 +106,40 @@ impl<T> Table<T> {
             })
             .guard
             .clone()
+    }
+}
+
+/// A table held by a configuration file while it declares its guards: a
+/// call that names a guard never declared waits, rather than create it with
+/// the defaults between the file's checks and its declarations.
+#[cfg_attr(not(feature = "config"), allow(dead_code))]
+pub(crate) struct Held<'t, T> {
+    entries: RwLockWriteGuard<'t, HashMap<String, Entry<T>>>,
+}
+
+#[cfg_attr(not(feature = "config"), allow(dead_code))]
+impl<T> Held<'_, T> {
+    /// The guard under `name`, and whether it was declared (rather than
+    /// created with the defaults when a call named it).
+    pub(crate) fn get(&self, name: &str) -> Option<(&Arc<T>, bool)> {
+        self.entries.get(name).map(|entry| (&entry.guard, entry.declared))
+    }
+
+    /// Declares `name` as `guard`, or, when a guard already has the name,
+    /// counts that one as declared and drops `guard`. The guard under the
+    /// name, and whether it is `guard`.
+    pub(crate) fn declare(&mut self, name: &str, guard: T) -> (Arc<T>, bool) {
+        match self.entries.get_mut(name) {
+            Some(entry) => {
+                entry.declared = true;
+                (entry.guard.clone(), false)
+            }
+            None => {
+                let guard = Arc::new(guard);
+                let entry = Entry { guard: guard.clone(), declared: true, resolved: AtomicBool::new(false) };
+                self.entries.insert(name.to_owned(), entry);
+                (guard, true)
+            }
+        }
     }
 }
