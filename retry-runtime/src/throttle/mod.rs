@@ -304,6 +304,33 @@ mod tests {
     }
 
     #[test]
+    fn the_simulators_core_decides_as_the_throttle_does() {
+        // The same settings and seed, against a dependency that accepts one
+        // answer in four: the same admissions, call for call, and refusals
+        // among them. (The throttle's own clock stays within the window's
+        // first tenth, where the core's time stands still.)
+        let config = ThrottleConfig::default();
+        let mut core = ThrottleCore::new(config, SmallRng::seed_from_u64(9));
+        let throttle = Throttle::new("t", config, Some(9)).unwrap();
+        let mut refused = 0;
+        for call in 0..400 {
+            let (admitted, _) = core.admit(Duration::ZERO);
+            assert_eq!(throttle.admit(), admitted, "call {call}");
+            if admitted {
+                core.answered(Duration::ZERO, call % 4 == 0);
+                throttle.answered(call % 4 == 0);
+            } else {
+                refused += 1;
+            }
+        }
+        assert!(refused > 100, "a dependency accepting a quarter is throttled: {refused} refused");
+        assert_eq!(
+            core.window.sums_at(0, tenth_of(config.window)),
+            throttle.window.sums_at(0, throttle.tenth())
+        );
+    }
+
+    #[test]
     fn a_dependency_that_accepts_what_it_is_sent_is_never_throttled() {
         let throttle = Throttle::new("t", ThrottleConfig::default(), Some(1)).unwrap();
         for _ in 0..10_000 {
