@@ -334,6 +334,44 @@ async fn every_attempt_starts_from_fresh_clones_of_owned_arguments() {
 }
 
 #[resilient(jitter = "none", base_ms = 1, max_attempts = 3)]
+async fn strip(mut text: &str, seen: &Mutex<Vec<String>>) -> Result<(), Flaky> {
+    seen.lock().unwrap().push(text.to_owned());
+    text = &text[1..];
+    seen.lock().unwrap().push(text.to_owned());
+    Err(Flaky::Down)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_mut_binding_of_a_shared_reference_is_the_argument_again_on_every_attempt() {
+    let seen = Mutex::new(Vec::new());
+    assert_eq!(strip("abc", &seen).await, Err(Flaky::Down));
+    assert_eq!(*seen.lock().unwrap(), ["abc", "bc", "abc", "bc", "abc", "bc"], "not abc, bc, bc, c, c, \"\"");
+}
+
+/// Takes its writer by value, as generic `Write` consumers do.
+fn write_through(mut writer: impl std::io::Write, bytes: &[u8]) {
+    writer.write_all(bytes).expect("room left");
+}
+
+#[resilient(jitter = "none", base_ms = 1, max_attempts = 3)]
+async fn fill(mut buf: &mut [u8], room: &Mutex<Vec<usize>>) -> Result<(), Flaky> {
+    room.lock().unwrap().push(buf.len());
+    // `Write for &mut [u8]` advances the binding, then the binding is moved.
+    std::io::Write::write_all(&mut buf, b"a").expect("room left");
+    write_through(buf, b"b");
+    Err(Flaky::Down)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_mut_binding_of_a_mut_reference_is_reborrowed_afresh_and_may_be_moved() {
+    let mut buf = [0; 4];
+    let room = Mutex::new(Vec::new());
+    assert_eq!(fill(&mut buf, &room).await, Err(Flaky::Down));
+    assert_eq!(*room.lock().unwrap(), [4, 4, 4], "every attempt writes from the start");
+    assert_eq!(buf, [b'a', b'b', 0, 0]);
+}
+
+#[resilient(jitter = "none", base_ms = 1, max_attempts = 3)]
 async fn describe<'a, T>(
     label: &'a str,
     value: T,

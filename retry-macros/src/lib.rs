@@ -63,9 +63,10 @@ use parse::{Args, Errors};
 /// attempt runs the body on fresh arguments: each parameter taken by value
 /// is cloned per attempt and must be `Clone` (unless `max_attempts = 1`),
 /// while references, `&mut` references and `&mut self` receivers are
-/// borrowed again by each attempt (a body that consumes a `self` taken by
-/// value needs `max_attempts = 1`, and so does a `&mut self` method that
-/// returns a borrow of `self`). The signature, generics, attributes, docs and
+/// borrowed again by each attempt, `mut` bindings included (a body that
+/// consumes a `self` taken by value needs `max_attempts = 1`, and so does a
+/// `&mut self` method that returns a borrow of `self`). The signature,
+/// generics, attributes, docs and
 /// visibility are kept as written, and the returned future is `Send`
 /// whenever the body's is.
 ///

@@ -22,9 +22,11 @@ pub(crate) struct Fresh {
 
 /// Owned parameters are cloned for every attempt (a non-`Clone` one fails
 /// to compile right at the parameter); `&T` parameters are copied; `&mut T`
-/// parameters are reborrowed by the attempt. The `mut` of an owned binding
-/// moves from the signature to the per-attempt copy, the one the body
-/// actually mutates. A parameter's `#[cfg]` goes with its copies.
+/// parameters are reborrowed by the attempt. The `mut` of a binding moves
+/// from the signature to the per-attempt copy or reborrow, the one the body
+/// actually mutates: a body that reassigns `mut text: &str` or moves
+/// `mut buf: &mut [u8]` leaves the next attempt the argument as passed. A
+/// parameter's `#[cfg]` goes with its copies.
 pub(crate) fn fresh_arguments(sig: &mut Signature) -> Fresh {
     let mut fresh = Fresh { before: Vec::new(), inside: Vec::new() };
     for input in &mut sig.inputs {
@@ -37,18 +39,28 @@ pub(crate) fn fresh_arguments(sig: &mut Signature) -> Fresh {
             .filter(|attr| attr.path().is_ident("cfg") || attr.path().is_ident("cfg_attr"))
             .collect();
         match peel(&typed.ty) {
-            Type::Reference(reference) if reference.mutability.is_some() => {
-                if let Pat::Ident(pat) = &*typed.pat
+            Type::Reference(reference) => {
+                let shared = reference.mutability.is_none();
+                if let Pat::Ident(pat) = &mut *typed.pat
                     && pat.by_ref.is_none()
-                    && pat.mutability.is_none()
                     && pat.subpat.is_none()
                 {
+                    let mutability = pat.mutability.take();
                     let ident = &pat.ident;
-                    fresh.before.push(quote!(#(#cfgs)* let #ident = &mut *#ident;));
-                    fresh.inside.push(quote!(#(#cfgs)* let #ident = #ident;));
+                    // A shared reference is `Copy`: the attempt's `let` copies it;
+                    // only a `mut` binding needs that copy.
+                    if !shared {
+                        fresh.before.push(quote!(#(#cfgs)* let #ident = &mut *#ident;));
+                    }
+                    if !shared || mutability.is_some() {
+                        fresh.inside.push(quote! {
+                            #(#cfgs)*
+                            #[allow(clippy::redundant_locals)]
+                            let #mutability #ident = #ident;
+                        });
+                    }
                 }
             }
-            Type::Reference(_) => {}
             _ => {
                 let span = typed.ty.span();
                 let mut bindings = Vec::new();
