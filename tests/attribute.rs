@@ -584,3 +584,28 @@ async fn a_mut_self_method_that_moves_self_is_retried_on_a_fresh_reborrow() {
     assert_eq!(account.debit().await, Ok(3));
     assert_eq!(account.attempts, 3);
 }
+
+/// Names its parameter and a local `__self`, as the macro once named the
+/// reborrow of `self`.
+#[derive(Default)]
+struct Tally {
+    total: u32,
+    attempts: u32,
+}
+
+impl Tally {
+    #[resilient(jitter = "none", base_ms = 1)]
+    async fn add(&mut self, __self: u32) -> Result<u32, Flaky> {
+        self.attempts += 1;
+        self.total += __self;
+        let __self = self.attempts;
+        if __self < 2 { Err(Flaky::Down) } else { Ok(self.total) }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_parameter_or_local_named_like_the_receivers_reborrow_is_the_users_own() {
+    let mut tally = Tally::default();
+    assert_eq!(tally.add(5).await, Ok(10), "two attempts, each adding the parameter");
+    assert_eq!(tally.attempts, 2);
+}

@@ -91,24 +91,35 @@ pub(crate) fn fresh_arguments(sig: &mut Signature) -> Fresh {
 /// `__self`, bound to `&mut *self` before each attempt (as async-trait
 /// renames it). Paths such as `self::item` and nested items keep theirs.
 pub(crate) fn reborrow_receiver(block: &mut Block, receiver: Span, fresh: &mut Fresh) {
-    RenameSelf.visit_block_mut(block);
-    let renamed = Ident::new("__self", receiver);
+    let renamed = rename_self(block, receiver);
     let receiver = Ident::new("self", receiver);
     fresh.before.push(quote!(let #renamed = &mut *#receiver;));
     fresh.inside.push(quote!(#[allow(clippy::redundant_locals)] let #renamed = #renamed;));
 }
 
-/// Renames the receiver `self` to `__self` in a body.
+/// Renames the body's `self` to the `__self` it returns. That `__self` is
+/// hygienic (mixed-site, at the receiver): a parameter or a binding of the
+/// user's named `__self` neither captures it nor is captured by it.
+fn rename_self(block: &mut Block, receiver: Span) -> Ident {
+    RenameSelf.visit_block_mut(block);
+    RenameSelf::renamed(receiver)
+}
+
+/// Renames the receiver `self` to a hygienic `__self` in a body.
 struct RenameSelf;
 
 impl RenameSelf {
+    fn renamed(at: Span) -> Ident {
+        Ident::new("__self", Span::mixed_site().located_at(at))
+    }
+
     fn rename(token_stream: TokenStream) -> TokenStream {
         let mut tokens: Vec<TokenTree> = token_stream.into_iter().collect();
         for i in 0..tokens.len() {
             let path_follows = matches!(tokens.get(i + 1), Some(TokenTree::Punct(p)) if p.as_char() == ':');
             match &mut tokens[i] {
                 TokenTree::Ident(ident) if ident == "self" && !path_follows => {
-                    *ident = Ident::new("__self", ident.span());
+                    *ident = Self::renamed(ident.span());
                 }
                 TokenTree::Group(group) => {
                     let mut renamed = Group::new(group.delimiter(), Self::rename(group.stream()));
@@ -126,7 +137,7 @@ impl VisitMut for RenameSelf {
     fn visit_expr_path_mut(&mut self, expr: &mut ExprPath) {
         if expr.qself.is_none() && expr.path.segments.len() == 1 && expr.path.segments[0].ident == "self" {
             let span = expr.path.segments[0].ident.span();
-            expr.path.segments[0].ident = Ident::new("__self", span);
+            expr.path.segments[0].ident = Self::renamed(span);
         }
         visit_mut::visit_expr_path_mut(self, expr);
     }
