@@ -33,7 +33,7 @@
 //!                 if false { let fake: Result<Row, DbError> = loop {}; return fake; } // fixes `?`'s target
 //!                 let id = id;
 //!                 let __self = __self;
-//!                 { __self.query(&id).await }    // the body, `self` renamed
+//!                 'body: { __self.query(&id).await } // the body, `self` renamed, labelled (see `attempt_block`)
 //!             };
 //!             match plain {
 //!                 // A plain call's first attempt: its value is the call's; a
@@ -67,7 +67,7 @@
 use proc_macro2::{Group, Span, TokenStream, TokenTree};
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{AttrStyle, Ident, ItemFn, ReturnType, Signature};
+use syn::{AttrStyle, Block, Ident, ItemFn, Lifetime, ReturnType, Signature};
 
 use crate::policy::attribute_config;
 use crate::rewrite::{fresh_arguments, reborrow_receiver};
@@ -96,7 +96,6 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
     let result = Ident::new("__resilient_result", Span::mixed_site());
 
     let config = attribute_config(&item.sig, plan, &rt);
-    let pin = pin_output_type(&item.sig);
     let key = match &plan.key {
         Some(key) => {
             let key_of = respan(quote!(#rt::idempotency_key), key.span());
@@ -149,23 +148,19 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         // by a call of a closure, owning fresh clones (`async move`); `&T`
         // parameters are copied into it. `&mut` ones were refused in `validate`.
         let fresh = fresh_arguments(&mut item.sig);
-        let (before, inside, body) = (&fresh.before, &fresh.inside, &item.block);
+        let before = &fresh.before;
+        let async_body = attempt_block(&item.sig, quote!(move), &fresh.inside, &item.block);
         let hedged = respan(quote!(#rt::Execution::attempt_hedged), error_span);
         let call = quote_spanned! {error_span=>
             #hedged(&mut *#execution, || {
                 #(#before)*
-                async move {
-                    #pin
-                    #(#inside)*
-                    #body
-                }
+                #async_body
             })
         };
         retry_loop(quote!(#call.await), &[])
     } else if plan.max_attempts == 1 {
         // One attempt: no loop, so the body may move its parameters and nothing is cloned.
-        let body = &item.block;
-        let attempt_once = attempt(quote!(async { #pin #body }));
+        let attempt_once = attempt(attempt_block(&item.sig, TokenStream::new(), &[], &item.block));
         quote! {
             match #attempt_once {
                 #rt::Step::Done(#result) => #result,
@@ -177,14 +172,8 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         if let Some(receiver) = mutable_receiver(&item.sig) {
             reborrow_receiver(&mut item.block, receiver.self_span, &mut fresh);
         }
-        let (before, inside, body) = (&fresh.before, &fresh.inside, &item.block);
-        let async_body = quote! {
-            async {
-                #pin
-                #(#inside)*
-                #body
-            }
-        };
+        let before = &fresh.before;
+        let async_body = attempt_block(&item.sig, TokenStream::new(), &fresh.inside, &item.block);
         if !plan.may_be_plain() {
             // Never plain (a key, a throttle, a timeout, ...): the step machine throughout.
             retry_loop(attempt(async_body), before)
@@ -338,26 +327,51 @@ fn error_handling(plan: &Plan, error_ty: &TokenStream, error_span: Span, rt: &To
     }
 }
 
-/// A never-taken early `return` that fixes the attempt's output type to the
+/// One attempt: an `async` block (`async move` for `movability = move`)
+/// that takes its fresh arguments (`inside`) and runs the body.
+///
+/// A never-taken early `return` first fixes the block's output type to the
 /// function's return type before the body is type-checked, so that `?` in
 /// the body knows which error type to convert into.
-fn pin_output_type(sig: &Signature) -> TokenStream {
+///
+/// The body is the block's tail, so that its value coerces to the return
+/// type (`Ok(Box::new(x))` to a `Result<Box<dyn Trait>, E>`) and nothing
+/// follows a body that diverges. It is labelled (hygienically: the body
+/// cannot name the label): a one-line body `{ Ok(n + 1) }` unlabelled there
+/// trips `unused_braces` at the user's braces, which `#![deny(warnings)]`
+/// makes an error. A typed `let` or a `match` around the body would leave
+/// code unreachable after `{ todo!() }`, or lose the coercion.
+fn attempt_block(
+    sig: &Signature,
+    movability: TokenStream,
+    inside: &[TokenStream],
+    body: &Block,
+) -> TokenStream {
     let ReturnType::Type(_, ty) = &sig.output else {
-        return TokenStream::new();
+        // Not a `Result`: `validate` has reported it, nothing is expanded.
+        return quote!(async #movability { #(#inside)* #body });
     };
     let fake = Ident::new("__resilient_fake_return", Span::mixed_site());
+    let label = Lifetime {
+        apostrophe: Span::mixed_site(),
+        ident: Ident::new("__resilient_body", Span::mixed_site()),
+    };
     let erased = erase_impl_trait(ty);
     quote! {
-        #[allow(
-            unreachable_code,
-            clippy::diverging_sub_expression,
-            clippy::empty_loop,
-            clippy::needless_return,
-            clippy::unreachable
-        )]
-        if false {
-            let #fake: #erased = loop {};
-            return #fake;
+        async #movability {
+            #[allow(
+                unreachable_code,
+                clippy::diverging_sub_expression,
+                clippy::empty_loop,
+                clippy::needless_return,
+                clippy::unreachable
+            )]
+            if false {
+                let #fake: #erased = loop {};
+                return #fake;
+            }
+            #(#inside)*
+            #label: #body
         }
     }
 }
