@@ -609,3 +609,34 @@ async fn a_parameter_or_local_named_like_the_receivers_reborrow_is_the_users_own
     assert_eq!(tally.add(5).await, Ok(10), "two attempts, each adding the parameter");
     assert_eq!(tally.attempts, 2);
 }
+
+// ---------------------------------------------------------------------------
+// A hedged method on an owned receiver
+
+/// Its first answer is slow; every later one is quick.
+struct Mirror {
+    name: String,
+    calls: AtomicU32,
+}
+
+impl Mirror {
+    #[resilient(jitter = "none", base_ms = 1, max_attempts = 2, hedge_after_ms = 100)]
+    async fn fetch(self: Arc<Self>) -> Result<String, Flaky> {
+        let call = self.calls.fetch_add(1, Ordering::SeqCst);
+        if call == 0 {
+            tokio::time::sleep(ms(1_000)).await;
+        }
+        let this = self; // The body may move its receiver.
+        Ok(format!("{}#{call}", this.name))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hedged_method_on_an_arc_receiver_gives_every_attempt_its_own_clone() {
+    let mirror = Arc::new(Mirror { name: "m".to_owned(), calls: AtomicU32::new(0) });
+    let start = Instant::now();
+    assert_eq!(Arc::clone(&mirror).fetch().await, Ok("m#1".to_owned()), "the hedge answered");
+    assert_eq!(start.elapsed(), ms(100), "started at 100 ms, answered at once");
+    assert_eq!(mirror.calls.load(Ordering::SeqCst), 2);
+    assert_eq!(Arc::strong_count(&mirror), 1, "the slow attempt and every clone were dropped");
+}

@@ -61,8 +61,10 @@
 //!
 //! With `hedge_after_ms`, each attempt is made by a closure the runtime may
 //! call again while earlier attempts run (`Execution::attempt_hedged`):
-//! the same fresh clones, in an `async move` block. With `fallback = path`,
-//! the loop's result is matched: an `Err` goes to `path(error).await`.
+//! the same fresh clones, in an `async move` block, and a fresh clone of
+//! an owned receiver such as `self: Arc<Self>` (the body's `self` renamed).
+//! With `fallback = path`, the loop's result is matched: an `Err` goes to
+//! `path(error).await`.
 
 use proc_macro2::{Group, Span, TokenStream, TokenTree};
 use quote::{quote, quote_spanned};
@@ -70,7 +72,7 @@ use syn::spanned::Spanned;
 use syn::{AttrStyle, Block, Ident, ItemFn, Lifetime, ReturnType, Signature};
 
 use crate::policy::attribute_config;
-use crate::rewrite::{fresh_arguments, reborrow_receiver};
+use crate::rewrite::{clone_receiver, fresh_arguments, reborrow_receiver};
 use crate::types::{erase_impl_trait, mutable_receiver};
 use crate::validate::{ErrorType, Plan};
 
@@ -145,9 +147,11 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
     };
     let run = if plan.hedge_after_ms.is_some() {
         // Hedged: the attempts of a round run side by side, so each is made
-        // by a call of a closure, owning fresh clones (`async move`); `&T`
-        // parameters are copied into it. `&mut` ones were refused in `validate`.
-        let fresh = fresh_arguments(&mut item.sig);
+        // by a call of a closure, owning fresh clones (`async move`) of the
+        // owned parameters and receiver; `&T` parameters are copied into it.
+        // `&mut` ones were refused in `validate`.
+        let mut fresh = fresh_arguments(&mut item.sig);
+        clone_receiver(&mut item.block, &mut item.sig, &mut fresh);
         let before = &fresh.before;
         let async_body = attempt_block(&item.sig, quote!(move), &fresh.inside, &item.block);
         let hedged = respan(quote!(#rt::Execution::attempt_hedged), error_span);

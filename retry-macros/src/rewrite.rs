@@ -1,13 +1,14 @@
 //! The rewrites that let a body run once per attempt: fresh copies of the
-//! arguments before each attempt, and a fresh reborrow of a `&mut self`
-//! receiver. `expand` wires them into the retry loop.
+//! arguments before each attempt, a fresh reborrow of a `&mut self`
+//! receiver, and a fresh clone of an owned receiver for a hedged attempt.
+//! `expand` wires them into the retry loop.
 
 use proc_macro2::{Group, Span, TokenStream, TokenTree};
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::token::Mut;
 use syn::visit_mut::{self, VisitMut};
-use syn::{Attribute, Block, ExprPath, FnArg, Ident, Macro, Pat, Signature, Type};
+use syn::{Attribute, Block, ExprPath, FnArg, Ident, Macro, Pat, ReceiverKind, Signature, Type};
 
 use crate::types::peel;
 
@@ -95,6 +96,31 @@ pub(crate) fn reborrow_receiver(block: &mut Block, receiver: Span, fresh: &mut F
     let receiver = Ident::new("self", receiver);
     fresh.before.push(quote!(let #renamed = &mut *#receiver;));
     fresh.inside.push(quote!(#[allow(clippy::redundant_locals)] let #renamed = #renamed;));
+}
+
+/// A hedged attempt is an `async move` made by a closure the runtime calls
+/// again for every hedge: an owned receiver (`self`, `self: Arc<Self>`)
+/// moved into the first would be gone for the next. Like an owned
+/// parameter, it is cloned for every attempt instead (a receiver that is
+/// not `Clone` fails to compile at its type), the body's `self` renamed to
+/// the clone. The `mut` of `mut self` moves to the clone.
+pub(crate) fn clone_receiver(block: &mut Block, sig: &mut Signature, fresh: &mut Fresh) {
+    let Some(FnArg::Receiver(receiver)) = sig.inputs.first_mut() else {
+        return;
+    };
+    let type_span = match &receiver.kind {
+        ReceiverKind::Value => receiver.self_token.span,
+        ReceiverKind::Typed(_, ty) if !matches!(peel(ty), Type::Reference(_)) => ty.span(),
+        _ => return,
+    };
+    let mutability = receiver.mutability.take();
+    let renamed = rename_self(block, receiver.self_token.span);
+    let receiver = Ident::new("self", receiver.self_token.span);
+    let clone = quote_spanned!(type_span=> ::core::clone::Clone::clone(&#receiver));
+    fresh
+        .before
+        .push(quote!(#[allow(clippy::clone_on_copy, clippy::redundant_clone)] let #renamed = #clone;));
+    fresh.inside.push(quote!(#[allow(clippy::redundant_locals)] let #mutability #renamed = #renamed;));
 }
 
 /// Renames the body's `self` to the `__self` it returns. That `__self` is
