@@ -65,7 +65,7 @@ use parse::{Args, Errors};
 /// while references, `&mut` references and `&mut self` receivers are
 /// borrowed again by each attempt, `mut` bindings included (a body that
 /// consumes a `self` taken by value needs `max_attempts = 1`, and so does a
-/// `&mut self` method that returns a borrow of `self`).
+/// function that returns a borrow of `&mut self` or of a `&mut` parameter).
 /// With `hedge_after_ms`, an owned receiver such as `self: Arc<Self>` is
 /// cloned per attempt too. The signature, generics, attributes, docs and
 /// visibility are kept as written, and the returned future is `Send`

@@ -79,6 +79,39 @@ pub(crate) fn mutable_receiver(sig: &Signature) -> Option<MutableReceiver> {
     }
 }
 
+/// The first reference in `ty` that may borrow from a `&mut` reference
+/// with lifetime `from`: one with that named lifetime, or with an elided or
+/// `'_` lifetime when `elided` says elision gives those `from`'s lifetime.
+pub(crate) fn borrow_of(ty: &Type, from: Option<&Lifetime>, elided: bool) -> Option<TokenStream> {
+    let borrows = |lifetime: Option<&Lifetime>| match lifetime {
+        None => elided,
+        Some(lifetime) if lifetime.ident == "_" => elided,
+        Some(lifetime) => from.is_some_and(|from| from.ident == lifetime.ident),
+    };
+    let inner = |ty: &Type| borrow_of(ty, from, elided);
+    match peel(ty) {
+        Type::Reference(reference) => {
+            if borrows(reference.lifetime.as_ref()) {
+                Some(reference.to_token_stream())
+            } else {
+                inner(&reference.elem)
+            }
+        }
+        Type::Tuple(tuple) => tuple.elems.iter().find_map(inner),
+        Type::Array(array) => inner(&array.elem),
+        Type::Slice(slice) => inner(&slice.elem),
+        Type::Path(path) => path.path.segments.iter().find_map(|segment| match &segment.arguments {
+            PathArguments::AngleBracketed(generics) => generics.args.iter().find_map(|arg| match arg {
+                GenericArgument::Type(t) => inner(t),
+                GenericArgument::Lifetime(l) if borrows(Some(l)) => Some(l.to_token_stream()),
+                _ => None,
+            }),
+            _ => None,
+        }),
+        _ => None,
+    }
+}
+
 /// The `E` of `Result<T, E>`, or an error if the function does not return a `Result`.
 pub(crate) fn error_type(sig: &Signature) -> syn::Result<ErrorType> {
     const MESSAGE: &str =

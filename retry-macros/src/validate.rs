@@ -6,14 +6,14 @@
 
 use proc_macro2::TokenStream;
 use quote::{ToTokens, quote};
-use syn::{FnArg, GenericArgument, Ident, ItemFn, Lifetime, Pat, PathArguments, ReturnType, Signature, Type};
+use syn::{FnArg, Ident, ItemFn, Pat, ReceiverKind, ReturnType, Signature, Type};
 
 pub(crate) use crate::types::ErrorType;
 
 use crate::arguments::{self, Default};
 use crate::parse::{Args, Errors, Setting};
 use crate::suggest;
-use crate::types::{error_type, mutable_receiver, peel};
+use crate::types::{borrow_of, error_type, mutable_receiver, peel};
 
 const MAX_ATTEMPTS: std::ops::RangeInclusive<i128> = 1..=100;
 
@@ -158,7 +158,7 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
         check(key_parameter(key, item));
     }
     if max_attempts > 1 {
-        check(no_borrow_of_mut_self_returned(&item.sig));
+        check(no_mutable_borrow_returned(&item.sig));
     }
 
     let hedge_after_ms = millis(&args, "hedge_after_ms", &mut check);
@@ -314,56 +314,55 @@ fn key_parameter(key: &Ident, item: &ItemFn) -> syn::Result<()> {
     Err(syn::Error::new(key.span(), format!("`key` must name a parameter of this function{hint}")))
 }
 
-/// A `&mut self` method that returns a borrow of `self` cannot retry: each
-/// attempt reborrows `self`, and the borrow checker cannot end a reborrow
-/// that may be returned before the next iteration takes another. Said here,
-/// at the borrow in the return type, instead of as a borrow error inside
-/// the expansion.
-fn no_borrow_of_mut_self_returned(sig: &Signature) -> syn::Result<()> {
-    let Some(receiver) = mutable_receiver(sig) else {
-        return Ok(());
-    };
+/// A `&mut self` method that returns a borrow of `self`, or a fn that
+/// returns a borrow of a `&mut T` parameter, cannot retry: each attempt
+/// reborrows it, and the borrow checker cannot end a reborrow that may be
+/// returned before the next iteration takes another. Said here, at the
+/// borrow in the return type, instead of as a borrow error inside the
+/// expansion.
+fn no_mutable_borrow_returned(sig: &Signature) -> syn::Result<()> {
     let ReturnType::Type(_, output) = &sig.output else {
         return Ok(());
     };
-    match borrow_of(output, receiver.lifetime.as_ref()) {
-        None => Ok(()),
-        Some(tokens) => Err(syn::Error::new_spanned(
+    if let Some(receiver) = mutable_receiver(sig)
+        && let Some(tokens) = borrow_of(output, receiver.lifetime.as_ref(), true)
+    {
+        return Err(syn::Error::new_spanned(
             tokens,
             "a `&mut self` method that returns a borrow of `self` cannot retry: every attempt reborrows `self`, and the borrow checker cannot end a borrow that may be returned (see \"Limitations\" in the README); return an owned value, or set `max_attempts = 1`",
-        )),
+        ));
     }
-}
-
-/// The first reference in `ty` that borrows from the receiver: one with an
-/// elided or `'_` lifetime (elision gives it the receiver's), or the
-/// receiver's own named lifetime.
-fn borrow_of(ty: &Type, receiver: Option<&Lifetime>) -> Option<TokenStream> {
-    let borrows_receiver = |lifetime: Option<&Lifetime>| match lifetime {
-        None => true,
-        Some(lifetime) => lifetime.ident == "_" || receiver.is_some_and(|r| r.ident == lifetime.ident),
-    };
-    match peel(ty) {
-        Type::Reference(reference) => {
-            if borrows_receiver(reference.lifetime.as_ref()) {
-                Some(reference.to_token_stream())
-            } else {
-                borrow_of(&reference.elem, receiver)
-            }
-        }
-        Type::Tuple(tuple) => tuple.elems.iter().find_map(|t| borrow_of(t, receiver)),
-        Type::Array(array) => borrow_of(&array.elem, receiver),
-        Type::Slice(slice) => borrow_of(&slice.elem, receiver),
-        Type::Path(path) => path.path.segments.iter().find_map(|segment| match &segment.arguments {
-            PathArguments::AngleBracketed(generics) => generics.args.iter().find_map(|arg| match arg {
-                GenericArgument::Type(t) => borrow_of(t, receiver),
-                GenericArgument::Lifetime(l) if borrows_receiver(Some(l)) => Some(l.to_token_stream()),
-                _ => None,
-            }),
-            _ => None,
+    // Elision gives the output's elided lifetimes a borrowed receiver's, else
+    // the parameters' only one (with more, the compiler refuses the elision).
+    let elided_from_receiver = sig.receiver().is_some_and(|receiver| {
+        match &receiver.kind {
+        ReceiverKind::Value => false,
+        ReceiverKind::Reference(..) => true,
+        ReceiverKind::Typed(_, ty) => ty.to_token_stream().into_iter().any(|token| {
+            matches!(token, proc_macro2::TokenTree::Punct(p) if p.as_char() == '&' || p.as_char() == '\'')
         }),
-        _ => None,
+        _ => true,
     }
+    });
+    for input in &sig.inputs {
+        if let FnArg::Typed(typed) = input
+            && let Type::Reference(reference) = peel(&typed.ty)
+            && reference.mutability.is_some()
+            && let Some(tokens) = borrow_of(output, reference.lifetime.as_ref(), !elided_from_receiver)
+        {
+            let name = match &*typed.pat {
+                Pat::Ident(pat) => format!("`{}`", pat.ident),
+                _ => "it".to_owned(),
+            };
+            return Err(syn::Error::new_spanned(
+                tokens,
+                format!(
+                    "a fn that returns a borrow of a `&mut` parameter cannot retry: every attempt reborrows {name}, and the borrow checker cannot end a borrow that may be returned (see \"Limitations\" in the README); return an owned value, or set `max_attempts = 1`"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The attempts of a hedged round run at the same time, and only one of
