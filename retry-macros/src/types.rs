@@ -25,14 +25,27 @@ pub(crate) fn peel(ty: &Type) -> &Type {
 
 /// Whether `ty` mentions `impl Trait`, which cannot be named in a turbofish or a `let`.
 pub(crate) fn mentions_impl_trait(ty: &Type) -> bool {
-    fn any_impl(tokens: TokenStream) -> bool {
-        tokens.into_iter().any(|token| match token {
-            proc_macro2::TokenTree::Ident(ident) => ident == "impl",
-            proc_macro2::TokenTree::Group(group) => any_impl(group.stream()),
-            _ => false,
-        })
+    mentions(ty.to_token_stream(), &|ident| ident == "impl")
+}
+
+/// Whether the function returns a future (`impl Future<..>`, `Box<dyn Future<..>>`,
+/// `BoxFuture<..>`): the output of a plain fn written as an `async fn` would be.
+pub(crate) fn returns_future(sig: &Signature) -> bool {
+    match &sig.output {
+        ReturnType::Type(_, ty) => {
+            mentions(ty.to_token_stream(), &|ident| ident.to_string().ends_with("Future"))
+        }
+        ReturnType::Default => false,
     }
-    any_impl(ty.to_token_stream())
+}
+
+/// Whether `tokens` hold an identifier, at any depth, that `is` says yes to.
+fn mentions(tokens: TokenStream, is: &dyn Fn(&proc_macro2::Ident) -> bool) -> bool {
+    tokens.into_iter().any(|token| match token {
+        proc_macro2::TokenTree::Ident(ident) => is(&ident),
+        proc_macro2::TokenTree::Group(group) => mentions(group.stream(), is),
+        _ => false,
+    })
 }
 
 /// `ty` with every `impl Trait` replaced by `_`, which the compiler infers

@@ -13,7 +13,7 @@ pub(crate) use crate::types::ErrorType;
 use crate::arguments::{self, Default};
 use crate::parse::{Args, Errors, Setting};
 use crate::suggest;
-use crate::types::{borrow_of, error_type, mutable_receiver, peel};
+use crate::types::{borrow_of, error_type, mutable_receiver, peel, returns_future};
 
 const MAX_ATTEMPTS: std::ops::RangeInclusive<i128> = 1..=100;
 
@@ -91,7 +91,11 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
     let error_type = match error_type(&item.sig) {
         Ok(error_type) => error_type,
         Err(error) => {
-            check(Err(error));
+            // A plain fn returning a future of a `Result` (`-> impl Future<Output = ..>`)
+            // has been told to be an `async fn`, which is all it has to change.
+            if item.sig.asyncness.is_some() || !returns_future(&item.sig) {
+                check(Err(error));
+            }
             ErrorType::Inferred
         }
     };
