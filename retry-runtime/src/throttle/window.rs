@@ -291,6 +291,17 @@ mod tests {
     }
 
     #[test]
+    fn a_clone_holds_the_same_counts_and_goes_its_own_way() {
+        let w = ThrottleWindow::default();
+        w.count_at(500, 1_000, true);
+        w.count_at(1_500, 1_000, false);
+        let copy = w.clone();
+        assert_eq!(copy.sums_at(1_500, 1_000), (2, 1));
+        copy.count_at(1_600, 1_000, false);
+        assert_eq!((copy.sums_at(1_600, 1_000), w.sums_at(1_600, 1_000)), ((3, 1), (2, 1)));
+    }
+
+    #[test]
     fn the_probability_follows_the_sre_formula() {
         let cfg = ThrottleConfig { k: 2.0, window: Duration::from_secs(60) };
         let w = ThrottleWindow::default();
