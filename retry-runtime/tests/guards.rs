@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use common::{Attempts, TestError, ms};
 use retry_runtime::{
-    BreakerConfig, BreakerState, BudgetConfig, BulkheadConfig, Jitter, Policy, Registry, RegistryError,
-    Rejection, TokenBucket,
+    BreakerConfig, BreakerState, BudgetConfig, BulkheadConfig, Jitter, Policy, RateLimitConfig, Registry,
+    RegistryError, Rejection, ThrottleConfig, TokenBucket,
 };
 use tokio::time::{Instant, sleep};
 
@@ -354,6 +354,12 @@ fn each_config_error_is_reported_with_its_field() {
     let bulkhead = BulkheadConfig { max_concurrent: 0, ..Default::default() };
     assert_eq!(field(registry.declare_bulkhead("b", bulkhead).unwrap_err()), "max_concurrent");
     assert!(registry.breaker("b").is_none(), "nothing half-declared");
+    // An empty name, which no function could give, for every kind of guard.
+    assert_eq!(field(registry.declare_breaker(" ", BreakerConfig::default()).unwrap_err()), "name");
+    assert_eq!(field(registry.declare_budget("", BudgetConfig::default()).unwrap_err()), "name");
+    assert_eq!(field(registry.declare_bulkhead("", BulkheadConfig::default()).unwrap_err()), "name");
+    assert_eq!(field(registry.declare_throttle("", ThrottleConfig::default()).unwrap_err()), "name");
+    assert_eq!(field(registry.declare_rate_limit("", RateLimitConfig::default()).unwrap_err()), "name");
 
     registry.declare_budget("dup", BudgetConfig::default()).unwrap();
     let dup = registry.declare_budget("dup", BudgetConfig::default()).unwrap_err();

@@ -70,21 +70,25 @@ impl Registry {
         name: &str,
         config: BreakerConfig,
     ) -> Result<CircuitBreaker, ConfigError> {
+        named(name)?;
         Ok(CircuitBreaker::new(name, config)?.with_hooks(self.inner.hooks.clone()))
     }
 
     /// A budget for this registry, not yet in it.
     pub(crate) fn new_budget(&self, name: &str, config: BudgetConfig) -> Result<RetryBudget, ConfigError> {
+        named(name)?;
         RetryBudget::new(name, config)
     }
 
     /// A bulkhead for this registry, not yet in it.
     pub(crate) fn new_bulkhead(&self, name: &str, config: BulkheadConfig) -> Result<Bulkhead, ConfigError> {
+        named(name)?;
         Bulkhead::new(name, config)
     }
 
     /// A throttle for this registry (seeded from it), not yet in it.
     pub(crate) fn new_throttle(&self, name: &str, config: ThrottleConfig) -> Result<Throttle, ConfigError> {
+        named(name)?;
         Throttle::new(name, config, self.guard_seed(name))
     }
 
@@ -94,6 +98,7 @@ impl Registry {
         name: &str,
         config: RateLimitConfig,
     ) -> Result<RateLimit, ConfigError> {
+        named(name)?;
         RateLimit::new(name, config)
     }
 
@@ -240,6 +245,15 @@ impl Registry {
         });
         Some(crate::backoff::stream_seed(self.seed()?, hash))
     }
+}
+
+/// A guard is declared under a name a function can give: not empty, as the
+/// attribute, `Policy::builder` and a configuration file require.
+fn named(name: &str) -> Result<(), ConfigError> {
+    if name.trim().is_empty() {
+        return Err(ConfigError::new("name", "a guard needs a name, not an empty string"));
+    }
+    Ok(())
 }
 
 /// Every table of a registry's guards, held: see [`Registry::hold_guards`].
