@@ -480,3 +480,22 @@ async fn the_last_attempt_sends_the_callers_request_and_only_earlier_ones_send_c
     assert_eq!(calls.load(Ordering::SeqCst), 4);
     assert_eq!(copies.load(Ordering::SeqCst), 3, "a copy for each attempt but the last");
 }
+
+/// The layers do not hedge (README): a hedging policy still sends one
+/// request per attempt, however long its answer takes.
+#[tokio::test(start_paused = true)]
+async fn a_hedging_policy_sends_one_request_per_attempt_through_the_layer() {
+    let calls = Arc::new(AtomicU32::new(0));
+    let counter = calls.clone();
+    let slow = service_fn(move |_: Request<Body>| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            Ok::<_, Infallible>(reply(200))
+        }
+    });
+    let service = ResilientLayer::new(policy(3).hedge(ms(10), 2).build().unwrap()).layer(slow);
+    let response = service.oneshot(get("http://in-process/")).await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 1));
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "no hedge at 10 ms or 20 ms: one request");
+}
