@@ -82,8 +82,7 @@ fn admit_at(
     k: f64,
     draw: impl FnOnce() -> f64,
 ) -> (bool, f64) {
-    let (requests, accepts) = window.sums_at(now, tenth);
-    let p = window::refusal_probability(requests, accepts, k);
+    let p = window.probability_at(now, tenth, k);
     if p == 0.0 {
         return (true, p);
     }
@@ -207,8 +206,7 @@ impl Throttle {
 
     /// The probability it refuses a request now.
     pub fn refusal_probability(&self) -> f64 {
-        let (requests, accepts) = self.window.sums_at(self.now(), self.tenth());
-        window::refusal_probability(requests, accepts, self.k())
+        self.window.probability_at(self.now(), self.tenth(), self.k())
     }
 
     /// Whether a request may go out now: refused with the refusal

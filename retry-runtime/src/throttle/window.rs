@@ -5,9 +5,10 @@
 //! Why a ring of atomics: every admission reads the window and every answer
 //! adds to it, from every thread calling the dependency. Behind one mutex,
 //! each call took it twice, and a busy dependency's callers queued on it.
-//! Here an answer is one `fetch_add` on its slice, and an admission ten
-//! pairs of loads. Only the first count of a new tenth takes a lock, to
-//! empty the slice it reuses: once per tenth of the window, not per call.
+//! Here an answer is one `fetch_add` on its slice, and an admission reads
+//! the current tenth's slice and the older tenths' sums, recounted once
+//! per tenth. Only the first count of a new tenth takes a lock, to empty
+//! the slice it reuses: once per tenth of the window, not per call.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -88,12 +89,6 @@ pub(super) fn saturating_nanos(time: Duration) -> u64 {
     u64::try_from(time.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// `max(0, (requests - k * accepts) / (requests + 1))`.
-pub(super) fn refusal_probability(requests: u64, accepts: u64, k: f64) -> f64 {
-    let requests = requests as f64;
-    ((requests - k * accepts as f64) / (requests + 1.0)).max(0.0)
-}
-
 impl ThrottleWindow {
     /// The probability of refusing a request at `now`:
     /// `max(0, (requests - k * accepts) / (requests + 1))` over the window.
@@ -111,8 +106,16 @@ impl ThrottleWindow {
     /// assert_eq!(window.refusal_probability(&cfg, now), 0.0, "99 requests <= 2 * 50 accepts");
     /// ```
     pub fn refusal_probability(&self, config: &ThrottleConfig, now: Duration) -> f64 {
-        let (requests, accepts) = self.sums_at(saturating_nanos(now), tenth_of(config.window));
-        refusal_probability(requests, accepts, config.k)
+        self.probability_at(saturating_nanos(now), tenth_of(config.window), config.k)
+    }
+
+    /// `max(0, (requests - k * accepts) / (requests + 1))` over the window
+    /// at `now` (nanoseconds), for tenths `tenth` nanoseconds wide.
+    #[inline]
+    pub(super) fn probability_at(&self, now: u64, tenth: u64, k: f64) -> f64 {
+        let (requests, accepts) = self.sums_at(now, tenth);
+        let requests = requests as f64;
+        ((requests - k * accepts as f64) / (requests + 1.0)).max(0.0)
     }
 
     /// Counts a request at `now` (answered, or refused here).
@@ -148,7 +151,7 @@ impl ThrottleWindow {
     /// slice already holds (see [`Self::add_at`]).
     #[inline]
     fn current_at(&self, start: u64, tenth: u64) -> (u64, u64) {
-        let slice = &self.slices[((start / tenth) % SLICES) as usize];
+        let slice = self.slice_for(start, tenth);
         if slice.start.load(Ordering::Acquire) < start {
             return (0, 0);
         }
@@ -188,7 +191,7 @@ impl ThrottleWindow {
 
     fn add_at(&self, now: u64, tenth: u64, counts: u64) {
         let start = now - now % tenth;
-        let slice = &self.slices[((now / tenth) % SLICES) as usize];
+        let slice = self.slice_for(start, tenth);
         // The slice holds this tenth, or a later one (a thread whose clock
         // read came later started it): either way the count belongs there.
         if slice.start.load(Ordering::Acquire) >= start {
@@ -196,6 +199,12 @@ impl ThrottleWindow {
             return;
         }
         self.reuse_for(slice, start, counts);
+    }
+
+    /// The slice of the ring that holds the tenth starting at `start`.
+    #[inline]
+    fn slice_for(&self, start: u64, tenth: u64) -> &Slice {
+        &self.slices[((start / tenth) % SLICES) as usize]
     }
 
     /// Starts `start`'s tenth in `slice`, dropping the tenth a whole window
