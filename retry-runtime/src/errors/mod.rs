@@ -50,42 +50,23 @@ pub(crate) fn classify_chain<'a>(error: &'a (dyn StdError + 'static)) -> ErrorCl
 
 /// The class of `error` if it is one of the types that know theirs, or a
 /// resilient call's [`Error<E>`] of one (transparent, it would otherwise be
-/// passed over with what it holds).
+/// passed over with what it holds). One list of types for both.
 fn known_class(error: &(dyn StdError + 'static)) -> Option<ErrorClass> {
-    if let Some(class) = wrapped_class(error) {
-        return Some(class);
-    }
-    if let Some(rejection) = error.downcast_ref::<Rejection>() {
-        return Some(rejection.classify());
-    }
-    if let Some(io) = error.downcast_ref::<std::io::Error>() {
-        return Some(io.classify());
-    }
-    #[cfg(feature = "reqwest")]
-    if let Some(reqwest) = error.downcast_ref::<reqwest::Error>() {
-        return Some(reqwest.classify());
-    }
-    #[cfg(feature = "tonic")]
-    if let Some(status) = error.downcast_ref::<::tonic::Status>() {
-        return Some(status.classify());
-    }
-    None
-}
-
-/// The class of `error` if it is an [`Error<E>`] for an `E` of
-/// [`known_class`]'s list.
-fn wrapped_class(error: &(dyn StdError + 'static)) -> Option<ErrorClass> {
-    macro_rules! wrapping {
-        ($($(#[$cfg:meta])* $inner:ty),*) => {$(
+    macro_rules! known {
+        ($($(#[$cfg:meta])* $known:ty),*) => {$(
             $(#[$cfg])*
-            if let Some(wrapped) = error.downcast_ref::<Error<$inner>>() {
+            if let Some(known) = error.downcast_ref::<$known>() {
+                return Some(known.classify());
+            }
+            $(#[$cfg])*
+            if let Some(wrapped) = error.downcast_ref::<Error<$known>>() {
                 return Some(wrapped.classify());
             }
         )*};
     }
-    wrapping!(
-        std::io::Error,
+    known!(
         Rejection,
+        std::io::Error,
         #[cfg(feature = "reqwest")]
         reqwest::Error,
         #[cfg(feature = "tonic")]
