@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
 
-use resilient::{Policy, Registry, resilient};
+use resilient::{BudgetConfig, Policy, Registry, resilient};
 
 use super::{Fault, error};
 
@@ -84,6 +84,52 @@ fn a_call_during_a_load_cannot_leave_a_guard_on_the_defaults() {
             .collect();
         assert!(lost.is_empty(), "load_toml returned Ok but these breakers kept the defaults: {lost:?}");
     }
+}
+
+/// A call that names a guard never declared creates it with the defaults;
+/// a load afterwards gives it the file's settings (its state kept, the
+/// call's guard the same), as a load racing the call does above. Only a
+/// guard declared before is refused. One that cannot take the file's
+/// settings refuses the file, with nothing applied.
+#[tokio::test]
+async fn a_load_after_a_call_gives_the_file_settings_to_the_guard_the_call_created() {
+    let registry = Registry::new();
+    let policy = Policy::builder().breaker("early").budget("early").build().unwrap();
+    registry.scope(policy.run(|| async { Ok::<_, std::io::Error>(()) })).await.unwrap();
+    let created = registry.breaker("early").expect("the call created it");
+    assert_eq!(created.config().failure_threshold, 5, "the defaults");
+
+    let err = registry
+        .load_toml(
+            "[breakers.early]
+[budgets.early]
+capacity = 7",
+        )
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "<toml>:2:10: budget `early` is a ratio budget (a call created it with the defaults before the file was loaded): a load cannot make it a token_bucket budget, its state would be lost (restart to change it)"
+    );
+    assert_eq!(err.problems[0].field.as_deref(), Some("early"));
+
+    registry
+        .load_toml(
+            "[breakers.early]
+failure_threshold = 3
+[budgets.early]
+ratio = 0.5",
+        )
+        .unwrap();
+    assert_eq!(created.config().failure_threshold, 3, "the file's settings, on the guard the call holds");
+    assert!(Arc::ptr_eq(&created, &registry.breaker("early").unwrap()));
+    let budget = registry.budget("early").unwrap().config();
+    assert!(matches!(budget, BudgetConfig::Ratio(r) if r.ratio == 0.5), "{budget:?}");
+
+    let err = registry.load_toml("[breakers.early]").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "<toml>:1:11: breaker `early` already exists: loading declares, use reload to change it"
+    );
 }
 
 #[test]

@@ -10,7 +10,7 @@ use super::report::{Change, ReloadReport, settings_diff};
 use super::{ConfigFile, ConfigFileError, Named, Problem, Problems, parse};
 use crate::operations;
 use crate::policy::Policy;
-use crate::registry::Registry;
+use crate::registry::{GuardKind, Registry};
 use crate::settings::Settings;
 
 /// Whether a file declares guards (a first load) or changes them.
@@ -20,12 +20,23 @@ pub(super) enum Mode {
     Reload,
 }
 
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Mode::Load => "load",
+            Mode::Reload => "reload",
+        })
+    }
+}
+
 impl Registry {
     /// Declares every guard and operation override of a TOML text (see the
     /// schema in the crate docs), beside those already in force (a second
-    /// file adds to the first). A guard that already exists, or an
-    /// operation that already has an override, is an error: use
-    /// [`reload_toml`](Self::reload_toml) to change it. Nothing is applied
+    /// file adds to the first). A guard already declared, or an operation
+    /// that already has an override, is an error: use
+    /// [`reload_toml`](Self::reload_toml) to change it. A guard that a call
+    /// created with the defaults (it named one never declared) takes the
+    /// file's settings and its state is kept, as on a reload. Nothing is applied
     /// from a text with any error; every error says where it is.
     ///
     /// ```
@@ -85,17 +96,23 @@ impl Registry {
         if mode == Mode::Load {
             self.refuse_existing(&parsed, &mut problems);
         }
+        // A load takes over a guard a call created with the defaults (see
+        // `refuse_existing`), as a reload changes one that exists: on the
+        // same terms, which the guard's state sets.
+        let origin = match mode {
+            Mode::Load => " (a call created it with the defaults before the file was loaded)",
+            Mode::Reload => "",
+        };
         for table in &parsed.budgets {
             let current = self.budget(&table.name).map(|budget| budget.config());
             if let Some(current) = current.filter(|current| current.form() != table.value.form()) {
+                let (is, file) = (current.form(), table.value.form());
                 problems.push(
                     &table.span,
                     Some(&table.name),
                     format!(
-                        "budget `{}` is a {} budget: a reload cannot make it a {} budget, its state would be lost (restart to change it)",
-                        table.name,
-                        current.form(),
-                        table.value.form()
+                        "budget `{}` is a {is} budget{origin}: a {mode} cannot make it a {file} budget, its state would be lost (restart to change it)",
+                        table.name
                     ),
                 );
             }
@@ -108,7 +125,7 @@ impl Registry {
                 problems.push(
                     &span,
                     Some(&key),
-                    format!("rate limit `{}`: `{key}`{note} {}", table.name, error.problem),
+                    format!("rate limit `{}`{origin}: `{key}`{note} {}", table.name, error.problem),
                 );
             }
         }
@@ -157,12 +174,17 @@ impl Registry {
         Ok(report)
     }
 
+    /// A load's problems for the guards and overrides already declared. A
+    /// guard a call created with the defaults (it named one never declared)
+    /// is not refused: the load gives it the file's settings, whether the
+    /// call came before the load or during it (see `declare_guards`).
     fn refuse_existing(&self, parsed: &ConfigFile, problems: &mut Problems<'_>) {
-        refuse("breaker", &parsed.breakers, |n| self.breaker(n).is_some(), problems);
-        refuse("budget", &parsed.budgets, |n| self.budget(n).is_some(), problems);
-        refuse("bulkhead", &parsed.bulkheads, |n| self.bulkhead(n).is_some(), problems);
-        refuse("throttle", &parsed.throttles, |n| self.throttle(n).is_some(), problems);
-        refuse("rate limit", &parsed.rate_limits, |n| self.rate_limit(n).is_some(), problems);
+        let declared = |kind| move |n: &str| self.is_declared(kind, n);
+        refuse("breaker", &parsed.breakers, declared(GuardKind::Breaker), problems);
+        refuse("budget", &parsed.budgets, declared(GuardKind::Budget), problems);
+        refuse("bulkhead", &parsed.bulkheads, declared(GuardKind::Bulkhead), problems);
+        refuse("throttle", &parsed.throttles, declared(GuardKind::Throttle), problems);
+        refuse("rate limit", &parsed.rate_limits, declared(GuardKind::RateLimit), problems);
         let overridden = |n: &str| self.operation_override(n).is_some();
         refuse("override of operation", &parsed.operations, overridden, problems);
     }

@@ -187,6 +187,19 @@ impl Registry {
         }
     }
 
+    /// Whether a guard of `kind` was declared under `name` (not merely
+    /// created on first use).
+    #[cfg_attr(not(feature = "config"), allow(dead_code))]
+    pub(crate) fn is_declared(&self, kind: GuardKind, name: &str) -> bool {
+        match kind {
+            GuardKind::Breaker => self.inner.breakers.is_declared(name),
+            GuardKind::Budget => self.inner.budgets.is_declared(name),
+            GuardKind::Bulkhead => self.inner.bulkheads.is_declared(name),
+            GuardKind::Throttle => self.inner.throttles.is_declared(name),
+            GuardKind::RateLimit => self.inner.rate_limits.is_declared(name),
+        }
+    }
+
     /// The names of `kind` a call's policy has looked up here, sorted.
     pub(crate) fn resolved_names(&self, kind: GuardKind) -> Vec<String> {
         match kind {

@@ -50,6 +50,12 @@ impl<T> Table<T> {
         all
     }
 
+    /// Whether `name` was declared (not merely created on first use).
+    #[cfg_attr(not(feature = "config"), allow(dead_code))]
+    pub(super) fn is_declared(&self, name: &str) -> bool {
+        self.read().get(name).is_some_and(|entry| entry.declared)
+    }
+
     /// The names declared (not merely created on first use), sorted.
     pub(super) fn declared_names(&self) -> Vec<String> {
         let mut names: Vec<String> =
