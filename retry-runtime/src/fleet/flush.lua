@@ -12,12 +12,17 @@ local i = 6
 -- What a replica's cumulative total adds since the last flush the server
 -- applied (its record; the replica's own acknowledged total when the
 -- record is gone). Resending a total adds nothing: a flush that timed out
--- on the replica's side but ran here is not counted twice.
+-- on the replica's side but ran here is not counted twice. The record only
+-- grows: a stale flush that runs late (queued on a connection the replica
+-- has since remade) must not wind it back, or the next flush would count
+-- again what was counted since.
 local function delta(record, field, total, acked)
   local last = redis.call('HGET', record, field)
   last = last and tonumber(last) or acked
-  redis.call('HSET', record, field, total)
-  if total > last then return total - last end
+  if total > last then
+    redis.call('HSET', record, field, total)
+    return total - last
+  end
   return 0
 end
 

@@ -10,6 +10,7 @@
 mod faults;
 mod processes;
 mod replica;
+mod script;
 mod server;
 
 use std::sync::Mutex;
