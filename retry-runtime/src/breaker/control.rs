@@ -95,3 +95,36 @@ impl CircuitBreaker {
         self.notify(transition);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    use crate::{BreakerConfig, BreakerState, CircuitBreaker, Outcome};
+
+    #[tokio::test(start_paused = true)]
+    async fn a_probe_of_a_round_a_fleet_ended_is_not_counted_as_one() {
+        // A fleet counts a replica's probe totals toward closing the round
+        // the replica last saw: a probe of an earlier round that reports
+        // late must not count, or a round could close with no probe of its own.
+        let config = BreakerConfig { half_open_max_calls: 2, success_threshold: 1, ..Default::default() };
+        let breaker = CircuitBreaker::new("db", config).unwrap();
+        breaker.trip_until(Instant::now(), Some(2));
+        let (ok, failed) = (breaker.try_acquire().unwrap(), breaker.try_acquire().unwrap());
+        assert!(ok.is_probe() && failed.is_probe());
+        // Another replica's probe failed: the fleet opened again.
+        breaker.trip_until(Instant::now() + Duration::from_secs(30), None);
+        ok.record(Outcome::Success);
+        failed.record(Outcome::Failure);
+        assert_eq!(breaker.state(), BreakerState::Open);
+        let totals = breaker.totals();
+        assert_eq!((totals.calls, totals.failures), (2, 1), "they ran all the same");
+        assert_eq!(
+            (totals.probe_successes, totals.probe_failures),
+            (0, 0),
+            "probes of an ended round counted as probes"
+        );
+    }
+}

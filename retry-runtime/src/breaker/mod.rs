@@ -113,9 +113,12 @@ pub struct BreakerTotals {
     pub failures: u64,
     /// Attempts refused (open, or no probe slot free).
     pub rejections: u64,
-    /// Half-open probes that succeeded (also counted in `calls`).
+    /// Half-open probes that succeeded (also counted in `calls`), while
+    /// their half-open period lasted: a probe that reports after it ended
+    /// (the breaker reopened or closed meanwhile) is only a call.
     pub probe_successes: u64,
-    /// Half-open probes that failed (also counted in `calls` and `failures`).
+    /// Half-open probes that failed (also counted in `calls` and `failures`),
+    /// as `probe_successes` counts them.
     pub probe_failures: u64,
 }
 
@@ -329,10 +332,15 @@ impl CircuitBreaker {
         // The clock is read only when the core will use it (not for a
         // success that just clears failures or counts a probe).
         let now = if core.needs_time(outcome) { self.now() } else { Duration::ZERO };
+        // A probe of a half-open period that has since ended (the breaker
+        // reopened or closed, on its own or on a fleet's word) changes
+        // nothing and is no probe of the period now: a fleet counts these
+        // totals toward closing the round its replica last saw.
+        let current = ticket.epoch == core.epoch();
         let transition = core.record(ticket, outcome, now);
         self.publish(&core);
         drop(core);
-        if ticket.probe {
+        if ticket.probe && current {
             let probes = match outcome {
                 Outcome::Success => Some(&self.counts.probe_successes),
                 Outcome::Failure => Some(&self.counts.probe_failures),
