@@ -102,7 +102,7 @@ impl BreakerSync {
                 (self.held, self.probing, self.fleet_until) = (false, None, None);
             }
             // `remaining` is at most tokio's horizon (see `script::answer`)
-            // and `hold` a few sync periods: these sums cannot overflow.
+            // and so is `hold` (see `Task::flush`): these sums cannot overflow.
             FleetState::Open { remaining } => {
                 self.fleet_until = Some(now + remaining);
                 self.breaker.trip_until(now + remaining + hold, None);

@@ -10,6 +10,7 @@ use super::breaker::BreakerSync;
 use super::budget::BudgetSync;
 use super::script::{answer, arguments};
 use super::store::{Store, StoreError};
+use crate::clock::HORIZON;
 use crate::registry::Registry;
 
 /// How many times leaving tries its last flush.
@@ -81,8 +82,10 @@ impl Task {
                 self.shared.flushes.fetch_add(1, Ordering::Relaxed);
                 // Past the fleet's open-until instant a replica stays open
                 // until a flush has asked for probe slots: two periods leave
-                // room for one late tick.
-                let hold = self.sync_every * 2;
+                // room for one late tick. At most tokio's horizon: the
+                // replica adds it to the time now (a sync period is only
+                // bounded below).
+                let hold = self.sync_every.saturating_mul(2).min(HORIZON);
                 for (sync, verdict) in self.breakers.iter_mut().zip(answer.breakers) {
                     sync.apply(verdict, hold);
                 }

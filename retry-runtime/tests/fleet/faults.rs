@@ -143,3 +143,29 @@ async fn frozen_and_thawed() {
     until("leasing again", Duration::from_secs(1), || a.budget("dep").unwrap().leased().is_some()).await;
     fleet.leave().await;
 }
+
+#[test]
+fn a_sync_period_near_duration_max_does_not_kill_the_task() {
+    serially(huge_sync_period());
+}
+
+async fn huge_sync_period() {
+    let Some(server) = Server::start("a_sync_period_near_duration_max_...") else { return };
+    let registry = Registry::new();
+    registry.declare_breaker("dep", BreakerConfig::default()).unwrap();
+    let config = FleetConfig {
+        url: server.url(),
+        prefix: "huge".into(),
+        // Valid (at least 1 ms): one flush at once, and then only on leaving.
+        sync_every: Duration::MAX,
+        store_timeout: Duration::from_secs(2),
+        breakers: vec!["dep".into()],
+        ..Default::default()
+    };
+    let fleet = registry.join_fleet(config.clone()).unwrap();
+    until("the first flush", Duration::from_secs(5), || fleet.flushes() >= 1).await;
+    sleep(Duration::from_millis(50)).await;
+    assert!(fleet.leave().await, "the task lived to make its last flush");
+    let again = registry.join_fleet(config).expect("the registry left the fleet and may join again");
+    again.leave().await;
+}
