@@ -319,7 +319,9 @@ impl Run<'_> {
         let replica = &mut self.replicas[index as usize];
         replica.totals[0] += 1;
         replica.totals[1] += u64::from(!ok);
-        if ticket.probe {
+        // As `CircuitBreaker::record_locked` counts them: a probe whose
+        // half-open period has ended is only a call.
+        if ticket.probe && ticket.epoch == replica.core.epoch() {
             replica.totals[if ok { 2 } else { 3 }] += 1;
         }
         let outcome = if ok { Outcome::Success } else { Outcome::Failure };
