@@ -57,7 +57,9 @@ impl BreakerSync {
         }
     }
 
-    pub(super) fn report(&mut self) -> BreakerReport {
+    /// What this replica reports; it asks for probe slots when the fleet
+    /// holds it back and its callers are refused, if it `asks` at all.
+    pub(super) fn report(&mut self, asks: bool) -> BreakerReport {
         let config = self.breaker.config();
         let now = self.breaker.totals();
         self.sent = totals(now);
@@ -76,7 +78,7 @@ impl BreakerSync {
             half_open_max_calls: config.half_open_max_calls,
             success_threshold: config.success_threshold,
             seen: self.seen,
-            want: if self.held && demand { config.half_open_max_calls } else { 0 },
+            want: if asks && self.held && demand { config.half_open_max_calls } else { 0 },
             held: self
                 .fleet_until
                 .map(|until| until.saturating_duration_since(Instant::now()))
@@ -131,5 +133,29 @@ impl BreakerSync {
         // `fleet_until` is kept: if the store comes back without its state
         // (restarted, flushed), the fleet's open period is rebuilt from it.
         self.held = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::breaker::BreakerConfig;
+    use crate::fleet::script::BreakerVerdict;
+
+    /// A replica the fleet holds open, whose callers are refused, asks for
+    /// probe slots, unless its flush asks for nothing (the last one, as it
+    /// leaves: slots granted then would sit unused until the round ends).
+    #[tokio::test(start_paused = true)]
+    async fn a_held_replica_with_refused_callers_asks_for_slots_only_when_its_flush_asks() {
+        let config = BreakerConfig { half_open_max_calls: 3, ..Default::default() };
+        let breaker = Arc::new(CircuitBreaker::new("dep", config).unwrap());
+        let mut sync = BreakerSync::new("dep".into(), breaker.clone());
+        let open = FleetState::Open { remaining: Duration::from_secs(1) };
+        sync.apply(BreakerVerdict { epoch: 1, state: open, granted: 0 }, Duration::from_millis(200));
+        assert!(breaker.try_acquire().is_none(), "held open");
+        assert_eq!(sync.report(false).want, 0, "asking for nothing");
+        assert!(breaker.try_acquire().is_none());
+        assert_eq!(sync.report(true).want, 3, "asking for what its callers need");
+        assert_eq!(sync.report(true).want, 0, "no caller refused since");
     }
 }

@@ -25,7 +25,9 @@ impl BudgetSync {
         BudgetSync { name, budget, acked: start, sent: start, seq: 0, asked: false, lease_size }
     }
 
-    pub(super) fn report(&mut self) -> BudgetReport {
+    /// What this replica reports; it asks for a lease when its tokens run
+    /// low, if it `asks` at all.
+    pub(super) fn report(&mut self, asks: bool) -> BudgetReport {
         // The fleet's form is the ratio form (checked when joining; a
         // reload cannot change a budget's form).
         let BudgetConfig::Ratio(config) = self.budget.config() else {
@@ -33,7 +35,7 @@ impl BudgetSync {
         };
         self.sent = self.budget.totals().first_attempts;
         let held = self.budget.leased().unwrap_or(0);
-        let want = if held < self.lease_size.div_ceil(2) { self.lease_size - held } else { 0 };
+        let want = if asks && held < self.lease_size.div_ceil(2) { self.lease_size - held } else { 0 };
         self.asked = want > 0;
         // The fleet's floor per window, as a local budget's.
         let floor = (f64::from(config.min_per_sec) * config.window.as_secs_f64()) as u64;

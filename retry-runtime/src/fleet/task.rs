@@ -13,6 +13,17 @@ use super::store::{Store, StoreError};
 use crate::clock::HORIZON;
 use crate::registry::Registry;
 
+/// Whether a flush asks the fleet for probe slots and retry tokens.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Asking {
+    /// A replica that stays asks for what its callers need.
+    ForWhatIsNeeded,
+    /// A replica leaving only reports: slots or tokens granted to it now
+    /// would be lost to the fleet (slots until the round's open period
+    /// ends, tokens until the window does).
+    ForNothing,
+}
+
 /// How many times leaving tries its last flush.
 const LAST_FLUSH_TRIES: u32 = 3;
 
@@ -46,7 +57,7 @@ impl Task {
         loop {
             tokio::select! {
                 _ = ticks.tick() => {
-                    self.flush().await;
+                    self.flush(Asking::ForWhatIsNeeded).await;
                 }
                 () = self.shared.stop.notified() => break,
             }
@@ -56,7 +67,7 @@ impl Task {
         let mut last = false;
         if self.shared.linked.load(Ordering::Acquire) {
             for _ in 0..LAST_FLUSH_TRIES {
-                last = self.flush().await;
+                last = self.flush(Asking::ForNothing).await;
                 if last {
                     break;
                 }
@@ -68,9 +79,10 @@ impl Task {
     }
 
     /// One flush; whether it got through.
-    async fn flush(&mut self) -> bool {
-        let breakers: Vec<_> = self.breakers.iter_mut().map(BreakerSync::report).collect();
-        let budgets: Vec<_> = self.budgets.iter_mut().map(BudgetSync::report).collect();
+    async fn flush(&mut self, asking: Asking) -> bool {
+        let asks = asking == Asking::ForWhatIsNeeded;
+        let breakers: Vec<_> = self.breakers.iter_mut().map(|sync| sync.report(asks)).collect();
+        let budgets: Vec<_> = self.budgets.iter_mut().map(|sync| sync.report(asks)).collect();
         let args = arguments(&self.prefix, self.replica, &breakers, &budgets);
         let result = self
             .store

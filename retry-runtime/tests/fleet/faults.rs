@@ -169,3 +169,38 @@ async fn huge_sync_period() {
     let again = registry.join_fleet(config).expect("the registry left the fleet and may join again");
     again.leave().await;
 }
+
+#[test]
+fn a_replica_leaving_asks_the_fleet_for_no_tokens_it_would_drop() {
+    serially(leaving_asks_for_nothing());
+}
+
+/// The last flush reports what the replica counted, but a lease granted
+/// then would be dropped at once, lost to the fleet until the window ends.
+async fn leaving_asks_for_nothing() {
+    let Some(server) = Server::start("a_replica_leaving_asks_...") else { return };
+    let registry = Registry::new();
+    registry.declare_budget("dep", RatioBudget::default()).unwrap();
+    let fleet = registry
+        .join_fleet(FleetConfig {
+            url: server.url(),
+            prefix: "leaving".into(),
+            // One flush at once, and then only the last one.
+            sync_every: Duration::from_secs(3_600),
+            store_timeout: Duration::from_secs(2),
+            budgets: vec!["dep".into()],
+            lease_size: 20,
+            ..Default::default()
+        })
+        .unwrap();
+    let budget = registry.budget("dep").unwrap();
+    until("the first lease", Duration::from_secs(5), || budget.leased().is_some()).await;
+    let leased = server.sum_field("leaving:budget:dep:*", "leased");
+    assert_eq!(leased, 20, "the first flush leased a batch");
+    // Below half a lease: a flush that asks would ask for more.
+    while budget.leased().unwrap() >= 10 {
+        assert!(budget.try_withdraw());
+    }
+    assert!(fleet.leave().await, "the last flush got through");
+    assert_eq!(server.sum_field("leaving:budget:dep:*", "leased"), leased, "nothing leased on leaving");
+}
