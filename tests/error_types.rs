@@ -200,6 +200,81 @@ async fn a_foreign_error_type_works_through_resilient_error() {
     assert_eq!(open.unwrap_err().rejection(), Some(&circuit_open()));
 }
 
+/// A server on 127.0.0.1 whose first `broken` answers promise 100 bytes of
+/// body, send 10 and close the connection; later answers are whole: `7`
+/// (or `seven` when `not_json`). It counts the requests it reads.
+async fn cut_body_server(broken: u32, not_json: bool) -> (String, std::sync::Arc<AtomicU32>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    let served = std::sync::Arc::new(AtomicU32::new(0));
+    let count = served.clone();
+    tokio::spawn(async move {
+        loop {
+            let (socket, _) = listener.accept().await.unwrap();
+            let count = count.clone();
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    if socket.readable().await.is_err() {
+                        return;
+                    }
+                    match socket.try_read(&mut buf) {
+                        Ok(0) => return,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                        Err(_) => return,
+                    }
+                }
+                let reply: &[u8] = if count.fetch_add(1, Ordering::SeqCst) < broken {
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\nconnection: close\r\n\r\n0123456789"
+                } else if not_json {
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nseven"
+                } else {
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\nconnection: close\r\n\r\n7"
+                };
+                let mut reply = reply;
+                while !reply.is_empty() {
+                    if socket.writable().await.is_err() {
+                        return;
+                    }
+                    match socket.try_write(reply) {
+                        Ok(n) => reply = &reply[n..],
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                        Err(_) => return,
+                    }
+                }
+                // Dropped: the connection closes, mid-body for a broken answer.
+            });
+        }
+    });
+    (url, served)
+}
+
+#[resilient(max_attempts = 3, base_ms = 1)]
+async fn http_json(url: String) -> Result<u32, Error<reqwest::Error>> {
+    Ok(reqwest::get(&url).await?.json().await?)
+}
+
+/// reqwest reports a body that broke off in transit as a decode error
+/// around a body error, as it does a body that is not JSON: the first is
+/// a network failure the next attempt may not meet, the second is not.
+#[tokio::test]
+async fn a_response_body_cut_off_in_transit_is_transient_and_one_that_does_not_parse_is_permanent() {
+    let (url, served) = cut_body_server(2, false).await;
+    let cut = reqwest::get(&url).await.unwrap().text().await.unwrap_err();
+    assert!(cut.is_decode(), "reqwest's kind for a failed body read: {cut:?}");
+    assert_eq!(cut.classify(), ErrorClass::Transient, "{cut:?}");
+    assert_eq!(http_json(url).await.unwrap(), 7, "the whole answer, on the retry");
+    assert_eq!(served.load(Ordering::SeqCst), 3);
+
+    let (url, served) = cut_body_server(0, true).await;
+    let Err(Error::Inner(not_json)) = http_json(url).await else { panic!("`seven` is not a u32") };
+    assert!(not_json.is_decode(), "{not_json:?}");
+    assert_eq!(not_json.classify(), ErrorClass::Permanent);
+    assert_eq!(served.load(Ordering::SeqCst), 1, "a body that does not parse is not retried");
+}
+
 // ---------------------------------------------------------------------------
 // classify = path
 
