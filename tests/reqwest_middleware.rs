@@ -19,7 +19,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body::Frame;
 use http_body_util::StreamBody;
-use loopback::{Server, status, throttled};
+use loopback::{Server, status, throttled, unavailable};
 use reqwest::StatusCode;
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware, Next};
 use resilient::reqwest_middleware::ResilientMiddleware;
@@ -72,21 +72,28 @@ async fn a_permanent_status_is_returned_at_once() {
 }
 
 /// On the paused clock the server sees the retry exactly `Retry-After`
-/// later (the backoff alone would wait 1 ms). The client's idle-connection
-/// reaper is off, so that no timer but the library's own is armed and the
-/// clock only jumps over its wait.
+/// later (the backoff alone would wait 1 ms), after a 429 as after a 503
+/// (RFC 9110 gives the header that meaning on both). The client's
+/// idle-connection reaper is off, so that no timer but the library's own is
+/// armed and the clock only jumps over its wait.
 #[tokio::test(start_paused = true)]
-async fn a_429_is_retried_after_its_retry_after() {
-    let server = Server::start(&[("/limited", &[throttled("1")])]).await;
+async fn a_429_or_a_503_is_retried_after_its_retry_after() {
+    let server =
+        Server::start(&[("/limited", &[throttled("1")]), ("/maintenance", &[unavailable("1")])]).await;
     let reqwest = reqwest::Client::builder().pool_idle_timeout(None).build().unwrap();
     let client =
         ClientBuilder::new(reqwest).with(ResilientMiddleware::new(policy(3).build().unwrap())).build();
-    let response = client.get(server.url("/limited")).send().await.unwrap();
-    assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 2));
-    let seen = server.seen("/limited");
-    let waited = seen[1].at - seen[0].at;
-    assert!(waited >= Duration::from_secs(1), "waited {waited:?}, less than Retry-After: 1");
-    assert!(waited < Duration::from_secs(1) + ms(10), "waited {waited:?}: the backoff adds 1 ms at most");
+    for path in ["/limited", "/maintenance"] {
+        let response = client.get(server.url(path)).send().await.unwrap();
+        assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 2), "{path}");
+        let seen = server.seen(path);
+        let waited = seen[1].at - seen[0].at;
+        assert!(waited >= Duration::from_secs(1), "{path}: waited {waited:?}, less than Retry-After: 1");
+        assert!(
+            waited < Duration::from_secs(1) + ms(10),
+            "{path}: waited {waited:?}: the backoff adds 1 ms at most"
+        );
+    }
 }
 
 /// A `Retry-After` the deadline cannot accommodate ends the call at once

@@ -26,7 +26,7 @@ use http_body_util::{BodyExt, Full, StreamBody};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use loopback::{Server, status, throttled};
+use loopback::{Server, status, throttled, unavailable};
 use resilient::tower::{BoxError, ResilientLayer};
 use resilient::{
     Attempts, BreakerConfig, BreakerState, BulkheadConfig, Jitter, Policy, PolicyBuilder, Registry,
@@ -119,6 +119,25 @@ async fn a_429_is_retried_after_its_retry_after() {
     let waited = seen[1].at - seen[0].at;
     assert!(waited >= Duration::from_secs(1), "waited {waited:?}, less than Retry-After: 1");
     assert!(waited < Duration::from_secs(1) + ms(10), "waited {waited:?}: the backoff adds 1 ms at most");
+}
+
+/// A 503 that says when to come back is waited for as a 429 is (RFC 9110
+/// gives `Retry-After` that meaning there too); a 503 without one is
+/// retried after the backoff alone.
+#[tokio::test(start_paused = true)]
+async fn a_503_is_retried_after_its_retry_after() {
+    let server = Server::start(&[("/maintenance", &[unavailable("2")]), ("/down", &[status(503)])]).await;
+    let service = ResilientLayer::new(policy(3).build().unwrap()).layer(client());
+    let response = service.clone().oneshot(get(&server.url("/maintenance"))).await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 2));
+    let seen = server.seen("/maintenance");
+    let waited = seen[1].at - seen[0].at;
+    assert!(waited >= Duration::from_secs(2), "waited {waited:?}, less than Retry-After: 2");
+    assert!(waited < Duration::from_secs(2) + ms(10), "waited {waited:?}: the backoff adds 1 ms at most");
+    let response = service.oneshot(get(&server.url("/down"))).await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 2));
+    let seen = server.seen("/down");
+    assert!(seen[1].at - seen[0].at < ms(10), "the backoff alone");
 }
 
 /// Real clock, and nothing that depends on it: a `Retry-After` the

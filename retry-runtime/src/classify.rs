@@ -88,6 +88,12 @@ impl ErrorClass {
     /// `Retry-After` may be delta-seconds or an HTTP-date (a date in the past
     /// means zero); an unparseable value is ignored.
     ///
+    /// A 503 that says when to come back (a `Retry-After` that parses) is
+    /// throttled with that wait: RFC 9110 gives the header that meaning on
+    /// a 503 too, and urllib3 and .NET's HTTP resilience honour it there.
+    /// Retried and counted by a breaker as a transient error is; only the
+    /// wait differs. Any other status ignores the header.
+    ///
     /// ```
     /// # use retry_runtime as resilient;
     /// use std::time::Duration;
@@ -98,10 +104,19 @@ impl ErrorClass {
     ///     ErrorClass::Throttled { retry_after: Some(Duration::ZERO) },
     /// );
     /// assert_eq!(ErrorClass::from_http(429, Some("soon")), ErrorClass::Throttled { retry_after: None });
+    /// assert_eq!(
+    ///     ErrorClass::from_http(503, Some("120")),
+    ///     ErrorClass::Throttled { retry_after: Some(Duration::from_secs(120)) },
+    /// );
+    /// assert_eq!(ErrorClass::from_http(503, Some("soon")), ErrorClass::Transient);
     /// ```
     pub fn from_http(status: u16, retry_after: Option<&str>) -> ErrorClass {
         match status {
             429 => ErrorClass::Throttled { retry_after: retry_after.and_then(parse_retry_after) },
+            503 => match retry_after.and_then(parse_retry_after) {
+                Some(after) => ErrorClass::Throttled { retry_after: Some(after) },
+                None => ErrorClass::Transient,
+            },
             408 | 500..=599 => ErrorClass::Transient,
             _ => ErrorClass::Permanent,
         }
@@ -214,6 +229,23 @@ mod tests {
         assert_eq!(ErrorClass::from_http(429, None), ErrorClass::Throttled { retry_after: None });
     }
 
+    /// A 503 that says when to come back is waited for; one that does not
+    /// (or says it in a way that does not parse) is transient, and no other
+    /// status takes the header.
+    #[test]
+    fn a_503_with_a_retry_after_is_throttled_for_that_long() {
+        let after = |seconds| ErrorClass::Throttled { retry_after: Some(Duration::from_secs(seconds)) };
+        assert_eq!(ErrorClass::from_http(503, Some("7")), after(7));
+        assert_eq!(ErrorClass::from_http(503, Some("Wed, 21 Oct 2015 07:28:00 GMT")), after(0), "past");
+        for junk in [None, Some("soon"), Some("-1"), Some("")] {
+            assert_eq!(ErrorClass::from_http(503, junk), ErrorClass::Transient, "{junk:?}");
+        }
+        for status in [408, 500, 502, 504] {
+            assert_eq!(ErrorClass::from_http(status, Some("7")), ErrorClass::Transient, "{status}");
+        }
+        assert_eq!(ErrorClass::from_http(404, Some("7")), ErrorClass::Permanent);
+    }
+
     #[test]
     fn retry_after_accepts_seconds_and_dates() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_470);
@@ -324,7 +356,7 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(1024))]
 
         /// The CI twin of `fuzz/fuzz_targets/retry_after.rs`: most cases are
-        /// 429 (whose `Retry-After` is parsed) or 503; a uniform `u16`
+        /// 429 or 503 (whose `Retry-After` is parsed); a uniform `u16`
         /// covers every other status.
         #[test]
         fn from_http_never_panics_on_any_input(
@@ -333,7 +365,9 @@ mod tests {
         ) {
             let class = ErrorClass::from_http(status, header.as_deref());
             prop_assert_eq!(class.is_retryable(), status == 408 || status == 429 || (500..600).contains(&status));
-            prop_assert_eq!(matches!(class, ErrorClass::Throttled { .. }), status == 429);
+            let parsed = header.as_deref().and_then(parse_retry_after);
+            let throttled = status == 429 || (status == 503 && parsed.is_some());
+            prop_assert_eq!(matches!(class, ErrorClass::Throttled { .. }), throttled);
             if let (ErrorClass::Throttled { retry_after }, Some(header)) = (class, &header) {
                 let delta = header.trim();
                 if !delta.is_empty() && delta.bytes().all(|b| b.is_ascii_digit()) {

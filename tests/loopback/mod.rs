@@ -33,6 +33,11 @@ pub fn throttled(retry_after: &'static str) -> Reply {
     Reply { status: 429, retry_after: Some(retry_after) }
 }
 
+/// A 503 with this `Retry-After`.
+pub fn unavailable(retry_after: &'static str) -> Reply {
+    Reply { status: 503, retry_after: Some(retry_after) }
+}
+
 /// A request the server saw.
 #[derive(Debug, Clone)]
 pub struct Seen {
