@@ -193,21 +193,25 @@ impl RateLimit {
     ///
     /// Cancel-safe: a turn is taken only when this returns `Ok`.
     pub async fn acquire(&self) -> Result<(), OverRate> {
-        let mut waited = Duration::ZERO;
+        // When the first refusal came (the uncontended case reads no clock).
+        let mut started = None;
         loop {
             match self.limiter.check() {
                 Ok(()) => return Ok(()),
                 Err(not_until) => {
                     // Another caller may take the turn this one waited for:
-                    // `max_wait` bounds the whole wait, not each round of it.
-                    let wait = not_until.wait_time_from(self.clock.now());
-                    let total = waited.saturating_add(wait);
+                    // `max_wait` bounds the whole wait, not each round of it,
+                    // and the time really waited, not the waits planned (a
+                    // sleep ends on the timer's tick after the turn, or later
+                    // on a busy runtime).
+                    let now = self.clock.now();
+                    let waited = now.saturating_sub(*started.get_or_insert(now));
+                    let total = waited.saturating_add(not_until.wait_time_from(now));
                     if self.max_wait().is_none_or(|max| total > max) {
                         crate::observe::rate_limited(&self.name, total);
                         return Err(OverRate { wait: total });
                     }
-                    tokio::time::sleep(wait).await;
-                    waited = total;
+                    tokio::time::sleep(total - waited).await;
                 }
             }
         }
@@ -267,6 +271,38 @@ mod tests {
         }
         // The burst, then 50 per second for 10 s (the GCRA is exact).
         assert_eq!(admitted, 5 + 500 - 1, "{admitted}");
+    }
+
+    /// Callers that keep losing the turn they waited for wait several
+    /// rounds; each round's sleep ends on the timer's next millisecond, after
+    /// the turn it waited for. `max_wait` bounds the time they really waited,
+    /// not the sum of the waits they planned.
+    #[tokio::test(start_paused = true)]
+    async fn max_wait_bounds_the_time_really_waited_over_many_rounds() {
+        use std::sync::Arc;
+        // One turn every 666.67 us: most turns fall between two ticks of
+        // tokio's millisecond timer.
+        let max_wait = ms(10);
+        let config = RateLimitConfig { per_second: 1500, burst: 1, max_wait: Some(max_wait) };
+        let limit = Arc::new(RateLimit::new("api", config).unwrap());
+        assert!(limit.try_acquire());
+        let start = Instant::now();
+        let callers: Vec<_> = (0..20)
+            .map(|_| {
+                let limit = limit.clone();
+                tokio::spawn(async move { (limit.acquire().await, start.elapsed()) })
+            })
+            .collect();
+        let mut admitted = 0;
+        for caller in callers {
+            let (outcome, waited) = caller.await.unwrap();
+            if outcome.is_ok() {
+                admitted += 1;
+                // The last sleep may end on the timer's next tick (1 ms), no later.
+                assert!(waited <= max_wait + ms(1), "admitted after {waited:?}, max_wait {max_wait:?}");
+            }
+        }
+        assert!(admitted >= 10, "the turns within max_wait were taken: {admitted}");
     }
 
     #[test]
