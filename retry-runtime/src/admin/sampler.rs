@@ -189,7 +189,11 @@ impl Shared {
             to: t.to.into(),
             forced,
         };
-        let transition = self.lock_history().push_transition(transition);
+        // Sent under the history's lock, so that the stream carries
+        // transitions in the order of their `seq` (a client drops one whose
+        // `seq` is not above the last it applied).
+        let mut history = self.lock_history();
+        let transition = history.push_transition(transition);
         self.channel.send(event("transition", &transition));
     }
 }

@@ -120,3 +120,77 @@ fn a_router_built_outside_a_runtime_starts_its_sampler_with_its_first_request() 
         );
     });
 }
+
+/// The `seq` of each `transition` event in `chunk`, and for a `snapshot`
+/// event the highest `seq` it lists (0 for none), in the order sent.
+fn seqs(chunk: &str) -> Vec<(bool, u64)> {
+    let seq_in = |data: &str| -> Vec<u64> {
+        data.split("\"seq\":")
+            .skip(1)
+            .map(|rest| rest.split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap())
+            .collect()
+    };
+    chunk
+        .split("\n\n")
+        .filter_map(|block| {
+            let data = block.lines().find_map(|line| line.strip_prefix("data: "))?;
+            match block.lines().find_map(|line| line.strip_prefix("event: "))? {
+                "transition" => Some((true, seq_in(data)[0])),
+                "snapshot" => Some((false, seq_in(data).into_iter().max().unwrap_or(0))),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// Transitions made at once on several threads reach the event stream in
+/// the order of their `seq`: the page drops a transition whose `seq` is not
+/// above the last it applied, so one sent out of order would be lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transitions_reach_the_stream_in_the_order_of_their_numbers() {
+    use axum::response::IntoResponse;
+    use futures_util::StreamExt;
+    const TOGGLES: u64 = 5_000;
+
+    let registry = Registry::new();
+    for name in ["a", "b", "c"] {
+        registry.declare_breaker(name, BreakerConfig::default()).unwrap();
+    }
+    let shared = Shared::start(router(&registry));
+    let stream = super::events::events(axum::extract::State(shared.clone())).await;
+    let mut body = stream.into_response().into_body().into_data_stream();
+    let togglers: Vec<_> = ["a", "b", "c"]
+        .into_iter()
+        .map(|name| {
+            let breaker = registry.breaker(name).unwrap();
+            std::thread::spawn(move || {
+                for _ in 0..TOGGLES {
+                    breaker.force_open();
+                    breaker.reset();
+                }
+            })
+        })
+        .collect();
+    // The highest `seq` seen, and the last transition's since the last snapshot.
+    let (mut highest, mut last, mut buffer) = (0, 0, String::new());
+    // Two transitions per toggle, three breakers.
+    while highest < 6 * TOGGLES {
+        let chunk =
+            tokio::time::timeout(Duration::from_secs(60), body.next()).await.unwrap().unwrap().unwrap();
+        buffer.push_str(std::str::from_utf8(&chunk).unwrap());
+        let Some(end) = buffer.rfind("\n\n") else { continue };
+        let complete: String = buffer.drain(..end + 2).collect();
+        for (transition, seq) in seqs(&complete) {
+            if transition {
+                assert!(seq > last, "transition {seq} sent after {last}");
+                last = seq;
+            } else {
+                // This client fell behind: a fresh snapshot, then the channel
+                // from where it is (it may repeat what the snapshot holds).
+                last = 0;
+            }
+            highest = highest.max(seq);
+        }
+    }
+    togglers.into_iter().for_each(|thread| thread.join().unwrap());
+}
