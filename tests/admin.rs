@@ -250,3 +250,8 @@ async fn closing_the_event_streams_ends_them_so_a_server_can_shut_down() {
 async fn the_page_shows_each_breaker_and_its_state_in_a_real_browser() {
     browser::renders_each_breaker_and_its_state().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_shows_the_transitions_of_a_service_restarted_under_it() {
+    browser::shows_the_transitions_of_a_restarted_service().await;
+}

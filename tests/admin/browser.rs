@@ -9,11 +9,15 @@
 //! then closes the stream (`EventStreams::close`): the page has applied
 //! every event before the stream's end lets virtual time run out.
 
-use std::process::{Command, Stdio};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use resilient::BreakerConfig;
 use resilient::admin::{self, Snapshot};
 use tokio::sync::mpsc;
+use tower::ServiceExt;
 
 use super::support::{Events, PATIENCE, TOKEN, call, guards, post, serve};
 
@@ -36,22 +40,7 @@ pub async fn renders_each_breaker_and_its_state() {
     registry.breaker("gamma").unwrap().force_closed();
     let admin = admin::router(&registry).with_token(TOKEN).unwrap();
     let streams = admin.event_streams();
-    // Tells the test when a page has subscribed to the events: the handler
-    // subscribes before it answers.
-    let (connected, mut page_connected) = mpsc::unbounded_channel();
-    let router = admin.into_router().layer(axum::middleware::from_fn(
-        move |request: axum::extract::Request, next: axum::middleware::Next| {
-            let connected = connected.clone();
-            async move {
-                let events = request.uri().path() == "/events";
-                let response = next.run(request).await;
-                if events {
-                    let _ = connected.send(());
-                }
-                response
-            }
-        },
-    ));
+    let (router, mut page_connected) = signalling_event_streams(admin.into_router());
     let addr = serve(router).await;
     for _ in 0..3 {
         call(&registry, "beta", Ok(())).await.unwrap();
@@ -65,56 +54,14 @@ pub async fn renders_each_breaker_and_its_state() {
         charted += tick.breakers.iter().find(|b| b.name == "beta").unwrap().per_second[0].calls;
     }
 
-    let profile = tempdir();
-    let mut browser = Command::new(&chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--virtual-time-budget=1000",
-            "--dump-dom",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(format!("http://{addr}/"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {chromium}: {e}"));
-    let pid = browser.id();
-    let stdout = browser.stdout.take().unwrap();
-    let stderr = browser.stderr.take().unwrap();
-    let output = std::thread::spawn(move || std::io::read_to_string(stdout));
-    let errors = std::thread::spawn(move || std::io::read_to_string(stderr));
-
-    if tokio::time::timeout(PATIENCE, page_connected.recv()).await.is_err() {
-        let _ = browser.kill();
-        panic!(
-            "Chromium (pid {pid}) never opened the event stream; its stderr:\n{}",
-            errors.join().unwrap().unwrap()
-        );
-    }
+    let mut page = Page::open(&chromium, addr, 1000);
+    page.connected(&mut page_connected).await;
     // Live, after the page connected: a transition it must apply.
     let (status, body) = post(addr, "alpha", "force-open", Some(&format!("Bearer {TOKEN}"))).await;
     assert_eq!(status, 200, "{body}");
     streams.close();
 
-    let finished = tokio::task::spawn_blocking(move || {
-        let status = browser.wait();
-        (status, output.join().unwrap(), errors.join().unwrap())
-    });
-    let (status, dom, errors) = match tokio::time::timeout(PATIENCE, finished).await {
-        Ok(joined) => joined.unwrap(),
-        Err(_) => panic!("Chromium (pid {pid}) did not dump the page within {PATIENCE:?}"),
-    };
-    let _ = std::fs::remove_dir_all(&profile);
-    let errors = errors.unwrap_or_default();
-    assert!(status.is_ok_and(|s| s.success()), "Chromium failed; its stderr:\n{errors}");
-    let dom = dom.unwrap();
+    let dom = page.dom().await;
 
     let alpha = card(&dom, "breaker", "alpha");
     assert!(
@@ -146,6 +93,146 @@ pub async fn renders_each_breaker_and_its_state() {
     let rate = card(&dom, "rate-limit", "alpha");
     assert!(rate.html.contains("50 per second, bursts of 5"), "{}", rate.html);
     assert!(dom.contains("alpha</b> closed → open (forced open)"), "the transition is listed:\n{dom}");
+}
+
+/// The page of a service that restarts while it is open: the new process
+/// numbers its transitions from 1 again, and the page, which reconnects by
+/// itself, must show them (it skips a transition it already has by number).
+///
+/// One address serves the service before its restart, then after it (a
+/// switch in front of two routers). The page loads from the first, which
+/// has four transitions to list; its stream then ends, the browser
+/// reconnects (3 s of virtual time later) to the second, which sends its
+/// snapshot, then one transition live. The budget (4.5 s) runs out before
+/// the next reconnection would bring a snapshot listing it anyway.
+pub async fn shows_the_transitions_of_a_restarted_service() {
+    let chromium = chromium();
+    let before = guards();
+    let old = admin::router(&before);
+    let old_streams = old.event_streams();
+    let old = old.into_router();
+    let alpha = before.breaker("alpha").unwrap();
+    for _ in 0..2 {
+        alpha.force_open();
+        alpha.reset();
+    }
+    let after = guards();
+    let restarted = admin::router(&after);
+    let new_streams = restarted.event_streams();
+    let restarted = restarted.into_router();
+    let switched = Arc::new(AtomicBool::new(false));
+    let switch = switched.clone();
+    let service = axum::Router::new().fallback(move |request: axum::extract::Request| {
+        let router = if switch.load(Ordering::SeqCst) { restarted.clone() } else { old.clone() };
+        async move { router.oneshot(request).await }
+    });
+    let (service, mut page_connected) = signalling_event_streams(service);
+    let addr = serve(service).await;
+
+    let mut page = Page::open(&chromium, addr, 4500);
+    page.connected(&mut page_connected).await;
+    switched.store(true, Ordering::SeqCst);
+    old_streams.close();
+    page.connected(&mut page_connected).await;
+    after.breaker("beta").unwrap().force_open();
+    new_streams.close();
+    let dom = page.dom().await;
+    assert!(
+        dom.contains("beta</b> closed → open (forced open)"),
+        "the restarted service's first transition is listed:\n{dom}"
+    );
+    assert!(!dom.contains("alpha</b> closed → open"), "the old service's are gone:\n{dom}");
+}
+
+/// `router`, telling the receiver each time a page subscribes to its events
+/// (the handler subscribes before it answers).
+fn signalling_event_streams(router: axum::Router) -> (axum::Router, mpsc::UnboundedReceiver<()>) {
+    let (connected, page_connected) = mpsc::unbounded_channel();
+    let router = router.layer(axum::middleware::from_fn(
+        move |request: axum::extract::Request, next: axum::middleware::Next| {
+            let connected = connected.clone();
+            async move {
+                let events = request.uri().path() == "/events";
+                let response = next.run(request).await;
+                if events {
+                    let _ = connected.send(());
+                }
+                response
+            }
+        },
+    ));
+    (router, page_connected)
+}
+
+/// Chromium, headless, on a page it dumps once `budget_ms` of virtual
+/// time has run (see the module docs).
+struct Page {
+    browser: Child,
+    pid: u32,
+    output: std::thread::JoinHandle<std::io::Result<String>>,
+    errors: Option<std::thread::JoinHandle<std::io::Result<String>>>,
+    profile: std::path::PathBuf,
+}
+
+impl Page {
+    fn open(chromium: &str, addr: SocketAddr, budget_ms: u32) -> Page {
+        let profile = tempdir();
+        let mut browser = Command::new(chromium)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--dump-dom",
+            ])
+            .arg(format!("--virtual-time-budget={budget_ms}"))
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg(format!("http://{addr}/"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {chromium}: {e}"));
+        let pid = browser.id();
+        let stdout = browser.stdout.take().unwrap();
+        let stderr = browser.stderr.take().unwrap();
+        let output = std::thread::spawn(move || std::io::read_to_string(stdout));
+        let errors = std::thread::spawn(move || std::io::read_to_string(stderr));
+        Page { browser, pid, output, errors: Some(errors), profile }
+    }
+
+    /// Waits until the page has (again) opened the event stream.
+    async fn connected(&mut self, page_connected: &mut mpsc::UnboundedReceiver<()>) {
+        if tokio::time::timeout(PATIENCE, page_connected.recv()).await.is_err() {
+            let _ = self.browser.kill();
+            let errors = self.errors.take().map(|e| e.join().unwrap().unwrap_or_default());
+            panic!(
+                "Chromium (pid {}) never opened the event stream; its stderr:\n{}",
+                self.pid,
+                errors.unwrap_or_default()
+            );
+        }
+    }
+
+    /// The page's DOM once the browser has dumped it and exited.
+    async fn dom(self) -> String {
+        let Page { mut browser, pid, output, errors, profile } = self;
+        let finished = tokio::task::spawn_blocking(move || {
+            let status = browser.wait();
+            let errors = errors.map(|e| e.join().unwrap().unwrap_or_default());
+            (status, output.join().unwrap(), errors.unwrap_or_default())
+        });
+        let (status, dom, errors) = match tokio::time::timeout(PATIENCE, finished).await {
+            Ok(joined) => joined.unwrap(),
+            Err(_) => panic!("Chromium (pid {pid}) did not dump the page within {PATIENCE:?}"),
+        };
+        let _ = std::fs::remove_dir_all(&profile);
+        assert!(status.is_ok_and(|s| s.success()), "Chromium failed; its stderr:\n{errors}");
+        dom.unwrap()
+    }
 }
 
 /// A card's opening tag and its whole HTML, found by its `data-<kind>` name.
