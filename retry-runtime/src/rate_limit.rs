@@ -193,6 +193,16 @@ impl RateLimit {
     ///
     /// Cancel-safe: a turn is taken only when this returns `Ok`.
     pub async fn acquire(&self) -> Result<(), OverRate> {
+        self.acquire_before(None).await.map_err(|late| match late {
+            Late::OverRate(over) => over,
+            Late::PastDeadline => unreachable!("no deadline"),
+        })
+    }
+
+    /// [`acquire`](Self::acquire), refusing at once a turn that would come
+    /// at or after `deadline` (no wait is started that can only end in the
+    /// deadline's rejection). Over `max_wait` comes first.
+    pub(crate) async fn acquire_before(&self, deadline: Option<Instant>) -> Result<(), Late> {
         // When the first refusal came (the uncontended case reads no clock).
         let mut started = None;
         loop {
@@ -209,13 +219,28 @@ impl RateLimit {
                     let total = waited.saturating_add(not_until.wait_time_from(now));
                     if self.max_wait().is_none_or(|max| total > max) {
                         crate::observe::rate_limited(&self.name, total);
-                        return Err(OverRate { wait: total });
+                        return Err(Late::OverRate(OverRate { wait: total }));
                     }
-                    tokio::time::sleep(total - waited).await;
+                    let left = total - waited;
+                    if deadline
+                        .is_some_and(|deadline| deadline.saturating_duration_since(Instant::now()) <= left)
+                    {
+                        return Err(Late::PastDeadline);
+                    }
+                    tokio::time::sleep(left).await;
                 }
             }
         }
     }
+}
+
+/// Why [`RateLimit::acquire_before`] took no turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Late {
+    /// The turn is further away than `max_wait`.
+    OverRate(OverRate),
+    /// The turn comes at or after the deadline.
+    PastDeadline,
 }
 
 #[cfg(test)]
@@ -303,6 +328,25 @@ mod tests {
             }
         }
         assert!(admitted >= 10, "the turns within max_wait were taken: {admitted}");
+    }
+
+    /// A turn within `max_wait` but at or past the caller's deadline is
+    /// refused at once, and taken by no one; one before it is waited for.
+    #[tokio::test(start_paused = true)]
+    async fn a_turn_past_the_deadline_is_refused_at_once() {
+        let config = RateLimitConfig { per_second: 10, burst: 1, max_wait: Some(ms(500)) };
+        let limit = RateLimit::new("api", config).unwrap();
+        assert!(limit.try_acquire());
+        let start = Instant::now();
+        for deadline in [start + ms(50), start + ms(100)] {
+            assert_eq!(limit.acquire_before(Some(deadline)).await, Err(Late::PastDeadline));
+            assert_eq!(start.elapsed(), ms(0), "no wait started");
+        }
+        assert_eq!(limit.acquire_before(Some(start + ms(101))).await, Ok(()));
+        assert_eq!(start.elapsed(), ms(100), "the turn at 100 ms, untaken by the refusals");
+        limit.reconfigure(RateLimitConfig { max_wait: Some(ms(50)), ..config }).unwrap();
+        let over = limit.acquire_before(Some(start + ms(110))).await;
+        assert_eq!(over, Err(Late::OverRate(OverRate { wait: ms(100) })), "over max_wait comes first");
     }
 
     #[test]

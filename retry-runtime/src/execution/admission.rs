@@ -16,7 +16,7 @@ use crate::breaker::{BreakerPermit, CircuitBreaker};
 use crate::bulkhead::{Bulkhead, BulkheadPermit};
 use crate::decision::StopReason;
 use crate::guards::Guards;
-use crate::rate_limit::RateLimit;
+use crate::rate_limit::{Late, RateLimit};
 use crate::rejection::Rejection;
 use crate::throttle::Throttle;
 
@@ -102,19 +102,23 @@ pub(super) enum Wait {
 
 /// Waits for a rate-limit turn: at most the limit's `max_wait`, and never
 /// past the deadline, if any (then the call's refusal is the deadline's).
+/// A turn that will come at or after the deadline is not waited for: the
+/// call ends at once, as for a `Retry-After` it cannot wait out.
 /// Borrows only the limit, so that either path can keep it while it waits.
 pub(super) async fn turn_within(
     limit: &RateLimit,
     deadline: Option<(Instant, Refusal)>,
 ) -> Result<(), Refusal> {
-    let acquired = match deadline {
-        None => limit.acquire().await,
-        Some((deadline, refusal)) => match timeout_at(deadline, limit.acquire()).await {
-            Ok(acquired) => acquired,
-            Err(_) => return Err(refusal),
-        },
+    let Some((deadline, refusal)) = deadline else {
+        return limit.acquire().await.map_err(|_| Refusal::rate_limited(limit));
     };
-    acquired.map_err(|_| Refusal::rate_limited(limit))
+    // The time limit too: a caller that loses the turn it waited for
+    // waits again, and the timer may fire a tick late.
+    match timeout_at(deadline, limit.acquire_before(Some(deadline))).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(Late::OverRate(_))) => Err(Refusal::rate_limited(limit)),
+        Ok(Err(Late::PastDeadline)) | Err(_) => Err(refusal),
+    }
 }
 
 impl<S, H> Execution<'_, S, H> {
