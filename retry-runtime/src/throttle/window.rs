@@ -25,6 +25,11 @@ const SLICES: u64 = 10;
 const REQUEST: u64 = 1 << 32;
 const ACCEPT: u64 = 1;
 const ACCEPTS: u64 = u32::MAX as u64;
+/// A half at 2^31 or more: its slice is full, and counts no more in this
+/// tenth rather than let a half wrap (requests to zero, or accepts carrying
+/// into requests). Half the room is left for the adds of threads that saw
+/// the slice just below it.
+const FULL: u64 = 1 << 63 | 1 << 31;
 
 /// Requests and accepts over a sliding window, as pure logic: the time is
 /// passed in, as a [`Duration`] since any fixed origin. Counted per tenth
@@ -62,8 +67,20 @@ struct Older {
 struct Slice {
     /// Where this slice's tenth starts, in nanoseconds from the origin.
     start: AtomicU64,
-    /// `requests << 32 | accepts` counted in it.
+    /// `requests << 32 | accepts` counted in it, each up to about 2^31
+    /// (see [`FULL`]).
     counts: AtomicU64,
+}
+
+impl Slice {
+    /// Adds `counts`, unless the slice is full (see [`FULL`]): saturating.
+    /// (Relaxed: the load only bounds the add, whose own count is exact.)
+    #[inline]
+    fn add(&self, counts: u64) {
+        if self.counts.load(Ordering::Relaxed) & FULL == 0 {
+            self.counts.fetch_add(counts, Ordering::Relaxed);
+        }
+    }
 }
 
 impl Clone for ThrottleWindow {
@@ -195,7 +212,7 @@ impl ThrottleWindow {
         // The slice holds this tenth, or a later one (a thread whose clock
         // read came later started it): either way the count belongs there.
         if slice.start.load(Ordering::Acquire) >= start {
-            slice.counts.fetch_add(counts, Ordering::Relaxed);
+            slice.add(counts);
             return;
         }
         self.reuse_for(slice, start, counts);
@@ -215,7 +232,7 @@ impl ThrottleWindow {
     fn reuse_for(&self, slice: &Slice, start: u64, counts: u64) {
         let _reusing = self.reuse.lock().unwrap_or_else(|e| e.into_inner());
         if slice.start.load(Ordering::Acquire) >= start {
-            slice.counts.fetch_add(counts, Ordering::Relaxed);
+            slice.add(counts);
             return;
         }
         // Counts first, then the start that makes them current (Release): a
@@ -325,6 +342,28 @@ mod tests {
         assert!((w.refusal_probability(&cfg, t) - 100.0 / 301.0).abs() < 1e-12);
         // A minute later it is all forgotten.
         assert_eq!(w.refusal_probability(&cfg, t + Duration::from_secs(60)), 0.0);
+    }
+
+    #[test]
+    fn a_tenth_that_counted_2_pow_32_requests_saturates_instead_of_wrapping() {
+        // A tenth of a one-day window is 2.4 h: 2^32 requests in it are
+        // 500 000 a second. As if they had come, none accepted:
+        let tenth = 1_000;
+        let w = ThrottleWindow::default();
+        w.count_at(0, tenth, false);
+        w.slices[0].counts.store(u64::from(u32::MAX) * REQUEST, Ordering::Relaxed);
+        let full = w.sums_at(0, tenth);
+        w.count_at(1, tenth, false);
+        w.count_at(2, tenth, true);
+        let (requests, accepts) = w.sums_at(2, tenth);
+        assert!(requests >= full.0 && accepts <= requests, "{full:?} then {:?}", (requests, accepts));
+        assert!(w.probability_at(2, tenth, 2.0) > 0.99, "a refusing dependency stays throttled");
+        // The same with every request accepted: the accepts must not carry
+        // into the requests.
+        w.slices[0].counts.store(u64::MAX, Ordering::Relaxed);
+        w.count_at(3, tenth, true);
+        let (requests, accepts) = w.sums_at(3, tenth);
+        assert!(requests >= u64::from(u32::MAX) && accepts <= requests, "{:?}", (requests, accepts));
     }
 
     #[test]
