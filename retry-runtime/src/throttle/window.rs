@@ -10,9 +10,21 @@
 //! per tenth. Only the first count of a new tenth takes a lock, to empty
 //! the slice it reuses: once per tenth of the window, not per call.
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+// Under `--cfg resilient_loom` the window's synchronisation is model-checked
+// by loom (tests/loom_throttle.rs), as the breaker's is.
+#[cfg(resilient_loom)]
+use loom::sync::{
+    Mutex,
+    atomic::{AtomicU64, Ordering, fence},
+};
+use std::sync::TryLockError;
+#[cfg(not(resilient_loom))]
+use std::sync::{
+    Mutex,
+    atomic::{AtomicU64, Ordering, fence},
+};
 
 use super::ThrottleConfig;
 
@@ -54,13 +66,65 @@ pub struct ThrottleWindow {
 /// instead of ten slices. Recounted by the first admission of each tenth.
 /// (A count that a thread whose clock read came before a tenth began adds
 /// after that tenth's recount is missed until the next one.)
+///
+/// The four words are one value, written by one thread at a time and read
+/// as a seqlock: two admissions recounting at once (one whose clock read
+/// came before a tenth began, one after) would otherwise leave one's
+/// requests beside the other's accepts, kept for the whole tenth.
 #[derive(Debug, Default)]
 struct Older {
+    /// Odd while a writer rewrites the words below, bumped again when it
+    /// is done: a reader that finds it even and unchanged around its reads
+    /// read one writer's words.
+    version: AtomicU64,
     /// The current tenth's start plus one (0: never summed), and its width.
     start: AtomicU64,
     tenth: AtomicU64,
     requests: AtomicU64,
     accepts: AtomicU64,
+    /// Held to rewrite them.
+    write: Mutex<()>,
+}
+
+impl Older {
+    /// The sums kept for the tenth whose start plus one is `label`, `tenth`
+    /// wide, unless another tenth's are kept, or a writer was rewriting them.
+    #[inline]
+    fn read(&self, label: u64, tenth: u64) -> Option<(u64, u64)> {
+        // Acquire: the words written before this version was published.
+        let version = self.version.load(Ordering::Acquire);
+        let kept = self.start.load(Ordering::Relaxed) == label && self.tenth.load(Ordering::Relaxed) == tenth;
+        let sums = (self.requests.load(Ordering::Relaxed), self.accepts.load(Ordering::Relaxed));
+        // A word a later writer wrote was written after its Release fence:
+        // having read it, the load below sees that writer's odd version.
+        fence(Ordering::Acquire);
+        let whole = version.is_multiple_of(2) && self.version.load(Ordering::Relaxed) == version;
+        (kept && whole).then_some(sums)
+    }
+
+    /// Keeps `sums` for the tenth whose start plus one is `label`; unless
+    /// another thread is keeping its own (the next admission recounts).
+    #[cold]
+    fn keep(&self, label: u64, tenth: u64, (requests, accepts): (u64, u64)) {
+        // Nothing panics under this lock: a poisoned one is still consistent.
+        let _writing = match self.write.try_lock() {
+            Ok(writing) => writing,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => return,
+        };
+        // Only the lock's holder changes the version (Relaxed: the lock
+        // orders writers).
+        let version = self.version.load(Ordering::Relaxed);
+        self.version.store(version.wrapping_add(1), Ordering::Relaxed);
+        // The odd version before any word (see `read`).
+        fence(Ordering::Release);
+        self.start.store(label, Ordering::Relaxed);
+        self.tenth.store(tenth, Ordering::Relaxed);
+        self.requests.store(requests, Ordering::Relaxed);
+        self.accepts.store(accepts, Ordering::Relaxed);
+        // The words before the even version that publishes them.
+        self.version.store(version.wrapping_add(2), Ordering::Release);
+    }
 }
 
 #[derive(Debug, Default)]
@@ -153,13 +217,9 @@ impl ThrottleWindow {
     pub(super) fn sums_at(&self, now: u64, tenth: u64) -> (u64, u64) {
         let start = now - now % tenth;
         let (requests, accepts) = self.current_at(start, tenth);
-        let (older_requests, older_accepts) = if self.older.start.load(Ordering::Acquire)
-            == start.wrapping_add(1)
-            && self.older.tenth.load(Ordering::Relaxed) == tenth
-        {
-            (self.older.requests.load(Ordering::Relaxed), self.older.accepts.load(Ordering::Relaxed))
-        } else {
-            self.recount_older(start, tenth)
+        let (older_requests, older_accepts) = match self.older.read(start.wrapping_add(1), tenth) {
+            Some(sums) => sums,
+            None => self.recount_older(start, tenth),
         };
         (requests + older_requests, accepts + older_accepts)
     }
@@ -191,11 +251,7 @@ impl ThrottleWindow {
                 accepts += counts & ACCEPTS;
             }
         }
-        // The sums before the start that makes them current (Release).
-        self.older.requests.store(requests, Ordering::Relaxed);
-        self.older.accepts.store(accepts, Ordering::Relaxed);
-        self.older.tenth.store(tenth, Ordering::Relaxed);
-        self.older.start.store(start.wrapping_add(1), Ordering::Release);
+        self.older.keep(start.wrapping_add(1), tenth, (requests, accepts));
         (requests, accepts)
     }
 
