@@ -257,11 +257,15 @@ impl RetryBudget {
     /// Takes what one retry costs; `false` (and nothing taken) when too
     /// little is left, here or in the lease.
     pub fn try_withdraw(&self) -> bool {
-        let leased = self.lease.held();
-        if leased && !self.lease.take() {
-            crate::observe::budget_level(&self.name, || self.available());
-            return false;
-        }
+        let leased = if self.lease.held() {
+            let Some(taken) = self.lease.take() else {
+                crate::observe::budget_level(&self.name, || self.available());
+                return false;
+            };
+            Some(taken)
+        } else {
+            None
+        };
         let taken = match &self.form {
             Form::Ratio { first_attempts, state } => {
                 let RatioState { config, window } = &mut *lock(state);
@@ -271,8 +275,8 @@ impl RetryBudget {
         };
         if taken {
             self.retries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        } else if leased {
-            self.lease.give_back();
+        } else if let Some(taken) = leased {
+            self.lease.give_back(taken);
         }
         crate::observe::budget_level(&self.name, || self.available());
         taken
