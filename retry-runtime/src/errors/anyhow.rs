@@ -24,6 +24,41 @@ use crate::classify::{Classify, ErrorClass};
 /// ```
 impl Classify for anyhow::Error {
     fn classify(&self) -> ErrorClass {
+        // `anyhow!(boxed)` and `Error::from_boxed` keep a boxed error in a
+        // wrapper of anyhow's own, whose `source()` is the boxed error's
+        // source: the boxed error itself is not in `chain()`. Above it
+        // there can only be context layers, which never decide, so the
+        // box's own chain is the walk.
+        if let Some(boxed) = self.downcast_ref::<Box<dyn std::error::Error + Send + Sync>>() {
+            return super::classify_chain(&**boxed);
+        }
         self.chain().find_map(super::known_class).unwrap_or(ErrorClass::Transient)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Error as IoError, ErrorKind};
+
+    use super::*;
+    use crate::rejection::Rejection;
+
+    type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+    /// `anyhow!(boxed)` and `Error::from_boxed` keep the box behind a
+    /// wrapper of anyhow's own whose `source()` is the boxed error's
+    /// source: the boxed error itself is not in `chain()`, and must still
+    /// decide.
+    #[test]
+    fn a_boxed_error_made_into_an_anyhow_error_keeps_its_class() {
+        let not_found: BoxError = Box::new(IoError::from(ErrorKind::NotFound));
+        assert_eq!(anyhow::anyhow!(not_found).classify(), ErrorClass::Permanent, "anyhow!(boxed)");
+        let open: BoxError = Box::new(Rejection::CircuitOpen { breaker: "db".into() });
+        assert_eq!(anyhow::Error::from_boxed(open).classify(), ErrorClass::Permanent, "from_boxed");
+        let open: BoxError = Box::new(Rejection::CircuitOpen { breaker: "db".into() });
+        let context = anyhow::Error::from_boxed(open).context("loading");
+        assert_eq!(context.classify(), ErrorClass::Permanent, "under a context too");
+        let unknown: BoxError = "who knows".into();
+        assert_eq!(anyhow::anyhow!(unknown).classify(), ErrorClass::Transient);
     }
 }
