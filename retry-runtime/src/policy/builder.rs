@@ -25,7 +25,7 @@ use crate::settings::Hedge;
 /// | `hedge` | none (`after` > 0, `max` in 1..=3) |
 /// | `seed` | none (the registry's seed, else entropy) |
 /// | `nested` | [`Nested::Once`] |
-/// | `name` | `"anonymous"` |
+/// | `name` | `"anonymous"` (must not be empty) |
 ///
 /// Durations too long to represent as an instant (such as
 /// `Duration::MAX`) are accepted and mean "never": such a deadline or
@@ -216,6 +216,11 @@ impl PolicyBuilder {
         if let Some(hedge) = &self.hedge {
             hedge.validate()?;
         }
+        // The attribute refuses `name = ""`: an empty operation name labels
+        // traces and metrics with nothing, and no override can name it.
+        if self.operation.trim().is_empty() {
+            return Err(ConfigError::new("name", "the name must not be empty"));
+        }
         for kind in GuardKind::ALL {
             if self.guard_names.get(kind).is_some_and(|n| n.trim().is_empty()) {
                 return Err(ConfigError::new(kind.label(), "the name must not be empty"));
@@ -270,6 +275,8 @@ mod tests {
             (Policy::builder().rate_limit(" "), "rate_limit"),
             (Policy::builder().hedge(ms(0), 1), "hedge_after"),
             (Policy::builder().hedge(ms(10), 0), "max_hedges"),
+            (Policy::builder().name(""), "name"),
+            (Policy::builder().name("  "), "name"),
         ];
         for (builder, field) in cases {
             let err = builder.build().unwrap_err();
