@@ -61,4 +61,16 @@ mod tests {
         let unknown: BoxError = "who knows".into();
         assert_eq!(anyhow::anyhow!(unknown).classify(), ErrorClass::Transient);
     }
+
+    /// The other way, the README's one limit: a box made from an anyhow
+    /// error holds anyhow's private wrapper, whose `source()` skips the
+    /// error at its top; a context layer keeps that error reachable.
+    #[test]
+    fn a_box_made_from_an_anyhow_error_reaches_it_under_a_context() {
+        let not_found = || anyhow::Error::from(IoError::from(ErrorKind::NotFound));
+        let bare: BoxError = not_found().into();
+        assert_eq!(bare.classify(), ErrorClass::Transient, "the limit: the io::Error is out of reach");
+        let with_context: BoxError = not_found().context("loading").into();
+        assert_eq!(with_context.classify(), ErrorClass::Permanent, "reached under a context");
+    }
 }
