@@ -54,7 +54,9 @@ impl Lease {
     /// if the lease it came from is still held (else it was dropped with it).
     pub(super) fn give_back(&self, taken: Taken) {
         let _ = self.state.fetch_update(Ordering::AcqRel, Ordering::Acquire, |state| {
-            let same = state & HELD != 0 && state / ENDED == taken.ended_before;
+            // The same lease, and so still held: only `end` stops holding
+            // one, and it counts one more ended.
+            let same = state / ENDED == taken.ended_before;
             (same && state & TOKENS != TOKENS).then(|| state + 1)
         });
     }
@@ -105,6 +107,34 @@ mod tests {
         let taken = lease.take().unwrap();
         lease.give_back(taken);
         assert_eq!(lease.tokens(), Some(2));
+    }
+
+    /// Each end counts one ended lease more, whatever the lease held when
+    /// it ended: a token taken under the second lease does not go back
+    /// into the third.
+    #[test]
+    fn every_end_starts_a_new_lease_for_what_comes_back() {
+        let lease = Lease::default();
+        lease.grant(1);
+        assert_eq!(lease.end(), 1);
+        lease.grant(2);
+        let taken = lease.take().unwrap();
+        assert_eq!(lease.end(), 1);
+        lease.grant(2);
+        lease.give_back(taken);
+        assert_eq!(lease.tokens(), Some(2), "the token went with the second lease");
+    }
+
+    /// An empty lease refuses a token and stays as it was: held, empty.
+    #[test]
+    fn a_spent_lease_gives_no_token() {
+        let lease = Lease::default();
+        assert!(lease.take().is_none(), "no lease, no token");
+        lease.grant(1);
+        assert!(lease.take().is_some());
+        assert!(lease.take().is_none(), "spent");
+        assert_eq!(lease.tokens(), Some(0));
+        assert!(lease.held(), "still held: a retry needs a leased token");
     }
 
     #[test]
