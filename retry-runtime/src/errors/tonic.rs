@@ -3,7 +3,7 @@
 //! | code | class |
 //! |---|---|
 //! | `Unavailable`, `DeadlineExceeded` | transient |
-//! | `ResourceExhausted` | throttled, `retry_after` from the `grpc-retry-pushback-ms` trailer; a negative pushback means "do not retry": permanent |
+//! | `ResourceExhausted` | throttled, `retry_after` from the `grpc-retry-pushback-ms` trailer; a negative, unreadable or repeated pushback means "do not retry": permanent |
 //! | `Aborted` | conflict |
 //! | every other code | permanent |
 //!
@@ -57,29 +57,38 @@ enum Pushback {
     DoNotRetry,
 }
 
-/// The server's pushback: milliseconds as a decimal integer. Anything from
-/// the network is hostile: unparseable means "no pushback", huge values
-/// saturate, and no arithmetic here can overflow.
+/// The server's pushback: milliseconds as a decimal integer, as gRFC A6
+/// and gRPC's own clients read it. A value that is not one (junk, a
+/// fraction, no digits) or a trailer given twice means "do not retry", as
+/// grpc-go and grpc-java read them: the server said something about
+/// retrying that cannot be obeyed, and retrying anyway is the unsafe
+/// reading. Anything from the network is hostile: surrounding spaces are
+/// allowed, huge values saturate, and no arithmetic here can overflow.
 fn pushback(status: &Status) -> Pushback {
-    let Some(value) = status.metadata().get(PUSHBACK).and_then(|v| v.to_str().ok()) else {
+    let mut values = status.metadata().get_all(PUSHBACK).iter();
+    let Some(value) = values.next() else {
         return Pushback::After(None);
     };
+    if values.next().is_some() {
+        return Pushback::DoNotRetry;
+    }
+    let Ok(value) = value.to_str() else {
+        return Pushback::DoNotRetry;
+    };
     let value = value.trim();
-    if let Some(digits) = value.strip_prefix('-') {
-        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-            return Pushback::After(None);
-        }
-        // "-0" is zero, not negative (grpc-go's Atoi reads it so): no wait.
-        return if digits.bytes().all(|b| b == b'0') {
-            Pushback::After(Some(Duration::ZERO))
-        } else {
-            Pushback::DoNotRetry
-        };
+    let (negative, digits) = match value.as_bytes().first() {
+        Some(b'-') => (true, &value[1..]),
+        Some(b'+') => (false, &value[1..]),
+        _ => (false, value),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Pushback::DoNotRetry;
     }
-    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
-        return Pushback::After(None);
+    // "-0" is zero, not negative (grpc-go's Atoi reads it so): no wait.
+    if negative && !digits.bytes().all(|b| b == b'0') {
+        return Pushback::DoNotRetry;
     }
-    Pushback::After(Some(Duration::from_millis(value.parse().unwrap_or(u64::MAX))))
+    Pushback::After(Some(Duration::from_millis(digits.parse().unwrap_or(u64::MAX))))
 }
 
 /// The gRPC code that says what a rejection says; the rejection itself is
@@ -130,9 +139,14 @@ mod tests {
         assert_eq!(exhausted("-0010").classify(), ErrorClass::Permanent);
         assert_eq!(exhausted("-0").classify(), throttled(0), "zero is not negative");
         assert_eq!(exhausted("-000").classify(), throttled(0));
-        for junk in ["", "-", "1.5", "+3", "soon", "-x"] {
-            assert_eq!(exhausted(junk).classify(), ErrorClass::Throttled { retry_after: None }, "{junk:?}");
+        assert_eq!(exhausted("+3").classify(), throttled(3), "a sign, as Atoi and Integer.valueOf take it");
+        // What cannot be obeyed is a refusal, as grpc-go and grpc-java read it.
+        for junk in ["", "-", "+", "1.5", "soon", "-x", "3 4"] {
+            assert_eq!(exhausted(junk).classify(), ErrorClass::Permanent, "{junk:?}");
         }
+        let mut twice = exhausted("100");
+        twice.metadata_mut().append(PUSHBACK, "200".parse().unwrap());
+        assert_eq!(twice.classify(), ErrorClass::Permanent, "a trailer given twice");
         assert_eq!(
             Status::resource_exhausted("no trailer").classify(),
             ErrorClass::Throttled { retry_after: None }
