@@ -27,18 +27,15 @@ pub(crate) struct Fresh {
 /// from the signature to the per-attempt copy or reborrow, the one the body
 /// actually mutates: a body that reassigns `mut text: &str` or moves
 /// `mut buf: &mut [u8]` leaves the next attempt the argument as passed. A
-/// parameter's `#[cfg]` goes with its copies.
+/// parameter's `#[cfg]` and lint attributes go with its copies.
 pub(crate) fn fresh_arguments(sig: &mut Signature) -> Fresh {
     let mut fresh = Fresh { before: Vec::new(), inside: Vec::new() };
     for input in &mut sig.inputs {
         let FnArg::Typed(typed) = input else {
             continue;
         };
-        let cfgs: Vec<&Attribute> = typed
-            .attrs
-            .iter()
-            .filter(|attr| attr.path().is_ident("cfg") || attr.path().is_ident("cfg_attr"))
-            .collect();
+        let copied = copies_inside(&typed.ty, &typed.pat);
+        let (cfgs, expects) = parameter_attributes(&mut typed.attrs, copied);
         match peel(&typed.ty) {
             Type::Reference(reference) => {
                 let shared = reference.mutability.is_none();
@@ -56,6 +53,7 @@ pub(crate) fn fresh_arguments(sig: &mut Signature) -> Fresh {
                     if !shared || mutability.is_some() {
                         fresh.inside.push(quote! {
                             #(#cfgs)*
+                            #(#expects)*
                             #[allow(clippy::redundant_locals)]
                             let #mutability #ident = #ident;
                         });
@@ -77,6 +75,7 @@ pub(crate) fn fresh_arguments(sig: &mut Signature) -> Fresh {
                     });
                     fresh.inside.push(quote! {
                         #(#cfgs)*
+                        #(#expects)*
                         #[allow(clippy::redundant_locals)]
                         let #mutability #ident = #ident;
                     });
@@ -85,6 +84,45 @@ pub(crate) fn fresh_arguments(sig: &mut Signature) -> Fresh {
         }
     }
     fresh
+}
+
+/// Whether `fresh_arguments` gives the parameter a copy inside the attempt:
+/// every binding of an owned parameter, a `&mut` one, a `mut` `&T` one.
+fn copies_inside(ty: &Type, pat: &Pat) -> bool {
+    match (peel(ty), pat) {
+        (Type::Reference(reference), Pat::Ident(pat)) => {
+            pat.by_ref.is_none()
+                && pat.subpat.is_none()
+                && (reference.mutability.is_some() || pat.mutability.is_some())
+        }
+        (Type::Reference(_), _) => false,
+        _ => true,
+    }
+}
+
+/// The attributes a parameter's per-attempt copies take: its `#[cfg]`s and
+/// its lint attributes (`#[allow]`, `#[warn]`, `#[deny]`, `#[forbid]`), so
+/// that an unused or oddly named parameter the user allowed stays allowed
+/// at the copies; and, apart, its `#[expect]`s, which only the copy inside
+/// the attempt (the binding the body uses, or leaves unused) can fulfil:
+/// when there is such a copy, the parameter and the copy before the
+/// attempt take them as `#[allow]`, lest they be reported unfulfilled there.
+fn parameter_attributes(attrs: &mut [Attribute], copied: bool) -> (Vec<Attribute>, Vec<Attribute>) {
+    const LINTS: &[&str] = &["cfg", "cfg_attr", "allow", "warn", "deny", "forbid"];
+    let mut expects = Vec::new();
+    if copied {
+        for attr in attrs.iter_mut().filter(|attr| attr.path().is_ident("expect")) {
+            expects.push(attr.clone());
+            if let syn::Meta::List(list) = &mut attr.meta
+                && let Some(segment) = list.path.segments.last_mut()
+            {
+                segment.ident = Ident::new("allow", segment.ident.span());
+            }
+        }
+    }
+    let kept =
+        attrs.iter().filter(|attr| LINTS.iter().any(|name| attr.path().is_ident(name))).cloned().collect();
+    (kept, expects)
 }
 
 /// `self` is a keyword, so it cannot be shadowed by a per-attempt reborrow
