@@ -333,6 +333,23 @@ async fn every_attempt_starts_from_fresh_clones_of_owned_arguments() {
     assert_eq!(attempts.load(Ordering::SeqCst), 3);
 }
 
+#[resilient(jitter = "none", base_ms = 1)]
+#[allow(clippy::toplevel_ref_arg)]
+async fn append_by_ref(ref mut buffer: Vec<u8>, byte: u8, attempts: &AtomicU32) -> Result<Vec<u8>, Flaky> {
+    buffer.push(byte);
+    if attempts.fetch_add(1, Ordering::SeqCst) < 2 {
+        return Err(Flaky::Down);
+    }
+    Ok(buffer.clone())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_ref_mut_binding_of_an_owned_argument_borrows_a_fresh_clone() {
+    let attempts = AtomicU32::new(0);
+    assert_eq!(append_by_ref(vec![1], 2, &attempts).await, Ok(vec![1, 2]), "not [1, 2, 2, 2]");
+    assert_eq!(attempts.load(Ordering::SeqCst), 3);
+}
+
 #[resilient(jitter = "none", base_ms = 1, max_attempts = 3)]
 async fn strip(mut text: &str, seen: &Mutex<Vec<String>>) -> Result<(), Flaky> {
     seen.lock().unwrap().push(text.to_owned());

@@ -62,8 +62,17 @@ pub(crate) fn fresh_arguments(sig: &mut Signature) -> Fresh {
             }
             _ => {
                 let span = typed.ty.span();
+                // `ref mut buf: Vec<u8>` binds the argument itself, which a
+                // mutation would leave changed for the next attempt: its
+                // `ref` moves to the per-attempt copy, as a `mut` does.
+                let by_ref = match &mut *typed.pat {
+                    Pat::Ident(pat) if pat.subpat.is_none() => pat.by_ref.take(),
+                    _ => None,
+                };
                 let mut bindings = Vec::new();
                 take_bindings(&mut typed.pat, &mut bindings);
+                // A `ref mut` copy borrows the clone mutably.
+                let before_mutability = by_ref.and(typed_mutability(&bindings));
                 for (mutability, ident) in bindings {
                     let clone = quote_spanned! {span=>
                         ::core::clone::Clone::clone(&#ident)
@@ -71,19 +80,24 @@ pub(crate) fn fresh_arguments(sig: &mut Signature) -> Fresh {
                     fresh.before.push(quote! {
                         #(#cfgs)*
                         #[allow(clippy::clone_on_copy, clippy::redundant_clone)]
-                        let #ident = #clone;
+                        let #before_mutability #ident = #clone;
                     });
                     fresh.inside.push(quote! {
                         #(#cfgs)*
                         #(#expects)*
-                        #[allow(clippy::redundant_locals)]
-                        let #mutability #ident = #ident;
+                        #[allow(clippy::redundant_locals, clippy::toplevel_ref_arg)]
+                        let #by_ref #mutability #ident = #ident;
                     });
                 }
             }
         }
     }
     fresh
+}
+
+/// The `mut` of a single binding.
+fn typed_mutability(bindings: &[(Option<Mut>, Ident)]) -> Option<Mut> {
+    bindings.first().and_then(|(mutability, _)| *mutability)
 }
 
 /// Whether `fresh_arguments` gives the parameter a copy inside the attempt:
