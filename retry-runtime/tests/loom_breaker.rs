@@ -142,3 +142,39 @@ fn abandoned_racing_probes_give_their_slots_back() {
         assert_eq!(breaker.state(), BreakerState::Closed);
     });
 }
+
+#[test]
+fn transitions_made_on_two_threads_are_announced_in_the_order_they_were_made() {
+    model(|| {
+        let registry = Registry::new();
+        let announced = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = announced.clone();
+        // A hook that does some work first (here one atomic add), during
+        // which the other thread can run: a gauge or a log written after it.
+        let work = Arc::new(loom::sync::atomic::AtomicUsize::new(0));
+        registry.on_transition(move |t| {
+            work.fetch_add(1, Ordering::SeqCst);
+            log.lock().unwrap().push((t.from, t.to));
+        });
+        registry.declare_breaker("order", config(1)).unwrap();
+        let breaker = registry.breaker("order").unwrap();
+        // One thread opens it; the other, once `open_for` (1 ns) has
+        // passed, probes it half-open and closes it again.
+        race(&breaker, attempt(Outcome::Failure), attempt(Outcome::Success));
+        let announced = announced.lock().unwrap().clone();
+        // Hooks that set a gauge or draw a log must end on the state the
+        // breaker is in: each transition leaves the state the one before entered.
+        let mut state = BreakerState::Closed;
+        for &(from, to) in &announced {
+            assert_eq!(from, state, "announced out of order: {announced:?}");
+            state = to;
+        }
+        // (`state()` says half-open once `open_for` has passed, before any
+        // call makes the transition.)
+        let now = match (state, breaker.state()) {
+            (BreakerState::Open, BreakerState::HalfOpen) => BreakerState::Open,
+            (_, now) => now,
+        };
+        assert_eq!(state, now, "the last announced is not the state: {announced:?}");
+    });
+}

@@ -71,8 +71,7 @@ impl CircuitBreaker {
         let mut core = self.lock();
         let transition = core.trip(now, until, probes);
         self.publish(&core);
-        drop(core);
-        self.notify(transition);
+        self.release(core, transition);
     }
 
     /// Closes an open or half-open breaker with a clean history, because
@@ -83,16 +82,14 @@ impl CircuitBreaker {
         let mut core = self.lock();
         let transition = core.close();
         self.publish(&core);
-        drop(core);
-        self.notify(transition);
+        self.release(core, transition);
     }
 
     fn force(&self, state: Option<BreakerState>) {
         let mut core = self.lock();
         let transition = core.force(state);
         self.publish(&core);
-        drop(core);
-        self.notify(transition);
+        self.release(core, transition);
     }
 }
 

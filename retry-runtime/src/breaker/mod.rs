@@ -15,6 +15,7 @@
 //! read. Everything else (failures, open and half-open breakers, the
 //! failure-rate mode, which counts every call) takes a short mutex.
 
+mod announce;
 mod config;
 mod control;
 mod permit;
@@ -71,6 +72,7 @@ pub struct CircuitBreaker {
     core: Mutex<BreakerCore>,
     origin: Instant,
     hooks: Option<Hooks>,
+    announcements: announce::Announcements,
     counts: Counts,
 }
 
@@ -142,6 +144,7 @@ impl CircuitBreaker {
             core: Mutex::new(core),
             origin: Instant::now(),
             hooks: None,
+            announcements: announce::Announcements::default(),
             counts: Counts::default(),
         };
         breaker.publish(&breaker.lock());
@@ -275,8 +278,7 @@ impl CircuitBreaker {
         let mut core = self.lock();
         let (admission, transition) = core.admit(now);
         self.publish(&core);
-        drop(core);
-        self.notify(transition);
+        self.release(core, transition);
         match admission {
             Admission::Allowed(ticket) => Some(BreakerPermit::new(self, ticket)),
             Admission::Rejected => {
@@ -339,7 +341,6 @@ impl CircuitBreaker {
         let current = ticket.epoch == core.epoch();
         let transition = core.record(ticket, outcome, now);
         self.publish(&core);
-        drop(core);
         if ticket.probe && current {
             let probes = match outcome {
                 Outcome::Success => Some(&self.counts.probe_successes),
@@ -350,16 +351,27 @@ impl CircuitBreaker {
                 count.fetch_add(1, Ordering::Relaxed);
             }
         }
-        self.notify(transition);
+        self.release(core, transition);
     }
 
-    /// Runs outside the lock, so a hook may read the breaker it hears about.
-    /// Inline: most records cause no transition, and then cost one test.
+    /// Lets go of the lock under which `transition`, if any, was made, and
+    /// then announces it, outside the lock (so a hook may read the breaker
+    /// it hears about) and in the order transitions were made (see
+    /// `announce`). Inline: most changes make no transition, and then cost
+    /// one test.
     #[inline]
-    fn notify(&self, transition: Option<Transition>) {
-        if let Some(transition) = transition {
-            self.announce(transition);
+    fn release(&self, core: MutexGuard<'_, BreakerCore>, transition: Option<Transition>) {
+        match transition {
+            None => drop(core),
+            Some(transition) => self.announce_after(core, transition),
         }
+    }
+
+    #[inline(never)]
+    fn announce_after(&self, core: MutexGuard<'_, BreakerCore>, transition: Transition) {
+        self.announcements.push(transition);
+        drop(core);
+        self.announcements.announce(|transition| self.announce(transition));
     }
 
     #[inline(never)]

@@ -215,7 +215,13 @@ impl Registry {
     }
 
     /// Calls `hook` on every transition of every breaker of this registry,
-    /// outside the breaker's lock.
+    /// outside the breaker's lock (a hook may read the breaker).
+    ///
+    /// A breaker's transitions reach the hooks one at a time and in the
+    /// order they were made, so a hook that sets a gauge or appends to a
+    /// log ends on the breaker's state. A transition made on one thread
+    /// while another is announcing an earlier one is announced by that
+    /// other thread, right after: the call that made it may return first.
     ///
     /// ```
     /// # use retry_runtime as resilient;
