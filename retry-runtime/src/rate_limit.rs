@@ -46,11 +46,23 @@ impl Default for RateLimitConfig {
 }
 
 impl RateLimitConfig {
-    /// Checks the settings: a zero rate or burst would admit nothing.
+    /// Checks the settings: a zero rate or burst would admit nothing, and a
+    /// rate over [`MAX_PER_SECOND`](Self::MAX_PER_SECOND) cannot be kept.
     pub fn validate(&self) -> Result<(), ConfigError> {
         positive("per_second", self.per_second.into())?;
+        if self.per_second > Self::MAX_PER_SECOND {
+            return Err(ConfigError::new(
+                "per_second",
+                format!("must be at most {} (one turn per nanosecond)", Self::MAX_PER_SECOND),
+            ));
+        }
         positive("burst", self.burst.into())
     }
+
+    /// The fastest rate a limiter keeps: one turn per nanosecond. The
+    /// limiter (governor) spaces turns by whole nanoseconds, at least one,
+    /// so a faster rate would quietly be served at this one.
+    pub const MAX_PER_SECOND: u32 = 1_000_000_000;
 
     fn quota(&self) -> Result<Quota, ConfigError> {
         let rate = NonZeroU32::new(self.per_second)
@@ -347,6 +359,17 @@ mod tests {
         limit.reconfigure(RateLimitConfig { max_wait: Some(ms(50)), ..config }).unwrap();
         let over = limit.acquire_before(Some(start + ms(110))).await;
         assert_eq!(over, Err(Late::OverRate(OverRate { wait: ms(100) })), "over max_wait comes first");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_rate_over_one_per_nanosecond_is_refused_by_name_and_the_fastest_one_still_limits() {
+        let over = RateLimitConfig { per_second: 1_000_000_001, burst: 1, max_wait: None };
+        let error = RateLimit::new("fast", over).unwrap_err();
+        assert_eq!(error.field, "per_second");
+        assert!(error.to_string().contains("1000000000"), "{error}");
+        let fastest = RateLimit::new("fast", RateLimitConfig { per_second: 1_000_000_000, ..over }).unwrap();
+        assert!(fastest.try_acquire());
+        assert!(!fastest.try_acquire(), "a burst of 1 at one turn per nanosecond, with no time passed");
     }
 
     #[test]
