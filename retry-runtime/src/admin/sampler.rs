@@ -177,8 +177,11 @@ impl Shared {
         }
     }
 
-    /// The registry's hook: runs on the thread that made the transition,
-    /// outside the breaker's lock.
+    /// The registry's hook: runs outside the breaker's lock, one transition
+    /// of a breaker at a time, in the order they were made (on the thread
+    /// that made it, or on one announcing an earlier one). Whether the
+    /// breaker is forced is read now, so a transition announced late shows
+    /// the forcing in force when it is announced.
     pub(super) fn on_transition(&self, t: &BreakerTransition<'_>) {
         let forced = self.registry.breaker(t.breaker).and_then(|b| b.forced()).map(State::from);
         let transition = TransitionView {
