@@ -14,7 +14,17 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::script::{BreakerReport, BreakerVerdict, FleetState};
-use crate::breaker::{BreakerTotals, CircuitBreaker};
+use crate::breaker::{BreakerState, BreakerTotals, CircuitBreaker};
+
+/// The fleet's state as this replica last heard it: what the store's state
+/// is rebuilt from if it was lost. Kept while the store is gone, so that a
+/// store that comes back empty (restarted, flushed) hears it again.
+#[derive(Debug, Clone, Copy)]
+enum View {
+    Closed,
+    OpenUntil(Instant),
+    HalfOpen,
+}
 
 pub(super) struct BreakerSync {
     name: String,
@@ -25,8 +35,8 @@ pub(super) struct BreakerSync {
     sent: [u64; 4],
     /// The fleet epoch last seen.
     seen: u64,
-    /// The end of the fleet's open period, while the fleet is open.
-    fleet_until: Option<Instant>,
+    /// The fleet's state as last heard.
+    view: View,
     /// Whether the local breaker is open or probing on the fleet's word
     /// (and so closes when the fleet does).
     held: bool,
@@ -49,7 +59,7 @@ impl BreakerSync {
             acked: totals(start),
             sent: totals(start),
             seen: 0,
-            fleet_until: None,
+            view: View::Closed,
             held: false,
             probing: None,
             rejections: start.rejections,
@@ -79,12 +89,29 @@ impl BreakerSync {
             success_threshold: config.success_threshold,
             seen: self.seen,
             want: if asks && self.held && demand { config.half_open_max_calls } else { 0 },
-            held: self
-                .fleet_until
-                .map(|until| until.saturating_duration_since(Instant::now()))
-                .filter(|left| !left.is_zero()),
+            view: self.view(),
             totals: self.sent,
             acked: self.acked,
+        }
+    }
+
+    /// The fleet's state as this replica knows it now.
+    fn view(&self) -> FleetState {
+        let left = match self.view {
+            View::Closed => return FleetState::Closed,
+            View::OpenUntil(until) => until.saturating_duration_since(Instant::now()),
+            View::HalfOpen => Duration::ZERO,
+        };
+        if !left.is_zero() {
+            FleetState::Open { remaining: left }
+        } else if self.breaker.state() == BreakerState::Closed {
+            // Past the open period, its own breaker has closed since: its
+            // probes (the fleet's slots, or its own while the store was
+            // gone) found the dependency back. A stale half-open would
+            // hold the whole fleet back for a round of probes.
+            FleetState::Closed
+        } else {
+            FleetState::HalfOpen
         }
     }
 
@@ -101,17 +128,17 @@ impl BreakerSync {
                 if self.held {
                     self.breaker.close();
                 }
-                (self.held, self.probing, self.fleet_until) = (false, None, None);
+                (self.held, self.probing, self.view) = (false, None, View::Closed);
             }
             // `remaining` is at most tokio's horizon (see `script::answer`)
             // and so is `hold` (see `Task::flush`): these sums cannot overflow.
             FleetState::Open { remaining } => {
-                self.fleet_until = Some(now + remaining);
+                self.view = View::OpenUntil(now + remaining);
                 self.breaker.trip_until(now + remaining + hold, None);
                 (self.held, self.probing) = (true, None);
             }
             FleetState::HalfOpen => {
-                self.fleet_until = None;
+                self.view = View::HalfOpen;
                 if verdict.granted > 0 {
                     self.breaker.trip_until(now, Some(verdict.granted));
                     (self.held, self.probing) = (true, Some(verdict.epoch));
@@ -130,8 +157,8 @@ impl BreakerSync {
         if self.probing.take().is_some() {
             self.breaker.trip_until(Instant::now(), None);
         }
-        // `fleet_until` is kept: if the store comes back without its state
-        // (restarted, flushed), the fleet's open period is rebuilt from it.
+        // `view` is kept: if the store comes back without its state
+        // (restarted, flushed), the fleet's state is rebuilt from it.
         self.held = false;
     }
 }
@@ -157,5 +184,25 @@ mod tests {
         assert!(breaker.try_acquire().is_none());
         assert_eq!(sync.report(true).want, 3, "asking for what its callers need");
         assert_eq!(sync.report(true).want, 0, "no caller refused since");
+    }
+
+    /// What a lost fleet state is rebuilt from: the open period while it
+    /// lasts, then half-open, until the replica's own breaker has closed
+    /// (here on its own probe, the store being gone).
+    #[tokio::test(start_paused = true)]
+    async fn a_replica_reports_the_fleet_half_open_until_its_own_breaker_sees_the_dependency_back() {
+        let config = BreakerConfig { half_open_max_calls: 1, success_threshold: 1, ..Default::default() };
+        let breaker = Arc::new(CircuitBreaker::new("dep", config).unwrap());
+        let mut sync = BreakerSync::new("dep".into(), breaker.clone());
+        assert_eq!(sync.report(true).view, FleetState::Closed);
+        let open = FleetState::Open { remaining: Duration::from_secs(1) };
+        sync.apply(BreakerVerdict { epoch: 1, state: open, granted: 0 }, Duration::from_millis(200));
+        assert_eq!(sync.report(true).view, open);
+        sync.release();
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(sync.report(true).view, FleetState::HalfOpen, "over, and nothing known since");
+        tokio::time::advance(Duration::from_millis(200)).await;
+        breaker.try_acquire().expect("its own probe").record(crate::breaker::Outcome::Success);
+        assert_eq!(sync.report(true).view, FleetState::Closed, "its own probe found the dependency back");
     }
 }

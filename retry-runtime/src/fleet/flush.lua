@@ -50,7 +50,7 @@ for _ = 1, breakers do
   local window, width = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
   local threshold, rate, min_calls = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
   local open_for, max_probes, to_close = tonumber(ARGV[i + 6]), tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8])
-  local seen, want, held = tonumber(ARGV[i + 9]), tonumber(ARGV[i + 10]), tonumber(ARGV[i + 11])
+  local seen, want, view = tonumber(ARGV[i + 9]), tonumber(ARGV[i + 10]), tonumber(ARGV[i + 11])
   local key = prefix .. ':breaker:' .. name
   local record = prefix .. ':replica:' .. replica .. ':breaker:' .. name
   local calls = delta(record, 'c', tonumber(ARGV[i + 12]), tonumber(ARGV[i + 16]))
@@ -68,11 +68,24 @@ for _ = 1, breakers do
   end
   if seen > epoch then
     -- The state is gone (flushed, restarted, expired) or was rebuilt by a
-    -- replica that knew less: rebuilt from what this replica last saw, so
-    -- that losing it never closes a breaker the fleet held open. A replica
-    -- that saw nothing (a new one) rebuilds nothing: it never resets the fleet.
-    epoch, open_until, slots, slots_at, ok = seen, 0, 0, 0, 0
-    if held > 0 then open_until = now + held end
+    -- replica that knew less; what this replica saw (`view`: -1 closed, 0
+    -- half-open, else the open time it had left) is merged in. What the
+    -- store holds was built since the loss, in epochs that cannot be
+    -- compared with this replica's, so neither side's epoch decides: open
+    -- (or half-open) wins over closed, so that losing the state never
+    -- closes a breaker the fleet held open, nor undoes a trip made since.
+    -- The epoch moves to at least `seen` (past it when the store's trip
+    -- wins over this replica's closed view), so that the replica follows.
+    -- A replica that saw nothing (a new one) rebuilds nothing: it never
+    -- resets the fleet.
+    if view >= 0 then
+      epoch, open_until = seen, math.max(open_until, now + view)
+    elseif open_until > 0 then
+      epoch = seen + 1
+    else
+      epoch = seen
+    end
+    slots, slots_at, ok = 0, 0, 0
   end
 
   local granted = 0

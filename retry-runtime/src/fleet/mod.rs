@@ -37,7 +37,8 @@
 //!   flush that gets through resyncs. Totals are sent cumulatively, so a
 //!   flush that timed out but ran is never counted twice; a replica that
 //!   starts reads the fleet's state and never resets it; a flushed state is
-//!   rebuilt from what the replicas last saw.
+//!   rebuilt from what the replicas last saw, an open (or half-open) verdict
+//!   winning over a closed one, so that losing it never undoes a trip.
 //!
 //! ```no_run
 //! # use retry_runtime as resilient;

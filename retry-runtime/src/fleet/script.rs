@@ -44,9 +44,9 @@ pub(super) struct BreakerReport {
     pub(super) seen: u64,
     /// Probes this replica asks for (0: none).
     pub(super) want: u32,
-    /// What is left of the fleet's open period as this replica knows it
-    /// (what the fleet's state is rebuilt from if it was lost).
-    pub(super) held: Option<Duration>,
+    /// The fleet's state as this replica knows it (what the fleet's state
+    /// is rebuilt from if it was lost).
+    pub(super) view: FleetState,
     /// Cumulative calls, failures, probe successes, probe failures.
     pub(super) totals: [u64; 4],
     /// The same, as last acknowledged by the server.
@@ -117,7 +117,12 @@ pub(super) fn arguments(
         millis(STATE_TTL).to_string(),
     ];
     for b in breakers {
-        let held = b.held.map_or(-1, |d| i64::try_from(millis(d)).unwrap_or(i64::MAX));
+        // -1 closed, 0 half-open, else the open time left (at least 1 ms).
+        let view = match b.view {
+            FleetState::Closed => -1,
+            FleetState::HalfOpen => 0,
+            FleetState::Open { remaining } => i64::try_from(millis(remaining)).unwrap_or(i64::MAX),
+        };
         args.extend([
             b.name.clone(),
             millis(b.window).to_string(),
@@ -130,7 +135,7 @@ pub(super) fn arguments(
             b.success_threshold.to_string(),
             b.seen.to_string(),
             b.want.to_string(),
-            held.to_string(),
+            view.to_string(),
         ]);
         args.extend(b.totals.iter().chain(&b.acked).map(u64::to_string));
     }
@@ -208,14 +213,23 @@ mod tests {
             success_threshold: 2,
             seen: 3,
             want: 0,
-            held: None,
+            view: FleetState::Closed,
             totals: [1, 2, 3, 4],
             acked: [0, 0, 0, 0],
         };
-        let args = arguments("p", 255, &[breaker], &[]);
+        let args = arguments("p", 255, std::slice::from_ref(&breaker), &[]);
         assert_eq!(args.len(), 5 + 20, "the header and 20 per breaker, as flush.lua steps");
         assert_eq!(&args[..5], ["p", "00000000000000ff", "1", "0", "3600000"]);
         assert_eq!(&args[5..8], ["db", "10000", "1000"]);
-        assert_eq!(args[16], "-1", "no hold");
+        assert_eq!(args[16], "-1", "a closed view");
+        let half_open = BreakerReport { view: FleetState::HalfOpen, ..breaker.clone() };
+        assert_eq!(arguments("p", 255, &[half_open], &[])[16], "0");
+        let open =
+            BreakerReport { view: FleetState::Open { remaining: Duration::from_micros(10) }, ..breaker };
+        assert_eq!(
+            arguments("p", 255, &[open], &[])[16],
+            "1",
+            "open: at least 1 ms, never read as half-open"
+        );
     }
 }

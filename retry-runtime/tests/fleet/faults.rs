@@ -13,9 +13,13 @@ use super::{SYNC_MS, serial};
 const STORE_TIMEOUT: Duration = Duration::from_millis(50);
 
 fn replica(server: &Server) -> (Registry, Fleet) {
+    replica_open_for(server, Duration::from_secs(20))
+}
+
+/// A replica whose breaker opens for `open_for` on 3 failures.
+fn replica_open_for(server: &Server, open_for: Duration) -> (Registry, Fleet) {
     let registry = Registry::new();
-    let breaker =
-        BreakerConfig { failure_threshold: 3, open_for: Duration::from_secs(20), ..Default::default() };
+    let breaker = BreakerConfig { failure_threshold: 3, open_for, ..Default::default() };
     registry.declare_breaker("dep", breaker).unwrap();
     registry.declare_budget("dep", RatioBudget::default()).unwrap();
     let fleet = registry
@@ -118,6 +122,55 @@ async fn stopped_restarted_flushed() {
     for fleet in [fleet_a, fleet_b, fleet_c, fleet_d] {
         assert!(fleet.leave().await, "the last flush got through");
     }
+}
+
+#[test]
+fn a_fleet_half_open_when_its_state_is_lost_is_rebuilt_half_open_not_closed() {
+    serially(half_open_flushed());
+}
+
+/// The fleet's open period is over and no replica's callers were refused,
+/// so no probe was asked for: the fleet is half-open, every replica held
+/// back. Losing the store's state then must not close them all at once,
+/// unprobed, as if the dependency were known to be back.
+async fn half_open_flushed() {
+    let Some(server) = Server::start("a_fleet_half_open_when_...") else { return };
+    let open_for = Duration::from_millis(300);
+    let (a, fleet_a) = replica_open_for(&server, open_for);
+    let (b, fleet_b) = replica_open_for(&server, open_for);
+    until("both linked", Duration::from_secs(5), || fleet_a.is_linked() && fleet_b.is_linked()).await;
+    for _ in 0..3 {
+        a.breaker("dep").unwrap().try_acquire().unwrap().record(Outcome::Failure);
+    }
+    until("b opened on a's failures", Duration::from_millis(4 * SYNC_MS), || open(&b)).await;
+    // Both replicas hear the half-open verdict (a flush each) before the loss.
+    sleep(open_for + Duration::from_millis(3 * SYNC_MS)).await;
+    assert_eq!(fleet_state(&server), Some(2), "the fleet is half-open");
+    assert!(open(&a) && open(&b), "both held back, waiting for probes");
+
+    server.command(&["FLUSHALL"]);
+    sleep(Duration::from_millis(5 * SYNC_MS)).await;
+    assert!(fleet_a.is_linked() && fleet_b.is_linked());
+    assert_eq!(fleet_state(&server), Some(2), "rebuilt half-open");
+    assert!(open(&a) && open(&b), "still held back: only probes may close the fleet");
+    for fleet in [fleet_a, fleet_b] {
+        fleet.leave().await;
+    }
+}
+
+/// The fleet breaker's state in the store, by the script's code: 0 closed,
+/// 1 open, 2 half-open; `None` without one.
+fn fleet_state(server: &Server) -> Option<u8> {
+    let mut con = server.connection().expect("connected");
+    let until: Option<u64> =
+        redis::cmd("HGET").arg("faults:breaker:dep").arg("until").query(&mut con).ok()?;
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(&mut con).expect("TIME");
+    let now = secs * 1_000 + micros / 1_000;
+    until.map(|until| match until {
+        0 => 0,
+        until if now < until => 1,
+        _ => 2,
+    })
 }
 
 #[test]
