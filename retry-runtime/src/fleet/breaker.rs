@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::backlog::Backlog;
 use super::script::{BreakerReport, BreakerVerdict, FleetState};
 use crate::breaker::{BreakerState, BreakerTotals, CircuitBreaker};
 
@@ -33,6 +34,8 @@ pub(super) struct BreakerSync {
     acked: [u64; 4],
     /// Totals sent in the flush in flight.
     sent: [u64; 4],
+    /// Calls and failures sent in the flushes not acknowledged since.
+    backlog: Backlog<2>,
     /// The fleet epoch last seen.
     seen: u64,
     /// The fleet's state as last heard.
@@ -58,6 +61,7 @@ impl BreakerSync {
             name,
             acked: totals(start),
             sent: totals(start),
+            backlog: Backlog::new(),
             seen: 0,
             view: View::Closed,
             held: false,
@@ -73,6 +77,8 @@ impl BreakerSync {
         let config = self.breaker.config();
         let now = self.breaker.totals();
         self.sent = totals(now);
+        let at = Instant::now();
+        self.backlog.note(at, [now.calls, now.failures], config.window);
         // Probes are asked for by a replica the fleet holds back whose
         // callers are being refused: a replica without traffic would
         // waste the fleet's slots.
@@ -92,6 +98,7 @@ impl BreakerSync {
             view: self.view(),
             totals: self.sent,
             acked: self.acked,
+            backlog: self.backlog.earlier(at),
         }
     }
 
@@ -121,6 +128,7 @@ impl BreakerSync {
     /// lost the store soon probes on its own.
     pub(super) fn apply(&mut self, verdict: BreakerVerdict, hold: Duration) {
         self.acked = self.sent;
+        self.backlog.clear();
         self.seen = verdict.epoch;
         let now = Instant::now();
         match verdict.state {

@@ -4,6 +4,9 @@
 
 use std::sync::Arc;
 
+use tokio::time::Instant;
+
+use super::backlog::Backlog;
 use super::script::BudgetReport;
 use crate::budget::{BudgetConfig, RetryBudget};
 
@@ -12,6 +15,8 @@ pub(super) struct BudgetSync {
     budget: Arc<RetryBudget>,
     acked: u64,
     sent: u64,
+    /// First attempts sent in the flushes not acknowledged since.
+    backlog: Backlog<1>,
     /// The sequence number of the next lease request.
     seq: u64,
     /// Whether the flush in flight asks for tokens.
@@ -22,7 +27,16 @@ pub(super) struct BudgetSync {
 impl BudgetSync {
     pub(super) fn new(name: String, budget: Arc<RetryBudget>, lease_size: u32) -> Self {
         let start = budget.totals().first_attempts;
-        BudgetSync { name, budget, acked: start, sent: start, seq: 0, asked: false, lease_size }
+        BudgetSync {
+            name,
+            budget,
+            acked: start,
+            sent: start,
+            backlog: Backlog::new(),
+            seq: 0,
+            asked: false,
+            lease_size,
+        }
     }
 
     /// What this replica reports; it asks for a lease when its tokens run
@@ -34,6 +48,8 @@ impl BudgetSync {
             unreachable!("a fleet budget is a ratio budget")
         };
         self.sent = self.budget.totals().first_attempts;
+        let at = Instant::now();
+        self.backlog.note(at, [self.sent], config.window);
         let held = self.budget.leased().unwrap_or(0);
         let want = if asks && held < self.lease_size.div_ceil(2) { self.lease_size - held } else { 0 };
         self.asked = want > 0;
@@ -46,6 +62,7 @@ impl BudgetSync {
             floor,
             first_attempts: self.sent,
             acked_first_attempts: self.acked,
+            backlog: self.backlog.earlier(at),
             seq: self.seq,
             want,
         }
@@ -53,6 +70,7 @@ impl BudgetSync {
 
     pub(super) fn apply(&mut self, granted: u32) {
         self.acked = self.sent;
+        self.backlog.clear();
         if self.asked {
             self.seq += 1;
         }

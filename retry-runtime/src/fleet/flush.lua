@@ -6,8 +6,13 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local prefix, replica = ARGV[1], ARGV[2]
 local breakers, budgets = tonumber(ARGV[3]), tonumber(ARGV[4])
 local state_ttl = tonumber(ARGV[5])
+-- The replica's reckoning of this clock as it sent the flush (0: none
+-- yet): the ages of its samples count back from it, so that a flush that
+-- waited in a frozen server's queue still dates its counts right.
+local sent_at = tonumber(ARGV[6])
+if sent_at <= 0 or sent_at > now then sent_at = now end
 local out = {now}
-local i = 6
+local i = 7
 
 -- What a replica's cumulative total adds since the last flush the server
 -- applied (its record; the replica's own acknowledged total when the
@@ -24,6 +29,40 @@ local function delta(record, field, total, acked)
     return total - last
   end
   return 0
+end
+
+-- A backlog at ARGV[at] (see fleet/backlog.rs): how many samples, then each
+-- one's age and `columns` totals. Per column, the samples as {time, total},
+-- oldest first, then the replica's total now (`totals`); and the index
+-- past the backlog.
+local function samples(at, columns, totals)
+  local k = tonumber(ARGV[at])
+  local columns_of = {}
+  for c = 1, columns do columns_of[c] = {} end
+  for j = 0, k - 1 do
+    local s = at + 1 + j * (columns + 1)
+    local time = sent_at - tonumber(ARGV[s])
+    for c = 1, columns do table.insert(columns_of[c], {time, tonumber(ARGV[s + c])}) end
+  end
+  for c = 1, columns do table.insert(columns_of[c], {sent_at, totals[c]}) end
+  return columns_of, at + 1 + k * (columns + 1)
+end
+
+-- What a replica's cumulative total adds since the last flush the server
+-- applied, as `delta` reckons it, in parts dated by its samples: each
+-- sample's part is what it adds to the one before, made by its time.
+local function parts(record, field, acked, samples_of_field)
+  local last = redis.call('HGET', record, field)
+  last = last and tonumber(last) or acked
+  local made = {}
+  for _, sample in ipairs(samples_of_field) do
+    if sample[2] > last then
+      table.insert(made, {sample[1], sample[2] - last})
+      last = sample[2]
+    end
+  end
+  if #made > 0 then redis.call('HSET', record, field, last) end
+  return made
 end
 
 -- Two fields summed over the buckets that make up the window ending now.
@@ -45,6 +84,18 @@ local function add(bucket, field, n, ttl)
   end
 end
 
+-- Adds each part to the bucket of its time under `base`, but none made
+-- before the window that ends now, nor before `since` (when the breaker's
+-- epoch began): what a replica counted while it could not flush is
+-- counted where it happened, and an outage's worth is not a burst now.
+local function place(base, field, made, width, window, since)
+  local oldest = math.floor(now / width) - math.ceil(window / width) + 1
+  for _, part in ipairs(made) do
+    local id = math.floor(part[1] / width)
+    if part[1] >= since and id >= oldest then add(base .. id, field, part[2], window + width) end
+  end
+end
+
 for _ = 1, breakers do
   local name = ARGV[i]
   local window, width = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
@@ -53,18 +104,21 @@ for _ = 1, breakers do
   local seen, want, view = tonumber(ARGV[i + 9]), tonumber(ARGV[i + 10]), tonumber(ARGV[i + 11])
   local key = prefix .. ':breaker:' .. name
   local record = prefix .. ':replica:' .. replica .. ':breaker:' .. name
-  local calls = delta(record, 'c', tonumber(ARGV[i + 12]), tonumber(ARGV[i + 16]))
-  local failures = delta(record, 'f', tonumber(ARGV[i + 13]), tonumber(ARGV[i + 17]))
+  local counted, after = samples(i + 20, 2, {tonumber(ARGV[i + 12]), tonumber(ARGV[i + 13])})
+  local calls = parts(record, 'c', tonumber(ARGV[i + 16]), counted[1])
+  local failures = parts(record, 'f', tonumber(ARGV[i + 17]), counted[2])
+  -- Probe outcomes are not bucketed: only the round's epoch decides them.
   local probe_ok = delta(record, 'pok', tonumber(ARGV[i + 14]), tonumber(ARGV[i + 18]))
   local probe_failed = delta(record, 'pf', tonumber(ARGV[i + 15]), tonumber(ARGV[i + 19]))
   redis.call('PEXPIRE', record, 2 * window + state_ttl)
-  i = i + 20
+  i = after
 
-  local st = redis.call('HMGET', key, 'epoch', 'until', 'slots', 'slots_at', 'ok')
-  local epoch, open_until, slots, slots_at, ok = 0, 0, 0, 0, 0
+  local st = redis.call('HMGET', key, 'epoch', 'until', 'slots', 'slots_at', 'ok', 'since')
+  local epoch, open_until, slots, slots_at, ok, since = 0, 0, 0, 0, 0, 0
   if st[1] then
     epoch, open_until = tonumber(st[1]), tonumber(st[2])
     slots, slots_at, ok = tonumber(st[3]), tonumber(st[4]), tonumber(st[5])
+    since = tonumber(st[6]) or 0
   end
   if seen > epoch then
     -- The state is gone (flushed, restarted, expired) or was rebuilt by a
@@ -85,27 +139,28 @@ for _ = 1, breakers do
     else
       epoch = seen
     end
-    slots, slots_at, ok = 0, 0, 0
+    -- When the rebuilt epoch began is not known.
+    slots, slots_at, ok, since = 0, 0, 0, 0
   end
 
   local granted = 0
   if open_until == 0 then
     local base = key .. ':' .. epoch .. ':'
-    add(base .. math.floor(now / width), 'c', calls, window + width)
-    add(base .. math.floor(now / width), 'f', failures, window + width)
+    place(base, 'c', calls, width, window, since)
+    place(base, 'f', failures, width, window, since)
     local c, f = window_sum(base, width, window, 'c', 'f')
     local trips
     if rate > 0 then trips = c >= min_calls and f * 100 >= rate * c else trips = f >= threshold end
     if trips then
-      epoch, open_until, slots, slots_at, ok = epoch + 1, now + open_for, 0, 0, 0
+      epoch, since, open_until, slots, slots_at, ok = epoch + 1, now, now + open_for, 0, 0, 0
     end
   elseif now >= open_until then
     -- Half-open: only this epoch's probes decide.
     if seen == epoch then ok = ok + probe_ok end
     if seen == epoch and probe_failed > 0 then
-      epoch, open_until, slots, slots_at, ok = epoch + 1, now + open_for, 0, 0, 0
+      epoch, since, open_until, slots, slots_at, ok = epoch + 1, now, now + open_for, 0, 0, 0
     elseif ok >= to_close then
-      epoch, open_until, slots, slots_at, ok = epoch + 1, 0, 0, 0, 0
+      epoch, since, open_until, slots, slots_at, ok = epoch + 1, now, 0, 0, 0, 0
     elseif want > 0 then
       -- A round whose probes never reported (cancelled) is given up after open_for.
       if slots > 0 and now - slots_at >= open_for then slots = 0 end
@@ -115,7 +170,7 @@ for _ = 1, breakers do
     end
   end
   if st[1] or epoch > 0 then
-    redis.call('HSET', key, 'epoch', epoch, 'until', open_until, 'slots', slots, 'slots_at', slots_at, 'ok', ok)
+    redis.call('HSET', key, 'epoch', epoch, 'since', since, 'until', open_until, 'slots', slots, 'slots_at', slots_at, 'ok', ok)
     redis.call('PEXPIRE', key, state_ttl)
   end
   local code, remaining = 0, 0
@@ -136,8 +191,8 @@ for _ = 1, budgets do
   local base = prefix .. ':budget:' .. name .. ':'
   local record = prefix .. ':replica:' .. replica .. ':budget:' .. name
   local bucket = base .. math.floor(now / width)
-  add(bucket, 'first', delta(record, 'first', tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6])), window + width)
-  i = i + 9
+  local firsts, after = samples(i + 9, 1, {tonumber(ARGV[i + 5])})
+  place(base, 'first', parts(record, 'first', tonumber(ARGV[i + 6]), firsts[1]), width, window, 0)
 
   local granted = 0
   local last = redis.call('HMGET', record, 'seq', 'granted')
@@ -151,6 +206,7 @@ for _ = 1, budgets do
     redis.call('HSET', record, 'seq', seq, 'granted', granted)
   end
   redis.call('PEXPIRE', record, 2 * window + state_ttl)
+  i = after
   table.insert(out, granted)
 end
 return out

@@ -35,7 +35,10 @@
 //!   `store_timeout` (50 ms) makes the guards local again (said once per
 //!   change, in the trace and the `resilient_fleet_linked` gauge); the next
 //!   flush that gets through resyncs. Totals are sent cumulatively, so a
-//!   flush that timed out but ran is never counted twice; a replica that
+//!   flush that timed out but ran is never counted twice, and so are the
+//!   totals of the flushes that failed, with their ages, so that what was
+//!   counted meanwhile lands in the buckets of its time (none older than
+//!   the window: an outage is not a burst now); a replica that
 //!   starts reads the fleet's state and never resets it; a flushed state is
 //!   rebuilt from what the replicas last saw, an open (or half-open) verdict
 //!   winning over a closed one, so that losing it never undoes a trip.
@@ -60,6 +63,7 @@
 //! # Ok(()) }
 //! ```
 
+mod backlog;
 mod breaker;
 mod budget;
 mod script;
@@ -192,6 +196,7 @@ impl Registry {
             budgets,
             shared: shared.clone(),
             registry: self.clone(),
+            clock: None,
         };
         let task = runtime.spawn(task.run());
         Ok(Fleet { shared, task: Some(task), replica })

@@ -5,7 +5,7 @@
 //!
 //! | key | what | TTL |
 //! |---|---|---|
-//! | `P:breaker:NAME` | hash: `epoch`, `until` (the open-until instant, server ms; 0 closed), `slots`, `slots_at`, `ok` | `state_ttl`, renewed by every flush |
+//! | `P:breaker:NAME` | hash: `epoch`, `since` (when it began, server ms; 0 unknown), `until` (the open-until instant, server ms; 0 closed), `slots`, `slots_at`, `ok` | `state_ttl`, renewed by every flush |
 //! | `P:breaker:NAME:EPOCH:BUCKET` | hash: `c` calls, `f` failures in one tenth of the window | window + a tenth |
 //! | `P:budget:NAME:BUCKET` | hash: `first` first attempts, `leased` tokens leased | window + a tenth |
 //! | `P:replica:ID:breaker:NAME`, `P:replica:ID:budget:NAME` | hash: the totals the server last applied for one replica, its last lease | 2 × window + `state_ttl` |
@@ -51,6 +51,9 @@ pub(super) struct BreakerReport {
     pub(super) totals: [u64; 4],
     /// The same, as last acknowledged by the server.
     pub(super) acked: [u64; 4],
+    /// Calls and failures as sent in the flushes not acknowledged since,
+    /// with their ages (see [`Backlog`](super::backlog::Backlog)).
+    pub(super) backlog: Vec<(Duration, [u64; 2])>,
 }
 
 /// What one replica reports of one budget.
@@ -63,6 +66,8 @@ pub(super) struct BudgetReport {
     pub(super) floor: u64,
     pub(super) first_attempts: u64,
     pub(super) acked_first_attempts: u64,
+    /// First attempts as sent in the flushes not acknowledged since, with their ages.
+    pub(super) backlog: Vec<(Duration, [u64; 1])>,
     /// The lease request's sequence number: a repeated one gets the same answer.
     pub(super) seq: u64,
     pub(super) want: u32,
@@ -88,6 +93,8 @@ pub(super) enum FleetState {
 /// What a flush answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Answer {
+    /// The server's clock as the script ran, in ms.
+    pub(super) now: u64,
     pub(super) breakers: Vec<BreakerVerdict>,
     /// Tokens leased, per budget.
     pub(super) budgets: Vec<u32>,
@@ -102,10 +109,23 @@ fn width(window: Duration) -> u64 {
     (millis(window) / 10).max(1)
 }
 
-/// The script's arguments, in the order `flush.lua` reads them.
+/// A backlog as `flush.lua` reads it: how many samples, then each one's
+/// age in ms and totals.
+fn backlog<const N: usize>(args: &mut Vec<String>, samples: &[(Duration, [u64; N])]) {
+    args.push(samples.len().to_string());
+    for (age, totals) in samples {
+        args.push(u64::try_from(age.as_millis()).unwrap_or(u64::MAX).to_string());
+        args.extend(totals.iter().map(u64::to_string));
+    }
+}
+
+/// The script's arguments, in the order `flush.lua` reads them. `sent_at`
+/// is the replica's reckoning of the server's clock now, in ms (0: none
+/// yet), which the ages of the backlogs count back from.
 pub(super) fn arguments(
     prefix: &str,
     replica: u64,
+    sent_at: u64,
     breakers: &[BreakerReport],
     budgets: &[BudgetReport],
 ) -> Vec<String> {
@@ -115,6 +135,7 @@ pub(super) fn arguments(
         breakers.len().to_string(),
         budgets.len().to_string(),
         millis(STATE_TTL).to_string(),
+        sent_at.to_string(),
     ];
     for b in breakers {
         // -1 closed, 0 half-open, else the open time left (at least 1 ms).
@@ -138,6 +159,7 @@ pub(super) fn arguments(
             view.to_string(),
         ]);
         args.extend(b.totals.iter().chain(&b.acked).map(u64::to_string));
+        backlog(&mut args, &b.backlog);
     }
     for b in budgets {
         args.extend([
@@ -151,6 +173,7 @@ pub(super) fn arguments(
             b.seq.to_string(),
             b.want.to_string(),
         ]);
+        backlog(&mut args, &b.backlog);
     }
     args
 }
@@ -179,7 +202,7 @@ pub(super) fn answer(reply: &[i64], breakers: usize, budgets: usize) -> Result<A
         .iter()
         .map(|n| count(*n).map(|n| u32::try_from(n).unwrap_or(u32::MAX)))
         .collect::<Result<_, _>>()?;
-    Ok(Answer { breakers: verdicts, budgets: leased })
+    Ok(Answer { now: count(reply[0])?, breakers: verdicts, budgets: leased })
 }
 
 #[cfg(test)]
@@ -192,6 +215,7 @@ mod tests {
         assert!(answer(&[1, 0, 0, 0], 1, 0).is_err());
         assert!(answer(&[1, 0, 7, 0, 0], 1, 0).unwrap_err().contains("state 7"));
         assert!(answer(&[1, -1, 0, 0, 0], 1, 0).is_err());
+        assert!(answer(&[-1, 3, 1, 250, 0], 1, 0).is_err(), "a time before 1970");
         let ok = answer(&[1, 3, 1, 250, 0, 9], 1, 1).unwrap();
         assert_eq!(ok.breakers[0].state, FleetState::Open { remaining: Duration::from_millis(250) });
         assert_eq!(ok.budgets, [9]);
@@ -216,18 +240,20 @@ mod tests {
             view: FleetState::Closed,
             totals: [1, 2, 3, 4],
             acked: [0, 0, 0, 0],
+            backlog: vec![(Duration::from_millis(1_500), [1, 1])],
         };
-        let args = arguments("p", 255, std::slice::from_ref(&breaker), &[]);
-        assert_eq!(args.len(), 5 + 20, "the header and 20 per breaker, as flush.lua steps");
-        assert_eq!(&args[..5], ["p", "00000000000000ff", "1", "0", "3600000"]);
-        assert_eq!(&args[5..8], ["db", "10000", "1000"]);
-        assert_eq!(args[16], "-1", "a closed view");
+        let args = arguments("p", 255, 7, std::slice::from_ref(&breaker), &[]);
+        assert_eq!(args.len(), 6 + 21 + 3, "the header, 21 per breaker and 3 per sample, as flush.lua steps");
+        assert_eq!(&args[..6], ["p", "00000000000000ff", "1", "0", "3600000", "7"]);
+        assert_eq!(&args[6..9], ["db", "10000", "1000"]);
+        assert_eq!(args[17], "-1", "a closed view");
+        assert_eq!(&args[26..], ["1", "1500", "1", "1"], "one sample: its age, calls, failures");
         let half_open = BreakerReport { view: FleetState::HalfOpen, ..breaker.clone() };
-        assert_eq!(arguments("p", 255, &[half_open], &[])[16], "0");
+        assert_eq!(arguments("p", 255, 0, &[half_open], &[])[17], "0");
         let open =
             BreakerReport { view: FleetState::Open { remaining: Duration::from_micros(10) }, ..breaker };
         assert_eq!(
-            arguments("p", 255, &[open], &[])[16],
+            arguments("p", 255, 0, &[open], &[])[17],
             "1",
             "open: at least 1 ms, never read as half-open"
         );

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use tokio::sync::Notify;
-use tokio::time::MissedTickBehavior;
+use tokio::time::{Instant, MissedTickBehavior};
 
 use super::breaker::BreakerSync;
 use super::budget::BudgetSync;
@@ -47,6 +47,11 @@ pub(super) struct Task {
     pub(super) shared: Arc<Shared>,
     /// Keeps the registry's claim on its one fleet until the task ends.
     pub(super) registry: Registry,
+    /// The server's clock (ms) as a flush that got through ran, and when
+    /// that flush was sent: the replica's reckoning of the server's clock,
+    /// which dates what it counted while later flushes failed. The sending
+    /// instant errs late by the trip to the server, as a flush's own counts do.
+    pub(super) clock: Option<(u64, Instant)>,
 }
 
 impl Task {
@@ -83,7 +88,12 @@ impl Task {
         let asks = asking == Asking::ForWhatIsNeeded;
         let breakers: Vec<_> = self.breakers.iter_mut().map(|sync| sync.report(asks)).collect();
         let budgets: Vec<_> = self.budgets.iter_mut().map(|sync| sync.report(asks)).collect();
-        let args = arguments(&self.prefix, self.replica, &breakers, &budgets);
+        let sent = Instant::now();
+        let sent_at = self.clock.map_or(0, |(server, at)| {
+            let since = u64::try_from(sent.saturating_duration_since(at).as_millis()).unwrap_or(u64::MAX);
+            server.saturating_add(since)
+        });
+        let args = arguments(&self.prefix, self.replica, sent_at, &breakers, &budgets);
         let result = self
             .store
             .flush(&args)
@@ -92,6 +102,7 @@ impl Task {
         match result {
             Ok(answer) => {
                 self.shared.flushes.fetch_add(1, Ordering::Relaxed);
+                self.clock = Some((answer.now, sent));
                 // Past the fleet's open-until instant a replica stays open
                 // until a flush has asked for probe slots: two periods leave
                 // room for one late tick. At most tokio's horizon: the

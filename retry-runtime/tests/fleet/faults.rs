@@ -10,7 +10,7 @@ use tokio::time::{Instant, sleep};
 use super::server::Server;
 use super::{SYNC_MS, serial};
 
-const STORE_TIMEOUT: Duration = Duration::from_millis(50);
+pub(super) const STORE_TIMEOUT: Duration = Duration::from_millis(50);
 
 fn replica(server: &Server) -> (Registry, Fleet) {
     replica_open_for(server, Duration::from_secs(20))
@@ -37,7 +37,7 @@ fn replica_open_for(server: &Server, open_for: Duration) -> (Registry, Fleet) {
 }
 
 /// Waits (in real time) until `done`, at most `within`; how long it took.
-async fn until(what: &str, within: Duration, mut done: impl FnMut() -> bool) -> Duration {
+pub(super) async fn until(what: &str, within: Duration, mut done: impl FnMut() -> bool) -> Duration {
     let start = Instant::now();
     while !done() {
         assert!(start.elapsed() < within, "{what}: not within {within:?}");
@@ -59,18 +59,18 @@ async fn slowest_call(registry: &Registry, period: Duration) -> Duration {
     slowest
 }
 
-fn open(registry: &Registry) -> bool {
+pub(super) fn open(registry: &Registry) -> bool {
     registry.breaker("dep").unwrap().state() == BreakerState::Open
 }
 
 /// How long a replica may take to notice the store is gone: the flush in
 /// progress times out (store_timeout) at most a period after it went.
-fn notice() -> Duration {
+pub(super) fn notice() -> Duration {
     Duration::from_millis(SYNC_MS) + STORE_TIMEOUT + Duration::from_millis(SYNC_MS)
 }
 
 /// Runs `test` on a runtime of its own, one fleet test at a time.
-fn serially(test: impl std::future::Future<Output = ()>) {
+pub(super) fn serially(test: impl std::future::Future<Output = ()>) {
     let _serial = serial();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(test);
@@ -160,7 +160,7 @@ async fn half_open_flushed() {
 
 /// The fleet breaker's state in the store, by the script's code: 0 closed,
 /// 1 open, 2 half-open; `None` without one.
-fn fleet_state(server: &Server) -> Option<u8> {
+pub(super) fn fleet_state(server: &Server) -> Option<u8> {
     let mut con = server.connection().expect("connected");
     let until: Option<u64> =
         redis::cmd("HGET").arg("faults:breaker:dep").arg("until").query(&mut con).ok()?;

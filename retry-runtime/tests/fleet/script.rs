@@ -16,25 +16,22 @@ fn run(con: &mut redis::Connection, args: &[String]) -> Vec<i64> {
     invocation.invoke(con).expect("the script runs")
 }
 
+/// The server's clock, in ms.
+fn server_now(con: &mut redis::Connection) -> u64 {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(con).expect("TIME");
+    secs * 1_000 + micros / 1_000
+}
+
 /// One flush of replica `00..01` reporting one budget (`dep`, 10 s window)
-/// with `first` first attempts in all, `acked` of them acknowledged.
-fn flush_budget(con: &mut redis::Connection, first: u64, acked: u64) {
-    let args = [
-        "script".to_owned(),
-        "0000000000000001".into(),
-        "0".into(),
-        "1".into(),
-        "3600000".into(),
-        "dep".into(),
-        "10000".into(),
-        "1000".into(),
-        "0.1".into(),
-        "20".into(),
-        first.to_string(),
-        acked.to_string(),
-        "0".into(),
-        "0".into(),
-    ];
+/// with `first` first attempts in all, `acked` of them acknowledged, sent
+/// at `sent_at` (server ms; 0: unknown) with `backlog`: the totals of its
+/// flushes that failed since, as (age in ms, total).
+fn flush_budget(con: &mut redis::Connection, first: u64, acked: u64, sent_at: u64, backlog: &[(u64, u64)]) {
+    let mut args: Vec<String> = ["script", "0000000000000001", "0", "1", "3600000"].map(String::from).into();
+    args.push(sent_at.to_string());
+    args.extend(["dep", "10000", "1000", "0.1", "20"].map(String::from));
+    args.extend([first, acked, 0, 0, backlog.len() as u64].map(|n| n.to_string()));
+    args.extend(backlog.iter().flat_map(|(age, total)| [age.to_string(), total.to_string()]));
     run(con, &args);
 }
 
@@ -42,17 +39,60 @@ fn flush_budget(con: &mut redis::Connection, first: u64, acked: u64) {
 /// closed, 1 open, 2 half-open), the open time left, the probes granted.
 type Verdict = [i64; 4];
 
-/// One flush of replica `replica` reporting breaker `dep` (3 failures in
-/// 10 s open it for 20 s), as a replica that last saw fleet epoch `seen`
-/// in the state `view` (-1 closed, 0 half-open, else the ms it had left
-/// open), with `failures` failed calls (none acknowledged yet).
+/// One flush of one replica reporting breaker `dep` (3 failures in 10 s
+/// open it for `open_for` ms; 2 probes, 2 successes to close).
+struct BreakerFlush {
+    replica: u64,
+    /// The fleet epoch it last saw.
+    seen: u64,
+    /// The fleet's state as it knows it: -1 closed, 0 half-open, else the
+    /// ms it had left open.
+    view: i64,
+    want: u32,
+    open_for: u64,
+    /// Calls, failures, probe successes, probe failures (none acknowledged).
+    totals: [u64; 4],
+    sent_at: u64,
+    /// (age in ms, calls, failures) of its flushes that failed since.
+    backlog: Vec<(u64, u64, u64)>,
+}
+
+impl Default for BreakerFlush {
+    fn default() -> Self {
+        BreakerFlush {
+            replica: 1,
+            seen: 0,
+            view: -1,
+            want: 0,
+            open_for: 20_000,
+            totals: [0; 4],
+            sent_at: 0,
+            backlog: Vec::new(),
+        }
+    }
+}
+
+impl BreakerFlush {
+    fn run(&self, con: &mut redis::Connection) -> Verdict {
+        let mut args: Vec<String> =
+            vec!["script".into(), format!("{:016x}", self.replica), "1".into(), "0".into()];
+        args.extend(["3600000".into(), self.sent_at.to_string()]);
+        args.extend(["dep", "10000", "1000", "3", "0", "10"].map(String::from));
+        args.extend([self.open_for.to_string(), "2".into(), "2".into()]);
+        args.extend([self.seen.to_string(), self.want.to_string(), self.view.to_string()]);
+        args.extend(self.totals.iter().chain(&[0; 4]).map(u64::to_string));
+        args.push(self.backlog.len().to_string());
+        args.extend(self.backlog.iter().flat_map(|(age, c, f)| [*age, *c, *f]).map(|n| n.to_string()));
+        let reply = run(con, &args);
+        reply[1..].try_into().expect("one breaker's verdict")
+    }
+}
+
+/// A replica that last saw fleet epoch `seen` in the state `view`, with
+/// `failures` failed calls.
 fn flush_breaker(con: &mut redis::Connection, replica: u64, seen: u64, view: i64, failures: u64) -> Verdict {
-    let mut args: Vec<String> = vec!["script".into(), format!("{replica:016x}"), "1".into(), "0".into()];
-    args.extend(["3600000", "dep", "10000", "1000", "3", "0", "10", "20000", "2", "2"].map(String::from));
-    args.extend([seen.to_string(), "0".into(), view.to_string()]);
-    args.extend([failures, failures, 0, 0, 0, 0, 0, 0].map(|n| n.to_string()));
-    let reply = run(con, &args);
-    reply[1..].try_into().expect("one breaker's verdict")
+    let totals = [failures, failures, 0, 0];
+    BreakerFlush { replica, seen, view, totals, ..Default::default() }.run(con)
 }
 
 #[test]
@@ -63,10 +103,10 @@ fn a_stale_flush_that_runs_late_does_not_make_later_ones_count_twice() {
     // Flush 1 (total 5) timed out on the replica's side while the server
     // was frozen, the replica remade its connection, and flush 2 (total
     // 10) ran first on the new one; flush 1 ran when the server thawed.
-    flush_budget(&mut con, 10, 0);
-    flush_budget(&mut con, 5, 0);
+    flush_budget(&mut con, 10, 0, 0, &[]);
+    flush_budget(&mut con, 5, 0, 0, &[]);
     // Flush 3: total 12, 10 acknowledged (flush 2's answer came back).
-    flush_budget(&mut con, 12, 10);
+    flush_budget(&mut con, 12, 10, 0, &[]);
     assert_eq!(server.sum_field("script:budget:dep:*", "first"), 12, "each first attempt counted once");
 }
 
@@ -87,4 +127,53 @@ fn a_trip_after_the_state_was_lost_is_not_undone_by_an_older_closed_view() {
     assert!(heard[0] > 4, "in an epoch past the one it saw, so that it follows it: {heard:?}");
     let again = flush_breaker(&mut con, 2, tripped[0] as u64, -1, 3);
     assert_eq!((again[0], again[1]), (heard[0], 1), "one fleet state for both");
+}
+
+/// A replica back from an outage sends the totals of the flushes that
+/// failed, with their ages: each part is counted in the bucket of its
+/// time, none older than the window, and the ages count back from when the
+/// flush was sent, however long it waited in the server's queue.
+#[test]
+fn a_backlog_is_counted_when_it_happened_and_not_before_the_window() {
+    let _serial = serial();
+    let Some(server) = Server::start("a_backlog_is_counted_...") else { return };
+    let mut con = server.connection().expect("connected");
+    let t = server_now(&mut con);
+    // 10 first attempts 20 s ago (before the 10 s window), 10 5 s ago, 10 now.
+    flush_budget(&mut con, 30, 0, t, &[(20_000, 10), (5_000, 20)]);
+    // Sent 3 s ago, run now: 10 made 11 s ago (dropped), 10 made 3 s ago.
+    flush_budget(&mut con, 50, 30, t - 3_000, &[(8_000, 40)]);
+    assert_eq!(server.sum_field("script:budget:dep:*", "first"), 30, "20 older than the window dropped");
+    for (ago, what) in [(5_000, "5 s ago"), (3_000, "3 s ago"), (0, "now")] {
+        let bucket = format!("script:budget:dep:{}", (t - ago) / 1_000);
+        let first: u64 = redis::cmd("HGET").arg(&bucket).arg("first").query(&mut con).expect("HGET");
+        assert_eq!(first, 10, "the part made {what} is in its bucket");
+    }
+}
+
+/// Failures a replica made before the fleet's last transition, sent late
+/// (its flushes failed meanwhile), are not the new epoch's: a fleet that
+/// just closed on its probes' word does not reopen on failures from before.
+#[test]
+fn failures_sent_late_from_before_the_fleet_closed_do_not_reopen_it() {
+    let _serial = serial();
+    let Some(server) = Server::start("failures_sent_late_...") else { return };
+    let mut con = server.connection().expect("connected");
+    let t0 = server_now(&mut con);
+    let wait = || std::thread::sleep(std::time::Duration::from_millis(5));
+    let probing = || BreakerFlush { replica: 2, open_for: 1, ..Default::default() };
+    let opened = BreakerFlush { totals: [3, 3, 0, 0], ..probing() }.run(&mut con);
+    assert_eq!(opened[1], 1, "3 failures open it: {opened:?}");
+    wait();
+    let seen = opened[0] as u64;
+    let granted = BreakerFlush { seen, want: 2, totals: [3, 3, 0, 0], ..probing() }.run(&mut con);
+    assert_eq!((granted[1], granted[3]), (2, 2), "half-open, 2 probes granted: {granted:?}");
+    let closed = BreakerFlush { seen, totals: [5, 3, 2, 0], ..probing() }.run(&mut con);
+    assert_eq!(closed[1], 0, "closed by its probes: {closed:?}");
+    wait();
+    // Replica 1 failed 3 times just before the fleet opened, and sends it only now.
+    let age = server_now(&mut con) - t0 + 1;
+    let late = BreakerFlush { totals: [3, 3, 0, 0], backlog: vec![(age, 3, 3)], ..Default::default() };
+    let verdict = late.run(&mut con);
+    assert_eq!((verdict[0], verdict[1]), (closed[0], 0), "still closed: {verdict:?}");
 }
