@@ -223,7 +223,9 @@ impl RetryBudget {
     }
 
     /// Ends the lease: retries need only this budget's leave again. Returns
-    /// the leased tokens that were left (they are dropped).
+    /// the leased tokens that were left: no retry can take them any more
+    /// (one taken and then given back goes back to the lease it came from,
+    /// or nowhere), so they may be handed back to whoever leased them.
     pub fn end_lease(&self) -> u32 {
         let left = self.lease.end();
         crate::observe::budget_level(&self.name, || self.available());

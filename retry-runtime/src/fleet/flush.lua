@@ -183,6 +183,40 @@ for _ = 1, breakers do
   table.insert(out, granted)
 end
 
+-- Hands back `n` unused tokens a replica leased (its lease ended: the store
+-- went away, or it left), from its own grants still in the window, newest
+-- first: a lease is spent oldest first, so what is left was granted last.
+-- Never more than it was granted in a bucket, nor than the bucket counts:
+-- a token granted before the window, or lost with the store's state, is
+-- no longer counted, and handing it back would count it twice.
+local function hand_back(base, record, n, width, window)
+  local current = math.floor(now / width)
+  local id = current
+  while n > 0 and id > current - math.ceil(window / width) do
+    local bucket, field = base .. id, 'g:' .. id
+    local mine = tonumber(redis.call('HGET', record, field)) or 0
+    local counted = tonumber(redis.call('HGET', bucket, 'leased')) or 0
+    local back = math.min(n, mine, counted)
+    if back > 0 then
+      redis.call('HINCRBY', bucket, 'leased', -back)
+      redis.call('HINCRBY', record, field, -back)
+      n = n - back
+    end
+    id = id - 1
+  end
+end
+
+-- Notes `granted` tokens leased to a replica now (what it may hand back),
+-- and forgets its grants older than the window.
+local function note_grant(record, granted, width, window)
+  local current = math.floor(now / width)
+  redis.call('HINCRBY', record, 'g:' .. current, granted)
+  for _, field in ipairs(redis.call('HKEYS', record)) do
+    local id = string.sub(field, 1, 2) == 'g:' and tonumber(string.sub(field, 3))
+    if id and id <= current - math.ceil(window / width) then redis.call('HDEL', record, field) end
+  end
+end
+
 for _ = 1, budgets do
   local name = ARGV[i]
   local window, width = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
@@ -191,8 +225,10 @@ for _ = 1, budgets do
   local base = prefix .. ':budget:' .. name .. ':'
   local record = prefix .. ':replica:' .. replica .. ':budget:' .. name
   local bucket = base .. math.floor(now / width)
-  local firsts, after = samples(i + 9, 1, {tonumber(ARGV[i + 5])})
+  local firsts, after = samples(i + 11, 1, {tonumber(ARGV[i + 5])})
   place(base, 'first', parts(record, 'first', tonumber(ARGV[i + 6]), firsts[1]), width, window, 0)
+  -- Handed back before a lease is granted: this flush may lease them again.
+  hand_back(base, record, delta(record, 'ret', tonumber(ARGV[i + 9]), tonumber(ARGV[i + 10])), width, window)
 
   local granted = 0
   local last = redis.call('HMGET', record, 'seq', 'granted')
@@ -203,6 +239,7 @@ for _ = 1, budgets do
     local first, leased = window_sum(base, width, window, 'first', 'leased')
     granted = math.max(0, math.min(want, math.floor(floor + ratio * first) - leased))
     add(bucket, 'leased', granted, window + width)
+    if granted > 0 then note_grant(record, granted, width, window) end
     redis.call('HSET', record, 'seq', seq, 'granted', granted)
   end
   redis.call('PEXPIRE', record, 2 * window + state_ttl)

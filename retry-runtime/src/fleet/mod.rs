@@ -30,7 +30,9 @@
 //!   of the fleet's first attempts in the window (plus `min_per_sec` for the
 //!   whole fleet); replicas lease tokens in batches of `lease_size`, so a
 //!   batch of retries costs one round trip, and a retry needs a leased token
-//!   as well as the local budget's leave.
+//!   as well as the local budget's leave. The tokens left when a lease ends
+//!   (the store went away, the replica leaves) are handed back at the next
+//!   flush that gets through, so the fleet can lease them again.
 //! - **Redis down, slow or flushed**: a flush that does not answer within
 //!   `store_timeout` (50 ms) makes the guards local again (said once per
 //!   change, in the trace and the `resilient_fleet_linked` gauge); the next

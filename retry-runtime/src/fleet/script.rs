@@ -8,7 +8,7 @@
 //! | `P:breaker:NAME` | hash: `epoch`, `since` (when it began, server ms; 0 unknown), `until` (the open-until instant, server ms; 0 closed), `slots`, `slots_at`, `ok` | `state_ttl`, renewed by every flush |
 //! | `P:breaker:NAME:EPOCH:BUCKET` | hash: `c` calls, `f` failures in one tenth of the window | window + a tenth |
 //! | `P:budget:NAME:BUCKET` | hash: `first` first attempts, `leased` tokens leased | window + a tenth |
-//! | `P:replica:ID:breaker:NAME`, `P:replica:ID:budget:NAME` | hash: the totals the server last applied for one replica, its last lease | 2 × window + `state_ttl` |
+//! | `P:replica:ID:breaker:NAME`, `P:replica:ID:budget:NAME` | hash: the totals the server last applied for one replica (tokens handed back, `ret`, among them), its last lease, its leases in the window by bucket (`g:BUCKET`) | 2 × window + `state_ttl` |
 //!
 //! Buckets of the breaker carry the fleet's epoch, so that a transition
 //! starts a clean window, as a local breaker's does.
@@ -71,6 +71,9 @@ pub(super) struct BudgetReport {
     /// The lease request's sequence number: a repeated one gets the same answer.
     pub(super) seq: u64,
     pub(super) want: u32,
+    /// Unused leased tokens handed back (when a lease ended), in all.
+    pub(super) returned: u64,
+    pub(super) acked_returned: u64,
 }
 
 /// The fleet's verdict on one breaker.
@@ -172,6 +175,8 @@ pub(super) fn arguments(
             b.acked_first_attempts.to_string(),
             b.seq.to_string(),
             b.want.to_string(),
+            b.returned.to_string(),
+            b.acked_returned.to_string(),
         ]);
         backlog(&mut args, &b.backlog);
     }

@@ -71,6 +71,7 @@ impl Task {
         // tries (each within store_timeout), since a busy store may miss one.
         let mut last = false;
         if self.shared.linked.load(Ordering::Acquire) {
+            self.budgets.iter_mut().for_each(BudgetSync::leave);
             for _ in 0..LAST_FLUSH_TRIES {
                 last = self.flush(Asking::ForNothing).await;
                 if last {

@@ -224,12 +224,13 @@ async fn huge_sync_period() {
 }
 
 #[test]
-fn a_replica_leaving_asks_the_fleet_for_no_tokens_it_would_drop() {
+fn a_replica_leaving_asks_for_no_tokens_and_hands_back_those_it_did_not_use() {
     serially(leaving_asks_for_nothing());
 }
 
 /// The last flush reports what the replica counted, but a lease granted
-/// then would be dropped at once, lost to the fleet until the window ends.
+/// then would be dropped at once, lost to the fleet until the window ends;
+/// and so would the tokens the replica holds, unless handed back.
 async fn leaving_asks_for_nothing() {
     let Some(server) = Server::start("a_replica_leaving_asks_...") else { return };
     let registry = Registry::new();
@@ -254,6 +255,11 @@ async fn leaving_asks_for_nothing() {
     while budget.leased().unwrap() >= 10 {
         assert!(budget.try_withdraw());
     }
+    let left = u64::from(budget.leased().unwrap());
     assert!(fleet.leave().await, "the last flush got through");
-    assert_eq!(server.sum_field("leaving:budget:dep:*", "leased"), leased, "nothing leased on leaving");
+    assert_eq!(
+        server.sum_field("leaving:budget:dep:*", "leased"),
+        leased - left,
+        "nothing leased on leaving, and the {left} tokens left handed back"
+    );
 }

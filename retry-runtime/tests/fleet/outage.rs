@@ -76,3 +76,43 @@ async fn frozen_longer_than_the_window() {
         fleet.leave().await;
     }
 }
+
+#[test]
+fn tokens_held_when_the_store_froze_are_handed_back_when_it_thaws() {
+    serially(tokens_handed_back_on_the_thaw());
+}
+
+/// The fleet allows 20 retries per window (the floor, no traffic), all
+/// leased to replica a. The store freezes; a's lease ends, its 20 tokens
+/// unused. When the store thaws, within the window, the fleet still counts
+/// them leased: unless a hands them back, it leases a nothing for the rest
+/// of the window.
+async fn tokens_handed_back_on_the_thaw() {
+    let Some(server) = Server::start("tokens_held_when_the_store_froze_...") else { return };
+    let registry = Registry::new();
+    let budget = RatioBudget { ratio: 0.1, window: Duration::from_secs(10), min_per_sec: 2 };
+    registry.declare_budget("dep", budget).unwrap();
+    let fleet = registry
+        .join_fleet(FleetConfig {
+            url: server.url(),
+            prefix: "thaw".into(),
+            sync_every: Duration::from_millis(SYNC_MS),
+            store_timeout: STORE_TIMEOUT,
+            budgets: vec!["dep".into()],
+            lease_size: 20,
+            ..Default::default()
+        })
+        .unwrap();
+    let budget = registry.budget("dep").unwrap();
+    until("the first lease", Duration::from_secs(5), || budget.leased() == Some(20)).await;
+
+    server.pause();
+    until("on local state", notice(), || !fleet.is_linked()).await;
+    assert_eq!(budget.leased(), None, "the lease ended with the link");
+    server.resume();
+    until("linked again", Duration::from_secs(3), || fleet.is_linked()).await;
+    sleep(Duration::from_millis(3 * SYNC_MS)).await;
+    assert_eq!(budget.leased(), Some(20), "the tokens handed back are leased again");
+    assert_eq!(server.sum_field("thaw:budget:dep:*", "leased"), 20, "the fleet's count of leased tokens");
+    fleet.leave().await;
+}

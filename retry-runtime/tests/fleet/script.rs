@@ -22,17 +22,60 @@ fn server_now(con: &mut redis::Connection) -> u64 {
     secs * 1_000 + micros / 1_000
 }
 
-/// One flush of replica `00..01` reporting one budget (`dep`, 10 s window)
-/// with `first` first attempts in all, `acked` of them acknowledged, sent
-/// at `sent_at` (server ms; 0: unknown) with `backlog`: the totals of its
-/// flushes that failed since, as (age in ms, total).
+/// One flush of one replica reporting budget `dep` (10% of the first
+/// attempts in `window` ms, 20 more per window, 10 buckets).
+#[derive(Clone)]
+struct BudgetFlush {
+    replica: u64,
+    window: u64,
+    first: u64,
+    acked: u64,
+    seq: u64,
+    want: u32,
+    /// Unused tokens handed back in all, and as acknowledged.
+    returned: u64,
+    acked_returned: u64,
+    /// The server's clock when sent (ms; 0: unknown).
+    sent_at: u64,
+    /// (age in ms, first attempts) of its flushes that failed since.
+    backlog: Vec<(u64, u64)>,
+}
+
+impl Default for BudgetFlush {
+    fn default() -> Self {
+        BudgetFlush {
+            replica: 1,
+            window: 10_000,
+            first: 0,
+            acked: 0,
+            seq: 0,
+            want: 0,
+            returned: 0,
+            acked_returned: 0,
+            sent_at: 0,
+            backlog: Vec::new(),
+        }
+    }
+}
+
+impl BudgetFlush {
+    /// The tokens leased.
+    fn run(&self, con: &mut redis::Connection) -> i64 {
+        let mut args: Vec<String> =
+            vec!["script".into(), format!("{:016x}", self.replica), "0".into(), "1".into()];
+        args.extend(["3600000".into(), self.sent_at.to_string(), "dep".into()]);
+        args.extend([self.window.to_string(), (self.window / 10).to_string(), "0.1".into(), "20".into()]);
+        args.extend([self.first, self.acked, self.seq, self.want.into()].map(|n| n.to_string()));
+        args.extend([self.returned, self.acked_returned, self.backlog.len() as u64].map(|n| n.to_string()));
+        args.extend(self.backlog.iter().flat_map(|(age, total)| [age.to_string(), total.to_string()]));
+        run(con, &args)[1]
+    }
+}
+
+/// Replica 1's flush with `first` first attempts in all, `acked` of them
+/// acknowledged, sent at `sent_at` with `backlog`.
 fn flush_budget(con: &mut redis::Connection, first: u64, acked: u64, sent_at: u64, backlog: &[(u64, u64)]) {
-    let mut args: Vec<String> = ["script", "0000000000000001", "0", "1", "3600000"].map(String::from).into();
-    args.push(sent_at.to_string());
-    args.extend(["dep", "10000", "1000", "0.1", "20"].map(String::from));
-    args.extend([first, acked, 0, 0, backlog.len() as u64].map(|n| n.to_string()));
-    args.extend(backlog.iter().flat_map(|(age, total)| [age.to_string(), total.to_string()]));
-    run(con, &args);
+    BudgetFlush { first, acked, sent_at, backlog: backlog.to_vec(), ..Default::default() }.run(con);
 }
 
 /// What a flush answers of one breaker: the fleet's epoch, its state (0
@@ -176,4 +219,37 @@ fn failures_sent_late_from_before_the_fleet_closed_do_not_reopen_it() {
     let late = BreakerFlush { totals: [3, 3, 0, 0], backlog: vec![(age, 3, 3)], ..Default::default() };
     let verdict = late.run(&mut con);
     assert_eq!((verdict[0], verdict[1]), (closed[0], 0), "still closed: {verdict:?}");
+}
+
+/// Tokens a replica hands back (its lease ended) come off its own grants
+/// still in the window, newest first, never more than it was granted there:
+/// another replica's lease stands, and handing back twice takes nothing.
+#[test]
+fn unused_tokens_handed_back_come_off_the_replicas_own_grants_once() {
+    let _serial = serial();
+    let Some(server) = Server::start("unused_tokens_handed_back_...") else { return };
+    let mut con = server.connection().expect("connected");
+    let lease = |replica, seq, want| BudgetFlush { replica, seq, want, window: 1_000, ..Default::default() };
+    let leased = || server.sum_field("script:budget:dep:*", "leased");
+    assert_eq!(lease(1, 0, 5).run(&mut con), 5);
+    // The next bucket (a tenth of the 1 s window).
+    std::thread::sleep(std::time::Duration::from_millis(110));
+    assert_eq!(lease(1, 1, 5).run(&mut con), 5);
+    assert_eq!(lease(2, 0, 4).run(&mut con), 4);
+    assert_eq!(leased(), 14);
+    let back = |returned, acked_returned| BudgetFlush { returned, acked_returned, ..lease(1, 2, 0) };
+    back(7, 0).run(&mut con);
+    assert_eq!(leased(), 7, "7 of replica 1's 10 handed back");
+    let mut buckets: Vec<String> = redis::cmd("KEYS").arg("script:budget:dep:*").query(&mut con).unwrap();
+    buckets.sort_by_key(|key| key.rsplit(':').next().and_then(|id| id.parse::<u64>().ok()));
+    let by_bucket: Vec<u64> = buckets
+        .iter()
+        .map(|key| redis::cmd("HGET").arg(key).arg("leased").query(&mut con).unwrap())
+        .collect();
+    assert_eq!(by_bucket, [3, 4], "the newest grant first: all 5 of it, then 2 of the older");
+    back(7, 0).run(&mut con);
+    assert_eq!(leased(), 7, "a flush that timed out but ran, sent again: nothing more");
+    back(107, 7).run(&mut con);
+    assert_eq!(leased(), 4, "replica 1's other 3, not replica 2's 4");
+    assert_eq!(lease(1, 2, 20).run(&mut con), 16, "the window's 20, less replica 2's 4");
 }
