@@ -112,7 +112,7 @@ mod tests {
         let (ok, failed) = (breaker.try_acquire().unwrap(), breaker.try_acquire().unwrap());
         assert!(ok.is_probe() && failed.is_probe());
         // Another replica's probe failed: the fleet opened again.
-        breaker.trip_until(Instant::now() + Duration::from_secs(30), None);
+        breaker.trip_until(Instant::now().checked_add(Duration::from_secs(30)).unwrap(), None);
         ok.record(Outcome::Success);
         failed.record(Outcome::Failure);
         assert_eq!(breaker.state(), BreakerState::Open);
