@@ -104,6 +104,10 @@ mod tests {
         });
         assert_eq!(heard, [(Closed, Open), (Open, HalfOpen)]);
         announcements.announce(|transition| panic!("{transition:?} was already announced"));
+        announcements.push((HalfOpen, Closed));
+        let mut later = Vec::new();
+        announcements.announce(|transition| later.push(transition));
+        assert_eq!(later, [(HalfOpen, Closed)], "the next transition finds nobody announcing");
     }
 
     #[test]
