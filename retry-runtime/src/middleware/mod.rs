@@ -12,8 +12,6 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use sync_wrapper::SyncWrapper;
-
 use crate::attempts::Attempts;
 use crate::classify::ErrorClass;
 use crate::error::ErrorHandling;
@@ -63,30 +61,33 @@ pub(crate) trait Transport {
     ) -> impl Future<Output = Result<Self::Response, Self::Error>> + Send;
 }
 
-/// How an attempt failed: with a response that says so, or an error.
+/// How an attempt failed: with a response that says so (of this class; the
+/// response itself is kept by [`call`]), or an error.
 ///
-/// The call keeps the last failure across the wait for the next attempt,
-/// where the loop's state is borrowed shared: the wrapper keeps the call's
-/// future `Send` for responses that are `Send` but not `Sync`.
-enum Failure<R, E> {
-    Response(SyncWrapper<R>, ErrorClass),
+/// The loop keeps the last failure across the wait for the next attempt,
+/// where its state is borrowed shared, so a response kept there would have
+/// to be `Sync`; and it drops the failure when the next attempt begins,
+/// where a response may need more than dropping. So the loop keeps only
+/// the class, and `call` the response.
+enum Failure<E> {
+    Response(ErrorClass),
     Error(E),
 }
 
 /// Classifies a [`Failure`] and makes rejections into the transport's errors.
 struct ByTransport<T>(PhantomData<fn() -> T>);
 
-impl<T: Transport> ErrorHandling<Failure<T::Response, T::Error>> for ByTransport<T> {
+impl<T: Transport> ErrorHandling<Failure<T::Error>> for ByTransport<T> {
     #[inline]
-    fn class(&self, failure: &Failure<T::Response, T::Error>) -> ErrorClass {
+    fn class(&self, failure: &Failure<T::Error>) -> ErrorClass {
         match failure {
-            Failure::Response(_, class) => *class,
+            Failure::Response(class) => *class,
             Failure::Error(error) => T::classify(error),
         }
     }
 
     #[inline]
-    fn reject(&self, rejection: Rejection) -> Failure<T::Response, T::Error> {
+    fn reject(&self, rejection: Rejection) -> Failure<T::Error> {
         Failure::Error(T::reject(rejection))
     }
 }
@@ -117,6 +118,8 @@ pub(crate) async fn call<T: Transport>(
         execution.allow_no_retry();
     }
     let mut original = Some(request);
+    // The last failed response, while the loop keeps its class.
+    let mut failed: Option<T::Response> = None;
     loop {
         let Some(request) = next_request::<T, _, _>(&mut original, execution) else {
             // The attempt that took the original was made the last one, so
@@ -126,12 +129,19 @@ pub(crate) async fn call<T: Transport>(
         // `send` starts nothing until polled, so the attempt can be made
         // before the guards admit it (and take the loop's direct path).
         let sent = transport.send(request);
+        let last_failed = &mut failed;
         let step = execution
             .attempt(async move {
+                // Polled: admitted, so the failed response before this
+                // attempt will not be the call's.
+                drop(last_failed.take());
                 let response = sent.await.map_err(Failure::Error)?;
                 match T::response_class(&response) {
                     None => Ok(response),
-                    Some(class) => Err(Failure::Response(SyncWrapper::new(response), class)),
+                    Some(class) => {
+                        *last_failed = Some(response);
+                        Err(Failure::Response(class))
+                    }
                 }
             })
             .await;
@@ -139,7 +149,11 @@ pub(crate) async fn call<T: Transport>(
             let attempts = Attempts::new(execution.attempts());
             return match result {
                 Ok(response) => Ok(finish::<T>(response, attempts)),
-                Err(Failure::Response(response, _)) => Ok(finish::<T>(response.into_inner(), attempts)),
+                Err(Failure::Response(_)) => match failed {
+                    Some(response) => Ok(finish::<T>(response, attempts)),
+                    // A `Failure::Response` is made only beside the response.
+                    None => unreachable!("a failed response ended the call, but none was kept"),
+                },
                 Err(Failure::Error(error)) => Err(error),
             };
         }
