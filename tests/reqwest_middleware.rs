@@ -19,7 +19,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body::Frame;
 use http_body_util::StreamBody;
-use loopback::{Server, status, throttled, unavailable};
+use loopback::{Payload, Server, status, throttled, unavailable};
 use reqwest::StatusCode;
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware, Next};
 use resilient::reqwest_middleware::ResilientMiddleware;
@@ -61,6 +61,60 @@ async fn when_every_attempt_fails_the_caller_gets_the_last_response() {
     assert_eq!((response.status(), attempts(&response)), (StatusCode::INTERNAL_SERVER_ERROR, 3));
     assert_eq!(response.text().await.unwrap(), "answer 3", "the third answer, not the first");
     assert_eq!(server.hits("/down"), 3);
+}
+
+/// The failed response before a retry is read to its end first, so that
+/// its connection goes back to the client's pool and carries the retry:
+/// without that, hyper closes it and each retry opens a new one. A body of
+/// a few chunks and one with a length of 32 KiB both fit the drain's bound.
+/// A multi-threaded runtime, where the pool gets the connection back from
+/// another thread, as in most services.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_reuses_the_connection_of_the_failed_response_before_it() {
+    for payload in [Payload::Chunked(4096), Payload::Sized(32 * 1024)] {
+        let failed = status(503).with(payload);
+        let server = Server::start(&[("/stock", &[failed, failed])]).await;
+        let response = client(policy(4)).get(server.url("/stock")).send().await.unwrap();
+        assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 3), "{payload:?}");
+        assert_eq!(response.text().await.unwrap(), "answer 3");
+        assert_eq!(server.connections(), 1, "{payload:?}: three attempts on one connection");
+    }
+}
+
+/// The response the caller gets is not drained, however long its body.
+#[tokio::test]
+async fn the_last_response_keeps_its_whole_body() {
+    let long = status(503).with(Payload::Sized(1 << 20));
+    let server = Server::start(&[("/down", &[long, long])]).await;
+    let response = client(policy(2)).get(server.url("/down")).send().await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::SERVICE_UNAVAILABLE, 2));
+    assert_eq!(response.bytes().await.unwrap().len(), 1 << 20);
+}
+
+/// A failed body longer than the drain's bound (64 KiB: declared, or read
+/// from an endless stream) or slower than its time bound (50 ms) is
+/// dropped, its connection with it, and the retry goes at once after that:
+/// on the paused clock, the 1 ms backoff and at most the 50 ms drain.
+#[tokio::test(start_paused = true)]
+async fn a_failed_body_too_long_or_too_slow_to_drain_is_dropped_and_the_retry_goes_promptly() {
+    let server = Server::start(&[
+        ("/declared", &[status(503).with(Payload::Sized(1 << 20))]),
+        ("/endless", &[status(503).with(Payload::Endless)]),
+        ("/stalled", &[status(503).with(Payload::Stalled(1024))]),
+    ])
+    .await;
+    // No idle-connection reaper: only the library's timers move the clock.
+    let reqwest = reqwest::Client::builder().pool_idle_timeout(None).build().unwrap();
+    let client =
+        ClientBuilder::new(reqwest).with(ResilientMiddleware::new(policy(3).build().unwrap())).build();
+    for (path, at_most) in [("/declared", ms(1)), ("/endless", ms(1)), ("/stalled", ms(51))] {
+        let response = client.get(server.url(path)).send().await.unwrap();
+        assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 2), "{path}");
+        let seen = server.seen(path);
+        let waited = seen[1].at - seen[0].at;
+        assert!(waited <= at_most, "{path}: the retry came {waited:?} later, not within {at_most:?}");
+    }
+    assert_eq!(server.connections(), 4, "each failed body's connection closed; each 200's was reused");
 }
 
 #[tokio::test]

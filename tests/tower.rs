@@ -13,8 +13,10 @@
 
 mod loopback;
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -26,7 +28,7 @@ use http_body_util::{BodyExt, Full, StreamBody};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use loopback::{Server, status, throttled, unavailable};
+use loopback::{Payload, Server, status, throttled, unavailable};
 use resilient::tower::{BoxError, ResilientLayer};
 use resilient::{
     Attempts, BreakerConfig, BreakerState, BulkheadConfig, Jitter, Policy, PolicyBuilder, Registry,
@@ -95,6 +97,23 @@ async fn when_every_attempt_fails_the_caller_gets_the_last_response() {
     assert_eq!(attempts(&response), 3);
     assert_eq!(text(response).await, "answer 3");
     assert_eq!(server.hits("/down"), 3);
+}
+
+/// The failed response before a retry is read to its end first, so that
+/// hyper-util's pool gets its connection back and the retry goes on it;
+/// a multi-threaded runtime, where the pool gets it back from another
+/// thread, as in most services.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_reuses_the_connection_of_the_failed_response_before_it() {
+    for payload in [Payload::Chunked(4096), Payload::Sized(32 * 1024)] {
+        let failed = status(503).with(payload);
+        let server = Server::start(&[("/stock", &[failed, failed])]).await;
+        let service = ResilientLayer::new(policy(4).build().unwrap()).layer(client());
+        let response = service.oneshot(get(&server.url("/stock"))).await.unwrap();
+        assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 3), "{payload:?}");
+        assert_eq!(text(response).await, "answer 3");
+        assert_eq!(server.connections(), 1, "{payload:?}: three attempts on one connection");
+    }
 }
 
 #[tokio::test]
@@ -299,6 +318,158 @@ async fn the_response_future_is_send_and_static() {
 
 // ---------------------------------------------------------------------------
 // In-process services: tower's conventions, the rest of the policy, `cloning`.
+
+/// A response body of 1 KiB chunks that counts the bytes read of it; a
+/// stalled one never ends.
+struct Tracked {
+    chunks: VecDeque<Bytes>,
+    stalls: bool,
+    read: Arc<AtomicUsize>,
+}
+
+impl Tracked {
+    /// `kib` KiB, then the end (or nothing, when it `stalls`), and the count
+    /// of bytes read.
+    fn new(kib: usize, stalls: bool) -> (Tracked, Arc<AtomicUsize>) {
+        let read = Arc::new(AtomicUsize::new(0));
+        let chunks = (0..kib).map(|_| Bytes::from_static(&[b'x'; 1024])).collect();
+        (Tracked { chunks, stalls, read: read.clone() }, read)
+    }
+}
+
+impl http_body::Body for Tracked {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.chunks.pop_front() {
+            Some(chunk) => {
+                self.read.fetch_add(chunk.len(), Ordering::SeqCst);
+                Poll::Ready(Some(Ok(Frame::data(chunk))))
+            }
+            None if self.stalls => Poll::Pending,
+            None => Poll::Ready(None),
+        }
+    }
+}
+
+/// A service whose first `failures` answers are 503s with bodies of
+/// `kib` KiB (stalling ones if `stalls`), then 200s; it keeps each body's
+/// count of bytes read and, at each call, what had been read of each
+/// earlier body, and when each call came.
+#[derive(Clone, Default)]
+struct Failing {
+    failures: usize,
+    kib: usize,
+    stalls: bool,
+    bodies: Arc<Mutex<Vec<Arc<AtomicUsize>>>>,
+    read_before_call: Arc<Mutex<Vec<Vec<usize>>>>,
+    calls: Arc<Mutex<Vec<tokio::time::Instant>>>,
+}
+
+impl Failing {
+    fn new(failures: usize, kib: usize, stalls: bool) -> Failing {
+        Failing { failures, kib, stalls, ..Default::default() }
+    }
+
+    fn read(&self) -> Vec<usize> {
+        self.bodies.lock().unwrap().iter().map(|read| read.load(Ordering::SeqCst)).collect()
+    }
+}
+
+impl Service<Request<Body>> for Failing {
+    type Response = Response<Tracked>;
+    type Error = Infallible;
+    type Future = std::future::Ready<Result<Response<Tracked>, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: Request<Body>) -> Self::Future {
+        self.calls.lock().unwrap().push(tokio::time::Instant::now());
+        self.read_before_call.lock().unwrap().push(self.read());
+        let mut bodies = self.bodies.lock().unwrap();
+        let failed = bodies.len() < self.failures;
+        let (body, read) = if failed { Tracked::new(self.kib, self.stalls) } else { Tracked::new(0, false) };
+        bodies.push(read);
+        let status = if failed { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::OK };
+        std::future::ready(Ok(Response::builder().status(status).body(body).unwrap()))
+    }
+}
+
+// Fails on a layer that drops the failed response unread.
+#[tokio::test(start_paused = true)]
+async fn the_failed_response_before_a_retry_is_read_to_its_end_before_the_retry_is_sent() {
+    let failing = Failing::new(2, 4, false);
+    let service = ResilientLayer::new(policy(4).build().unwrap()).layer(failing.clone());
+    let response = service.oneshot(get("http://in-process/")).await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 3));
+    assert_eq!(*failing.read_before_call.lock().unwrap(), [vec![], vec![4096], vec![4096, 4096]]);
+    assert_eq!(failing.read(), [4096, 4096, 0], "the 200's body is the caller's");
+}
+
+/// The response the caller gets is not read: the last one, and one whose
+/// retry was refused (here by a breaker opened during the backoff).
+#[tokio::test(start_paused = true)]
+async fn a_failed_response_the_caller_gets_keeps_its_body_unread() {
+    let failing = Failing::new(2, 4, false);
+    let service = ResilientLayer::new(policy(2).build().unwrap()).layer(failing.clone());
+    let response = service.oneshot(get("http://in-process/")).await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::SERVICE_UNAVAILABLE, 2));
+    assert_eq!(failing.read(), [4096, 0], "the first read before the retry, the last not");
+    assert_eq!(text(response).await.len(), 4096);
+
+    let registry = Registry::new();
+    let config = BreakerConfig { failure_threshold: 5, ..Default::default() };
+    registry.declare_breaker("inventory", config).unwrap();
+    let failing = Failing::new(2, 4, false);
+    let policy = policy(3)
+        .base(Duration::from_secs(1))
+        .cap(Duration::from_secs(1))
+        .breaker("inventory")
+        .build()
+        .unwrap();
+    let service = ResilientLayer::new(policy).layer(failing.clone());
+    let (response, ()) = registry
+        .scope(async {
+            tokio::join!(service.oneshot(get("http://in-process/")), async {
+                tokio::time::sleep(ms(500)).await;
+                registry.breaker("inventory").unwrap().force_open();
+            })
+        })
+        .await;
+    let response = response.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::SERVICE_UNAVAILABLE, 1));
+    assert_eq!(failing.read(), [0], "the retry did not run: its response is the caller's, whole");
+    assert_eq!(text(response).await.len(), 4096);
+}
+
+/// A failed body that stalls delays the retry by at most 50 ms, or a
+/// quarter of the attempt timeout when that is shorter, so that the retry
+/// keeps most of its time.
+#[tokio::test(start_paused = true)]
+async fn a_stalled_failed_body_delays_the_retry_by_50_ms_or_a_quarter_of_the_attempt_timeout() {
+    for (attempt_timeout, drain) in [(None, ms(50)), (Some(ms(40)), ms(10)), (Some(ms(1000)), ms(50))] {
+        let failing = Failing::new(1, 1, true);
+        let mut policy = policy(2);
+        if let Some(timeout) = attempt_timeout {
+            policy = policy.attempt_timeout(timeout);
+        }
+        let service = ResilientLayer::new(policy.build().unwrap()).layer(failing.clone());
+        let response = service.oneshot(get("http://in-process/")).await.unwrap();
+        assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 2), "{attempt_timeout:?}");
+        let calls = failing.calls.lock().unwrap().clone();
+        let waited = calls[1] - calls[0];
+        // The 1 ms backoff, then the drain given up.
+        assert!(waited >= ms(1) + drain, "{attempt_timeout:?}: {waited:?}");
+        assert!(waited < ms(1) + drain + ms(2), "{attempt_timeout:?}: {waited:?}");
+        assert_eq!(failing.read(), [1024, 0], "{attempt_timeout:?}: what arrived was read");
+    }
+}
 
 fn reply(status: u16) -> Response<String> {
     Response::builder().status(status).body(String::new()).unwrap()

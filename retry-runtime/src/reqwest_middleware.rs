@@ -16,6 +16,16 @@
 //!   response, as `Ok`; when the last attempt failed with an error, that
 //!   error. The attempts made are in the response's extensions
 //!   ([`Attempts`]).
+//! - **A failed response is read before its retry**: once the retry is
+//!   admitted, what is left of its body is read (at most 64 KiB, for at
+//!   most 50 ms or a quarter of the attempt timeout, within the retry's
+//!   attempt) and dropped, and after a body read whole the retry waits
+//!   1 ms, so that the HTTP/1 connection goes back to reqwest's pool and
+//!   carries the retry: reqwest closes a connection whose response was
+//!   dropped unread, and every retry would open a new one. A longer, slower
+//!   or broken body is dropped as it is (its connection closes); an HTTP/2
+//!   response is not read. The response the caller gets, the last one or
+//!   one whose retry could not run, is never read.
 //! - **Errors**: a `reqwest::Error` is classified by kind (connect and
 //!   timeout errors transient); an error of another middleware by its
 //!   `source()` chain. When no attempt could run (an open breaker), the
@@ -43,6 +53,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use ::reqwest_middleware::{Error, Middleware, Next};
 use http::Extensions;
@@ -50,7 +61,7 @@ use http::Extensions;
 use crate::attempts::Attempts;
 use crate::classify::{Classify, ErrorClass};
 use crate::errors::classify_chain;
-use crate::middleware::{self, Plan, Transport, rules};
+use crate::middleware::{self, Plan, Transport, drain, rules};
 use crate::policy::Policy;
 use crate::rejection::Rejection;
 
@@ -114,6 +125,13 @@ impl Transport for Chain<'_, '_> {
     #[inline]
     fn finish(response: &mut reqwest::Response, attempts: Attempts) {
         response.extensions_mut().insert(attempts);
+    }
+
+    async fn discard(response: reqwest::Response, within: Duration) {
+        // Its body as an `http_body::Body` (reqwest's `Body` is one).
+        let version = response.version();
+        let body = http::Response::<reqwest::Body>::from(response).into_body();
+        drain::discard(version, body, within).await;
     }
 
     fn classify(error: &Error) -> ErrorClass {

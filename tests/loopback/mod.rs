@@ -1,18 +1,22 @@
 //! A scripted HTTP server on 127.0.0.1 (an ephemeral port) for the tower
 //! and reqwest-middleware tests: each path answers from its script of
 //! statuses, then 200; `/charges` makes a charge per request and
-//! deduplicates by `Idempotency-Key`. It records every request it sees.
+//! deduplicates by `Idempotency-Key`. It records every request it sees and
+//! counts the TCP connections it accepts.
 
 use std::collections::{HashMap, VecDeque};
+use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
+use axum::serve::ListenerExt;
+use futures_util::StreamExt;
 use tokio::net::TcpListener;
 use tokio::time::Instant;
 
@@ -21,21 +25,48 @@ use tokio::time::Instant;
 pub struct Reply {
     pub status: u16,
     pub retry_after: Option<&'static str>,
+    pub payload: Payload,
+}
+
+/// What a scripted answer's body is.
+#[derive(Debug, Clone, Copy)]
+pub enum Payload {
+    /// `answer N` (the Nth request to the path), or `charge N`.
+    Answer,
+    /// This many bytes, with a `Content-Length`.
+    Sized(usize),
+    /// This many bytes in chunks of 1 KiB, without a `Content-Length`.
+    Chunked(usize),
+    /// Chunks of 8 KiB without end.
+    // This and `Stalled`: only the reqwest-middleware tests use them.
+    #[allow(dead_code)]
+    Endless,
+    /// This many bytes, without a `Content-Length`, then nothing: the body
+    /// never ends, and the connection stays open.
+    #[allow(dead_code)]
+    Stalled(usize),
+}
+
+impl Reply {
+    /// This answer with this body.
+    pub fn with(self, payload: Payload) -> Reply {
+        Reply { payload, ..self }
+    }
 }
 
 /// A scripted status.
 pub fn status(status: u16) -> Reply {
-    Reply { status, retry_after: None }
+    Reply { status, retry_after: None, payload: Payload::Answer }
 }
 
 /// A 429 with this `Retry-After`.
 pub fn throttled(retry_after: &'static str) -> Reply {
-    Reply { status: 429, retry_after: Some(retry_after) }
+    Reply { status: 429, retry_after: Some(retry_after), payload: Payload::Answer }
 }
 
 /// A 503 with this `Retry-After`.
 pub fn unavailable(retry_after: &'static str) -> Reply {
-    Reply { status: 503, retry_after: Some(retry_after) }
+    Reply { status: 503, retry_after: Some(retry_after), payload: Payload::Answer }
 }
 
 /// A request the server saw.
@@ -56,6 +87,8 @@ struct Inner {
     charged_keys: Mutex<HashMap<String, u64>>,
     charges_made: AtomicU64,
     deduplicated: AtomicU64,
+    /// TCP connections accepted.
+    connections: Arc<AtomicUsize>,
 }
 
 /// A running server.
@@ -77,6 +110,10 @@ impl Server {
         let app = Router::new().fallback(answer).with_state(inner.clone());
         let listener = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
         let addr = listener.local_addr().unwrap();
+        let connections = inner.connections.clone();
+        let listener = listener.tap_io(move |_| {
+            connections.fetch_add(1, Ordering::SeqCst);
+        });
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
@@ -96,6 +133,11 @@ impl Server {
     /// How many requests reached `path`.
     pub fn hits(&self, path: &str) -> usize {
         self.seen(path).len()
+    }
+
+    /// TCP connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.inner.connections.load(Ordering::SeqCst)
     }
 
     /// Charges made (a replayed key makes none).
@@ -143,7 +185,23 @@ async fn answer(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
     } else {
         format!("answer {nth}")
     };
-    let mut response = (StatusCode::from_u16(reply.status).unwrap(), text).into_response();
+    let body = match reply.payload {
+        Payload::Answer => Body::from(text),
+        Payload::Sized(len) => Body::from(vec![b'x'; len]),
+        Payload::Chunked(len) => {
+            let chunks =
+                (0..len).step_by(1024).map(move |at| Ok::<_, Infallible>(vec![b'x'; (len - at).min(1024)]));
+            Body::from_stream(futures_util::stream::iter(chunks))
+        }
+        Payload::Endless => Body::from_stream(futures_util::stream::repeat(Ok::<_, Infallible>(
+            Bytes::from_static(&[b'x'; 8192]),
+        ))),
+        Payload::Stalled(len) => Body::from_stream(
+            futures_util::stream::iter([Ok::<_, Infallible>(vec![b'x'; len])])
+                .chain(futures_util::stream::pending()),
+        ),
+    };
+    let mut response = (StatusCode::from_u16(reply.status).unwrap(), body).into_response();
     if let Some(retry_after) = reply.retry_after {
         response.headers_mut().insert(header::RETRY_AFTER, retry_after.parse().unwrap());
     }

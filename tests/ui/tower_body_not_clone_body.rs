@@ -5,8 +5,8 @@ use tower::{Layer, Service, service_fn};
 
 struct Upload;
 
-async fn store(_: http::Request<Upload>) -> Result<http::Response<()>, std::io::Error> {
-    Ok(http::Response::new(()))
+async fn store(_: http::Request<Upload>) -> Result<http::Response<String>, std::io::Error> {
+    Ok(http::Response::new(String::new()))
 }
 
 fn upload_client<S: Service<http::Request<Upload>>>(service: S) -> S {

@@ -198,6 +198,12 @@ impl<'p, S, H> Execution<'p, S, H> {
         self.attempts.saturating_add(1) >= self.max_attempts
     }
 
+    /// The timeout each attempt of this call runs under, if any.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    pub(crate) fn attempt_timeout(&self) -> Option<std::time::Duration> {
+        self.settings().attempt_timeout
+    }
+
     /// Makes the next attempt the last, whatever the policy allows: for a
     /// request that cannot be sent twice (no copy of it, or not idempotent).
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]

@@ -1,16 +1,20 @@
 //! What the tower layer and the reqwest middleware share: one call driven
-//! through the retry loop ([`call`]), and the HTTP rules ([`rules`]).
+//! through the retry loop ([`call`]), the HTTP rules ([`rules`]), and the
+//! drain of a failed response's body before a retry ([`drain`]).
 //!
 //! The call is driven the way `Policy::run` drives a closure: every
 //! decision (guards, what a class means, backoff, deadline, budget) is the
 //! loop's. A [`Transport`] only says what an attempt sends, whether a
-//! request may be sent twice, and what a response means.
+//! request may be sent twice, what a response means, and how a failed
+//! response is discarded.
 
+pub(crate) mod drain;
 pub(crate) mod rules;
 
 use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::attempts::Attempts;
 use crate::classify::ErrorClass;
@@ -48,6 +52,10 @@ pub(crate) trait Transport {
     fn response_class(response: &Self::Response) -> Option<ErrorClass>;
     /// Records the attempts made in the response returned to the caller.
     fn finish(response: &mut Self::Response, attempts: Attempts);
+    /// Reads what is left of a failed response's body, for at most
+    /// `within` (see [`drain`]), and drops it: called before a retry, so
+    /// that the connection the response came on can carry the retry.
+    fn discard(response: Self::Response, within: Duration) -> impl Future<Output = ()> + Send;
     /// The class of an error.
     fn classify(error: &Self::Error) -> ErrorClass;
     /// A rejection as an error.
@@ -66,9 +74,9 @@ pub(crate) trait Transport {
 ///
 /// The loop keeps the last failure across the wait for the next attempt,
 /// where its state is borrowed shared, so a response kept there would have
-/// to be `Sync`; and it drops the failure when the next attempt begins,
-/// where a response may need more than dropping. So the loop keeps only
-/// the class, and `call` the response.
+/// to be `Sync`; and the retry must discard the response, which the loop
+/// would drop unread. So the loop keeps only the class, and `call` the
+/// response.
 enum Failure<E> {
     Response(ErrorClass),
     Error(E),
@@ -100,6 +108,13 @@ impl<T: Transport> ErrorHandling<Failure<T::Error>> for ByTransport<T> {
 /// A request the transport's plan does not allow to retry, or that cannot
 /// be copied, gets one attempt. The last attempt sends the request itself,
 /// never a copy.
+///
+/// A retry, once admitted, first discards the failed response before it
+/// (reading what is left of its body, within bounds), so that the
+/// connection it came on goes back to the client's pool and carries the
+/// retry. A response the caller may still get is never read: the last
+/// one, and one whose retry could not run (an open breaker, a full
+/// bulkhead), which the loop returns as the call's result.
 pub(crate) async fn call<T: Transport>(
     policy: &Policy,
     transport: &mut T,
@@ -126,6 +141,7 @@ pub(crate) async fn call<T: Transport>(
             // the loop never asks for another.
             unreachable!("the retry loop asked for an attempt after the last one");
         };
+        let within = drain::time_for(execution.attempt_timeout());
         // `send` starts nothing until polled, so the attempt can be made
         // before the guards admit it (and take the loop's direct path).
         let sent = transport.send(request);
@@ -133,8 +149,11 @@ pub(crate) async fn call<T: Transport>(
         let step = execution
             .attempt(async move {
                 // Polled: admitted, so the failed response before this
-                // attempt will not be the call's.
-                drop(last_failed.take());
+                // attempt will not be the call's. Discarded before the
+                // request is sent, which takes a connection from the pool.
+                if let Some(response) = last_failed.take() {
+                    T::discard(response, within).await;
+                }
                 let response = sent.await.map_err(Failure::Error)?;
                 match T::response_class(&response) {
                     None => Ok(response),

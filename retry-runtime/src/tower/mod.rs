@@ -36,6 +36,18 @@
 //! ([`CloneBody`]): buffered bodies (`Full<Bytes>`, `String`, ...) can; a
 //! streaming body gets one attempt.
 //!
+//! **A failed response is read before its retry** (`new`): once the retry
+//! is admitted, what is left of the failed response's body is read (at most
+//! 64 KiB, for at most 50 ms or a quarter of the attempt timeout, within
+//! the retry's attempt) and dropped, and after a body read whole the retry
+//! waits 1 ms, so that the HTTP/1 connection goes back to the client's pool
+//! and carries the retry: hyper closes a connection whose response was
+//! dropped unread, and every retry would open a new one. A longer, slower
+//! or broken body is dropped as it is (its connection closes); an HTTP/2
+//! response is not read. The response the caller gets, the last one or one
+//! whose retry could not run, is never read. So the response body must be
+//! an [`http_body::Body`], as every HTTP client's is (`String` is one too).
+//!
 //! **Everything else is the policy's**: backoff, deadline, attempt timeout
 //! (an attempt ends when the response's head arrives; reading its body is
 //! yours), and the named breaker, budget and bulkhead, found in the
@@ -139,10 +151,12 @@ pub struct ResilientLayer<M = Http> {
 }
 
 impl ResilientLayer<Http> {
-    /// A layer for HTTP services (`http::Request<B>` → `http::Response<RB>`):
-    /// responses are classified by status and `Retry-After`, requests are
-    /// retried by method and `Idempotency-Key`, and a request is sent again
-    /// only when its body is [`CloneBody`]. For other services, see
+    /// A layer for HTTP services (`http::Request<B>` → `http::Response<RB>`,
+    /// `RB` an [`http_body::Body`]): responses are classified by status and
+    /// `Retry-After`, requests are retried by method and `Idempotency-Key`,
+    /// a request is sent again only when its body is [`CloneBody`], and a
+    /// failed response's body is read before its retry (see the
+    /// [module docs](self)). For other services, see
     /// [`cloning`](ResilientLayer::cloning).
     ///
     /// Takes a [`Policy`] or an `Arc<Policy>`.
@@ -296,7 +310,7 @@ where
     S: Service<http::Request<Req::Body>, Response = http::Response<RB>> + Clone + Send + 'static,
     S::Error: Into<BoxError>,
     S::Future: Send + 'static,
-    RB: Send + 'static,
+    RB: http_body::Body + Send + 'static,
 {
     type Response = http::Response<RB>;
     type Error = BoxError;

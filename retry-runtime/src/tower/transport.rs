@@ -3,13 +3,14 @@
 
 use std::future::Future;
 use std::marker::PhantomData;
+use std::time::Duration;
 
 use tower_service::Service;
 
 use super::{BoxError, CloneBody};
 use crate::attempts::Attempts;
 use crate::classify::{Classify, ErrorClass};
-use crate::middleware::{Plan, Transport, rules};
+use crate::middleware::{Plan, Transport, drain, rules};
 use crate::rejection::Rejection;
 
 /// The inner service as one call's transport: `ready` while the service
@@ -54,6 +55,7 @@ where
     S::Error: Into<BoxError>,
     S::Future: Send,
     B: CloneBody + Send,
+    RB: http_body::Body + Send,
 {
     type Request = http::Request<B>;
     type Response = http::Response<RB>;
@@ -82,6 +84,10 @@ where
     #[inline]
     fn finish(response: &mut http::Response<RB>, attempts: Attempts) {
         response.extensions_mut().insert(attempts);
+    }
+
+    async fn discard(response: http::Response<RB>, within: Duration) {
+        drain::discard(response.version(), response.into_body(), within).await;
     }
 
     #[inline]
@@ -133,6 +139,13 @@ where
 
     #[inline]
     fn finish(_: &mut S::Response, _: Attempts) {}
+
+    /// Never called: no response fails. Dropped at once, not moved into
+    /// the future, which need not be `Send` then.
+    fn discard(response: S::Response, _: Duration) -> impl Future<Output = ()> + Send {
+        drop(response);
+        std::future::ready(())
+    }
 
     #[inline]
     fn classify(error: &BoxError) -> ErrorClass {

@@ -1,0 +1,332 @@
+//! Reading what is left of a failed response's body before a retry, so that
+//! the connection it came on can carry the retry.
+//!
+//! An HTTP/1 client (hyper's, so reqwest's too) puts a connection back in
+//! its pool only once the response on it has been read to the end; a
+//! response dropped with part of its body unread closes its connection. In
+//! a retry storm every retry would then open a new connection (a TCP
+//! handshake, and in production a TLS one, on a server already failing):
+//! the churn retries should not add. .NET's `HttpClient` drains a
+//! discarded response for this reason; go-retryablehttp drains before each
+//! retry.
+//!
+//! Draining is bounded in bytes and in time: a body longer than
+//! [`MAX_BYTES`], or slower than [`MAX_TIME`], is dropped as it is, and its
+//! connection closes, as it would have without the drain. A body that
+//! fails mid-way is dropped too. An HTTP/2 or HTTP/3 response is dropped
+//! unread: its stream is reset, its connection stays. Nothing here panics
+//! on what the peer sends: byte counts saturate, and the body's errors end
+//! the drain.
+
+use std::future::poll_fn;
+use std::pin::pin;
+use std::time::Duration;
+
+use bytes::Buf;
+use http::Version;
+use http_body::Body;
+
+/// The most of a failed response's body read before a retry.
+///
+/// Error bodies are small (a JSON problem, a proxy's HTML page: a few KiB),
+/// and 64 KiB usually arrives with the head or within one round trip (it is
+/// the classic TCP window). Reading more would cost more than the new
+/// connection it saves; a body declared longer is not read at all.
+pub(crate) const MAX_BYTES: u64 = 64 * 1024;
+
+/// The longest a failed response's body is read before a retry (a quarter
+/// of the attempt timeout, when that is shorter).
+///
+/// The drain delays the retry, and runs inside its attempt (after it is
+/// admitted, so that a retry that cannot run returns the response with its
+/// body whole): it must stay well under typical backoffs and attempt
+/// timeouts. An error body normally arrives with its head, so a drain that
+/// takes this long is a peer trickling or stalling, for which a new
+/// connection is the cheaper way on. 50 ms still covers a few wide-area
+/// round trips, and 64 KiB at 11 Mbit/s.
+pub(crate) const MAX_TIME: Duration = Duration::from_millis(50);
+
+/// How long the retry waits after a body drained whole, for the client to
+/// put its connection back in the pool.
+///
+/// hyper-util's client (reqwest's too) pools a connection from a task of
+/// its own once the body's end is read, and a request that finds no idle
+/// connection at once opens a new one rather than wait
+/// (hyperium/hyper#4134; hyper 0.14's `delayed_eof`, which held the body's
+/// end back until then, is gone from hyper 1). On a multi-threaded runtime
+/// that task often runs after the retry has asked the pool, even after
+/// several yields; a millisecond, the timer's resolution, is enough. A
+/// retry waits its backoff anyway: this adds little to it.
+pub(crate) const POOL_RETURN: Duration = Duration::from_millis(1);
+
+/// How long a drain before an attempt with this timeout may take: at most
+/// [`MAX_TIME`], and at most a quarter of the attempt timeout, so that a
+/// slow body cannot make the retry itself time out.
+pub(crate) fn time_for(attempt_timeout: Option<Duration>) -> Duration {
+    match attempt_timeout {
+        Some(timeout) => MAX_TIME.min(timeout / 4),
+        None => MAX_TIME,
+    }
+}
+
+/// How a drain ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Drained {
+    /// Read to the end: the connection can be reused.
+    Whole,
+    /// Not HTTP/1: its connection outlives the response, so not read.
+    NotNeeded,
+    /// Longer than [`MAX_BYTES`] (declared or read): dropped.
+    TooLong,
+    /// Not over within the time allowed: dropped.
+    TooSlow,
+    /// The body failed: dropped.
+    Failed,
+}
+
+/// Discards a failed response of this HTTP `version` with this `body`
+/// before a retry: an HTTP/1 body is read to its end (see [`drain`]),
+/// within `within`, and then the retry waits [`POOL_RETURN`] (at most
+/// `within`) for its connection to be pooled.
+pub(crate) async fn discard<B: Body>(version: Version, body: B, within: Duration) -> Drained {
+    if !matches!(version, Version::HTTP_10 | Version::HTTP_11) {
+        return Drained::NotNeeded;
+    }
+    let drained = drain(body, within).await;
+    if drained == Drained::Whole {
+        tokio::time::sleep(POOL_RETURN.min(within)).await;
+    }
+    tracing::trace!(?drained, "a failed response discarded before a retry");
+    drained
+}
+
+/// Reads `body` to its end, unless it is longer than [`MAX_BYTES`] or takes
+/// longer than `within`, and drops it.
+pub(crate) async fn drain<B: Body>(body: B, within: Duration) -> Drained {
+    if body.is_end_stream() {
+        return Drained::Whole;
+    }
+    // A declared length over the bound: reading it would cost more than
+    // the connection is worth, so none of it is read.
+    if body.size_hint().lower() > MAX_BYTES {
+        return Drained::TooLong;
+    }
+    let mut body = pin!(body);
+    let read_to_end = async {
+        let mut read: u64 = 0;
+        loop {
+            match poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
+                None => return Drained::Whole,
+                Some(Err(_)) => return Drained::Failed,
+                Some(Ok(frame)) => {
+                    // Trailers carry no data; a data frame's length is the peer's.
+                    let len = frame.data_ref().map_or(0, Buf::remaining);
+                    read = read.saturating_add(u64::try_from(len).unwrap_or(u64::MAX));
+                    if read > MAX_BYTES {
+                        return Drained::TooLong;
+                    }
+                }
+            }
+        }
+    };
+    tokio::time::timeout(within, read_to_end).await.unwrap_or(Drained::TooSlow)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+    use std::pin::Pin;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::task::{Context, Poll};
+
+    use bytes::Bytes;
+    use http_body::{Frame, SizeHint};
+
+    use super::*;
+
+    /// A body of `chunks` chunks of `chunk` bytes (`None`: without end),
+    /// then the end, or an error, or nothing ever (`stall`); it counts the
+    /// bytes read and may declare a length.
+    struct Script {
+        chunk: usize,
+        chunks: Option<u64>,
+        then: Then,
+        declared: Option<u64>,
+        ended: bool,
+        read: Arc<AtomicU64>,
+    }
+
+    #[derive(Clone, Copy)]
+    enum Then {
+        End,
+        Fail,
+        Stall,
+    }
+
+    impl Script {
+        fn new(chunk: usize, chunks: Option<u64>, then: Then) -> (Script, Arc<AtomicU64>) {
+            let read = Arc::new(AtomicU64::new(0));
+            (Script { chunk, chunks, then, declared: None, ended: false, read: read.clone() }, read)
+        }
+
+        /// This body, saying it has ended (`is_end_stream`).
+        fn ended(self) -> Script {
+            Script { ended: true, ..self }
+        }
+    }
+
+    impl Body for Script {
+        type Data = Bytes;
+        type Error = std::io::Error;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+            match &mut self.chunks {
+                Some(0) => match self.then {
+                    Then::End => Poll::Ready(None),
+                    Then::Fail => Poll::Ready(Some(Err(std::io::ErrorKind::ConnectionReset.into()))),
+                    Then::Stall => Poll::Pending,
+                },
+                left => {
+                    if let Some(left) = left {
+                        *left -= 1;
+                    }
+                    self.read.fetch_add(self.chunk as u64, Ordering::SeqCst);
+                    Poll::Ready(Some(Ok(Frame::data(Bytes::from(vec![0; self.chunk])))))
+                }
+            }
+        }
+
+        fn is_end_stream(&self) -> bool {
+            self.ended
+        }
+
+        fn size_hint(&self) -> SizeHint {
+            self.declared.map_or_else(SizeHint::default, SizeHint::with_exact)
+        }
+    }
+
+    const WITHIN: Duration = MAX_TIME;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_short_body_is_read_to_its_end() {
+        let (body, read) = Script::new(1024, Some(4), Then::End);
+        assert_eq!(drain(body, WITHIN).await, Drained::Whole);
+        assert_eq!(read.load(Ordering::SeqCst), 4096);
+        let (empty, _) = Script::new(0, Some(0), Then::Stall);
+        assert_eq!(drain(empty.ended(), WITHIN).await, Drained::Whole, "an ended body is not polled");
+        // Exactly the bound is not over it.
+        let (body, _) = Script::new(1024, Some(64), Then::End);
+        assert_eq!(drain(body, WITHIN).await, Drained::Whole);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_endless_body_is_read_only_up_to_the_bound() {
+        let (body, read) = Script::new(8192, None, Then::End);
+        assert_eq!(drain(body, WITHIN).await, Drained::TooLong);
+        assert_eq!(read.load(Ordering::SeqCst), MAX_BYTES + 8192, "the bound, and the frame that crossed it");
+    }
+
+    /// Data that says it holds this many bytes.
+    struct Claims(usize);
+
+    impl Buf for Claims {
+        fn remaining(&self) -> usize {
+            self.0
+        }
+        fn chunk(&self) -> &[u8] {
+            &[]
+        }
+        fn advance(&mut self, _: usize) {}
+    }
+
+    /// A frame of one byte, then frames claiming `usize::MAX` bytes.
+    struct Boasting(bool);
+
+    impl Body for Boasting {
+        type Data = Claims;
+        type Error = Infallible;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Claims>, Infallible>>> {
+            let len = if std::mem::replace(&mut self.0, true) { usize::MAX } else { 1 };
+            Poll::Ready(Some(Ok(Frame::data(Claims(len)))))
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_frame_claiming_any_length_is_counted_without_overflow() {
+        assert_eq!(drain(Boasting(false), WITHIN).await, Drained::TooLong);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_declared_longer_than_the_bound_is_not_read() {
+        let (mut body, read) = Script::new(1024, Some(65), Then::End);
+        body.declared = Some(MAX_BYTES + 1);
+        assert_eq!(drain(body, WITHIN).await, Drained::TooLong);
+        assert_eq!(read.load(Ordering::SeqCst), 0);
+        let (mut body, read) = Script::new(1024, Some(64), Then::End);
+        body.declared = Some(MAX_BYTES);
+        assert_eq!(drain(body, WITHIN).await, Drained::Whole);
+        assert_eq!(read.load(Ordering::SeqCst), MAX_BYTES);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stalled_body_is_given_up_on_in_time() {
+        let (body, read) = Script::new(100, Some(3), Then::Stall);
+        let started = tokio::time::Instant::now();
+        assert_eq!(drain(body, ms(20)).await, Drained::TooSlow);
+        assert_eq!(started.elapsed(), ms(20));
+        assert_eq!(read.load(Ordering::SeqCst), 300);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failing_body_ends_the_drain() {
+        let (body, _) = Script::new(100, Some(2), Then::Fail);
+        assert_eq!(drain(body, WITHIN).await, Drained::Failed);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn only_an_http1_body_is_drained_and_one_drained_whole_gives_the_pool_a_moment() {
+        let started = tokio::time::Instant::now();
+        for version in [Version::HTTP_10, Version::HTTP_11] {
+            let (body, read) = Script::new(10, Some(2), Then::End);
+            assert_eq!(discard(version, body, WITHIN).await, Drained::Whole, "{version:?}");
+            assert_eq!(read.load(Ordering::SeqCst), 20);
+        }
+        assert_eq!(started.elapsed(), POOL_RETURN * 2, "a pause after each");
+        for version in [Version::HTTP_09, Version::HTTP_2, Version::HTTP_3] {
+            let (body, read) = Script::new(10, Some(2), Then::Stall);
+            assert_eq!(discard(version, body, WITHIN).await, Drained::NotNeeded, "{version:?}");
+            assert_eq!(read.load(Ordering::SeqCst), 0, "{version:?}");
+        }
+        let (body, _) = Script::new(8192, None, Then::End);
+        assert_eq!(discard(Version::HTTP_11, body, WITHIN).await, Drained::TooLong);
+        assert_eq!(started.elapsed(), POOL_RETURN * 2, "no pause when the connection closes anyway");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_pause_fits_in_the_time_allowed() {
+        let (body, _) = Script::new(10, Some(1), Then::End);
+        let started = tokio::time::Instant::now();
+        assert_eq!(discard(Version::HTTP_11, body, Duration::ZERO).await, Drained::Whole);
+        assert_eq!(started.elapsed(), Duration::ZERO);
+    }
+
+    #[test]
+    fn the_time_bound_is_a_quarter_of_a_short_attempt_timeout() {
+        assert_eq!(time_for(None), MAX_TIME);
+        assert_eq!(time_for(Some(Duration::from_secs(10))), MAX_TIME);
+        assert_eq!(time_for(Some(ms(40))), ms(10));
+        assert_eq!(time_for(Some(Duration::ZERO)), Duration::ZERO);
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+}
