@@ -72,7 +72,7 @@ use syn::spanned::Spanned;
 use syn::{AttrStyle, Block, Ident, ItemFn, Lifetime, ReturnType, Signature};
 
 use crate::policy::attribute_config;
-use crate::rewrite::{clone_receiver, fresh_arguments, reborrow_receiver};
+use crate::rewrite::{clone_receiver, fresh_arguments, key_is_used, reborrow_receiver};
 use crate::types::{erase_impl_trait, mutable_receiver};
 use crate::validate::{ErrorType, Plan};
 
@@ -151,6 +151,7 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         // owned parameters and receiver; `&T` parameters are copied into it.
         // `&mut` ones were refused in `validate`.
         let mut fresh = fresh_arguments(&mut item.sig);
+        key_is_used(&mut fresh, plan.key.as_ref());
         clone_receiver(&mut item.block, &mut item.sig, &mut fresh);
         let before = &fresh.before;
         let async_body = attempt_block(&item.sig, quote!(move), &fresh.inside, &item.block);
@@ -173,6 +174,7 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         }
     } else {
         let mut fresh = fresh_arguments(&mut item.sig);
+        key_is_used(&mut fresh, plan.key.as_ref());
         if let Some(receiver) = mutable_receiver(&item.sig) {
             reborrow_receiver(&mut item.block, receiver.self_span, &mut fresh);
         }

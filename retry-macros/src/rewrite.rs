@@ -95,6 +95,17 @@ pub(crate) fn fresh_arguments(sig: &mut Signature) -> Fresh {
     fresh
 }
 
+/// The `key` parameter is read by the attribute itself (it makes the
+/// call's idempotency key from it before the first attempt), so a body that
+/// never reads it has not left it unused: its per-attempt copy is marked
+/// used, lest the compiler advise renaming it `_key`, which `key = ..`
+/// would then have to follow.
+pub(crate) fn key_is_used(fresh: &mut Fresh, key: Option<&Ident>) {
+    if let Some(key) = key {
+        fresh.inside.push(quote!(let _ = &#key;));
+    }
+}
+
 /// The `mut` of a single binding.
 fn typed_mutability(bindings: &[(Option<Mut>, Ident)]) -> Option<Mut> {
     bindings.first().and_then(|(mutability, _)| *mutability)
