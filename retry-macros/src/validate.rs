@@ -333,7 +333,7 @@ fn no_mutable_borrow_returned(sig: &Signature) -> syn::Result<()> {
     {
         return Err(syn::Error::new_spanned(
             tokens,
-            "a `&mut self` method that returns a borrow of `self` cannot retry: every attempt reborrows `self`, and the borrow checker cannot end a borrow that may be returned (see \"Limitations\" in the README); return an owned value, or set `max_attempts = 1`",
+            "a `&mut self` method that returns a borrow of `self` cannot retry: every attempt reborrows `self`, and the borrow checker cannot end a borrow that may be returned (see \"Function shapes, and the one limitation\" in the README); return an owned value, or set `max_attempts = 1`",
         ));
     }
     // Elision gives the output's elided lifetimes a borrowed receiver's, else
@@ -361,7 +361,7 @@ fn no_mutable_borrow_returned(sig: &Signature) -> syn::Result<()> {
             return Err(syn::Error::new_spanned(
                 tokens,
                 format!(
-                    "a fn that returns a borrow of a `&mut` parameter cannot retry: every attempt reborrows {name}, and the borrow checker cannot end a borrow that may be returned (see \"Limitations\" in the README); return an owned value, or set `max_attempts = 1`"
+                    "a fn that returns a borrow of a `&mut` parameter cannot retry: every attempt reborrows {name}, and the borrow checker cannot end a borrow that may be returned (see \"Function shapes, and the one limitation\" in the README); return an owned value, or set `max_attempts = 1`"
                 ),
             ));
         }
