@@ -209,6 +209,28 @@ async fn manual_control_is_refused_without_the_routers_bearer_token() {
     assert_eq!(registry.breaker("alpha").unwrap().forced(), Some(BreakerState::Open));
 }
 
+/// The README's nesting, as written: the page at `/resilience` (and at
+/// `/resilience/` through the redirect), its data below it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_at_a_path_the_page_and_its_data_are_served_under_it() {
+    let registry = guards();
+    let admin = admin::router(&registry);
+    let app = axum::Router::new().nest("/resilience", admin.into()).route(
+        "/resilience/",
+        axum::routing::get(|| async { axum::response::Redirect::permanent("/resilience") }),
+    );
+    let addr = serve(app).await;
+    for path in ["/resilience", "/resilience/"] {
+        let page = reqwest::get(format!("http://{addr}{path}")).await.unwrap();
+        assert_eq!((page.status().as_u16(), page.url().path()), (200, "/resilience"), "{path}");
+        assert!(page.text().await.unwrap().contains("<html"), "{path}: the page");
+    }
+    let snapshot = reqwest::get(format!("http://{addr}/resilience/snapshot")).await.unwrap();
+    assert_eq!(snapshot.status(), 200);
+    let snapshot: Snapshot = snapshot.json().await.unwrap();
+    assert_eq!(snapshot.breakers.len(), 2);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_name_is_a_404_that_lists_the_known_ones() {
     let registry = guards();

@@ -38,7 +38,9 @@
 //!
 //! The router can also be nested into an application's own router, at any
 //! path (`Router::new().nest("/resilience", admin.into())`): the page finds
-//! its data relative to where it is served.
+//! its data relative to where it is served. axum's `nest` routes
+//! `/resilience` but not `/resilience/`, the form people type; the README
+//! shows the one-line redirect that sends it to the page.
 //!
 //! # The sampler
 //!
