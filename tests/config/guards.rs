@@ -179,5 +179,5 @@ fn the_readme_example_file_loads() {
     let registry = Registry::new();
     registry.load_toml(example).unwrap_or_else(|e| panic!("the README's example file: {e}"));
     assert_eq!(registry.throttle("search").unwrap().config().k, 2.0);
-    assert_eq!(registry.bulkhead("payment").unwrap().config().adaptive, Some(AdaptiveLimit::aimd(4)));
+    assert_eq!(registry.bulkhead("payments").unwrap().config().adaptive, Some(AdaptiveLimit::aimd(4)));
 }

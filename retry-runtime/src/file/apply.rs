@@ -228,8 +228,8 @@ pub(super) fn read(path: &Path) -> Result<(String, String), ConfigFileError> {
     std::fs::read_to_string(path).map(|text| (text, name.clone())).map_err(|error| ConfigFileError {
         file: name,
         problems: vec![Problem {
-            line: 1,
-            column: 1,
+            line: 0,
+            column: 0,
             field: None,
             message: format!("cannot read the file: {error}"),
         }],

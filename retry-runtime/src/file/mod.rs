@@ -79,9 +79,10 @@ pub struct ConfigFileError {
 /// One problem of a configuration file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
-    /// 1-based line.
+    /// 1-based line; 0 when the problem is the whole file's (it could not
+    /// be read), which has no position.
     pub line: usize,
-    /// 1-based column (in characters).
+    /// 1-based column (in characters); 0 with `line`.
     pub column: usize,
     /// The key it is about, when there is one.
     pub field: Option<String>,
@@ -94,7 +95,10 @@ impl fmt::Display for ConfigFileError {
         let lines: Vec<String> = self
             .problems
             .iter()
-            .map(|p| format!("{}:{}:{}: {}", self.file, p.line, p.column, p.message))
+            .map(|p| match p.line {
+                0 => format!("{}: {}", self.file, p.message),
+                line => format!("{}:{}:{}: {}", self.file, line, p.column, p.message),
+            })
             .collect();
         f.write_str(&lines.join("\n"))
     }
