@@ -372,6 +372,19 @@ mod tests {
         assert!(!fastest.try_acquire(), "a burst of 1 at one turn per nanosecond, with no time passed");
     }
 
+    /// A `max_wait` too long to count in nanoseconds is still a wait, not
+    /// the "refuse at once" of `None` (both are kept in one word).
+    #[tokio::test(start_paused = true)]
+    async fn a_max_wait_past_u64_nanoseconds_still_waits() {
+        let config = RateLimitConfig { per_second: 10, burst: 1, max_wait: Some(Duration::MAX) };
+        let limit = RateLimit::new("patient", config).unwrap();
+        assert!(limit.config().max_wait.is_some_and(|wait| wait > Duration::from_secs(500 * 365 * 86_400)));
+        let start = Instant::now();
+        assert!(limit.try_acquire());
+        assert_eq!(limit.acquire().await, Ok(()), "waited for the next turn");
+        assert_eq!(start.elapsed(), ms(100));
+    }
+
     #[test]
     fn zero_rate_or_burst_name_their_field() {
         assert_eq!(
