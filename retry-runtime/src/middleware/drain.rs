@@ -119,9 +119,12 @@ pub(crate) async fn drain<B: Body>(body: B, within: Duration) -> Drained {
                 None => return Drained::Whole,
                 Some(Err(_)) => return Drained::Failed,
                 Some(Ok(frame)) => {
-                    // Trailers carry no data; a data frame's length is the peer's.
+                    // Trailers carry no data; a data frame's length is the
+                    // peer's. A frame counts one byte at least: a body of
+                    // endless empty frames, always ready, would otherwise be
+                    // read for ever (the time bound fires only while it waits).
                     let len = frame.data_ref().map_or(0, Buf::remaining);
-                    read = read.saturating_add(u64::try_from(len).unwrap_or(u64::MAX));
+                    read = read.saturating_add(u64::try_from(len).unwrap_or(u64::MAX).max(1));
                     if read > MAX_BYTES {
                         return Drained::TooLong;
                     }
@@ -228,6 +231,29 @@ mod tests {
         let (body, read) = Script::new(8192, None, Then::End);
         assert_eq!(drain(body, WITHIN).await, Drained::TooLong);
         assert_eq!(read.load(Ordering::SeqCst), MAX_BYTES + 8192, "the bound, and the frame that crossed it");
+    }
+
+    /// Empty data frames without end, always ready; it panics past what a
+    /// bounded drain can read, rather than hang the test.
+    struct EmptyFrames(u64);
+
+    impl Body for EmptyFrames {
+        type Data = Bytes;
+        type Error = Infallible;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+            self.0 += 1;
+            assert!(self.0 <= 10 * MAX_BYTES, "read for ever: {} empty frames", self.0);
+            Poll::Ready(Some(Ok(Frame::data(Bytes::new()))))
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn endless_empty_frames_are_bounded_too() {
+        assert_eq!(drain(EmptyFrames(0), WITHIN).await, Drained::TooLong);
     }
 
     /// Data that says it holds this many bytes.
