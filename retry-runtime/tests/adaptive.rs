@@ -419,3 +419,28 @@ async fn a_hedge_needs_a_rate_limit_turn_and_the_throttles_leave() {
     registry.scope(throttled.run(slow)).await.unwrap();
     assert_eq!(attempts.count(), 3, "the throttle let the hedge through");
 }
+
+/// A hedge that falls due at the deadline would be cut as it starts: it
+/// is not started, nor paid for, and its attempt is never made.
+#[tokio::test(start_paused = true)]
+async fn no_hedge_starts_at_the_deadline() {
+    let registry = Registry::new();
+    registry
+        .declare_budget("dep", TokenBucket { capacity: 5, retry_cost: 1, refill_per_success: 0 })
+        .unwrap();
+    let policy =
+        Policy::builder().max_attempts(1).deadline(ms(100)).hedge(ms(50), 2).budget("dep").build().unwrap();
+    let attempts = Attempts::new();
+    let result = registry
+        .scope(policy.run(|| {
+            attempts.mark();
+            async {
+                sleep(ms(1_000)).await;
+                Ok::<_, TestError>(())
+            }
+        }))
+        .await;
+    assert_eq!(result, Err(TestError::Rejected(Rejection::DeadlineExceeded { after: ms(100) })));
+    assert_eq!(attempts.times(), [0, 50], "the second hedge fell due at the deadline: not made");
+    assert_eq!(registry.budget("dep").unwrap().available(), 4, "one token, for the one hedge that ran");
+}

@@ -2,7 +2,8 @@
 //!
 //! One round of a hedged call starts like any attempt (admission, then the
 //! run). If it has not finished `after` it started, a hedge starts beside
-//! it, and another every `after` while none has succeeded, up to `max`. A
+//! it, and another every `after` while none has succeeded, up to `max`,
+//! none at or past the call's deadline (it would be cut as it starts). A
 //! hedge is one more request to the dependency, so it is paid for like a
 //! retry (a budget token) and needs every guard's leave without waiting
 //! for any of them: an attempt that would have to queue for a hedge is not
@@ -51,10 +52,21 @@ struct Racer<'g, F> {
 }
 
 /// When the `n`th hedge of a round that started at `started` is due, or
-/// `None` if that is beyond the timer's horizon.
-fn hedge_due(started: Instant, after: Duration, n: u32) -> Option<Pin<Box<Sleep>>> {
+/// `None` if that is beyond the timer's horizon, or at or past the call's
+/// `deadline`: a hedge started then would be cut as it starts, its token,
+/// turn and request spent for nothing.
+fn hedge_due(
+    started: Instant,
+    after: Duration,
+    n: u32,
+    deadline: Option<Instant>,
+) -> Option<Pin<Box<Sleep>>> {
     let offset = after.checked_mul(n).filter(|offset| *offset <= HORIZON)?;
-    Some(Box::pin(sleep_until(started.checked_add(offset)?)))
+    let due = started.checked_add(offset)?;
+    if deadline.is_some_and(|deadline| due >= deadline) {
+        return None;
+    }
+    Some(Box::pin(sleep_until(due)))
 }
 
 impl<S, H> Execution<'_, S, H> {
@@ -111,7 +123,7 @@ impl<S, H> Execution<'_, S, H> {
         let mut racers = Vec::with_capacity(1 + hedge.max as usize);
         racers.push(Racer { run: Box::pin(self.run(make_attempt())), admitted: first });
         let mut hedges = 0;
-        let mut next_hedge = hedge_due(started, hedge.after, 1);
+        let mut next_hedge = hedge_due(started, hedge.after, 1, self.deadline());
         let mut last_failure = None;
         poll_fn(|cx| {
             while let Some(due) = next_hedge.as_mut() {
@@ -126,7 +138,7 @@ impl<S, H> Execution<'_, S, H> {
                     observe::hedge(self.policy.operation(), self.attempts, hedges);
                     racers.push(Racer { run: Box::pin(self.run(make_attempt())), admitted });
                     if hedges < hedge.max {
-                        next_hedge = hedge_due(started, hedge.after, hedges + 1);
+                        next_hedge = hedge_due(started, hedge.after, hedges + 1, self.deadline());
                     }
                 }
             }
