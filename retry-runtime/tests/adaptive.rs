@@ -444,3 +444,25 @@ async fn no_hedge_starts_at_the_deadline() {
     assert_eq!(attempts.times(), [0, 50], "the second hedge fell due at the deadline: not made");
     assert_eq!(registry.budget("dep").unwrap().available(), 4, "one token, for the one hedge that ran");
 }
+
+/// A hedge whose budget cannot pay for a retry takes no rate-limit turn,
+/// also when tokens are left but fewer than a retry costs.
+#[tokio::test(start_paused = true)]
+async fn a_hedge_the_budget_cannot_pay_for_takes_no_rate_limit_turn() {
+    let registry = Registry::new();
+    // A retry costs two tokens: after one hedge, one is left, which pays for none.
+    registry
+        .declare_budget("dep", TokenBucket { capacity: 3, retry_cost: 2, refill_per_success: 0 })
+        .unwrap();
+    registry.declare_rate_limit("api", RateLimitConfig { per_second: 1, burst: 4, max_wait: None }).unwrap();
+    let policy =
+        Policy::builder().max_attempts(1).hedge(ms(10), 1).budget("dep").rate_limit("api").build().unwrap();
+    let attempts = Attempts::new();
+    let slow = || slow_success(&attempts);
+    registry.scope(policy.run(slow)).await.unwrap();
+    assert_eq!(attempts.count(), 2, "the first call hedged, with two turns and two of the three tokens");
+    registry.scope(policy.run(slow)).await.unwrap();
+    assert_eq!(attempts.count(), 3, "the second did not: one token is not a retry");
+    assert_eq!(registry.scope(policy.run(slow)).await, Ok(()), "the fourth turn is left for the third call");
+    assert_eq!(attempts.count(), 4);
+}

@@ -82,6 +82,11 @@ impl Bucket {
         self.capacity.load(Ordering::Relaxed).saturating_sub(self.missing.load(Ordering::Relaxed))
     }
 
+    /// Whether a retry's cost is there to take.
+    pub(super) fn affords_retry(&self) -> bool {
+        self.available() >= self.retry_cost.load(Ordering::Relaxed)
+    }
+
     pub(super) fn try_withdraw(&self) -> bool {
         let cost = self.retry_cost.load(Ordering::Relaxed);
         let capacity = self.capacity.load(Ordering::Relaxed);

@@ -245,6 +245,21 @@ impl RetryBudget {
         self.lease.tokens().map_or(local, |leased| local.min(leased))
     }
 
+    /// Whether [`try_withdraw`](Self::try_withdraw) would take a retry now,
+    /// taking nothing: a bucket needs what a retry costs, which may be more
+    /// than one token ([`available`](Self::available) counts tokens). For a
+    /// caller that must spend something it cannot give back (a rate-limit
+    /// turn) before it withdraws.
+    pub(crate) fn affords_retry(&self) -> bool {
+        if self.lease.tokens() == Some(0) {
+            return false;
+        }
+        match &self.form {
+            Form::Bucket(bucket) => bucket.affords_retry(),
+            Form::Ratio { .. } => self.local_available() > 0,
+        }
+    }
+
     fn local_available(&self) -> u32 {
         match &self.form {
             Form::Ratio { first_attempts, state } => {

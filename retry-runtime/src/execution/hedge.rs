@@ -184,8 +184,9 @@ impl<S, H> Execution<'_, S, H> {
     /// Every guard's leave for a hedge, none of them waited for; the budget
     /// token is taken only once the others have said yes (a refused hedge
     /// costs no retry). A rate-limit turn cannot be given back either, so
-    /// an empty budget is seen before one is taken; only a race for the
-    /// last token can still spend a turn on a hedge that does not run.
+    /// a budget that cannot pay for a retry (empty, or holding fewer tokens
+    /// than a retry costs) is seen before one is taken; only a race for the
+    /// last retry can still spend a turn on a hedge that does not run.
     fn admit_hedge<'g>(&self, guards: &'g Guards) -> Option<Admitted<'g>> {
         if let Some(throttle) = &guards.throttle
             && !throttle.admit()
@@ -198,7 +199,7 @@ impl<S, H> Execution<'_, S, H> {
             Some(bulkhead) => Some(bulkhead.try_acquire()?),
         };
         if let Some(limit) = &guards.rate_limit
-            && (guards.budget.as_ref().is_some_and(|budget| budget.available() == 0) || !limit.try_acquire())
+            && (guards.budget.as_ref().is_some_and(|budget| !budget.affords_retry()) || !limit.try_acquire())
         {
             return None;
         }
