@@ -466,3 +466,63 @@ async fn a_hedge_the_budget_cannot_pay_for_takes_no_rate_limit_turn() {
     assert_eq!(registry.scope(policy.run(slow)).await, Ok(()), "the fourth turn is left for the third call");
     assert_eq!(attempts.count(), 4);
 }
+
+/// A server's `Retry-After` heard by one attempt of a round is waited out
+/// before the next round, even when another attempt failed after it.
+#[tokio::test(start_paused = true)]
+async fn the_retry_after_a_round_waits_out_a_retry_after_any_of_its_attempts_heard() {
+    let policy = Policy::builder()
+        .max_attempts(2)
+        .base(ms(10))
+        .jitter(retry_runtime::Jitter::None)
+        .hedge(ms(50), 1)
+        .build()
+        .unwrap();
+    let attempts = Attempts::new();
+    let result = policy
+        .run(|| {
+            let n = attempts.mark();
+            async move {
+                match n {
+                    // Throttled at 60 ms: "come back in a second".
+                    1 => {
+                        sleep(ms(60)).await;
+                        Err(TestError::Throttled(Some(ms(1_000))))
+                    }
+                    // The hedge (at 50 ms) fails at 70 ms, last.
+                    2 => {
+                        sleep(ms(20)).await;
+                        Err(TestError::Transient)
+                    }
+                    _ => Ok(n),
+                }
+            }
+        })
+        .await;
+    assert_eq!(result, Ok(3));
+    assert_eq!(attempts.times(), [0, 50, 1_060], "the retry came when the server said, not 10 ms after");
+}
+
+/// ... and no hedge starts while that `Retry-After` runs: it would be
+/// one more request the server asked not to get yet.
+#[tokio::test(start_paused = true)]
+async fn no_hedge_starts_while_a_retry_after_the_round_heard_runs() {
+    let policy = Policy::builder().max_attempts(1).hedge(ms(50), 2).build().unwrap();
+    let attempts = Attempts::new();
+    let result = policy
+        .run(|| {
+            let n = attempts.mark();
+            async move {
+                if n == 1 {
+                    sleep(ms(60)).await;
+                    Err(TestError::Throttled(Some(ms(1_000))))
+                } else {
+                    sleep(ms(200)).await;
+                    Ok(n)
+                }
+            }
+        })
+        .await;
+    assert_eq!(result, Ok(2), "the hedge already sent answered");
+    assert_eq!(attempts.times(), [0, 50], "no second hedge at 100 ms, inside the server's second");
+}

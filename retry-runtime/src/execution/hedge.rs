@@ -11,9 +11,11 @@
 //! dropped, which cancels them (their breaker permits record nothing). A
 //! failure of one attempt leaves the others running; when none is left
 //! running, the round has failed with the last error, and the loop decides
-//! as after any failed attempt. A permanent error ends the round at once:
-//! the others would get the same answer. The round counts as one attempt
-//! toward `max_attempts`.
+//! as after any failed attempt, waiting out any server's Retry-After an
+//! attempt of the round heard (and no hedge starts while one runs: it
+//! would be a request the server asked not to get yet). A permanent error
+//! ends the round at once: the others would get the same answer. The round
+//! counts as one attempt toward `max_attempts`.
 //!
 //! Every attempt of a round runs under the call's idempotency key, so a
 //! dependency that deduplicates by key performs the operation once.
@@ -67,6 +69,23 @@ fn hedge_due(
         return None;
     }
     Some(Box::pin(sleep_until(due)))
+}
+
+/// The class the loop decides on after a round that failed, last, with an
+/// error of `class`: a server's Retry-After that an earlier attempt of the
+/// round heard, and that still runs (`quiet_until`, from `started`), is
+/// waited out as if the last attempt had heard it (the longer of the two:
+/// the cap never shortens a Retry-After). Only the wait changes: each
+/// attempt's outcome is recorded already, and the caller gets the last error.
+fn heeding(class: ErrorClass, quiet_until: Option<Duration>, started: Instant) -> ErrorClass {
+    let left = quiet_until.map_or(Duration::ZERO, |until| until.saturating_sub(started.elapsed()));
+    match class {
+        _ if left.is_zero() || !class.is_retryable() => class,
+        ErrorClass::Throttled { retry_after: Some(own) } => {
+            ErrorClass::Throttled { retry_after: Some(own.max(left)) }
+        }
+        _ => ErrorClass::Throttled { retry_after: Some(left) },
+    }
 }
 
 impl<S, H> Execution<'_, S, H> {
@@ -125,6 +144,9 @@ impl<S, H> Execution<'_, S, H> {
         let mut hedges = 0;
         let mut next_hedge = hedge_due(started, hedge.after, 1, self.deadline());
         let mut last_failure = None;
+        // Until when (from `started`) a server asked, with a Retry-After
+        // one of the attempts heard, to be left alone: the latest, if several.
+        let mut quiet_until: Option<Duration> = None;
         poll_fn(|cx| {
             while let Some(due) = next_hedge.as_mut() {
                 if due.as_mut().poll(cx).is_pending() {
@@ -133,8 +155,11 @@ impl<S, H> Execution<'_, S, H> {
                 hedges += 1;
                 next_hedge = None;
                 // No leave for a hedge now: none this round (the guards that
-                // refused would most likely refuse the next one too).
-                if let Some(admitted) = self.admit_hedge(guards) {
+                // refused would most likely refuse the next one too). A hedge
+                // inside a Retry-After is one more request the server asked
+                // not to get yet: none either.
+                let quiet = quiet_until.is_some_and(|until| until > started.elapsed());
+                if !quiet && let Some(admitted) = self.admit_hedge(guards) {
                     observe::hedge(self.policy.operation(), self.attempts, hedges);
                     racers.push(Racer { run: Box::pin(self.run(make_attempt())), admitted });
                     if hedges < hedge.max {
@@ -168,10 +193,15 @@ impl<S, H> Execution<'_, S, H> {
                 if !class.is_retryable() {
                     return Poll::Ready(RoundEnd::Failed(class, error));
                 }
+                if let ErrorClass::Throttled { retry_after: Some(after) } = class {
+                    quiet_until = quiet_until.max(Some(started.elapsed().saturating_add(after)));
+                }
                 last_failure = Some((class, error));
             }
             match (racers.is_empty(), last_failure.take()) {
-                (true, Some((class, error))) => Poll::Ready(RoundEnd::Failed(class, error)),
+                (true, Some((class, error))) => {
+                    Poll::Ready(RoundEnd::Failed(heeding(class, quiet_until, started), error))
+                }
                 (_, failure) => {
                     last_failure = failure;
                     Poll::Pending
