@@ -526,3 +526,30 @@ async fn no_hedge_starts_while_a_retry_after_the_round_heard_runs() {
     assert_eq!(result, Ok(2), "the hedge already sent answered");
     assert_eq!(attempts.times(), [0, 50], "no second hedge at 100 ms, inside the server's second");
 }
+
+/// A hedge that answers at the deadline's instant answers the call, as an
+/// attempt that answers then does without hedging: the deadline cutting
+/// the slow attempt beside it at that instant does not undo the success.
+#[tokio::test(start_paused = true)]
+async fn a_hedge_that_succeeds_at_the_deadline_wins_over_the_cut_beside_it() {
+    let attempts = Attempts::new();
+    let answer_at_the_deadline = || {
+        let n = attempts.mark();
+        async move {
+            // The first attempt is stuck; the hedge (or the only attempt) answers at 100 ms.
+            sleep(if n == 2 {
+                ms(50)
+            } else if n == 1 {
+                ms(1_000)
+            } else {
+                ms(100)
+            })
+            .await;
+            Ok::<_, TestError>(n)
+        }
+    };
+    let unhedged = Policy::builder().max_attempts(1).deadline(ms(100)).build().unwrap();
+    let hedged = Policy::builder().max_attempts(1).deadline(ms(100)).hedge(ms(50), 1).build().unwrap();
+    assert_eq!(hedged.run(answer_at_the_deadline).await, Ok(2), "the hedge answered at 100 ms");
+    assert_eq!(unhedged.run(answer_at_the_deadline).await, Ok(3), "as an attempt alone does");
+}

@@ -167,6 +167,11 @@ impl<S, H> Execution<'_, S, H> {
                     }
                 }
             }
+            // The first attempt the deadline cut, its outcome recorded only
+            // once the others have been polled: they are cut at this same
+            // instant, unless they answered at it, and a success then still
+            // wins, as an attempt answering at the deadline does alone.
+            let mut cut = None;
             let mut index = 0;
             while index < racers.len() {
                 let Poll::Ready(guarded) = racers[index].run.as_mut().poll(cx) else {
@@ -181,9 +186,10 @@ impl<S, H> Execution<'_, S, H> {
                         return Poll::Ready(RoundEnd::Won(value));
                     }
                     Guarded::Cut => {
-                        answered(guards, bulkhead, Answer::Cut);
-                        record(breaker, Outcome::Failure);
-                        return Poll::Ready(RoundEnd::Cut);
+                        // The round is one attempt, its cut one failure: the
+                        // others cut with it are dropped, recording nothing.
+                        cut.get_or_insert(Admitted { breaker, bulkhead });
+                        continue;
                     }
                     Guarded::TimedOut(after) => self.timed_out(after),
                     Guarded::Ran(Err(error)) => (self.handling.class(&error), error),
@@ -197,6 +203,11 @@ impl<S, H> Execution<'_, S, H> {
                     quiet_until = quiet_until.max(Some(started.elapsed().saturating_add(after)));
                 }
                 last_failure = Some((class, error));
+            }
+            if let Some(Admitted { breaker, bulkhead }) = cut {
+                answered(guards, bulkhead, Answer::Cut);
+                record(breaker, Outcome::Failure);
+                return Poll::Ready(RoundEnd::Cut);
             }
             match (racers.is_empty(), last_failure.take()) {
                 (true, Some((class, error))) => {
