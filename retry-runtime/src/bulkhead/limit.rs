@@ -57,7 +57,8 @@ impl AdaptiveLimit {
     /// smoothed, where `long_rtt` is an average over the last `long_window`
     /// samples (default 600): latency rising above its usual level shrinks
     /// the limit before errors do. Defaults: tolerance 1.5, smoothing 0.2.
-    /// An overload signal counts as a sample at twice the usual latency.
+    /// An overload signal counts as a sample at twice the usual latency
+    /// (and is not averaged into it).
     pub fn gradient(min: u32) -> Self {
         AdaptiveLimit {
             min,
@@ -222,10 +223,18 @@ impl LimitCore {
                     self.long_rtt = rtt;
                 }
                 if overload {
+                    // Judged as twice the usual latency, but not learnt as
+                    // usual: fed into the average it is twice of, every
+                    // overload raised that average a little more, so that a
+                    // run of them compounded it (until rising latency no
+                    // longer read as rising, and at last to infinity: a NaN
+                    // limit, read as 0). Nor is its measured latency the
+                    // usual one (a 503 comes back fast, a timeout slow).
                     rtt = rtt.max(self.long_rtt * 2.0);
+                } else {
+                    let weight = 2.0 / (f64::from(long_window) + 1.0);
+                    self.long_rtt += (rtt - self.long_rtt) * weight;
                 }
-                let weight = 2.0 / (f64::from(long_window) + 1.0);
-                self.long_rtt += (rtt - self.long_rtt) * weight;
                 let gradient = (tolerance * self.long_rtt / rtt).clamp(0.5, 1.0);
                 let mut target = self.limit * gradient + self.limit.sqrt();
                 if !in_use {
@@ -292,9 +301,9 @@ mod tests {
         // `AdaptiveLimit::gradient`'s docs, with its defaults: the target is
         // `limit * clamp(tolerance * long_rtt / rtt, 0.5, 1) + sqrt(limit)`,
         // the headroom only while at least half the limit is in use;
-        // `long_rtt` an average over 600 samples (starting at the first);
-        // the limit moves a fifth of the way; an overload counts as twice
-        // the usual latency.
+        // `long_rtt` an average over 600 samples (starting at the first)
+        // that are not overload; the limit moves a fifth of the way; an
+        // overload counts as twice the usual latency.
         let (tolerance, smoothing, weight) = (1.5, 0.2, 2.0 / 601.0);
         let mut core = LimitCore::starting_at(AdaptiveLimit::gradient(1), 100, 20);
         let (mut limit, mut long_rtt) = (20.0_f64, 0.0_f64);
@@ -313,8 +322,9 @@ mod tests {
             }
             if overload {
                 rtt = rtt.max(long_rtt * 2.0);
+            } else {
+                long_rtt += (rtt - long_rtt) * weight;
             }
-            long_rtt += (rtt - long_rtt) * weight;
             let mut target = limit * (tolerance * long_rtt / rtt).clamp(0.5, 1.0) + limit.sqrt();
             if f64::from(in_flight) * 2.0 < limit {
                 target = target.min(limit);
@@ -346,6 +356,48 @@ mod tests {
                 assert!(core.sample(ms(1), false, 4) <= 4);
             }
         }
+    }
+
+    #[test]
+    fn an_outage_of_overload_answers_leaves_the_usual_latency_where_it_was() {
+        // Every answer a fast 503 for a while, then the dependency is back
+        // at its usual 10 ms: latency rising to 40 ms must still read as
+        // rising. Each overload counted as twice the usual latency in the
+        // average of that same usual latency used to raise it a little,
+        // compounding: 5,000 overloads made the usual latency 10 ms * e^16,
+        // and the limit grew while latency quadrupled.
+        let mut core = LimitCore::new(AdaptiveLimit::gradient(2), 50);
+        for _ in 0..200 {
+            core.sample(ms(10), false, core.limit());
+        }
+        for _ in 0..5_000 {
+            core.sample(ms(1), true, core.limit());
+        }
+        for _ in 0..200 {
+            core.sample(ms(10), false, core.limit());
+        }
+        let recovered = core.limit();
+        for _ in 0..50 {
+            core.sample(ms(40), false, core.limit());
+        }
+        assert!(core.limit() < recovered / 2, "latency x4 after the outage: {recovered} -> {}", core.limit());
+    }
+
+    #[test]
+    fn a_long_outage_keeps_the_gradient_limit_within_min_and_max() {
+        // Compounded long enough (about 215,000 overloads in a row: a few
+        // minutes of fast 503s), the usual latency overflowed to infinity,
+        // the gradient became NaN, and so did the limit for good: read as
+        // 0, a bulkhead that admits nobody and never hears again.
+        let mut core = LimitCore::new(AdaptiveLimit::gradient(2), 20);
+        for i in 0..300_000 {
+            let limit = core.sample(ms(1), true, core.limit());
+            assert!((2..=20).contains(&limit), "overload {i}: limit {limit}");
+        }
+        for _ in 0..1_000 {
+            core.sample(ms(1), false, core.limit());
+        }
+        assert_eq!(core.limit(), 20, "grown back once the dependency answers");
     }
 
     #[test]
