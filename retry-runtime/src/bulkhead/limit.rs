@@ -57,8 +57,10 @@ impl AdaptiveLimit {
     /// smoothed, where `long_rtt` is an average over the last `long_window`
     /// samples (default 600): latency rising above its usual level shrinks
     /// the limit before errors do. Defaults: tolerance 1.5, smoothing 0.2.
-    /// An overload signal counts as a sample at twice the usual latency
-    /// (and is not averaged into it).
+    /// An overload signal moves the limit toward half of itself (the
+    /// gradient's floor, without the headroom: times 0.9 with the default
+    /// smoothing), whatever the latency, and is not averaged into the
+    /// usual latency.
     pub fn gradient(min: u32) -> Self {
         AdaptiveLimit {
             min,
@@ -218,28 +220,28 @@ impl LimitCore {
                 }
             }
             Algorithm::Gradient { tolerance, smoothing, long_window } => {
-                let mut rtt = rtt.as_secs_f64().max(1e-9);
-                if self.long_rtt == 0.0 {
-                    self.long_rtt = rtt;
-                }
-                if overload {
-                    // Judged as twice the usual latency, but not learnt as
-                    // usual: fed into the average it is twice of, every
-                    // overload raised that average a little more, so that a
-                    // run of them compounded it (until rising latency no
-                    // longer read as rising, and at last to infinity: a NaN
-                    // limit, read as 0). Nor is its measured latency the
-                    // usual one (a 503 comes back fast, a timeout slow).
-                    rtt = rtt.max(self.long_rtt * 2.0);
+                let target = if overload {
+                    // The gradient's floor, without the headroom: an
+                    // overload always shrinks the limit (times 0.9 with the
+                    // default smoothing, as AIMD's default backoff). Counted
+                    // as twice the usual latency instead, it made a gradient
+                    // of `tolerance / 2` plus the headroom: a limit below 16
+                    // grew on 503s, and with a tolerance of 2 any limit did.
+                    // Nor is it averaged into the usual latency (nor does
+                    // it start it): its latency is not the usual one (a 503
+                    // comes back fast, a timeout slow).
+                    self.limit * 0.5
                 } else {
+                    let rtt = rtt.as_secs_f64().max(1e-9);
+                    if self.long_rtt == 0.0 {
+                        self.long_rtt = rtt;
+                    }
                     let weight = 2.0 / (f64::from(long_window) + 1.0);
                     self.long_rtt += (rtt - self.long_rtt) * weight;
-                }
-                let gradient = (tolerance * self.long_rtt / rtt).clamp(0.5, 1.0);
-                let mut target = self.limit * gradient + self.limit.sqrt();
-                if !in_use {
-                    target = target.min(self.limit);
-                }
+                    let gradient = (tolerance * self.long_rtt / rtt).clamp(0.5, 1.0);
+                    let target = self.limit * gradient + self.limit.sqrt();
+                    if in_use { target } else { target.min(self.limit) }
+                };
                 self.limit += (target - self.limit) * smoothing;
             }
         }
@@ -301,13 +303,15 @@ mod tests {
         // `AdaptiveLimit::gradient`'s docs, with its defaults: the target is
         // `limit * clamp(tolerance * long_rtt / rtt, 0.5, 1) + sqrt(limit)`,
         // the headroom only while at least half the limit is in use;
-        // `long_rtt` an average over 600 samples (starting at the first)
-        // that are not overload; the limit moves a fifth of the way; an
-        // overload counts as twice the usual latency.
+        // `long_rtt` an average over 600 samples that are not overload
+        // (starting at the first of them); the limit moves a fifth of the
+        // way; an overload moves it toward half of itself.
         let (tolerance, smoothing, weight) = (1.5, 0.2, 2.0 / 601.0);
         let mut core = LimitCore::starting_at(AdaptiveLimit::gradient(1), 100, 20);
         let (mut limit, mut long_rtt) = (20.0_f64, 0.0_f64);
         let samples = [
+            // An overload first: the usual latency starts at the sample after.
+            (2, true, 20),
             (10, false, 20),
             (10, false, 11),
             (30, false, 12),
@@ -316,18 +320,17 @@ mod tests {
             (12, false, 9),
         ];
         for (step, (rtt_ms, overload, in_flight)) in samples.into_iter().enumerate() {
-            let mut rtt = rtt_ms as f64 / 1000.0;
-            if long_rtt == 0.0 {
-                long_rtt = rtt;
-            }
-            if overload {
-                rtt = rtt.max(long_rtt * 2.0);
-            } else {
+            let rtt = rtt_ms as f64 / 1000.0;
+            let mut target = limit * 0.5;
+            if !overload {
+                if long_rtt == 0.0 {
+                    long_rtt = rtt;
+                }
                 long_rtt += (rtt - long_rtt) * weight;
-            }
-            let mut target = limit * (tolerance * long_rtt / rtt).clamp(0.5, 1.0) + limit.sqrt();
-            if f64::from(in_flight) * 2.0 < limit {
-                target = target.min(limit);
+                target = limit * (tolerance * long_rtt / rtt).clamp(0.5, 1.0) + limit.sqrt();
+                if f64::from(in_flight) * 2.0 < limit {
+                    target = target.min(limit);
+                }
             }
             limit = (limit + (target - limit) * smoothing).clamp(1.0, 100.0);
             let expected = limit.round() as u32;
@@ -398,6 +401,37 @@ mod tests {
             core.sample(ms(1), false, core.limit());
         }
         assert_eq!(core.limit(), 20, "grown back once the dependency answers");
+    }
+
+    #[test]
+    fn an_overload_shrinks_a_gradient_limit_whatever_its_level_and_tolerance() {
+        // DESIGN: the limit shrinks on overload signals. Counted as twice
+        // the usual latency, an overload made the gradient 0.75 with the
+        // default tolerance, and the headroom `sqrt(limit)` was still added:
+        // below 16 the target was above the limit, so a stream of 503s
+        // grew it to 16; with a tolerance of 2 or more the gradient was 1,
+        // and every 503 grew the limit by its headroom.
+        let cases = [
+            (AdaptiveLimit::gradient(1), 4),
+            (AdaptiveLimit::gradient(1), 20),
+            (AdaptiveLimit::gradient(1).tolerance(2.0), 20),
+            (AdaptiveLimit::gradient(1).tolerance(3.0).smoothing(1.0), 10),
+        ];
+        for (config, start) in cases {
+            let mut core = LimitCore::starting_at(config, 20, start);
+            // The usual latency, with nobody else in flight: no move.
+            assert_eq!(core.sample(ms(10), false, 1), start);
+            for i in 0..3 {
+                let before = core.limit;
+                core.sample(ms(10), true, start);
+                assert!(
+                    core.limit < before,
+                    "{config}, from {start}: overload {i} moved {before} to {}",
+                    core.limit
+                );
+            }
+            assert!(core.limit() < start, "{config}: {start} -> {}", core.limit());
+        }
     }
 
     #[test]
