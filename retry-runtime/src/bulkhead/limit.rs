@@ -55,8 +55,10 @@ impl AdaptiveLimit {
     /// A latency gradient (Netflix's `Gradient2Limit`): the limit follows
     /// `limit * clamp(tolerance * long_rtt / rtt, 0.5, 1) + sqrt(limit)`,
     /// smoothed, where `long_rtt` is an average over the last `long_window`
-    /// samples (default 600): latency rising above its usual level shrinks
-    /// the limit before errors do. Defaults: tolerance 1.5, smoothing 0.2.
+    /// samples (default 600), cut by 5% by any sample it is more than twice
+    /// of (so that an outlier or a slow spell past is soon forgotten):
+    /// latency rising above its usual level shrinks the limit before
+    /// errors do. Defaults: tolerance 1.5, smoothing 0.2.
     /// An overload signal moves the limit toward half of itself (the
     /// gradient's floor, without the headroom: times 0.9 with the default
     /// smoothing), whatever the latency, and is not averaged into the
@@ -239,6 +241,14 @@ impl LimitCore {
                     let weight = 2.0 / (f64::from(long_window) + 1.0);
                     self.long_rtt += (rtt - self.long_rtt) * weight;
                     let gradient = (tolerance * self.long_rtt / rtt).clamp(0.5, 1.0);
+                    // Far above the latest sample, the usual latency is cut
+                    // at once, as Netflix's Gradient2Limit cuts it: else one
+                    // attempt that hung for an hour, or a slow spell past,
+                    // held it up for thousands of samples, and latency rising
+                    // meanwhile did not read as rising.
+                    if self.long_rtt > rtt * 2.0 {
+                        self.long_rtt *= 0.95;
+                    }
                     let target = self.limit * gradient + self.limit.sqrt();
                     if in_use { target } else { target.min(self.limit) }
                 };
@@ -304,8 +314,9 @@ mod tests {
         // `limit * clamp(tolerance * long_rtt / rtt, 0.5, 1) + sqrt(limit)`,
         // the headroom only while at least half the limit is in use;
         // `long_rtt` an average over 600 samples that are not overload
-        // (starting at the first of them); the limit moves a fifth of the
-        // way; an overload moves it toward half of itself.
+        // (starting at the first of them), cut by 5% by a sample it is more
+        // than twice of; the limit moves a fifth of the way; an overload
+        // moves it toward half of itself.
         let (tolerance, smoothing, weight) = (1.5, 0.2, 2.0 / 601.0);
         let mut core = LimitCore::starting_at(AdaptiveLimit::gradient(1), 100, 20);
         let (mut limit, mut long_rtt) = (20.0_f64, 0.0_f64);
@@ -318,6 +329,17 @@ mod tests {
             (5, true, 15),
             (40, false, 3),
             (12, false, 9),
+            // Less than half the usual latency: it is cut by 5% each time.
+            (4, false, 12),
+            (4, false, 12),
+            (4, false, 12),
+            (4, false, 12),
+            (4, false, 12),
+            (4, false, 12),
+            (4, false, 12),
+            (4, false, 12),
+            (15, false, 12),
+            (15, false, 12),
         ];
         for (step, (rtt_ms, overload, in_flight)) in samples.into_iter().enumerate() {
             let rtt = rtt_ms as f64 / 1000.0;
@@ -328,6 +350,9 @@ mod tests {
                 }
                 long_rtt += (rtt - long_rtt) * weight;
                 target = limit * (tolerance * long_rtt / rtt).clamp(0.5, 1.0) + limit.sqrt();
+                if long_rtt > 2.0 * rtt {
+                    long_rtt *= 0.95;
+                }
                 if f64::from(in_flight) * 2.0 < limit {
                     target = target.min(limit);
                 }
@@ -432,6 +457,29 @@ mod tests {
             }
             assert!(core.limit() < start, "{config}: {start} -> {}", core.limit());
         }
+    }
+
+    #[test]
+    fn an_attempt_of_an_hour_is_soon_forgotten_by_the_usual_latency() {
+        // One attempt that hung for an hour (no timeout) among 10 ms ones:
+        // averaged in, it made the usual latency 12 s, which the average
+        // over 600 samples forgets by a factor e per 300 samples: after 600
+        // more at 10 ms it still read 1.6 s, and latency quadrupling did
+        // not shrink the limit. Netflix's Gradient2Limit cuts the usual
+        // latency by 5% whenever it is more than twice the latest sample.
+        let mut core = LimitCore::new(AdaptiveLimit::gradient(2), 50);
+        for _ in 0..200 {
+            core.sample(ms(10), false, core.limit());
+        }
+        core.sample(Duration::from_secs(3_600), false, core.limit());
+        for _ in 0..600 {
+            core.sample(ms(10), false, core.limit());
+        }
+        let before = core.limit();
+        for _ in 0..50 {
+            core.sample(ms(40), false, core.limit());
+        }
+        assert!(core.limit() < before / 2, "latency x4: {before} -> {}", core.limit());
     }
 
     #[test]
