@@ -55,10 +55,10 @@ impl AdaptiveLimit {
     /// A latency gradient (Netflix's `Gradient2Limit`): the limit follows
     /// `limit * clamp(tolerance * long_rtt / rtt, 0.5, 1) + sqrt(limit)`,
     /// smoothed, where `long_rtt` is an average over the last `long_window`
-    /// samples (default 600), cut by 5% by any sample it is more than twice
-    /// of (so that an outlier or a slow spell past is soon forgotten):
-    /// latency rising above its usual level shrinks the limit before
-    /// errors do. Defaults: tolerance 1.5, smoothing 0.2.
+    /// samples (default 600; the first 10 evenly, as Netflix's), cut by 5%
+    /// by any sample it is more than twice of (so that an outlier or a slow
+    /// spell past is soon forgotten): latency rising above its usual level
+    /// shrinks the limit before errors do. Defaults: tolerance 1.5, smoothing 0.2.
     /// An overload signal moves the limit toward half of itself (the
     /// gradient's floor, without the headroom: times 0.9 with the default
     /// smoothing), whatever the latency, and is not averaged into the
@@ -165,20 +165,27 @@ pub struct LimitCore {
     config: AdaptiveLimit,
     max: u32,
     limit: f64,
-    /// Gradient: the long-term average latency, in seconds (0: no sample yet).
+    /// Gradient: the long-term average latency, in seconds.
     long_rtt: f64,
+    /// Gradient: the samples averaged into `long_rtt`, counted up to `WARMUP`.
+    averaged: u32,
 }
+
+/// Gradient: the first samples averaged evenly, as Netflix's `Gradient2Limit`
+/// does (its `ExpAvgMeasurement` warm-up), before the long-term average
+/// takes over.
+const WARMUP: u32 = 10;
 
 impl LimitCore {
     /// A limit starting at `max` (a new bulkhead trusts its dependency).
     pub fn new(config: AdaptiveLimit, max: u32) -> Self {
-        LimitCore { config, max, limit: f64::from(max), long_rtt: 0.0 }
+        LimitCore { config, max, limit: f64::from(max), long_rtt: 0.0, averaged: 0 }
     }
 
     /// A limit starting at `limit` (kept across a reconfiguration).
     pub fn starting_at(config: AdaptiveLimit, max: u32, limit: u32) -> Self {
         let limit = f64::from(limit).clamp(f64::from(config.min), f64::from(max));
-        LimitCore { config, max, limit, long_rtt: 0.0 }
+        LimitCore { config, max, limit, long_rtt: 0.0, averaged: 0 }
     }
 
     /// How it adapts.
@@ -235,10 +242,16 @@ impl LimitCore {
                     self.limit * 0.5
                 } else {
                     let rtt = rtt.as_secs_f64().max(1e-9);
-                    if self.long_rtt == 0.0 {
-                        self.long_rtt = rtt;
-                    }
-                    let weight = 2.0 / (f64::from(long_window) + 1.0);
+                    // The first few evenly: started at the first alone, the
+                    // usual latency kept a first answer of no time (a cached
+                    // one, a paused clock) for hundreds of samples, each of
+                    // them reading as latency far above usual.
+                    let weight = if self.averaged < WARMUP {
+                        self.averaged += 1;
+                        1.0 / f64::from(self.averaged)
+                    } else {
+                        2.0 / (f64::from(long_window) + 1.0)
+                    };
                     self.long_rtt += (rtt - self.long_rtt) * weight;
                     let gradient = (tolerance * self.long_rtt / rtt).clamp(0.5, 1.0);
                     // Far above the latest sample, the usual latency is cut
@@ -314,14 +327,14 @@ mod tests {
         // `limit * clamp(tolerance * long_rtt / rtt, 0.5, 1) + sqrt(limit)`,
         // the headroom only while at least half the limit is in use;
         // `long_rtt` an average over 600 samples that are not overload
-        // (starting at the first of them), cut by 5% by a sample it is more
+        // (the first 10 of them evenly), cut by 5% by a sample it is more
         // than twice of; the limit moves a fifth of the way; an overload
         // moves it toward half of itself.
         let (tolerance, smoothing, weight) = (1.5, 0.2, 2.0 / 601.0);
         let mut core = LimitCore::starting_at(AdaptiveLimit::gradient(1), 100, 20);
-        let (mut limit, mut long_rtt) = (20.0_f64, 0.0_f64);
+        let (mut limit, mut long_rtt, mut averaged) = (20.0_f64, 0.0_f64, 0.0);
         let samples = [
-            // An overload first: the usual latency starts at the sample after.
+            // An overload first: it is not averaged.
             (2, true, 20),
             (10, false, 20),
             (10, false, 11),
@@ -329,26 +342,16 @@ mod tests {
             (5, true, 15),
             (40, false, 3),
             (12, false, 9),
-            // Less than half the usual latency: it is cut by 5% each time.
-            (4, false, 12),
-            (4, false, 12),
-            (4, false, 12),
-            (4, false, 12),
-            (4, false, 12),
-            (4, false, 12),
-            (4, false, 12),
-            (4, false, 12),
-            (15, false, 12),
-            (15, false, 12),
         ];
-        for (step, (rtt_ms, overload, in_flight)) in samples.into_iter().enumerate() {
+        // Less than half the usual latency: it is cut by 5% each time; then
+        // latency above it.
+        let samples = samples.into_iter().chain([(4, false, 12); 12]).chain([(25, false, 12); 2]);
+        for (step, (rtt_ms, overload, in_flight)) in samples.enumerate() {
             let rtt = rtt_ms as f64 / 1000.0;
             let mut target = limit * 0.5;
             if !overload {
-                if long_rtt == 0.0 {
-                    long_rtt = rtt;
-                }
-                long_rtt += (rtt - long_rtt) * weight;
+                averaged += 1.0;
+                long_rtt += (rtt - long_rtt) * if averaged <= 10.0 { 1.0 / averaged } else { weight };
                 target = limit * (tolerance * long_rtt / rtt).clamp(0.5, 1.0) + limit.sqrt();
                 if long_rtt > 2.0 * rtt {
                     long_rtt *= 0.95;
@@ -480,6 +483,24 @@ mod tests {
             core.sample(ms(40), false, core.limit());
         }
         assert!(core.limit() < before / 2, "latency x4: {before} -> {}", core.limit());
+    }
+
+    #[test]
+    fn a_first_attempt_of_no_time_does_not_set_the_usual_latency() {
+        // The first attempt answered at once (a cached answer, or a paused
+        // clock reading the same instant twice): taken as the usual latency
+        // by itself, 0 ns made every 10 ms answer after it read as latency
+        // far above usual, and the limit sank from 50 to about 4 for the
+        // ~330 samples the average took to come up. Netflix's Gradient2Limit
+        // averages its first 10 samples evenly.
+        let mut core = LimitCore::new(AdaptiveLimit::gradient(1), 50);
+        core.sample(Duration::ZERO, false, 50);
+        let mut lowest = core.limit();
+        for _ in 0..300 {
+            lowest = lowest.min(core.sample(ms(10), false, core.limit()));
+        }
+        assert!(lowest >= 45, "sank to {lowest}");
+        assert_eq!(core.limit(), 50);
     }
 
     #[test]
