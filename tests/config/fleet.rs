@@ -81,6 +81,25 @@ fn fleet_errors_say_where_and_what() {
     );
 }
 
+/// Every problem of a `[fleet]` table at once, as for any other table;
+/// and a table with problems is not "missing" for the guards it shares.
+#[test]
+fn a_fleet_table_with_several_bad_values_reports_each_and_nothing_false() {
+    let text = "[fleet]\nurl = \"http://x/\"\nsync_every_ms = 0\nlease_size = 0\nprefix = \"my app\"\n\n[breakers.payment]\nfleet = true\n";
+    let all = error(text);
+    let lines: Vec<&str> = all.lines().collect();
+    assert_eq!(lines.len(), 4, "{all}");
+    assert!(lines[0].starts_with("<toml>:2:7: `url` is not a Redis URL"), "{all}");
+    assert_eq!(lines[1], "<toml>:3:17: `sync_every_ms` must be at least 1 ms");
+    assert_eq!(lines[2], "<toml>:4:14: `lease_size` must be greater than zero");
+    assert_eq!(lines[3], r#"<toml>:5:10: `prefix` must be a non-empty name without spaces, got "my app""#);
+    // A value that cannot be read is said once, its default not blamed.
+    assert_eq!(
+        error("[fleet]\nsync_every_ms = \"soon\"\nlease_size = 0\n[budgets.a]\nratio = 0.1\nfleet = true"),
+        "<toml>:2:17: `sync_every_ms` must be an integer, like `sync_every_ms = 100`\n<toml>:3:14: `lease_size` must be greater than zero"
+    );
+}
+
 #[test]
 fn a_reload_cannot_join_a_fleet() {
     let registry = Registry::new();

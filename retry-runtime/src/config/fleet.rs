@@ -70,24 +70,32 @@ impl FleetConfig {
     /// assert_eq!(err.field, "prefix");
     /// ```
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.problems().into_iter().next().map_or(Ok(()), Err)
+    }
+
+    /// Every invalid setting, in the order of the fields (a configuration
+    /// file reports them all at once).
+    pub(crate) fn problems(&self) -> Vec<ConfigError> {
+        let mut problems = Vec::new();
         if self.prefix.is_empty() || self.prefix.contains(|c: char| c.is_whitespace() || c.is_control()) {
-            return Err(ConfigError::new(
+            problems.push(ConfigError::new(
                 "prefix",
                 format!("must be a non-empty name without spaces, got {:?}", self.prefix),
             ));
         }
         if self.sync_every < Duration::from_millis(1) {
-            return Err(ConfigError::new("sync_every", "must be at least 1 ms"));
+            problems.push(ConfigError::new("sync_every", "must be at least 1 ms"));
         }
         if self.store_timeout < Duration::from_millis(1) {
-            return Err(ConfigError::new("store_timeout", "must be at least 1 ms"));
+            problems.push(ConfigError::new("store_timeout", "must be at least 1 ms"));
         }
         if self.lease_size == 0 {
-            return Err(ConfigError::new("lease_size", "must be greater than zero"));
+            problems.push(ConfigError::new("lease_size", "must be greater than zero"));
         }
-        redis::Client::open(self.url.as_str())
-            .map(drop)
-            .map_err(|e| ConfigError::new("url", format!("is not a Redis URL ({e})")))
+        if let Err(e) = redis::Client::open(self.url.as_str()) {
+            problems.push(ConfigError::new("url", format!("is not a Redis URL ({e})")));
+        }
+        problems
     }
 }
 

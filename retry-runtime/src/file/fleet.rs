@@ -74,7 +74,7 @@ mod with_redis {
     use toml::Spanned;
     use toml::de::DeValue;
 
-    use super::super::values::{Entry, count, finish, millis, text, unknown_key};
+    use super::super::values::{Entry, count, invalid, key_of, millis, text, unknown_key};
     use super::super::{ConfigFile, ConfigFileError, Named, Problems, Span, parse};
     use crate::budget::BudgetConfig;
     use crate::fleet::FleetConfig;
@@ -114,23 +114,49 @@ mod with_redis {
         }
         let before = problems.len();
         let mut config = FleetConfig::default();
+        // The keys whose value could not be read (a problem said so): the
+        // default left in their place is not checked, nor blamed.
+        let mut unread = Vec::new();
+        let mut read = |key: &'static str, problems: &mut Problems<'_>, at: usize| {
+            if problems.len() > at {
+                unread.push(key);
+            }
+        };
+        let at = problems.len();
         if let Some((url, _)) = text(&entries, "url", problems) {
             config.url = url;
         }
+        read("url", problems, at);
+        let at = problems.len();
         if let Some((prefix, _)) = text(&entries, "prefix", problems) {
             config.prefix = prefix;
         }
+        read("prefix", problems, at);
+        let at = problems.len();
         if let Some((d, _)) = millis(&entries, "sync_every_ms", problems) {
             config.sync_every = d;
         }
+        read("sync_every_ms", problems, at);
+        let at = problems.len();
         if let Some((d, _)) = millis(&entries, "store_timeout_ms", problems) {
             config.store_timeout = d;
         }
+        read("store_timeout_ms", problems, at);
+        let at = problems.len();
         if let Some((n, _)) = count(&entries, "lease_size", problems) {
             config.lease_size = n;
         }
+        read("lease_size", problems, at);
+        // Every setting's problem at once, as for every other table's keys.
+        for error in config.problems() {
+            if !unread.contains(&key_of(error.field).as_str()) {
+                invalid(error, &entries, span, problems);
+            }
+        }
+        if problems.len() > before {
+            return None;
+        }
         let keys = entries.iter().map(|(k, v)| (k.get_ref().to_string(), v.span())).collect();
-        let config = finish(config.validate().map(|()| config), before, &entries, span, problems)?;
         Some(FleetTable { span: span.clone(), config, keys })
     }
 
@@ -145,8 +171,10 @@ mod with_redis {
     pub(crate) fn cross_check(file: &ConfigFile, problems: &mut Problems<'_>) {
         let no_table =
             "`fleet = true` needs a `[fleet]` table saying where Redis is (`url = \"redis://...\"`)";
+        // A `[fleet]` table with problems of its own has said them; the
+        // guards need not say that it is missing.
         for (table, span) in shared(&file.breakers) {
-            if file.fleet.is_none() {
+            if !file.fleet_given {
                 problems.push(span, Some("fleet"), no_table);
             }
             let c = &table.value;
@@ -158,7 +186,7 @@ mod with_redis {
             }
         }
         for (table, span) in shared(&file.budgets) {
-            if file.fleet.is_none() {
+            if !file.fleet_given {
                 problems.push(span, Some("fleet"), no_table);
             }
             if matches!(table.value, BudgetConfig::TokenBucket(_)) {

@@ -118,8 +118,11 @@ pub(crate) struct ConfigFile {
     pub(crate) throttles: Vec<Named<ThrottleConfig>>,
     pub(crate) rate_limits: Vec<Named<RateLimitConfig>>,
     pub(crate) operations: Vec<Named<OperationOverride>>,
-    /// The `[fleet]` table, if any (feature `redis`).
+    /// The `[fleet]` table, if any and valid (feature `redis`).
     pub(crate) fleet: Option<fleet::FleetTable>,
+    /// Whether the file has a `[fleet]` table, valid or not.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fleet_given: bool,
 }
 
 /// A table of the file: its name, where the name is, and what it says.

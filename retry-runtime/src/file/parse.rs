@@ -41,6 +41,7 @@ pub(crate) fn parse(text: &str, file: &str) -> Result<ConfigFile, ConfigFileErro
         let section = key.get_ref().as_ref();
         if section == "fleet" {
             parsed.fleet = fleet_section(&key.span(), value, &mut problems);
+            parsed.fleet_given = true;
             continue;
         }
         if !SECTIONS.contains(&section) {
