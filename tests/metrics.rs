@@ -36,6 +36,12 @@ impl From<Rejection> for Fault {
     }
 }
 
+/// The fleet tests' `redis-server` (a free loopback port, no persistence).
+#[cfg(feature = "redis")]
+#[allow(dead_code)]
+#[path = "../retry-runtime/tests/fleet/server.rs"]
+mod server;
+
 /// A metric's labels, sorted.
 type Labels = Vec<(String, String)>;
 
@@ -45,12 +51,17 @@ struct Recorded(Vec<(String, Labels, DebugValue)>);
 /// Runs `test` on a paused current-thread runtime with a fresh recorder
 /// and takes one snapshot at the end (a snapshot resets what it reads).
 fn recorded(test: impl AsyncFnOnce()) -> Recorded {
+    let mut runtime = tokio::runtime::Builder::new_current_thread();
+    runtime.enable_time().start_paused(true);
+    recorded_on(runtime, test)
+}
+
+/// [`recorded`] on a runtime of this builder.
+fn recorded_on(mut runtime: tokio::runtime::Builder, test: impl AsyncFnOnce()) -> Recorded {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     metrics::with_local_recorder(&recorder, || {
-        let runtime =
-            tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
-        runtime.block_on(test());
+        runtime.build().unwrap().block_on(test());
     });
     let metrics = snapshotter.snapshot().into_vec().into_iter().map(|(key, _, _, value)| {
         let key = key.key();
@@ -237,4 +248,77 @@ fn the_name_argument_tells_two_methods_of_the_same_name_apart() {
         counter(&metrics, "resilient_retries_total", &[("operation", operation), ("class", "transient")])
     };
     assert_eq!((retries("inventory::load"), retries("ledger::load")), (1, 2));
+}
+
+/// `join_fleet` contacts nobody: a store that never answers (here a closed
+/// port) must still show, the gauge at 0 from the join on, and is no
+/// fallback (the guards were never the fleet's); nor is leaving.
+#[cfg(feature = "redis")]
+#[test]
+fn a_fleet_whose_store_never_answers_reads_unlinked_and_counts_no_fallback() {
+    use resilient::fleet::FleetConfig;
+    // Paused: each flush's store timeout passes at once (the connection is
+    // refused, or the timer fires first), as it would in 50 ms.
+    let mut runtime = tokio::runtime::Builder::new_current_thread();
+    runtime.enable_all().start_paused(true);
+    let metrics = recorded_on(runtime, async || {
+        let registry = Registry::new();
+        registry.declare_breaker("dep", BreakerConfig::default()).unwrap();
+        let config = FleetConfig {
+            url: "redis://127.0.0.1:1/".into(),
+            prefix: "unreached".into(),
+            sync_every: Duration::from_millis(100),
+            breakers: vec!["dep".into()],
+            ..Default::default()
+        };
+        let fleet = registry.join_fleet(config).unwrap();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(fleet.failed_flushes() > 0 && !fleet.is_linked());
+        fleet.leave().await;
+    });
+    let fleet = [("fleet", "unreached")];
+    assert_eq!(gauge(&metrics, "resilient_fleet_linked", &fleet), 0.0);
+    assert!(metrics.value("resilient_fleet_fallbacks_total", &fleet).is_none(), "no fallback");
+}
+
+/// A store lost is a fallback; a replica leaving on purpose is not.
+#[cfg(feature = "redis")]
+#[test]
+fn losing_the_store_counts_a_fallback_and_leaving_does_not() {
+    use resilient::fleet::FleetConfig;
+    let Some(mut server) = server::Server::start("losing_the_store_counts_a_fallback_...") else { return };
+    // Real sockets need the real clock (a paused one would time every flush out).
+    let mut runtime = tokio::runtime::Builder::new_current_thread();
+    runtime.enable_all();
+    let metrics = recorded_on(runtime, async || {
+        let registry = Registry::new();
+        registry.declare_breaker("dep", BreakerConfig::default()).unwrap();
+        let config = FleetConfig {
+            url: server.url(),
+            prefix: "lost".into(),
+            sync_every: Duration::from_millis(20),
+            // Long enough that a busy machine's slow flush is no loss: the
+            // loss counted is the server's stop (a refused connection, at once).
+            store_timeout: Duration::from_secs(2),
+            breakers: vec!["dep".into()],
+            ..Default::default()
+        };
+        let fleet = registry.join_fleet(config).unwrap();
+        let until = async |what: &str, done: &dyn Fn() -> bool| {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            while !done() {
+                assert!(tokio::time::Instant::now() < deadline, "{what}");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        until("linked", &|| fleet.is_linked()).await;
+        server.stop();
+        until("unlinked once the store is gone", &|| !fleet.is_linked()).await;
+        server.restart();
+        until("linked again", &|| fleet.is_linked()).await;
+        fleet.leave().await;
+    });
+    let fleet = [("fleet", "lost")];
+    assert_eq!(counter(&metrics, "resilient_fleet_fallbacks_total", &fleet), 1, "the loss, not the leave");
+    assert_eq!(gauge(&metrics, "resilient_fleet_linked", &fleet), 0.0, "left");
 }

@@ -26,7 +26,7 @@
 //! | `resilient_throttle_refusal_probability` | gauge | `throttle` |
 //! | `resilient_rate_limited_total` | counter (refusals) | `limiter` |
 //! | `resilient_fleet_linked` | gauge (1 following the fleet, 0 local) | `fleet` (the key prefix) |
-//! | `resilient_fleet_fallbacks_total` | counter (changes to local state) | `fleet` |
+//! | `resilient_fleet_fallbacks_total` | counter (a link lost: not a leave, nor a store never reached) | `fleet` |
 //!
 //! This module is a leaf: it takes plain names and labels, so every other
 //! module may report through it without it knowing their types.
@@ -155,23 +155,55 @@ pub(crate) fn bulkhead_limit(name: &str, from: u32, to: u32) {
     metrics::gauge!("resilient_bulkhead_limit", "bulkhead" => name.to_owned()).set(f64::from(to));
 }
 
-/// A fleet's guards began to follow the fleet (`linked`) or went back to
-/// their local state; said once per change.
+/// What changed in a fleet's link to its store (see [`fleet_link`]).
 #[cfg(feature = "redis")]
-pub(crate) fn fleet_link(fleet: &str, linked: bool, reason: &str) {
-    if linked {
-        tracing::info!(fleet, linked, reason, "fleet store linked");
-    } else {
-        tracing::warn!(fleet, linked, reason, "fleet store lost: guards on local state");
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum FleetLink<'a> {
+    /// Joined, not linked yet: the gauge starts at 0, nothing is said.
+    Joined,
+    /// The store answered: the guards follow the fleet.
+    Linked,
+    /// The store has not answered once since the join (a wrong address, a
+    /// server down): said once, as a lost link would be, but no fallback,
+    /// since the guards were never the fleet's.
+    Unreachable(&'a str),
+    /// The store stopped answering: the guards went back to local state.
+    Lost(&'a str),
+    /// The replica left the fleet on purpose: no fault, no fallback.
+    Left,
+}
+
+/// A fleet's link changed; said once per change, in the trace and the
+/// `resilient_fleet_linked` gauge, and a lost link counted as a fallback.
+#[cfg(feature = "redis")]
+pub(crate) fn fleet_link(fleet: &str, change: FleetLink<'_>) {
+    match change {
+        FleetLink::Joined => {}
+        FleetLink::Linked => {
+            tracing::info!(fleet, linked = true, "fleet store linked: guards follow the fleet");
+        }
+        FleetLink::Unreachable(reason) => {
+            tracing::warn!(
+                fleet,
+                linked = false,
+                reason,
+                "fleet store unreachable since the join: guards on local state"
+            );
+        }
+        FleetLink::Lost(reason) => {
+            tracing::warn!(fleet, linked = false, reason, "fleet store lost: guards on local state");
+        }
+        FleetLink::Left => tracing::info!(fleet, linked = false, "left the fleet: guards on local state"),
     }
     #[cfg(feature = "metrics")]
     {
+        let linked = matches!(change, FleetLink::Linked);
         metrics::gauge!("resilient_fleet_linked", "fleet" => fleet.to_owned()).set(if linked {
             1.0
         } else {
             0.0
         });
-        if !linked {
+        if matches!(change, FleetLink::Lost(_)) {
             metrics::counter!("resilient_fleet_fallbacks_total", "fleet" => fleet.to_owned()).increment(1);
         }
     }

@@ -199,6 +199,7 @@ impl Registry {
             shared: shared.clone(),
             registry: self.clone(),
             clock: None,
+            said_unreachable: false,
         };
         let task = runtime.spawn(task.run());
         Ok(Fleet { shared, task: Some(task), replica })

@@ -11,6 +11,7 @@ use super::budget::BudgetSync;
 use super::script::{answer, arguments};
 use super::store::{Store, StoreError};
 use crate::clock::HORIZON;
+use crate::observe::FleetLink;
 use crate::registry::Registry;
 
 /// Whether a flush asks the fleet for probe slots and retry tokens.
@@ -52,11 +53,14 @@ pub(super) struct Task {
     /// which dates what it counted while later flushes failed. The sending
     /// instant errs late by the trip to the server, as a flush's own counts do.
     pub(super) clock: Option<(u64, Instant)>,
+    /// Whether the store's silence since the join has been said (once).
+    pub(super) said_unreachable: bool,
 }
 
 impl Task {
     /// Runs until told to stop; whether the last flush got through.
     pub(super) async fn run(mut self) -> bool {
+        crate::observe::fleet_link(&self.prefix, FleetLink::Joined);
         let mut ticks = tokio::time::interval(self.sync_every);
         ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
@@ -117,11 +121,7 @@ impl Task {
                     sync.apply(granted);
                 }
                 if !self.shared.linked.swap(true, Ordering::AcqRel) {
-                    crate::observe::fleet_link(
-                        &self.prefix,
-                        true,
-                        "the store answers: guards follow the fleet",
-                    );
+                    crate::observe::fleet_link(&self.prefix, FleetLink::Linked);
                 }
                 true
             }
@@ -133,17 +133,29 @@ impl Task {
         }
     }
 
-    /// Local state again, said once per change.
+    /// Local state again, said once per change (`error`: the store failed;
+    /// `None`: the replica leaves). A store that has not answered once since
+    /// the join is said once too: a wrong address would otherwise go
+    /// unheard, the guards quietly local.
     fn fall_back(&mut self, error: Option<&StoreError>) {
         if !self.shared.linked.swap(false, Ordering::AcqRel) {
+            if let Some(error) = error
+                && self.clock.is_none()
+                && !std::mem::replace(&mut self.said_unreachable, true)
+            {
+                let reason = format!("the store failed ({error})");
+                crate::observe::fleet_link(&self.prefix, FleetLink::Unreachable(&reason));
+            }
             return;
         }
         self.breakers.iter_mut().for_each(BreakerSync::release);
         self.budgets.iter_mut().for_each(BudgetSync::release);
-        let reason = match error {
-            Some(error) => format!("the store failed ({error}): guards run on local state"),
-            None => "left the fleet: guards run on local state".to_owned(),
-        };
-        crate::observe::fleet_link(&self.prefix, false, &reason);
+        match error {
+            Some(error) => {
+                let reason = format!("the store failed ({error})");
+                crate::observe::fleet_link(&self.prefix, FleetLink::Lost(&reason));
+            }
+            None => crate::observe::fleet_link(&self.prefix, FleetLink::Left),
+        }
     }
 }
