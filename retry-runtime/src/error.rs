@@ -23,7 +23,8 @@ use crate::rejection::Rejection;
     message = "`{Self}` cannot be the error type of a #[resilient] fn",
     label = "this error type cannot be classified or cannot carry a rejection",
     note = "the retry loop classifies each error (transient, throttled, conflict, permanent) and turns its own rejections (open breaker, timeouts) into the error type",
-    note = "the ways out: return `resilient::Error<{Self}>` (`?` converts into it), classified by `{Self}`'s `Classify` or, if it has none, by `classify = <fn(&resilient::Error<{Self}>) -> ErrorClass>` in the attribute; or, if `{Self}` is your own type, implement `From<resilient::Rejection>` for it, and `Classify` (or give `classify = <fn(&{Self}) -> ErrorClass>`)"
+    note = "the ways out: return `resilient::Error<{Self}>` (`?` converts into it), classified by `{Self}`'s `Classify` or, if it has none, by `classify = <fn(&resilient::Error<{Self}>) -> ErrorClass>` in the attribute; or, if `{Self}` is your own type, implement `From<resilient::Rejection>` for it, and `Classify` (or give `classify = <fn(&{Self}) -> ErrorClass>`)",
+    note = "`anyhow::Error`, `Box<dyn Error + Send + Sync>` and `io::Error` work as they are, and so does `tonic::Status`: `anyhow::Error` and `tonic::Status` need the feature of that name"
 )]
 pub trait ResilientError: Sized {
     /// The class of this error ([`Classify::classify`]).
