@@ -191,9 +191,12 @@ impl PolicyBuilder {
             ));
         }
         if self.base > self.cap {
+            // As the attribute says it: a `cap` alone below the default
+            // base is the usual way here, and the base was never given.
+            let default = if self.base == DEFAULT_BASE { " (the default: set `base` too)" } else { "" };
             return Err(ConfigError::new(
                 "base",
-                format!("must not exceed `cap` ({:?}), got {:?}", self.cap, self.base),
+                format!("must not exceed `cap` ({:?}), got {:?}{default}", self.cap, self.base),
             ));
         }
         if self.attempt_timeout.is_some_and(|t| t.is_zero()) {
@@ -284,6 +287,18 @@ mod tests {
         }
         assert!(Policy::builder().max_attempts(100).build().is_ok());
         assert!(Policy::builder().max_attempts(1).base(ms(0)).cap(ms(0)).build().is_ok());
+    }
+
+    #[test]
+    fn a_cap_alone_below_the_default_base_says_the_base_is_the_default() {
+        let ms = Duration::from_millis;
+        let alone = Policy::builder().cap(ms(50)).build().unwrap_err();
+        assert_eq!(
+            alone.to_string(),
+            "invalid `base`: must not exceed `cap` (50ms), got 100ms (the default: set `base` too)"
+        );
+        let given = Policy::builder().base(ms(80)).cap(ms(50)).build().unwrap_err();
+        assert_eq!(given.to_string(), "invalid `base`: must not exceed `cap` (50ms), got 80ms");
     }
 
     #[test]
