@@ -471,6 +471,21 @@ async fn a_stalled_failed_body_delays_the_retry_by_50_ms_or_a_quarter_of_the_att
     }
 }
 
+/// A stalled failed body near the deadline: the drain takes a quarter of
+/// what is left, so the retry is still sent and answers the call (the drain
+/// bounded by the attempt timeout alone spent the deadline, and the caller
+/// got `DeadlineExceeded` instead of the retry's 200).
+#[tokio::test(start_paused = true)]
+async fn a_stalled_failed_body_does_not_spend_the_deadline_the_retry_needs() {
+    let failing = Failing::new(1, 1, true);
+    let service = ResilientLayer::new(policy(2).deadline(ms(20)).build().unwrap()).layer(failing.clone());
+    let response = service.oneshot(get("http://in-process/")).await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 2));
+    let calls = failing.calls.lock().unwrap().clone();
+    // The 1 ms backoff, then a quarter of the 19 ms left.
+    assert!(calls[1] - calls[0] <= ms(1) + ms(19) / 4 + ms(1), "{:?}", calls[1] - calls[0]);
+}
+
 fn reply(status: u16) -> Response<String> {
     Response::builder().status(status).body(String::new()).unwrap()
 }

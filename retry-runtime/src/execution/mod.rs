@@ -198,6 +198,12 @@ impl<'p, S, H> Execution<'p, S, H> {
         self.attempts.saturating_add(1) >= self.max_attempts
     }
 
+    /// The call's deadline, if any.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    pub(crate) fn call_deadline(&self) -> Option<Instant> {
+        self.deadline()
+    }
+
     /// The timeout each attempt of this call runs under, if any.
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     pub(crate) fn attempt_timeout(&self) -> Option<std::time::Duration> {

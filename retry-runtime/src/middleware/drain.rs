@@ -25,6 +25,7 @@ use std::time::Duration;
 use bytes::Buf;
 use http::Version;
 use http_body::Body;
+use tokio::time::Instant;
 
 /// The most of a failed response's body read before a retry.
 ///
@@ -67,6 +68,14 @@ pub(crate) fn time_for(attempt_timeout: Option<Duration>) -> Duration {
         Some(timeout) => MAX_TIME.min(timeout / 4),
         None => MAX_TIME,
     }
+}
+
+/// [`time_for`], and at most a quarter of what is left before the call's
+/// `deadline` now: the attempt runs under the deadline too, and a slow body
+/// must not spend it, so that the retry is never sent.
+pub(crate) fn time_before(attempt_timeout: Option<Duration>, deadline: Option<Instant>) -> Duration {
+    let left = deadline.map_or(Duration::MAX, |deadline| deadline.saturating_duration_since(Instant::now()));
+    time_for(attempt_timeout).min(left / 4)
 }
 
 /// How a drain ended.
@@ -344,12 +353,17 @@ mod tests {
         assert_eq!(started.elapsed(), Duration::ZERO);
     }
 
-    #[test]
-    fn the_time_bound_is_a_quarter_of_a_short_attempt_timeout() {
+    #[tokio::test(start_paused = true)]
+    async fn the_time_bound_is_a_quarter_of_a_short_attempt_timeout() {
         assert_eq!(time_for(None), MAX_TIME);
         assert_eq!(time_for(Some(Duration::from_secs(10))), MAX_TIME);
         assert_eq!(time_for(Some(ms(40))), ms(10));
         assert_eq!(time_for(Some(Duration::ZERO)), Duration::ZERO);
+        let now = Instant::now();
+        assert_eq!(time_before(None, Some(now + ms(40))), ms(10), "a quarter of what is left");
+        assert_eq!(time_before(None, Some(now + ms(1000))), MAX_TIME);
+        assert_eq!(time_before(Some(ms(20)), Some(now + ms(1000))), ms(5));
+        assert_eq!(time_before(None, Some(now)), Duration::ZERO, "past the deadline: none");
     }
 
     fn ms(n: u64) -> Duration {

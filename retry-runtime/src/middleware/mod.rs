@@ -141,7 +141,7 @@ pub(crate) async fn call<T: Transport>(
             // the loop never asks for another.
             unreachable!("the retry loop asked for an attempt after the last one");
         };
-        let within = drain::time_for(execution.attempt_timeout());
+        let (timeout, deadline) = (execution.attempt_timeout(), execution.call_deadline());
         // `send` starts nothing until polled, so the attempt can be made
         // before the guards admit it (and take the loop's direct path).
         let sent = transport.send(request);
@@ -152,7 +152,7 @@ pub(crate) async fn call<T: Transport>(
                 // attempt will not be the call's. Discarded before the
                 // request is sent, which takes a connection from the pool.
                 if let Some(response) = last_failed.take() {
-                    T::discard(response, within).await;
+                    T::discard(response, drain::time_before(timeout, deadline)).await;
                 }
                 let response = sent.await.map_err(Failure::Error)?;
                 match T::response_class(&response) {

@@ -38,7 +38,7 @@
 //!
 //! **A failed response is read before its retry** (`new`): once the retry
 //! is admitted, what is left of the failed response's body is read (at most
-//! 64 KiB, for at most 50 ms or a quarter of the attempt timeout, within
+//! 64 KiB, for at most 50 ms or a quarter of the attempt timeout or of the time left before the deadline, within
 //! the retry's attempt) and dropped, and after a body read whole the retry
 //! waits 1 ms, so that the HTTP/1 connection goes back to the client's pool
 //! and carries the retry: hyper closes a connection whose response was
