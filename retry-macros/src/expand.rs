@@ -150,8 +150,9 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         // by a call of a closure, owning fresh clones (`async move`) of the
         // owned parameters and receiver; `&T` parameters are copied into it.
         // `&mut` ones were refused in `validate`.
+        let key_used = key_is_used(&item.sig, plan.key.as_ref());
         let mut fresh = fresh_arguments(&mut item.sig);
-        key_is_used(&mut fresh, plan.key.as_ref());
+        fresh.inside.extend(key_used);
         clone_receiver(&mut item.block, &mut item.sig, &mut fresh);
         let before = &fresh.before;
         let async_body = attempt_block(&item.sig, quote!(move), &fresh.inside, &item.block);
@@ -173,8 +174,9 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
             }
         }
     } else {
+        let key_used = key_is_used(&item.sig, plan.key.as_ref());
         let mut fresh = fresh_arguments(&mut item.sig);
-        key_is_used(&mut fresh, plan.key.as_ref());
+        fresh.inside.extend(key_used);
         if let Some(receiver) = mutable_receiver(&item.sig) {
             reborrow_receiver(&mut item.block, receiver.self_span, &mut fresh);
         }

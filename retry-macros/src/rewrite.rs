@@ -99,11 +99,21 @@ pub(crate) fn fresh_arguments(sig: &mut Signature) -> Fresh {
 /// call's idempotency key from it before the first attempt), so a body that
 /// never reads it has not left it unused: its per-attempt copy is marked
 /// used, lest the compiler advise renaming it `_key`, which `key = ..`
-/// would then have to follow.
-pub(crate) fn key_is_used(fresh: &mut Fresh, key: Option<&Ident>) {
-    if let Some(key) = key {
-        fresh.inside.push(quote!(let _ = &#key;));
-    }
+/// would then have to follow. Not when the parameter says `#[expect]`
+/// (the user's way to quiet it before): the use would leave the
+/// expectation unfulfilled, an error under `#![deny(warnings)]`. Read from
+/// the signature before [`fresh_arguments`] turns that `#[expect]` into an
+/// `#[allow]` there.
+pub(crate) fn key_is_used(sig: &Signature, key: Option<&Ident>) -> Option<TokenStream> {
+    let key = key?;
+    let expects = sig.inputs.iter().any(|input| match input {
+        FnArg::Typed(typed) => {
+            matches!(&*typed.pat, Pat::Ident(pat) if pat.ident == *key)
+                && typed.attrs.iter().any(|attr| attr.path().is_ident("expect"))
+        }
+        FnArg::Receiver(_) => false,
+    });
+    (!expects).then(|| quote!(let _ = &#key;))
 }
 
 /// The `mut` of a single binding.
