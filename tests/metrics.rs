@@ -305,7 +305,7 @@ fn losing_the_store_counts_a_fallback_and_leaving_does_not() {
         };
         let fleet = registry.join_fleet(config).unwrap();
         let until = async |what: &str, done: &dyn Fn() -> bool| {
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            let deadline = tokio::time::Instant::now().checked_add(Duration::from_secs(10)).unwrap();
             while !done() {
                 assert!(tokio::time::Instant::now() < deadline, "{what}");
                 tokio::time::sleep(Duration::from_millis(5)).await;
@@ -321,4 +321,40 @@ fn losing_the_store_counts_a_fallback_and_leaving_does_not() {
     let fleet = [("fleet", "lost")];
     assert_eq!(counter(&metrics, "resilient_fleet_fallbacks_total", &fleet), 1, "the loss, not the leave");
     assert_eq!(gauge(&metrics, "resilient_fleet_linked", &fleet), 0.0, "left");
+}
+
+/// Leaving while the store does not answer: the last flushes fail, and
+/// that is the leave, not a store lost.
+#[cfg(feature = "redis")]
+#[test]
+fn leaving_while_the_store_is_frozen_counts_no_fallback() {
+    use resilient::fleet::FleetConfig;
+    let Some(server) = server::Server::start("leaving_while_the_store_is_frozen_...") else { return };
+    let mut runtime = tokio::runtime::Builder::new_current_thread();
+    runtime.enable_all();
+    let metrics = recorded_on(runtime, async || {
+        let registry = Registry::new();
+        registry.declare_breaker("dep", BreakerConfig::default()).unwrap();
+        let config = FleetConfig {
+            url: server.url(),
+            prefix: "frozen-leave".into(),
+            // One flush as the fleet starts, none after it but the leave's.
+            sync_every: Duration::from_secs(3_600),
+            store_timeout: Duration::from_millis(300),
+            breakers: vec!["dep".into()],
+            ..Default::default()
+        };
+        let fleet = registry.join_fleet(config).unwrap();
+        let deadline = tokio::time::Instant::now().checked_add(Duration::from_secs(10)).unwrap();
+        while !fleet.is_linked() {
+            assert!(tokio::time::Instant::now() < deadline, "linked");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        server.pause();
+        assert!(!fleet.leave().await, "the last flush could not get through");
+        server.resume();
+    });
+    let fleet = [("fleet", "frozen-leave")];
+    assert!(metrics.value("resilient_fleet_fallbacks_total", &fleet).is_none(), "a leave is no fallback");
+    assert_eq!(gauge(&metrics, "resilient_fleet_linked", &fleet), 0.0);
 }

@@ -200,6 +200,7 @@ impl Registry {
             registry: self.clone(),
             clock: None,
             said_unreachable: false,
+            leaving: false,
         };
         let task = runtime.spawn(task.run());
         Ok(Fleet { shared, task: Some(task), replica })

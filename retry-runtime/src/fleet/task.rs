@@ -55,6 +55,9 @@ pub(super) struct Task {
     pub(super) clock: Option<(u64, Instant)>,
     /// Whether the store's silence since the join has been said (once).
     pub(super) said_unreachable: bool,
+    /// Set once the replica is leaving: its last flushes failing is the
+    /// leave, not a store lost.
+    pub(super) leaving: bool,
 }
 
 impl Task {
@@ -74,6 +77,7 @@ impl Task {
         // What was counted since the last flush is the fleet's too: a few
         // tries (each within store_timeout), since a busy store may miss one.
         let mut last = false;
+        self.leaving = true;
         if self.shared.linked.load(Ordering::Acquire) {
             self.budgets.iter_mut().for_each(BudgetSync::leave);
             for _ in 0..LAST_FLUSH_TRIES {
@@ -151,11 +155,11 @@ impl Task {
         self.breakers.iter_mut().for_each(BreakerSync::release);
         self.budgets.iter_mut().for_each(BudgetSync::release);
         match error {
-            Some(error) => {
+            Some(error) if !self.leaving => {
                 let reason = format!("the store failed ({error})");
                 crate::observe::fleet_link(&self.prefix, FleetLink::Lost(&reason));
             }
-            None => crate::observe::fleet_link(&self.prefix, FleetLink::Left),
+            _ => crate::observe::fleet_link(&self.prefix, FleetLink::Left),
         }
     }
 }
