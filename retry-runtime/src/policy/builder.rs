@@ -193,7 +193,8 @@ impl PolicyBuilder {
         if self.base > self.cap {
             // As the attribute says it: a `cap` alone below the default
             // base is the usual way here, and the base was never given.
-            let default = if self.base == DEFAULT_BASE { " (the default: set `base` too)" } else { "" };
+            let default =
+                if self.base == DEFAULT_BASE { " (the default base: set a lower `base` too)" } else { "" };
             return Err(ConfigError::new(
                 "base",
                 format!("must not exceed `cap` ({:?}), got {:?}{default}", self.cap, self.base),
