@@ -296,7 +296,7 @@ mod tests {
         let alone = Policy::builder().cap(ms(50)).build().unwrap_err();
         assert_eq!(
             alone.to_string(),
-            "invalid `base`: must not exceed `cap` (50ms), got 100ms (the default: set `base` too)"
+            "invalid `base`: must not exceed `cap` (50ms), got 100ms (the default base: set a lower `base` too)"
         );
         let given = Policy::builder().base(ms(80)).cap(ms(50)).build().unwrap_err();
         assert_eq!(given.to_string(), "invalid `base`: must not exceed `cap` (50ms), got 80ms");
