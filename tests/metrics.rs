@@ -250,6 +250,37 @@ fn the_name_argument_tells_two_methods_of_the_same_name_apart() {
     assert_eq!((retries("inventory::load"), retries("ledger::load")), (1, 2));
 }
 
+/// A registry whose breaker `dep` the fleet `config` shares, joined (on
+/// the runtime this runs on).
+#[cfg(feature = "redis")]
+fn joined(config: resilient::fleet::FleetConfig) -> (Registry, resilient::fleet::Fleet) {
+    let registry = Registry::new();
+    registry.declare_breaker("dep", BreakerConfig::default()).unwrap();
+    let fleet = registry
+        .join_fleet(resilient::fleet::FleetConfig { breakers: vec!["dep".into()], ..config })
+        .unwrap();
+    (registry, fleet)
+}
+
+/// Waits, on the real clock, until `done`; ten seconds turn a hang into `what` failing.
+#[cfg(feature = "redis")]
+async fn until(what: &str, done: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now().checked_add(Duration::from_secs(10)).unwrap();
+    while !done() {
+        assert!(tokio::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A current-thread runtime on the real clock: real sockets need it (a
+/// paused one would time every flush out).
+#[cfg(feature = "redis")]
+fn real_time() -> tokio::runtime::Builder {
+    let mut runtime = tokio::runtime::Builder::new_current_thread();
+    runtime.enable_all();
+    runtime
+}
+
 /// `join_fleet` contacts nobody: a store that never answers (here a closed
 /// port) must still show, the gauge at 0 from the join on, and is no
 /// fallback (the guards were never the fleet's); nor is leaving.
@@ -259,19 +290,15 @@ fn a_fleet_whose_store_never_answers_reads_unlinked_and_counts_no_fallback() {
     use resilient::fleet::FleetConfig;
     // Paused: each flush's store timeout passes at once (the connection is
     // refused, or the timer fires first), as it would in 50 ms.
-    let mut runtime = tokio::runtime::Builder::new_current_thread();
-    runtime.enable_all().start_paused(true);
+    let mut runtime = real_time();
+    runtime.start_paused(true);
     let metrics = recorded_on(runtime, async || {
-        let registry = Registry::new();
-        registry.declare_breaker("dep", BreakerConfig::default()).unwrap();
-        let config = FleetConfig {
+        let (_registry, fleet) = joined(FleetConfig {
             url: "redis://127.0.0.1:1/".into(),
             prefix: "unreached".into(),
             sync_every: Duration::from_millis(100),
-            breakers: vec!["dep".into()],
             ..Default::default()
-        };
-        let fleet = registry.join_fleet(config).unwrap();
+        });
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert!(fleet.failed_flushes() > 0 && !fleet.is_linked());
         fleet.leave().await;
@@ -287,35 +314,21 @@ fn a_fleet_whose_store_never_answers_reads_unlinked_and_counts_no_fallback() {
 fn losing_the_store_counts_a_fallback_and_leaving_does_not() {
     use resilient::fleet::FleetConfig;
     let Some(mut server) = server::Server::start("losing_the_store_counts_a_fallback_...") else { return };
-    // Real sockets need the real clock (a paused one would time every flush out).
-    let mut runtime = tokio::runtime::Builder::new_current_thread();
-    runtime.enable_all();
-    let metrics = recorded_on(runtime, async || {
-        let registry = Registry::new();
-        registry.declare_breaker("dep", BreakerConfig::default()).unwrap();
-        let config = FleetConfig {
+    let metrics = recorded_on(real_time(), async || {
+        let (_registry, fleet) = joined(FleetConfig {
             url: server.url(),
             prefix: "lost".into(),
             sync_every: Duration::from_millis(20),
             // Long enough that a busy machine's slow flush is no loss: the
             // loss counted is the server's stop (a refused connection, at once).
             store_timeout: Duration::from_secs(2),
-            breakers: vec!["dep".into()],
             ..Default::default()
-        };
-        let fleet = registry.join_fleet(config).unwrap();
-        let until = async |what: &str, done: &dyn Fn() -> bool| {
-            let deadline = tokio::time::Instant::now().checked_add(Duration::from_secs(10)).unwrap();
-            while !done() {
-                assert!(tokio::time::Instant::now() < deadline, "{what}");
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        };
-        until("linked", &|| fleet.is_linked()).await;
+        });
+        until("linked", || fleet.is_linked()).await;
         server.stop();
-        until("unlinked once the store is gone", &|| !fleet.is_linked()).await;
+        until("unlinked once the store is gone", || !fleet.is_linked()).await;
         server.restart();
-        until("linked again", &|| fleet.is_linked()).await;
+        until("linked again", || fleet.is_linked()).await;
         fleet.leave().await;
     });
     let fleet = [("fleet", "lost")];
@@ -330,26 +343,16 @@ fn losing_the_store_counts_a_fallback_and_leaving_does_not() {
 fn leaving_while_the_store_is_frozen_counts_no_fallback() {
     use resilient::fleet::FleetConfig;
     let Some(server) = server::Server::start("leaving_while_the_store_is_frozen_...") else { return };
-    let mut runtime = tokio::runtime::Builder::new_current_thread();
-    runtime.enable_all();
-    let metrics = recorded_on(runtime, async || {
-        let registry = Registry::new();
-        registry.declare_breaker("dep", BreakerConfig::default()).unwrap();
-        let config = FleetConfig {
+    let metrics = recorded_on(real_time(), async || {
+        let (_registry, fleet) = joined(FleetConfig {
             url: server.url(),
             prefix: "frozen-leave".into(),
             // One flush as the fleet starts, none after it but the leave's.
             sync_every: Duration::from_secs(3_600),
             store_timeout: Duration::from_millis(300),
-            breakers: vec!["dep".into()],
             ..Default::default()
-        };
-        let fleet = registry.join_fleet(config).unwrap();
-        let deadline = tokio::time::Instant::now().checked_add(Duration::from_secs(10)).unwrap();
-        while !fleet.is_linked() {
-            assert!(tokio::time::Instant::now() < deadline, "linked");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        });
+        until("linked", || fleet.is_linked()).await;
         server.pause();
         assert!(!fleet.leave().await, "the last flush could not get through");
         server.resume();

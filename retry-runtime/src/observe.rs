@@ -157,7 +157,7 @@ pub(crate) fn bulkhead_limit(name: &str, from: u32, to: u32) {
 
 /// What changed in a fleet's link to its store (see [`fleet_link`]).
 #[cfg(feature = "redis")]
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub(crate) enum FleetLink<'a> {
     /// Joined, not linked yet: the gauge starts at 0, nothing is said.
     Joined,
@@ -166,9 +166,9 @@ pub(crate) enum FleetLink<'a> {
     /// The store has not answered once since the join (a wrong address, a
     /// server down): said once, as a lost link would be, but no fallback,
     /// since the guards were never the fleet's.
-    Unreachable(&'a str),
+    Unreachable(&'a dyn std::fmt::Display),
     /// The store stopped answering: the guards went back to local state.
-    Lost(&'a str),
+    Lost(&'a dyn std::fmt::Display),
     /// The replica left the fleet on purpose: no fault, no fallback.
     Left,
 }
@@ -183,15 +183,10 @@ pub(crate) fn fleet_link(fleet: &str, change: FleetLink<'_>) {
             tracing::info!(fleet, linked = true, "fleet store linked: guards follow the fleet");
         }
         FleetLink::Unreachable(reason) => {
-            tracing::warn!(
-                fleet,
-                linked = false,
-                reason,
-                "fleet store unreachable since the join: guards on local state"
-            );
+            tracing::warn!(fleet, linked = false, %reason, "fleet store unreachable since the join: guards on local state");
         }
         FleetLink::Lost(reason) => {
-            tracing::warn!(fleet, linked = false, reason, "fleet store lost: guards on local state");
+            tracing::warn!(fleet, linked = false, %reason, "fleet store lost: guards on local state");
         }
         FleetLink::Left => tracing::info!(fleet, linked = false, "left the fleet: guards on local state"),
     }

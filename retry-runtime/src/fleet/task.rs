@@ -147,18 +147,14 @@ impl Task {
                 && self.clock.is_none()
                 && !std::mem::replace(&mut self.said_unreachable, true)
             {
-                let reason = format!("the store failed ({error})");
-                crate::observe::fleet_link(&self.prefix, FleetLink::Unreachable(&reason));
+                crate::observe::fleet_link(&self.prefix, FleetLink::Unreachable(error));
             }
             return;
         }
         self.breakers.iter_mut().for_each(BreakerSync::release);
         self.budgets.iter_mut().for_each(BudgetSync::release);
         match error {
-            Some(error) if !self.leaving => {
-                let reason = format!("the store failed ({error})");
-                crate::observe::fleet_link(&self.prefix, FleetLink::Lost(&reason));
-            }
+            Some(error) if !self.leaving => crate::observe::fleet_link(&self.prefix, FleetLink::Lost(error)),
             _ => crate::observe::fleet_link(&self.prefix, FleetLink::Left),
         }
     }

@@ -60,22 +60,15 @@ pub(crate) const MAX_TIME: Duration = Duration::from_millis(50);
 /// retry waits its backoff anyway: this adds little to it.
 pub(crate) const POOL_RETURN: Duration = Duration::from_millis(1);
 
-/// How long a drain before an attempt with this timeout may take: at most
-/// [`MAX_TIME`], and at most a quarter of the attempt timeout, so that a
-/// slow body cannot make the retry itself time out.
-pub(crate) fn time_for(attempt_timeout: Option<Duration>) -> Duration {
-    match attempt_timeout {
-        Some(timeout) => MAX_TIME.min(timeout / 4),
-        None => MAX_TIME,
-    }
-}
-
-/// [`time_for`], and at most a quarter of what is left before the call's
-/// `deadline` now: the attempt runs under the deadline too, and a slow body
-/// must not spend it, so that the retry is never sent.
+/// How long a drain before an attempt with this timeout, in a call with
+/// this `deadline`, may take now: at most [`MAX_TIME`], and at most a
+/// quarter of the attempt timeout and of what is left before the deadline:
+/// the attempt runs under both, and a slow body must not spend either, or
+/// the retry it stands before would never be sent.
 pub(crate) fn time_before(attempt_timeout: Option<Duration>, deadline: Option<Instant>) -> Duration {
+    let timeout = attempt_timeout.map_or(MAX_TIME, |timeout| timeout / 4);
     let left = deadline.map_or(Duration::MAX, |deadline| deadline.saturating_duration_since(Instant::now()));
-    time_for(attempt_timeout).min(left / 4)
+    MAX_TIME.min(timeout).min(left / 4)
 }
 
 /// How a drain ended.
@@ -355,10 +348,10 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_time_bound_is_a_quarter_of_a_short_attempt_timeout() {
-        assert_eq!(time_for(None), MAX_TIME);
-        assert_eq!(time_for(Some(Duration::from_secs(10))), MAX_TIME);
-        assert_eq!(time_for(Some(ms(40))), ms(10));
-        assert_eq!(time_for(Some(Duration::ZERO)), Duration::ZERO);
+        assert_eq!(time_before(None, None), MAX_TIME);
+        assert_eq!(time_before(Some(Duration::from_secs(10)), None), MAX_TIME);
+        assert_eq!(time_before(Some(ms(40)), None), ms(10));
+        assert_eq!(time_before(Some(Duration::ZERO), None), Duration::ZERO);
         let now = Instant::now();
         assert_eq!(time_before(None, Some(now + ms(40))), ms(10), "a quarter of what is left");
         assert_eq!(time_before(None, Some(now + ms(1000))), MAX_TIME);
