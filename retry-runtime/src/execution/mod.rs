@@ -155,7 +155,7 @@ impl<'p, S, H> Execution<'p, S, H> {
 
     /// The call's deadline, if it has one that can be armed.
     #[inline]
-    fn deadline(&self) -> Option<Instant> {
+    pub(crate) fn deadline(&self) -> Option<Instant> {
         self.more.as_ref().and_then(|more| more.deadline)
     }
 
@@ -196,12 +196,6 @@ impl<'p, S, H> Execution<'p, S, H> {
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     pub(crate) fn next_is_last(&self) -> bool {
         self.attempts.saturating_add(1) >= self.max_attempts
-    }
-
-    /// The call's deadline, if any.
-    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-    pub(crate) fn call_deadline(&self) -> Option<Instant> {
-        self.deadline()
     }
 
     /// The timeout each attempt of this call runs under, if any.

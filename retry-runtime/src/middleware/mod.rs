@@ -141,7 +141,7 @@ pub(crate) async fn call<T: Transport>(
             // the loop never asks for another.
             unreachable!("the retry loop asked for an attempt after the last one");
         };
-        let (timeout, deadline) = (execution.attempt_timeout(), execution.call_deadline());
+        let (timeout, deadline) = (execution.attempt_timeout(), execution.deadline());
         // `send` starts nothing until polled, so the attempt can be made
         // before the guards admit it (and take the loop's direct path).
         let sent = transport.send(request);
