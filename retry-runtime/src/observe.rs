@@ -84,6 +84,28 @@ pub(crate) fn breaker_transition(name: &str, from: &'static str, to: &'static st
     }
 }
 
+/// Logs a transition hook's panic, with its message when it has one
+/// (`panic!` with a literal or a format gives a `&str` or a `String`).
+pub(crate) fn transition_hook_panicked(
+    name: &str,
+    from: &'static str,
+    to: &'static str,
+    panic: &(dyn std::any::Any + Send),
+) {
+    let message = panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(not a string)");
+    tracing::error!(
+        breaker = name,
+        from,
+        to,
+        panic = message,
+        "a breaker transition hook panicked; the other hooks still ran"
+    );
+}
+
 /// Sets a budget's `resilient_budget_available` gauge. The level is worked
 /// out only when the gauge exists: for a ratio budget it takes the window's
 /// lock and a clock read, which a build without metrics never needs.

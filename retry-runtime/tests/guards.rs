@@ -391,6 +391,33 @@ async fn transition_hooks_hear_every_transition() {
     );
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_panicking_hook_neither_fails_the_call_nor_silences_the_other_hooks() {
+    let registry = Registry::new();
+    registry.on_transition(|t| {
+        if t.to == BreakerState::Open {
+            panic!("a hook's own bug");
+        }
+    });
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    registry.on_transition(move |t| log.lock().unwrap().push((t.from, t.to)));
+    registry.declare_breaker("hooked", BreakerConfig { success_threshold: 1, ..breaker_cfg(1) }).unwrap();
+    let policy = single("hooked");
+    let calls = AtomicU32::new(0);
+    registry
+        .scope(async {
+            // The failure that opens the breaker is the caller's answer,
+            // not the hook's panic.
+            fail(&policy, &calls).await.unwrap_err();
+            sleep(Duration::from_secs(30)).await;
+            succeed(&policy, &calls).await.unwrap();
+        })
+        .await;
+    use BreakerState::*;
+    assert_eq!(*seen.lock().unwrap(), [(Closed, Open), (Open, HalfOpen), (HalfOpen, Closed)]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn eight_tasks_of_ten_thousand_calls_leave_consistent_counts() {
     let registry = Registry::new();

@@ -73,8 +73,10 @@ impl Announcements {
     }
 }
 
-/// Lets a later transition announce again when a hook panics: the ones
-/// still queued then go out with it, first and in order.
+/// Lets a later transition announce again when an announcement panics
+/// (the hooks' panics are caught one by one; this is for the log and a
+/// metrics recorder): the ones still queued then go out with the next
+/// transition, first and in order.
 struct StopOnUnwind<'a>(&'a Announcements);
 
 impl Drop for StopOnUnwind<'_> {

@@ -380,7 +380,14 @@ impl CircuitBreaker {
         if let Some(hooks) = &self.hooks {
             let event = BreakerTransition { breaker: &self.name, from, to };
             for hook in hooks.read().unwrap_or_else(|e| e.into_inner()).iter() {
-                hook(&event);
+                // A hook's panic is its own bug, and it would surface in
+                // whichever call is announcing, perhaps another thread's
+                // that made no transition: it is logged, and the other
+                // hooks and transitions are still announced.
+                let heard = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&event)));
+                if let Err(panic) = heard {
+                    crate::observe::transition_hook_panicked(&self.name, from.label(), to.label(), &*panic);
+                }
             }
         }
     }

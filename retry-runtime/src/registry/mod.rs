@@ -223,6 +223,11 @@ impl Registry {
     /// while another is announcing an earlier one is announced by that
     /// other thread, right after: the call that made it may return first.
     ///
+    /// A hook that panics is logged at ERROR (target `retry_runtime`, with
+    /// the breaker, the transition and the panic's message); the other hooks
+    /// still hear the transition, and the call announcing it, which may be
+    /// another thread's, carries on. Its panic never reaches a caller.
+    ///
     /// ```
     /// # use retry_runtime as resilient;
     /// use std::sync::{Arc, Mutex};
