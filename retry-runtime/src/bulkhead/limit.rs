@@ -63,6 +63,12 @@ impl AdaptiveLimit {
     /// gradient's floor, without the headroom: times 0.9 with the default
     /// smoothing), whatever the latency, and is not averaged into the
     /// usual latency.
+    ///
+    /// Latency alone does not take the limit below 4, whatever `min`: at
+    /// the gradient's floor of 0.5, the target `limit / 2 + sqrt(limit)` is
+    /// the limit itself at 4 (Netflix's limit keeps such headroom too, so
+    /// that a limit can learn latency has fallen). Overload signals take it
+    /// on down to `min`.
     pub fn gradient(min: u32) -> Self {
         AdaptiveLimit {
             min,
@@ -319,6 +325,22 @@ mod tests {
             core.sample(ms(10), false, core.limit());
         }
         assert!(core.limit() > slow * 2, "recovered to {}", core.limit());
+    }
+
+    #[test]
+    fn latency_alone_takes_a_gradient_limit_down_to_4_and_overloads_on_to_its_min() {
+        let mut core = LimitCore::new(AdaptiveLimit::gradient(1), 100);
+        let mut rtt = ms(1);
+        for _ in 0..300 {
+            // Ever slower, by a tenth each time: the gradient at its floor.
+            core.sample(rtt, false, core.limit());
+            rtt = rtt.mul_f64(1.1);
+        }
+        assert_eq!(core.limit(), 4, "limit / 2 + sqrt(limit) = limit at 4");
+        for _ in 0..20 {
+            core.sample(ms(1), true, core.limit());
+        }
+        assert_eq!(core.limit(), 1, "overloads go on down to min");
     }
 
     #[test]
