@@ -159,3 +159,73 @@ fn the_future_of_a_guarded_call_is_send_and_sync() {
     send_and_sync(search(&calls));
     send_and_sync(geocode(&calls));
 }
+
+/// A replica that answers after 300 ms, hedged after 50 ms (twice), its
+/// requests counted in `calls`; `nested` as the attribute's argument.
+#[resilient(hedge_after_ms = 50, max_hedges = 2)]
+async fn slow_read(calls: &AtomicU32) -> Result<u32, ApiError> {
+    let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
+    sleep(ms(300)).await;
+    Ok(n)
+}
+
+#[resilient(hedge_after_ms = 50, max_hedges = 2, nested = "retry")]
+async fn slow_read_hedging_nested(calls: &AtomicU32) -> Result<u32, ApiError> {
+    let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
+    sleep(ms(300)).await;
+    Ok(n)
+}
+
+#[resilient(hedge_after_ms = 50, max_hedges = 2, attempt_timeout_ms = 100)]
+async fn slow_read_timed(calls: &AtomicU32) -> Result<u32, ApiError> {
+    let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
+    sleep(ms(300)).await;
+    Ok(n)
+}
+
+#[derive(Clone, Copy)]
+enum Inner {
+    Once,
+    Retry,
+    Timed,
+}
+
+/// A plain outer call that retries once, its attempt reading from the replica.
+#[resilient(max_attempts = 2, base_ms = 1, jitter = "none")]
+async fn page(calls: &AtomicU32, inner: Inner) -> Result<u32, ApiError> {
+    match inner {
+        Inner::Once => slow_read(calls).await,
+        Inner::Retry => slow_read_hedging_nested(calls).await,
+        Inner::Timed => slow_read_timed(calls).await,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hedged_function_nested_once_makes_one_attempt_and_no_hedge() {
+    let calls = AtomicU32::new(0);
+    let start = Instant::now();
+    assert_eq!(page(&calls, Inner::Once).await, Ok(1));
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "no hedge at 50 or 100 ms");
+    assert_eq!(start.elapsed(), ms(300));
+    assert_eq!(slow_read(&calls).await, Ok(2), "on its own it hedges");
+    assert_eq!(calls.load(Ordering::SeqCst), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hedged_function_nested_with_retry_still_hedges() {
+    let calls = AtomicU32::new(0);
+    assert_eq!(page(&calls, Inner::Retry).await, Ok(1), "equally slow: the first started answered");
+    assert_eq!(calls.load(Ordering::SeqCst), 3, "two hedges beside the attempt");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hedged_function_nested_once_still_times_its_attempt_out() {
+    let calls = AtomicU32::new(0);
+    let start = Instant::now();
+    assert_eq!(
+        page(&calls, Inner::Timed).await,
+        Err(ApiError::Rejected(Rejection::AttemptTimeout { after: ms(100) }))
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "one attempt per outer attempt");
+    assert_eq!(start.elapsed(), ms(201), "each cut at 100 ms, the outer retry 1 ms after the first");
+}

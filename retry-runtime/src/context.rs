@@ -112,6 +112,13 @@ pub(crate) fn inherit(key: Option<Arc<str>>) -> (bool, Option<Arc<str>>) {
     }
 }
 
+/// Whether an attempt of another call is running on this task: a call
+/// made now is nested in it.
+#[inline]
+pub(crate) fn nested() -> bool {
+    ATTEMPT.get().here()
+}
+
 /// Whether no attempt of any call is being polled on this thread: a call
 /// made now is not nested and inherits no key.
 #[inline(always)]

@@ -63,6 +63,15 @@ pub(crate) fn retries_suppressed(operation: &str, max_attempts: u32) {
     );
 }
 
+/// A hedged call nested in another call's attempt makes its attempt without hedges.
+#[cold]
+pub(crate) fn hedging_suppressed(operation: &str) {
+    tracing::debug!(
+        operation,
+        "nested inside another resilient call's attempt: no hedges, so requests do not multiply"
+    );
+}
+
 /// A breaker went from `from` to `to` (`closed`, `open` or `half_open`).
 pub(crate) fn breaker_transition(name: &str, from: &'static str, to: &'static str) {
     if to == "open" {

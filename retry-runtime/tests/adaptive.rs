@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use common::{Attempts, TestError, ms};
 use retry_runtime::{
-    AdaptiveLimit, Bulkhead, BulkheadConfig, Policy, RateLimitConfig, Registry, Rejection, ThrottleConfig,
-    TokenBucket, idempotency_key,
+    AdaptiveLimit, Bulkhead, BulkheadConfig, Nested, Policy, RateLimitConfig, Registry, Rejection,
+    ThrottleConfig, TokenBucket, idempotency_key,
 };
 use tokio::time::{Instant, sleep};
 
@@ -552,4 +552,52 @@ async fn a_hedge_that_succeeds_at_the_deadline_wins_over_the_cut_beside_it() {
     let hedged = Policy::builder().max_attempts(1).deadline(ms(100)).hedge(ms(50), 1).build().unwrap();
     assert_eq!(hedged.run(answer_at_the_deadline).await, Ok(2), "the hedge answered at 100 ms");
     assert_eq!(unhedged.run(answer_at_the_deadline).await, Ok(3), "as an attempt alone does");
+}
+
+/// Two outer calls (keyless, then keyed, whose key the inner call inherits)
+/// of a policy that retries once, each attempt calling `inner`, a hedged
+/// policy whose attempts answer after 300 ms: when the inner attempts
+/// started, and what each outer call got.
+async fn hedged_inside_an_attempt(inner: &Policy) -> (Vec<u64>, [Result<u32, TestError>; 2]) {
+    let outer =
+        Policy::builder().max_attempts(2).base(ms(1)).jitter(retry_runtime::Jitter::None).build().unwrap();
+    let attempts = Attempts::new();
+    let slow = || {
+        let n = attempts.mark();
+        async move {
+            sleep(ms(300)).await;
+            Ok::<_, TestError>(n)
+        }
+    };
+    let keyless = outer.run(|| inner.run(slow)).await;
+    let keyed = outer.run_with_key("order-3", || inner.run(slow)).await;
+    (attempts.times(), [keyless, keyed])
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_nested_once_makes_one_attempt_and_no_hedge() {
+    let (times, results) = hedged_inside_an_attempt(&hedging(50, 2)).await;
+    assert_eq!(times, [0, 300], "one attempt per inner call, no hedge at 50 or 100 ms");
+    assert_eq!(results, [Ok(1), Ok(2)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_nested_with_retry_still_hedges() {
+    let (times, results) =
+        hedged_inside_an_attempt(&hedging(50, 2).to_builder().nested(Nested::Retry).build().unwrap()).await;
+    assert_eq!(times, [0, 50, 100, 300, 350, 400], "two hedges per inner call, one every 50 ms");
+    assert_eq!(results, [Ok(1), Ok(4)], "equally slow: the first started answered");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hedged_call_nested_once_still_times_its_single_attempt_out() {
+    let inner = Policy::builder().hedge(ms(50), 2).attempt_timeout(ms(100)).build().unwrap();
+    let (times, results) = hedged_inside_an_attempt(&inner).await;
+    let timed_out = Err(TestError::Rejected(Rejection::AttemptTimeout { after: ms(100) }));
+    assert_eq!(
+        times,
+        [0, 101, 201, 302],
+        "one attempt per inner call, each outer call retrying once after 1 ms"
+    );
+    assert_eq!(results, [timed_out.clone(), timed_out]);
 }

@@ -19,6 +19,11 @@
 //!
 //! Every attempt of a round runs under the call's idempotency key, so a
 //! dependency that deduplicates by key performs the operation once.
+//!
+//! A call made inside another call's attempt on the same task, under
+//! `Nested::Once`, does not hedge: like its retries, its hedges would
+//! multiply the requests of the layers above it. Its round is the single
+//! attempt, guards and timeouts applying.
 
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
@@ -91,14 +96,15 @@ fn heeding(class: ErrorClass, quiet_until: Option<Duration>, started: Instant) -
 impl<S, H> Execution<'_, S, H> {
     /// [`attempt_with`](Self::attempt_with) for a policy that may hedge:
     /// `make_attempt` is called once per attempt of the round, each call
-    /// making a fresh attempt. Without hedging it is `attempt_with`.
+    /// making a fresh attempt. Without hedging (none configured, or a call
+    /// nested once: see `hedging`) it is `attempt_with`.
     pub async fn attempt_hedged<T, E, Fut>(&mut self, mut make_attempt: impl FnMut() -> Fut) -> Step<T, E>
     where
         Fut: Future<Output = Result<T, E>>,
         H: ErrorHandling<E>,
         S: LastError<E>,
     {
-        let Some(hedge) = self.settings().hedge else {
+        let Some(hedge) = self.hedging() else {
             return self.attempt_with(make_attempt).await;
         };
         let guards = self.guards();

@@ -80,8 +80,9 @@ use crate::clock;
 use crate::context;
 use crate::error::ErrorHandling;
 use crate::guards::{Guards, GuardsRef};
-use crate::policy::Policy;
-use crate::settings::Settings;
+use crate::observe;
+use crate::policy::{Nested, Policy};
+use crate::settings::{Hedge, Settings};
 
 /// What to do after one attempt.
 #[derive(Debug)]
@@ -181,10 +182,28 @@ impl<'p, S, H> Execution<'p, S, H> {
         }
     }
 
-    /// Whether the policy hedges: then [`attempt_hedged`](Self::attempt_hedged) is the way to attempt.
+    /// Whether this call hedges: then [`attempt_hedged`](Self::attempt_hedged) is the way to attempt.
     #[inline]
     pub fn hedges(&self) -> bool {
-        self.settings().hedge.is_some()
+        self.hedging().is_some()
+    }
+
+    /// The hedging this call does: its settings', unless it is made inside
+    /// another call's attempt on this task and the policy says
+    /// [`Nested::Once`]. A hedge is one more request to
+    /// the dependency, and layers must not multiply those any more than
+    /// retries: such a call makes its single attempt alone (its guards and
+    /// timeouts still apply). The nesting is read where the round starts,
+    /// which for a call that makes a single attempt is the poll it started
+    /// in; a call that does not hedge never reads it.
+    #[inline]
+    fn hedging(&self) -> Option<Hedge> {
+        let hedge = self.settings().hedge?;
+        if self.policy.nested() == Nested::Once && context::nested() {
+            observe::hedging_suppressed(self.policy.operation());
+            return None;
+        }
+        Some(hedge)
     }
 
     /// Attempts that ran so far.

@@ -29,10 +29,11 @@ pub const MAX_ATTEMPTS_LIMIT: u32 = 100;
 /// dependency at the bottom. By default only the outermost layer retries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Nested {
-    /// Make a single attempt (guards and timeouts still apply). The default.
+    /// Make a single attempt, and no hedge beside it (guards and timeouts
+    /// still apply). The default.
     #[default]
     Once,
-    /// Retry as if not nested.
+    /// Retry (and hedge) as if not nested.
     Retry,
 }
 
