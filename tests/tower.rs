@@ -31,8 +31,8 @@ use hyper_util::rt::TokioExecutor;
 use loopback::{Payload, Server, status, throttled, unavailable};
 use resilient::tower::{BoxError, ResilientLayer};
 use resilient::{
-    Attempts, BreakerConfig, BreakerState, BulkheadConfig, Jitter, Policy, PolicyBuilder, Registry,
-    Rejection, TokenBucket, resilient,
+    AdaptiveLimit, Attempts, BreakerConfig, BreakerState, BulkheadConfig, Jitter, LimitCore, Policy,
+    PolicyBuilder, Registry, Rejection, TokenBucket, resilient,
 };
 use tower::{Layer, Service, ServiceBuilder, ServiceExt, service_fn};
 
@@ -314,6 +314,55 @@ async fn the_response_future_is_send_and_static() {
     // `spawn` takes only `Send + 'static` futures; the service is gone.
     let response = tokio::spawn(future).await.unwrap().unwrap();
     assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 2));
+}
+
+/// An adaptive bulkhead learns the dependency's latency from each attempt:
+/// from the request sent to the response's head in hand. The failed
+/// response's body, read before the retry (here 4 KiB trickled over 40
+/// ms) and the pause after it for the pool are the client's own time,
+/// not the dependency's: the retry's sample leaves them out, and the limit
+/// moves exactly as the dependency's latencies (none, on the paused clock)
+/// say. Taken from the retry's admission instead, the sample read 41 ms
+/// against a usual latency of none, and took the limit down to 7.
+#[tokio::test(start_paused = true)]
+async fn an_adaptive_bulkhead_does_not_count_the_drain_before_a_retry_as_latency() {
+    let server = Server::start(&[("/search", &[status(503).with(Payload::Trickled(4, 10))])]).await;
+    let registry = Registry::new();
+    let adaptive = AdaptiveLimit::gradient(1).tolerance(1.0).smoothing(1.0);
+    let config = BulkheadConfig { max_concurrent: 16, adaptive: Some(adaptive), ..Default::default() };
+    registry.declare_bulkhead("search", config).unwrap();
+    let layer = ResilientLayer::new(policy(2).bulkhead("search").build().unwrap());
+    // A client each: a connection each (on a connection kept alive, the
+    // server sends a trickled body's chunks only with its end).
+    let (warm, search) = (layer.layer(client()), layer.layer(client()));
+    let started = tokio::time::Instant::now();
+    let (first, second) = registry
+        .scope(async {
+            let first = warm.oneshot(get(&server.url("/warm"))).await.unwrap();
+            (first, search.oneshot(get(&server.url("/search"))).await.unwrap())
+        })
+        .await;
+    assert_eq!((first.status(), attempts(&first)), (StatusCode::OK, 1));
+    assert_eq!((second.status(), attempts(&second)), (StatusCode::OK, 2));
+    let seen = server.seen("/search");
+    assert_eq!(
+        seen[1].at - seen[0].at,
+        ms(40) + ms(1),
+        "the body drained whole (from the backoff's end), the pause"
+    );
+    assert_eq!(started.elapsed(), ms(41), "every answer's head came at once");
+    // What the dependency's latencies alone make of the limit: a success,
+    // an overload signal (the 503), a success, each at once.
+    let mut expected = LimitCore::new(adaptive, 16);
+    for overload in [false, true, false] {
+        expected.sample(Duration::ZERO, overload, 1);
+    }
+    assert_eq!(expected.limit(), 8, "the 503 halved it; nothing else moved it");
+    assert_eq!(
+        registry.bulkhead("search").unwrap().limit(),
+        expected.limit(),
+        "the retry's sample is its request's latency alone, not the drain and pause before it"
+    );
 }
 
 // ---------------------------------------------------------------------------

@@ -45,6 +45,10 @@ pub enum Payload {
     /// never ends, and the connection stays open.
     #[allow(dead_code)]
     Stalled(usize),
+    /// This many KiB, without a `Content-Length`, one KiB every this many
+    /// ms (on tokio's clock): a body that arrives slowly, then ends.
+    #[allow(dead_code)]
+    Trickled(usize, u64),
 }
 
 impl Reply {
@@ -200,6 +204,12 @@ async fn answer(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
             futures_util::stream::iter([Ok::<_, Infallible>(vec![b'x'; len])])
                 .chain(futures_util::stream::pending()),
         ),
+        Payload::Trickled(kib, every) => {
+            Body::from_stream(futures_util::stream::iter(0..kib).then(move |_| async move {
+                tokio::time::sleep(std::time::Duration::from_millis(every)).await;
+                Ok::<_, Infallible>(vec![b'x'; 1024])
+            }))
+        }
     };
     let mut response = (StatusCode::from_u16(reply.status).unwrap(), body).into_response();
     if let Some(retry_after) = reply.retry_after {

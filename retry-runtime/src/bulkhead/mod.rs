@@ -123,6 +123,19 @@ impl BulkheadPermit<'_> {
     }
 }
 
+impl BulkheadPermit<'_> {
+    /// Starts an adaptive limit's latency sample at `sent` (if later than
+    /// the admission): what the attempt did before its request went out
+    /// (the HTTP layers' read of the failed response before a retry) is the
+    /// client's time, not the dependency's.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    pub(crate) fn measure_from(&mut self, sent: Instant) {
+        if let Some(started) = &mut self.started {
+            *started = (*started).max(sent);
+        }
+    }
+}
+
 impl Drop for BulkheadPermit<'_> {
     fn drop(&mut self) {
         // The one way a place goes back, which also settles a shrink's debt.

@@ -318,6 +318,48 @@ impl<'p, S, H> Execution<'p, S, H> {
         Step::Retry
     }
 
+    /// [`attempt_with`](Self::attempt_with) for an attempt that does work
+    /// of the client's own before its request goes out (the HTTP layers
+    /// read the failed response before it: see `middleware::drain`), and
+    /// sets `sent` when the request goes out. An adaptive bulkhead's latency
+    /// sample starts then rather than at the admission: the time before is
+    /// not the dependency's. The attempt's timeout and the deadline still
+    /// cover it all. Always the general path (an adaptive bulkhead's attempts
+    /// take it anyway).
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    pub(crate) async fn attempt_sent_at<T, E, Fut>(
+        &mut self,
+        sent: &std::sync::OnceLock<Instant>,
+        attempt: Fut,
+    ) -> Step<T, E>
+    where
+        Fut: Future<Output = Result<T, E>>,
+        H: ErrorHandling<E>,
+        S: LastError<E>,
+    {
+        if let Some(wait) = self.more.as_mut().and_then(|more| more.pending_wait.take()) {
+            sleep(wait).await;
+        }
+        let guards = self.guards();
+        let mut admitted = match self.admit(&guards).await {
+            Ok(admitted) => admitted,
+            Err(refusal) => return Step::Done(Err(self.cannot_run(refusal))),
+        };
+        self.begin_attempt(&guards);
+        let guarded = self.run(attempt).await;
+        if let (Some(permit), Some(sent)) = (admitted.bulkhead.as_mut(), sent.get()) {
+            permit.measure_from(*sent);
+        }
+        let wait = match self.settle(admitted, &guards, guarded) {
+            Ok(wait) => wait,
+            Err(done) => return done,
+        };
+        if !wait.is_zero() {
+            sleep(wait).await;
+        }
+        Step::Retry
+    }
+
     /// An admitted attempt begins: it is counted, the first one tells the
     /// budget a call began (a ratio budget's share is of first attempts),
     /// and the previous attempt's error is superseded by this one's outcome.

@@ -41,7 +41,9 @@ pub(crate) const MAX_BYTES: u64 = 64 * 1024;
 /// The drain delays the retry, and runs inside its attempt (after it is
 /// admitted, so that a retry that cannot run returns the response with its
 /// body whole): it must stay well under typical backoffs and attempt
-/// timeouts. An error body normally arrives with its head, so a drain that
+/// timeouts (an adaptive bulkhead's latency sample, though, starts only
+/// once the retry's request goes out: see `middleware::call`). An error
+/// body normally arrives with its head, so a drain that
 /// takes this long is a peer trickling or stalling, for which a new
 /// connection is the cheaper way on. 50 ms still covers a few wide-area
 /// round trips, and 64 KiB at 11 Mbit/s.

@@ -13,8 +13,10 @@ pub(crate) mod rules;
 
 use std::future::Future;
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::attempts::Attempts;
 use crate::classify::ErrorClass;
@@ -114,7 +116,10 @@ impl<T: Transport> ErrorHandling<Failure<T::Error>> for ByTransport<T> {
 /// connection it came on goes back to the client's pool and carries the
 /// retry. A response the caller may still get is never read: the last
 /// one, and one whose retry could not run (an open breaker, a full
-/// bulkhead), which the loop returns as the call's result.
+/// bulkhead), which the loop returns as the call's result. The discard runs
+/// inside the retry's attempt (its timeout and the deadline cover it), but
+/// an adaptive bulkhead's latency sample starts only as the retry's
+/// request goes out: the drain is the client's time, not the dependency's.
 pub(crate) async fn call<T: Transport>(
     policy: &Policy,
     transport: &mut T,
@@ -141,29 +146,31 @@ pub(crate) async fn call<T: Transport>(
             // the loop never asks for another.
             unreachable!("the retry loop asked for an attempt after the last one");
         };
-        let (timeout, deadline) = (execution.attempt_timeout(), execution.deadline());
         // `send` starts nothing until polled, so the attempt can be made
         // before the guards admit it (and take the loop's direct path).
         let sent = transport.send(request);
-        let last_failed = &mut failed;
-        let step = execution
-            .attempt(async move {
-                // Polled: admitted, so the failed response before this
-                // attempt will not be the call's. Discarded before the
-                // request is sent, which takes a connection from the pool.
-                if let Some(response) = last_failed.take() {
-                    T::discard(response, drain::time_before(timeout, deadline)).await;
-                }
-                let response = sent.await.map_err(Failure::Error)?;
-                match T::response_class(&response) {
-                    None => Ok(response),
-                    Some(class) => {
-                        *last_failed = Some(response);
-                        Err(Failure::Response(class))
+        let step = if failed.is_none() {
+            execution.attempt(answer::<T>(sent, &mut failed)).await
+        } else {
+            // When the request went out, after the drain: an adaptive
+            // bulkhead's latency sample starts then (the drain and the
+            // pause after it are the client's time, not the dependency's).
+            let sent_at = OnceLock::new();
+            let (timeout, deadline) = (execution.attempt_timeout(), execution.deadline());
+            let (last_failed, sent_at_ref) = (&mut failed, &sent_at);
+            execution
+                .attempt_sent_at(&sent_at, async move {
+                    // Polled: admitted, so the failed response before this
+                    // attempt will not be the call's. Discarded before the
+                    // request is sent, which takes a connection from the pool.
+                    if let Some(response) = last_failed.take() {
+                        T::discard(response, drain::time_before(timeout, deadline)).await;
                     }
-                }
-            })
-            .await;
+                    let _ = sent_at_ref.set(Instant::now());
+                    answer::<T>(sent, last_failed).await
+                })
+                .await
+        };
         if let Step::Done(result) = step {
             let attempts = Attempts::new(execution.attempts());
             return match result {
@@ -175,6 +182,22 @@ pub(crate) async fn call<T: Transport>(
                 },
                 Err(Failure::Error(error)) => Err(error),
             };
+        }
+    }
+}
+
+/// One attempt's answer: the response `sent` gets, a failed one kept in
+/// `failed` (the attempt's error is then its class).
+async fn answer<T: Transport>(
+    sent: impl Future<Output = Result<T::Response, T::Error>>,
+    failed: &mut Option<T::Response>,
+) -> Result<T::Response, Failure<T::Error>> {
+    let response = sent.await.map_err(Failure::Error)?;
+    match T::response_class(&response) {
+        None => Ok(response),
+        Some(class) => {
+            *failed = Some(response);
+            Err(Failure::Response(class))
         }
     }
 }
