@@ -128,7 +128,6 @@ impl BulkheadPermit<'_> {
     /// the admission): what the attempt did before its request went out
     /// (the HTTP layers' read of the failed response before a retry) is the
     /// client's time, not the dependency's.
-    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     pub(crate) fn measure_from(&mut self, sent: Instant) {
         if let Some(started) = &mut self.started {
             *started = (*started).max(sent);

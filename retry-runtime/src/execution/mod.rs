@@ -288,34 +288,7 @@ impl<'p, S, H> Execution<'p, S, H> {
         H: ErrorHandling<E>,
         S: LastError<E>,
     {
-        // A wait a plain first attempt's failure planned (see `plain`).
-        if let Some(wait) = self.more.as_mut().and_then(|more| more.pending_wait.take()) {
-            sleep(wait).await;
-        }
-        // A handle of our own, so the permits below borrow it and not `self`.
-        let guards = self.guards();
-        // Most attempts are admitted at once; only a wait builds a future.
-        let admitted = match self.admit_now(&guards) {
-            Ok(Ok(admitted)) => Ok(admitted),
-            Ok(Err(wait)) => self.admit_after(&guards, wait).await,
-            Err(refusal) => Err(refusal),
-        };
-        let admitted = match admitted {
-            Ok(admitted) => admitted,
-            Err(refusal) => return Step::Done(Err(self.cannot_run(refusal))),
-        };
-        self.begin_attempt(&guards);
-        let guarded = self.run(make_attempt()).await;
-        let wait = match self.settle(admitted, &guards, guarded) {
-            Ok(wait) => wait,
-            Err(done) => return done,
-        };
-        // A zero wait is no wait: `sleep(ZERO)` would still arm a timer, and
-        // in real time last until the timer's next tick (~1 ms).
-        if !wait.is_zero() {
-            sleep(wait).await;
-        }
-        Step::Retry
+        self.attempt_measured(make_attempt, None).await
     }
 
     /// [`attempt_with`](Self::attempt_with) for an attempt that does work
@@ -337,23 +310,50 @@ impl<'p, S, H> Execution<'p, S, H> {
         H: ErrorHandling<E>,
         S: LastError<E>,
     {
+        self.attempt_measured(|| attempt, Some(sent)).await
+    }
+
+    /// The general path's attempt: admitted, run, settled. An adaptive
+    /// bulkhead's latency sample runs from the admission, or from `sent`
+    /// when the attempt set it.
+    #[inline]
+    async fn attempt_measured<T, E, Fut>(
+        &mut self,
+        make_attempt: impl FnOnce() -> Fut,
+        sent: Option<&std::sync::OnceLock<Instant>>,
+    ) -> Step<T, E>
+    where
+        Fut: Future<Output = Result<T, E>>,
+        H: ErrorHandling<E>,
+        S: LastError<E>,
+    {
+        // A wait a plain first attempt's failure planned (see `plain`).
         if let Some(wait) = self.more.as_mut().and_then(|more| more.pending_wait.take()) {
             sleep(wait).await;
         }
+        // A handle of our own, so the permits below borrow it and not `self`.
         let guards = self.guards();
-        let mut admitted = match self.admit(&guards).await {
+        // Most attempts are admitted at once; only a wait builds a future.
+        let admitted = match self.admit_now(&guards) {
+            Ok(Ok(admitted)) => Ok(admitted),
+            Ok(Err(wait)) => self.admit_after(&guards, wait).await,
+            Err(refusal) => Err(refusal),
+        };
+        let mut admitted = match admitted {
             Ok(admitted) => admitted,
             Err(refusal) => return Step::Done(Err(self.cannot_run(refusal))),
         };
         self.begin_attempt(&guards);
-        let guarded = self.run(attempt).await;
-        if let (Some(permit), Some(sent)) = (admitted.bulkhead.as_mut(), sent.get()) {
+        let guarded = self.run(make_attempt()).await;
+        if let (Some(permit), Some(sent)) = (admitted.bulkhead.as_mut(), sent.and_then(|sent| sent.get())) {
             permit.measure_from(*sent);
         }
         let wait = match self.settle(admitted, &guards, guarded) {
             Ok(wait) => wait,
             Err(done) => return done,
         };
+        // A zero wait is no wait: `sleep(ZERO)` would still arm a timer, and
+        // in real time last until the timer's next tick (~1 ms).
         if !wait.is_zero() {
             sleep(wait).await;
         }
