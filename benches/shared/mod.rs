@@ -338,8 +338,16 @@ pub fn backon_defaults() -> ExponentialBuilder {
         .with_jitter()
 }
 
+/// The benchmarks' runtime: current-thread, with the timer. With feature
+/// `redis` IO too, with and without a fleet alike (the instruction rows
+/// compare the two): a fleet's task connects through it, and joining
+/// refuses a runtime without IO (on one, the task died at its first flush).
 pub fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread().enable_time().build().expect("a tokio runtime")
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    builder.enable_time();
+    #[cfg(feature = "redis")]
+    builder.enable_io();
+    builder.build().expect("a tokio runtime")
 }
 
 /// How every benchmark uses a call: awaits it and takes the value out, as a

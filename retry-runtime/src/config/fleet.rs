@@ -125,6 +125,9 @@ pub enum FleetError {
     AlreadyJoined,
     /// Not called inside a tokio runtime, which the background task needs.
     NoRuntime,
+    /// Called inside a tokio runtime built without IO (no `enable_io()` nor
+    /// `enable_all()`), on which the background task could not reach Redis.
+    RuntimeWithoutIo,
 }
 
 impl std::fmt::Display for FleetError {
@@ -142,6 +145,9 @@ impl std::fmt::Display for FleetError {
             FleetError::NoRuntime => {
                 f.write_str("joining a fleet starts a background task: call it inside a tokio runtime")
             }
+            FleetError::RuntimeWithoutIo => f.write_str(
+                "joining a fleet connects to Redis from the current tokio runtime, which has IO disabled: build it with `enable_io()` or `enable_all()` (as `#[tokio::main]` does)",
+            ),
         }
     }
 }

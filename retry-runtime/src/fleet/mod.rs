@@ -139,7 +139,14 @@ impl Registry {
     /// that joins the same Redis under the same prefix (see the
     /// [`fleet`](crate::fleet) module). Returns at once: the background task
     /// connects by itself, and the guards stay local until its first flush
-    /// gets through. Must be called inside a tokio runtime.
+    /// gets through. Must be called inside a tokio runtime with IO enabled
+    /// (`enable_io()` or `enable_all()` on its builder, as `#[tokio::main]`
+    /// and `#[tokio::test]` do): on a runtime without IO the task could
+    /// never connect, so joining one is refused at once with
+    /// [`FleetError::RuntimeWithoutIo`] (tokio has no query for it: the
+    /// check registers an unused socket with the runtime, and tokio's panic
+    /// on doing so, which the panic hook still prints, is that error; under
+    /// `panic = "abort"` the panic ends the process then and there).
     ///
     /// Each named guard must be declared: a breaker with
     /// `success_threshold <= half_open_max_calls` (the fleet's probes per
@@ -149,6 +156,9 @@ impl Registry {
     pub fn join_fleet(&self, config: FleetConfig) -> Result<Fleet, FleetError> {
         config.validate().map_err(FleetError::InvalidConfig)?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| FleetError::NoRuntime)?;
+        if !io_enabled() {
+            return Err(FleetError::RuntimeWithoutIo);
+        }
         let mut breakers = Vec::new();
         for name in &config.breakers {
             let breaker =
@@ -204,5 +214,65 @@ impl Registry {
         };
         let task = runtime.spawn(task.run());
         Ok(Fleet { shared, task: Some(task), replica })
+    }
+}
+
+/// Whether the current tokio runtime can do IO, which the background task
+/// needs to reach Redis. Tokio does not say: a runtime built without
+/// `enable_io()` panics when a socket is registered with it, and in the
+/// background task that panic would end the fleet unheard. So an unused
+/// socket (unbound, non-blocking, closed at once) is registered here, where
+/// the caller hears the answer: a panic doing so is the answer no (the
+/// socket being non-blocking, tokio has no other reason to panic). A socket
+/// that cannot be made (no file descriptors left) says nothing: `true`, and
+/// the task's connection attempts report what goes wrong.
+fn io_enabled() -> bool {
+    #[cfg(unix)]
+    let socket = std::os::unix::net::UnixDatagram::unbound();
+    #[cfg(not(unix))]
+    let socket = std::net::UdpSocket::bind((std::net::Ipv4Addr::LOCALHOST, 0));
+    let Ok(socket) = socket.and_then(|socket| socket.set_nonblocking(true).map(|()| socket)) else {
+        return true;
+    };
+    #[cfg(unix)]
+    let register = move || drop(tokio::net::UnixDatagram::from_std(socket));
+    #[cfg(not(unix))]
+    let register = move || drop(tokio::net::UdpSocket::from_std(socket));
+    std::panic::catch_unwind(register).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::BreakerConfig;
+
+    fn config() -> FleetConfig {
+        // Nothing listens there: these tests are about joining, not linking.
+        FleetConfig { url: "redis://127.0.0.1:1/".into(), breakers: vec!["dep".into()], ..Default::default() }
+    }
+
+    fn registry() -> Registry {
+        let registry = Registry::new();
+        registry.declare_breaker("dep", BreakerConfig::default()).unwrap();
+        registry
+    }
+
+    /// A runtime without IO cannot run the background task (its connection
+    /// panics there, unheard, and the guards are never shared): joining on
+    /// one is an error that says what to enable, and leaves the registry
+    /// free to join from a runtime that has IO.
+    #[test]
+    fn joining_on_a_runtime_without_io_is_an_error_that_says_to_enable_it() {
+        let registry = registry();
+        let no_io = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        let error = no_io.block_on(async { registry.join_fleet(config()) }).unwrap_err();
+        assert_eq!(error, FleetError::RuntimeWithoutIo);
+        let message = error.to_string();
+        assert!(message.contains("IO disabled"), "{message}");
+        assert!(message.contains("enable_io()") && message.contains("enable_all()"), "{message}");
+
+        let io = tokio::runtime::Builder::new_current_thread().enable_io().enable_time().build().unwrap();
+        let fleet = io.block_on(async { registry.join_fleet(config()) }).expect("joins where there is IO");
+        drop(fleet);
     }
 }
