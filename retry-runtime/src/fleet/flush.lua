@@ -96,6 +96,19 @@ local function place(base, field, made, width, window, since)
   end
 end
 
+-- Moves the window's counts from the buckets under `from` to those under
+-- `to`: a rebuild that changes the epoch of a closed fleet keeps what was
+-- counted in it.
+local function carry(from, to, width, window)
+  local current = math.floor(now / width)
+  for id = current - math.ceil(window / width) + 1, current do
+    local v = redis.call('HMGET', from .. id, 'c', 'f')
+    add(to .. id, 'c', tonumber(v[1]) or 0, window + width)
+    add(to .. id, 'f', tonumber(v[2]) or 0, window + width)
+    redis.call('DEL', from .. id)
+  end
+end
+
 for _ = 1, breakers do
   local name = ARGV[i]
   local window, width = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
@@ -131,7 +144,11 @@ for _ = 1, breakers do
     -- The epoch moves to at least `seen` (past it when the store's trip
     -- wins over this replica's closed view), so that the replica follows.
     -- A replica that saw nothing (a new one) rebuilds nothing: it never
-    -- resets the fleet.
+    -- resets the fleet. Closed over closed, what the store counted since
+    -- the loss (a new replica's calls, or those since a rebuild by a
+    -- replica that knew less) moves to the new epoch's buckets: counted in
+    -- a closed fleet, it is its window's still.
+    local closed_from = open_until == 0 and key .. ':' .. epoch .. ':'
     if view >= 0 then
       epoch, open_until = seen, math.max(open_until, now + view)
     elseif open_until > 0 then
@@ -139,6 +156,7 @@ for _ = 1, breakers do
     else
       epoch = seen
     end
+    if closed_from and open_until == 0 then carry(closed_from, key .. ':' .. epoch .. ':', width, window) end
     -- When the rebuilt epoch began is not known.
     slots, slots_at, ok, since = 0, 0, 0, 0
   end

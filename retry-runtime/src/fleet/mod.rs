@@ -43,7 +43,8 @@
 //!   the window: an outage is not a burst now); a replica that
 //!   starts reads the fleet's state and never resets it; a flushed state is
 //!   rebuilt from what the replicas last saw, an open (or half-open) verdict
-//!   winning over a closed one, so that losing it never undoes a trip.
+//!   winning over a closed one, so that losing it never undoes a trip, and
+//!   a closed one keeping the failures counted since the loss.
 //!
 //! ```no_run
 //! # use retry_runtime as resilient;

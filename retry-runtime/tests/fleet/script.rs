@@ -253,3 +253,29 @@ fn unused_tokens_handed_back_come_off_the_replicas_own_grants_once() {
     assert_eq!(leased(), 4, "replica 1's other 3, not replica 2's 4");
     assert_eq!(lease(1, 2, 20).run(&mut con), 16, "the window's 20, less replica 2's 4");
 }
+
+/// The store lost the fleet's state, closed in epoch 4 (opened and closed
+/// twice). Replica 2 joined since (it saw nothing): its failure is counted
+/// in the store's new numbering, epoch 0. Replica 1, which saw epoch 4
+/// closed, rebuilds the state: closed, epoch 4. Replica 3 heard a later
+/// transition (epoch 5, closed again) that replica 1 missed, and rebuilds
+/// it once more. Each rebuild closed over closed: the failures counted
+/// since the loss are the window's all the same, and the third one opens
+/// the fleet.
+#[test]
+fn failures_counted_since_the_state_was_lost_outlive_its_rebuilds() {
+    let _serial = serial();
+    let Some(server) = Server::start("failures_counted_since_the_state_was_lost_...") else { return };
+    let mut con = server.connection().expect("connected");
+    let first = flush_breaker(&mut con, 2, 0, -1, 1);
+    assert_eq!((first[0], first[1]), (0, 0), "counted in the new numbering: {first:?}");
+    let rebuilt = flush_breaker(&mut con, 1, 4, -1, 0);
+    assert_eq!((rebuilt[0], rebuilt[1]), (4, 0), "rebuilt closed in epoch 4: {rebuilt:?}");
+    let second = flush_breaker(&mut con, 2, 4, -1, 2);
+    assert_eq!((second[0], second[1]), (4, 0), "2 failures of 3: {second:?}");
+    let again = flush_breaker(&mut con, 3, 5, -1, 0);
+    assert_eq!((again[0], again[1]), (5, 0), "rebuilt closed in epoch 5: {again:?}");
+    assert_eq!(server.sum_field("script:breaker:dep:5:*", "f"), 2, "the window's failures, in its epoch");
+    let third = flush_breaker(&mut con, 2, 5, -1, 3);
+    assert_eq!(third[1], 1, "3 failures in the window open the fleet: {third:?}");
+}
