@@ -204,6 +204,14 @@ pub(crate) enum FleetLink<'a> {
     Left,
 }
 
+/// A fleet's background task panicked (a bug of ours): the guards go back
+/// to local state, and the fleet is left.
+#[cfg(feature = "redis")]
+#[cold]
+pub(crate) fn fleet_task_panicked(fleet: &str) {
+    tracing::error!(fleet, "the fleet's background task panicked: guards on local state, fleet left");
+}
+
 /// A fleet's link changed; said once per change, in the trace and the
 /// `resilient_fleet_linked` gauge, and a lost link counted as a fallback.
 #[cfg(feature = "redis")]

@@ -276,4 +276,25 @@ mod tests {
         let fleet = io.block_on(async { registry.join_fleet(config()) }).expect("joins where there is IO");
         drop(fleet);
     }
+
+    /// The task ends with its runtime too: a runtime shut down before its
+    /// fleet was left (a test's, a binary's `main` returning) leaves the
+    /// registry free to join again.
+    #[test]
+    fn a_fleet_whose_runtime_shut_down_can_be_joined_again() {
+        let registry = registry();
+        let runtime = || tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let first = runtime();
+        let fleet = first.block_on(async {
+            let fleet = registry.join_fleet(config()).expect("joins");
+            // The task runs: it has started, and tries the store.
+            tokio::task::yield_now().await;
+            fleet
+        });
+        drop(first);
+        let second = runtime();
+        let again = second.block_on(async { registry.join_fleet(config()) });
+        assert!(again.is_ok(), "the first fleet ended with its runtime: {:?}", again.err());
+        drop((fleet, again));
+    }
 }

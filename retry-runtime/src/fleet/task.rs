@@ -87,8 +87,6 @@ impl Task {
                 }
             }
         }
-        self.fall_back(None);
-        self.registry.leave_fleet();
         last
     }
 
@@ -137,6 +135,13 @@ impl Task {
         }
     }
 
+    /// Local state again for good, and the registry free to join again.
+    fn end(&mut self) {
+        self.leaving = true;
+        self.fall_back(None);
+        self.registry.leave_fleet();
+    }
+
     /// Local state again, said once per change (`error`: the store failed;
     /// `None`: the replica leaves). A store that has not answered once since
     /// the join is said once too: a wrong address would otherwise go
@@ -157,5 +162,20 @@ impl Task {
             Some(error) if !self.leaving => crate::observe::fleet_link(&self.prefix, FleetLink::Lost(error)),
             _ => crate::observe::fleet_link(&self.prefix, FleetLink::Left),
         }
+    }
+}
+
+/// The task ends here however it ends: its loop told to stop, a panic in
+/// it, or its runtime shutting down with the task still running (tokio
+/// drops it at the await it was in). Each way the guards go back to local
+/// state and the registry may join again; ended only in `run`, a runtime
+/// dropped before a `leave` left the registry claimed (every later join
+/// `AlreadyJoined`) and its guards on the fleet's last verdicts.
+impl Drop for Task {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            crate::observe::fleet_task_panicked(&self.prefix);
+        }
+        self.end();
     }
 }
