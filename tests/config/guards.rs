@@ -53,6 +53,10 @@ fn a_file_declares_throttles_rate_limits_and_adaptive_bulkheads() {
     let err = registry.load_toml("[throttles.search]\n[rate_limits.geo-api]").unwrap_err().to_string();
     assert!(err.contains("throttle `search` already exists"), "{err}");
     assert!(err.contains("rate limit `geo-api` already exists"), "{err}");
+    registry
+        .load_toml("[bulkheads.pinned]\nmax_concurrent = 4\nadaptive = \"aimd\"\nmin_concurrent = 4")
+        .expect("a floor may be the maximum: a limit that does not move");
+    assert_eq!(registry.bulkhead("pinned").unwrap().config().adaptive.map(|limit| limit.min()), Some(4));
 }
 
 #[test]
