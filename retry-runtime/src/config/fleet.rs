@@ -128,6 +128,10 @@ pub enum FleetError {
     /// Called inside a tokio runtime built without IO (no `enable_io()` nor
     /// `enable_all()`), on which the background task could not reach Redis.
     RuntimeWithoutIo,
+    /// Called inside a tokio runtime built without timers (no
+    /// `enable_time()` nor `enable_all()`), on which the background task
+    /// could not tick.
+    RuntimeWithoutTime,
 }
 
 impl std::fmt::Display for FleetError {
@@ -147,6 +151,9 @@ impl std::fmt::Display for FleetError {
             }
             FleetError::RuntimeWithoutIo => f.write_str(
                 "joining a fleet connects to Redis from the current tokio runtime, which has IO disabled: build it with `enable_io()` or `enable_all()` (as `#[tokio::main]` does)",
+            ),
+            FleetError::RuntimeWithoutTime => f.write_str(
+                "joining a fleet runs a background task on the current tokio runtime's timers, which are disabled: build it with `enable_time()` or `enable_all()` (as `#[tokio::main]` does)",
             ),
         }
     }

@@ -140,14 +140,16 @@ impl Registry {
     /// that joins the same Redis under the same prefix (see the
     /// [`fleet`](crate::fleet) module). Returns at once: the background task
     /// connects by itself, and the guards stay local until its first flush
-    /// gets through. Must be called inside a tokio runtime with IO enabled
-    /// (`enable_io()` or `enable_all()` on its builder, as `#[tokio::main]`
-    /// and `#[tokio::test]` do): on a runtime without IO the task could
-    /// never connect, so joining one is refused at once with
-    /// [`FleetError::RuntimeWithoutIo`] (tokio has no query for it: the
-    /// check registers an unused socket with the runtime, and tokio's panic
-    /// on doing so, which the panic hook still prints, is that error; under
-    /// `panic = "abort"` the panic ends the process then and there).
+    /// gets through. Must be called inside a tokio runtime with IO and
+    /// timers enabled (`enable_io()` and `enable_time()`, or `enable_all()`,
+    /// on its builder, as `#[tokio::main]` and `#[tokio::test]` do): on a
+    /// runtime without IO the task could never connect, and without timers
+    /// it could not tick, so joining one is refused at once with
+    /// [`FleetError::RuntimeWithoutIo`] or [`FleetError::RuntimeWithoutTime`]
+    /// (tokio has no query for either: the checks register an unused socket
+    /// and make an unused timer, and tokio's panic on doing so, which the
+    /// panic hook still prints, is that error; under `panic = "abort"` the
+    /// panic ends the process then and there).
     ///
     /// Each named guard must be declared: a breaker with
     /// `success_threshold <= half_open_max_calls` (the fleet's probes per
@@ -159,6 +161,9 @@ impl Registry {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| FleetError::NoRuntime)?;
         if !io_enabled() {
             return Err(FleetError::RuntimeWithoutIo);
+        }
+        if !time_enabled() {
+            return Err(FleetError::RuntimeWithoutTime);
         }
         let mut breakers = Vec::new();
         for name in &config.breakers {
@@ -242,6 +247,15 @@ fn io_enabled() -> bool {
     std::panic::catch_unwind(register).is_ok()
 }
 
+/// Whether the current tokio runtime has timers, which the background task
+/// ticks on and bounds each store trip with. As for IO (see `io_enabled`),
+/// tokio does not say: making a timer on a runtime without them panics,
+/// which in the task would end the fleet at its first tick. So an unused
+/// one is made (and dropped unpolled, never registered) here.
+fn time_enabled() -> bool {
+    std::panic::catch_unwind(|| drop(tokio::time::sleep(std::time::Duration::ZERO))).is_ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,6 +289,19 @@ mod tests {
         let io = tokio::runtime::Builder::new_current_thread().enable_io().enable_time().build().unwrap();
         let fleet = io.block_on(async { registry.join_fleet(config()) }).expect("joins where there is IO");
         drop(fleet);
+    }
+
+    /// A runtime without a timer cannot run the background task either (its
+    /// ticks and store timeouts are tokio timers, whose creation panics
+    /// there): joining on one is an error that says what to enable.
+    #[test]
+    fn joining_on_a_runtime_without_time_is_an_error_that_says_to_enable_it() {
+        let registry = registry();
+        let no_time = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
+        let error = no_time.block_on(async { registry.join_fleet(config()) }).unwrap_err();
+        assert_eq!(error, FleetError::RuntimeWithoutTime);
+        let message = error.to_string();
+        assert!(message.contains("enable_time()") && message.contains("enable_all()"), "{message}");
     }
 
     /// The task ends with its runtime too: a runtime shut down before its
