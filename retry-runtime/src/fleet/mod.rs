@@ -218,7 +218,7 @@ impl Registry {
             said_unreachable: false,
             leaving: false,
         };
-        let task = runtime.spawn(task.run());
+        let task = runtime.spawn(task::heard(task.prefix.clone(), task.run()));
         Ok(Fleet { shared, task: Some(task), replica })
     }
 }
@@ -302,6 +302,75 @@ mod tests {
         assert_eq!(error, FleetError::RuntimeWithoutTime);
         let message = error.to_string();
         assert!(message.contains("enable_time()") && message.contains("enable_all()"), "{message}");
+    }
+
+    /// The ERROR events of the current thread, as text.
+    struct Errors(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+    impl tracing::Subscriber for Errors {
+        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+            tracing::span::Id::from_u64(1)
+        }
+        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+        fn event(&self, event: &tracing::Event<'_>) {
+            struct Text(String);
+            impl tracing::field::Visit for Text {
+                fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                    self.0 += &format!("{}={value:?} ", field.name());
+                }
+            }
+            if *event.metadata().level() == tracing::Level::ERROR {
+                let mut text = Text(String::new());
+                event.record(&mut text);
+                self.0.lock().unwrap().push(text.0);
+            }
+        }
+        fn enter(&self, _: &tracing::span::Id) {}
+        fn exit(&self, _: &tracing::span::Id) {}
+    }
+
+    /// A runtime dropped while its thread unwinds from a panic of the
+    /// application's (a test's failed assertion, `main` panicking) drops
+    /// the fleet's task on the way: the task ends, and no error says that
+    /// it panicked, which it did not.
+    #[test]
+    fn a_runtime_dropped_by_another_panic_is_no_panic_of_the_fleet_task() {
+        let registry = registry();
+        let errors = std::sync::Arc::default();
+        tracing::subscriber::with_default(Errors(std::sync::Arc::clone(&errors)), || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let fleet = runtime.block_on(async {
+                let fleet = registry.join_fleet(config()).expect("joins");
+                tokio::task::yield_now().await;
+                fleet
+            });
+            let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                let _held = (runtime, fleet);
+                panic!("the application's own panic");
+            }));
+            assert!(unwound.is_err());
+        });
+        assert_eq!(*errors.lock().unwrap(), Vec::<String>::new());
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        assert!(runtime.block_on(async { registry.join_fleet(config()) }).is_ok(), "the task ended");
+    }
+
+    /// A panic in the task's future is the task's, logged as such.
+    #[test]
+    fn a_panic_in_the_task_is_logged_as_its_own() {
+        let errors = std::sync::Arc::default();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let ended = tracing::subscriber::with_default(Errors(std::sync::Arc::clone(&errors)), || {
+            runtime.block_on(task::heard("shop".into(), async { panic!("a bug of ours") }))
+        });
+        assert!(!ended, "ended as a last flush that did not get through");
+        let errors = errors.lock().unwrap();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].contains("background task panicked") && errors[0].contains("shop"), "{errors:?}");
     }
 
     /// The task ends with its runtime too: a runtime shut down before its

@@ -1,5 +1,6 @@
 //! The background task: one per registry, one flush per `sync_every`.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -170,12 +171,28 @@ impl Task {
 /// drops it at the await it was in). Each way the guards go back to local
 /// state and the registry may join again; ended only in `run`, a runtime
 /// dropped before a `leave` left the registry claimed (every later join
-/// `AlreadyJoined`) and its guards on the fleet's last verdicts.
+/// `AlreadyJoined`) and its guards on the fleet's last verdicts. (Whether
+/// it panicked is for `heard` to say: a task dropped by a runtime shut down
+/// while its thread unwinds from a panic of the application's finds the
+/// thread panicking too.)
 impl Drop for Task {
     fn drop(&mut self) {
-        if std::thread::panicking() {
-            crate::observe::fleet_task_panicked(&self.prefix);
-        }
         self.end();
     }
+}
+
+/// The task's future `run`, a panic in it logged as the task's (its `Task`,
+/// dropped on the way, has ended it) and the task ended with `false`, as a
+/// last flush that did not get through.
+pub(super) fn heard(fleet: String, run: impl Future<Output = bool>) -> impl Future<Output = bool> {
+    let mut run = Box::pin(run);
+    std::future::poll_fn(move |cx| {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run.as_mut().poll(cx))) {
+            Ok(poll) => poll,
+            Err(_) => {
+                crate::observe::fleet_task_panicked(&fleet);
+                std::task::Poll::Ready(false)
+            }
+        }
+    })
 }
