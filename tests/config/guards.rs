@@ -101,6 +101,14 @@ fn errors_in_the_new_tables_say_where_and_suggest_the_closest_key() {
         "<toml>:3:17: `backoff_ratio` must be in (0, 1), got 1"
     );
     assert_eq!(
+        error("[bulkheads.a]\nadaptive = \"aimd\"\nbackoff_ratio = 0.0"),
+        "<toml>:3:17: `backoff_ratio` must be in (0, 1), got 0"
+    );
+    assert_eq!(
+        error("[bulkheads.a]\nadaptive = \"gradient\"\ntolerance = inf"),
+        "<toml>:3:13: `tolerance` must be a number of at least 1, got inf"
+    );
+    assert_eq!(
         error("[bulkheads.a]\nadaptive = \"gradient\"\nsmoothing = 0"),
         "<toml>:3:13: `smoothing` must be in (0, 1], got 0"
     );
