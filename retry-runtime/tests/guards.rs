@@ -367,9 +367,9 @@ fn each_config_error_is_reported_with_its_field() {
     assert!(dup.to_string().contains("`dup`"));
 }
 
-#[tokio::test(start_paused = true)]
-async fn transition_hooks_hear_every_transition() {
-    let registry = Registry::new();
+/// What a hook added after `registry`'s others hears as breaker "hooked"
+/// opens on a failure and closes again on a probe's success 30 s later.
+async fn transitions_heard_through_a_cycle(registry: &Registry) -> Vec<(String, BreakerState, BreakerState)> {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = seen.clone();
     registry.on_transition(move |t| log.lock().unwrap().push((t.breaker.to_owned(), t.from, t.to)));
@@ -378,17 +378,22 @@ async fn transition_hooks_hear_every_transition() {
     let calls = AtomicU32::new(0);
     registry
         .scope(async {
+            // The failure that opens the breaker is the caller's answer,
+            // whatever the hooks do.
             fail(&policy, &calls).await.unwrap_err();
             sleep(Duration::from_secs(30)).await;
             succeed(&policy, &calls).await.unwrap();
         })
         .await;
+    seen.lock().unwrap().clone()
+}
+
+#[tokio::test(start_paused = true)]
+async fn transition_hooks_hear_every_transition() {
+    let seen = transitions_heard_through_a_cycle(&Registry::new()).await;
     use BreakerState::*;
     let name = || "hooked".to_owned();
-    assert_eq!(
-        *seen.lock().unwrap(),
-        [(name(), Closed, Open), (name(), Open, HalfOpen), (name(), HalfOpen, Closed)]
-    );
+    assert_eq!(seen, [(name(), Closed, Open), (name(), Open, HalfOpen), (name(), HalfOpen, Closed)]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -399,23 +404,10 @@ async fn a_panicking_hook_neither_fails_the_call_nor_silences_the_other_hooks() 
             panic!("a hook's own bug");
         }
     });
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let log = seen.clone();
-    registry.on_transition(move |t| log.lock().unwrap().push((t.from, t.to)));
-    registry.declare_breaker("hooked", BreakerConfig { success_threshold: 1, ..breaker_cfg(1) }).unwrap();
-    let policy = single("hooked");
-    let calls = AtomicU32::new(0);
-    registry
-        .scope(async {
-            // The failure that opens the breaker is the caller's answer,
-            // not the hook's panic.
-            fail(&policy, &calls).await.unwrap_err();
-            sleep(Duration::from_secs(30)).await;
-            succeed(&policy, &calls).await.unwrap();
-        })
-        .await;
+    let seen = transitions_heard_through_a_cycle(&registry).await;
+    let seen: Vec<_> = seen.into_iter().map(|(_, from, to)| (from, to)).collect();
     use BreakerState::*;
-    assert_eq!(*seen.lock().unwrap(), [(Closed, Open), (Open, HalfOpen), (HalfOpen, Closed)]);
+    assert_eq!(seen, [(Closed, Open), (Open, HalfOpen), (HalfOpen, Closed)]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

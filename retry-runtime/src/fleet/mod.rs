@@ -305,18 +305,11 @@ mod tests {
     }
 
     /// The ERROR events of the current thread, as text.
+    #[derive(Clone, Default)]
     struct Errors(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
 
-    impl tracing::Subscriber for Errors {
-        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
-            true
-        }
-        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-            tracing::span::Id::from_u64(1)
-        }
-        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-        fn event(&self, event: &tracing::Event<'_>) {
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Errors {
+        fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
             struct Text(String);
             impl tracing::field::Visit for Text {
                 fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
@@ -329,8 +322,14 @@ mod tests {
                 self.0.lock().unwrap().push(text.0);
             }
         }
-        fn enter(&self, _: &tracing::span::Id) {}
-        fn exit(&self, _: &tracing::span::Id) {}
+    }
+
+    impl Errors {
+        /// A subscriber that keeps the ERROR events in `self`.
+        fn subscriber(&self) -> impl tracing::Subscriber {
+            use tracing_subscriber::layer::SubscriberExt;
+            tracing_subscriber::registry().with(self.clone())
+        }
     }
 
     /// A runtime dropped while its thread unwinds from a panic of the
@@ -340,8 +339,8 @@ mod tests {
     #[test]
     fn a_runtime_dropped_by_another_panic_is_no_panic_of_the_fleet_task() {
         let registry = registry();
-        let errors = std::sync::Arc::default();
-        tracing::subscriber::with_default(Errors(std::sync::Arc::clone(&errors)), || {
+        let errors = Errors::default();
+        tracing::subscriber::with_default(errors.subscriber(), || {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             let fleet = runtime.block_on(async {
                 let fleet = registry.join_fleet(config()).expect("joins");
@@ -354,7 +353,7 @@ mod tests {
             }));
             assert!(unwound.is_err());
         });
-        assert_eq!(*errors.lock().unwrap(), Vec::<String>::new());
+        assert_eq!(*errors.0.lock().unwrap(), Vec::<String>::new());
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         assert!(runtime.block_on(async { registry.join_fleet(config()) }).is_ok(), "the task ended");
     }
@@ -362,13 +361,13 @@ mod tests {
     /// A panic in the task's future is the task's, logged as such.
     #[test]
     fn a_panic_in_the_task_is_logged_as_its_own() {
-        let errors = std::sync::Arc::default();
+        let errors = Errors::default();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let ended = tracing::subscriber::with_default(Errors(std::sync::Arc::clone(&errors)), || {
+        let ended = tracing::subscriber::with_default(errors.subscriber(), || {
             runtime.block_on(task::heard("shop".into(), async { panic!("a bug of ours") }))
         });
         assert!(!ended, "ended as a last flush that did not get through");
-        let errors = errors.lock().unwrap();
+        let errors = errors.0.lock().unwrap();
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert!(errors[0].contains("background task panicked") && errors[0].contains("shop"), "{errors:?}");
     }
