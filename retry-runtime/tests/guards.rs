@@ -410,6 +410,38 @@ async fn a_panicking_hook_neither_fails_the_call_nor_silences_the_other_hooks() 
     assert_eq!(seen, [(Closed, Open), (Open, HalfOpen), (HalfOpen, Closed)]);
 }
 
+/// A hook may add hooks: the new one hears the transitions after the one
+/// being announced. Run on a thread of its own, so that a hook deadlocking
+/// on the hooks' lock fails the test instead of hanging the run.
+#[test]
+fn a_hook_that_adds_a_hook_hears_on_and_so_does_the_new_one() {
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build();
+        let registry = Registry::new();
+        let later = Arc::new(Mutex::new(Vec::new()));
+        let (adder, log) = (registry.clone(), later.clone());
+        registry.on_transition(move |t| {
+            if t.to == BreakerState::Open {
+                let log = log.clone();
+                adder.on_transition(move |t| log.lock().unwrap().push((t.from, t.to)));
+            }
+        });
+        let seen = runtime.unwrap().block_on(transitions_heard_through_a_cycle(&registry));
+        let later = later.lock().unwrap().clone();
+        done.send((seen.len(), later)).unwrap();
+    });
+    let (seen, later) =
+        finished.recv_timeout(Duration::from_secs(60)).expect("a hook adding a hook deadlocked");
+    use BreakerState::*;
+    assert_eq!(seen, 3, "the first hooks heard the whole cycle");
+    assert_eq!(
+        later,
+        [(Open, HalfOpen), (HalfOpen, Closed)],
+        "the added hook hears what follows its addition"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn eight_tasks_of_ten_thousand_calls_leave_consistent_counts() {
     let registry = Registry::new();

@@ -132,4 +132,8 @@ pub struct BreakerTransition<'a> {
 /// A callback told of every transition of the breakers it is attached to.
 pub type TransitionHook = Arc<dyn Fn(&BreakerTransition<'_>) + Send + Sync>;
 
-pub(crate) type Hooks = Arc<std::sync::RwLock<Vec<TransitionHook>>>;
+/// A registry's hooks, shared with its breakers. Replaced whole when a hook
+/// is added, so a breaker announcing a transition holds the lock only to
+/// take the list, not while the hooks run: a hook may then add a hook, and a
+/// slow hook does not hold up another thread adding one.
+pub(crate) type Hooks = Arc<std::sync::RwLock<Arc<[TransitionHook]>>>;

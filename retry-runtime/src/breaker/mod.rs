@@ -379,7 +379,8 @@ impl CircuitBreaker {
         crate::observe::breaker_transition(&self.name, from.label(), to.label());
         if let Some(hooks) = &self.hooks {
             let event = BreakerTransition { breaker: &self.name, from, to };
-            for hook in hooks.read().unwrap_or_else(|e| e.into_inner()).iter() {
+            let hooks = std::sync::Arc::clone(&hooks.read().unwrap_or_else(|e| e.into_inner()));
+            for hook in hooks.iter() {
                 // A hook's panic is its own bug, and it would surface in
                 // whichever call is announcing, perhaps another thread's
                 // that made no transition: it is logged, and the other

@@ -228,6 +228,9 @@ impl Registry {
     /// still hear the transition, and the call announcing it, which may be
     /// another thread's, carries on. Its panic never reaches a caller.
     ///
+    /// A hook may add hooks (and read or force breakers): one added while a
+    /// transition is announced hears the transitions after it.
+    ///
     /// ```
     /// # use retry_runtime as resilient;
     /// use std::sync::{Arc, Mutex};
@@ -240,7 +243,8 @@ impl Registry {
     /// ```
     pub fn on_transition(&self, hook: impl Fn(&BreakerTransition<'_>) + Send + Sync + 'static) {
         let hook: TransitionHook = Arc::new(hook);
-        self.inner.hooks.write().unwrap_or_else(|e| e.into_inner()).push(hook);
+        let mut hooks = self.inner.hooks.write().unwrap_or_else(|e| e.into_inner());
+        *hooks = hooks.iter().cloned().chain([hook]).collect();
     }
 
     /// Runs `fut` with every resilient call inside it (on this task) using
