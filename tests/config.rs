@@ -150,6 +150,18 @@ fn every_error_says_file_line_column_field_and_what_is_wrong() {
     );
 }
 
+/// A key's maximum is a value it takes, not the first it refuses.
+#[test]
+fn a_value_of_exactly_a_keys_maximum_is_taken() {
+    let registry = Registry::new();
+    registry
+        .load_toml("[budgets.a]\ncapacity = 4294967295\n[breakers.a]\nfailure_rate_percent = 100")
+        .unwrap();
+    assert!(registry.budget("a").is_some() && registry.breaker("a").is_some());
+    let loaded = Registry::new().load_toml("[operations.\"x\"]\ncap_ms = 18446744073709551615");
+    assert!(loaded.is_ok(), "the largest number of milliseconds: {loaded:?}");
+}
+
 #[test]
 fn an_unknown_key_gets_the_closest_known_key() {
     let message = error("[breakers.payment]\nfailur_threshold = 3");
