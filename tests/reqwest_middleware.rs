@@ -117,6 +117,28 @@ async fn a_failed_body_too_long_or_too_slow_to_drain_is_dropped_and_the_retry_go
     assert_eq!(server.connections(), 4, "each failed body's connection closed; each 200's was reused");
 }
 
+/// A failed body that trickles in (4 KiB over 40 ms) on a connection kept
+/// alive from an earlier call is read as it arrives and drained whole
+/// within the 50 ms bound, and that connection carries the retry: on the
+/// paused clock, the retry goes as the body ends (the 1 ms backoff runs
+/// while it trickles), after the 1 ms pause for the pool.
+#[tokio::test(start_paused = true)]
+async fn a_trickled_body_on_a_kept_alive_connection_is_drained_and_the_connection_carries_the_retry() {
+    let server = Server::start(&[("/slow", &[status(503).with(Payload::Trickled(4, 10))])]).await;
+    // No idle-connection reaper: only the library's and the server's timers
+    // move the clock.
+    let reqwest = reqwest::Client::builder().pool_idle_timeout(None).build().unwrap();
+    let client =
+        ClientBuilder::new(reqwest).with(ResilientMiddleware::new(policy(2).build().unwrap())).build();
+    let warm = client.get(server.url("/warm")).send().await.unwrap();
+    assert_eq!(warm.text().await.unwrap(), "answer 1");
+    let response = client.get(server.url("/slow")).send().await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 2));
+    let seen = server.seen("/slow");
+    assert_eq!(seen[1].at - seen[0].at, ms(40) + ms(1), "the body drained whole as it came, the pause");
+    assert_eq!(server.connections(), 1, "the kept-alive connection carried the 503 and the retry");
+}
+
 #[tokio::test]
 async fn a_permanent_status_is_returned_at_once() {
     let server = Server::start(&[("/missing", &[status(404), status(404)])]).await;

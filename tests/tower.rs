@@ -319,10 +319,10 @@ async fn the_response_future_is_send_and_static() {
 /// An adaptive bulkhead learns the dependency's latency from each attempt:
 /// from the request sent to the response's head in hand. The failed
 /// response's body, read before the retry (here 4 KiB trickled over 40
-/// ms) and the pause after it for the pool are the client's own time,
-/// not the dependency's: the retry's sample leaves them out, and the limit
-/// moves exactly as the dependency's latencies (none, on the paused clock)
-/// say. Taken from the retry's admission instead, the sample read 41 ms
+/// ms, on a connection kept alive) and the pause after it for the pool
+/// are the client's own time, not the dependency's: the retry's sample
+/// leaves them out, and the limit moves exactly as the dependency's
+/// latencies (none, on the paused clock) say. Taken from the retry's admission instead, the sample read 41 ms
 /// against a usual latency of none, and took the limit down to 7.
 #[tokio::test(start_paused = true)]
 async fn an_adaptive_bulkhead_does_not_count_the_drain_before_a_retry_as_latency() {
@@ -332,9 +332,10 @@ async fn an_adaptive_bulkhead_does_not_count_the_drain_before_a_retry_as_latency
     let config = BulkheadConfig { max_concurrent: 16, adaptive: Some(adaptive), ..Default::default() };
     registry.declare_bulkhead("search", config).unwrap();
     let layer = ResilientLayer::new(policy(2).bulkhead("search").build().unwrap());
-    // A client each: a connection each (on a connection kept alive, the
-    // server sends a trickled body's chunks only with its end).
-    let (warm, search) = (layer.layer(client()), layer.layer(client()));
+    // One client: the 503 comes on the connection kept alive after the
+    // warm-up call, and the retry goes on it once the body is drained.
+    let client = client();
+    let (warm, search) = (layer.layer(client.clone()), layer.layer(client));
     let started = tokio::time::Instant::now();
     let (first, second) = registry
         .scope(async {
@@ -351,6 +352,7 @@ async fn an_adaptive_bulkhead_does_not_count_the_drain_before_a_retry_as_latency
         "the body drained whole (from the backoff's end), the pause"
     );
     assert_eq!(started.elapsed(), ms(41), "every answer's head came at once");
+    assert_eq!(server.connections(), 1, "the drained connection, kept alive, carried the retry");
     // What the dependency's latencies alone make of the limit: a success,
     // an overload signal (the 503), a success, each at once.
     let mut expected = LimitCore::new(adaptive, 16);

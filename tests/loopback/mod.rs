@@ -47,7 +47,6 @@ pub enum Payload {
     Stalled(usize),
     /// This many KiB, without a `Content-Length`, one KiB every this many
     /// ms (on tokio's clock): a body that arrives slowly, then ends.
-    #[allow(dead_code)]
     Trickled(usize, u64),
 }
 
@@ -115,8 +114,14 @@ impl Server {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let connections = inner.connections.clone();
-        let listener = listener.tap_io(move |_| {
+        // TCP_NODELAY: each chunk of a body goes out as written. With
+        // Nagle's algorithm, a chunk smaller than a segment waits for the
+        // ACK of what was sent before it; on a kept-alive connection the
+        // client's kernel delays that ACK (40 ms on Linux), so a trickled
+        // body's chunks went out together, only as it ended.
+        let listener = listener.tap_io(move |tcp| {
             connections.fetch_add(1, Ordering::SeqCst);
+            tcp.set_nodelay(true).unwrap();
         });
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
