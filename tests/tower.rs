@@ -322,8 +322,9 @@ async fn the_response_future_is_send_and_static() {
 /// ms, on a connection kept alive) and the pause after it for the pool
 /// are the client's own time, not the dependency's: the retry's sample
 /// leaves them out, and the limit moves exactly as the dependency's
-/// latencies (none, on the paused clock) say. Taken from the retry's admission instead, the sample read 41 ms
-/// against a usual latency of none, and took the limit down to 7.
+/// latencies (none, on the paused clock) say. Taken from the retry's
+/// admission instead, the sample read 41 ms against a usual latency of
+/// none, and took the limit down to 7.
 #[tokio::test(start_paused = true)]
 async fn an_adaptive_bulkhead_does_not_count_the_drain_before_a_retry_as_latency() {
     let server = Server::start(&[("/search", &[status(503).with(Payload::Trickled(4, 10))])]).await;
