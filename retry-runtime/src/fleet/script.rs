@@ -141,6 +141,12 @@ pub(super) fn arguments(
         sent_at.to_string(),
     ];
     for b in breakers {
+        // At most tokio's horizon ("never" past it, as everywhere else): the
+        // script's arithmetic is Lua's, and Redis takes back only integers
+        // below 1e17 (a larger TTL is written `2e+17`, which PEXPIRE refuses)
+        // and returns none past 2^63 (an open time left came back as
+        // i64::MIN): every flush of such a breaker failed.
+        let (window, open_for) = (b.window.min(HORIZON), b.open_for.min(HORIZON));
         // -1 closed, 0 half-open, else the open time left (at least 1 ms).
         let view = match b.view {
             FleetState::Closed => -1,
@@ -149,12 +155,12 @@ pub(super) fn arguments(
         };
         args.extend([
             b.name.clone(),
-            millis(b.window).to_string(),
-            width(b.window).to_string(),
+            millis(window).to_string(),
+            width(window).to_string(),
             b.failure_threshold.to_string(),
             b.rate_percent.to_string(),
             b.minimum_calls.to_string(),
-            millis(b.open_for).to_string(),
+            millis(open_for).to_string(),
             b.half_open_max_calls.to_string(),
             b.success_threshold.to_string(),
             b.seen.to_string(),
@@ -253,6 +259,10 @@ mod tests {
         assert_eq!(&args[6..9], ["db", "10000", "1000"]);
         assert_eq!(args[17], "-1", "a closed view");
         assert_eq!(&args[26..], ["1", "1500", "1", "1"], "one sample: its age, calls, failures");
+        let never = BreakerReport { window: Duration::MAX, open_for: Duration::MAX, ..breaker.clone() };
+        let horizon = millis(HORIZON).to_string();
+        let args = arguments("p", 255, 7, &[never], &[]);
+        assert_eq!((&args[7], &args[12]), (&horizon, &horizon), "a window and an open time past the horizon");
         let half_open = BreakerReport { view: FleetState::HalfOpen, ..breaker.clone() };
         assert_eq!(arguments("p", 255, 0, &[half_open], &[])[17], "0");
         let open =

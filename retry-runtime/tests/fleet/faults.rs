@@ -224,6 +224,52 @@ async fn huge_sync_period() {
 }
 
 #[test]
+fn a_breaker_whose_window_and_open_for_reach_duration_max_is_shared_all_the_same() {
+    serially(huge_window_and_open_for());
+}
+
+/// Both are valid (greater than zero), and the script gets them in ms: a
+/// window past 1e17 ms made its TTLs (`2 * window + state_ttl`, written by
+/// Lua as `2e+17`) no integer to PEXPIRE, so every flush failed; an open
+/// time past 2^63 ms came back from Lua as i64::MIN, no count, and every
+/// flush after the trip failed.
+async fn huge_window_and_open_for() {
+    let Some(server) = Server::start("a_breaker_whose_window_and_open_for_...") else { return };
+    let replica = || {
+        let registry = Registry::new();
+        let breaker = BreakerConfig {
+            failure_threshold: 3,
+            window: Duration::MAX,
+            open_for: Duration::MAX,
+            ..Default::default()
+        };
+        registry.declare_breaker("dep", breaker).unwrap();
+        let config = FleetConfig {
+            url: server.url(),
+            prefix: "huge-window".into(),
+            sync_every: Duration::from_millis(SYNC_MS),
+            store_timeout: Duration::from_secs(2),
+            breakers: vec!["dep".into()],
+            ..Default::default()
+        };
+        let fleet = registry.join_fleet(config).unwrap();
+        (registry, fleet)
+    };
+    let ((a, fleet_a), (b, fleet_b)) = (replica(), replica());
+    until("both linked", Duration::from_secs(5), || fleet_a.is_linked() && fleet_b.is_linked()).await;
+    for _ in 0..3 {
+        a.breaker("dep").unwrap().try_acquire().unwrap().record(Outcome::Failure);
+    }
+    until("b opened on a's failures", Duration::from_secs(5), || open(&b)).await;
+    let flushes = fleet_b.flushes();
+    until("b flushing while open", Duration::from_secs(5), || fleet_b.flushes() >= flushes + 3).await;
+    assert!(fleet_a.is_linked() && fleet_b.is_linked(), "the flushes of an open fleet get through");
+    assert_eq!(fleet_a.failed_flushes() + fleet_b.failed_flushes(), 0);
+    fleet_a.leave().await;
+    fleet_b.leave().await;
+}
+
+#[test]
 fn a_replica_leaving_asks_for_no_tokens_and_hands_back_those_it_did_not_use() {
     serially(leaving_asks_for_nothing());
 }
