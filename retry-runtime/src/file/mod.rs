@@ -213,11 +213,22 @@ struct Cursor<'t> {
     at: usize,
     line: usize,
     column: usize,
+    /// How many bytes all the calls have read, for the test that they read
+    /// the text once.
+    #[cfg(test)]
+    read: usize,
 }
 
 impl<'t> Cursor<'t> {
     fn new(text: &'t str) -> Self {
-        Cursor { text, at: 0, line: 1, column: 1 }
+        Cursor {
+            text,
+            at: 0,
+            line: 1,
+            column: 1,
+            #[cfg(test)]
+            read: 0,
+        }
     }
 
     /// The line and column of byte `at` (not before the last one asked).
@@ -227,6 +238,10 @@ impl<'t> Cursor<'t> {
         // to one anyway rather than panic on an odd span.
         let at = (self.at..=at).rev().find(|i| self.text.is_char_boundary(*i)).unwrap_or(self.at);
         let passed = &self.text[self.at..at];
+        #[cfg(test)]
+        {
+            self.read += passed.len();
+        }
         match passed.rfind('\n') {
             Some(last) => {
                 self.line += passed.matches('\n').count();
@@ -256,29 +271,34 @@ mod tests {
         assert_eq!(cursor.advance_to(10_000), (3, 7), "past the end: at the end");
     }
 
-    /// Problems are placed in one pass: a file with tens of thousands of
-    /// them, on one line or many, is answered at once.
+    /// The place of `at` in `text`, counted from its start.
+    fn place(text: &str, at: usize) -> (usize, usize) {
+        let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+        (text[..at].matches('\n').count() + 1, text[line_start..at].chars().count() + 1)
+    }
+
+    /// Problems are placed in one pass over the text, whatever their number
+    /// and the order they were found in: each counted from the start, a
+    /// file of 40,000 unknown keys (430 KB) took 20 s to refuse.
     #[test]
-    fn many_problems_are_placed_in_time_linear_in_the_text() {
-        let many = 100_000;
+    fn many_problems_are_placed_in_one_pass_over_the_text() {
+        let many = 1_000;
         let lines: String = (0..many).map(|i| format!("k{i} = 1\n")).collect();
         let inline: String = (0..many).map(|i| format!("k{i} = 1, ")).collect();
         for text in [lines, format!("x = {{ {inline} }}")] {
-            let started = std::time::Instant::now();
             let mut problems = Problems::new(&text, "<toml>");
-            for (at, _) in text.match_indices('k').rev() {
+            let at: Vec<usize> = text.match_indices('k').map(|(at, _)| at).collect();
+            for &at in at.iter().rev() {
                 problems.push(&(at..at + 1), Some("k"), "unknown");
             }
             let err = problems.finish(()).unwrap_err();
-            assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
-            assert_eq!(err.problems.len(), many);
-            let last = err.problems.last().unwrap();
-            let expected = text.rfind('k').unwrap();
-            let line_start = text[..expected].rfind('\n').map_or(0, |i| i + 1);
-            assert_eq!(
-                (last.line, last.column),
-                (text[..expected].matches('\n').count() + 1, text[line_start..expected].chars().count() + 1)
-            );
+            let placed: Vec<_> = err.problems.iter().map(|p| (p.line, p.column)).collect();
+            assert_eq!(placed, at.iter().map(|&at| place(&text, at)).collect::<Vec<_>>(), "in file order");
+            let mut cursor = Cursor::new(&text);
+            for &at in &at {
+                cursor.advance_to(at);
+            }
+            assert!(cursor.read <= text.len(), "read {} bytes of {}", cursor.read, text.len());
         }
     }
 }
