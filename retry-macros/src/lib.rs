@@ -21,6 +21,7 @@ mod arguments;
 mod expand;
 mod parse;
 mod policy;
+mod rename_self;
 mod rewrite;
 mod suggest;
 mod types;
