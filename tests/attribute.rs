@@ -5,6 +5,7 @@
 //! Every test runs on tokio's paused clock, so seconds of backoff take
 //! microseconds and every instant is exact.
 
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -315,6 +316,43 @@ async fn methods_taking_self_by_reference_by_mut_reference_and_by_value_are_retr
     assert_eq!(service.call_logged(&mut log).await, Ok(6));
     assert_eq!(log, [3, 4, 5], "each attempt reborrows the `&mut` argument");
     assert_eq!(service.into_name().await, Ok("ledger".to_owned()));
+}
+
+/// Pinned state, as a hand-written future or stream keeps it: not `Unpin`,
+/// so only reachable through a `Pin<&mut Self>`.
+struct Pinned {
+    calls: u32,
+    _pinned: std::marker::PhantomPinned,
+}
+
+impl Pinned {
+    fn calls(self: Pin<&mut Self>) -> &mut u32 {
+        // SAFETY: `calls` is not structurally pinned; nothing is moved out.
+        unsafe { &mut self.get_unchecked_mut().calls }
+    }
+
+    #[resilient(jitter = "none", base_ms = 1)]
+    async fn poll_ready(mut self: Pin<&mut Self>, log: Pin<&mut Vec<u32>>) -> Result<u32, Flaky> {
+        *self.as_mut().calls() += 1;
+        let calls = *self.calls();
+        // Consumed by `get_mut`: each attempt has its own reborrow.
+        log.get_mut().push(calls);
+        if calls < 3 { Err(Flaky::Down) } else { Ok(calls) }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn pinned_receivers_and_parameters_are_reborrowed_by_every_attempt() {
+    let mut pinned = std::pin::pin!(Pinned { calls: 0, _pinned: std::marker::PhantomPinned });
+    let mut log = Vec::new();
+    let started = Instant::now();
+    assert_eq!(
+        pinned.as_mut().poll_ready(Pin::new(&mut log)).await,
+        Ok(3),
+        "two failures, then the third call"
+    );
+    assert_eq!(log, [1, 2, 3], "every attempt wrote through the same pinned borrows");
+    assert_eq!(started.elapsed(), ms(1) + ms(2), "retried with backoff, not failed at compile time");
 }
 
 #[resilient(jitter = "none", base_ms = 1)]

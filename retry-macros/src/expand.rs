@@ -73,7 +73,7 @@ use syn::{AttrStyle, Block, Ident, ItemFn, Lifetime, ReturnType, Signature};
 
 use crate::policy::attribute_config;
 use crate::rewrite::{clone_receiver, fresh_arguments, key_is_used, reborrow_receiver};
-use crate::types::{erase_impl_trait, mutable_receiver};
+use crate::types::erase_impl_trait;
 use crate::validate::{ErrorType, Plan};
 
 /// The annotated function with the retry loop around its body.
@@ -177,9 +177,7 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         let key_used = key_is_used(&item.sig, plan.key.as_ref());
         let mut fresh = fresh_arguments(&mut item.sig);
         fresh.inside.extend(key_used);
-        if let Some(receiver) = mutable_receiver(&item.sig) {
-            reborrow_receiver(&mut item.block, receiver.self_span, &mut fresh);
-        }
+        reborrow_receiver(&mut item.block, &mut item.sig, &mut fresh);
         let before = &fresh.before;
         let async_body = attempt_block(&item.sig, TokenStream::new(), &fresh.inside, &item.block);
         if !plan.may_be_plain() {

@@ -64,7 +64,8 @@ use parse::{Args, Errors};
 /// attempt runs the body on fresh arguments: each parameter taken by value
 /// is cloned per attempt and must be `Clone` (unless `max_attempts = 1`),
 /// while references, `&mut` references and `&mut self` receivers are
-/// borrowed again by each attempt, `mut` bindings included (a body that
+/// borrowed again by each attempt (`Pin<&mut T>` and `self: Pin<&mut Self>`
+/// too, with `Pin::as_mut`), `mut` bindings included (a body that
 /// consumes a `self` taken by value needs `max_attempts = 1`, and so does a
 /// function that returns a borrow of `&mut self` or of a `&mut` parameter).
 /// With `hedge_after_ms`, an owned receiver such as `self: Arc<Self>` is

@@ -3,14 +3,14 @@
 //! receiver, and a fresh clone of an owned receiver for a hedged attempt.
 //! `expand` wires them into the retry loop.
 
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::token::Mut;
 use syn::{Attribute, Block, FnArg, Ident, Pat, ReceiverKind, Signature, Type};
 
 use crate::rename_self::rename_self;
-use crate::types::peel;
+use crate::types::{MutableReceiver, mutable_receiver, peel, pinned_mut};
 
 /// Statements giving each attempt its own copy of the arguments.
 pub(crate) struct Fresh {
@@ -36,19 +36,28 @@ pub(crate) fn fresh_arguments(sig: &mut Signature) -> Fresh {
         };
         let copied = copies_inside(&typed.ty, &typed.pat);
         let (cfgs, expects) = parameter_attributes(&mut typed.attrs, copied);
-        match peel(&typed.ty) {
-            Type::Reference(reference) => {
-                let shared = reference.mutability.is_none();
+        match borrowed(&typed.ty) {
+            Some(borrowed) => {
+                let shared = matches!(borrowed, Borrowed::Shared);
                 if let Pat::Ident(pat) = &mut *typed.pat
                     && pat.by_ref.is_none()
                     && pat.subpat.is_none()
                 {
                     let mutability = pat.mutability.take();
-                    let ident = &pat.ident;
+                    let ident = pat.ident.clone();
                     // A shared reference is `Copy`: the attempt's `let` copies it;
                     // only a `mut` binding needs that copy.
-                    if !shared {
-                        fresh.before.push(quote!(#(#cfgs)* let #ident = &mut *#ident;));
+                    match borrowed {
+                        Borrowed::Shared => {}
+                        Borrowed::Mutable => fresh.before.push(quote!(#(#cfgs)* let #ident = &mut *#ident;)),
+                        // `Pin::as_mut` reborrows through a `&mut` of the parameter:
+                        // its binding is `mut` in the signature, whatever it was.
+                        Borrowed::Pinned => {
+                            pat.mutability = Some(Mut(ident.span()));
+                            fresh.before.push(quote! {
+                                #(#cfgs)* let #ident = ::core::pin::Pin::as_mut(&mut #ident);
+                            });
+                        }
                     }
                     if !shared || mutability.is_some() {
                         fresh.inside.push(quote! {
@@ -60,7 +69,7 @@ pub(crate) fn fresh_arguments(sig: &mut Signature) -> Fresh {
                     }
                 }
             }
-            _ => {
+            None => {
                 let span = typed.ty.span();
                 // `ref mut buf: Vec<u8>` binds the argument itself, which a
                 // mutation would leave changed for the next attempt: its
@@ -121,17 +130,35 @@ fn typed_mutability(bindings: &[(Option<Mut>, Ident)]) -> Option<Mut> {
     bindings.first().and_then(|(mutability, _)| *mutability)
 }
 
+/// A parameter that an attempt borrows again instead of cloning.
+enum Borrowed {
+    /// `&T`: copied.
+    Shared,
+    /// `&mut T`: reborrowed, `&mut *x`.
+    Mutable,
+    /// `Pin<&mut T>`: reborrowed, `Pin::as_mut(&mut x)` (it is not `Clone`).
+    Pinned,
+}
+
+fn borrowed(ty: &Type) -> Option<Borrowed> {
+    match peel(ty) {
+        Type::Reference(reference) if reference.mutability.is_none() => Some(Borrowed::Shared),
+        Type::Reference(_) => Some(Borrowed::Mutable),
+        _ => pinned_mut(ty).map(|_| Borrowed::Pinned),
+    }
+}
+
 /// Whether `fresh_arguments` gives the parameter a copy inside the attempt:
-/// every binding of an owned parameter, a `&mut` one, a `mut` `&T` one.
+/// every binding of an owned parameter, a `&mut` or `Pin<&mut>` one, a `mut` `&T` one.
 fn copies_inside(ty: &Type, pat: &Pat) -> bool {
-    match (peel(ty), pat) {
-        (Type::Reference(reference), Pat::Ident(pat)) => {
+    match (borrowed(ty), pat) {
+        (Some(borrowed), Pat::Ident(pat)) => {
             pat.by_ref.is_none()
                 && pat.subpat.is_none()
-                && (reference.mutability.is_some() || pat.mutability.is_some())
+                && (!matches!(borrowed, Borrowed::Shared) || pat.mutability.is_some())
         }
-        (Type::Reference(_), _) => false,
-        _ => true,
+        (Some(_), _) => false,
+        (None, _) => true,
     }
 }
 
@@ -164,11 +191,28 @@ fn parameter_attributes(attrs: &mut [Attribute], copied: bool) -> (Vec<Attribute
 /// the way a `&mut T` parameter is; instead the body's `self` becomes
 /// `__self`, bound to `&mut *self` before each attempt (as async-trait
 /// renames it). Paths such as `self::item` and nested items keep theirs.
-pub(crate) fn reborrow_receiver(block: &mut Block, receiver: Span, fresh: &mut Fresh) {
-    let renamed = rename_self(block, receiver);
-    let receiver = Ident::new("self", receiver);
-    fresh.before.push(quote!(let #renamed = &mut *#receiver;));
-    fresh.inside.push(quote!(#[allow(clippy::redundant_locals)] let #renamed = #renamed;));
+///
+/// A `self: Pin<&mut Self>` is reborrowed with `Pin::as_mut(&mut self)`,
+/// its binding made `mut` for that (which the signature's type ignores).
+pub(crate) fn reborrow_receiver(block: &mut Block, sig: &mut Signature, fresh: &mut Fresh) {
+    let Some(MutableReceiver { self_span, pinned, .. }) = mutable_receiver(sig) else {
+        return;
+    };
+    let renamed = rename_self(block, self_span);
+    let receiver = Ident::new("self", self_span);
+    // The `mut` of `mut self: Pin<&mut Self>` (to call `self.as_mut()`)
+    // goes to the reborrow the body uses, as well.
+    let mut mutability = None;
+    if pinned {
+        if let Some(FnArg::Receiver(receiver)) = sig.inputs.first_mut() {
+            mutability = receiver.mutability;
+            receiver.mutability.get_or_insert(Mut(self_span));
+        }
+        fresh.before.push(quote!(let #renamed = ::core::pin::Pin::as_mut(&mut #receiver);));
+    } else {
+        fresh.before.push(quote!(let #renamed = &mut *#receiver;));
+    }
+    fresh.inside.push(quote!(#[allow(clippy::redundant_locals)] let #mutability #renamed = #renamed;));
 }
 
 /// A hedged attempt is an `async move` made by a closure the runtime calls

@@ -4,7 +4,10 @@ use proc_macro2::Span;
 use proc_macro2::TokenStream;
 use quote::ToTokens;
 use syn::visit_mut::{self, VisitMut};
-use syn::{GenericArgument, Lifetime, PathArguments, ReceiverKind, ReturnType, Signature, Type, TypeInfer};
+use syn::{
+    GenericArgument, Lifetime, PathArguments, ReceiverKind, ReturnType, Signature, Type, TypeInfer,
+    TypeReference,
+};
 
 /// The `E` of the function's `Result<T, E>`, when it can be named.
 pub(crate) enum ErrorType {
@@ -67,25 +70,55 @@ pub(crate) fn erase_impl_trait(ty: &Type) -> Type {
     ty
 }
 
-/// A `&mut self` receiver (or `self: &mut Self`): where its `self` is, and
-/// its lifetime if one is written.
+/// A `&mut self` receiver (or `self: &mut Self`, or `self: Pin<&mut Self>`):
+/// where its `self` is, and its lifetime if one is written.
 pub(crate) struct MutableReceiver {
     pub self_span: Span,
     pub lifetime: Option<Lifetime>,
+    /// `self: Pin<&mut Self>`: reborrowed with `Pin::as_mut`, not `&mut *`.
+    pub pinned: bool,
 }
 
-/// The function's receiver, when it is a mutable reference.
+/// The function's receiver, when it is a mutable reference, pinned or not.
 pub(crate) fn mutable_receiver(sig: &Signature) -> Option<MutableReceiver> {
     let receiver = sig.receiver()?;
     let self_span = receiver.self_token.span;
     match &receiver.kind {
         ReceiverKind::Reference(_, lifetime, Some(_)) => {
-            Some(MutableReceiver { self_span, lifetime: lifetime.clone() })
+            Some(MutableReceiver { self_span, lifetime: lifetime.clone(), pinned: false })
         }
-        ReceiverKind::Typed(_, ty) => match peel(ty) {
-            Type::Reference(reference) if reference.mutability.is_some() => {
-                Some(MutableReceiver { self_span, lifetime: reference.lifetime.clone() })
-            }
+        ReceiverKind::Typed(_, ty) => mutable_borrow(ty).map(|reference| MutableReceiver {
+            self_span,
+            lifetime: reference.lifetime.clone(),
+            pinned: pinned_mut(ty).is_some(),
+        }),
+        _ => None,
+    }
+}
+
+/// The `&mut` borrow a parameter of type `ty` holds: `ty` itself when it is
+/// a `&mut T`, the pointer of a `Pin<&mut T>`.
+pub(crate) fn mutable_borrow(ty: &Type) -> Option<&TypeReference> {
+    match peel(ty) {
+        Type::Reference(reference) if reference.mutability.is_some() => Some(reference),
+        _ => pinned_mut(ty),
+    }
+}
+
+/// The `&mut T` of a `Pin<&mut T>` (`Pin` by any path: `std::pin::Pin`,
+/// `core::pin::Pin`, imported), which cannot be cloned and which each
+/// attempt reborrows with `Pin::as_mut` instead, as `&mut T` with `&mut *`.
+pub(crate) fn pinned_mut(ty: &Type) -> Option<&TypeReference> {
+    let Type::Path(path) = peel(ty) else {
+        return None;
+    };
+    let last = path.path.segments.last().filter(|last| path.qself.is_none() && last.ident == "Pin")?;
+    let PathArguments::AngleBracketed(generics) = &last.arguments else {
+        return None;
+    };
+    match generics.args.first() {
+        Some(GenericArgument::Type(pointer)) if generics.args.len() == 1 => match peel(pointer) {
+            Type::Reference(reference) if reference.mutability.is_some() => Some(reference),
             _ => None,
         },
         _ => None,

@@ -6,14 +6,14 @@
 
 use proc_macro2::TokenStream;
 use quote::{ToTokens, quote};
-use syn::{FnArg, Ident, ItemFn, Pat, ReceiverKind, ReturnType, Signature, Type};
+use syn::{FnArg, Ident, ItemFn, Pat, ReceiverKind, ReturnType, Signature};
 
 pub(crate) use crate::types::ErrorType;
 
 use crate::arguments::{self, Default};
 use crate::parse::{Args, Errors, Setting};
 use crate::suggest;
-use crate::types::{borrow_of, error_type, mutable_receiver, peel, returns_future};
+use crate::types::{borrow_of, error_type, mutable_borrow, mutable_receiver, returns_future};
 
 const MAX_ATTEMPTS: std::ops::RangeInclusive<i128> = 1..=100;
 
@@ -331,9 +331,12 @@ fn no_mutable_borrow_returned(sig: &Signature) -> syn::Result<()> {
     if let Some(receiver) = mutable_receiver(sig)
         && let Some(tokens) = borrow_of(output, receiver.lifetime.as_ref(), true)
     {
+        let method = if receiver.pinned { "`self: Pin<&mut Self>`" } else { "`&mut self`" };
         return Err(syn::Error::new_spanned(
             tokens,
-            "a `&mut self` method that returns a borrow of `self` cannot retry: every attempt reborrows `self`, and the borrow checker cannot end a borrow that may be returned (see \"Function shapes, and the one limitation\" in the README); return an owned value, or set `max_attempts = 1`",
+            format!(
+                "a {method} method that returns a borrow of `self` cannot retry: every attempt reborrows `self`, and the borrow checker cannot end a borrow that may be returned (see \"Function shapes, and the one limitation\" in the README); return an owned value, or set `max_attempts = 1`"
+            ),
         ));
     }
     // Elision gives the output's elided lifetimes a borrowed receiver's, else
@@ -350,8 +353,7 @@ fn no_mutable_borrow_returned(sig: &Signature) -> syn::Result<()> {
     });
     for input in &sig.inputs {
         if let FnArg::Typed(typed) = input
-            && let Type::Reference(reference) = peel(&typed.ty)
-            && reference.mutability.is_some()
+            && let Some(reference) = mutable_borrow(&typed.ty)
             && let Some(tokens) = borrow_of(output, reference.lifetime.as_ref(), !elided_from_receiver)
         {
             let name = match &*typed.pat {
@@ -379,7 +381,7 @@ fn no_mutable_borrow_hedged(sig: &Signature) -> syn::Result<()> {
     }
     for input in &sig.inputs {
         if let FnArg::Typed(typed) = input
-            && let Type::Reference(reference) = peel(&typed.ty)
+            && let Some(reference) = mutable_borrow(&typed.ty)
             && let Some(mutability) = reference.mutability
         {
             return Err(syn::Error::new(mutability.span, MESSAGE));
