@@ -388,6 +388,43 @@ async fn a_ref_mut_binding_of_an_owned_argument_borrows_a_fresh_clone() {
     assert_eq!(attempts.load(Ordering::SeqCst), 3);
 }
 
+#[resilient(jitter = "none", base_ms = 1)]
+async fn append_destructured(
+    (ref mut buffer, byte): (Vec<u8>, u8),
+    ref mut whole @ (_, _): (Vec<u8>, u8),
+    attempts: &AtomicU32,
+) -> Result<(Vec<u8>, Vec<u8>), Flaky> {
+    buffer.push(byte);
+    whole.0.push(whole.1);
+    if attempts.fetch_add(1, Ordering::SeqCst) < 2 {
+        return Err(Flaky::Down);
+    }
+    Ok((buffer.clone(), whole.0.clone()))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_ref_mut_binding_inside_a_pattern_borrows_a_fresh_clone() {
+    let attempts = AtomicU32::new(0);
+    let appended = append_destructured((vec![1], 2), (vec![3], 4), &attempts).await;
+    assert_eq!(appended, Ok((vec![1, 2], vec![3, 4])), "not [1, 2, 2, 2], [3, 4, 4, 4]");
+    assert_eq!(attempts.load(Ordering::SeqCst), 3);
+}
+
+#[resilient(jitter = "none", base_ms = 1, max_attempts = 3)]
+#[allow(clippy::toplevel_ref_arg)]
+async fn strip_by_ref(ref mut text: &str, seen: &Mutex<Vec<String>>) -> Result<(), Flaky> {
+    *text = &text[1..];
+    seen.lock().unwrap().push((*text).to_owned());
+    Err(Flaky::Down)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_ref_mut_binding_of_a_shared_reference_is_the_argument_again_on_every_attempt() {
+    let seen = Mutex::new(Vec::new());
+    assert_eq!(strip_by_ref("abc", &seen).await, Err(Flaky::Down));
+    assert_eq!(*seen.lock().unwrap(), ["bc", "bc", "bc"], "not bc, c, \"\"");
+}
+
 #[resilient(jitter = "none", base_ms = 1, max_attempts = 3)]
 async fn strip(mut text: &str, seen: &Mutex<Vec<String>>) -> Result<(), Flaky> {
     seen.lock().unwrap().push(text.to_owned());

@@ -6,7 +6,7 @@
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::token::Mut;
+use syn::token::{Mut, Ref};
 use syn::{Attribute, Block, FnArg, Ident, Pat, ReceiverKind, Signature, Type};
 
 use crate::rename_self::rename_self;
@@ -38,33 +38,40 @@ pub(crate) fn fresh_arguments(sig: &mut Signature) -> Fresh {
         let (cfgs, expects) = parameter_attributes(&mut typed.attrs, copied);
         match borrowed(&typed.ty) {
             Some(borrowed) => {
-                let shared = matches!(borrowed, Borrowed::Shared);
                 if let Pat::Ident(pat) = &mut *typed.pat
-                    && pat.by_ref.is_none()
                     && pat.subpat.is_none()
                 {
+                    // `ref mut text: &str` binds the argument itself, which a
+                    // reassignment would leave changed for the next attempt: its
+                    // `ref` moves to the per-attempt copy, as a `mut` does.
+                    let by_ref = pat.by_ref.take();
                     let mutability = pat.mutability.take();
                     let ident = pat.ident.clone();
+                    // A `ref mut` copy borrows the reborrow (or copy) mutably.
+                    let before_mutability = by_ref.and(mutability);
                     // A shared reference is `Copy`: the attempt's `let` copies it;
-                    // only a `mut` binding needs that copy.
-                    match borrowed {
-                        Borrowed::Shared => {}
-                        Borrowed::Mutable => fresh.before.push(quote!(#(#cfgs)* let #ident = &mut *#ident;)),
+                    // only a `mut` binding needs that copy, and a `ref mut` one a
+                    // copy of its own before the attempt.
+                    let fresh_value = match borrowed {
+                        Borrowed::Shared => before_mutability.map(|_| quote!(#ident)),
+                        Borrowed::Mutable => Some(quote!(&mut *#ident)),
                         // `Pin::as_mut` reborrows through a `&mut` of the parameter:
                         // its binding is `mut` in the signature, whatever it was.
                         Borrowed::Pinned => {
                             pat.mutability = Some(Mut(ident.span()));
-                            fresh.before.push(quote! {
-                                #(#cfgs)* let #ident = ::core::pin::Pin::as_mut(&mut #ident);
-                            });
+                            Some(quote!(::core::pin::Pin::as_mut(&mut #ident)))
                         }
+                    };
+                    let copied = fresh_value.is_some() || by_ref.is_some() || mutability.is_some();
+                    if let Some(fresh_value) = fresh_value {
+                        fresh.before.push(quote!(#(#cfgs)* let #before_mutability #ident = #fresh_value;));
                     }
-                    if !shared || mutability.is_some() {
+                    if copied {
                         fresh.inside.push(quote! {
                             #(#cfgs)*
                             #(#expects)*
-                            #[allow(clippy::redundant_locals)]
-                            let #mutability #ident = #ident;
+                            #[allow(clippy::redundant_locals, clippy::toplevel_ref_arg)]
+                            let #by_ref #mutability #ident = #ident;
                         });
                     }
                 }
@@ -80,11 +87,19 @@ pub(crate) fn fresh_arguments(sig: &mut Signature) -> Fresh {
                 };
                 let mut bindings = Vec::new();
                 take_bindings(&mut typed.pat, &mut bindings);
-                // A `ref mut` copy borrows the clone mutably.
-                let before_mutability = by_ref.and(typed_mutability(&bindings));
-                for (mutability, ident) in bindings {
+                for (nested_ref, mutability, ident) in bindings {
+                    // A `ref` deeper in the pattern (`(ref mut v, n)`, `ref mut all @ ..`)
+                    // stays in the signature, borrowing the argument: the clone is of
+                    // what it borrows, and the copy borrows the clone instead.
+                    let by_ref = nested_ref.or(by_ref);
+                    let source = match nested_ref {
+                        Some(_) => quote_spanned!(span=> &*#ident),
+                        None => quote_spanned!(span=> &#ident),
+                    };
+                    // A `ref mut` copy borrows the clone mutably.
+                    let before_mutability = by_ref.and(mutability);
                     let clone = quote_spanned! {span=>
-                        ::core::clone::Clone::clone(&#ident)
+                        ::core::clone::Clone::clone(#source)
                     };
                     fresh.before.push(quote! {
                         #(#cfgs)*
@@ -125,11 +140,6 @@ pub(crate) fn key_is_used(sig: &Signature, key: Option<&Ident>) -> Option<TokenS
     (!expects).then(|| quote!(let _ = &#key;))
 }
 
-/// The `mut` of a single binding.
-fn typed_mutability(bindings: &[(Option<Mut>, Ident)]) -> Option<Mut> {
-    bindings.first().and_then(|(mutability, _)| *mutability)
-}
-
 /// A parameter that an attempt borrows again instead of cloning.
 enum Borrowed {
     /// `&T`: copied.
@@ -153,9 +163,8 @@ fn borrowed(ty: &Type) -> Option<Borrowed> {
 fn copies_inside(ty: &Type, pat: &Pat) -> bool {
     match (borrowed(ty), pat) {
         (Some(borrowed), Pat::Ident(pat)) => {
-            pat.by_ref.is_none()
-                && pat.subpat.is_none()
-                && (!matches!(borrowed, Borrowed::Shared) || pat.mutability.is_some())
+            pat.subpat.is_none()
+                && (!matches!(borrowed, Borrowed::Shared) || pat.mutability.is_some() || pat.by_ref.is_some())
         }
         (Some(_), _) => false,
         (None, _) => true,
@@ -240,12 +249,14 @@ pub(crate) fn clone_receiver(block: &mut Block, sig: &mut Signature, fresh: &mut
     fresh.inside.push(quote!(#[allow(clippy::redundant_locals)] let #mutability #renamed = #renamed;));
 }
 
-/// The by-value bindings of a pattern, with their `mut` taken out of it.
-fn take_bindings(pat: &mut Pat, out: &mut Vec<(Option<Mut>, Ident)>) {
+/// The bindings of a pattern: by value, with their `mut` taken out of it;
+/// by reference (`ref`, `ref mut`), left as they are.
+fn take_bindings(pat: &mut Pat, out: &mut Vec<(Option<Ref>, Option<Mut>, Ident)>) {
     match pat {
         Pat::Ident(pat) => {
-            if pat.by_ref.is_none() {
-                out.push((pat.mutability.take(), pat.ident.clone()));
+            match pat.by_ref {
+                None => out.push((None, pat.mutability.take(), pat.ident.clone())),
+                Some(by_ref) => out.push((Some(by_ref), pat.mutability, pat.ident.clone())),
             }
             if let Some((_, sub)) = &mut pat.subpat {
                 take_bindings(sub, out);
