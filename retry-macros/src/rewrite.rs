@@ -4,10 +4,11 @@
 //! `expand` wires them into the retry loop.
 
 use proc_macro2::TokenStream;
-use quote::{quote, quote_spanned};
+use quote::{ToTokens, quote, quote_spanned};
+use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::token::{Mut, Ref};
-use syn::{Attribute, Block, FnArg, Ident, Pat, ReceiverKind, Signature, Type};
+use syn::{Attribute, Block, FnArg, Ident, Meta, MetaList, Pat, ReceiverKind, Signature, Token, Type};
 
 use crate::rename_self::rename_self;
 use crate::types::{MutableReceiver, mutable_receiver, peel, pinned_mut};
@@ -133,7 +134,7 @@ pub(crate) fn key_is_used(sig: &Signature, key: Option<&Ident>) -> Option<TokenS
     let expects = sig.inputs.iter().any(|input| match input {
         FnArg::Typed(typed) => {
             matches!(&*typed.pat, Pat::Ident(pat) if pat.ident == *key)
-                && typed.attrs.iter().any(|attr| attr.path().is_ident("expect"))
+                && typed.attrs.iter().any(|attr| says_expect(&attr.meta))
         }
         FnArg::Receiver(_) => false,
     });
@@ -178,22 +179,52 @@ fn copies_inside(ty: &Type, pat: &Pat) -> bool {
 /// the attempt (the binding the body uses, or leaves unused) can fulfil:
 /// when there is such a copy, the parameter and the copy before the
 /// attempt take them as `#[allow]`, lest they be reported unfulfilled there.
+/// An `#[expect]` under `#[cfg_attr(pred, ..)]` is one too.
 fn parameter_attributes(attrs: &mut [Attribute], copied: bool) -> (Vec<Attribute>, Vec<Attribute>) {
     const LINTS: &[&str] = &["cfg", "cfg_attr", "allow", "warn", "deny", "forbid"];
     let mut expects = Vec::new();
     if copied {
-        for attr in attrs.iter_mut().filter(|attr| attr.path().is_ident("expect")) {
+        for attr in attrs.iter_mut().filter(|attr| says_expect(&attr.meta)) {
             expects.push(attr.clone());
-            if let syn::Meta::List(list) = &mut attr.meta
-                && let Some(segment) = list.path.segments.last_mut()
-            {
-                segment.ident = Ident::new("allow", segment.ident.span());
-            }
+            expect_to_allow(&mut attr.meta);
         }
     }
     let kept =
         attrs.iter().filter(|attr| LINTS.iter().any(|name| attr.path().is_ident(name))).cloned().collect();
     (kept, expects)
+}
+
+/// Whether an attribute is `#[expect(..)]`, or `#[cfg_attr(pred, .., expect(..), ..)]`.
+fn says_expect(meta: &Meta) -> bool {
+    match meta {
+        Meta::List(list) if list.path.is_ident("expect") => true,
+        Meta::List(list) if list.path.is_ident("cfg_attr") => {
+            cfg_attr_metas(list).is_some_and(|metas| metas.iter().skip(1).any(says_expect))
+        }
+        _ => false,
+    }
+}
+
+/// The `#[expect]`s of an attribute made `#[allow]`s, under `cfg_attr`s too.
+fn expect_to_allow(meta: &mut Meta) {
+    let Meta::List(list) = meta else {
+        return;
+    };
+    if list.path.is_ident("expect") {
+        if let Some(segment) = list.path.segments.last_mut() {
+            segment.ident = Ident::new("allow", segment.ident.span());
+        }
+    } else if list.path.is_ident("cfg_attr")
+        && let Some(mut metas) = cfg_attr_metas(list)
+    {
+        metas.iter_mut().skip(1).for_each(expect_to_allow);
+        list.tokens = metas.to_token_stream();
+    }
+}
+
+/// A `cfg_attr`'s predicate and attributes.
+fn cfg_attr_metas(list: &MetaList) -> Option<Punctuated<Meta, Token![,]>> {
+    list.parse_args_with(Punctuated::parse_terminated).ok()
 }
 
 /// `self` is a keyword, so it cannot be shadowed by a per-attempt reborrow
