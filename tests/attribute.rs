@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 /// The error type of every function here.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Flaky {
+pub enum Flaky {
     /// The dependency is down: transient, retried.
     Down,
     /// The request is wrong: permanent, never retried.
@@ -353,6 +353,21 @@ async fn pinned_receivers_and_parameters_are_reborrowed_by_every_attempt() {
     );
     assert_eq!(log, [1, 2, 3], "every attempt wrote through the same pinned borrows");
     assert_eq!(started.elapsed(), ms(1) + ms(2), "retried with backoff, not failed at compile time");
+}
+
+/// Docs without an `# Errors` section: clippy's `missing_errors_doc`
+/// applies to the function as written, so expecting it is fulfilled (and
+/// `-D warnings` in CI would say otherwise).
+#[resilient(jitter = "none", base_ms = 1)]
+#[cfg_attr(test, expect(clippy::missing_errors_doc))]
+pub async fn documented(attempts: &AtomicU32) -> Result<u32, Flaky> {
+    if attempts.fetch_add(1, Ordering::SeqCst) < 1 { Err(Flaky::Down) } else { Ok(2) }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_function_with_lint_expectations_retries_as_any_other() {
+    let attempts = AtomicU32::new(0);
+    assert_eq!(documented(&attempts).await, Ok(2));
 }
 
 #[resilient(jitter = "none", base_ms = 1)]

@@ -300,11 +300,13 @@ async fn overridable(calls: &AtomicU32) -> Result<(), Fault> {
 }
 
 #[resilient(name = "config::once", max_attempts = 1)]
+#[expect(dead_code, reason = "declared for its configuration entry, never called")]
 async fn once() -> Result<(), Fault> {
     Err(Fault::Down)
 }
 
 #[resilient(name = "config::charge", idempotent = false, max_attempts = 1)]
+#[expect(dead_code, reason = "declared for its configuration entry, never called")]
 async fn charge() -> Result<(), Fault> {
     Err(Fault::Down)
 }
@@ -413,6 +415,7 @@ fn an_override_passes_the_attributes_checks() {
 // check()
 
 #[resilient(name = "config::misspelt", breaker = "paymnet", budget = "payment")]
+#[expect(dead_code, reason = "declared for `Registry::check` to find, never called")]
 async fn misspelt() -> Result<(), Fault> {
     Ok(())
 }

@@ -260,18 +260,25 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         item.attrs.iter().partition(|attr| matches!(attr.style, AttrStyle::Inner(_)));
     let vis = &item.vis;
     let sig = &item.sig;
+    let body = quote! {
+        #(#inner)*
+        #import
+        static #policy: #rt::Policy = #rt::Policy::from_attribute(#config);
+        // Listed at link time: configuration overrides and
+        // `Registry::check` find the function by its operation name.
+        #rt::inventory::submit! { #rt::Operation::new(&#policy) }
+        #start
+        #run
+    };
+    // The user's braces, not the attribute's: with the attribute's span the
+    // function reads as generated code, and the compiler and clippy skip
+    // their lints about a function as written (`dead_code`,
+    // `missing_errors_doc`, ...), leaving an `#[expect]` of one unfulfilled.
+    let mut block = Group::new(proc_macro2::Delimiter::Brace, body);
+    block.set_span(item.block.brace_token.span.join());
     quote! {
         #(#outer)*
-        #vis #sig {
-            #(#inner)*
-            #import
-            static #policy: #rt::Policy = #rt::Policy::from_attribute(#config);
-            // Listed at link time: configuration overrides and
-            // `Registry::check` find the function by its operation name.
-            #rt::inventory::submit! { #rt::Operation::new(&#policy) }
-            #start
-            #run
-        }
+        #vis #sig #block
     }
 }
 
