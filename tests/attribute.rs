@@ -425,6 +425,27 @@ async fn a_ref_mut_binding_inside_a_pattern_borrows_a_fresh_clone() {
     assert_eq!(attempts.load(Ordering::SeqCst), 3);
 }
 
+/// A (shared) `ref` binding inside a pattern borrows the argument, as
+/// before `ref mut` ones took fresh clones: no attempt can change it, so it
+/// need not be `Clone` (`T`, an atomic), and what interior mutability
+/// changes through it, the attempts share.
+#[resilient(jitter = "none", base_ms = 1)]
+async fn count_destructured<T: std::fmt::Display>(
+    (ref calls, ref label, step): (AtomicU32, T, u32),
+) -> Result<String, Flaky> {
+    let calls = calls.fetch_add(step, Ordering::SeqCst) + step;
+    if calls < 3 * step {
+        return Err(Flaky::Down);
+    }
+    Ok(format!("{label}{calls}"))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_ref_binding_inside_a_pattern_borrows_the_argument_which_need_not_be_clone() {
+    let counted = count_destructured((AtomicU32::new(0), "calls: ", 2)).await;
+    assert_eq!(counted, Ok("calls: 6".to_owned()), "every attempt added to the one counter passed");
+}
+
 #[resilient(jitter = "none", base_ms = 1, max_attempts = 3)]
 #[allow(clippy::toplevel_ref_arg)]
 async fn strip_by_ref(ref mut text: &str, seen: &Mutex<Vec<String>>) -> Result<(), Flaky> {

@@ -89,7 +89,7 @@ pub(crate) fn fresh_arguments(sig: &mut Signature) -> Fresh {
                 let mut bindings = Vec::new();
                 take_bindings(&mut typed.pat, &mut bindings);
                 for (nested_ref, mutability, ident) in bindings {
-                    // A `ref` deeper in the pattern (`(ref mut v, n)`, `ref mut all @ ..`)
+                    // A `ref mut` deeper in the pattern (`(ref mut v, n)`, `ref mut all @ ..`)
                     // stays in the signature, borrowing the argument: the clone is of
                     // what it borrows, and the copy borrows the clone instead.
                     let by_ref = nested_ref.or(by_ref);
@@ -280,14 +280,18 @@ pub(crate) fn clone_receiver(block: &mut Block, sig: &mut Signature, fresh: &mut
     fresh.inside.push(quote!(#[allow(clippy::redundant_locals)] let #mutability #renamed = #renamed;));
 }
 
-/// The bindings of a pattern: by value, with their `mut` taken out of it;
-/// by reference (`ref`, `ref mut`), left as they are.
+/// The bindings of a pattern that each attempt needs a copy of: by value,
+/// with their `mut` taken out of it; `ref mut`, left as it is. A shared
+/// `ref` is not one: it borrows the argument, which no attempt can change
+/// (what interior mutability changes, the attempts share, as they always
+/// did), so it is neither cloned nor required to be `Clone`.
 fn take_bindings(pat: &mut Pat, out: &mut Vec<(Option<Ref>, Option<Mut>, Ident)>) {
     match pat {
         Pat::Ident(pat) => {
-            match pat.by_ref {
-                None => out.push((None, pat.mutability.take(), pat.ident.clone())),
-                Some(by_ref) => out.push((Some(by_ref), pat.mutability, pat.ident.clone())),
+            match (pat.by_ref, pat.mutability) {
+                (None, _) => out.push((None, pat.mutability.take(), pat.ident.clone())),
+                (Some(_), Some(_)) => out.push((pat.by_ref, pat.mutability, pat.ident.clone())),
+                (Some(_), None) => {}
             }
             if let Some((_, sub)) = &mut pat.subpat {
                 take_bindings(sub, out);
