@@ -355,6 +355,31 @@ async fn pinned_receivers_and_parameters_are_reborrowed_by_every_attempt() {
     assert_eq!(started.elapsed(), ms(1) + ms(2), "retried with backoff, not failed at compile time");
 }
 
+/// A type merely named `Pin` (here a pin of a chip) is not std's: a
+/// parameter of it is cloned for every attempt, as any owned one is, and
+/// not reborrowed with `Pin::as_mut`, which would not take it.
+mod gpio {
+    pub struct Pin<T>(pub u8, pub std::marker::PhantomData<T>);
+
+    impl<T> Clone for Pin<T> {
+        fn clone(&self) -> Self {
+            Pin(self.0, std::marker::PhantomData)
+        }
+    }
+}
+
+#[resilient(jitter = "none", base_ms = 1)]
+async fn read_line(line: gpio::Pin<&mut u8>, attempts: &AtomicU32) -> Result<u8, Flaky> {
+    if attempts.fetch_add(1, Ordering::SeqCst) < 1 { Err(Flaky::Down) } else { Ok(line.0) }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_parameter_of_a_type_merely_named_pin_is_cloned_like_any_owned_one() {
+    let attempts = AtomicU32::new(0);
+    assert_eq!(read_line(gpio::Pin(7, std::marker::PhantomData), &attempts).await, Ok(7));
+    assert_eq!(attempts.load(Ordering::SeqCst), 2);
+}
+
 /// Docs without an `# Errors` section: clippy's `missing_errors_doc`
 /// applies to the function as written, so expecting it is fulfilled (and
 /// `-D warnings` in CI would say otherwise).

@@ -105,14 +105,19 @@ pub(crate) fn mutable_borrow(ty: &Type) -> Option<&TypeReference> {
     }
 }
 
-/// The `&mut T` of a `Pin<&mut T>` (`Pin` by any path: `std::pin::Pin`,
-/// `core::pin::Pin`, imported), which cannot be cloned and which each
+/// The `&mut T` of a `Pin<&mut T>` (`Pin` imported, `pin::Pin`,
+/// `std::pin::Pin`, `core::pin::Pin`), which cannot be cloned and which each
 /// attempt reborrows with `Pin::as_mut` instead, as `&mut T` with `&mut *`.
+/// A `Pin` by another path (`gpio::Pin<&mut T>`) is some other type, which
+/// `Pin::as_mut` would not take: cloned as any owned parameter is.
 pub(crate) fn pinned_mut(ty: &Type) -> Option<&TypeReference> {
     let Type::Path(path) = peel(ty) else {
         return None;
     };
-    let last = path.path.segments.last().filter(|last| path.qself.is_none() && last.ident == "Pin")?;
+    if path.qself.is_some() || !names_std_pin(&path.path) {
+        return None;
+    }
+    let last = path.path.segments.last()?;
     let PathArguments::AngleBracketed(generics) = &last.arguments else {
         return None;
     };
@@ -122,6 +127,17 @@ pub(crate) fn pinned_mut(ty: &Type) -> Option<&TypeReference> {
             _ => None,
         },
         _ => None,
+    }
+}
+
+/// Whether a path names `Pin` as std does: `Pin`, `pin::Pin`, or
+/// `std::pin::Pin` and `core::pin::Pin` (with a leading `::` or not).
+fn names_std_pin(path: &syn::Path) -> bool {
+    let names: Vec<String> = path.segments.iter().map(|segment| segment.ident.to_string()).collect();
+    match names.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+        ["Pin"] | ["pin", "Pin"] => path.leading_colon.is_none(),
+        ["std" | "core", "pin", "Pin"] => true,
+        _ => false,
     }
 }
 
