@@ -63,10 +63,10 @@ pub(crate) fn fresh_arguments(sig: &mut Signature) -> Fresh {
                             Some(quote!(::core::pin::Pin::as_mut(&mut #ident)))
                         }
                     };
-                    let copied = fresh_value.is_some() || by_ref.is_some() || mutability.is_some();
                     if let Some(fresh_value) = fresh_value {
                         fresh.before.push(quote!(#(#cfgs)* let #before_mutability #ident = #fresh_value;));
                     }
+                    // `copies_inside` decided it, from the same pattern.
                     if copied {
                         fresh.inside.push(quote! {
                             #(#cfgs)*
