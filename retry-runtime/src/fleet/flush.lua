@@ -14,6 +14,23 @@ if sent_at <= 0 or sent_at > now then sent_at = now end
 local out = {now}
 local i = 7
 
+-- A stored count or time as a whole number the script's sums keep exact
+-- (0 to 2^53), or nil for anything else. The store is not the fleet's
+-- alone: a value written there by hand or by another program (`1e300`,
+-- `-5`, `x`) must neither make every flush fail or answer nonsense, nor
+-- stay for ever, its key's TTL renewed by each flush.
+local function whole(v)
+  local n = tonumber(v)
+  if n and n >= 0 and n <= 2^53 and n == math.floor(n) then return n end
+  return nil
+end
+
+-- HINCRBY, but a field holding no integer (see `whole`) is replaced by
+-- `n`, rather than failing every flush until its key expires.
+local function increment(key, field, n)
+  if type(redis.pcall('HINCRBY', key, field, n)) == 'table' then redis.call('HSET', key, field, n) end
+end
+
 -- What a replica's cumulative total adds since the last flush the server
 -- applied (its record; the replica's own acknowledged total when the
 -- record is gone). Resending a total adds nothing: a flush that timed out
@@ -22,8 +39,7 @@ local i = 7
 -- has since remade) must not wind it back, or the next flush would count
 -- again what was counted since.
 local function delta(record, field, total, acked)
-  local last = redis.call('HGET', record, field)
-  last = last and tonumber(last) or acked
+  local last = whole(redis.call('HGET', record, field)) or acked
   if total > last then
     redis.call('HSET', record, field, total)
     return total - last
@@ -52,8 +68,7 @@ end
 -- applied, as `delta` reckons it, in parts dated by its samples: each
 -- sample's part is what it adds to the one before, made by its time.
 local function parts(record, field, acked, samples_of_field)
-  local last = redis.call('HGET', record, field)
-  last = last and tonumber(last) or acked
+  local last = whole(redis.call('HGET', record, field)) or acked
   local made = {}
   for _, sample in ipairs(samples_of_field) do
     if sample[2] > last then
@@ -71,15 +86,15 @@ local function window_sum(base, width, window, a_field, b_field)
   local a, b = 0, 0
   for id = current - math.ceil(window / width) + 1, current do
     local v = redis.call('HMGET', base .. id, a_field, b_field)
-    a = a + (tonumber(v[1]) or 0)
-    b = b + (tonumber(v[2]) or 0)
+    a = a + (whole(v[1]) or 0)
+    b = b + (whole(v[2]) or 0)
   end
   return a, b
 end
 
 local function add(bucket, field, n, ttl)
   if n > 0 then
-    redis.call('HINCRBY', bucket, field, n)
+    increment(bucket, field, n)
     redis.call('PEXPIRE', bucket, ttl)
   end
 end
@@ -103,8 +118,8 @@ local function carry(from, to, width, window)
   local current = math.floor(now / width)
   for id = current - math.ceil(window / width) + 1, current do
     local v = redis.call('HMGET', from .. id, 'c', 'f')
-    add(to .. id, 'c', tonumber(v[1]) or 0, window + width)
-    add(to .. id, 'f', tonumber(v[2]) or 0, window + width)
+    add(to .. id, 'c', whole(v[1]) or 0, window + width)
+    add(to .. id, 'f', whole(v[2]) or 0, window + width)
     redis.call('DEL', from .. id)
   end
 end
@@ -128,10 +143,18 @@ for _ = 1, breakers do
 
   local st = redis.call('HMGET', key, 'epoch', 'until', 'slots', 'slots_at', 'ok', 'since')
   local epoch, open_until, slots, slots_at, ok, since = 0, 0, 0, 0, 0, 0
-  if st[1] then
-    epoch, open_until = tonumber(st[1]), tonumber(st[2])
-    slots, slots_at, ok = tonumber(st[3]), tonumber(st[4]), tonumber(st[5])
-    since = tonumber(st[6]) or 0
+  local held = st[1] ~= false
+  if held then
+    epoch, open_until = whole(st[1]), whole(st[2])
+    slots, slots_at, ok = whole(st[3]), whole(st[4]), whole(st[5])
+    -- A state written before `since` was kept has none.
+    if st[6] == false then since = 0 else since = whole(st[6]) end
+    if not (epoch and open_until and slots and slots_at and ok and since) then
+      -- Not the script's writing: the state is lost, as if flushed, and
+      -- rebuilt below from what this replica saw of the fleet.
+      redis.call('DEL', key)
+      held, epoch, open_until, slots, slots_at, ok, since = false, 0, 0, 0, 0, 0, 0
+    end
   end
   if seen > epoch then
     -- The state is gone (flushed, restarted, expired) or was rebuilt by a
@@ -187,7 +210,7 @@ for _ = 1, breakers do
       slots = slots + granted
     end
   end
-  if st[1] or epoch > 0 then
+  if held or epoch > 0 then
     redis.call('HSET', key, 'epoch', epoch, 'since', since, 'until', open_until, 'slots', slots, 'slots_at', slots_at, 'ok', ok)
     redis.call('PEXPIRE', key, state_ttl)
   end
@@ -212,8 +235,8 @@ local function hand_back(base, record, n, width, window)
   local id = current
   while n > 0 and id > current - math.ceil(window / width) do
     local bucket, field = base .. id, 'g:' .. id
-    local mine = tonumber(redis.call('HGET', record, field)) or 0
-    local counted = tonumber(redis.call('HGET', bucket, 'leased')) or 0
+    local mine = whole(redis.call('HGET', record, field)) or 0
+    local counted = whole(redis.call('HGET', bucket, 'leased')) or 0
     local back = math.min(n, mine, counted)
     if back > 0 then
       redis.call('HINCRBY', bucket, 'leased', -back)
@@ -228,7 +251,7 @@ end
 -- and forgets its grants older than the window.
 local function note_grant(record, granted, width, window)
   local current = math.floor(now / width)
-  redis.call('HINCRBY', record, 'g:' .. current, granted)
+  increment(record, 'g:' .. current, granted)
   for _, field in ipairs(redis.call('HKEYS', record)) do
     local id = string.sub(field, 1, 2) == 'g:' and tonumber(string.sub(field, 3))
     if id and id <= current - math.ceil(window / width) then redis.call('HDEL', record, field) end
@@ -250,9 +273,10 @@ for _ = 1, budgets do
 
   local granted = 0
   local last = redis.call('HMGET', record, 'seq', 'granted')
-  if last[1] and tonumber(last[1]) == seq then
-    -- The answer to a lease request that timed out on the replica's side.
-    granted = tonumber(last[2])
+  if last[1] and whole(last[1]) == seq then
+    -- The answer to a lease request that timed out on the replica's side
+    -- (none, when the record's is not the script's writing).
+    granted = whole(last[2]) or 0
   elseif want > 0 then
     local first, leased = window_sum(base, width, window, 'first', 'leased')
     granted = math.max(0, math.min(want, math.floor(floor + ratio * first) - leased))

@@ -279,3 +279,61 @@ fn failures_counted_since_the_state_was_lost_outlive_its_rebuilds() {
     let third = flush_breaker(&mut con, 2, 5, -1, 3);
     assert_eq!(third[1], 1, "3 failures in the window open the fleet: {third:?}");
 }
+
+/// The store is not the fleet's alone: a value written into the script's
+/// keys by hand or by another program, one the script cannot count with,
+/// is taken as lost. Before, `until = 1e300` in the breaker's state made
+/// every answer's open time i64::MIN (every replica refused it, and each
+/// flush renewed the state's TTL, so for good); `1e300` in a replica's
+/// record made its failures count for nothing; and `x` in a bucket, or in
+/// the answer kept for a lease request sent again, failed every flush or
+/// answered nonsense.
+#[test]
+fn values_in_the_store_the_script_cannot_count_with_are_taken_as_lost() {
+    let _serial = serial();
+    let Some(server) = Server::start("values_in_the_store_...") else { return };
+    let mut con = server.connection().expect("connected");
+    let integer = |con: &mut redis::Connection, key: &str, field: &str| -> i64 {
+        redis::cmd("HGET").arg(key).arg(field).query(con).expect("an integer, as the script writes them")
+    };
+
+    // The breaker's state: rebuilt from what the replica saw of the fleet.
+    let opened = flush_breaker(&mut con, 2, 0, -1, 3);
+    assert_eq!(opened[1], 1, "3 failures open it: {opened:?}");
+    server.command(&["HSET", "script:breaker:dep", "until", "1e300"]);
+    let heard = BreakerFlush {
+        replica: 2,
+        seen: opened[0] as u64,
+        view: 15_000,
+        totals: [3, 3, 0, 0],
+        ..Default::default()
+    }
+    .run(&mut con);
+    assert_eq!((heard[0], heard[1]), (opened[0], 1), "still open, in the epoch the replica saw: {heard:?}");
+    assert!((14_000..=15_000).contains(&heard[2]), "for the time the replica had left: {heard:?}");
+    assert!(integer(&mut con, "script:breaker:dep", "until") > 0, "the state is the script's again");
+
+    // A replica's record: its totals are taken as unknown (its acknowledged
+    // ones, 0 here), so its failures count again.
+    server.command(&["FLUSHALL"]);
+    let one = flush_breaker(&mut con, 1, 0, -1, 1);
+    assert_eq!(one[1], 0, "1 failure of 3: {one:?}");
+    let record = format!("script:replica:{:016x}:breaker:dep", 1);
+    server.command(&["HSET", &record, "c", "1e300", "f", "1e300"]);
+    let three = flush_breaker(&mut con, 1, 0, -1, 3);
+    assert_eq!(three[1], 1, "its failures count, and open the fleet: {three:?}");
+
+    // A bucket's count and a kept answer: replaced, not kept failing.
+    server.command(&["FLUSHALL"]);
+    // Sent at `t`, both flushes count in the bucket of `t`.
+    let t = server_now(&mut con);
+    let asked = BudgetFlush { seq: 1, want: 5, first: 10, sent_at: t, ..Default::default() };
+    assert_eq!(asked.run(&mut con), 5, "20 tokens a window, 5 asked for");
+    let now_bucket = format!("script:budget:dep:{}", t / 1_000);
+    server.command(&["HSET", &now_bucket, "first", "x"]);
+    let budget_record = format!("script:replica:{:016x}:budget:dep", 1);
+    server.command(&["HSET", &budget_record, "granted", "x"]);
+    let again = BudgetFlush { first: 12, acked: 10, ..asked.clone() }.run(&mut con);
+    assert_eq!(again, 0, "the answer to send again is lost: nothing, rather than nonsense");
+    assert_eq!(integer(&mut con, &now_bucket, "first"), 2, "the bucket counts again from what was added");
+}
