@@ -44,7 +44,9 @@
 //!   starts reads the fleet's state and never resets it; a flushed state is
 //!   rebuilt from what the replicas last saw, an open (or half-open) verdict
 //!   winning over a closed one, so that losing it never undoes a trip, and
-//!   a closed one keeping the failures counted since the loss.
+//!   a closed one keeping the failures counted since the loss; and a value
+//!   in the fleet's keys the script cannot count with (written by hand or
+//!   by another program) is taken as lost in the same way.
 //!
 //! ```no_run
 //! # use retry_runtime as resilient;
