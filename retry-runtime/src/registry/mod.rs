@@ -226,7 +226,9 @@ impl Registry {
     /// A hook that panics is logged at ERROR (target `retry_runtime`, with
     /// the breaker, the transition and the panic's message); the other hooks
     /// still hear the transition, and the call announcing it, which may be
-    /// another thread's, carries on. Its panic never reaches a caller.
+    /// another thread's, carries on. Its panic never reaches a caller. (This
+    /// needs unwinding: under `panic = "abort"` a hook's panic ends the
+    /// process, as any panic does.)
     ///
     /// A hook may add hooks (and read or force breakers): one added while a
     /// transition is announced hears the transitions after it.
