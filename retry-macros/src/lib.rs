@@ -18,6 +18,7 @@ use quote::quote;
 use syn::ItemFn;
 
 mod arguments;
+mod borrows;
 mod expand;
 mod parse;
 mod policy;

@@ -6,14 +6,15 @@
 
 use proc_macro2::TokenStream;
 use quote::{ToTokens, quote};
-use syn::{FnArg, Ident, ItemFn, Pat, ReceiverKind, ReturnType, Signature};
+use syn::{FnArg, Ident, ItemFn, Pat};
 
 pub(crate) use crate::types::ErrorType;
 
 use crate::arguments::{self, Default};
+use crate::borrows::{no_mutable_borrow_copied, no_mutable_borrow_hedged, no_mutable_borrow_returned};
 use crate::parse::{Args, Errors, Setting};
 use crate::suggest;
-use crate::types::{borrow_of, error_type, mutable_borrow, mutable_receiver, returns_future};
+use crate::types::{error_type, returns_future};
 
 const MAX_ATTEMPTS: std::ops::RangeInclusive<i128> = 1..=100;
 
@@ -163,6 +164,10 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
     }
     if max_attempts > 1 {
         check(no_mutable_borrow_returned(&item.sig));
+        // A hedged fn's `&mut`s, nested or not, are refused with the hedge below.
+        if args.integer("hedge_after_ms").is_none() {
+            check(no_mutable_borrow_copied(&item.sig));
+        }
     }
 
     let hedge_after_ms = millis(&args, "hedge_after_ms", &mut check);
@@ -316,76 +321,4 @@ fn key_parameter(key: &Ident, item: &ItemFn) -> syn::Result<()> {
         ),
     };
     Err(syn::Error::new(key.span(), format!("`key` must name a parameter of this function{hint}")))
-}
-
-/// A `&mut self` method that returns a borrow of `self`, or a fn that
-/// returns a borrow of a `&mut T` parameter, cannot retry: each attempt
-/// reborrows it, and the borrow checker cannot end a reborrow that may be
-/// returned before the next iteration takes another. Said here, at the
-/// borrow in the return type, instead of as a borrow error inside the
-/// expansion.
-fn no_mutable_borrow_returned(sig: &Signature) -> syn::Result<()> {
-    let ReturnType::Type(_, output) = &sig.output else {
-        return Ok(());
-    };
-    if let Some(receiver) = mutable_receiver(sig)
-        && let Some(tokens) = borrow_of(output, receiver.lifetime.as_ref(), true)
-    {
-        let method = if receiver.pinned { "`self: Pin<&mut Self>`" } else { "`&mut self`" };
-        return Err(syn::Error::new_spanned(
-            tokens,
-            format!(
-                "a {method} method that returns a borrow of `self` cannot retry: every attempt reborrows `self`, and the borrow checker cannot end a borrow that may be returned (see \"Function shapes, and the one limitation\" in the README); return an owned value, or set `max_attempts = 1`"
-            ),
-        ));
-    }
-    // Elision gives the output's elided lifetimes a borrowed receiver's, else
-    // the parameters' only one (with more, the compiler refuses the elision).
-    let elided_from_receiver = sig.receiver().is_some_and(|receiver| {
-        match &receiver.kind {
-        ReceiverKind::Value => false,
-        ReceiverKind::Reference(..) => true,
-        ReceiverKind::Typed(_, ty) => ty.to_token_stream().into_iter().any(|token| {
-            matches!(token, proc_macro2::TokenTree::Punct(p) if p.as_char() == '&' || p.as_char() == '\'')
-        }),
-        _ => true,
-    }
-    });
-    for input in &sig.inputs {
-        if let FnArg::Typed(typed) = input
-            && let Some(reference) = mutable_borrow(&typed.ty)
-            && let Some(tokens) = borrow_of(output, reference.lifetime.as_ref(), !elided_from_receiver)
-        {
-            let name = match &*typed.pat {
-                Pat::Ident(pat) => format!("`{}`", pat.ident),
-                _ => "it".to_owned(),
-            };
-            return Err(syn::Error::new_spanned(
-                tokens,
-                format!(
-                    "a fn that returns a borrow of a `&mut` parameter cannot retry: every attempt reborrows {name}, and the borrow checker cannot end a borrow that may be returned (see \"Function shapes, and the one limitation\" in the README); return an owned value, or set `max_attempts = 1`"
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// The attempts of a hedged round run at the same time, and only one of
-/// them could hold a `&mut` borrow: said at the `&mut`, not as a borrow
-/// error inside the expansion.
-fn no_mutable_borrow_hedged(sig: &Signature) -> syn::Result<()> {
-    const MESSAGE: &str = "a hedged fn cannot take `&mut` parameters: the attempts of a round run at the same time, and only one of them could hold the borrow; take `&self` / `&T` or an owned value, or leave out `hedge_after_ms`";
-    if let Some(receiver) = mutable_receiver(sig) {
-        return Err(syn::Error::new(receiver.self_span, MESSAGE));
-    }
-    for input in &sig.inputs {
-        if let FnArg::Typed(typed) = input
-            && let Some(reference) = mutable_borrow(&typed.ty)
-            && let Some(mutability) = reference.mutability
-        {
-            return Err(syn::Error::new(mutability.span, MESSAGE));
-        }
-    }
-    Ok(())
 }
