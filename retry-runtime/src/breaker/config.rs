@@ -21,6 +21,11 @@ use super::CircuitBreaker;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BreakerConfig {
     /// Transient failures inside `window` that open the breaker. Default 5.
+    ///
+    /// Count mode remembers the time of each failure it counts (16 bytes),
+    /// up to this many, until a success clears them: a threshold in the
+    /// millions costs megabytes while a dependency is down. For large
+    /// numbers, `failure_rate_percent` keeps memory constant.
     pub failure_threshold: u32,
     /// How long a failure is remembered (`now - t >= window` forgets it). Default 10 s.
     pub window: Duration,
