@@ -4,7 +4,7 @@
 //! owned parameter that every attempt copies.
 
 use quote::ToTokens;
-use syn::{FnArg, Pat, PatSlice, PatType, ReceiverKind, ReturnType, Signature, Type, TypeReference};
+use syn::{FnArg, Pat, PatType, ReceiverKind, ReturnType, Signature, Type, TypeReference};
 
 use crate::types::{borrow_of, mutable_borrow, mutable_receiver, peel, pinned_mut};
 
@@ -141,24 +141,18 @@ fn bound_mutable_borrow<'t>(pat: &Pat, ty: &'t Type) -> Option<&'t TypeReference
             }
             _ => None,
         },
-        Pat::Slice(pat) => match peel(ty) {
-            Type::Array(array) => slice_borrow(pat, &array.elem),
-            Type::Slice(slice) => slice_borrow(pat, &slice.elem),
-            _ => None,
-        },
+        // Every element is of the element type, and so is each of a
+        // `rest @ ..` binding's.
+        Pat::Slice(pat) => {
+            let elem = match peel(ty) {
+                Type::Array(array) => &array.elem,
+                Type::Slice(slice) => &slice.elem,
+                _ => return None,
+            };
+            pat.elems.iter().find_map(|pat| bound_mutable_borrow(pat, elem))
+        }
         _ => None,
     }
-}
-
-/// The `&mut` a binding of a slice pattern's elements takes a copy of:
-/// each element (`rest @ ..` included) is of the element type.
-fn slice_borrow<'t>(pat: &PatSlice, elem: &'t Type) -> Option<&'t TypeReference> {
-    pat.elems.iter().find_map(|pat| match pat {
-        Pat::Ident(ident) if ident.subpat.as_ref().is_some_and(|(_, sub)| matches!(**sub, Pat::Rest(_))) => {
-            mutable_borrow_inside(elem)
-        }
-        pat => bound_mutable_borrow(pat, elem),
-    })
 }
 
 /// A `&mut` (or `Pin<&mut>`) anywhere in the tuples and arrays `ty` is made of.
@@ -200,6 +194,8 @@ mod tests {
                 (d, ..): (u8, &mut u8),
                 [first, rest @ ..]: [&mut u8; 3],
                 [_, ..]: [&mut u8; 3],
+                [_, rest @ ..]: [&mut u8; 3],
+                [_, ref shared_rest @ ..]: [&mut u8; 3],
                 pinned: (Pin<&mut u8>,),
                 ref all: [&mut u8; 1],
                 (ref shared, n): ((&mut u8,), u8),
@@ -210,6 +206,6 @@ mod tests {
                 gpio: gpio::Pin<&mut u8>,
             )
         };
-        assert_eq!(copied(sig), [0, 1, 3, 5, 7, 8, 10]);
+        assert_eq!(copied(sig), [0, 1, 3, 5, 7, 9, 10, 12]);
     }
 }
