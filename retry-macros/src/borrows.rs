@@ -204,6 +204,7 @@ mod tests {
                 shared: &(&mut u8,),
                 callback: fn(&mut u8),
                 gpio: gpio::Pin<&mut u8>,
+                top_pin: Pin<&mut u8>,
             )
         };
         assert_eq!(copied(sig), [0, 1, 3, 5, 7, 9, 10, 12]);
