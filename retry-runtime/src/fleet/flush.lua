@@ -155,6 +155,12 @@ for _ = 1, breakers do
       redis.call('DEL', key)
       held, epoch, open_until, slots, slots_at, ok, since = false, 0, 0, 0, 0, 0, 0
     end
+    -- The script writes no time later than the server's now; one that is
+    -- (written by hand, or the server's clock stepped back) is taken as
+    -- now. Kept, a `since` past every count's time would keep the fleet
+    -- from counting any, and a `slots_at` in the future a round that never
+    -- reported from being given up, for as long as flushes renew the state.
+    since, slots_at = math.min(since, now), math.min(slots_at, now)
   end
   if seen > epoch then
     -- The state is gone (flushed, restarted, expired) or was rebuilt by a

@@ -337,3 +337,41 @@ fn values_in_the_store_the_script_cannot_count_with_are_taken_as_lost() {
     assert_eq!(again, 0, "the answer to send again is lost: nothing, rather than nonsense");
     assert_eq!(integer(&mut con, &now_bucket, "first"), 2, "the bucket counts again from what was added");
 }
+
+/// The script writes no time later than the server's clock; one in the
+/// breaker's state that is (written by hand, or the server's clock stepped
+/// back) is taken as now. Before, a `since` past every count's time kept a
+/// closed fleet from counting any failure, and a `slots_at` in the future
+/// kept a round of probes that never reported from being given up: the
+/// fleet never opened, or never probed again, for as long as flushes
+/// renewed the state's TTL.
+#[test]
+fn times_in_the_store_later_than_the_servers_clock_are_taken_as_now() {
+    let _serial = serial();
+    let Some(server) = Server::start("times_in_the_store_later_...") else { return };
+    let mut con = server.connection().expect("connected");
+    let now = server_now(&mut con);
+    let (past, later) = ((now - 1).to_string(), (now + 3_600_000).to_string());
+
+    // Closed in epoch 1, which began an hour from now.
+    let closed = ["epoch", "1", "since", &later, "until", "0", "slots", "0", "slots_at", "0", "ok", "0"];
+    server.command(&[&["HSET", "script:breaker:dep"][..], &closed].concat());
+    let tripped = flush_breaker(&mut con, 1, 1, -1, 3);
+    assert_eq!((tripped[0], tripped[1]), (2, 1), "3 failures open it: {tripped:?}");
+
+    // Half-open in epoch 2, both probe slots taken by a round that began an
+    // hour from now and never reported.
+    let half_open =
+        ["epoch", "2", "since", &past, "until", &past, "slots", "2", "slots_at", &later, "ok", "0"];
+    server.command(&[&["HSET", "script:breaker:dep"][..], &half_open].concat());
+    let ask = BreakerFlush { seen: 2, want: 2, view: 0, open_for: 100, ..Default::default() };
+    let under_way = ask.run(&mut con);
+    assert_eq!((under_way[1], under_way[3]), (2, 0), "a round under way: {under_way:?}");
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    let given_up = ask.run(&mut con);
+    assert_eq!(
+        (given_up[1], given_up[3]),
+        (2, 2),
+        "given up after open_for, its slots granted: {given_up:?}"
+    );
+}
