@@ -25,6 +25,14 @@ local function whole(v)
   return nil
 end
 
+-- The prefix of a breaker's buckets in `epoch`, the epoch written with
+-- `%d`: Lua writes a number of 15 digits or more as `1e+15`, which made
+-- the buckets of the epochs around one that far on (written by hand, at
+-- one per transition) one another's.
+local function buckets_of(key, epoch)
+  return key .. ':' .. string.format('%d', epoch) .. ':'
+end
+
 -- HINCRBY, but a field holding no integer (see `whole`) is replaced by
 -- `n`, rather than failing every flush until its key expires.
 local function increment(key, field, n)
@@ -177,7 +185,7 @@ for _ = 1, breakers do
     -- the loss (a new replica's calls, or those since a rebuild by a
     -- replica that knew less) moves to the new epoch's buckets: counted in
     -- a closed fleet, it is its window's still.
-    local closed_from = open_until == 0 and key .. ':' .. epoch .. ':'
+    local closed_from = open_until == 0 and buckets_of(key, epoch)
     if view >= 0 then
       epoch, open_until = seen, math.max(open_until, now + view)
     elseif open_until > 0 then
@@ -185,14 +193,14 @@ for _ = 1, breakers do
     else
       epoch = seen
     end
-    if closed_from and open_until == 0 then carry(closed_from, key .. ':' .. epoch .. ':', width, window) end
+    if closed_from and open_until == 0 then carry(closed_from, buckets_of(key, epoch), width, window) end
     -- When the rebuilt epoch began is not known.
     slots, slots_at, ok, since = 0, 0, 0, 0
   end
 
   local granted = 0
   if open_until == 0 then
-    local base = key .. ':' .. epoch .. ':'
+    local base = buckets_of(key, epoch)
     place(base, 'c', calls, width, window, since)
     place(base, 'f', failures, width, window, since)
     local c, f = window_sum(base, width, window, 'c', 'f')

@@ -375,3 +375,39 @@ fn times_in_the_store_later_than_the_servers_clock_are_taken_as_now() {
         "given up after open_for, its slots granted: {given_up:?}"
     );
 }
+
+/// An epoch of 15 digits or more (written by hand: the script counts one
+/// per transition) names buckets of its own. Lua writes such a number
+/// `1e+15`, so the buckets of the epochs around it were one another's: a
+/// fleet its probes closed counted again the failures that had opened it,
+/// and opened again at once, after every round, for as long as flushes
+/// renewed the state.
+#[test]
+fn an_epoch_of_15_digits_counts_in_buckets_of_its_own() {
+    let _serial = serial();
+    let Some(server) = Server::start("an_epoch_of_15_digits_...") else { return };
+    let mut con = server.connection().expect("connected");
+    let epoch: u64 = 1_000_000_000_000_000;
+    let closed =
+        ["epoch", &epoch.to_string(), "since", "0", "until", "0", "slots", "0", "slots_at", "0", "ok", "0"];
+    server.command(&[&["HSET", "script:breaker:dep"][..], &closed].concat());
+    let flush = |seen: u64, want: u32, view: i64, totals: [u64; 4]| BreakerFlush {
+        seen,
+        want,
+        view,
+        totals,
+        open_for: 50,
+        ..Default::default()
+    };
+    let opened = flush(epoch, 0, -1, [3, 3, 0, 0]).run(&mut con);
+    assert_eq!((opened[0], opened[1]), (epoch as i64 + 1, 1), "3 failures open it: {opened:?}");
+    std::thread::sleep(std::time::Duration::from_millis(80));
+    let granted = flush(epoch + 1, 2, 0, [3, 3, 0, 0]).run(&mut con);
+    assert_eq!((granted[1], granted[3]), (2, 2), "half-open, 2 probes granted: {granted:?}");
+    let closed = flush(epoch + 1, 0, 0, [5, 3, 2, 0]).run(&mut con);
+    assert_eq!((closed[0], closed[1]), (epoch as i64 + 2, 0), "closed by its probes: {closed:?}");
+    let after = flush(epoch + 2, 0, -1, [5, 3, 2, 0]).run(&mut con);
+    assert_eq!((after[0], after[1]), (epoch as i64 + 2, 0), "still closed, no failure since: {after:?}");
+    let counted = server.sum_field(&format!("script:breaker:dep:{epoch}:*"), "f");
+    assert_eq!(counted, 3, "the failures that opened it, in the buckets of the epoch they were made in");
+}
