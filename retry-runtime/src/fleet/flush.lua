@@ -18,10 +18,13 @@ local i = 7
 -- (0 to 2^53), or nil for anything else. The store is not the fleet's
 -- alone: a value written there by hand or by another program (`1e300`,
 -- `-5`, `x`) must neither make every flush fail or answer nonsense, nor
--- stay for ever, its key's TTL renewed by each flush.
+-- stay for ever, its key's TTL renewed by each flush. Digits only, as
+-- the script writes its numbers and as HINCRBY reads them: `5.0`, `1e3`
+-- or `0x10` counted here would fail the HINCRBY that hands tokens back.
 local function whole(v)
+  if type(v) ~= 'string' or not (v == '0' or string.find(v, '^[1-9]%d*$')) then return nil end
   local n = tonumber(v)
-  if n and n >= 0 and n <= 2^53 and n == math.floor(n) then return n end
+  if n <= 2^53 then return n end
   return nil
 end
 

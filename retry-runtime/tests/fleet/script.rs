@@ -411,3 +411,21 @@ fn an_epoch_of_15_digits_counts_in_buckets_of_its_own() {
     let counted = server.sum_field(&format!("script:breaker:dep:{epoch}:*"), "f");
     assert_eq!(counted, 3, "the failures that opened it, in the buckets of the epoch they were made in");
 }
+
+/// A count written otherwise than in digits (`5.0`, by another program) is
+/// taken as lost like any other. Before, the script counted it, and the
+/// HINCRBY that hands tokens back, which reads digits only, failed the
+/// flush (what the flush wrote before the failure stayed written: the
+/// tokens it handed back were lost).
+#[test]
+fn a_count_not_written_in_digits_is_taken_as_lost() {
+    let _serial = serial();
+    let Some(server) = Server::start("a_count_not_written_in_digits_...") else { return };
+    let mut con = server.connection().expect("connected");
+    let t = server_now(&mut con);
+    let asked = BudgetFlush { seq: 1, want: 5, first: 10, sent_at: t, ..Default::default() };
+    assert_eq!(asked.run(&mut con), 5, "20 tokens a window, 5 asked for");
+    server.command(&["HSET", &format!("script:budget:dep:{}", t / 1_000), "leased", "5.0"]);
+    let back = BudgetFlush { seq: 2, want: 25, first: 10, acked: 10, returned: 3, ..Default::default() };
+    assert_eq!(back.run(&mut con), 21, "nothing to hand back, and the window's 21, none counted leased");
+}
