@@ -28,6 +28,15 @@ local function whole(v)
   return nil
 end
 
+-- A breaker's state or a replica's record (keys every flush reads) that
+-- holds no hash (another program's string, list, ...) is taken as lost:
+-- each command of the script on it would fail, and with it every flush,
+-- none giving it a TTL. (A bucket is read only while its window lasts.)
+local function hash_or_nothing(key)
+  local kind = redis.call('TYPE', key)['ok']
+  if kind ~= 'hash' and kind ~= 'none' then redis.call('DEL', key) end
+end
+
 -- The prefix of a breaker's buckets in `epoch`, the epoch written with
 -- `%d`: Lua writes a number of 15 digits or more as `1e+15`, which made
 -- the buckets of the epochs around one that far on (written by hand, at
@@ -143,6 +152,8 @@ for _ = 1, breakers do
   local seen, want, view = tonumber(ARGV[i + 9]), tonumber(ARGV[i + 10]), tonumber(ARGV[i + 11])
   local key = prefix .. ':breaker:' .. name
   local record = prefix .. ':replica:' .. replica .. ':breaker:' .. name
+  hash_or_nothing(key)
+  hash_or_nothing(record)
   local counted, after = samples(i + 20, 2, {tonumber(ARGV[i + 12]), tonumber(ARGV[i + 13])})
   local calls = parts(record, 'c', tonumber(ARGV[i + 16]), counted[1])
   local failures = parts(record, 'f', tonumber(ARGV[i + 17]), counted[2])
@@ -282,6 +293,7 @@ for _ = 1, budgets do
   local seq, want = tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8])
   local base = prefix .. ':budget:' .. name .. ':'
   local record = prefix .. ':replica:' .. replica .. ':budget:' .. name
+  hash_or_nothing(record)
   local bucket = base .. math.floor(now / width)
   local firsts, after = samples(i + 11, 1, {tonumber(ARGV[i + 5])})
   place(base, 'first', parts(record, 'first', tonumber(ARGV[i + 6]), firsts[1]), width, window, 0)

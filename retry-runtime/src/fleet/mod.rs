@@ -46,8 +46,9 @@
 //!   winning over a closed one, so that losing it never undoes a trip, and
 //!   a closed one keeping the failures counted since the loss; and a value
 //!   in the fleet's keys the script cannot count with (written by hand or
-//!   by another program) is taken as lost in the same way, and a time in
-//!   the breaker's state later than the server's clock as now.
+//!   by another program), or a key of its that holds no hash, is taken as
+//!   lost in the same way, and a time in the breaker's state later than
+//!   the server's clock as now.
 //!
 //! ```no_run
 //! # use retry_runtime as resilient;

@@ -429,3 +429,38 @@ fn a_count_not_written_in_digits_is_taken_as_lost() {
     let back = BudgetFlush { seq: 2, want: 25, first: 10, acked: 10, returned: 3, ..Default::default() };
     assert_eq!(back.run(&mut con), 21, "nothing to hand back, and the window's 21, none counted leased");
 }
+
+/// A key of the script's holding no hash (another program's string) is
+/// taken as lost, as a value it cannot count with is. Before, each command
+/// of the script on it failed, and so every flush did, for good: nothing
+/// gave the key a TTL.
+#[test]
+fn a_key_of_the_scripts_holding_no_hash_is_taken_as_lost() {
+    let _serial = serial();
+    let Some(server) = Server::start("a_key_of_the_scripts_holding_no_hash_...") else { return };
+    let mut con = server.connection().expect("connected");
+
+    // The breaker's state: rebuilt from what the replica saw of the fleet.
+    let opened = flush_breaker(&mut con, 2, 0, -1, 3);
+    assert_eq!(opened[1], 1, "3 failures open it: {opened:?}");
+    server.command(&["SET", "script:breaker:dep", "x"]);
+    let heard = BreakerFlush {
+        replica: 2,
+        seen: opened[0] as u64,
+        view: 15_000,
+        totals: [3, 3, 0, 0],
+        ..Default::default()
+    }
+    .run(&mut con);
+    assert_eq!((heard[0], heard[1]), (opened[0], 1), "still open, in the epoch the replica saw: {heard:?}");
+
+    // A replica's records: gone, its acknowledged totals (none) stand in.
+    server.command(&["FLUSHALL"]);
+    let breaker_record = format!("script:replica:{:016x}:breaker:dep", 1);
+    let budget_record = format!("script:replica:{:016x}:budget:dep", 1);
+    server.command(&["SET", &breaker_record, "x"]);
+    server.command(&["RPUSH", &budget_record, "x"]);
+    let three = flush_breaker(&mut con, 1, 0, -1, 3);
+    assert_eq!(three[1], 1, "its failures count, and open the fleet: {three:?}");
+    assert_eq!(BudgetFlush { want: 5, first: 10, ..Default::default() }.run(&mut con), 5);
+}
