@@ -4,8 +4,9 @@
 //! owned parameter that every attempt copies.
 
 use quote::ToTokens;
-use syn::{FnArg, Pat, PatType, ReceiverKind, ReturnType, Signature, Type, TypeReference};
+use syn::{FnArg, Meta, Pat, PatType, ReceiverKind, ReturnType, Signature, Type, TypeReference};
 
+use crate::rewrite::cfg_attr_metas;
 use crate::types::{borrow_of, mutable_borrow, mutable_receiver, peel, pinned_mut};
 
 /// A `&mut self` method that returns a borrow of `self`, or a fn that
@@ -106,9 +107,15 @@ pub(crate) fn no_mutable_borrow_copied(sig: &Signature) -> syn::Result<()> {
 /// hold: inside its tuple or array type, where a binding of its pattern
 /// takes it (`(_, n)` takes none). A `&T` or `&mut T` parameter is not
 /// copied but borrowed again, and what a struct's fields hold is not known
-/// from its name: neither is looked into.
+/// from its name: neither is looked into. Nor is a parameter under a
+/// `#[cfg]`: compiled out, it has no copies (they carry its `#[cfg]`), and
+/// whether it is cannot be told here; compiled in, the compiler still
+/// refuses its copy, at its type.
 fn copied_mutable_borrow(typed: &PatType) -> Option<&TypeReference> {
-    if matches!(peel(&typed.ty), Type::Reference(_)) || pinned_mut(&typed.ty).is_some() {
+    if matches!(peel(&typed.ty), Type::Reference(_))
+        || pinned_mut(&typed.ty).is_some()
+        || typed.attrs.iter().any(|attr| conditional(&attr.meta))
+    {
         return None;
     }
     match &*typed.pat {
@@ -152,6 +159,17 @@ fn bound_mutable_borrow<'t>(pat: &Pat, ty: &'t Type) -> Option<&'t TypeReference
             pat.elems.iter().find_map(|pat| bound_mutable_borrow(pat, elem))
         }
         _ => None,
+    }
+}
+
+/// Whether an attribute may compile its parameter out: `#[cfg(..)]`, or a
+/// `#[cfg_attr(pred, ..)]` that may make one (or that cannot be read).
+fn conditional(meta: &Meta) -> bool {
+    match meta {
+        Meta::List(list) if list.path.is_ident("cfg_attr") => {
+            cfg_attr_metas(list).is_none_or(|metas| metas.iter().skip(1).any(conditional))
+        }
+        meta => meta.path().is_ident("cfg"),
     }
 }
 
@@ -205,8 +223,12 @@ mod tests {
                 callback: fn(&mut u8),
                 gpio: gpio::Pin<&mut u8>,
                 top_pin: Pin<&mut u8>,
+                [_, ref mut unique_rest @ ..]: [&mut u8; 3],
+                #[cfg(any())] compiled_out: (&mut u8, u8),
+                #[cfg_attr(all(), cfg(any()))] (maybe_out, _): (&mut u8, u8),
+                #[cfg_attr(test, allow(unused))] linted: (&mut u8, u8),
             )
         };
-        assert_eq!(copied(sig), [0, 1, 3, 5, 7, 9, 10, 12]);
+        assert_eq!(copied(sig), [0, 1, 3, 5, 7, 9, 10, 12, 18, 21]);
     }
 }

@@ -223,7 +223,7 @@ fn expect_to_allow(meta: &mut Meta) {
 }
 
 /// A `cfg_attr`'s predicate and attributes.
-fn cfg_attr_metas(list: &MetaList) -> Option<Punctuated<Meta, Token![,]>> {
+pub(crate) fn cfg_attr_metas(list: &MetaList) -> Option<Punctuated<Meta, Token![,]>> {
     list.parse_args_with(Punctuated::parse_terminated).ok()
 }
 
