@@ -16,6 +16,29 @@ fn run(con: &mut redis::Connection, args: &[String]) -> Vec<i64> {
     invocation.invoke(con).expect("the script runs")
 }
 
+/// A server of the test's own and a connection to it, one test at a time
+/// (`None`: no redis-server, and the run does not require one).
+fn connected(test: &str) -> Option<(std::sync::MutexGuard<'static, ()>, Server, redis::Connection)> {
+    let serial = serial();
+    let server = Server::start(test)?;
+    let con = server.connection().expect("connected");
+    Some((serial, server, con))
+}
+
+/// Opens the fleet (replica 2's 3 failures), has `spoil` done to its
+/// state, and asserts that replica 2's next flush finds it open still, in
+/// the epoch it saw: rebuilt from its view (15 s left). That verdict.
+fn open_state_rebuilt_after(server: &Server, con: &mut redis::Connection, spoil: &[&str]) -> Verdict {
+    let opened = flush_breaker(con, 2, 0, -1, 3);
+    assert_eq!(opened[1], 1, "3 failures open it: {opened:?}");
+    server.command(spoil);
+    let seen = opened[0] as u64;
+    let heard =
+        BreakerFlush { replica: 2, seen, view: 15_000, totals: [3, 3, 0, 0], ..Default::default() }.run(con);
+    assert_eq!((heard[0], heard[1]), (opened[0], 1), "still open, in the epoch the replica saw: {heard:?}");
+    heard
+}
+
 /// The server's clock, in ms.
 fn server_now(con: &mut redis::Connection) -> u64 {
     let (secs, micros): (u64, u64) = redis::cmd("TIME").query(con).expect("TIME");
@@ -140,9 +163,7 @@ fn flush_breaker(con: &mut redis::Connection, replica: u64, seen: u64, view: i64
 
 #[test]
 fn a_stale_flush_that_runs_late_does_not_make_later_ones_count_twice() {
-    let _serial = serial();
-    let Some(server) = Server::start("a_stale_flush_...") else { return };
-    let mut con = server.connection().expect("connected");
+    let Some((_serial, server, mut con)) = connected("a_stale_flush_...") else { return };
     // Flush 1 (total 5) timed out on the replica's side while the server
     // was frozen, the replica remade its connection, and flush 2 (total
     // 10) ran first on the new one; flush 1 ran when the server thawed.
@@ -160,9 +181,7 @@ fn a_stale_flush_that_runs_late_does_not_make_later_ones_count_twice() {
 /// is older news: it must not close what was just opened.
 #[test]
 fn a_trip_after_the_state_was_lost_is_not_undone_by_an_older_closed_view() {
-    let _serial = serial();
-    let Some(server) = Server::start("a_trip_after_the_state_was_lost_...") else { return };
-    let mut con = server.connection().expect("connected");
+    let Some((_serial, _server, mut con)) = connected("a_trip_after_the_state_was_lost_...") else { return };
     let tripped = flush_breaker(&mut con, 2, 0, -1, 3);
     assert_eq!(tripped[1], 1, "replica 2's failures open the fleet: {tripped:?}");
     let heard = flush_breaker(&mut con, 1, 4, -1, 0);
@@ -178,9 +197,7 @@ fn a_trip_after_the_state_was_lost_is_not_undone_by_an_older_closed_view() {
 /// flush was sent, however long it waited in the server's queue.
 #[test]
 fn a_backlog_is_counted_when_it_happened_and_not_before_the_window() {
-    let _serial = serial();
-    let Some(server) = Server::start("a_backlog_is_counted_...") else { return };
-    let mut con = server.connection().expect("connected");
+    let Some((_serial, server, mut con)) = connected("a_backlog_is_counted_...") else { return };
     let t = server_now(&mut con);
     // 10 first attempts 20 s ago (before the 10 s window), 10 5 s ago, 10 now.
     flush_budget(&mut con, 30, 0, t, &[(20_000, 10), (5_000, 20)]);
@@ -199,9 +216,7 @@ fn a_backlog_is_counted_when_it_happened_and_not_before_the_window() {
 /// just closed on its probes' word does not reopen on failures from before.
 #[test]
 fn failures_sent_late_from_before_the_fleet_closed_do_not_reopen_it() {
-    let _serial = serial();
-    let Some(server) = Server::start("failures_sent_late_...") else { return };
-    let mut con = server.connection().expect("connected");
+    let Some((_serial, _server, mut con)) = connected("failures_sent_late_...") else { return };
     let t0 = server_now(&mut con);
     let wait = || std::thread::sleep(std::time::Duration::from_millis(5));
     let probing = || BreakerFlush { replica: 2, open_for: 1, ..Default::default() };
@@ -226,9 +241,7 @@ fn failures_sent_late_from_before_the_fleet_closed_do_not_reopen_it() {
 /// another replica's lease stands, and handing back twice takes nothing.
 #[test]
 fn unused_tokens_handed_back_come_off_the_replicas_own_grants_once() {
-    let _serial = serial();
-    let Some(server) = Server::start("unused_tokens_handed_back_...") else { return };
-    let mut con = server.connection().expect("connected");
+    let Some((_serial, server, mut con)) = connected("unused_tokens_handed_back_...") else { return };
     let lease = |replica, seq, want| BudgetFlush { replica, seq, want, window: 1_000, ..Default::default() };
     let leased = || server.sum_field("script:budget:dep:*", "leased");
     assert_eq!(lease(1, 0, 5).run(&mut con), 5);
@@ -264,9 +277,9 @@ fn unused_tokens_handed_back_come_off_the_replicas_own_grants_once() {
 /// the fleet.
 #[test]
 fn failures_counted_since_the_state_was_lost_outlive_its_rebuilds() {
-    let _serial = serial();
-    let Some(server) = Server::start("failures_counted_since_the_state_was_lost_...") else { return };
-    let mut con = server.connection().expect("connected");
+    let Some((_serial, server, mut con)) = connected("failures_counted_since_the_state_was_lost_...") else {
+        return;
+    };
     let first = flush_breaker(&mut con, 2, 0, -1, 1);
     assert_eq!((first[0], first[1]), (0, 0), "counted in the new numbering: {first:?}");
     let rebuilt = flush_breaker(&mut con, 1, 4, -1, 0);
@@ -290,26 +303,14 @@ fn failures_counted_since_the_state_was_lost_outlive_its_rebuilds() {
 /// answered nonsense.
 #[test]
 fn values_in_the_store_the_script_cannot_count_with_are_taken_as_lost() {
-    let _serial = serial();
-    let Some(server) = Server::start("values_in_the_store_...") else { return };
-    let mut con = server.connection().expect("connected");
+    let Some((_serial, server, mut con)) = connected("values_in_the_store_...") else { return };
     let integer = |con: &mut redis::Connection, key: &str, field: &str| -> i64 {
         redis::cmd("HGET").arg(key).arg(field).query(con).expect("an integer, as the script writes them")
     };
 
     // The breaker's state: rebuilt from what the replica saw of the fleet.
-    let opened = flush_breaker(&mut con, 2, 0, -1, 3);
-    assert_eq!(opened[1], 1, "3 failures open it: {opened:?}");
-    server.command(&["HSET", "script:breaker:dep", "until", "1e300"]);
-    let heard = BreakerFlush {
-        replica: 2,
-        seen: opened[0] as u64,
-        view: 15_000,
-        totals: [3, 3, 0, 0],
-        ..Default::default()
-    }
-    .run(&mut con);
-    assert_eq!((heard[0], heard[1]), (opened[0], 1), "still open, in the epoch the replica saw: {heard:?}");
+    let heard =
+        open_state_rebuilt_after(&server, &mut con, &["HSET", "script:breaker:dep", "until", "1e300"]);
     assert!((14_000..=15_000).contains(&heard[2]), "for the time the replica had left: {heard:?}");
     assert!(integer(&mut con, "script:breaker:dep", "until") > 0, "the state is the script's again");
 
@@ -347,9 +348,7 @@ fn values_in_the_store_the_script_cannot_count_with_are_taken_as_lost() {
 /// renewed the state's TTL.
 #[test]
 fn times_in_the_store_later_than_the_servers_clock_are_taken_as_now() {
-    let _serial = serial();
-    let Some(server) = Server::start("times_in_the_store_later_...") else { return };
-    let mut con = server.connection().expect("connected");
+    let Some((_serial, server, mut con)) = connected("times_in_the_store_later_...") else { return };
     let now = server_now(&mut con);
     let (past, later) = ((now - 1).to_string(), (now + 3_600_000).to_string());
 
@@ -384,9 +383,7 @@ fn times_in_the_store_later_than_the_servers_clock_are_taken_as_now() {
 /// renewed the state.
 #[test]
 fn an_epoch_of_15_digits_counts_in_buckets_of_its_own() {
-    let _serial = serial();
-    let Some(server) = Server::start("an_epoch_of_15_digits_...") else { return };
-    let mut con = server.connection().expect("connected");
+    let Some((_serial, server, mut con)) = connected("an_epoch_of_15_digits_...") else { return };
     let epoch: u64 = 1_000_000_000_000_000;
     let closed =
         ["epoch", &epoch.to_string(), "since", "0", "until", "0", "slots", "0", "slots_at", "0", "ok", "0"];
@@ -419,9 +416,7 @@ fn an_epoch_of_15_digits_counts_in_buckets_of_its_own() {
 /// tokens it handed back were lost).
 #[test]
 fn a_count_not_written_in_digits_is_taken_as_lost() {
-    let _serial = serial();
-    let Some(server) = Server::start("a_count_not_written_in_digits_...") else { return };
-    let mut con = server.connection().expect("connected");
+    let Some((_serial, server, mut con)) = connected("a_count_not_written_in_digits_...") else { return };
     let t = server_now(&mut con);
     let asked = BudgetFlush { seq: 1, want: 5, first: 10, sent_at: t, ..Default::default() };
     assert_eq!(asked.run(&mut con), 5, "20 tokens a window, 5 asked for");
@@ -436,23 +431,12 @@ fn a_count_not_written_in_digits_is_taken_as_lost() {
 /// gave the key a TTL.
 #[test]
 fn a_key_of_the_scripts_holding_no_hash_is_taken_as_lost() {
-    let _serial = serial();
-    let Some(server) = Server::start("a_key_of_the_scripts_holding_no_hash_...") else { return };
-    let mut con = server.connection().expect("connected");
+    let Some((_serial, server, mut con)) = connected("a_key_of_the_scripts_holding_no_hash_...") else {
+        return;
+    };
 
     // The breaker's state: rebuilt from what the replica saw of the fleet.
-    let opened = flush_breaker(&mut con, 2, 0, -1, 3);
-    assert_eq!(opened[1], 1, "3 failures open it: {opened:?}");
-    server.command(&["SET", "script:breaker:dep", "x"]);
-    let heard = BreakerFlush {
-        replica: 2,
-        seen: opened[0] as u64,
-        view: 15_000,
-        totals: [3, 3, 0, 0],
-        ..Default::default()
-    }
-    .run(&mut con);
-    assert_eq!((heard[0], heard[1]), (opened[0], 1), "still open, in the epoch the replica saw: {heard:?}");
+    open_state_rebuilt_after(&server, &mut con, &["SET", "script:breaker:dep", "x"]);
 
     // A replica's records: gone, its acknowledged totals (none) stand in.
     server.command(&["FLUSHALL"]);
