@@ -6,7 +6,7 @@
 use quote::ToTokens;
 use syn::{FnArg, Meta, Pat, PatType, ReceiverKind, ReturnType, Signature, Type, TypeReference};
 
-use crate::rewrite::cfg_attr_metas;
+use crate::rewrite::{borrowed, cfg_attr_metas};
 use crate::types::{borrow_of, mutable_borrow, mutable_receiver, peel, pinned_mut};
 
 /// A `&mut self` method that returns a borrow of `self`, or a fn that
@@ -112,10 +112,7 @@ pub(crate) fn no_mutable_borrow_copied(sig: &Signature) -> syn::Result<()> {
 /// whether it is cannot be told here; compiled in, the compiler still
 /// refuses its copy, at its type.
 fn copied_mutable_borrow(typed: &PatType) -> Option<&TypeReference> {
-    if matches!(peel(&typed.ty), Type::Reference(_))
-        || pinned_mut(&typed.ty).is_some()
-        || typed.attrs.iter().any(|attr| conditional(&attr.meta))
-    {
+    if borrowed(&typed.ty).is_some() || typed.attrs.iter().any(|attr| conditional(&attr.meta)) {
         return None;
     }
     match &*typed.pat {
@@ -128,8 +125,8 @@ fn copied_mutable_borrow(typed: &PatType) -> Option<&TypeReference> {
 /// The `&mut` a binding of `pat`, matched against `ty`, takes a copy of.
 fn bound_mutable_borrow<'t>(pat: &Pat, ty: &'t Type) -> Option<&'t TypeReference> {
     match pat {
-        // A shared `ref` inside the pattern borrows the argument; its
-        // sub-pattern's bindings may copy.
+        // A shared `ref` inside the pattern borrows the argument (the rewrite's
+        // `take_bindings` copies none); its sub-pattern's bindings may copy.
         Pat::Ident(pat) if pat.by_ref.is_some() && pat.mutability.is_none() => {
             pat.subpat.as_ref().and_then(|(_, sub)| bound_mutable_borrow(sub, ty))
         }

@@ -142,7 +142,7 @@ pub(crate) fn key_is_used(sig: &Signature, key: Option<&Ident>) -> Option<TokenS
 }
 
 /// A parameter that an attempt borrows again instead of cloning.
-enum Borrowed {
+pub(crate) enum Borrowed {
     /// `&T`: copied.
     Shared,
     /// `&mut T`: reborrowed, `&mut *x`.
@@ -151,7 +151,9 @@ enum Borrowed {
     Pinned,
 }
 
-fn borrowed(ty: &Type) -> Option<Borrowed> {
+/// How each attempt borrows a parameter of type `ty` again, or `None`: it
+/// is owned, and each attempt clones it. `borrows` follows the same rule.
+pub(crate) fn borrowed(ty: &Type) -> Option<Borrowed> {
     match peel(ty) {
         Type::Reference(reference) if reference.mutability.is_none() => Some(Borrowed::Shared),
         Type::Reference(_) => Some(Borrowed::Mutable),
