@@ -14,6 +14,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering as AtomicOrdering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -24,7 +25,8 @@ use reqwest::StatusCode;
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware, Next};
 use resilient::reqwest_middleware::ResilientMiddleware;
 use resilient::{
-    Attempts, BreakerConfig, BreakerState, Jitter, Policy, PolicyBuilder, Registry, Rejection, resilient,
+    Attempts, BreakerConfig, BreakerState, Classify, ErrorClass, Jitter, Policy, PolicyBuilder, Registry,
+    Rejection, resilient,
 };
 
 fn ms(n: u64) -> Duration {
@@ -306,4 +308,45 @@ async fn the_breaker_is_shared_with_an_annotated_function_and_opens_for_both() {
         })
         .await;
     assert!(resilient::registry().breaker("payments").is_none(), "the scoped registry held the breaker");
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A function that retries calls through a middleware client, passing its
+/// error up in a box, as services do with `?`; it counts its attempts.
+#[resilient(max_attempts = 3, base_ms = 1)]
+async fn fetch_through(
+    client: &ClientWithMiddleware,
+    url: &str,
+    tries: &AtomicU32,
+) -> Result<String, BoxError> {
+    tries.fetch_add(1, AtomicOrdering::SeqCst);
+    Ok(client.get(url).send().await?.text().await?)
+}
+
+/// The middleware's own error, `reqwest_middleware::Error`, forwards
+/// `source()` past what it holds (it is `#[error(transparent)]`), so a walk
+/// of its chain never met the `Rejection` or the `reqwest::Error` inside
+/// and took it for an unknown error: transient. A function around the
+/// client then retried an open breaker's refusal and a URL that cannot be
+/// built; both are permanent.
+#[tokio::test(start_paused = true)]
+async fn the_middlewares_error_passed_up_in_a_box_keeps_its_class() {
+    let registry = Registry::new();
+    registry.declare_breaker("open", BreakerConfig::default()).unwrap();
+    let client = client(policy(4).breaker("open"));
+    registry
+        .scope(async {
+            registry.breaker("open").unwrap().force_open();
+            let tries = AtomicU32::new(0);
+            let error = fetch_through(&client, "http://127.0.0.1:9/", &tries).await.unwrap_err();
+            assert_eq!(error.classify(), ErrorClass::Permanent, "{error:?}");
+            assert_eq!(tries.load(AtomicOrdering::SeqCst), 1, "an open breaker's refusal is not retried");
+
+            let tries = AtomicU32::new(0);
+            let error = fetch_through(&client, "http://[::1", &tries).await.unwrap_err();
+            assert_eq!(error.classify(), ErrorClass::Permanent, "{error:?}");
+            assert_eq!(tries.load(AtomicOrdering::SeqCst), 1, "a URL that cannot be built is not retried");
+        })
+        .await;
 }

@@ -96,6 +96,32 @@ impl Middleware for ResilientMiddleware {
     }
 }
 
+/// A `reqwest::Error` by its kind (see its `Classify`), an error of a
+/// middleware by its `source()` chain (the [`Rejection`] of an open
+/// breaker is permanent).
+///
+/// A boxed or `anyhow` error is classified by this too when it holds one:
+/// `reqwest_middleware::Error` is transparent (its `source()` is its
+/// content's), so a walk of the chain would otherwise pass over the error
+/// it holds.
+///
+/// ```
+/// # use retry_runtime as resilient;
+/// use resilient::{Classify, ErrorClass, Rejection};
+/// let open = reqwest_middleware::Error::middleware(Rejection::CircuitOpen { breaker: "db".into() });
+/// assert_eq!(open.classify(), ErrorClass::Permanent);
+/// let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(open);
+/// assert_eq!(boxed.classify(), ErrorClass::Permanent);
+/// ```
+impl Classify for Error {
+    fn classify(&self) -> ErrorClass {
+        match self {
+            Error::Reqwest(error) => error.classify(),
+            Error::Middleware(error) => classify_chain(&**error),
+        }
+    }
+}
+
 /// The rest of the middleware chain, as one call's transport.
 struct Chain<'n, 'e> {
     next: Next<'n>,
@@ -134,11 +160,9 @@ impl Transport for Chain<'_, '_> {
         drain::discard(version, body, within).await;
     }
 
+    #[inline]
     fn classify(error: &Error) -> ErrorClass {
-        match error {
-            Error::Reqwest(error) => error.classify(),
-            Error::Middleware(error) => classify_chain(&**error),
-        }
+        error.classify()
     }
 
     fn reject(rejection: Rejection) -> Error {

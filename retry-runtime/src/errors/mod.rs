@@ -6,12 +6,14 @@
 //! | `anyhow::Error` (feature `anyhow`) | as is | the same walk over `chain()` |
 //! | `std::io::Error` | as is | a carried `Rejection`'s class, else by kind |
 //! | `tonic::Status` (feature `tonic`) | as is | by code, see the `tonic` impl |
+//! | `reqwest_middleware::Error` (feature `reqwest-middleware`) | return [`Error<E>`] | what it holds: its `reqwest::Error`, or its middleware error's chain |
 //! | `reqwest::Error` and other foreign types | return [`Error<E>`] | `E`'s `Classify`, or `classify = ...` |
 //!
 //! **The source chain.** A boxed or `anyhow` error is classified by the
 //! first error in its chain (itself, then each `source()`) that is a
 //! [`Rejection`], a `std::io::Error`, a `reqwest::Error` (feature
-//! `reqwest`) or a `tonic::Status` (feature `tonic`), or an [`Error<E>`]
+//! `reqwest`), a `tonic::Status` (feature `tonic`) or a
+//! `reqwest_middleware::Error` (feature `reqwest-middleware`), or an [`Error<E>`]
 //! of one of those (a resilient call's error, passed up with `?` by a
 //! caller returning a boxed or `anyhow` error). An `Error<E>` of another
 //! `E` is not recognised: it is transparent (its `source()` is its
@@ -70,7 +72,9 @@ fn known_class(error: &(dyn StdError + 'static)) -> Option<ErrorClass> {
         #[cfg(feature = "reqwest")]
         reqwest::Error,
         #[cfg(feature = "tonic")]
-        ::tonic::Status
+        ::tonic::Status,
+        #[cfg(feature = "reqwest-middleware")]
+        ::reqwest_middleware::Error
     );
     None
 }
