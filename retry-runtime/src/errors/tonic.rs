@@ -3,6 +3,7 @@
 //! | code | class |
 //! |---|---|
 //! | `Unavailable`, `DeadlineExceeded` | transient |
+//! | `Cancelled` made by tonic from its own timeout (`Endpoint::timeout`, `grpc-timeout`: a `TimeoutExpired` in its source chain) | transient, as a deadline |
 //! | `ResourceExhausted` | throttled, `retry_after` from the `grpc-retry-pushback-ms` trailer; a negative, unreadable or repeated pushback means "do not retry": permanent |
 //! | `Aborted` | conflict |
 //! | every other code | permanent |
@@ -29,6 +30,9 @@ const PUSHBACK: &str = "grpc-retry-pushback-ms";
 /// assert_eq!(Status::unavailable("down").classify(), ErrorClass::Transient);
 /// assert_eq!(Status::aborted("stale version").classify(), ErrorClass::Conflict);
 /// assert_eq!(Status::not_found("no such order").classify(), ErrorClass::Permanent);
+/// // What a channel's `Endpoint::timeout` returns when it fires.
+/// let timed_out = Status::from_error(Box::new(tonic::TimeoutExpired(())));
+/// assert_eq!((timed_out.code(), timed_out.classify()), (tonic::Code::Cancelled, ErrorClass::Transient));
 /// let mut busy = Status::resource_exhausted("slow down");
 /// busy.metadata_mut().insert("grpc-retry-pushback-ms", "250".parse().unwrap());
 /// assert_eq!(busy.classify(), ErrorClass::Throttled { retry_after: Some(std::time::Duration::from_millis(250)) });
@@ -40,6 +44,7 @@ impl Classify for Status {
         }
         match self.code() {
             Code::Unavailable | Code::DeadlineExceeded => ErrorClass::Transient,
+            Code::Cancelled if timed_out(self) => ErrorClass::Transient,
             Code::ResourceExhausted => match pushback(self) {
                 Pushback::DoNotRetry => ErrorClass::Permanent,
                 Pushback::After(after) => ErrorClass::Throttled { retry_after: after },
@@ -48,6 +53,22 @@ impl Classify for Status {
             _ => ErrorClass::Permanent,
         }
     }
+}
+
+/// Whether tonic made this status from its own timeout: a channel's
+/// `Endpoint::timeout`, or a request's `grpc-timeout`, fires as
+/// `TimeoutExpired`, which tonic reports as `Cancelled` with the error
+/// that carries it as the status's source. It is the attempt's deadline
+/// (what gRPC calls `DEADLINE_EXCEEDED`), not a caller that gave up.
+fn timed_out(status: &Status) -> bool {
+    let mut source = std::error::Error::source(status);
+    while let Some(error) = source {
+        if error.is::<tonic::TimeoutExpired>() {
+            return true;
+        }
+        source = error.source();
+    }
+    false
 }
 
 enum Pushback {
@@ -151,6 +172,43 @@ mod tests {
             Status::resource_exhausted("no trailer").classify(),
             ErrorClass::Throttled { retry_after: None }
         );
+    }
+
+    /// An error that holds another, as a channel's transport error holds
+    /// the timeout that fired.
+    #[derive(Debug)]
+    struct Holding(Box<dyn std::error::Error + Send + Sync>);
+
+    impl std::fmt::Display for Holding {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("transport error")
+        }
+    }
+
+    impl std::error::Error for Holding {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&*self.0)
+        }
+    }
+
+    /// A channel with `Endpoint::timeout` (or a request with a
+    /// `grpc-timeout`) whose timeout fires gets what tonic makes of its
+    /// `TimeoutExpired`: a `Cancelled` status holding it as its source. It
+    /// was read by its code alone, as a cancellation: permanent, and a slow
+    /// server's timeouts were never retried, unlike a `DeadlineExceeded`,
+    /// an attempt timeout or an I/O timeout. A cancellation that is not
+    /// a timeout stays permanent.
+    #[test]
+    fn tonics_own_timeout_is_transient_like_every_timeout() {
+        let timed_out = Status::from_error(Box::new(tonic::TimeoutExpired(())));
+        assert_eq!(timed_out.code(), Code::Cancelled, "tonic's code for its own timeout");
+        assert_eq!(timed_out.classify(), ErrorClass::Transient);
+        let held = Status::from_error(Box::new(Holding(Box::new(tonic::TimeoutExpired(())))));
+        assert_eq!(held.code(), Code::Cancelled);
+        assert_eq!(held.classify(), ErrorClass::Transient, "found down the source chain");
+        assert_eq!(Status::cancelled("Timeout expired").classify(), ErrorClass::Permanent, "no timeout held");
+        let other = Status::from_error(Box::new(Holding("the caller went away".into())));
+        assert_eq!(other.classify(), ErrorClass::Permanent, "{other:?}");
     }
 
     #[test]
