@@ -2,7 +2,7 @@
 //!
 //! | code | class |
 //! |---|---|
-//! | `Unavailable`, `DeadlineExceeded` | transient |
+//! | `Unavailable`, `DeadlineExceeded` | transient; with a `grpc-retry-pushback-ms` trailer, as `ResourceExhausted` with one |
 //! | `Cancelled` made by tonic from its own timeout (`Endpoint::timeout`, `grpc-timeout`: a `TimeoutExpired` in its source chain) | transient, as a deadline |
 //! | `ResourceExhausted` | throttled, `retry_after` from the `grpc-retry-pushback-ms` trailer; a negative, unreadable or repeated pushback means "do not retry": permanent |
 //! | `Aborted` | conflict |
@@ -43,7 +43,14 @@ impl Classify for Status {
             return rejection.classify();
         }
         match self.code() {
-            Code::Unavailable | Code::DeadlineExceeded => ErrorClass::Transient,
+            // The pushback is read on every code retried, as gRFC A6 and
+            // grpc-go read it: a server that says when to come back (or
+            // not to) is obeyed, as a 503's Retry-After is.
+            Code::Unavailable | Code::DeadlineExceeded => match pushback(self) {
+                Pushback::DoNotRetry => ErrorClass::Permanent,
+                Pushback::After(None) => ErrorClass::Transient,
+                Pushback::After(after) => ErrorClass::Throttled { retry_after: after },
+            },
             Code::Cancelled if timed_out(self) => ErrorClass::Transient,
             Code::ResourceExhausted => match pushback(self) {
                 Pushback::DoNotRetry => ErrorClass::Permanent,
@@ -172,6 +179,31 @@ mod tests {
             Status::resource_exhausted("no trailer").classify(),
             ErrorClass::Throttled { retry_after: None }
         );
+    }
+
+    /// gRFC A6 reads the pushback on any status the client would retry, as
+    /// grpc-go and grpc-java do, not only on `ResourceExhausted`: an
+    /// `Unavailable` (a server draining for maintenance, say) or a
+    /// `DeadlineExceeded` that asks not to be retried was retried anyway,
+    /// and one that says when to come back was retried after our own
+    /// backoff, sooner than asked. Without a pushback they stay transient.
+    #[test]
+    fn every_retryable_code_obeys_the_pushback() {
+        for code in [Code::Unavailable, Code::DeadlineExceeded] {
+            let with = |pushback: &str| {
+                let mut status = Status::new(code, "busy");
+                status.metadata_mut().insert(PUSHBACK, pushback.parse().unwrap());
+                status.classify()
+            };
+            assert_eq!(with("-1"), ErrorClass::Permanent, "{code:?}: do not retry");
+            assert_eq!(with("soon"), ErrorClass::Permanent, "{code:?}: unreadable");
+            assert_eq!(
+                with("250"),
+                ErrorClass::Throttled { retry_after: Some(Duration::from_millis(250)) },
+                "{code:?}: retried after that long"
+            );
+            assert_eq!(Status::new(code, "").classify(), ErrorClass::Transient, "{code:?}: no pushback");
+        }
     }
 
     /// An error that holds another, as a channel's transport error holds
