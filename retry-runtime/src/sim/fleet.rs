@@ -140,14 +140,16 @@ type Verdict = (u64, BreakerState, Duration, u32);
 
 impl Store {
     fn flush(&mut self, now: Duration, c: &BreakerConfig, seen: u64, want: u32, delta: [u64; 4]) -> Verdict {
-        let width = (c.window.as_millis() as u64 / 10).max(1);
-        let bucket = now.as_millis() as u64 / width;
+        // In whole milliseconds, at least one, as `fleet/script.rs` gives them.
+        let window = u64::try_from(c.window.as_millis()).unwrap_or(u64::MAX).max(1);
+        let width = (window / 10).max(1);
+        let bucket = u64::try_from(now.as_millis()).unwrap_or(u64::MAX) / width;
         let mut granted = 0;
         match self.open_until {
             None => {
                 let entry = self.buckets.entry((self.epoch, bucket)).or_default();
                 (entry.0, entry.1) = (entry.0 + delta[0], entry.1 + delta[1]);
-                let span = c.window.as_millis().div_ceil(u128::from(width)) as u64;
+                let span = window.div_ceil(width);
                 let (calls, failures) = (bucket.saturating_sub(span - 1)..=bucket)
                     .filter_map(|b| self.buckets.get(&(self.epoch, b)))
                     .fold((0, 0), |(a, b), (c, f)| (a + c, b + f));
@@ -158,7 +160,7 @@ impl Store {
                     None => failures >= u64::from(c.failure_threshold),
                 };
                 if trips {
-                    self.transition(Some(now + c.open_for));
+                    self.transition(Some(now.saturating_add(c.open_for)));
                 }
             }
             Some(until) if now < until => {}
@@ -167,7 +169,7 @@ impl Store {
                     self.ok += delta[2];
                 }
                 if seen == self.epoch && delta[3] > 0 {
-                    self.transition(Some(now + c.open_for));
+                    self.transition(Some(now.saturating_add(c.open_for)));
                 } else if self.ok >= u64::from(c.success_threshold) {
                     self.transition(None);
                 } else if want > 0 {
@@ -291,7 +293,7 @@ fn validate(config: &FleetSimConfig) -> Result<(), ConfigError> {
 
 impl Run<'_> {
     fn call(&mut self, now: Duration, client: u32) {
-        self.queue.push(now + self.config.call_every, Event::Call(client));
+        self.queue.push(now.saturating_add(self.config.call_every), Event::Call(client));
         let index = client / self.config.clients;
         let replica = &mut self.replicas[index as usize];
         let (admission, transition) = replica.core.admit(now);
@@ -312,7 +314,8 @@ impl Run<'_> {
                 self.report.failed_before_stop += 1;
             }
         }
-        self.queue.push(now + self.config.latency, Event::Answer { replica: index, ticket, ok });
+        self.queue
+            .push(now.saturating_add(self.config.latency), Event::Answer { replica: index, ticket, ok });
     }
 
     fn answer(&mut self, now: Duration, index: u32, ticket: Ticket, ok: bool) {
@@ -331,8 +334,8 @@ impl Run<'_> {
 
     /// One flush, as `fleet/task.rs` and `fleet/breaker.rs` make it.
     fn sync(&mut self, now: Duration, index: u32) {
-        self.queue.push(now + self.config.sync_every, Event::Sync(index));
-        let hold = self.config.sync_every * 2;
+        self.queue.push(now.saturating_add(self.config.sync_every), Event::Sync(index));
+        let hold = self.config.sync_every.saturating_mul(2);
         let replica = &mut self.replicas[index as usize];
         let delta: [u64; 4] = std::array::from_fn(|i| replica.totals[i] - replica.flushed[i]);
         replica.flushed = replica.totals;
@@ -350,7 +353,7 @@ impl Run<'_> {
             }
             BreakerState::Open => {
                 (replica.held, replica.probing) = (true, None);
-                replica.core.trip(now, now + remaining + hold, None)
+                replica.core.trip(now, now.saturating_add(remaining).saturating_add(hold), None)
             }
             BreakerState::HalfOpen if granted > 0 => {
                 (replica.held, replica.probing) = (true, Some(epoch));
@@ -358,7 +361,7 @@ impl Run<'_> {
             }
             BreakerState::HalfOpen if replica.probing != Some(epoch) => {
                 replica.held = true;
-                replica.core.trip(now, now + hold, None)
+                replica.core.trip(now, now.saturating_add(hold), None)
             }
             BreakerState::HalfOpen => None,
         };
@@ -410,6 +413,27 @@ mod tests {
         let fleet = simulate_fleet(&config, Guards::Fleet).unwrap();
         assert!(local.failed_before_stop >= 5, "its threshold: {local:?}");
         assert_eq!(fleet.failed_before_stop, local.failed_before_stop, "its own breaker opens first");
+    }
+
+    #[test]
+    fn durations_at_their_extremes_run_without_a_panic() {
+        // Valid settings all: a latency, a period or an open time the
+        // clock cannot add, a window under the store's millisecond.
+        let breaker = |b: BreakerConfig| FleetSimConfig { breaker: b, ..Default::default() };
+        let configs = [
+            FleetSimConfig { latency: Duration::MAX, ..Default::default() },
+            FleetSimConfig { call_every: Duration::MAX, ..Default::default() },
+            FleetSimConfig { sync_every: Duration::MAX / 2 + Duration::from_secs(1), ..Default::default() },
+            breaker(BreakerConfig { open_for: Duration::MAX, ..FleetSimConfig::default().breaker }),
+            breaker(BreakerConfig { window: Duration::from_micros(500), ..Default::default() }),
+            breaker(BreakerConfig { window: Duration::MAX, ..Default::default() }),
+        ];
+        for config in configs {
+            for guards in [Guards::Local, Guards::Fleet] {
+                let run = std::panic::catch_unwind(|| simulate_fleet(&config, guards));
+                assert!(run.is_ok(), "{guards:?} panicked on {config:?}");
+            }
+        }
     }
 
     #[test]
