@@ -97,9 +97,20 @@ impl HerdReport {
             return None;
         }
         let q = if q.is_nan() { 0.0 } else { q.clamp(0.0, 1.0) };
-        // Nearest rank: the smallest value with at least q * n values at or below it.
-        let rank = (q * n as f64).ceil() as usize;
-        self.completions.get(rank.clamp(1, n) - 1).copied()
+        // Nearest rank: the smallest value with at least q * n values at or
+        // below it, that is the smallest `rank` with `rank / n >= q`. The
+        // product `q * n` rounds (0.07 * 100 is 7.000000000000001, whose
+        // ceiling is 8), so the rank it gives is checked against `q` by
+        // division, which is exact where `q` is (7 / 100 is the `f64` 0.07).
+        let share = |rank: usize| rank as f64 / n as f64;
+        let mut rank = ((q * n as f64).ceil() as usize).clamp(1, n);
+        while rank > 1 && share(rank - 1) >= q {
+            rank -= 1;
+        }
+        while rank < n && share(rank) < q {
+            rank += 1;
+        }
+        self.completions.get(rank - 1).copied()
     }
 
     /// The median completion time.
@@ -174,5 +185,30 @@ impl super::engine::Run<'_> {
             retry_peak,
             end: self.end,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::super::{HerdConfig, Strategy, simulate};
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    #[test]
+    fn a_quantile_on_a_whole_rank_is_that_rank_however_its_product_rounds() {
+        let mut r = simulate(&HerdConfig { clients: 1, ..Default::default() }, Strategy::Immediate).unwrap();
+        r.completions = (1..=100).map(ms).collect();
+        // 0.07 * 100 is 7.000000000000001 in floating point: still the 7th of 100.
+        for rank in 1..=100 {
+            let q = rank as f64 / 100.0;
+            assert_eq!(r.percentile(q), Some(ms(rank)), "q = {q}");
+        }
+        r.completions = (1..=7).map(ms).collect();
+        assert_eq!(r.percentile(0.5), Some(ms(4)), "3.5 of 7 values: the 4th");
+        assert_eq!(r.percentile(0.01), Some(ms(1)));
     }
 }
