@@ -5,7 +5,11 @@ pub(crate) fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a s
     candidates
         .into_iter()
         .map(|candidate| (strsim::damerau_levenshtein(word, candidate), candidate))
-        .filter(|(distance, candidate)| *distance <= (word.len().max(candidate.len()) / 3).max(1))
+        // In characters, as the distance counts them: a length in bytes
+        // would let two unrelated non-ASCII names pass for a typo.
+        .filter(|(distance, candidate)| {
+            *distance <= (word.chars().count().max(candidate.chars().count()) / 3).max(1)
+        })
         .min_by_key(|(distance, _)| *distance)
         .map(|(_, candidate)| candidate)
 }
@@ -21,5 +25,13 @@ mod tests {
         assert_eq!(closest("ledgre", names), Some("ledger"));
         assert_eq!(closest("weather", names), None);
         assert_eq!(closest("x", []), None);
+    }
+
+    #[test]
+    fn names_are_measured_in_characters_not_bytes() {
+        // Two characters apart in two: as unrelated as "ab" and "cd".
+        assert_eq!(closest("支付", ["订单"]), None);
+        assert_eq!(closest("zahlungsdienst", ["zählungsdienst"]), Some("zählungsdienst"));
+        assert_eq!(closest("日本語", ["日本人"]), Some("日本人"), "one character of three");
     }
 }
