@@ -109,9 +109,12 @@ impl std::fmt::Debug for Policy {
 }
 
 impl Clone for Policy {
-    /// The same settings; the clone resolves its own guard handles.
+    /// The same settings and promises; the clone resolves its own guard handles.
     fn clone(&self) -> Self {
-        self.to_builder().into_policy()
+        // The builder has no idempotency settings (only the attribute
+        // declares them): a clone must not lose a non-idempotent
+        // operation's promise.
+        Policy { idempotent: self.idempotent, has_key: self.has_key, ..self.to_builder().into_policy() }
     }
 }
 
@@ -434,6 +437,20 @@ mod tests {
             (AttributeConfig { hedge_after_ms: Some(50), ..guarded }, "hedging"),
         ] {
             assert_eq!(shape(config), PlainShape::Never, "{why} makes a policy never plain");
+        }
+    }
+
+    #[test]
+    fn a_clone_keeps_the_attributes_idempotency_promises() {
+        let unkeyed = Policy::from_attribute(AttributeConfig { max_attempts: 1, idempotent: false, ..BARE });
+        let keyed = Policy::from_attribute(AttributeConfig { idempotent: false, has_key: true, ..BARE });
+        for policy in [unkeyed, keyed] {
+            let clone = policy.clone();
+            assert_eq!(
+                (clone.is_idempotent(), clone.has_key()),
+                (policy.is_idempotent(), policy.has_key()),
+                "{policy:?}"
+            );
         }
     }
 }
