@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use common::{Attempts, TestError, ms};
 use retry_runtime::{
-    BreakerConfig, BreakerState, BudgetConfig, BulkheadConfig, Jitter, Policy, RateLimitConfig, Registry,
-    RegistryError, Rejection, ThrottleConfig, TokenBucket,
+    BreakerConfig, BreakerState, BudgetConfig, BulkheadConfig, Jitter, Outcome, Policy, RateLimitConfig,
+    RatioBudget, Registry, RegistryError, Rejection, ThrottleConfig, TokenBucket,
 };
 use tokio::time::{Instant, sleep};
 
@@ -227,6 +227,54 @@ async fn first_attempts_pass_with_an_empty_budget_and_successes_refill_it() {
             assert_eq!(budget.available(), 1, "the success refilled one token");
         })
         .await;
+}
+
+/// A retry's budget token is taken when the retry is decided, before its
+/// wait. A retry that then cannot run gives it back: the budget pays for
+/// retries that really happen, not for ones the bulkhead (full through its
+/// `max_wait`) or the breaker (opened by other calls during the wait) refused.
+#[tokio::test(start_paused = true)]
+async fn a_retry_that_cannot_run_gives_its_budget_token_back() {
+    let forms: [(BudgetConfig, u32); 2] = [
+        (TokenBucket { capacity: 2, ..Default::default() }.into(), 2),
+        (RatioBudget { ratio: 0.0, window: Duration::from_secs(10), min_per_sec: 1 }.into(), 10),
+    ];
+    for (form, full) in forms {
+        for refused_by in ["bulkhead", "breaker"] {
+            let registry = Registry::new();
+            registry.declare_budget("api", form).unwrap();
+            let one_place =
+                BulkheadConfig { max_concurrent: 1, max_wait: Some(ms(10)), ..Default::default() };
+            registry.declare_bulkhead("api", one_place).unwrap();
+            registry.declare_breaker("api", breaker_cfg(2)).unwrap();
+            let policy = Policy::builder().jitter(Jitter::None).base(ms(100)).budget("api");
+            let policy = match refused_by {
+                "bulkhead" => policy.bulkhead("api"),
+                _ => policy.breaker("api"),
+            };
+            let policy = policy.build().unwrap();
+            // During the first attempt's 100 ms backoff, another caller takes
+            // the only place for a second, or fails and opens the breaker.
+            let (bulkhead, breaker) = (registry.bulkhead("api").unwrap(), registry.breaker("api").unwrap());
+            let other = tokio::spawn(async move {
+                sleep(ms(50)).await;
+                let _place = bulkhead.acquire().await.unwrap();
+                breaker.try_acquire().unwrap().record(Outcome::Failure);
+                sleep(Duration::from_secs(1)).await;
+            });
+            let attempts = Attempts::new();
+            let result: Result<(), _> = registry
+                .scope(policy.run(|| {
+                    attempts.mark();
+                    async { Err(TestError::Transient) }
+                }))
+                .await;
+            let why = format!("{form:?}, the retry refused by the {refused_by}");
+            assert_eq!((result, attempts.count()), (Err(TestError::Transient), 1), "{why}");
+            assert_eq!(registry.budget("api").unwrap().available(), full, "{why}: the token is back");
+            other.abort();
+        }
+    }
 }
 
 #[tokio::test(start_paused = true)]

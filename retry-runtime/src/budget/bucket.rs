@@ -113,6 +113,14 @@ impl Bucket {
             .is_ok()
     }
 
+    /// Puts back what one retry took, up to the capacity.
+    pub(super) fn give_back(&self) {
+        let cost = self.retry_cost.load(Ordering::Relaxed);
+        let _ = self
+            .missing
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |missing| Some(missing.saturating_sub(cost)));
+    }
+
     pub(super) fn reconfigure(&self, config: TokenBucket) {
         let old_capacity = self.capacity.load(Ordering::Relaxed);
         // Keep the tokens, as "missing" relative to the new capacity.

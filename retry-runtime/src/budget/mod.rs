@@ -299,6 +299,21 @@ impl RetryBudget {
         taken
     }
 
+    /// Gives back what [`try_withdraw`](Self::try_withdraw) took for a
+    /// retry that did not run after all (the breaker opened, the bulkhead
+    /// stayed full, the deadline passed while it queued, ...): the budget
+    /// pays for retries that really happen. A bucket gets its tokens back
+    /// (up to its capacity), a ratio budget forgets the retry. A leased
+    /// token stays spent, as the fleet counted it; so does the retry in
+    /// [`totals`](Self::totals), which only ever grow.
+    pub(crate) fn give_back_retry(&self) {
+        match &self.form {
+            Form::Ratio { state, .. } => lock(state).window.give_back(),
+            Form::Bucket(bucket) => bucket.give_back(),
+        }
+        crate::observe::budget_level(&self.name, || self.available());
+    }
+
     /// A call's first attempt is about to run: the ratio form counts it
     /// (one plain increment of a per-thread slot); the bucket ignores it.
     #[inline]

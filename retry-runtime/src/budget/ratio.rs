@@ -122,6 +122,13 @@ impl RatioWindow {
         true
     }
 
+    /// Forgets the latest retry taken: one that did not run after all.
+    pub(crate) fn give_back(&mut self) {
+        if let Some(slice) = self.slices.iter_mut().rev().find(|slice| slice.retries > 0) {
+            slice.retries -= 1;
+        }
+    }
+
     /// (retries allowed, retries made) over the window ending at `now`.
     fn account(&mut self, config: &RatioBudget, now: Duration, first_attempts: u64) -> (f64, u64) {
         let window_start = now.saturating_sub(config.window);

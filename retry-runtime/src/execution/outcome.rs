@@ -200,6 +200,14 @@ impl<S, H> Execution<'_, S, H> {
         S: LastError<E>,
     {
         observe::stop(self.policy.operation(), self.attempts, refusal.reason.label());
+        // After an attempt ran, this attempt is a retry, whose budget token
+        // the decision took (see `decision`): it did not run, so it gives
+        // the token back, and the budget pays only for retries that happen.
+        if self.attempts > 0
+            && let Some(budget) = &self.guards().budget
+        {
+            budget.give_back_retry();
+        }
         match self.more.as_mut().and_then(|more| more.last.take()) {
             Some(error) => error,
             None => self.handling.reject(refusal.rejection),
