@@ -147,6 +147,9 @@ impl Registry {
             let compiled = before.get(name).copied().or_else(|| compiled(name).map(Policy::settings));
             let details = match compiled {
                 Some(old) if old == *settings && before.contains_key(name) => continue,
+                // A new override that repeats the compiled settings changes
+                // no key, but it is set (a later reload reports its removal).
+                Some(old) if old == *settings => vec!["override set".to_owned()],
                 Some(old) => settings_diff(&old, settings),
                 None => vec!["override set".to_owned()],
             };
@@ -234,4 +237,45 @@ pub(super) fn read(path: &Path) -> Result<(String, String), ConfigFileError> {
             message: format!("cannot read the file: {error}"),
         }],
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backoff::Jitter;
+    use crate::operations::Operation;
+    use crate::policy::AttributeConfig;
+
+    static SAME: Policy = Policy::from_attribute(AttributeConfig {
+        operation: "file-unit::same",
+        max_attempts: 4,
+        base_ms: 100,
+        cap_ms: 20_000,
+        jitter: Jitter::Full,
+        attempt_timeout_ms: None,
+        deadline_ms: None,
+        hedge_after_ms: None,
+        max_hedges: 1,
+        breaker: None,
+        budget: None,
+        bulkhead: None,
+        throttle: None,
+        rate_limit: None,
+        nested_retry: false,
+        idempotent: true,
+        has_key: false,
+    });
+
+    inventory::submit! { Operation::new(&SAME) }
+
+    #[test]
+    fn an_override_that_repeats_the_compiled_settings_is_reported_set_not_as_an_empty_change() {
+        let registry = Registry::new();
+        let text = "[operations.\"file-unit::same\"]\nmax_attempts = 4\n";
+        let report = registry.reload_toml(text).unwrap();
+        assert_eq!(report.to_string(), "operation `file-unit::same`: override set");
+        assert!(registry.reload_toml(text).unwrap().is_empty(), "the same file again changes nothing");
+        let removed = registry.reload_toml("").unwrap();
+        assert_eq!(removed.to_string(), "operation `file-unit::same`: override removed");
+    }
 }
