@@ -78,6 +78,7 @@ use axum::routing::{get, post};
 use tokio::sync::broadcast;
 use tokio::task::AbortHandle;
 
+use crate::breaker::TransitionHook;
 use crate::registry::Registry;
 
 pub use snapshot::{
@@ -276,6 +277,8 @@ struct Shared {
     history: Mutex<History>,
     /// The sampler task, once started.
     sampler: OnceLock<AbortHandle>,
+    /// Its transition hook in the registry, removed with it.
+    hook: TransitionHook,
 }
 
 impl Drop for Shared {
@@ -283,6 +286,11 @@ impl Drop for Shared {
         if let Some(task) = self.sampler.get() {
             task.abort();
         }
+        // A registry outlives its routers (the global one lives for good):
+        // a service that builds a router per reload or per test would
+        // otherwise leave one dead hook per router, each called on every
+        // transition.
+        self.registry.remove_hook(&self.hook);
     }
 }
 
@@ -290,14 +298,17 @@ impl Shared {
     fn start(admin: Admin) -> Arc<Self> {
         let Admin { registry, token, channel } = admin;
         let history = Mutex::new(History::new(&registry));
-        let shared = Arc::new(Shared { registry, token, channel, history, sampler: OnceLock::new() });
-        // The hook outlives the router (a registry keeps its hooks), so it
-        // holds the router weakly: once the router is gone it does nothing.
-        let weak = Arc::downgrade(&shared);
-        shared.registry.on_transition(move |t| {
-            if let Some(shared) = weak.upgrade() {
-                shared.on_transition(t);
-            }
+        let shared = Arc::new_cyclic(|weak: &WeakShared| {
+            // The hook holds the router weakly, so that the router's drop
+            // (which removes the hook) is not held up by it.
+            let weak = weak.clone();
+            let hook: TransitionHook = Arc::new(move |t| {
+                if let Some(shared) = weak.upgrade() {
+                    shared.on_transition(t);
+                }
+            });
+            registry.add_hook(hook.clone());
+            Shared { registry, token, channel, history, sampler: OnceLock::new(), hook }
         });
         shared.ensure_sampler();
         shared

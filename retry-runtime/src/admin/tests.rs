@@ -87,9 +87,28 @@ async fn dropping_the_router_ends_its_sampler_and_silences_its_hook() {
     assert!(weak.upgrade().is_none(), "nothing but the router held it: not the sampler, not the hook");
     settle().await;
     assert!(sampler.is_finished(), "the sampler ended with the router, without waiting for its next tick");
-    // The registry keeps the hook, which now does nothing.
+    // Its hook is gone from the registry, which outlives it.
+    assert_eq!(registry.hook_count(), 0, "the router's hook is left in the registry");
     calls(&registry, "db", 0, 3);
     registry.breaker("db").unwrap().reset();
+}
+
+#[tokio::test(start_paused = true)]
+async fn routers_built_and_dropped_one_after_another_leave_no_hooks_behind() {
+    let registry = registry_with("db");
+    registry.on_transition(|_| {});
+    for _ in 0..3 {
+        let router = router(&registry).into_router();
+        assert_eq!(registry.hook_count(), 2, "the user's hook and this router's");
+        drop(router);
+        settle().await;
+    }
+    assert_eq!(registry.hook_count(), 1, "only the user's hook is left");
+    let kept = router(&registry).into_router();
+    let shared = Shared::start(router(&registry));
+    drop(shared);
+    assert_eq!(registry.hook_count(), 2, "dropping one router takes out its own hook, not another's");
+    drop(kept);
 }
 
 #[test]

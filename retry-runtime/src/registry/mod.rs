@@ -13,7 +13,7 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use crate::breaker::{BreakerTransition, CircuitBreaker, Hooks, TransitionHook};
+use crate::breaker::{CircuitBreaker, Hooks};
 use crate::budget::RetryBudget;
 use crate::bulkhead::Bulkhead;
 use crate::config::ConfigError;
@@ -21,6 +21,7 @@ use crate::rate_limit::RateLimit;
 use crate::settings::Settings;
 use crate::throttle::Throttle;
 
+mod hooks;
 mod named;
 mod overrides;
 mod table;
@@ -212,41 +213,6 @@ impl Registry {
                 joined_fleet: std::sync::Mutex::new(None),
             }),
         }
-    }
-
-    /// Calls `hook` on every transition of every breaker of this registry,
-    /// outside the breaker's lock (a hook may read the breaker).
-    ///
-    /// A breaker's transitions reach the hooks one at a time and in the
-    /// order they were made, so a hook that sets a gauge or appends to a
-    /// log ends on the breaker's state. A transition made on one thread
-    /// while another is announcing an earlier one is announced by that
-    /// other thread, right after: the call that made it may return first.
-    ///
-    /// A hook that panics is logged at ERROR (target `retry_runtime`, with
-    /// the breaker, the transition and the panic's message); the other hooks
-    /// still hear the transition, and the call announcing it, which may be
-    /// another thread's, carries on. Its panic never reaches a caller. (This
-    /// needs unwinding: under `panic = "abort"` a hook's panic ends the
-    /// process, as any panic does.)
-    ///
-    /// A hook may add hooks (and read or force breakers): one added while a
-    /// transition is announced hears the transitions after it.
-    ///
-    /// ```
-    /// # use retry_runtime as resilient;
-    /// use std::sync::{Arc, Mutex};
-    /// use resilient::{BreakerConfig, Registry};
-    /// let registry = Registry::new();
-    /// let seen = Arc::new(Mutex::new(Vec::new()));
-    /// let log = seen.clone();
-    /// registry.on_transition(move |t| log.lock().unwrap().push((t.breaker.to_owned(), t.from, t.to)));
-    /// # registry.declare_breaker("b", BreakerConfig::default()).unwrap();
-    /// ```
-    pub fn on_transition(&self, hook: impl Fn(&BreakerTransition<'_>) + Send + Sync + 'static) {
-        let hook: TransitionHook = Arc::new(hook);
-        let mut hooks = self.inner.hooks.write().unwrap_or_else(|e| e.into_inner());
-        *hooks = hooks.iter().cloned().chain([hook]).collect();
     }
 
     /// Runs `fut` with every resilient call inside it (on this task) using
