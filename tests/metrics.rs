@@ -149,6 +149,19 @@ fn breaker_transitions_are_counted_and_its_state_is_a_gauge() {
 }
 
 #[test]
+fn a_breaker_that_never_moved_reads_closed() {
+    let metrics = recorded(async || {
+        let registry = Registry::new();
+        registry.declare_breaker("declared", BreakerConfig::default()).unwrap();
+        let policy = Policy::builder().max_attempts(1).breaker("made-on-first-use").build().unwrap();
+        registry.scope(policy.run(|| async { Ok::<_, Fault>(()) })).await.unwrap();
+    });
+    for breaker in ["declared", "made-on-first-use"] {
+        assert_eq!(gauge(&metrics, "resilient_breaker_state", &[("breaker", breaker)]), 0.0, "{breaker}");
+    }
+}
+
+#[test]
 fn the_budget_gauge_follows_withdrawals_and_deposits() {
     let metrics = recorded(async || {
         let registry = Registry::new();

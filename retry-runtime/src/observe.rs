@@ -80,17 +80,26 @@ pub(crate) fn breaker_transition(name: &str, from: &'static str, to: &'static st
         tracing::info!(breaker = name, from, to, "circuit breaker transition");
     }
     #[cfg(feature = "metrics")]
+    metrics::counter!("resilient_breaker_transitions_total", "breaker" => name.to_owned(), "from" => from, "to" => to)
+        .increment(1);
+    breaker_state(name, to);
+}
+
+/// A breaker's state gauge: set when it is made (closed), so that a
+/// dashboard reads a breaker that never moved as closed rather than as
+/// missing, and at every transition.
+pub(crate) fn breaker_state(name: &str, state: &'static str) {
+    #[cfg(feature = "metrics")]
     {
-        let name = name.to_owned();
-        metrics::counter!("resilient_breaker_transitions_total", "breaker" => name.clone(), "from" => from, "to" => to)
-            .increment(1);
-        let level = match to {
+        let level = match state {
             "closed" => 0.0,
             "open" => 1.0,
             _ => 2.0,
         };
-        metrics::gauge!("resilient_breaker_state", "breaker" => name).set(level);
+        metrics::gauge!("resilient_breaker_state", "breaker" => name.to_owned()).set(level);
     }
+    #[cfg(not(feature = "metrics"))]
+    let _ = (name, state);
 }
 
 /// Logs a transition hook's panic, with its message when it has one

@@ -148,6 +148,7 @@ impl CircuitBreaker {
             counts: Counts::default(),
         };
         breaker.publish(&breaker.lock());
+        crate::observe::breaker_state(&breaker.name, "closed");
         Ok(breaker)
     }
 
