@@ -49,6 +49,8 @@ impl Registry {
     /// Takes out a hook added with [`add_hook`](Self::add_hook) (the same
     /// `Arc`): a transition announced after this no longer reaches it. One
     /// being announced now, with the list taken before, may still.
+    // Only the admin router (feature `axum`) takes its hook out.
+    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
     pub(crate) fn remove_hook(&self, hook: &TransitionHook) {
         let mut hooks = self.inner.hooks.write().unwrap_or_else(|e| e.into_inner());
         if hooks.iter().any(|kept| Arc::ptr_eq(kept, hook)) {
