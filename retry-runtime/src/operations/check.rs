@@ -26,7 +26,7 @@ pub struct CheckReport {
 /// A guard name used but never declared.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Undeclared {
-    /// `breaker`, `budget` or `bulkhead`.
+    /// `breaker`, `budget`, `bulkhead`, `throttle` or `rate_limit` (as [`GuardKind::label`]).
     pub kind: &'static str,
     /// The name as the function wrote it.
     pub name: String,
@@ -39,7 +39,7 @@ pub struct Undeclared {
 /// A declared guard that nothing uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unused {
-    /// `breaker`, `budget` or `bulkhead`.
+    /// `breaker`, `budget`, `bulkhead`, `throttle` or `rate_limit` (as [`GuardKind::label`]).
     pub kind: &'static str,
     /// Its name.
     pub name: String,
