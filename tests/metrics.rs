@@ -3,12 +3,13 @@
 //! names, labels and values, after calls whose effect is known exactly.
 //! Also the attribute's `name = "..."`: it is the `operation` label.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use resilient::{
-    BreakerConfig, BulkheadConfig, Classify, ErrorClass, Policy, Registry, Rejection, ThrottleConfig,
-    TokenBucket, resilient,
+    AdaptiveLimit, BreakerConfig, BulkheadConfig, Classify, ErrorClass, Policy, RateLimitConfig, Registry,
+    Rejection, ThrottleConfig, TokenBucket, resilient,
 };
 
 #[derive(Debug, Clone, PartialEq)]
@@ -230,6 +231,70 @@ fn the_bulkhead_gauge_counts_permits_in_use() {
         std::mem::forget(second);
     });
     assert_eq!(gauge(&metrics, "resilient_bulkhead_in_use", &[("bulkhead", "pool")]), 1.0);
+}
+
+/// Answers after 400 ms the first time, 30 ms after that: a hedge at
+/// 100 ms answers first.
+#[resilient(max_attempts = 1, hedge_after_ms = 100, max_hedges = 2)]
+async fn slow_first(calls: &AtomicU32) -> Result<(), Fault> {
+    let n = calls.fetch_add(1, Ordering::Relaxed);
+    tokio::time::sleep(Duration::from_millis(if n == 0 { 400 } else { 30 })).await;
+    Ok(())
+}
+
+async fn from_cache(_: Fault) -> Result<(), Fault> {
+    Ok(())
+}
+
+#[resilient(max_attempts = 1, fallback = from_cache)]
+async fn falls_back() -> Result<(), Fault> {
+    Err(Fault::Down)
+}
+
+#[resilient(max_attempts = 1, rate_limit = "metered")]
+async fn metered() -> Result<(), Fault> {
+    Ok(())
+}
+
+#[resilient(max_attempts = 1, bulkhead = "adaptive-pool")]
+async fn overloaded() -> Result<(), Fault> {
+    Err(Fault::Down)
+}
+
+#[test]
+fn hedges_fallbacks_refusals_over_the_rate_and_an_adaptive_limit_are_measured() {
+    let mut limit = 0;
+    let metrics = recorded(async || {
+        let registry = Registry::new();
+        let calls = AtomicU32::new(0);
+        registry.scope(slow_first(&calls)).await.unwrap();
+        assert_eq!(calls.load(Ordering::Relaxed), 2, "the attempt and one hedge");
+        registry.scope(falls_back()).await.unwrap();
+        registry.scope(falls_back()).await.unwrap();
+        let quota = RateLimitConfig { per_second: 5, burst: 2, max_wait: None };
+        registry.declare_rate_limit("metered", quota).unwrap();
+        let results = [
+            registry.scope(metered()).await,
+            registry.scope(metered()).await,
+            registry.scope(metered()).await,
+        ];
+        assert!(results[2].is_err(), "the third call at once is over a burst of 2: {results:?}");
+        let pool = BulkheadConfig {
+            max_concurrent: 8,
+            adaptive: Some(AdaptiveLimit::aimd(2)),
+            ..Default::default()
+        };
+        registry.declare_bulkhead("adaptive-pool", pool).unwrap();
+        let _ = registry.scope(overloaded()).await;
+        limit = registry.bulkhead("adaptive-pool").unwrap().limit();
+    });
+    let operation = |name| [("operation", name)];
+    assert_eq!(counter(&metrics, "resilient_hedges_total", &operation("metrics::slow_first")), 1);
+    assert_eq!(counter(&metrics, "resilient_fallbacks_total", &operation("metrics::falls_back")), 2);
+    assert_eq!(counter(&metrics, "resilient_rate_limited_total", &[("limiter", "metered")]), 1);
+    assert!(limit < 8, "an overload error shrinks an AIMD limit: {limit}");
+    let gauge_limit = gauge(&metrics, "resilient_bulkhead_limit", &[("bulkhead", "adaptive-pool")]);
+    assert_eq!(gauge_limit, f64::from(limit), "the gauge is where the limit went");
 }
 
 struct Inventory;
