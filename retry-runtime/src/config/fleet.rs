@@ -39,9 +39,10 @@ pub struct FleetConfig {
     /// Default 20.
     pub lease_size: u32,
     /// The breakers shared by the fleet: declared in the registry, with
-    /// `success_threshold <= half_open_max_calls`. Default none.
+    /// `success_threshold <= half_open_max_calls`, each named once. Default none.
     pub breakers: Vec<String>,
-    /// The budgets shared by the fleet: declared ratio budgets. Default none.
+    /// The budgets shared by the fleet: declared ratio budgets, each named
+    /// once. Default none.
     pub budgets: Vec<String>,
 }
 
@@ -94,6 +95,16 @@ impl FleetConfig {
         }
         if let Err(e) = redis::Client::open(self.url.as_str()) {
             problems.push(ConfigError::new("url", format!("is not a Redis URL ({e})")));
+        }
+        // Synced twice per flush under one record of the replica's, a
+        // guard would count once but lease twice (the second request reads
+        // as a repeat of the first) or lose the probe slots it was granted.
+        for (field, names) in [("breakers", &self.breakers), ("budgets", &self.budgets)] {
+            if let Some(name) =
+                names.iter().enumerate().find_map(|(i, n)| names[..i].contains(n).then_some(n))
+            {
+                problems.push(ConfigError::new(field, format!("names `{name}` twice: list each guard once")));
+            }
         }
         problems
     }
@@ -176,5 +187,26 @@ mod tests {
         ] {
             assert_eq!(config.validate().unwrap_err().field, field);
         }
+    }
+
+    /// A guard listed twice would be synced twice per flush under one
+    /// record of the replica's: the second lease request of a budget reads
+    /// as a repeat of the first and is answered the same tokens again (the
+    /// replica holds twice what the fleet counts), and the second verdict
+    /// of a breaker takes back the probe slots the first granted.
+    #[test]
+    fn a_guard_listed_twice_is_an_error_naming_the_list() {
+        let twice = || vec!["dep".to_owned(), "other".to_owned(), "dep".to_owned()];
+        for (config, field) in [
+            (FleetConfig { breakers: twice(), ..Default::default() }, "breakers"),
+            (FleetConfig { budgets: twice(), ..Default::default() }, "budgets"),
+        ] {
+            let error = config.validate().unwrap_err();
+            assert_eq!(error.field, field);
+            assert!(error.problem.contains("`dep` twice"), "{error}");
+        }
+        let both =
+            FleetConfig { breakers: vec!["dep".into()], budgets: vec!["dep".into()], ..Default::default() };
+        assert!(both.validate().is_ok(), "a breaker and a budget may share a name");
     }
 }
