@@ -213,6 +213,7 @@ impl Registry {
             prefix: config.prefix,
             replica,
             sync_every: config.sync_every,
+            store_timeout: config.store_timeout,
             store,
             breakers,
             budgets,

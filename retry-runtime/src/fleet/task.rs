@@ -43,6 +43,7 @@ pub(super) struct Task {
     pub(super) prefix: String,
     pub(super) replica: u64,
     pub(super) sync_every: std::time::Duration,
+    pub(super) store_timeout: std::time::Duration,
     pub(super) store: Store,
     pub(super) breakers: Vec<BreakerSync>,
     pub(super) budgets: Vec<BudgetSync>,
@@ -112,11 +113,16 @@ impl Task {
                 self.shared.flushes.fetch_add(1, Ordering::Relaxed);
                 self.clock = Some((answer.now, sent));
                 // Past the fleet's open-until instant a replica stays open
-                // until a flush has asked for probe slots: two periods leave
-                // room for one late tick. At most tokio's horizon: the
-                // replica adds it to the time now (a sync period is only
-                // bounded below).
-                let hold = self.sync_every.saturating_mul(2).min(HORIZON);
+                // until a flush has asked for probe slots: the flush in
+                // progress then (at most store_timeout), the next tick (at
+                // most a period after it) and that flush's answer (at most
+                // store_timeout again). Two periods when the store answers
+                // within one, which leaves room for one late tick; a hold
+                // shorter than a slow store's answer let the replica probe
+                // on its own rules while linked, beside the slots it was
+                // then granted. At most tokio's horizon: the replica adds it
+                // to the time now (a sync period is only bounded below).
+                let hold = self.sync_every.max(self.store_timeout).saturating_mul(2).min(HORIZON);
                 for (sync, verdict) in self.breakers.iter_mut().zip(answer.breakers) {
                     sync.apply(verdict, hold);
                 }

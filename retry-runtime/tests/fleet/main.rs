@@ -13,6 +13,7 @@ mod processes;
 mod replica;
 mod script;
 mod server;
+mod slow;
 
 use std::sync::Mutex;
 
