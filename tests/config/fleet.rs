@@ -159,7 +159,7 @@ async fn a_fleet_started_from_the_file_shares_its_breaker_and_a_reload_cannot_ch
     assert_eq!(
         err,
         format!(
-            "{}:4:17: `sync_every_ms` is 500, but the fleet was joined with 50: a reload cannot change the fleet a registry joined (drop its `Fleet` and join again, or restart)",
+            "{}:4:17: `sync_every_ms` is 500, but the fleet was joined with 50: a reload cannot change the fleet a registry joined (leave with `Fleet::leave().await` and join again, or restart)",
             path.display()
         )
     );

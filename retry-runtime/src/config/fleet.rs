@@ -132,7 +132,8 @@ pub enum FleetError {
         /// Why, and what to change.
         why: String,
     },
-    /// The registry already belongs to a fleet (one background task per registry).
+    /// The registry already belongs to a fleet (one background task per
+    /// registry), or its `Fleet` was dropped and its task has not ended yet.
     AlreadyJoined,
     /// Not called inside a tokio runtime, which the background task needs.
     NoRuntime,
@@ -155,7 +156,9 @@ impl std::fmt::Display for FleetError {
             ),
             FleetError::Unsupported { kind, name, why } => write!(f, "cannot share {kind} `{name}`: {why}"),
             FleetError::AlreadyJoined => {
-                f.write_str("this registry already belongs to a fleet: leave it first (drop its `Fleet`)")
+                f.write_str(
+                "this registry already belongs to a fleet: leave it first with `Fleet::leave().await` (a dropped `Fleet` leaves in the background, after its last flush)",
+            )
             }
             FleetError::NoRuntime => {
                 f.write_str("joining a fleet starts a background task: call it inside a tokio runtime")

@@ -236,8 +236,7 @@ mod with_redis {
     }
 
     const NOT_JOINED: &str = "this registry is in no fleet, and a reload cannot join one (join with `FleetConfig::from_file` and `Registry::join_fleet`)";
-    const REJOIN: &str =
-        "a reload cannot change the fleet a registry joined (drop its `Fleet` and join again, or restart)";
+    const REJOIN: &str = "a reload cannot change the fleet a registry joined (leave with `Fleet::leave().await` and join again, or restart)";
 
     /// A reload's problems with the fleet: the file must say what the
     /// registry joined with (`joined`), for every guard it gives and for

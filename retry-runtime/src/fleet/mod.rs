@@ -88,7 +88,9 @@ use task::{Shared, Task};
 
 /// A registry's membership of a fleet: the background task runs while it
 /// lives. Dropping it (or [`leave`](Self::leave)) stops the task and makes
-/// the guards local again.
+/// the guards local again; dropped, it does so in the background, after a
+/// last flush, and the registry can join again only once the task has
+/// ended: to join again at once, `leave().await` instead.
 #[must_use = "the fleet is left when this handle is dropped"]
 #[derive(Debug)]
 pub struct Fleet {
@@ -375,6 +377,31 @@ mod tests {
         let errors = errors.0.lock().unwrap();
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert!(errors[0].contains("background task panicked") && errors[0].contains("shop"), "{errors:?}");
+    }
+
+    /// A dropped `Fleet` ends its task in the background, after a last
+    /// flush (up to three tries of store_timeout each): until then the
+    /// registry is still in the fleet, so joining again at once is
+    /// refused, and the error says what does leave at once.
+    #[test]
+    fn joining_right_after_a_drop_is_refused_with_an_error_that_says_to_await_leave() {
+        let registry = registry();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            drop(registry.join_fleet(config()).expect("joins"));
+            let error = registry.join_fleet(config()).unwrap_err();
+            assert_eq!(error, FleetError::AlreadyJoined);
+            assert!(error.to_string().contains("`Fleet::leave().await`"), "{error}");
+            let fleet = loop {
+                match registry.join_fleet(config()) {
+                    Ok(fleet) => break fleet,
+                    Err(FleetError::AlreadyJoined) => tokio::task::yield_now().await,
+                    Err(other) => panic!("{other}"),
+                }
+            };
+            assert!(!fleet.leave().await, "never linked: no last flush");
+            registry.join_fleet(config()).expect("left: joins again at once").leave().await;
+        });
     }
 
     /// The task ends with its runtime too: a runtime shut down before its
