@@ -117,12 +117,14 @@ impl Task {
                 // progress then (at most store_timeout), the next tick (at
                 // most a period after it) and that flush's answer (at most
                 // store_timeout again). Two periods when the store answers
-                // within one, which leaves room for one late tick; a hold
-                // shorter than a slow store's answer let the replica probe
-                // on its own rules while linked, beside the slots it was
-                // then granted. At most tokio's horizon: the replica adds it
-                // to the time now (a sync period is only bounded below).
-                let hold = self.sync_every.max(self.store_timeout).saturating_mul(2).min(HORIZON);
+                // within half of one (the defaults), which leaves room for
+                // one late tick; a hold shorter than a slow store's answer
+                // let the replica probe on its own rules while linked,
+                // beside the slots it was then granted. At most tokio's
+                // horizon: the replica adds it to the time now (a sync
+                // period is only bounded below).
+                let slow_store = self.sync_every.saturating_add(self.store_timeout.saturating_mul(2));
+                let hold = self.sync_every.saturating_mul(2).max(slow_store).min(HORIZON);
                 for (sync, verdict) in self.breakers.iter_mut().zip(answer.breakers) {
                     sync.apply(verdict, hold);
                 }
