@@ -587,6 +587,28 @@ async fn the_returned_future_can_be_spawned() {
     assert_eq!(storm.attempts(), 3);
 }
 
+/// `Send` but not `Sync`, as a `Cell` or a `Box<dyn Fn() + Send>` is: a
+/// future that holds one is `Send`, one that holds a borrow of it is not.
+struct Unshared {
+    count: std::cell::Cell<u32>,
+}
+
+impl Unshared {
+    #[resilient(max_attempts = 1)]
+    async fn bump(self, by: std::cell::Cell<u32>) -> Result<u32, Flaky> {
+        self.count.set(self.count.get() + by.get());
+        tokio::task::yield_now().await;
+        Ok(self.count.get())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_single_attempt_of_send_but_not_sync_arguments_can_be_spawned() {
+    let tally = Unshared { count: std::cell::Cell::new(1) };
+    let task = tokio::spawn(tally.bump(std::cell::Cell::new(2)));
+    assert_eq!(task.await.expect("the task ran"), Ok(3));
+}
+
 // ---------------------------------------------------------------------------
 // Timeouts
 

@@ -166,7 +166,10 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         retry_loop(quote!(#call.await), &[])
     } else if plan.max_attempts == 1 {
         // One attempt: no loop, so the body may move its parameters and nothing is cloned.
-        let attempt_once = attempt(attempt_block(&item.sig, TokenStream::new(), &[], &item.block));
+        // The attempt owns them (`async move`), as the function's own future would: one
+        // that borrowed them would not be `Send` for a parameter or receiver that is
+        // `Send` but not `Sync` (a `Cell`, a `Box<dyn Fn() + Send>`).
+        let attempt_once = attempt(attempt_block(&item.sig, quote!(move), &[], &item.block));
         quote! {
             match #attempt_once {
                 #rt::Step::Done(#result) => #result,
