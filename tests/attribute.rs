@@ -192,6 +192,33 @@ async fn the_idempotency_key_is_the_same_on_every_attempt() {
     assert!(seen.iter().all(|key| key.as_deref() == Some("17")), "{seen:?}");
 }
 
+/// An order as the caller passes it, destructured in the signature.
+#[derive(Clone)]
+struct Order {
+    id: String,
+    cents: u64,
+}
+
+#[resilient(idempotent = false, key = id, jitter = "none", base_ms = 10)]
+async fn charge_order(
+    Order { id, mut cents }: Order,
+    seen: &Mutex<Vec<Option<Arc<str>>>>,
+) -> Result<u64, Flaky> {
+    cents += id.len() as u64;
+    let mut seen = seen.lock().unwrap();
+    seen.push(resilient::idempotency_key());
+    if seen.len() < 2 { Err(Flaky::Down) } else { Ok(cents) }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_key_may_be_a_binding_of_a_destructured_parameter() {
+    let seen = Mutex::new(Vec::new());
+    assert_eq!(charge_order(Order { id: "A-1".to_owned(), cents: 250 }, &seen).await, Ok(253));
+    let seen = seen.into_inner().unwrap();
+    assert_eq!(seen.len(), 2);
+    assert!(seen.iter().all(|key| key.as_deref() == Some("A-1")), "{seen:?}");
+}
+
 #[resilient(max_attempts = 2)]
 async fn without_key() -> Result<Option<Arc<str>>, Flaky> {
     Ok(resilient::idempotency_key())

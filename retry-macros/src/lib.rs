@@ -51,7 +51,7 @@ use parse::{Args, Errors};
 /// | `budget` | string | none | named retry budget |
 /// | `bulkhead` | string | none | named concurrency limit |
 /// | `idempotent` | bool | true | `false` declares a non-idempotent operation |
-/// | `key` | a parameter's name | none | the idempotency key; required when `idempotent = false` and `max_attempts > 1` |
+/// | `key` | a parameter's name (or a binding of a destructured one) | none | the idempotency key; required when `idempotent = false` and `max_attempts > 1` |
 /// | `nested` | `"once"`, `"retry"` | `"once"` | inside another annotated call's attempt, `"once"` makes a single attempt, without hedges |
 /// | `classify` | path to a `fn(&E) -> ErrorClass` | `Classify` | classifies this function's errors instead of the trait |
 /// | `name` | string | `module_path::fn` | the operation's name in traces and metrics (two methods of the same name in one module need it) |

@@ -284,19 +284,40 @@ fn backoff_range(args: &Args, base_ms: Option<u64>, cap_ms: Option<u64>) -> syn:
     }
 }
 
-/// The names of the parameters bound by a plain identifier pattern.
+/// The names the parameters bind: a plain `order_id: u64`, and each
+/// binding of a destructured one, `Order { id, .. }: Order`. Any of them
+/// can be the key: it is read before the first attempt, where each is in
+/// scope as the signature binds it.
 fn parameter_names(item: &ItemFn) -> Vec<Ident> {
-    item.sig
-        .inputs
-        .iter()
-        .filter_map(|arg| match arg {
-            FnArg::Typed(typed) => match &*typed.pat {
-                Pat::Ident(pat) => Some(pat.ident.clone()),
-                _ => None,
-            },
-            FnArg::Receiver(_) => None,
-        })
-        .collect()
+    let mut names = Vec::new();
+    for arg in &item.sig.inputs {
+        if let FnArg::Typed(typed) = arg {
+            bindings(&typed.pat, &mut names);
+        }
+    }
+    names
+}
+
+/// The names `pat` binds, in order.
+fn bindings(pat: &Pat, names: &mut Vec<Ident>) {
+    match pat {
+        Pat::Ident(pat) => {
+            names.push(pat.ident.clone());
+            if let Some((_, sub)) = &pat.subpat {
+                bindings(sub, names);
+            }
+        }
+        // Every alternative binds the same names.
+        Pat::Or(or) => or.cases.iter().take(1).for_each(|case| bindings(case, names)),
+        Pat::Paren(pat) => bindings(&pat.pat, names),
+        Pat::Reference(pat) => bindings(&pat.pat, names),
+        Pat::Type(pat) => bindings(&pat.pat, names),
+        Pat::Slice(pat) => pat.elems.iter().for_each(|pat| bindings(pat, names)),
+        Pat::Tuple(pat) => pat.elems.iter().for_each(|pat| bindings(pat, names)),
+        Pat::TupleStruct(pat) => pat.elems.iter().for_each(|pat| bindings(pat, names)),
+        Pat::Struct(pat) => pat.fields.iter().for_each(|field| bindings(&field.pat, names)),
+        _ => {}
+    }
 }
 
 fn key_parameter(key: &Ident, item: &ItemFn) -> syn::Result<()> {
