@@ -842,3 +842,65 @@ async fn a_hedged_method_on_an_arc_receiver_gives_every_attempt_its_own_clone() 
     assert_eq!(mirror.calls.load(Ordering::SeqCst), 2);
     assert_eq!(Arc::strong_count(&mirror), 1, "the slow attempt and every clone were dropped");
 }
+
+// ---------------------------------------------------------------------------
+// `tracing` fields named after `self`
+
+/// The fields of every event and span recorded, as `name=value`.
+#[derive(Clone, Default)]
+struct Fields(Arc<Mutex<Vec<String>>>);
+
+impl tracing::field::Visit for Fields {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.lock().unwrap().push(format!("{}={value:?}", field.name()));
+    }
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Fields {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        if event.metadata().target() == module_path!() {
+            event.record(&mut self.clone());
+        }
+    }
+
+    fn on_new_span(
+        &self,
+        span: &tracing::span::Attributes<'_>,
+        _: &tracing::span::Id,
+        _: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        if span.metadata().target() == module_path!() {
+            span.record(&mut self.clone());
+        }
+    }
+}
+
+struct Traced {
+    calls: u32,
+}
+
+impl Traced {
+    #[resilient(jitter = "none", base_ms = 1, max_attempts = 2)]
+    async fn traced(&mut self) -> Result<u32, Flaky> {
+        self.calls += 1;
+        tracing::info!(self.calls, ?self.calls, "attempt {}", self.calls);
+        tracing::info!(self.calls = 0, doubled = self.calls * 2);
+        let _span = tracing::info_span!("call", %self.calls);
+        if self.calls < 2 { Err(Flaky::Down) } else { Ok(self.calls) }
+    }
+}
+
+/// `tracing` names a field written as a path after the path: the body's
+/// `self`, renamed for each attempt's reborrow, still gives it its name.
+#[tokio::test(start_paused = true)]
+async fn a_tracing_field_written_as_a_self_path_keeps_its_name() {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    let fields = Fields::default();
+    let _default = tracing::subscriber::set_default(tracing_subscriber::registry().with(fields.clone()));
+    assert_eq!(Traced { calls: 1 }.traced().await, Ok(2));
+    let seen = fields.0.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        ["message=attempt 2", "self.calls=2", "self.calls=2", "self.calls=0", "doubled=4", "self.calls=2"]
+    );
+}

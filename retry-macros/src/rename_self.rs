@@ -18,9 +18,36 @@ pub(crate) fn rename_self(block: &mut Block, receiver: Span) -> Ident {
 /// Renames the receiver `self` to a hygienic `__self` in a body.
 struct RenameSelf;
 
-/// Whether a macro of this name takes a format string and its arguments
-/// (std's, `log`'s and `tracing`'s, `anyhow`'s): only there is `"{self}"`
-/// a capture, and only there can a named argument be added.
+/// What a macro's arguments are, as far as `self` is concerned.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Arguments {
+    /// Tokens of unknown meaning: each `self` is renamed.
+    Other,
+    /// A format string and its arguments (std's, `log`'s, `anyhow`'s): only
+    /// there is `"{self}"` a capture, and only there can a named argument be added.
+    Format,
+    /// A `tracing` event's: fields, then a format string and its arguments.
+    Event,
+    /// A `tracing` span's: a name, then fields.
+    Span,
+}
+
+/// What the arguments of a macro of this name are.
+fn arguments(name: &Ident) -> Arguments {
+    const EVENTS: &[&str] = &["trace", "debug", "info", "warn", "error", "event"];
+    const SPANS: &[&str] = &["span", "trace_span", "debug_span", "info_span", "warn_span", "error_span"];
+    if EVENTS.iter().any(|event| name == event) {
+        Arguments::Event
+    } else if SPANS.iter().any(|span| name == span) {
+        Arguments::Span
+    } else if formats(name) {
+        Arguments::Format
+    } else {
+        Arguments::Other
+    }
+}
+
+/// Whether a macro of this name takes a format string and its arguments.
 fn formats(name: &Ident) -> bool {
     const FORMATTING: &[&str] = &[
         "format",
@@ -41,12 +68,6 @@ fn formats(name: &Ident) -> bool {
         "unreachable",
         "todo",
         "unimplemented",
-        "trace",
-        "debug",
-        "info",
-        "warn",
-        "error",
-        "event",
         "anyhow",
         "bail",
         "ensure",
@@ -63,21 +84,28 @@ impl RenameSelf {
         Ident::new("__self", Span::mixed_site().located_at(at))
     }
 
-    /// `self` renamed in a macro's tokens; `arguments` says they are a
-    /// formatting macro's arguments (its own, or those of one invoked in
-    /// them), where a format string may capture `self`.
-    fn rename(token_stream: TokenStream, arguments: bool) -> TokenStream {
+    /// `self` renamed in a macro's tokens, which are `kind` of arguments
+    /// (its own, or those of one invoked in them): a format string may
+    /// capture `self`, and a `tracing` field may be named after it.
+    fn rename(token_stream: TokenStream, kind: Arguments) -> TokenStream {
+        if matches!(kind, Arguments::Event | Arguments::Span) {
+            return Self::rename_fields(token_stream, kind);
+        }
         let mut tokens: Vec<TokenTree> = token_stream.into_iter().collect();
         let mut captured = None;
         for i in 0..tokens.len() {
             let path_follows = matches!(tokens.get(i + 1), Some(TokenTree::Punct(p)) if p.as_char() == ':');
-            // `name!(..)`: a formatting macro invoked in these tokens.
-            let invoked = i >= 2
-                && matches!(&tokens[i - 1], TokenTree::Punct(p) if p.as_char() == '!')
-                && matches!(&tokens[i - 2], TokenTree::Ident(name) if formats(name));
+            // `name!(..)`: a macro invoked in these tokens.
+            let invoked =
+                match (i.checked_sub(2).map(|at| &tokens[at]), i.checked_sub(1).map(|at| &tokens[at])) {
+                    (Some(TokenTree::Ident(name)), Some(TokenTree::Punct(p))) if p.as_char() == '!' => {
+                        arguments(name)
+                    }
+                    _ => Arguments::Other,
+                };
             // A format string comes first, or after a `,` (`write!(f, "..")`).
-            let format_position =
-                arguments && (i == 0 || matches!(&tokens[i - 1], TokenTree::Punct(p) if p.as_char() == ','));
+            let format_position = kind == Arguments::Format
+                && (i == 0 || matches!(&tokens[i - 1], TokenTree::Punct(p) if p.as_char() == ','));
             match &mut tokens[i] {
                 TokenTree::Ident(ident) if ident == "self" && !path_follows => {
                     *ident = Self::renamed(ident.span());
@@ -108,6 +136,72 @@ impl RenameSelf {
             tokens.push(TokenTree::Ident(Self::renamed(span)));
         }
         tokens.into_iter().collect()
+    }
+
+    /// A `tracing` event or span names a field after the path that gives
+    /// it (`info!(self.calls, "..")` records a field `self.calls`): a field
+    /// written as a `self` path keeps its name, `?self.calls` made
+    /// `self.calls = ?__self.calls`, and the `self.calls` of `self.calls =
+    /// value` left as it is. The fields are an event's arguments before its
+    /// message (its first argument that is a literal: `target: ".."` is
+    /// not one) and a span's after its name; the rest is renamed as in any
+    /// macro, an event's message and what follows as a format string's.
+    fn rename_fields(token_stream: TokenStream, kind: Arguments) -> TokenStream {
+        let tokens: Vec<TokenTree> = token_stream.into_iter().collect();
+        let comma = |token: &TokenTree| matches!(token, TokenTree::Punct(p) if p.as_char() == ',');
+        let mut out = TokenStream::new();
+        let mut fields = kind == Arguments::Event;
+        let mut start = 0;
+        while start <= tokens.len() {
+            let end = tokens[start..].iter().position(comma).map_or(tokens.len(), |at| start + at);
+            let argument = &tokens[start..end];
+            if matches!(argument.first(), Some(TokenTree::Literal(_))) && (kind == Arguments::Event) == fields
+            {
+                if kind == Arguments::Event {
+                    let message = tokens[start..].iter().cloned().collect();
+                    out.extend(Self::rename(message, Arguments::Format));
+                    return out;
+                }
+                // A span's name: its fields follow.
+                fields = true;
+                out.extend(argument.iter().cloned());
+            } else if fields {
+                out.extend(Self::rename_field(argument));
+            } else {
+                out.extend(Self::rename(argument.iter().cloned().collect(), Arguments::Other));
+            }
+            out.extend(tokens.get(end).cloned());
+            start = end + 1;
+        }
+        out
+    }
+
+    /// One argument in a `tracing` macro's fields (see [`Self::rename_fields`]).
+    fn rename_field(argument: &[TokenTree]) -> TokenStream {
+        let sigil = matches!(argument.first(), Some(TokenTree::Punct(p)) if matches!(p.as_char(), '?' | '%'));
+        let (sigil, field) = argument.split_at(usize::from(sigil));
+        // `self`, then `.name` as many times as written.
+        let mut path = usize::from(matches!(field.first(), Some(TokenTree::Ident(i)) if i == "self"));
+        while path > 0
+            && matches!(field.get(path), Some(TokenTree::Punct(p)) if p.as_char() == '.')
+            && matches!(field.get(path + 1), Some(TokenTree::Ident(_)))
+        {
+            path += 2;
+        }
+        let name: TokenStream = field[..path].iter().cloned().collect();
+        let rest = &field[path..];
+        let assigned = matches!(rest.first(), Some(TokenTree::Punct(p)) if p.as_char() == '=' && p.spacing() == proc_macro2::Spacing::Alone);
+        if path == 0 || !(rest.is_empty() || (assigned && sigil.is_empty())) {
+            return Self::rename(argument.iter().cloned().collect(), Arguments::Other);
+        }
+        let value: TokenStream = if rest.is_empty() {
+            let sigil: TokenStream = sigil.iter().cloned().collect();
+            let value = Self::rename(name.clone(), Arguments::Other);
+            quote!(= #sigil #value)
+        } else {
+            Self::rename(rest.iter().cloned().collect(), Arguments::Other)
+        };
+        quote!(#name #value)
     }
 
     /// A format string whose inline arguments name `self` (`"{self}"`,
@@ -157,7 +251,7 @@ impl VisitMut for RenameSelf {
     }
 
     fn visit_macro_mut(&mut self, mac: &mut Macro) {
-        let arguments = mac.path.segments.last().is_some_and(|segment| formats(&segment.ident));
-        mac.tokens = Self::rename(std::mem::take(&mut mac.tokens), arguments);
+        let kind = mac.path.segments.last().map_or(Arguments::Other, |segment| arguments(&segment.ident));
+        mac.tokens = Self::rename(std::mem::take(&mut mac.tokens), kind);
     }
 }
