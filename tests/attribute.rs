@@ -627,12 +627,46 @@ impl Unshared {
         tokio::task::yield_now().await;
         Ok(self.count.get())
     }
+
+    #[resilient(jitter = "none", base_ms = 1)]
+    async fn count_to_three(self) -> Result<String, Flaky> {
+        self.count.set(self.count.get() + 1);
+        tokio::task::yield_now().await;
+        tracing::debug!(?self.count, "counted");
+        let seen = format!("{self:?}");
+        if self.count.get() < 3 { Err(Flaky::Down) } else { Ok(seen) }
+    }
+
+    #[resilient(jitter = "none", base_ms = 1)]
+    async fn replace_until_three(mut self) -> Result<u32, Flaky> {
+        self = Unshared { count: std::cell::Cell::new(self.count.get() + 1) };
+        tokio::task::yield_now().await;
+        if self.count.get() < 3 { Err(Flaky::Down) } else { Ok(self.count.get()) }
+    }
+}
+
+impl std::fmt::Debug for Unshared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "#{}", self.count.get())
+    }
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_single_attempt_of_send_but_not_sync_arguments_can_be_spawned() {
     let tally = Unshared { count: std::cell::Cell::new(1) };
     let task = tokio::spawn(tally.bump(std::cell::Cell::new(2)));
+    assert_eq!(task.await.expect("the task ran"), Ok(3));
+}
+
+/// Every attempt uses the call's own receiver in place, and the call's
+/// future owns it: `Send` for a receiver that is `Send`, `Sync` or not.
+#[tokio::test(start_paused = true)]
+async fn an_owned_receiver_that_is_send_but_not_sync_is_retried_in_a_spawned_task() {
+    let tally = Unshared { count: std::cell::Cell::new(0) };
+    let task = tokio::spawn(tally.count_to_three());
+    assert_eq!(task.await.expect("the task ran"), Ok("#3".to_owned()));
+    let tally = Unshared { count: std::cell::Cell::new(0) };
+    let task = tokio::spawn(tally.replace_until_three());
     assert_eq!(task.await.expect("the task ran"), Ok(3));
 }
 
