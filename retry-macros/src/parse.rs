@@ -108,47 +108,63 @@ impl Args {
 }
 
 impl Parse for Args {
+    /// An unreadable argument is skipped to the next `,`: its error joins the others'.
     fn parse(input: ParseStream) -> syn::Result<Self> {
         let mut args = Args::default();
         let mut errors = Errors::default();
         while !input.is_empty() {
-            if !input.peek(Ident::peek_any) {
-                return Err(input.error("expected an argument, like `max_attempts = 4`"));
+            if let Err(error) = args.parse_one(input, &mut errors) {
+                errors.push(error);
+                skip_argument(input)?;
             }
-            let key = input.call(Ident::parse_any)?;
-            let name = key.unraw().to_string();
-            match arguments::find(&name) {
-                None => {
-                    errors.push(unknown_argument(&key, &name));
-                    if input.peek(Token![=]) {
-                        input.parse::<Token![=]>()?;
-                        input.parse::<Expr>()?;
-                    }
-                }
-                Some(argument) if input.peek(Token![=]) => {
-                    let eq: Token![=] = input.parse()?;
-                    let value: Expr = input.parse()?;
-                    if let Err(error) = args.set(&key, argument, eq, &value) {
-                        errors.push(error);
-                    }
-                }
-                Some(argument) => {
-                    return Err(syn::Error::new(
-                        key.span(),
-                        format!("`{name}` needs a value, like `{name} = {}`", argument.example),
-                    ));
-                }
+            if !input.is_empty()
+                && let Err(error) = input.parse::<Token![,]>()
+            {
+                errors.push(error);
+                skip_argument(input)?;
+                input.parse::<Option<Token![,]>>()?;
             }
-            if input.is_empty() {
-                break;
-            }
-            input.parse::<Token![,]>()?;
         }
         errors.finish(args)
     }
 }
 
+/// The rest of an argument, up to the `,` after it (or the end).
+fn skip_argument(input: ParseStream) -> syn::Result<()> {
+    while !input.is_empty() && !input.peek(Token![,]) {
+        input.parse::<proc_macro2::TokenTree>()?;
+    }
+    Ok(())
+}
+
 impl Args {
+    /// One `key = value`: errors about the value go to `errors`.
+    fn parse_one(&mut self, input: ParseStream, errors: &mut Errors) -> syn::Result<()> {
+        if !input.peek(Ident::peek_any) {
+            return Err(input.error("expected an argument, like `max_attempts = 4`"));
+        }
+        let key = input.call(Ident::parse_any)?;
+        let name = key.unraw().to_string();
+        let argument = arguments::find(&name).ok_or_else(|| errors.push(unknown_argument(&key, &name))).ok();
+        match argument {
+            _ if input.peek(Token![=]) => {}
+            // `retries(3)`, `timeout: 30`: the unknown name is what to fix.
+            None => return skip_argument(input),
+            Some(argument) => {
+                let message = format!("`{name}` needs a value, like `{name} = {}`", argument.example);
+                return Err(syn::Error::new(key.span(), message));
+            }
+        }
+        let eq: Token![=] = input.parse()?;
+        let value: Expr = input.parse()?;
+        if let Some(argument) = argument
+            && let Err(error) = self.set(&key, argument, eq, &value)
+        {
+            errors.push(error);
+        }
+        Ok(())
+    }
+
     fn set(
         &mut self,
         key: &Ident,
