@@ -670,6 +670,38 @@ async fn an_owned_receiver_that_is_send_but_not_sync_is_retried_in_a_spawned_tas
     assert_eq!(task.await.expect("the task ran"), Ok(3));
 }
 
+/// A receiver whose fields a retrying method's body hands to `move`
+/// closures and `async move` blocks, and uses after them.
+#[derive(Clone, Copy)]
+struct Scale {
+    factor: u32,
+    offset: u32,
+}
+
+impl Scale {
+    #[resilient(jitter = "none", base_ms = 1, max_attempts = 3)]
+    async fn apply(self, items: &[u32], fail_first: &AtomicU32) -> Result<u32, Flaky> {
+        let scaled: u32 = items.iter().map(move |i| i * self.factor).sum();
+        let offset = async move { self.offset }.await;
+        if fail_first.fetch_sub(1, Ordering::SeqCst) > 0 {
+            return Err(Flaky::Down);
+        }
+        Ok(scaled + offset + self.factor)
+    }
+}
+
+/// A `move` capture copies the receiver's shared borrow and the body still
+/// has `self` after it, as without the attribute: such a body is lent the
+/// receiver as `&Self`, not as the `&mut` a `Send`-but-not-`Sync` receiver
+/// gets, which the first capture would move.
+#[tokio::test(start_paused = true)]
+async fn an_owned_receiver_moved_into_closures_is_still_the_bodys_after_them() {
+    let fail_first = AtomicU32::new(1);
+    let scale = Scale { factor: 2, offset: 5 };
+    assert_eq!(scale.apply(&[1, 2, 3], &fail_first).await, Ok(12 + 5 + 2));
+    assert_eq!(fail_first.load(Ordering::SeqCst), u32::MAX, "two attempts");
+}
+
 // ---------------------------------------------------------------------------
 // Timeouts
 

@@ -11,6 +11,7 @@ use syn::spanned::Spanned;
 use syn::token::{Mut, Ref};
 use syn::{Attribute, Block, FnArg, Ident, Meta, MetaList, Pat, ReceiverKind, Signature, Token, Type};
 
+use crate::moved_self::moves_self;
 use crate::rename_self::{SelfPlace, rename_self, rename_self_to};
 use crate::types::{MutableReceiver, mutable_receiver, peel, pinned_mut};
 
@@ -239,7 +240,12 @@ pub(crate) fn cfg_attr_metas(list: &MetaList) -> Option<Punctuated<Meta, Token![
 /// its binding made `mut` for that (which the signature's type ignores).
 pub(crate) fn reborrow_receiver(block: &mut Block, sig: &mut Signature, fresh: &mut Fresh) {
     let Some(MutableReceiver { self_span, pinned, .. }) = mutable_receiver(sig) else {
-        borrow_owned_receiver(block, sig, fresh);
+        // A body that moves `self` into a closure or an `async move` block
+        // and uses it after needs the `&Self` a plain borrow gives (a copy
+        // per capture), which a `&mut` would not be (moved by the first).
+        if !moves_self(block) {
+            borrow_owned_receiver(block, sig, fresh);
+        }
         return;
     };
     let renamed = rename_self(block, self_span);
