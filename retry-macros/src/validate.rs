@@ -89,6 +89,14 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
             "#[resilient] needs an `async fn`: each attempt is awaited, and the waits between attempts are async sleeps",
         )));
     }
+    if let Some(again) =
+        item.attrs.iter().find(|attr| attr.path().segments.last().is_some_and(|s| s.ident == "resilient"))
+    {
+        check(Err(syn::Error::new_spanned(
+            again,
+            "#[resilient] is on this function twice: the retries would multiply (every attempt of one running all of the other's); keep one, with every argument in it",
+        )));
+    }
     let error_type = match error_type(&item.sig) {
         Ok(error_type) => error_type,
         Err(error) => {

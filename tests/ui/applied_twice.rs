@@ -1,0 +1,9 @@
+use resilient::{Rejection, resilient};
+
+#[resilient(max_attempts = 3)]
+#[resilient::resilient(breaker = "db")]
+async fn fetch() -> Result<u32, Rejection> {
+    Ok(1)
+}
+
+fn main() {}
