@@ -688,6 +688,20 @@ impl Scale {
         }
         Ok(scaled + offset + self.factor)
     }
+
+    /// The same captures, written in macros' arguments.
+    #[resilient(jitter = "none", base_ms = 1, max_attempts = 3)]
+    async fn apply_in_macros(self, items: &[u32], fail_first: &AtomicU32) -> Result<u32, Flaky> {
+        assert!(items.iter().all(move |i| *i < self.factor * 100), "an item over the limit");
+        let (scaled, offset) =
+            tokio::join!(async move { items.iter().map(|i| i * self.factor).sum::<u32>() }, async move {
+                self.offset
+            });
+        if fail_first.fetch_sub(1, Ordering::SeqCst) > 0 {
+            return Err(Flaky::Down);
+        }
+        Ok(scaled + offset + self.factor)
+    }
 }
 
 /// A `move` capture copies the receiver's shared borrow and the body still
@@ -699,6 +713,10 @@ async fn an_owned_receiver_moved_into_closures_is_still_the_bodys_after_them() {
     let fail_first = AtomicU32::new(1);
     let scale = Scale { factor: 2, offset: 5 };
     assert_eq!(scale.apply(&[1, 2, 3], &fail_first).await, Ok(12 + 5 + 2));
+    assert_eq!(fail_first.load(Ordering::SeqCst), u32::MAX, "two attempts");
+    // Captures in a macro's arguments are tokens to the attribute: they count too.
+    let fail_first = AtomicU32::new(1);
+    assert_eq!(scale.apply_in_macros(&[1, 2, 3], &fail_first).await, Ok(12 + 5 + 2));
     assert_eq!(fail_first.load(Ordering::SeqCst), u32::MAX, "two attempts");
 }
 

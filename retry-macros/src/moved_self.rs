@@ -4,10 +4,12 @@
 use proc_macro2::{TokenStream, TokenTree};
 use quote::ToTokens;
 use syn::visit::{self, Visit};
-use syn::{Block, ExprAsync, ExprClosure, Item};
+use syn::{Block, ExprAsync, ExprClosure, Item, Macro};
 
 /// Whether a `move` closure or an `async move` block in `block` (not in an
-/// item nested in it) mentions `self`, as a name or in a format string.
+/// item nested in it) mentions `self`, as a name or in a format string;
+/// one written in a macro's arguments (`assert!(v.iter().all(move |x| ..))`,
+/// `tokio::join!(async move { .. })`) too, which syn leaves as tokens.
 ///
 /// Such a capture takes a copy of a shared reference to the receiver, and
 /// the body may go on using `self` after it: it compiles when the attempt
@@ -36,8 +38,34 @@ impl<'ast> Visit<'ast> for MovedSelf {
         visit::visit_expr_async(self, block);
     }
 
+    /// A macro's arguments are tokens: a `move` there with `self` after it
+    /// in the same group may be such a capture, and is taken for one.
+    fn visit_macro(&mut self, mac: &'ast Macro) {
+        if moves_in_tokens(mac.tokens.clone()) {
+            self.0 = true;
+        }
+    }
+
     /// A nested item's `self` is its own.
     fn visit_item(&mut self, _: &'ast Item) {}
+}
+
+/// Whether, in `tokens` or a group in them, `self` follows a `move`.
+fn moves_in_tokens(tokens: TokenStream) -> bool {
+    let mut after_move = TokenStream::new();
+    let mut moving = false;
+    for token in tokens {
+        if let TokenTree::Group(group) = &token
+            && moves_in_tokens(group.stream())
+        {
+            return true;
+        }
+        moving |= matches!(&token, TokenTree::Ident(ident) if ident == "move");
+        if moving {
+            after_move.extend([token]);
+        }
+    }
+    moving && mentions_self(after_move)
 }
 
 fn mentions_self(tokens: TokenStream) -> bool {
@@ -66,6 +94,9 @@ mod tests {
             "{ items.iter().map(move |i| i * self.factor).sum() }",
             "{ let f = move || println!(\"{self:?}\"); f() }",
             "{ if x { let f = move || { let g = || self.a; g() }; f() } else { 0 } }",
+            "{ assert!(items.iter().all(move |i| *i < self.limit)); self.a }",
+            "{ let (a, b) = tokio::join!(async move { self.a }, async { 1 }); a + b + self.b }",
+            "{ println!(\"{}\", items.iter().map(move |i| i * self.factor).sum::<u32>()); self.a }",
         ] {
             assert!(moves_self(&body(moving)), "{moving}");
         }
@@ -76,6 +107,8 @@ mod tests {
             "{ fn nested(v: u32) -> u32 { let f = move || v; f() } nested(self.a) }",
             "{ self.run(move || 1) }",
             "{ let s = \"{self}\"; s.len() }",
+            "{ assert!(items.iter().all(move |i| *i < 3), \"{}\", self.a); self.b }",
+            "{ println!(\"{}\", self.a); vec![move || 1].len() }",
         ] {
             assert!(!moves_self(&body(not_moving)), "{not_moving}");
         }
