@@ -704,6 +704,33 @@ impl Scale {
     }
 }
 
+/// A field of the receiver it is given by name, as a `$this:ident`.
+macro_rules! field_of {
+    ($this:ident . $field:ident) => {
+        $this.$field
+    };
+}
+
+impl Scale {
+    #[resilient(jitter = "none", base_ms = 1, max_attempts = 3)]
+    async fn given_to_macros(self, fail_first: &AtomicU32) -> Result<(&'static str, u32), Flaky> {
+        if fail_first.fetch_sub(1, Ordering::SeqCst) > 0 {
+            return Err(Flaky::Down);
+        }
+        Ok((stringify!(self), field_of!(self.factor) + self.offset))
+    }
+}
+
+/// A macro may take the token `self` itself, not an expression: the body
+/// keeps its `self` there, as without the attribute.
+#[tokio::test(start_paused = true)]
+async fn an_owned_receiver_given_to_a_macro_is_still_self_there() {
+    let fail_first = AtomicU32::new(1);
+    let scale = Scale { factor: 2, offset: 5 };
+    assert_eq!(scale.given_to_macros(&fail_first).await, Ok(("self", 7)));
+    assert_eq!(fail_first.load(Ordering::SeqCst), u32::MAX, "two attempts");
+}
+
 /// A `move` capture copies the receiver's shared borrow and the body still
 /// has `self` after it, as without the attribute: such a body is lent the
 /// receiver as `&Self`, not as the `&mut` a `Send`-but-not-`Sync` receiver

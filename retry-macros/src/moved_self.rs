@@ -4,7 +4,9 @@
 use proc_macro2::{TokenStream, TokenTree};
 use quote::ToTokens;
 use syn::visit::{self, Visit};
-use syn::{Block, ExprAsync, ExprClosure, Item, Macro};
+use syn::{Block, ExprAsync, ExprClosure, Ident, Item, Macro};
+
+use crate::rename_self::takes_expressions;
 
 /// Whether a `move` closure or an `async move` block in `block` (not in an
 /// item nested in it) mentions `self`, as a name or in a format string;
@@ -50,6 +52,64 @@ impl<'ast> Visit<'ast> for MovedSelf {
     fn visit_item(&mut self, _: &'ast Item) {}
 }
 
+/// Whether `block` (not an item nested in it) passes `self` to a macro not
+/// known to take it as an expression ([`takes_expressions`]), or to one
+/// invoked in a known one's arguments: `stringify!(self)`, or a macro of
+/// the user's matching `$this:ident`. The receiver is then left as `self`,
+/// as it was before owned receivers were lent in place: the place it would
+/// become, `(*__self)`, is not an identifier, nor does it read `self`.
+pub(crate) fn hands_self_to_macro(block: &Block) -> bool {
+    let mut finder = SelfToMacro(false);
+    finder.visit_block(block);
+    finder.0
+}
+
+struct SelfToMacro(bool);
+
+impl<'ast> Visit<'ast> for SelfToMacro {
+    fn visit_macro(&mut self, mac: &'ast Macro) {
+        if let Some(name) = mac.path.segments.last() {
+            self.0 |= macro_gets_self(&name.ident, mac.tokens.clone());
+        }
+    }
+
+    /// A nested item's `self` is its own.
+    fn visit_item(&mut self, _: &'ast Item) {}
+}
+
+/// Whether the macro `name`, given `tokens`, or one invoked in them, is
+/// given `self` without being known to take it as an expression.
+fn macro_gets_self(name: &Ident, tokens: TokenStream) -> bool {
+    if !takes_expressions(name) {
+        return names_self(tokens);
+    }
+    let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+    tokens.iter().enumerate().any(|(i, token)| {
+        let TokenTree::Group(group) = token else {
+            return false;
+        };
+        match i.checked_sub(2).map(|at| (&tokens[at], &tokens[at + 1])) {
+            Some((TokenTree::Ident(invoked), TokenTree::Punct(bang))) if bang.as_char() == '!' => {
+                macro_gets_self(invoked, group.stream())
+            }
+            // Nested in a known macro's arguments, as its own are.
+            _ => macro_gets_self(name, group.stream()),
+        }
+    })
+}
+
+/// Whether `tokens` name the receiver `self` (not a path, `self::item`).
+fn names_self(tokens: TokenStream) -> bool {
+    let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+    tokens.iter().enumerate().any(|(i, token)| match token {
+        TokenTree::Ident(ident) => {
+            ident == "self" && !matches!(tokens.get(i + 1), Some(TokenTree::Punct(p)) if p.as_char() == ':')
+        }
+        TokenTree::Group(group) => names_self(group.stream()),
+        _ => false,
+    })
+}
+
 /// Whether, in `tokens` or a group in them, `self` follows a `move`.
 fn moves_in_tokens(tokens: TokenStream) -> bool {
     let mut after_move = TokenStream::new();
@@ -80,7 +140,7 @@ fn mentions_self(tokens: TokenStream) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::moves_self;
+    use super::{hands_self_to_macro, moves_self};
 
     fn body(tokens: &str) -> syn::Block {
         syn::parse_str(tokens).unwrap()
@@ -111,6 +171,27 @@ mod tests {
             "{ println!(\"{}\", self.a); vec![move || 1].len() }",
         ] {
             assert!(!moves_self(&body(not_moving)), "{not_moving}");
+        }
+    }
+
+    #[test]
+    fn self_given_to_a_macro_that_may_not_take_an_expression_counts() {
+        for giving in [
+            "{ stringify!(self) }",
+            "{ field!(self, a) }",
+            "{ println!(\"{}\", stringify!(self)) }",
+            "{ assert!(matches!(self, S { .. }) && my::check!((self))) }",
+        ] {
+            assert!(hands_self_to_macro(&body(giving)), "{giving}");
+        }
+        for not_giving in [
+            "{ println!(\"{} {self:?}\", self.a) }",
+            "{ matches!(self, S { .. }) }",
+            "{ tracing::info!(?self.a, \"{}\", format!(\"{}\", self.b)) }",
+            "{ my::path!(self::item) }",
+            "{ stringify!(x); fn f(&self) { stringify!(self); } }",
+        ] {
+            assert!(!hands_self_to_macro(&body(not_giving)), "{not_giving}");
         }
     }
 }

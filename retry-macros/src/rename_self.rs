@@ -66,6 +66,16 @@ fn arguments(name: &Ident) -> Arguments {
     }
 }
 
+/// Whether a macro of this name is known to take expressions where its
+/// arguments name `self` (a format string's, a `tracing` macro's, and
+/// std's `matches!`, `vec!`, `dbg!`): there the place the body's `self`
+/// becomes (`(*__self)`) reads as `self` did. Another macro may take the
+/// token itself (`stringify!(self)`, a `$this:ident`).
+pub(crate) fn takes_expressions(name: &Ident) -> bool {
+    const EXPRESSIONS: &[&str] = &["matches", "vec", "dbg"];
+    arguments(name) != Arguments::Other || EXPRESSIONS.iter().any(|known| name == known)
+}
+
 /// Whether a macro of this name takes a format string and its arguments.
 fn formats(name: &Ident) -> bool {
     const FORMATTING: &[&str] = &[

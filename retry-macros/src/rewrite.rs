@@ -11,7 +11,7 @@ use syn::spanned::Spanned;
 use syn::token::{Mut, Ref};
 use syn::{Attribute, Block, FnArg, Ident, Meta, MetaList, Pat, ReceiverKind, Signature, Token, Type};
 
-use crate::moved_self::moves_self;
+use crate::moved_self::{hands_self_to_macro, moves_self};
 use crate::rename_self::{SelfPlace, rename_self, rename_self_to};
 use crate::types::{MutableReceiver, mutable_receiver, peel, pinned_mut};
 
@@ -242,8 +242,9 @@ pub(crate) fn reborrow_receiver(block: &mut Block, sig: &mut Signature, fresh: &
     let Some(MutableReceiver { self_span, pinned, .. }) = mutable_receiver(sig) else {
         // A body that moves `self` into a closure or an `async move` block
         // and uses it after needs the `&Self` a plain borrow gives (a copy
-        // per capture), which a `&mut` would not be (moved by the first).
-        if !moves_self(block) {
+        // per capture), which a `&mut` would not be (moved by the first);
+        // one that gives `self` to a macro may need the token `self` itself.
+        if !moves_self(block) && !hands_self_to_macro(block) {
             borrow_owned_receiver(block, sig, fresh);
         }
         return;
