@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use resilient::{
-    AdaptiveLimit, BreakerConfig, BulkheadConfig, Classify, ErrorClass, Policy, RateLimitConfig, Registry,
-    Rejection, ThrottleConfig, TokenBucket, resilient,
+    AdaptiveLimit, BreakerConfig, BreakerState, BulkheadConfig, Classify, ErrorClass, Policy,
+    RateLimitConfig, Registry, Rejection, ThrottleConfig, TokenBucket, resilient,
 };
 
 #[derive(Debug, Clone, PartialEq)]
@@ -160,6 +160,23 @@ fn a_breaker_that_never_moved_reads_closed() {
     for breaker in ["declared", "made-on-first-use"] {
         assert_eq!(gauge(&metrics, "resilient_breaker_state", &[("breaker", breaker)]), 0.0, "{breaker}");
     }
+}
+
+/// A breaker made only to be set aside (a declaration of a name already
+/// taken, or a reload, which makes each file breaker and keeps the one that
+/// exists, reconfigured) must not report its state as the existing one's.
+#[test]
+fn declaring_or_reloading_an_open_breaker_leaves_its_gauge_open() {
+    let metrics = recorded(async || {
+        let registry = Registry::new();
+        registry.declare_breaker("held-open", BreakerConfig::default()).unwrap();
+        registry.breaker("held-open").unwrap().force_open();
+        assert!(registry.declare_breaker("held-open", BreakerConfig::default()).is_err(), "taken");
+        registry.reload_toml("[breakers.held-open]\nfailure_threshold = 3\n").unwrap();
+        let breaker = registry.breaker("held-open").unwrap();
+        assert_eq!((breaker.state(), breaker.config().failure_threshold), (BreakerState::Open, 3));
+    });
+    assert_eq!(gauge(&metrics, "resilient_breaker_state", &[("breaker", "held-open")]), 1.0, "open");
 }
 
 #[test]

@@ -136,6 +136,17 @@ impl std::fmt::Debug for CircuitBreaker {
 impl CircuitBreaker {
     /// A closed breaker, or an error naming the invalid setting.
     pub fn new(name: impl Into<String>, config: BreakerConfig) -> Result<Self, ConfigError> {
+        let breaker = Self::unmeasured(name, config)?;
+        breaker.measure_closed();
+        Ok(breaker)
+    }
+
+    /// [`new`](Self::new), its state gauge left as it is: a registry makes
+    /// breakers it may set aside (one declared under a name already taken,
+    /// a reloaded file's, of which it keeps those that exist), whose gauge
+    /// would read closed for the breaker kept under that name. It sets the
+    /// gauge of one it keeps ([`measure_closed`](Self::measure_closed)).
+    pub(crate) fn unmeasured(name: impl Into<String>, config: BreakerConfig) -> Result<Self, ConfigError> {
         config.validate()?;
         let core = BreakerCore::new(config);
         let breaker = CircuitBreaker {
@@ -148,8 +159,13 @@ impl CircuitBreaker {
             counts: Counts::default(),
         };
         breaker.publish(&breaker.lock());
-        crate::observe::breaker_state(&breaker.name, "closed");
         Ok(breaker)
+    }
+
+    /// Sets the state gauge of a breaker just made, closed: one that never
+    /// moves reads closed, not missing.
+    pub(crate) fn measure_closed(&self) {
+        crate::observe::breaker_state(&self.name, "closed");
     }
 
     pub(crate) fn with_hooks(mut self, hooks: Hooks) -> Self {

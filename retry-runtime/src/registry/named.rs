@@ -16,7 +16,7 @@ impl Registry {
     /// Declares a named circuit breaker.
     pub fn declare_breaker(&self, name: &str, config: BreakerConfig) -> Result<(), RegistryError> {
         let breaker = self.new_breaker(name, config).map_err(|error| invalid(name, error))?;
-        self.inner.breakers.insert(name, breaker)
+        self.inner.breakers.insert_then(name, breaker, CircuitBreaker::measure_closed)
     }
 
     /// Declares a named retry budget.
@@ -64,14 +64,15 @@ impl Registry {
         self.inner.rate_limits.insert(name, limit)
     }
 
-    /// A breaker for this registry (with its transition hooks), not yet in it.
+    /// A breaker for this registry (with its transition hooks), not yet in
+    /// it, nor its state gauge set (see `CircuitBreaker::unmeasured`).
     pub(crate) fn new_breaker(
         &self,
         name: &str,
         config: BreakerConfig,
     ) -> Result<CircuitBreaker, ConfigError> {
         named(name)?;
-        Ok(CircuitBreaker::new(name, config)?.with_hooks(self.inner.hooks.clone()))
+        Ok(CircuitBreaker::unmeasured(name, config)?.with_hooks(self.inner.hooks.clone()))
     }
 
     /// A budget for this registry, not yet in it.

@@ -31,10 +31,22 @@ impl<T> Table<T> {
     }
 
     pub(super) fn insert(&self, name: &str, value: T) -> Result<(), RegistryError> {
+        self.insert_then(name, value, |_| {})
+    }
+
+    /// [`insert`](Self::insert), calling `inserted` with the guard once it
+    /// is in, before any call can find it (one set aside is not called).
+    pub(super) fn insert_then(
+        &self,
+        name: &str,
+        value: T,
+        inserted: impl FnOnce(&T),
+    ) -> Result<(), RegistryError> {
         let mut entries = self.write();
         if entries.contains_key(name) {
             return Err(RegistryError::AlreadyDeclared { kind: self.kind, name: name.to_owned() });
         }
+        inserted(&value);
         entries.insert(
             name.to_owned(),
             Entry { guard: Arc::new(value), declared: true, resolved: AtomicBool::new(false) },
