@@ -277,6 +277,83 @@ async fn a_retry_that_cannot_run_gives_its_budget_token_back() {
     }
 }
 
+/// A registry with budget `form` and a bulkhead of one place, and a call
+/// that fails at once and is refused its retry at 2 s: the place is taken
+/// at 1.9 s for a second. `meanwhile` runs beside it.
+async fn refused_at_two_seconds(form: BudgetConfig, meanwhile: impl AsyncFnOnce(&Registry)) -> Registry {
+    let registry = Registry::new();
+    registry.declare_budget("api", form).unwrap();
+    let one_place = BulkheadConfig { max_concurrent: 1, max_wait: Some(ms(10)), ..Default::default() };
+    registry.declare_bulkhead("api", one_place).unwrap();
+    let bulkhead = registry.bulkhead("api").unwrap();
+    let occupant = tokio::spawn(async move {
+        sleep(ms(1_900)).await;
+        let _place = bulkhead.acquire().await.unwrap();
+        sleep(Duration::from_secs(1)).await;
+    });
+    let policy = Policy::builder().jitter(Jitter::None).base(Duration::from_secs(2)).max_attempts(2);
+    let policy = policy.budget("api").bulkhead("api").build().unwrap();
+    let attempts = Attempts::new();
+    let (result, ()) = registry
+        .scope(async {
+            tokio::join!(
+                policy.run(|| {
+                    attempts.mark();
+                    async { Err::<(), _>(TestError::Transient) }
+                }),
+                meanwhile(&registry)
+            )
+        })
+        .await;
+    assert_eq!((result, attempts.count()), (Err(TestError::Transient), 1), "{form:?}: refused");
+    occupant.await.unwrap();
+    registry
+}
+
+/// A ratio budget gives back a refused retry where it counted it: by then
+/// other calls' retries may be counted in later slices of its window, and
+/// forgetting the latest of them instead forgets one still in the window
+/// once this one's slice has left it.
+#[tokio::test(start_paused = true)]
+async fn a_refused_retry_is_forgotten_from_the_ratio_window_where_it_was_counted() {
+    let ratio = RatioBudget { ratio: 0.0, window: Duration::from_secs(10), min_per_sec: 1 };
+    let registry = refused_at_two_seconds(ratio.into(), async |registry: &Registry| {
+        // Another call fails at 1.5 s, in a later slice, and retries at once.
+        sleep(ms(1_500)).await;
+        let other = Policy::builder().jitter(Jitter::None).base(ms(1)).budget("api").build().unwrap();
+        let attempts = Attempts::new();
+        let result = registry
+            .scope(other.run(|| {
+                attempts.mark();
+                let failed = attempts.count() == 1;
+                async move { if failed { Err(TestError::Transient) } else { Ok(()) } }
+            }))
+            .await;
+        assert_eq!((result, attempts.count()), (Ok(()), 2), "the other call retried");
+    })
+    .await;
+    let budget = registry.budget("api").unwrap();
+    assert_eq!(budget.available(), 9, "10 over the window, the other call's retry taken");
+    // The refused retry's slice (at 0) has left the window, the other's has not.
+    sleep(ms(10_500) - ms(2_900)).await;
+    assert_eq!(budget.available(), 9, "the other call's retry is still in the window");
+}
+
+/// A bucket gives back the tokens the refused retry took, not what a
+/// retry costs once a reload has changed the cost.
+#[tokio::test(start_paused = true)]
+async fn a_refused_retry_gives_back_the_tokens_it_took() {
+    let bucket = TokenBucket { capacity: 10, ..Default::default() };
+    let registry = refused_at_two_seconds(bucket.into(), async |registry: &Registry| {
+        let budget = registry.budget("api").unwrap();
+        assert!((0..4).all(|_| budget.try_withdraw()), "4 more spent");
+        sleep(Duration::from_secs(1)).await;
+        budget.reconfigure(TokenBucket { capacity: 10, retry_cost: 5, refill_per_success: 1 }).unwrap();
+    })
+    .await;
+    assert_eq!(registry.budget("api").unwrap().available(), 6, "the refused retry's 1 token back, not 5");
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_bulkhead_limits_concurrency_and_rejects_at_max_wait() {
     let registry = Registry::new();

@@ -87,14 +87,17 @@ impl Bucket {
         self.available() >= self.retry_cost.load(Ordering::Relaxed)
     }
 
-    pub(super) fn try_withdraw(&self) -> bool {
+    /// Takes what a retry costs now: that cost, or `None` (and nothing
+    /// taken) when too little is left.
+    pub(super) fn try_withdraw(&self) -> Option<u32> {
         let cost = self.retry_cost.load(Ordering::Relaxed);
         let capacity = self.capacity.load(Ordering::Relaxed);
         self.missing
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |missing| {
                 missing.checked_add(cost).filter(|after| *after <= capacity)
             })
-            .is_ok()
+            .ok()
+            .map(|_| cost)
     }
 
     /// Whether a deposit has anything to do (the bucket is not full).
@@ -113,9 +116,9 @@ impl Bucket {
             .is_ok()
     }
 
-    /// Puts back what one retry took, up to the capacity.
-    pub(super) fn give_back(&self) {
-        let cost = self.retry_cost.load(Ordering::Relaxed);
+    /// Puts back `cost`, what one retry took (the cost then: a reload may
+    /// have changed it since), up to the capacity.
+    pub(super) fn give_back(&self, cost: u32) {
         let _ = self
             .missing
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |missing| Some(missing.saturating_sub(cost)));

@@ -21,6 +21,7 @@
 mod bucket;
 mod lease;
 mod ratio;
+mod withdrawal;
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -30,6 +31,7 @@ use tokio::time::Instant;
 pub use bucket::TokenBucket;
 pub use ratio::RatioBudget;
 pub(crate) use ratio::RatioWindow;
+pub(crate) use withdrawal::Withdrawal;
 
 use crate::config::ConfigError;
 use crate::counter::PerThreadCounter;
@@ -269,49 +271,6 @@ impl RetryBudget {
             }
             Form::Bucket(bucket) => bucket.available(),
         }
-    }
-
-    /// Takes what one retry costs; `false` (and nothing taken) when too
-    /// little is left, here or in the lease.
-    pub fn try_withdraw(&self) -> bool {
-        let leased = if self.lease.held() {
-            let Some(taken) = self.lease.take() else {
-                crate::observe::budget_level(&self.name, || self.available());
-                return false;
-            };
-            Some(taken)
-        } else {
-            None
-        };
-        let taken = match &self.form {
-            Form::Ratio { first_attempts, state } => {
-                let RatioState { config, window } = &mut *lock(state);
-                window.try_withdraw(config, self.now(), first_attempts.total())
-            }
-            Form::Bucket(bucket) => bucket.try_withdraw(),
-        };
-        if taken {
-            self.retries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        } else if let Some(taken) = leased {
-            self.lease.give_back(taken);
-        }
-        crate::observe::budget_level(&self.name, || self.available());
-        taken
-    }
-
-    /// Gives back what [`try_withdraw`](Self::try_withdraw) took for a
-    /// retry that did not run after all (the breaker opened, the bulkhead
-    /// stayed full, the deadline passed while it queued, ...): the budget
-    /// pays for retries that really happen. A bucket gets its tokens back
-    /// (up to its capacity), a ratio budget forgets the retry. A leased
-    /// token stays spent, as the fleet counted it; so does the retry in
-    /// [`totals`](Self::totals), which only ever grow.
-    pub(crate) fn give_back_retry(&self) {
-        match &self.form {
-            Form::Ratio { state, .. } => lock(state).window.give_back(),
-            Form::Bucket(bucket) => bucket.give_back(),
-        }
-        crate::observe::budget_level(&self.name, || self.available());
     }
 
     /// A call's first attempt is about to run: the ratio form counts it

@@ -122,9 +122,14 @@ impl RatioWindow {
         true
     }
 
-    /// Forgets the latest retry taken: one that did not run after all.
-    pub(crate) fn give_back(&mut self) {
-        if let Some(slice) = self.slices.iter_mut().rev().find(|slice| slice.retries > 0) {
+    /// Forgets a retry taken at `at` that did not run after all, from the
+    /// slice that counted it: not the latest retry, which may be another's
+    /// in a later slice, still in the window when this one's has left it.
+    /// A slice dropped since counts nothing any more: nothing to forget.
+    pub(crate) fn give_back(&mut self, at: Duration) {
+        if let Some(slice) = self.slices.iter_mut().rev().find(|slice| slice.start <= at)
+            && slice.retries > 0
+        {
             slice.retries -= 1;
         }
     }

@@ -39,9 +39,17 @@ impl<S: Default, H> Answers for Execution<'_, S, H> {
         self.guards().breaker.as_ref().and_then(|breaker| breaker.remaining_open())
     }
 
+    /// What it took is kept until the retry is admitted, to be given back
+    /// exactly if it cannot run.
     #[inline]
     fn take_budget(&mut self) -> bool {
-        self.guards().budget.as_ref().is_none_or(|budget| budget.try_withdraw())
+        let guards = self.guards();
+        let Some(budget) = &guards.budget else {
+            return true;
+        };
+        let withdrawn = budget.withdraw();
+        self.more().withdrawn = withdrawn;
+        withdrawn.is_some()
     }
 }
 

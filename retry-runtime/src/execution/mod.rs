@@ -295,6 +295,8 @@ impl<'p, S, H> Execution<'p, S, H> {
         }
         if let Some(more) = &mut self.more {
             more.last.clear();
+            // The retry runs: its budget withdrawal is spent.
+            more.withdrawn = None;
         }
     }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::backoff::JitterRng;
+use crate::budget::Withdrawal;
 use crate::guards::Guards;
 use crate::settings::Settings;
 
@@ -30,6 +31,9 @@ pub(super) struct More<S> {
     /// waited out by the next attempt before it is admitted.
     pub(super) pending_wait: Option<Duration>,
     pub(super) rng: Option<JitterRng>,
+    /// What the budget gave the retry decided last, until it is admitted:
+    /// given back if it cannot run (see `cannot_run`).
+    pub(super) withdrawn: Option<Withdrawal>,
     /// The call's span, when enabled.
     pub(super) span: Option<tracing::Span>,
     pub(super) last: S,
@@ -49,6 +53,7 @@ impl<S: Default> More<S> {
             previous_wait: None,
             pending_wait: None,
             rng: None,
+            withdrawn: None,
             span: None,
             last: S::default(),
         });

@@ -200,13 +200,13 @@ impl<S, H> Execution<'_, S, H> {
         S: LastError<E>,
     {
         observe::stop(self.policy.operation(), self.attempts, refusal.reason.label());
-        // After an attempt ran, this attempt is a retry, whose budget token
-        // the decision took (see `decision`): it did not run, so it gives
-        // the token back, and the budget pays only for retries that happen.
-        if self.attempts > 0
+        // A retry whose budget withdrawal the decision took (see
+        // `decision`) did not run: it gives back what it took, and the
+        // budget pays only for retries that happen.
+        if let Some(withdrawn) = self.more.as_mut().and_then(|more| more.withdrawn.take())
             && let Some(budget) = &self.guards().budget
         {
-            budget.give_back_retry();
+            budget.give_back_retry(withdrawn);
         }
         match self.more.as_mut().and_then(|more| more.last.take()) {
             Some(error) => error,

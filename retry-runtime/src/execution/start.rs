@@ -189,6 +189,7 @@ impl<'p, S, H> Execution<'p, S, H> {
                     previous_wait: None,
                     pending_wait: None,
                     rng: None,
+                    withdrawn: None,
                     span,
                     last: S::default(),
                 });

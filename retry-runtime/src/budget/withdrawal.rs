@@ -1,0 +1,72 @@
+//! A retry's withdrawal from a budget, and its giving back when the retry
+//! does not run after all.
+
+use std::time::Duration;
+
+use super::{Form, RatioState, RetryBudget, lock};
+
+/// What [`RetryBudget::withdraw`] took for one retry: what giving it back
+/// puts back, where it was taken.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Withdrawal {
+    /// A ratio budget's retry, counted in the window's slice at `at` (the
+    /// budget's time).
+    Ratio { at: Duration },
+    /// A bucket's tokens: the retry cost when it was taken.
+    Bucket { cost: u32 },
+}
+
+impl RetryBudget {
+    /// Takes what one retry costs; `false` (and nothing taken) when too
+    /// little is left, here or in the lease.
+    pub fn try_withdraw(&self) -> bool {
+        self.withdraw().is_some()
+    }
+
+    /// [`try_withdraw`](Self::try_withdraw), saying what it took, to give
+    /// back exactly that ([`give_back_retry`](Self::give_back_retry)).
+    pub(crate) fn withdraw(&self) -> Option<Withdrawal> {
+        let leased = if self.lease.held() {
+            let Some(taken) = self.lease.take() else {
+                crate::observe::budget_level(&self.name, || self.available());
+                return None;
+            };
+            Some(taken)
+        } else {
+            None
+        };
+        let taken = match &self.form {
+            Form::Ratio { first_attempts, state } => {
+                let RatioState { config, window } = &mut *lock(state);
+                let at = self.now();
+                window.try_withdraw(config, at, first_attempts.total()).then_some(Withdrawal::Ratio { at })
+            }
+            Form::Bucket(bucket) => bucket.try_withdraw().map(|cost| Withdrawal::Bucket { cost }),
+        };
+        if taken.is_some() {
+            self.retries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        } else if let Some(taken) = leased {
+            self.lease.give_back(taken);
+        }
+        crate::observe::budget_level(&self.name, || self.available());
+        taken
+    }
+
+    /// Gives back what [`withdraw`](Self::withdraw) took (`taken`) for a
+    /// retry that did not run after all (the breaker opened, the bulkhead
+    /// stayed full, the deadline passed while it queued, ...): the budget
+    /// pays for retries that really happen. A bucket gets those tokens back
+    /// (up to its capacity), a ratio budget forgets the retry in the slice
+    /// that counted it (if the window still counts that slice). A leased
+    /// token stays spent, as the fleet counted it; so does the retry in
+    /// [`totals`](Self::totals), which only ever grow.
+    pub(crate) fn give_back_retry(&self, taken: Withdrawal) {
+        match (&self.form, taken) {
+            (Form::Ratio { state, .. }, Withdrawal::Ratio { at }) => lock(state).window.give_back(at),
+            (Form::Bucket(bucket), Withdrawal::Bucket { cost }) => bucket.give_back(cost),
+            // A budget keeps its form (`reconfigure` refuses the other).
+            _ => return,
+        }
+        crate::observe::budget_level(&self.name, || self.available());
+    }
+}
