@@ -1,5 +1,6 @@
 //! Whether a body hands its `self` to a `move` closure or an `async move`
-//! block, which decides how an owned receiver is lent to each attempt.
+//! block, or to a macro that may take the token `self` itself, which
+//! decides how an owned receiver is lent to each attempt.
 
 use proc_macro2::{TokenStream, TokenTree};
 use quote::ToTokens;
