@@ -179,6 +179,22 @@ fn declaring_or_reloading_an_open_breaker_leaves_its_gauge_open() {
     assert_eq!(gauge(&metrics, "resilient_breaker_state", &[("breaker", "held-open")]), 1.0, "open");
 }
 
+/// The same for a budget: one made for a name taken, or by a reload that
+/// keeps the existing one, must not report a full budget for it.
+#[test]
+fn declaring_or_reloading_a_spent_budget_leaves_its_gauge_at_its_level() {
+    let metrics = recorded(async || {
+        let registry = Registry::new();
+        registry.declare_budget("spent", TokenBucket { capacity: 5, ..Default::default() }).unwrap();
+        let budget = registry.budget("spent").unwrap();
+        assert!((0..3).all(|_| budget.try_withdraw()));
+        assert!(registry.declare_budget("spent", TokenBucket::default()).is_err(), "taken");
+        registry.reload_toml("[budgets.spent]\ncapacity = 5\n").unwrap();
+        assert_eq!(budget.available(), 2);
+    });
+    assert_eq!(gauge(&metrics, "resilient_budget_available", &[("budget", "spent")]), 2.0);
+}
+
 #[test]
 fn the_budget_gauge_follows_withdrawals_and_deposits() {
     let metrics = recorded(async || {

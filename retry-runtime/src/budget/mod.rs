@@ -160,6 +160,18 @@ pub struct BudgetTotals {
 impl RetryBudget {
     /// A budget with nothing spent, or an error naming the invalid setting.
     pub fn new(name: impl Into<String>, config: impl Into<BudgetConfig>) -> Result<Self, ConfigError> {
+        let budget = Self::unmeasured(name, config)?;
+        budget.measure_level();
+        Ok(budget)
+    }
+
+    /// [`new`](Self::new), its level gauge left as it is, for a registry,
+    /// which may set the budget aside (as `CircuitBreaker::unmeasured`):
+    /// its full level is not that of the budget kept under its name.
+    pub(crate) fn unmeasured(
+        name: impl Into<String>,
+        config: impl Into<BudgetConfig>,
+    ) -> Result<Self, ConfigError> {
         let config = config.into();
         config.validate()?;
         let form = match config {
@@ -176,8 +188,12 @@ impl RetryBudget {
             lease: lease::Lease::default(),
             retries: std::sync::atomic::AtomicU64::new(0),
         };
-        crate::observe::budget_level(&budget.name, || budget.available());
         Ok(budget)
+    }
+
+    /// Sets the level gauge to what it allows now.
+    pub(crate) fn measure_level(&self) {
+        crate::observe::budget_level(&self.name, || self.available());
     }
 
     /// The name this budget was declared under.

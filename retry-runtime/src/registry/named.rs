@@ -22,7 +22,7 @@ impl Registry {
     /// Declares a named retry budget.
     pub fn declare_budget(&self, name: &str, config: impl Into<BudgetConfig>) -> Result<(), RegistryError> {
         let budget = self.new_budget(name, config.into()).map_err(|error| invalid(name, error))?;
-        self.inner.budgets.insert(name, budget)
+        self.inner.budgets.insert_then(name, budget, RetryBudget::measure_level)
     }
 
     /// Declares a named bulkhead.
@@ -75,10 +75,10 @@ impl Registry {
         Ok(CircuitBreaker::unmeasured(name, config)?.with_hooks(self.inner.hooks.clone()))
     }
 
-    /// A budget for this registry, not yet in it.
+    /// A budget for this registry, not yet in it, nor its level gauge set.
     pub(crate) fn new_budget(&self, name: &str, config: BudgetConfig) -> Result<RetryBudget, ConfigError> {
         named(name)?;
-        RetryBudget::new(name, config)
+        RetryBudget::unmeasured(name, config)
     }
 
     /// A bulkhead for this registry, not yet in it.
