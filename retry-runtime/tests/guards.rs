@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::{Attempts, TestError, ms};
 use retry_runtime::{
     BreakerConfig, BreakerState, BudgetConfig, BulkheadConfig, Jitter, Outcome, Policy, RateLimitConfig,
-    RatioBudget, Registry, RegistryError, Rejection, ThrottleConfig, TokenBucket,
+    RatioBudget, Registry, RegistryError, Rejection, RetryBudget, ThrottleConfig, TokenBucket,
 };
 use tokio::time::{Instant, sleep};
 
@@ -277,12 +277,17 @@ async fn a_retry_that_cannot_run_gives_its_budget_token_back() {
     }
 }
 
-/// A registry with budget `form` and a bulkhead of one place, and a call
-/// that fails at once and is refused its retry at 2 s: the place is taken
-/// at 1.9 s for a second. `meanwhile` runs beside it.
-async fn refused_at_two_seconds(form: BudgetConfig, meanwhile: impl AsyncFnOnce(&Registry)) -> Registry {
+/// A registry with budget `form`, made ready by `prepare`, and a bulkhead of
+/// one place, and a call that fails at once and is refused its retry at
+/// 2 s: the place is taken at 1.9 s for a second. `meanwhile` runs beside it.
+async fn refused_at_two_seconds(
+    form: BudgetConfig,
+    prepare: impl FnOnce(&RetryBudget),
+    meanwhile: impl AsyncFnOnce(&Registry),
+) -> Registry {
     let registry = Registry::new();
     registry.declare_budget("api", form).unwrap();
+    prepare(&registry.budget("api").unwrap());
     let one_place = BulkheadConfig { max_concurrent: 1, max_wait: Some(ms(10)), ..Default::default() };
     registry.declare_bulkhead("api", one_place).unwrap();
     let bulkhead = registry.bulkhead("api").unwrap();
@@ -317,20 +322,24 @@ async fn refused_at_two_seconds(form: BudgetConfig, meanwhile: impl AsyncFnOnce(
 #[tokio::test(start_paused = true)]
 async fn a_refused_retry_is_forgotten_from_the_ratio_window_where_it_was_counted() {
     let ratio = RatioBudget { ratio: 0.0, window: Duration::from_secs(10), min_per_sec: 1 };
-    let registry = refused_at_two_seconds(ratio.into(), async |registry: &Registry| {
-        // Another call fails at 1.5 s, in a later slice, and retries at once.
-        sleep(ms(1_500)).await;
-        let other = Policy::builder().jitter(Jitter::None).base(ms(1)).budget("api").build().unwrap();
-        let attempts = Attempts::new();
-        let result = registry
-            .scope(other.run(|| {
-                attempts.mark();
-                let failed = attempts.count() == 1;
-                async move { if failed { Err(TestError::Transient) } else { Ok(()) } }
-            }))
-            .await;
-        assert_eq!((result, attempts.count()), (Ok(()), 2), "the other call retried");
-    })
+    let registry = refused_at_two_seconds(
+        ratio.into(),
+        |_| {},
+        async |registry: &Registry| {
+            // Another call fails at 1.5 s, in a later slice, and retries at once.
+            sleep(ms(1_500)).await;
+            let other = Policy::builder().jitter(Jitter::None).base(ms(1)).budget("api").build().unwrap();
+            let attempts = Attempts::new();
+            let result = registry
+                .scope(other.run(|| {
+                    attempts.mark();
+                    let failed = attempts.count() == 1;
+                    async move { if failed { Err(TestError::Transient) } else { Ok(()) } }
+                }))
+                .await;
+            assert_eq!((result, attempts.count()), (Ok(()), 2), "the other call retried");
+        },
+    )
     .await;
     let budget = registry.budget("api").unwrap();
     assert_eq!(budget.available(), 9, "10 over the window, the other call's retry taken");
@@ -344,14 +353,31 @@ async fn a_refused_retry_is_forgotten_from_the_ratio_window_where_it_was_counted
 #[tokio::test(start_paused = true)]
 async fn a_refused_retry_gives_back_the_tokens_it_took() {
     let bucket = TokenBucket { capacity: 10, ..Default::default() };
-    let registry = refused_at_two_seconds(bucket.into(), async |registry: &Registry| {
-        let budget = registry.budget("api").unwrap();
-        assert!((0..4).all(|_| budget.try_withdraw()), "4 more spent");
-        sleep(Duration::from_secs(1)).await;
-        budget.reconfigure(TokenBucket { capacity: 10, retry_cost: 5, refill_per_success: 1 }).unwrap();
-    })
+    let registry = refused_at_two_seconds(
+        bucket.into(),
+        |_| {},
+        async |registry: &Registry| {
+            let budget = registry.budget("api").unwrap();
+            assert!((0..4).all(|_| budget.try_withdraw()), "4 more spent");
+            sleep(Duration::from_secs(1)).await;
+            budget.reconfigure(TokenBucket { capacity: 10, retry_cost: 5, refill_per_success: 1 }).unwrap();
+        },
+    )
     .await;
     assert_eq!(registry.budget("api").unwrap().available(), 6, "the refused retry's 1 token back, not 5");
+}
+
+/// Under a fleet's lease a retry takes a leased token as well: a refused
+/// one gives it back to the lease it came from, as it gives the budget its
+/// own share back. Kept spent, it would have been a share of the fleet's
+/// retries that no retry used, and the replica short of one.
+#[tokio::test(start_paused = true)]
+async fn a_refused_retry_gives_its_leased_token_back_to_the_lease() {
+    let registry =
+        refused_at_two_seconds(RatioBudget::default().into(), |budget| budget.lease(1), async |_| {}).await;
+    let budget = registry.budget("api").unwrap();
+    assert_eq!(budget.leased(), Some(1), "the leased token is back");
+    assert!(budget.try_withdraw(), "and pays for the next retry");
 }
 
 #[tokio::test(start_paused = true)]

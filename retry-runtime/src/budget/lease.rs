@@ -51,7 +51,8 @@ impl Lease {
     }
 
     /// Puts back a token taken for a retry the local budget then refused,
-    /// if the lease it came from is still held (else it was dropped with it).
+    /// or that did not run after all, if the lease it came from is still
+    /// held (else it was dropped with it).
     pub(super) fn give_back(&self, taken: Taken) {
         let _ = self.state.fetch_update(Ordering::AcqRel, Ordering::Acquire, |state| {
             // The same lease, and so still held: only `end` stops holding

@@ -3,12 +3,21 @@
 
 use std::time::Duration;
 
+use super::lease::Taken;
 use super::{Form, RatioState, RetryBudget, lock};
 
 /// What [`RetryBudget::withdraw`] took for one retry: what giving it back
 /// puts back, where it was taken.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Withdrawal {
+pub(crate) struct Withdrawal {
+    local: Local,
+    /// The fleet's leased token, while a lease was held, and which lease.
+    leased: Option<Taken>,
+}
+
+/// What the budget's own form took.
+#[derive(Debug, Clone, Copy)]
+enum Local {
     /// A ratio budget's retry, counted in the window's slice at `at` (the
     /// budget's time).
     Ratio { at: Duration },
@@ -39,9 +48,9 @@ impl RetryBudget {
             Form::Ratio { first_attempts, state } => {
                 let RatioState { config, window } = &mut *lock(state);
                 let at = self.now();
-                window.try_withdraw(config, at, first_attempts.total()).then_some(Withdrawal::Ratio { at })
+                window.try_withdraw(config, at, first_attempts.total()).then_some(Local::Ratio { at })
             }
-            Form::Bucket(bucket) => bucket.try_withdraw().map(|cost| Withdrawal::Bucket { cost }),
+            Form::Bucket(bucket) => bucket.try_withdraw().map(|cost| Local::Bucket { cost }),
         };
         if taken.is_some() {
             self.retries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -49,7 +58,7 @@ impl RetryBudget {
             self.lease.give_back(taken);
         }
         crate::observe::budget_level(&self.name, || self.available());
-        taken
+        taken.map(|local| Withdrawal { local, leased })
     }
 
     /// Gives back what [`withdraw`](Self::withdraw) took (`taken`) for a
@@ -58,14 +67,19 @@ impl RetryBudget {
     /// pays for retries that really happen. A bucket gets those tokens back
     /// (up to its capacity), a ratio budget forgets the retry in the slice
     /// that counted it (if the window still counts that slice). A leased
-    /// token stays spent, as the fleet counted it; so does the retry in
-    /// [`totals`](Self::totals), which only ever grow.
+    /// token goes back to its lease if that is still held (see
+    /// [`end_lease`](Self::end_lease)): the fleet counts the tokens it
+    /// leased, and those a lease leaves unspent are handed back to it. The
+    /// retry stays in [`totals`](Self::totals), which only ever grow.
     pub(crate) fn give_back_retry(&self, taken: Withdrawal) {
-        match (&self.form, taken) {
-            (Form::Ratio { state, .. }, Withdrawal::Ratio { at }) => lock(state).window.give_back(at),
-            (Form::Bucket(bucket), Withdrawal::Bucket { cost }) => bucket.give_back(cost),
+        match (&self.form, taken.local) {
+            (Form::Ratio { state, .. }, Local::Ratio { at }) => lock(state).window.give_back(at),
+            (Form::Bucket(bucket), Local::Bucket { cost }) => bucket.give_back(cost),
             // A budget keeps its form (`reconfigure` refuses the other).
-            _ => return,
+            _ => {}
+        }
+        if let Some(leased) = taken.leased {
+            self.lease.give_back(leased);
         }
         crate::observe::budget_level(&self.name, || self.available());
     }
