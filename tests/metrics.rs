@@ -195,6 +195,30 @@ fn declaring_or_reloading_a_spent_budget_leaves_its_gauge_at_its_level() {
     assert_eq!(gauge(&metrics, "resilient_budget_available", &[("budget", "spent")]), 2.0);
 }
 
+/// A breaker or a budget a file declares (by a load, or a reload that adds
+/// it) is the one kept under its name: its gauge reads it at once, as one
+/// declared in code does; and a reload that changes a spent budget's
+/// settings leaves its gauge at its level under them.
+#[test]
+fn guards_a_file_declares_or_reconfigures_are_measured() {
+    let metrics = recorded(async || {
+        let registry = Registry::new();
+        registry.load_toml("[breakers.loaded]\n[budgets.loaded]\ncapacity = 4\n").unwrap();
+        registry.declare_budget("spent", TokenBucket { capacity: 5, ..Default::default() }).unwrap();
+        let spent = registry.budget("spent").unwrap();
+        assert!((0..3).all(|_| spent.try_withdraw()));
+        let file = "[breakers.added]\n[budgets.added]\ncapacity = 7\n[budgets.spent]\ncapacity = 10\n";
+        registry.reload_toml(file).unwrap();
+        assert_eq!(spent.available(), 2, "its tokens kept");
+    });
+    for breaker in ["loaded", "added"] {
+        assert_eq!(gauge(&metrics, "resilient_breaker_state", &[("breaker", breaker)]), 0.0, "{breaker}");
+    }
+    for (budget, level) in [("loaded", 4.0), ("added", 7.0), ("spent", 2.0)] {
+        assert_eq!(gauge(&metrics, "resilient_budget_available", &[("budget", budget)]), level, "{budget}");
+    }
+}
+
 #[test]
 fn the_budget_gauge_follows_withdrawals_and_deposits() {
     let metrics = recorded(async || {
