@@ -637,6 +637,16 @@ impl Unshared {
         if self.count.get() < 3 { Err(Flaky::Down) } else { Ok(seen) }
     }
 
+    /// A negation in a format macro's arguments (`if !(..)`), not a macro
+    /// invocation: `self` there is an expression, lent in place as elsewhere.
+    #[resilient(jitter = "none", base_ms = 1)]
+    async fn count_to_three_negated(self) -> Result<String, Flaky> {
+        self.count.set(self.count.get() + 1);
+        tokio::task::yield_now().await;
+        let seen = format!("{} {}", if !(self.count.get() < 3) { "at" } else { "under" }, self.count.get());
+        if self.count.get() < 3 { Err(Flaky::Down) } else { Ok(seen) }
+    }
+
     #[resilient(jitter = "none", base_ms = 1)]
     async fn replace_until_three(mut self) -> Result<u32, Flaky> {
         self = Unshared { count: std::cell::Cell::new(self.count.get() + 1) };
@@ -668,6 +678,9 @@ async fn an_owned_receiver_that_is_send_but_not_sync_is_retried_in_a_spawned_tas
     let tally = Unshared { count: std::cell::Cell::new(0) };
     let task = tokio::spawn(tally.replace_until_three());
     assert_eq!(task.await.expect("the task ran"), Ok(3));
+    let tally = Unshared { count: std::cell::Cell::new(0) };
+    let task = tokio::spawn(tally.count_to_three_negated());
+    assert_eq!(task.await.expect("the task ran"), Ok("at 3".to_owned()));
 }
 
 /// A receiver whose fields a retrying method's body hands to `move`

@@ -90,13 +90,23 @@ fn macro_gets_self(name: &Ident, tokens: TokenStream) -> bool {
             return false;
         };
         match i.checked_sub(2).map(|at| (&tokens[at], &tokens[at + 1])) {
-            Some((TokenTree::Ident(invoked), TokenTree::Punct(bang))) if bang.as_char() == '!' => {
+            // `if !(..)`, `return !(..)`: a negation, not an invocation.
+            Some((TokenTree::Ident(invoked), TokenTree::Punct(bang)))
+                if bang.as_char() == '!' && !is_keyword(invoked) =>
+            {
                 macro_gets_self(invoked, group.stream())
             }
             // Nested in a known macro's arguments, as its own are.
             _ => macro_gets_self(name, group.stream()),
         }
     })
+}
+
+/// Whether `ident` is a keyword an expression may follow (`if !(..)`): no
+/// macro has its name.
+fn is_keyword(ident: &Ident) -> bool {
+    const KEYWORDS: &[&str] = &["if", "match", "while", "return", "break", "in", "yield"];
+    KEYWORDS.iter().any(|keyword| ident == keyword)
 }
 
 /// Whether `tokens` name the receiver `self` (not a path, `self::item`).
@@ -191,6 +201,8 @@ mod tests {
             "{ tracing::info!(?self.a, \"{}\", format!(\"{}\", self.b)) }",
             "{ my::path!(self::item) }",
             "{ stringify!(x); fn f(&self) { stringify!(self); } }",
+            "{ println!(\"{}\", if !(self.a) { 1 } else { 2 }) }",
+            "{ assert!(match !(self.a) { _ => true }) }",
         ] {
             assert!(!hands_self_to_macro(&body(not_giving)), "{not_giving}");
         }
