@@ -1028,3 +1028,30 @@ async fn a_tracing_field_written_as_a_self_path_keeps_its_name() {
         ["message=attempt 2", "self.calls=2", "self.calls=2", "self.calls=0", "doubled=4", "self.calls=2"]
     );
 }
+
+/// A format macro of the user's, not known to the attribute as one.
+macro_rules! my_format {
+    ($($t:tt)*) => { format!($($t)*) };
+}
+
+impl Unshared {
+    #[resilient(jitter = "none", base_ms = 1, max_attempts = 3)]
+    async fn described(self, fail_first: &AtomicU32) -> Result<String, Flaky> {
+        self.count.set(self.count.get() + 1);
+        if fail_first.fetch_sub(1, Ordering::SeqCst) > 0 {
+            return Err(Flaky::Down);
+        }
+        Ok(my_format!("{self:?}"))
+    }
+}
+
+/// A `{self}` in the format string of a macro not known to format captures
+/// the token `self` as `stringify!(self)` takes it: the body keeps its
+/// `self`, as without the attribute.
+#[tokio::test(start_paused = true)]
+async fn an_owned_receiver_captured_by_an_unknown_macros_format_string_is_still_self() {
+    let fail_first = AtomicU32::new(1);
+    let tally = Unshared { count: std::cell::Cell::new(0) };
+    assert_eq!(tally.described(&fail_first).await, Ok("#2".to_owned()));
+    assert_eq!(fail_first.load(Ordering::SeqCst), u32::MAX, "two attempts");
+}

@@ -109,7 +109,8 @@ fn is_keyword(ident: &Ident) -> bool {
     KEYWORDS.iter().any(|keyword| ident == keyword)
 }
 
-/// Whether `tokens` name the receiver `self` (not a path, `self::item`).
+/// Whether `tokens` name the receiver `self` (not a path, `self::item`),
+/// as a name or in a format string (`my_format!("{self:?}")`).
 fn names_self(tokens: TokenStream) -> bool {
     let tokens: Vec<TokenTree> = tokens.into_iter().collect();
     tokens.iter().enumerate().any(|(i, token)| match token {
@@ -117,7 +118,9 @@ fn names_self(tokens: TokenStream) -> bool {
             ident == "self" && !matches!(tokens.get(i + 1), Some(TokenTree::Punct(p)) if p.as_char() == ':')
         }
         TokenTree::Group(group) => names_self(group.stream()),
-        _ => false,
+        // A format string's `{self}` captures the token `self` too.
+        TokenTree::Literal(literal) => literal.to_string().contains("{self"),
+        TokenTree::Punct(_) => false,
     })
 }
 
@@ -190,6 +193,7 @@ mod tests {
         for giving in [
             "{ stringify!(self) }",
             "{ field!(self, a) }",
+            "{ my_format!(\"{self:?}\") }",
             "{ println!(\"{}\", stringify!(self)) }",
             "{ assert!(matches!(self, S { .. }) && my::check!((self))) }",
         ] {
