@@ -242,29 +242,10 @@ pub(super) fn read(path: &Path) -> Result<(String, String), ConfigFileError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backoff::Jitter;
     use crate::operations::Operation;
     use crate::policy::AttributeConfig;
 
-    static SAME: Policy = Policy::from_attribute(AttributeConfig {
-        operation: "file-unit::same",
-        max_attempts: 4,
-        base_ms: 100,
-        cap_ms: 20_000,
-        jitter: Jitter::Full,
-        attempt_timeout_ms: None,
-        deadline_ms: None,
-        hedge_after_ms: None,
-        max_hedges: 1,
-        breaker: None,
-        budget: None,
-        bulkhead: None,
-        throttle: None,
-        rate_limit: None,
-        nested_retry: false,
-        idempotent: true,
-        has_key: false,
-    });
+    static SAME: Policy = Policy::from_attribute(AttributeConfig::bare("file-unit::same"));
 
     inventory::submit! { Operation::new(&SAME) }
 

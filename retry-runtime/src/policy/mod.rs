@@ -381,29 +381,37 @@ impl Policy {
 }
 
 #[cfg(test)]
+impl AttributeConfig {
+    /// What `#[resilient]` with no arguments compiles to, named `operation`.
+    pub(crate) const fn bare(operation: &'static str) -> Self {
+        AttributeConfig {
+            operation,
+            max_attempts: 4,
+            base_ms: 100,
+            cap_ms: 20_000,
+            jitter: Jitter::Full,
+            attempt_timeout_ms: None,
+            deadline_ms: None,
+            hedge_after_ms: None,
+            max_hedges: 1,
+            breaker: None,
+            budget: None,
+            bulkhead: None,
+            throttle: None,
+            rate_limit: None,
+            nested_retry: false,
+            idempotent: true,
+            has_key: false,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
     /// The attribute's arguments with nothing optional given.
-    const BARE: AttributeConfig = AttributeConfig {
-        operation: "policy-unit",
-        max_attempts: 4,
-        base_ms: 100,
-        cap_ms: 20_000,
-        jitter: Jitter::Full,
-        attempt_timeout_ms: None,
-        deadline_ms: None,
-        hedge_after_ms: None,
-        max_hedges: 1,
-        breaker: None,
-        budget: None,
-        bulkhead: None,
-        throttle: None,
-        rate_limit: None,
-        nested_retry: false,
-        idempotent: true,
-        has_key: false,
-    };
+    const BARE: AttributeConfig = AttributeConfig::bare("policy-unit");
 
     // The builder's side is `execution::plain::tests`; this is the attribute's.
     #[test]
