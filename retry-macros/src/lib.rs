@@ -20,7 +20,6 @@ use syn::ItemFn;
 mod arguments;
 mod borrows;
 mod expand;
-mod moved_self;
 mod parse;
 mod policy;
 mod rename_self;

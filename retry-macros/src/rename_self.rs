@@ -3,39 +3,20 @@
 //! keyword and cannot be shadowed the way a parameter is.
 
 use proc_macro2::{Group, Span, TokenStream, TokenTree};
-use quote::{quote, quote_spanned};
+use quote::quote;
 use syn::visit_mut::{self, VisitMut};
-use syn::{Block, Expr, ExprPath, Ident, Macro};
-
-/// What the body's `self` becomes.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SelfPlace {
-    /// `__self`: the attempt's reborrow or clone of the receiver.
-    Binding,
-    /// `(*__self)`: an owned `mut self` the attempt holds a `&mut` to, a
-    /// place of the receiver's own type that the body may change.
-    Behind,
-    /// `(*&*__self)`: the same for a `self` without `mut`, read-only as it is.
-    BehindShared,
-}
+use syn::{Block, ExprPath, Ident, Macro};
 
 /// Renames the body's `self` to the `__self` it returns. That `__self` is
 /// hygienic (mixed-site, at the receiver): a parameter or a binding of the
 /// user's named `__self` neither captures it nor is captured by it.
 pub(crate) fn rename_self(block: &mut Block, receiver: Span) -> Ident {
-    rename_self_to(block, receiver, SelfPlace::Binding)
-}
-
-/// [`rename_self`], with the body's `self` made `place` of the `__self` returned.
-pub(crate) fn rename_self_to(block: &mut Block, receiver: Span, place: SelfPlace) -> Ident {
-    RenameSelf { place }.visit_block_mut(block);
+    RenameSelf.visit_block_mut(block);
     RenameSelf::renamed(receiver)
 }
 
 /// Renames the receiver `self` to a hygienic `__self` in a body.
-struct RenameSelf {
-    place: SelfPlace,
-}
+struct RenameSelf;
 
 /// What a macro's arguments are, as far as `self` is concerned.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -64,16 +45,6 @@ fn arguments(name: &Ident) -> Arguments {
     } else {
         Arguments::Other
     }
-}
-
-/// Whether a macro of this name is known to take expressions where its
-/// arguments name `self` (a format string's, a `tracing` macro's, and
-/// std's `matches!`, `vec!`, `dbg!`): there the place the body's `self`
-/// becomes (`(*__self)`) reads as `self` did. Another macro may take the
-/// token itself (`stringify!(self)`, a `$this:ident`).
-pub(crate) fn takes_expressions(name: &Ident) -> bool {
-    const EXPRESSIONS: &[&str] = &["matches", "vec", "dbg"];
-    arguments(name) != Arguments::Other || EXPRESSIONS.iter().any(|known| name == known)
 }
 
 /// Whether a macro of this name takes a format string and its arguments.
@@ -113,26 +84,12 @@ impl RenameSelf {
         Ident::new("__self", Span::mixed_site().located_at(at))
     }
 
-    /// What a `self` at `at` becomes: `__self`, or a place behind it.
-    fn replacement(&self, at: Span) -> TokenTree {
-        let renamed = Self::renamed(at);
-        let span = Span::mixed_site().located_at(at);
-        let place = match self.place {
-            SelfPlace::Binding => return TokenTree::Ident(renamed),
-            SelfPlace::Behind => quote_spanned!(span=> *#renamed),
-            SelfPlace::BehindShared => quote_spanned!(span=> *&*#renamed),
-        };
-        let mut group = Group::new(proc_macro2::Delimiter::Parenthesis, place);
-        group.set_span(span);
-        TokenTree::Group(group)
-    }
-
     /// `self` renamed in a macro's tokens, which are `kind` of arguments
     /// (its own, or those of one invoked in them): a format string may
     /// capture `self`, and a `tracing` field may be named after it.
-    fn rename(&self, token_stream: TokenStream, kind: Arguments) -> TokenStream {
+    fn rename(token_stream: TokenStream, kind: Arguments) -> TokenStream {
         if matches!(kind, Arguments::Event | Arguments::Span) {
-            return self.rename_fields(token_stream, kind);
+            return Self::rename_fields(token_stream, kind);
         }
         let mut tokens: Vec<TokenTree> = token_stream.into_iter().collect();
         let mut captured = None;
@@ -151,10 +108,10 @@ impl RenameSelf {
                 && (i == 0 || matches!(&tokens[i - 1], TokenTree::Punct(p) if p.as_char() == ','));
             match &mut tokens[i] {
                 TokenTree::Ident(ident) if ident == "self" && !path_follows => {
-                    tokens[i] = self.replacement(ident.span());
+                    *ident = Self::renamed(ident.span());
                 }
                 TokenTree::Group(group) => {
-                    let mut renamed = Group::new(group.delimiter(), self.rename(group.stream(), invoked));
+                    let mut renamed = Group::new(group.delimiter(), Self::rename(group.stream(), invoked));
                     renamed.set_span(group.span());
                     *group = renamed;
                 }
@@ -176,7 +133,7 @@ impl RenameSelf {
             }
             let name = Ident::new(CAPTURED_SELF, span);
             tokens.extend(quote!(#name = ));
-            tokens.push(self.replacement(span));
+            tokens.push(TokenTree::Ident(Self::renamed(span)));
         }
         tokens.into_iter().collect()
     }
@@ -189,7 +146,7 @@ impl RenameSelf {
     /// message (its first argument that is a literal: `target: ".."` is
     /// not one) and a span's after its name; the rest is renamed as in any
     /// macro, an event's message and what follows as a format string's.
-    fn rename_fields(&self, token_stream: TokenStream, kind: Arguments) -> TokenStream {
+    fn rename_fields(token_stream: TokenStream, kind: Arguments) -> TokenStream {
         let tokens: Vec<TokenTree> = token_stream.into_iter().collect();
         let comma = |token: &TokenTree| matches!(token, TokenTree::Punct(p) if p.as_char() == ',');
         let mut out = TokenStream::new();
@@ -202,16 +159,16 @@ impl RenameSelf {
             {
                 if kind == Arguments::Event {
                     let message = tokens[start..].iter().cloned().collect();
-                    out.extend(self.rename(message, Arguments::Format));
+                    out.extend(Self::rename(message, Arguments::Format));
                     return out;
                 }
                 // A span's name: its fields follow.
                 fields = true;
                 out.extend(argument.iter().cloned());
             } else if fields {
-                out.extend(self.rename_field(argument));
+                out.extend(Self::rename_field(argument));
             } else {
-                out.extend(self.rename(argument.iter().cloned().collect(), Arguments::Other));
+                out.extend(Self::rename(argument.iter().cloned().collect(), Arguments::Other));
             }
             out.extend(tokens.get(end).cloned());
             start = end + 1;
@@ -220,7 +177,7 @@ impl RenameSelf {
     }
 
     /// One argument in a `tracing` macro's fields (see [`Self::rename_fields`]).
-    fn rename_field(&self, argument: &[TokenTree]) -> TokenStream {
+    fn rename_field(argument: &[TokenTree]) -> TokenStream {
         let sigil = matches!(argument.first(), Some(TokenTree::Punct(p)) if matches!(p.as_char(), '?' | '%'));
         let (sigil, field) = argument.split_at(usize::from(sigil));
         // `self`, then `.name` as many times as written.
@@ -235,14 +192,14 @@ impl RenameSelf {
         let rest = &field[path..];
         let assigned = matches!(rest.first(), Some(TokenTree::Punct(p)) if p.as_char() == '=' && p.spacing() == proc_macro2::Spacing::Alone);
         if path == 0 || !(rest.is_empty() || (assigned && sigil.is_empty())) {
-            return self.rename(argument.iter().cloned().collect(), Arguments::Other);
+            return Self::rename(argument.iter().cloned().collect(), Arguments::Other);
         }
         let value: TokenStream = if rest.is_empty() {
             let sigil: TokenStream = sigil.iter().cloned().collect();
-            let value = self.rename(name.clone(), Arguments::Other);
+            let value = Self::rename(name.clone(), Arguments::Other);
             quote!(= #sigil #value)
         } else {
-            self.rename(rest.iter().cloned().collect(), Arguments::Other)
+            Self::rename(rest.iter().cloned().collect(), Arguments::Other)
         };
         quote!(#name #value)
     }
@@ -281,18 +238,8 @@ impl RenameSelf {
 }
 
 impl VisitMut for RenameSelf {
-    fn visit_expr_mut(&mut self, expr: &mut Expr) {
-        match expr {
-            Expr::Path(path) if self.place != SelfPlace::Binding && is_self(path) => {
-                let at = path.path.segments[0].ident.span();
-                *expr = Expr::Verbatim(self.replacement(at).into());
-            }
-            _ => visit_mut::visit_expr_mut(self, expr),
-        }
-    }
-
     fn visit_expr_path_mut(&mut self, expr: &mut ExprPath) {
-        if is_self(expr) {
+        if expr.qself.is_none() && expr.path.segments.len() == 1 && expr.path.segments[0].ident == "self" {
             let span = expr.path.segments[0].ident.span();
             expr.path.segments[0].ident = Self::renamed(span);
         }
@@ -305,11 +252,6 @@ impl VisitMut for RenameSelf {
 
     fn visit_macro_mut(&mut self, mac: &mut Macro) {
         let kind = mac.path.segments.last().map_or(Arguments::Other, |segment| arguments(&segment.ident));
-        mac.tokens = self.rename(std::mem::take(&mut mac.tokens), kind);
+        mac.tokens = Self::rename(std::mem::take(&mut mac.tokens), kind);
     }
-}
-
-/// Whether a path expression is the receiver, `self`.
-fn is_self(expr: &ExprPath) -> bool {
-    expr.qself.is_none() && expr.path.segments.len() == 1 && expr.path.segments[0].ident == "self"
 }

@@ -1,7 +1,6 @@
 //! The rewrites that let a body run once per attempt: fresh copies of the
 //! arguments before each attempt, a fresh reborrow of a `&mut self`
-//! receiver (and a `&mut` to an owned one), and a fresh clone of an owned
-//! receiver for a hedged attempt.
+//! receiver, and a fresh clone of an owned receiver for a hedged attempt.
 //! `expand` wires them into the retry loop.
 
 use proc_macro2::TokenStream;
@@ -11,8 +10,7 @@ use syn::spanned::Spanned;
 use syn::token::{Mut, Ref};
 use syn::{Attribute, Block, FnArg, Ident, Meta, MetaList, Pat, ReceiverKind, Signature, Token, Type};
 
-use crate::moved_self::{hands_self_to_macro, moves_self};
-use crate::rename_self::{SelfPlace, rename_self, rename_self_to};
+use crate::rename_self::rename_self;
 use crate::types::{MutableReceiver, mutable_receiver, peel, pinned_mut};
 
 /// Statements giving each attempt its own copy of the arguments.
@@ -240,13 +238,6 @@ pub(crate) fn cfg_attr_metas(list: &MetaList) -> Option<Punctuated<Meta, Token![
 /// its binding made `mut` for that (which the signature's type ignores).
 pub(crate) fn reborrow_receiver(block: &mut Block, sig: &mut Signature, fresh: &mut Fresh) {
     let Some(MutableReceiver { self_span, pinned, .. }) = mutable_receiver(sig) else {
-        // A body that moves `self` into a closure or an `async move` block
-        // and uses it after needs the `&Self` a plain borrow gives (a copy
-        // per capture), which a `&mut` would not be (moved by the first);
-        // one that gives `self` to a macro may need the token `self` itself.
-        if !moves_self(block) && !hands_self_to_macro(block) {
-            borrow_owned_receiver(block, sig, fresh);
-        }
         return;
     };
     let renamed = rename_self(block, self_span);
@@ -264,33 +255,6 @@ pub(crate) fn reborrow_receiver(block: &mut Block, sig: &mut Signature, fresh: &
         fresh.before.push(quote!(let #renamed = &mut *#receiver;));
     }
     fresh.inside.push(quote!(#[allow(clippy::redundant_locals)] let #mutability #renamed = #renamed;));
-}
-
-/// An owned receiver (`self`, `mut self`, `self: Box<Self>`) stays the
-/// call's, and each attempt uses it in place: the attempt holds a `&mut`
-/// to it, and the body's `self` becomes the place behind that (`(*__self)`,
-/// read-only as `(*&*__self)` for a `self` without `mut`), of the
-/// receiver's own type. A plain borrow by the attempt, as for any `&self`,
-/// would make the call's future `Send` only for a `Sync` receiver, where
-/// the function's own future, which owns it, is `Send` for a `Send` one.
-/// The binding is made `mut` for the `&mut`, which the signature's type ignores.
-fn borrow_owned_receiver(block: &mut Block, sig: &mut Signature, fresh: &mut Fresh) {
-    let Some(FnArg::Receiver(receiver)) = sig.inputs.first_mut() else {
-        return;
-    };
-    match &receiver.kind {
-        ReceiverKind::Value => {}
-        ReceiverKind::Typed(_, ty) if !matches!(peel(ty), Type::Reference(_)) && pinned_mut(ty).is_none() => {
-        }
-        _ => return,
-    }
-    let self_span = receiver.self_token.span;
-    let place = if receiver.mutability.is_some() { SelfPlace::Behind } else { SelfPlace::BehindShared };
-    receiver.mutability.get_or_insert(Mut(self_span));
-    let renamed = rename_self_to(block, self_span, place);
-    let receiver = Ident::new("self", self_span);
-    fresh.before.push(quote!(let #renamed = &mut #receiver;));
-    fresh.inside.push(quote!(#[allow(clippy::redundant_locals)] let #renamed = #renamed;));
 }
 
 /// A hedged attempt is an `async move` made by a closure the runtime calls
