@@ -659,7 +659,7 @@ impl Unshared {
         self.count.set(self.count.get() + 1);
         tokio::task::yield_now().await;
         tracing::debug!(?self.count, "counted");
-        let seen = format!("{self:?} {}", if !(self.count.get() < 3) { "at" } else { "under" });
+        let seen = format!("{self:?} {}", if self.count.get() >= 3 { "at" } else { "under" });
         if self.count.get() < 3 { Err(Flaky::Down) } else { Ok(seen) }
     }
 
