@@ -142,10 +142,8 @@ impl CircuitBreaker {
     }
 
     /// [`new`](Self::new), its state gauge left as it is: a registry makes
-    /// breakers it may set aside (one declared under a name already taken,
-    /// a reloaded file's, of which it keeps those that exist), whose gauge
-    /// would read closed for the breaker kept under that name. It sets the
-    /// gauge of one it keeps ([`measure_closed`](Self::measure_closed)).
+    /// breakers it may set aside, and sets the gauge of those it keeps
+    /// (`registry::table::Kept`).
     pub(crate) fn unmeasured(name: impl Into<String>, config: BreakerConfig) -> Result<Self, ConfigError> {
         config.validate()?;
         let core = BreakerCore::new(config);

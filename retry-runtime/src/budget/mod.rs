@@ -165,9 +165,9 @@ impl RetryBudget {
         Ok(budget)
     }
 
-    /// [`new`](Self::new), its level gauge left as it is, for a registry,
-    /// which may set the budget aside (as `CircuitBreaker::unmeasured`):
-    /// its full level is not that of the budget kept under its name.
+    /// [`new`](Self::new), its level gauge left as it is: a registry makes
+    /// budgets it may set aside, and sets the gauge of those it keeps
+    /// (`registry::table::Kept`).
     pub(crate) fn unmeasured(
         name: impl Into<String>,
         config: impl Into<BudgetConfig>,

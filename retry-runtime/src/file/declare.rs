@@ -112,22 +112,8 @@ impl Registry {
         }
         problems.finish(())?;
         // Nothing can fail from here on.
-        // A breaker or a budget made from the file is measured only if it
-        // is the one kept (see `CircuitBreaker::unmeasured`).
-        let breakers = declared(breakers, |n, g| {
-            let (breaker, new) = held.breakers.declare(n, g);
-            if new {
-                breaker.measure_closed();
-            }
-            (breaker, new)
-        });
-        let budgets = declared(budgets, |n, g| {
-            let (budget, new) = held.budgets.declare(n, g);
-            if new {
-                budget.measure_level();
-            }
-            (budget, new)
-        });
+        let breakers = declared(breakers, |n, g| held.breakers.declare(n, g));
+        let budgets = declared(budgets, |n, g| held.budgets.declare(n, g));
         let bulkheads = declared(bulkheads, |n, g| held.bulkheads.declare(n, g));
         let throttles = declared(throttles, |n, g| held.throttles.declare(n, g));
         let rate_limits = declared(rate_limits, |n, g| held.rate_limits.declare(n, g));

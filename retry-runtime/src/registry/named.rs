@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::table::Held;
+use super::table::{Held, Kept};
 use super::{GuardKind, Registry, RegistryError, invalid};
 use crate::breaker::{BreakerConfig, CircuitBreaker};
 use crate::budget::{BudgetConfig, RetryBudget};
@@ -16,13 +16,13 @@ impl Registry {
     /// Declares a named circuit breaker.
     pub fn declare_breaker(&self, name: &str, config: BreakerConfig) -> Result<(), RegistryError> {
         let breaker = self.new_breaker(name, config).map_err(|error| invalid(name, error))?;
-        self.inner.breakers.insert_then(name, breaker, CircuitBreaker::measure_closed)
+        self.inner.breakers.insert(name, breaker)
     }
 
     /// Declares a named retry budget.
     pub fn declare_budget(&self, name: &str, config: impl Into<BudgetConfig>) -> Result<(), RegistryError> {
         let budget = self.new_budget(name, config.into()).map_err(|error| invalid(name, error))?;
-        self.inner.budgets.insert_then(name, budget, RetryBudget::measure_level)
+        self.inner.budgets.insert(name, budget)
     }
 
     /// Declares a named bulkhead.
@@ -65,7 +65,7 @@ impl Registry {
     }
 
     /// A breaker for this registry (with its transition hooks), not yet in
-    /// it, nor its state gauge set (see `CircuitBreaker::unmeasured`).
+    /// it, nor its state gauge set (the table sets it if it keeps it: `Kept`).
     pub(crate) fn new_breaker(
         &self,
         name: &str,
@@ -215,7 +215,7 @@ impl Registry {
     pub(crate) fn breaker_or_default(&self, name: &str) -> Arc<CircuitBreaker> {
         let hooks = self.inner.hooks.clone();
         self.inner.breakers.get_or_default(name, || {
-            CircuitBreaker::new(name, BreakerConfig::default())
+            CircuitBreaker::unmeasured(name, BreakerConfig::default())
                 .unwrap_or_else(|_| unreachable!("the default breaker config is valid"))
                 .with_hooks(hooks)
         })
@@ -223,7 +223,7 @@ impl Registry {
 
     pub(crate) fn budget_or_default(&self, name: &str) -> Arc<RetryBudget> {
         self.inner.budgets.get_or_default(name, || {
-            RetryBudget::new(name, BudgetConfig::default())
+            RetryBudget::unmeasured(name, BudgetConfig::default())
                 .unwrap_or_else(|_| unreachable!("the default budget config is valid"))
         })
     }
@@ -279,3 +279,21 @@ pub(crate) struct HeldGuards<'r> {
     pub(crate) throttles: Held<'r, Throttle>,
     pub(crate) rate_limits: Held<'r, RateLimit>,
 }
+
+/// A breaker kept reads closed, not missing, until its first transition.
+impl Kept for CircuitBreaker {
+    fn kept(&self) {
+        self.measure_closed();
+    }
+}
+
+/// A budget kept reports its level from the start.
+impl Kept for RetryBudget {
+    fn kept(&self) {
+        self.measure_level();
+    }
+}
+
+impl Kept for Bulkhead {}
+impl Kept for Throttle {}
+impl Kept for RateLimit {}

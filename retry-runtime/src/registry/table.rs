@@ -6,6 +6,15 @@ use std::sync::{Arc, RwLock, RwLockWriteGuard};
 
 use super::RegistryError;
 
+/// What a guard does when a table keeps it (declared, from a file or in
+/// code, or made on first use), before any call can find it: a registry
+/// makes guards it may set aside (one declared under a name already taken,
+/// a reloaded file's, of which it keeps those that exist), and what such a
+/// guard would report (a gauge) belongs to the one kept under its name.
+pub(crate) trait Kept {
+    fn kept(&self) {}
+}
+
 /// One kind of guard by name, remembering which were declared and which
 /// were created with the defaults on first use.
 pub(super) struct Table<T> {
@@ -30,23 +39,15 @@ impl<T> Table<T> {
         self.read().get(name).map(|entry| entry.guard.clone())
     }
 
-    pub(super) fn insert(&self, name: &str, value: T) -> Result<(), RegistryError> {
-        self.insert_then(name, value, |_| {})
-    }
-
-    /// [`insert`](Self::insert), calling `inserted` with the guard once it
-    /// is in, before any call can find it (one set aside is not called).
-    pub(super) fn insert_then(
-        &self,
-        name: &str,
-        value: T,
-        inserted: impl FnOnce(&T),
-    ) -> Result<(), RegistryError> {
+    pub(super) fn insert(&self, name: &str, value: T) -> Result<(), RegistryError>
+    where
+        T: Kept,
+    {
         let mut entries = self.write();
         if entries.contains_key(name) {
             return Err(RegistryError::AlreadyDeclared { kind: self.kind, name: name.to_owned() });
         }
-        inserted(&value);
+        value.kept();
         entries.insert(
             name.to_owned(),
             Entry { guard: Arc::new(value), declared: true, resolved: AtomicBool::new(false) },
@@ -106,7 +107,10 @@ impl<T> Table<T> {
     /// The guard a call's policy names (once per policy and registry:
     /// policies cache what this returns), created with the defaults if it
     /// was never declared.
-    pub(super) fn get_or_default(&self, name: &str, make: impl FnOnce() -> T) -> Arc<T> {
+    pub(super) fn get_or_default(&self, name: &str, make: impl FnOnce() -> T) -> Arc<T>
+    where
+        T: Kept,
+    {
         if let Some(entry) = self.read().get(name) {
             entry.resolved.store(true, Ordering::Relaxed);
             return entry.guard.clone();
@@ -120,7 +124,9 @@ impl<T> Table<T> {
                     name,
                     "`{name}` was used but never declared: created with the default settings; declare it at start-up to choose them"
                 );
-                Entry { guard: Arc::new(make()), declared: false, resolved: AtomicBool::new(true) }
+                let guard = make();
+                guard.kept();
+                Entry { guard: Arc::new(guard), declared: false, resolved: AtomicBool::new(true) }
             })
             .guard
             .clone()
@@ -146,13 +152,17 @@ impl<T> Held<'_, T> {
     /// Declares `name` as `guard`, or, when a guard already has the name,
     /// counts that one as declared and drops `guard`. The guard under the
     /// name, and whether it is `guard`.
-    pub(crate) fn declare(&mut self, name: &str, guard: T) -> (Arc<T>, bool) {
+    pub(crate) fn declare(&mut self, name: &str, guard: T) -> (Arc<T>, bool)
+    where
+        T: Kept,
+    {
         match self.entries.get_mut(name) {
             Some(entry) => {
                 entry.declared = true;
                 (entry.guard.clone(), false)
             }
             None => {
+                guard.kept();
                 let guard = Arc::new(guard);
                 let entry = Entry { guard: guard.clone(), declared: true, resolved: AtomicBool::new(false) };
                 self.entries.insert(name.to_owned(), entry);
