@@ -8,7 +8,10 @@ use quote::{ToTokens, quote, quote_spanned};
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::token::{Mut, Ref};
-use syn::{Attribute, Block, FnArg, Ident, Meta, MetaList, Pat, ReceiverKind, Signature, Token, Type};
+use syn::visit_mut::{self, VisitMut};
+use syn::{
+    Attribute, Block, FnArg, Ident, Meta, MetaList, Pat, PatIdent, ReceiverKind, Signature, Token, Type,
+};
 
 use crate::rename_self::rename_self;
 use crate::types::{MutableReceiver, mutable_receiver, peel, pinned_mut};
@@ -282,39 +285,56 @@ pub(crate) fn clone_receiver(block: &mut Block, sig: &mut Signature, fresh: &mut
     fresh.inside.push(quote!(#[allow(clippy::redundant_locals)] let #mutability #renamed = #renamed;));
 }
 
+/// Every binding `pat` makes, in order; of an `|` pattern, its first
+/// alternative's (every alternative binds the same names).
+pub(crate) fn pattern_bindings(pat: &Pat) -> Vec<&PatIdent> {
+    fn walk<'p>(pat: &'p Pat, out: &mut Vec<&'p PatIdent>) {
+        match pat {
+            Pat::Ident(pat) => {
+                out.push(pat);
+                if let Some((_, sub)) = &pat.subpat {
+                    walk(sub, out);
+                }
+            }
+            Pat::Or(or) => or.cases.iter().take(1).for_each(|case| walk(case, out)),
+            Pat::Paren(pat) => walk(&pat.pat, out),
+            Pat::Reference(pat) => walk(&pat.pat, out),
+            Pat::Slice(pat) => pat.elems.iter().for_each(|p| walk(p, out)),
+            Pat::Tuple(pat) => pat.elems.iter().for_each(|p| walk(p, out)),
+            Pat::TupleStruct(pat) => pat.elems.iter().for_each(|p| walk(p, out)),
+            Pat::Struct(pat) => pat.fields.iter().for_each(|field| walk(&field.pat, out)),
+            Pat::Type(pat) => walk(&pat.pat, out),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(pat, &mut out);
+    out
+}
+
 /// The bindings of a pattern that each attempt needs a copy of: by value,
-/// with their `mut` taken out of it; `ref mut`, left as it is. A shared
+/// with their `mut` taken out of it (in every alternative of an `|`: one
+/// set of copies serves them all); `ref mut`, left as it is. A shared
 /// `ref` is not one: it borrows the argument, which no attempt can change
 /// (what interior mutability changes, the attempts share, as they always
 /// did), so it is neither cloned nor required to be `Clone`.
 fn take_bindings(pat: &mut Pat, out: &mut Vec<(Option<Ref>, Option<Mut>, Ident)>) {
-    match pat {
-        Pat::Ident(pat) => {
-            match (pat.by_ref, pat.mutability) {
-                (None, _) => out.push((None, pat.mutability.take(), pat.ident.clone())),
-                (Some(_), Some(_)) => out.push((pat.by_ref, pat.mutability, pat.ident.clone())),
-                (Some(_), None) => {}
-            }
-            if let Some((_, sub)) = &mut pat.subpat {
-                take_bindings(sub, out);
-            }
+    for binding in pattern_bindings(pat) {
+        match (binding.by_ref, binding.mutability) {
+            (None, mutability) => out.push((None, mutability, binding.ident.clone())),
+            (Some(_), Some(_)) => out.push((binding.by_ref, binding.mutability, binding.ident.clone())),
+            (Some(_), None) => {}
         }
-        Pat::Or(or) => {
-            // Every alternative binds the same names; one set of copies serves them all.
-            let mut first = true;
-            for case in &mut or.cases {
-                let mut ignored = Vec::new();
-                take_bindings(case, if first { &mut *out } else { &mut ignored });
-                first = false;
-            }
-        }
-        Pat::Paren(pat) => take_bindings(&mut pat.pat, out),
-        Pat::Reference(pat) => take_bindings(&mut pat.pat, out),
-        Pat::Slice(pat) => pat.elems.iter_mut().for_each(|p| take_bindings(p, out)),
-        Pat::Tuple(pat) => pat.elems.iter_mut().for_each(|p| take_bindings(p, out)),
-        Pat::TupleStruct(pat) => pat.elems.iter_mut().for_each(|p| take_bindings(p, out)),
-        Pat::Struct(pat) => pat.fields.iter_mut().for_each(|field| take_bindings(&mut field.pat, out)),
-        Pat::Type(pat) => take_bindings(&mut pat.pat, out),
-        _ => {}
     }
+    /// Takes the `mut` out of every by-value binding.
+    struct TakeMut;
+    impl VisitMut for TakeMut {
+        fn visit_pat_ident_mut(&mut self, binding: &mut PatIdent) {
+            if binding.by_ref.is_none() {
+                binding.mutability = None;
+            }
+            visit_mut::visit_pat_ident_mut(self, binding);
+        }
+    }
+    TakeMut.visit_pat_mut(pat);
 }

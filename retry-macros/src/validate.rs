@@ -6,13 +6,14 @@
 
 use proc_macro2::TokenStream;
 use quote::{ToTokens, quote};
-use syn::{FnArg, Ident, ItemFn, Pat};
+use syn::{FnArg, Ident, ItemFn};
 
 pub(crate) use crate::types::ErrorType;
 
 use crate::arguments::{self, Default};
 use crate::borrows::{no_mutable_borrow_copied, no_mutable_borrow_hedged, no_mutable_borrow_returned};
 use crate::parse::{Args, Errors, Setting};
+use crate::rewrite::pattern_bindings;
 use crate::suggest;
 use crate::types::{error_type, returns_future};
 
@@ -300,32 +301,10 @@ fn parameter_names(item: &ItemFn) -> Vec<Ident> {
     let mut names = Vec::new();
     for arg in &item.sig.inputs {
         if let FnArg::Typed(typed) = arg {
-            bindings(&typed.pat, &mut names);
+            names.extend(pattern_bindings(&typed.pat).into_iter().map(|binding| binding.ident.clone()));
         }
     }
     names
-}
-
-/// The names `pat` binds, in order.
-fn bindings(pat: &Pat, names: &mut Vec<Ident>) {
-    match pat {
-        Pat::Ident(pat) => {
-            names.push(pat.ident.clone());
-            if let Some((_, sub)) = &pat.subpat {
-                bindings(sub, names);
-            }
-        }
-        // Every alternative binds the same names.
-        Pat::Or(or) => or.cases.iter().take(1).for_each(|case| bindings(case, names)),
-        Pat::Paren(pat) => bindings(&pat.pat, names),
-        Pat::Reference(pat) => bindings(&pat.pat, names),
-        Pat::Type(pat) => bindings(&pat.pat, names),
-        Pat::Slice(pat) => pat.elems.iter().for_each(|pat| bindings(pat, names)),
-        Pat::Tuple(pat) => pat.elems.iter().for_each(|pat| bindings(pat, names)),
-        Pat::TupleStruct(pat) => pat.elems.iter().for_each(|pat| bindings(pat, names)),
-        Pat::Struct(pat) => pat.fields.iter().for_each(|field| bindings(&field.pat, names)),
-        _ => {}
-    }
 }
 
 fn key_parameter(key: &Ident, item: &ItemFn) -> syn::Result<()> {
