@@ -27,6 +27,7 @@ mod rewrite;
 mod suggest;
 mod types;
 mod validate;
+mod values;
 
 use parse::{Args, Errors};
 

@@ -1,0 +1,185 @@
+//! Reading one argument's value by its kind: an integer literal, a string,
+//! one of a set of strings, a bool, a parameter's name, a path. Each reader
+//! says what was expected, and how to write it, at the value.
+
+use syn::{Expr, ExprLit, ExprPath, ExprUnary, Ident, Lit, LitInt, LitStr, Path, UnOp};
+
+use crate::arguments::Argument;
+use crate::suggest;
+
+/// Sees through the invisible groups a `macro_rules!` wraps around `$x:expr`.
+fn peel(expr: &Expr) -> &Expr {
+    match expr {
+        Expr::Group(group) => peel(&group.expr),
+        other => other,
+    }
+}
+
+fn literal(expr: &Expr) -> Option<&Lit> {
+    match peel(expr) {
+        Expr::Lit(ExprLit { lit, .. }) => Some(lit),
+        _ => None,
+    }
+}
+
+/// An integer literal, possibly negative; suffixes must be integer types.
+pub(crate) fn integer(argument: &Argument, expr: &Expr) -> syn::Result<i128> {
+    let (name, example) = (argument.name, argument.example);
+    let wrong = |found: &str| {
+        let message = if found.is_empty() {
+            format!("expected an integer literal for `{name}`, like `{name} = {example}`")
+        } else {
+            format!("expected an integer literal for `{name}` (like `{name} = {example}`), found {found}")
+        };
+        syn::Error::new_spanned(expr, message)
+    };
+    match peel(expr) {
+        Expr::Lit(ExprLit { lit: Lit::Int(lit), .. }) => unsigned(name, lit),
+        Expr::Unary(ExprUnary { op: UnOp::Neg(_), expr: inner, .. }) => match literal(inner) {
+            Some(Lit::Int(lit)) => unsigned(name, lit).map(|v| -v),
+            Some(Lit::Float(_)) => Err(wrong("a float")),
+            _ => Err(wrong("")),
+        },
+        Expr::Lit(ExprLit { lit: Lit::Float(_), .. }) => Err(wrong("a float")),
+        Expr::Lit(ExprLit { lit: Lit::Str(s), .. }) => {
+            let text = s.value();
+            if !text.is_empty() && text.chars().all(|c| c.is_ascii_digit() || c == '_') {
+                Err(syn::Error::new_spanned(
+                    expr,
+                    format!(
+                        "expected an integer literal for `{name}`, found a string: write `{name} = {text}` without quotes"
+                    ),
+                ))
+            } else {
+                Err(wrong("a string"))
+            }
+        }
+        Expr::Lit(ExprLit { lit: Lit::Bool(_), .. }) => Err(wrong("a bool")),
+        _ => Err(wrong("")),
+    }
+}
+
+fn unsigned(name: &str, lit: &LitInt) -> syn::Result<i128> {
+    const INTEGER_SUFFIXES: &[&str] =
+        &["", "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize"];
+    let suffix = lit.suffix();
+    if !INTEGER_SUFFIXES.contains(&suffix) {
+        let digits = lit.base10_digits();
+        let hint = match (name.ends_with("_ms"), suffix) {
+            (true, "ms") => format!("`{name}` is already in milliseconds: write `{name} = {digits}`"),
+            (true, "s" | "sec" | "secs") => {
+                match digits.parse::<u64>().ok().and_then(|s| s.checked_mul(1000)) {
+                    Some(ms) => format!("`{name}` is in milliseconds: write `{name} = {ms}`"),
+                    None => format!("`{name}` is in milliseconds"),
+                }
+            }
+            _ => format!("write a plain integer, like `{name} = {digits}`"),
+        };
+        return Err(syn::Error::new(
+            lit.span(),
+            format!("unexpected suffix `{suffix}` on the integer literal for `{name}`; {hint}"),
+        ));
+    }
+    lit.base10_parse::<i128>().map_err(|_| syn::Error::new(lit.span(), format!("`{name}` is too large")))
+}
+
+pub(crate) fn string<'a>(argument: &Argument, expr: &'a Expr) -> syn::Result<&'a LitStr> {
+    let name = argument.name;
+    match literal(expr) {
+        Some(Lit::Str(lit)) => Ok(lit),
+        _ => {
+            let hint = match peel(expr) {
+                Expr::Path(p) if p.path.get_ident().is_some() => {
+                    format!(
+                        ": write `{name} = \"{}\"`",
+                        p.path.get_ident().map(Ident::to_string).unwrap_or_default()
+                    )
+                }
+                _ => format!(", like `{name} = {}`", argument.example),
+            };
+            Err(syn::Error::new_spanned(expr, format!("expected a string literal for `{name}`{hint}")))
+        }
+    }
+}
+
+/// One of a fixed set of strings.
+pub(crate) fn one_of(
+    argument: &Argument,
+    expr: &Expr,
+    choices: &'static [&'static str],
+) -> syn::Result<&'static str> {
+    let lit = string(argument, expr)?;
+    let value = lit.value();
+    choices.iter().copied().find(|choice| *choice == value).ok_or_else(|| {
+        let expected = choices.iter().map(|n| format!("\"{n}\"")).collect::<Vec<_>>().join(", ");
+        let close = suggest::closest(&value, choices)
+            .map(|close| format!("; did you mean \"{close}\"?"))
+            .unwrap_or_default();
+        let name = argument.name;
+        syn::Error::new(lit.span(), format!("unknown {name} \"{value}\"; expected one of: {expected}{close}"))
+    })
+}
+
+pub(crate) fn boolean(name: &str, expr: &Expr) -> syn::Result<bool> {
+    match literal(expr) {
+        Some(Lit::Bool(b)) => Ok(b.value),
+        Some(Lit::Str(s)) if matches!(s.value().as_str(), "true" | "false") => Err(syn::Error::new_spanned(
+            expr,
+            format!(
+                "expected `true` or `false` for `{name}`, found a string: write `{name} = {}` without quotes",
+                s.value()
+            ),
+        )),
+        _ => Err(syn::Error::new_spanned(expr, format!("expected `true` or `false` for `{name}`"))),
+    }
+}
+
+/// The name of one of the function's parameters (checked against them in `validate`).
+pub(crate) fn parameter(argument: &Argument, expr: &Expr) -> syn::Result<Ident> {
+    let name = argument.name;
+    // `self` is a one-segment path too: `validate` rejects it with the other parameter checks.
+    if let Expr::Path(p) = peel(expr)
+        && let (None, Some(ident)) = (&p.qself, p.path.get_ident())
+    {
+        return Ok(ident.clone());
+    }
+    let message = match literal(expr) {
+        Some(Lit::Str(s)) if syn::parse_str::<Ident>(&s.value()).is_ok() => format!(
+            "`{name}` takes a parameter's name, not a string: write `{name} = {}` without quotes",
+            s.value()
+        ),
+        _ => format!("expected a parameter's name for `{name}`, like `{name} = {}`", argument.example),
+    };
+    Err(syn::Error::new_spanned(expr, message))
+}
+
+/// The runtime's path, written as a string like tokio's `crate = "..."`.
+pub(crate) fn path(argument: &Argument, expr: &Expr) -> syn::Result<Path> {
+    let name = argument.name;
+    let lit = string(argument, expr)?;
+    lit.parse_with(Path::parse_mod_style).map_err(|_| {
+        syn::Error::new(
+            lit.span(),
+            format!("`{name}` must be a path to the `resilient` crate, like `{name} = \"::resilient\"`"),
+        )
+    })
+}
+
+/// A path to a function, as a path (`classify = my_classify`).
+pub(crate) fn fn_path(argument: &Argument, expr: &Expr) -> syn::Result<ExprPath> {
+    let name = argument.name;
+    if let Expr::Path(path) = peel(expr) {
+        return Ok(path.clone());
+    }
+    let message = match literal(expr) {
+        Some(Lit::Str(s)) if s.parse::<ExprPath>().is_ok() => format!(
+            "`{name}` takes a path to a function, not a string: write `{name} = {}` without quotes",
+            s.value()
+        ),
+        _ => format!(
+            "expected a path to a function `fn(&E) -> ErrorClass` for `{name}`, like `{name} = {}`",
+            argument.example
+        ),
+    };
+    Err(syn::Error::new_spanned(expr, message))
+}
