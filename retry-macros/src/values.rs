@@ -34,9 +34,9 @@ pub(crate) fn integer(argument: &Argument, expr: &Expr) -> syn::Result<i128> {
         syn::Error::new_spanned(expr, message)
     };
     match peel(expr) {
-        Expr::Lit(ExprLit { lit: Lit::Int(lit), .. }) => unsigned(name, lit),
+        Expr::Lit(ExprLit { lit: Lit::Int(lit), .. }) => unsigned(name, lit).and_then(|v| fits(name, lit, v)),
         Expr::Unary(ExprUnary { op: UnOp::Neg(_), expr: inner, .. }) => match literal(inner) {
-            Some(Lit::Int(lit)) => unsigned(name, lit).map(|v| -v),
+            Some(Lit::Int(lit)) => unsigned(name, lit).and_then(|v| fits(name, lit, -v)),
             Some(Lit::Float(_)) => Err(wrong("a float")),
             _ => Err(wrong("")),
         },
@@ -81,6 +81,39 @@ fn unsigned(name: &str, lit: &LitInt) -> syn::Result<i128> {
         ));
     }
     lit.base10_parse::<i128>().map_err(|_| syn::Error::new(lit.span(), format!("`{name}` is too large")))
+}
+
+/// `value` itself, when the type its literal's suffix names can hold it: a
+/// `300u8` is no `u8` (rustc refuses it as an overflowing literal), and
+/// whether 300 or its wrapped 44 was meant cannot be told. A suffix that
+/// holds the value is accepted whatever its type: the argument takes the
+/// number, not the literal. A negative value with an unsigned suffix is
+/// left to `validate`, which refuses every negative value for what it is.
+fn fits(name: &str, lit: &LitInt, value: i128) -> syn::Result<i128> {
+    let suffix = lit.suffix();
+    let range = match suffix {
+        "u8" => 0..=i128::from(u8::MAX),
+        "u16" => 0..=i128::from(u16::MAX),
+        "u32" => 0..=i128::from(u32::MAX),
+        // `usize` and `isize` as wide as they are on a 64-bit target.
+        "u64" | "usize" => 0..=i128::from(u64::MAX),
+        "i8" => i128::from(i8::MIN)..=i128::from(i8::MAX),
+        "i16" => i128::from(i16::MIN)..=i128::from(i16::MAX),
+        "i32" => i128::from(i32::MIN)..=i128::from(i32::MAX),
+        "i64" | "isize" => i128::from(i64::MIN)..=i128::from(i64::MAX),
+        // No suffix, `u128` and `i128`: any value `unsigned` could read.
+        _ => return Ok(value),
+    };
+    if range.contains(&value) || (value < 0 && suffix.starts_with('u')) {
+        return Ok(value);
+    }
+    let (low, high) = (range.start(), range.end());
+    Err(syn::Error::new(
+        lit.span(),
+        format!(
+            "the integer literal for `{name}` does not fit its suffix: `{suffix}` holds {low}..={high}, not {value}; write `{name} = {value}` without the suffix"
+        ),
+    ))
 }
 
 pub(crate) fn string<'a>(argument: &Argument, expr: &'a Expr) -> syn::Result<&'a LitStr> {
