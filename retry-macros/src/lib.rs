@@ -278,6 +278,20 @@ mod tests {
     }
 
     #[test]
+    fn the_arguments_after_a_missing_comma_are_still_read() {
+        let out = run("max_attempts = 3 base_ms = 5s, bogus = 1", FUNCTIONS[0]);
+        assert!(out.contains("expected `,`"), "{out}");
+        assert!(out.contains("unexpected suffix `s` on the integer literal for `base_ms`"), "{out}");
+        assert!(out.contains("unknown argument `bogus`"), "{out}");
+        let out = run("retries(3) jitter = \"gaussian\"", FUNCTIONS[0]);
+        assert!(out.contains("unknown argument `retries`"), "{out}");
+        assert!(out.contains("unknown jitter"), "{out}");
+        // Nothing that reads as an argument follows: skipped to the `,` as before.
+        let out = run("max_attempts = 3 4, bogus = 1", FUNCTIONS[0]);
+        assert_eq!(out.matches("compile_error").count(), 2, "{out}");
+    }
+
+    #[test]
     fn all_independent_errors_are_reported_together() {
         let out = run("jitter = \"gaussian\", colour = 1, base_ms = 1.5", FUNCTIONS[0]);
         assert_eq!(out.matches("compile_error").count(), 3, "{out}");

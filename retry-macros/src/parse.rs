@@ -109,7 +109,9 @@ impl Args {
 }
 
 impl Parse for Args {
-    /// An unreadable argument is skipped to the next `,`: its error joins the others'.
+    /// An unreadable argument is skipped to the next `,`, or to the next
+    /// argument when a `,` is missing: its error joins the others', and so
+    /// do those of every argument after it.
     fn parse(input: ParseStream) -> syn::Result<Self> {
         let mut args = Args::default();
         let mut errors = Errors::default();
@@ -130,12 +132,22 @@ impl Parse for Args {
     }
 }
 
-/// The rest of an argument, up to the `,` after it (or the end).
+/// The rest of an argument, up to the `,` after it, the end, or the next
+/// argument when its `,` is missing (`max_attempts = 3 base_ms = 5s`): that
+/// argument is read, and its errors reported, as if the `,` were there.
 fn skip_argument(input: ParseStream) -> syn::Result<()> {
-    while !input.is_empty() && !input.peek(Token![,]) {
+    while !input.is_empty() && !input.peek(Token![,]) && !starts_argument(input) {
         input.parse::<proc_macro2::TokenTree>()?;
     }
     Ok(())
+}
+
+/// Whether `name = ` comes next: an argument (`name == x` and `name => x` are not).
+fn starts_argument(input: ParseStream) -> bool {
+    input.peek(Ident::peek_any)
+        && input.peek2(Token![=])
+        && !input.peek2(Token![==])
+        && !input.peek2(Token![=>])
 }
 
 impl Args {
