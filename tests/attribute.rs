@@ -636,6 +636,36 @@ async fn a_single_attempt_of_send_but_not_sync_arguments_can_be_spawned() {
     assert_eq!(task.await.expect("the task ran"), Ok(3));
 }
 
+/// Locks a single attempt's parameters hold: what its fallback finds of them.
+static LEDGER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+static AUDIT: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Names `ledger` in its body, and never `_audit`.
+#[resilient(max_attempts = 1, fallback = locks_free)]
+async fn hold_ledger(
+    ledger: tokio::sync::MutexGuard<'static, ()>,
+    _audit: tokio::sync::MutexGuard<'static, ()>,
+) -> Result<[bool; 2], Flaky> {
+    let () = *ledger;
+    Err(Flaky::Down)
+}
+
+/// Whether each lock is free.
+async fn locks_free(_: Flaky) -> Result<[bool; 2], Flaky> {
+    Ok([LEDGER.try_lock().is_ok(), AUDIT.try_lock().is_ok()])
+}
+
+/// The price of the test above: the single attempt owns the parameters its
+/// body names, so it drops them as it ends, before the fallback runs (a
+/// future that borrowed them instead would not be `Send` for those that are
+/// not `Sync`). A parameter the body never names lives until the call ends,
+/// as every parameter does without the attribute. The README says so.
+#[tokio::test(start_paused = true)]
+async fn a_single_attempt_drops_the_parameters_its_body_names_before_the_fallback() {
+    let held = hold_ledger(LEDGER.lock().await, AUDIT.lock().await).await;
+    assert_eq!(held, Ok([true, false]));
+}
+
 // An owned receiver is borrowed by each attempt, as `&self` would be: every
 // body below compiles with the attribute as it does without it (each was
 // broken by a version that lent it as `&mut` instead, for a `Send` future

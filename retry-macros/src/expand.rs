@@ -168,7 +168,9 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         // One attempt: no loop, so the body may move its parameters and nothing is cloned.
         // The attempt owns them (`async move`), as the function's own future would: one
         // that borrowed them would not be `Send` for a parameter or receiver that is
-        // `Send` but not `Sync` (a `Cell`, a `Box<dyn Fn() + Send>`).
+        // `Send` but not `Sync` (a `Cell`, a `Box<dyn Fn() + Send>`). The price: those
+        // the body names are dropped as the attempt ends, before a fallback runs (the
+        // README says so, at "Fallback").
         let attempt_once = attempt(attempt_block(&item.sig, quote!(move), &[], &item.block));
         quote! {
             match #attempt_once {
