@@ -76,6 +76,11 @@ use crate::rewrite::{clone_receiver, fresh_arguments, key_is_used, reborrow_rece
 use crate::types::erase_impl_trait;
 use crate::validate::{ErrorType, Plan};
 
+/// The name of the `static` policy every expansion declares first thing in
+/// the function's body: what tells a second `#[resilient]` on the function
+/// that it is given an expansion, whatever name either was imported under.
+pub(crate) const POLICY: &str = "__RESILIENT_POLICY";
+
 /// The annotated function with the retry loop around its body.
 pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
     let krate = &plan.krate;
@@ -92,7 +97,7 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
     };
     let rt = quote!(#runtime);
     // Mixed-site hygiene: the body cannot see (or shadow) these locals.
-    let policy = Ident::new("__RESILIENT_POLICY", Span::mixed_site());
+    let policy = Ident::new(POLICY, Span::mixed_site());
     let execution = Ident::new("__resilient_execution", Span::mixed_site());
     let step = Ident::new("__resilient_step", Span::mixed_site());
     let result = Ident::new("__resilient_result", Span::mixed_site());

@@ -4,7 +4,7 @@
 //! points at the token the user has to change. All independent problems are
 //! reported together, so fixing one does not just reveal the next.
 
-use proc_macro2::TokenStream;
+use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::{ToTokens, quote};
 use syn::{FnArg, Ident, ItemFn};
 
@@ -12,6 +12,7 @@ pub(crate) use crate::types::ErrorType;
 
 use crate::arguments::{self, Default};
 use crate::borrows::{no_mutable_borrow_copied, no_mutable_borrow_hedged, no_mutable_borrow_returned};
+use crate::expand::POLICY;
 use crate::parse::{Args, Errors, Setting};
 use crate::rewrite::pattern_bindings;
 use crate::suggest;
@@ -77,6 +78,11 @@ impl Plan {
 }
 
 pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
+    // Checked first and alone: the function was rewritten by the first, and
+    // what the other checks would find in the rewrite is not what was written.
+    if expanded_before(item) {
+        return Err(syn::Error::new(Span::call_site(), TWICE));
+    }
     let mut errors = Errors::default();
     let mut check = |result: syn::Result<()>| {
         if let Err(error) = result {
@@ -93,10 +99,7 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
     if let Some(again) =
         item.attrs.iter().find(|attr| attr.path().segments.last().is_some_and(|s| s.ident == "resilient"))
     {
-        check(Err(syn::Error::new_spanned(
-            again,
-            "#[resilient] is on this function twice: the retries would multiply (every attempt of one running all of the other's); keep one, with every argument in it",
-        )));
+        check(Err(syn::Error::new_spanned(again, TWICE)));
     }
     let error_type = match error_type(&item.sig) {
         Ok(error_type) => error_type,
@@ -240,6 +243,30 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
         classify: args.fn_path("classify").cloned(),
     };
     errors.finish(plan)
+}
+
+const TWICE: &str = "#[resilient] is on this function twice: the retries would multiply (every attempt of one running all of the other's); keep one, with every argument in it";
+
+/// Whether another `#[resilient]` has expanded the function already: its
+/// body declares the policy `static` (which a body as written does not),
+/// at its top or, when an attribute between the two wrapped the body (as
+/// `#[tracing::instrument]` does), deeper in. Told by the expansion rather
+/// than by name, since `use resilient::resilient as retry;` renames the
+/// attribute; the first catches a second written `resilient` before that.
+fn expanded_before(item: &ItemFn) -> bool {
+    fn declares_policy(tokens: TokenStream) -> bool {
+        let mut after_static = false;
+        tokens.into_iter().any(|token| {
+            let found = match &token {
+                TokenTree::Ident(ident) => after_static && ident == POLICY,
+                TokenTree::Group(group) => declares_policy(group.stream()),
+                _ => false,
+            };
+            after_static = matches!(&token, TokenTree::Ident(ident) if ident == "static");
+            found
+        })
+    }
+    declares_policy(item.block.to_token_stream())
 }
 
 fn at(setting: &Setting, message: impl std::fmt::Display) -> syn::Error {
