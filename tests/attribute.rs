@@ -1041,3 +1041,28 @@ async fn a_tracing_field_written_as_a_self_path_keeps_its_name() {
         ["message=attempt 2", "self.calls=2", "self.calls=2", "self.calls=0", "doubled=4", "self.calls=2"]
     );
 }
+
+// ---------------------------------------------------------------------------
+// `self` spelt out by `stringify!`
+
+struct Spelt {
+    calls: u32,
+}
+
+impl Spelt {
+    #[resilient(jitter = "none", base_ms = 1, max_attempts = 2)]
+    async fn spell(&mut self) -> Result<[&'static str; 3], Flaky> {
+        self.calls += 1;
+        if self.calls < 2 {
+            return Err(Flaky::Down);
+        }
+        Ok([stringify!(self), concat!("at ", stringify!(self.calls)), core::stringify!(&mut *self)])
+    }
+}
+
+/// `stringify!` reads no name, so the `self` each attempt's reborrow is
+/// renamed from is left in it: it spells `self`, as without the attribute.
+#[tokio::test(start_paused = true)]
+async fn stringify_spells_self_as_written() {
+    assert_eq!(Spelt { calls: 0 }.spell().await, Ok(["self", "at self.calls", "&mut *self"]));
+}

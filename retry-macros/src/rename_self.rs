@@ -30,13 +30,18 @@ enum Arguments {
     Event,
     /// A `tracing` span's: a name, then fields.
     Span,
+    /// `stringify!`'s: spelt out, never read as names, so its `self` is
+    /// left as written (`stringify!(self)` is `"self"`, as without the attribute).
+    Verbatim,
 }
 
 /// What the arguments of a macro of this name are.
 fn arguments(name: &Ident) -> Arguments {
     const EVENTS: &[&str] = &["trace", "debug", "info", "warn", "error", "event"];
     const SPANS: &[&str] = &["span", "trace_span", "debug_span", "info_span", "warn_span", "error_span"];
-    if EVENTS.iter().any(|event| name == event) {
+    if name == "stringify" {
+        Arguments::Verbatim
+    } else if EVENTS.iter().any(|event| name == event) {
         Arguments::Event
     } else if SPANS.iter().any(|span| name == span) {
         Arguments::Span
@@ -88,8 +93,10 @@ impl RenameSelf {
     /// (its own, or those of one invoked in them): a format string may
     /// capture `self`, and a `tracing` field may be named after it.
     fn rename(token_stream: TokenStream, kind: Arguments) -> TokenStream {
-        if matches!(kind, Arguments::Event | Arguments::Span) {
-            return Self::rename_fields(token_stream, kind);
+        match kind {
+            Arguments::Verbatim => return token_stream,
+            Arguments::Event | Arguments::Span => return Self::rename_fields(token_stream, kind),
+            Arguments::Other | Arguments::Format => {}
         }
         let mut tokens: Vec<TokenTree> = token_stream.into_iter().collect();
         let mut captured = None;
