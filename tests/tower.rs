@@ -125,6 +125,36 @@ async fn a_permanent_status_is_returned_at_once() {
     assert_eq!(server.hits("/missing"), 1);
 }
 
+/// A name that does not resolve fails in hyper-util's connector: a connect
+/// error, transient as through reqwest (whose `is_connect()` asks this same
+/// client), so each attempt looks the name up again. By its cause alone it
+/// would be permanent: std reports a failed lookup as an `io::Error` of no
+/// known kind. The resolver fails as the system's does for a `.invalid`
+/// name (RFC 6761), without asking one: no network is needed.
+#[cfg(feature = "hyper-util")]
+#[tokio::test]
+async fn a_name_that_does_not_resolve_is_a_transient_connect_error() {
+    use hyper_util::client::legacy::connect::dns::Name;
+    use resilient::{Classify, ErrorClass};
+
+    let lookups = Arc::new(AtomicU32::new(0));
+    let counter = lookups.clone();
+    let resolver = service_fn(move |name: Name| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        let failed = std::io::Error::other(format!("failed to lookup address information: {name}"));
+        std::future::ready(Err::<std::iter::Empty<std::net::SocketAddr>, _>(failed))
+    });
+    let client: Client<_, Body> =
+        Client::builder(TokioExecutor::new()).build(HttpConnector::new_with_resolver(resolver));
+    let service = ResilientLayer::new(policy(3).build().unwrap()).layer(client);
+    let error = service.oneshot(get("http://inventory.invalid/stock")).await.unwrap_err();
+    let failed =
+        error.downcast_ref::<hyper_util::client::legacy::Error>().expect("the client's error, boxed");
+    assert!(failed.is_connect(), "{failed:?}");
+    assert_eq!(error.classify(), ErrorClass::Transient);
+    assert_eq!(lookups.load(Ordering::SeqCst), 3, "every attempt was made");
+}
+
 /// On the paused clock the only timer is the library's wait, so the
 /// server sees the retry exactly `Retry-After` later (the backoff alone
 /// would wait 1 ms).

@@ -6,13 +6,15 @@
 //! | `anyhow::Error` (feature `anyhow`) | as is | the same walk over `chain()` |
 //! | `std::io::Error` | as is | a carried `Rejection`'s class, else by kind |
 //! | `tonic::Status` (feature `tonic`) | as is | by code, see the `tonic` impl |
+//! | `hyper_util::client::legacy::Error` (feature `hyper-util`) | boxed (a tower stack's `BoxError`) | a failed connect, DNS included, transient; else its chain |
 //! | `reqwest_middleware::Error` (feature `reqwest-middleware`) | return [`Error<E>`] | what it holds: its `reqwest::Error`, or its middleware error's chain |
 //! | `reqwest::Error` and other foreign types | return [`Error<E>`] | `E`'s `Classify`, or `classify = ...` |
 //!
 //! **The source chain.** A boxed or `anyhow` error is classified by the
 //! first error in its chain (itself, then each `source()`) that is a
 //! [`Rejection`], a `std::io::Error`, a `reqwest::Error` (feature
-//! `reqwest`), a `tonic::Status` (feature `tonic`) or a
+//! `reqwest`), a `tonic::Status` (feature `tonic`), a
+//! `hyper_util::client::legacy::Error` (feature `hyper-util`) or a
 //! `reqwest_middleware::Error` (feature `reqwest-middleware`), or an [`Error<E>`]
 //! of one of those (a resilient call's error, passed up with `?` by a
 //! caller returning a boxed or `anyhow` error). An `Error<E>` of another
@@ -27,6 +29,8 @@ mod wrapper;
 
 #[cfg(feature = "anyhow")]
 mod anyhow;
+#[cfg(feature = "hyper-util")]
+mod hyper_util;
 #[cfg(feature = "tonic")]
 mod tonic;
 
@@ -73,6 +77,8 @@ fn known_class(error: &(dyn StdError + 'static)) -> Option<ErrorClass> {
         reqwest::Error,
         #[cfg(feature = "tonic")]
         ::tonic::Status,
+        #[cfg(feature = "hyper-util")]
+        ::hyper_util::client::legacy::Error,
         #[cfg(feature = "reqwest-middleware")]
         ::reqwest_middleware::Error
     );

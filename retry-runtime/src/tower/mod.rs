@@ -59,7 +59,9 @@
 //! **Errors.** The service's error type is [`BoxError`] (tower's, by
 //! another name): the inner service's errors are boxed into it and
 //! classified by walking their `source()` chain (an `io::Error` by kind,
-//! errors the walk does not know are transient). When no attempt could run
+//! errors the walk does not know are transient; with feature `hyper-util`,
+//! hyper-util's client's error for a failed connect, DNS included, is
+//! transient, as reqwest's is). When no attempt could run
 //! (an open breaker, a full bulkhead), the error is the
 //! [`Rejection`](crate::rejection::Rejection), boxed:
 //! `error.downcast_ref::<Rejection>()` finds it.
