@@ -174,6 +174,29 @@ async fn a_429_or_a_503_is_retried_after_its_retry_after() {
     }
 }
 
+/// `resilient::http::classify_response` (for code calling reqwest itself)
+/// reads a `Retry-After` a proxy merged, or sent as two lines, as one list:
+/// the longest wait, or none when a member does not parse.
+#[tokio::test]
+async fn classify_response_reads_a_merged_or_repeated_retry_after_as_one_list() {
+    let server = Server::start(&[
+        ("/merged", &[throttled("120, 120")]),
+        ("/twice", &[throttled("5\n120")]),
+        ("/spoilt", &[throttled("120\nsoon")]),
+    ])
+    .await;
+    let client = reqwest::Client::new();
+    let after = |secs| ErrorClass::Throttled { retry_after: Some(Duration::from_secs(secs)) };
+    for (path, class) in [
+        ("/merged", after(120)),
+        ("/twice", after(120)),
+        ("/spoilt", ErrorClass::Throttled { retry_after: None }),
+    ] {
+        let response = client.get(server.url(path)).send().await.unwrap();
+        assert_eq!(resilient::http::classify_response(&response), class, "{path}");
+    }
+}
+
 /// A `Retry-After` the deadline cannot accommodate ends the call at once
 /// with the 429 (had the header been ignored, the retry after 1 ms would
 /// have got the 200); one of zero seconds, or an unparseable one, lets the

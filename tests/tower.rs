@@ -170,6 +170,30 @@ async fn a_429_is_retried_after_its_retry_after() {
     assert!(waited < Duration::from_secs(1) + ms(10), "waited {waited:?}: the backoff adds 1 ms at most");
 }
 
+/// A `Retry-After` a proxy merged (`1, 1`), or sent as two lines, is one
+/// list of waits: the call waits the longest. (Before, the merged value
+/// did not parse, and the retry came after the 1 ms backoff; of two lines
+/// only the first was read.)
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_merged_by_a_proxy_or_sent_twice_is_waited_for() {
+    let server = Server::start(&[
+        ("/merged", &[throttled("1, 1")]),
+        ("/twice", &[throttled("1\n2")]),
+        ("/spoilt", &[throttled("2\nsoon")]),
+    ])
+    .await;
+    let service = ResilientLayer::new(policy(3).build().unwrap()).layer(client());
+    for (path, wait) in
+        [("/merged", Duration::from_secs(1)), ("/twice", Duration::from_secs(2)), ("/spoilt", ms(1))]
+    {
+        let response = service.clone().oneshot(get(&server.url(path))).await.unwrap();
+        assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 2), "{path}");
+        let seen = server.seen(path);
+        let waited = seen[1].at - seen[0].at;
+        assert!(waited >= wait && waited < wait + ms(10), "{path}: waited {waited:?}, not {wait:?}");
+    }
+}
+
 /// A 503 that says when to come back is waited for as a 429 is (RFC 9110
 /// gives `Retry-After` that meaning there too); a 503 without one is
 /// retried after the backoff alone.

@@ -86,7 +86,8 @@ impl ErrorClass {
     /// permanent. A status that is not an error (1xx-3xx) or not a valid
     /// status at all is permanent: retrying cannot change it.
     /// `Retry-After` may be delta-seconds or an HTTP-date (a date in the past
-    /// means zero); an unparseable value is ignored.
+    /// means zero), or a list of them as a proxy merges a repeated field (the
+    /// longest wait: see [`parse_retry_after`]); an unparseable value is ignored.
     ///
     /// A 503 that says when to come back (a `Retry-After` that parses) is
     /// throttled with that wait: RFC 9110 gives the header that meaning on
@@ -129,11 +130,24 @@ impl ErrorClass {
 /// A date in the past gives zero; anything else unparseable gives `None`.
 /// Never panics, whatever the input.
 ///
+/// **A list** (`"120, 120"`: what a proxy makes of a repeated field, RFC
+/// 9110 section 5.3, though the field is a singleton) gives the longest of
+/// its waits, when every member parses: each member is a wait some hop
+/// asked for, and retrying before the longest would ignore one of them
+/// (a list that only agreeing members could pass would, on a disagreement,
+/// leave the backoff to retry sooner than any of them). A list with a
+/// member that does not parse is unparseable as a whole; empty members are
+/// skipped (RFC 9110 section 5.6.1). An HTTP-date's own comma is not a
+/// separator: a value that parses whole is one value.
+///
 /// ```
 /// # use retry_runtime as resilient;
 /// use std::time::Duration;
 /// use resilient::parse_retry_after;
 /// assert_eq!(parse_retry_after(" 120 "), Some(Duration::from_secs(120)));
+/// assert_eq!(parse_retry_after("120, 120"), Some(Duration::from_secs(120)));
+/// assert_eq!(parse_retry_after("5, 120"), Some(Duration::from_secs(120)), "the longest");
+/// assert_eq!(parse_retry_after("120, soon"), None);
 /// assert_eq!(parse_retry_after("-1"), None);
 /// assert_eq!(parse_retry_after(""), None);
 /// ```
@@ -153,6 +167,11 @@ pub fn parse_retry_after(value: &str) -> Option<Duration> {
 /// assert_eq!(parse_retry_after_at("Wed, 21 Oct 2015 07:28:00 GMT", now), Some(Duration::from_secs(10)));
 /// ```
 pub fn parse_retry_after_at(value: &str, now: SystemTime) -> Option<Duration> {
+    one_retry_after(value, now).or_else(|| longest_listed(value, now))
+}
+
+/// One value: delta-seconds or an HTTP-date.
+fn one_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let value = value.trim();
     if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
         // Delta-seconds too large for u64 saturate rather than being dropped.
@@ -160,6 +179,56 @@ pub fn parse_retry_after_at(value: &str, now: SystemTime) -> Option<Duration> {
     }
     let date = httpdate::parse_http_date(value).ok()?;
     Some(date.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// The longest wait of a comma-separated list of values, `None` unless
+/// every member parses. A piece that does not parse alone is tried with
+/// the next one: the comma between them is an HTTP-date's own (after its
+/// day name). Each piece is read at most twice: linear in the value.
+fn longest_listed(value: &str, now: SystemTime) -> Option<Duration> {
+    let mut longest = None;
+    let mut rest = value.contains(',').then_some(value);
+    while let Some(list) = rest {
+        let (piece, after) = match list.split_once(',') {
+            Some((piece, after)) => (piece, Some(after)),
+            None => (list, None),
+        };
+        if piece.trim().is_empty() {
+            rest = after;
+            continue;
+        }
+        let (wait, end) = match one_retry_after(piece, now) {
+            Some(wait) => (wait, piece.len()),
+            None => {
+                let after = after?;
+                let end = piece.len() + 1 + after.find(',').unwrap_or(after.len());
+                (one_retry_after(&list[..end], now)?, end)
+            }
+        };
+        longest = longest.max(Some(wait));
+        // Past the comma that ended the member; none when the list ended.
+        rest = list.get(end + 1..);
+    }
+    longest
+}
+
+/// Every `Retry-After` field line of a response as one value, joined with
+/// commas as RFC 9110 (section 5.3) combines a repeated field, so that two
+/// lines mean what a proxy's merge of them means. `None` without a line,
+/// or when one is not text (it could not be read, as one line alone).
+#[cfg(any(feature = "reqwest", feature = "tower"))]
+pub(crate) fn retry_after_lines<'a>(
+    mut lines: impl Iterator<Item = Option<&'a str>>,
+) -> Option<std::borrow::Cow<'a, str>> {
+    use std::borrow::Cow;
+    let first = lines.next()??;
+    let Some(second) = lines.next() else { return Some(Cow::Borrowed(first)) };
+    let mut joined = String::from(first);
+    for line in std::iter::once(second).chain(lines) {
+        joined.push_str(", ");
+        joined.push_str(line?);
+    }
+    Some(Cow::Owned(joined))
 }
 
 /// Says how an error should be treated by the retry loop.
@@ -263,6 +332,59 @@ mod tests {
             Some(Duration::ZERO),
             "a date in the past means zero"
         );
+    }
+
+    /// What a proxy makes of a repeated `Retry-After`: the members joined
+    /// with commas, HTTP-dates holding a comma of their own. The longest
+    /// wait, when every member parses; nothing when one does not.
+    #[test]
+    fn a_merged_retry_after_gives_the_longest_wait_when_every_member_parses() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_470);
+        let secs = |n| Some(Duration::from_secs(n));
+        let date = "Wed, 21 Oct 2015 07:28:00 GMT"; // 10 s after `now`
+        let cases = [
+            ("120, 120".to_owned(), secs(120)),
+            ("120,120".to_owned(), secs(120)),
+            (" 120 ,\t120 ".to_owned(), secs(120)),
+            ("5, 120, 30".to_owned(), secs(120)),
+            (format!("{date}, {date}"), secs(10)),
+            (format!("{date},{date}"), secs(10)),
+            (format!("30, {date}"), secs(30)),
+            (format!("{date}, 3"), secs(10)),
+            ("Wednesday, 21-Oct-15 07:28:00 GMT, 4".to_owned(), secs(10)),
+            (format!("Wed, 21 Oct 2015 07:27:00 GMT, {date}"), secs(10)),
+            ("120,, 120,".to_owned(), secs(120)),
+            ("1, 99999999999999999999999".to_owned(), secs(u64::MAX)),
+        ];
+        for (value, wait) in &cases {
+            assert_eq!(parse_retry_after_at(value, now), *wait, "{value:?}");
+        }
+        let garbage = [
+            "120, soon".to_owned(),
+            "soon, 120".to_owned(),
+            "120, -1".to_owned(),
+            "120, Wed".to_owned(),
+            "Wed, 120".to_owned(),
+            format!("{date}, Wed"),
+            format!("Wed, 32 Oct 2015 07:28:00 GMT, {date}"),
+            "21 Oct 2015 07:28:00 GMT, 120".to_owned(),
+            ",".to_owned(),
+            " , ,".to_owned(),
+            ",,,,".to_owned(),
+        ];
+        for value in &garbage {
+            assert_eq!(parse_retry_after_at(value, now), None, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn retry_after_lines_read_as_their_merge() {
+        let joined = |lines: &[Option<&str>]| retry_after_lines(lines.iter().copied()).map(String::from);
+        assert_eq!(joined(&[]), None);
+        assert_eq!(joined(&[Some("120")]), Some("120".into()));
+        assert_eq!(joined(&[Some("5"), Some("120"), Some("7")]), Some("5, 120, 7".into()));
+        assert_eq!(joined(&[None]), None, "not text");
+        assert_eq!(joined(&[Some("5"), None]), None, "a line that is not text spoils the list");
     }
 
     #[test]
@@ -395,6 +517,36 @@ mod tests {
         fn parse_retry_after_never_panics_on_any_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
             let text = String::from_utf8_lossy(&bytes);
             let _ = parse_retry_after(&text);
+        }
+
+        /// A list of valid values, dates and delta-seconds, reads as its
+        /// longest wait, however its members are spaced.
+        #[test]
+        fn a_list_of_valid_values_gives_its_longest_wait(
+            members in proptest::collection::vec(
+                prop_oneof![
+                    any::<u64>().prop_map(|n| n.to_string()),
+                    http_date_secs().prop_map(|secs| httpdate::fmt_http_date(SystemTime::UNIX_EPOCH + Duration::from_secs(secs))),
+                ],
+                1..5,
+            ),
+            separator in "[ \t]{0,2},[ \t]{0,2}",
+            now in extreme_nows(),
+        ) {
+            let longest = members.iter().map(|m| parse_retry_after_at(m, now)).max().flatten();
+            prop_assert!(longest.is_some());
+            prop_assert_eq!(parse_retry_after_at(&members.join(&separator), now), longest);
+        }
+
+        /// Lists of hostile members, and of arbitrary text and commas.
+        #[test]
+        fn a_list_of_anything_never_panics(
+            members in proptest::collection::vec(retry_after_header(), 0..6),
+            noise in "[, 0-9A-Za-z:-]{0,80}",
+            now in extreme_nows(),
+        ) {
+            let _ = parse_retry_after_at(&members.join(","), now);
+            let _ = parse_retry_after_at(&noise, now);
         }
 
         #[test]

@@ -1,6 +1,6 @@
 //! Classification of the HTTP client errors users actually have (feature `reqwest`).
 
-use crate::classify::{Classify, ErrorClass};
+use crate::classify::{Classify, ErrorClass, retry_after_lines};
 
 /// Connect errors, timeouts and broken requests or bodies are transient
 /// (the next attempt may reach a healthy server); an error status is
@@ -50,8 +50,10 @@ fn body_read_failure(error: &reqwest::Error) -> Option<ErrorClass> {
     None
 }
 
-/// The class of a response: its status plus its `Retry-After` header.
-/// A success status classifies as permanent (there is nothing to retry).
+/// The class of a response: its status plus its `Retry-After` header (two
+/// lines of it read as one list, as a proxy merges them: see
+/// [`parse_retry_after`](crate::parse_retry_after)). A success status
+/// classifies as permanent (there is nothing to retry).
 ///
 /// ```no_run
 /// # async fn demo(client: reqwest::Client) -> Result<(), reqwest::Error> {
@@ -63,6 +65,6 @@ fn body_read_failure(error: &reqwest::Error) -> Option<ErrorClass> {
 /// # Ok(()) }
 /// ```
 pub fn classify_response(response: &reqwest::Response) -> ErrorClass {
-    let retry_after = response.headers().get(reqwest::header::RETRY_AFTER).and_then(|v| v.to_str().ok());
-    ErrorClass::from_http(response.status().as_u16(), retry_after)
+    let lines = response.headers().get_all(reqwest::header::RETRY_AFTER).into_iter().map(|v| v.to_str().ok());
+    ErrorClass::from_http(response.status().as_u16(), retry_after_lines(lines).as_deref())
 }

@@ -62,7 +62,7 @@ pub fn status(status: u16) -> Reply {
     Reply { status, retry_after: None, payload: Payload::Answer }
 }
 
-/// A 429 with this `Retry-After`.
+/// A 429 with this `Retry-After` (a `\n` in it separates two lines).
 pub fn throttled(retry_after: &'static str) -> Reply {
     Reply { status: 429, retry_after: Some(retry_after), payload: Payload::Answer }
 }
@@ -218,7 +218,10 @@ async fn answer(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
     };
     let mut response = (StatusCode::from_u16(reply.status).unwrap(), body).into_response();
     if let Some(retry_after) = reply.retry_after {
-        response.headers_mut().insert(header::RETRY_AFTER, retry_after.parse().unwrap());
+        // A `\n` separates header lines: `"1\n2"` sends the field twice.
+        for line in retry_after.split('\n') {
+            response.headers_mut().append(header::RETRY_AFTER, line.parse().unwrap());
+        }
     }
     response
 }

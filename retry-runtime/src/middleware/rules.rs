@@ -8,7 +8,8 @@
 //!   request carries a non-empty `Idempotency-Key` header, whose value is
 //!   then the call's idempotency key; else it gets one attempt.
 //! - **A response** with a status below 400 is a success; any other is
-//!   classified by [`ErrorClass::from_http`] with its `Retry-After`.
+//!   classified by [`ErrorClass::from_http`] with its `Retry-After` (two
+//!   lines of it read as one, joined with a comma, as a proxy merges them).
 
 use std::sync::Arc;
 
@@ -16,7 +17,7 @@ use http::header::RETRY_AFTER;
 use http::{HeaderMap, HeaderName, Method, StatusCode};
 
 use super::Plan;
-use crate::classify::ErrorClass;
+use crate::classify::{ErrorClass, retry_after_lines};
 
 /// The header that makes a non-idempotent request retryable.
 pub(crate) const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
@@ -48,8 +49,8 @@ pub(crate) fn response_class(status: StatusCode, headers: &HeaderMap) -> Option<
     if status.as_u16() < 400 {
         return None;
     }
-    let retry_after = headers.get(RETRY_AFTER).and_then(|value| value.to_str().ok());
-    Some(ErrorClass::from_http(status.as_u16(), retry_after))
+    let lines = headers.get_all(RETRY_AFTER).into_iter().map(|value| value.to_str().ok());
+    Some(ErrorClass::from_http(status.as_u16(), retry_after_lines(lines).as_deref()))
 }
 
 #[cfg(test)]
@@ -122,9 +123,39 @@ mod tests {
             "not text: ignored"
         );
         assert_eq!(
+            class(429, b"120, 120"),
+            Some(ErrorClass::Throttled { retry_after: Some(Duration::from_secs(120)) }),
+            "merged by a proxy"
+        );
+        assert_eq!(
             class(429, b"99999999999999999999999"),
             Some(ErrorClass::Throttled { retry_after: Some(Duration::from_secs(u64::MAX)) }),
             "out of range: saturates (the loop ends a call it cannot wait for), never a panic"
         );
+    }
+
+    /// Two `Retry-After` lines mean what a proxy's merge of them means: the
+    /// longest wait when both parse, nothing when one does not. (Read as
+    /// the first line alone, `5` and `120` waited 5 s.)
+    #[test]
+    fn two_retry_after_lines_read_as_one_list() {
+        let class = |lines: &[&[u8]]| {
+            let pairs: Vec<_> = lines.iter().map(|line| ("retry-after", *line)).collect();
+            response_class(StatusCode::TOO_MANY_REQUESTS, &headers(&pairs))
+        };
+        let after = |secs| Some(ErrorClass::Throttled { retry_after: Some(Duration::from_secs(secs)) });
+        assert_eq!(class(&[b"120", b"120"]), after(120));
+        assert_eq!(class(&[b"5", b"120"]), after(120));
+        assert_eq!(class(&[b"120", b"5"]), after(120));
+        assert_eq!(class(&[b"Wed, 21 Oct 2015 07:28:00 GMT", b"3"]), after(3), "a past date is zero");
+        let unknown = Some(ErrorClass::Throttled { retry_after: None });
+        assert_eq!(class(&[b"120", b"soon"]), unknown);
+        assert_eq!(class(&[b"120", b"\xff"]), unknown, "not text");
+        let unavailable = |lines: &[&[u8]]| {
+            let pairs: Vec<_> = lines.iter().map(|line| ("retry-after", *line)).collect();
+            response_class(StatusCode::SERVICE_UNAVAILABLE, &headers(&pairs))
+        };
+        assert_eq!(unavailable(&[b"2", b"7"]), after(7));
+        assert_eq!(unavailable(&[b"2", b"later"]), Some(ErrorClass::Transient));
     }
 }
