@@ -10,7 +10,7 @@
 //! |---|---|
 //! | `GET /` | one self-contained HTML page (inline CSS and JS, nothing fetched from elsewhere, works offline) that follows `/events`: a card per breaker (state, forced state, calls, failures and rejections per second over the last 60 s, time left open, probes in flight), budgets, bulkheads (with their adaptive limit), throttles, rate limits, and the last transitions |
 //! | `GET /snapshot` | the same data as JSON: a [`Snapshot`] (its docs list every field) |
-//! | `GET /events` | server-sent events: `snapshot` (a [`Snapshot`], first, and again whenever this client fell behind), `transition` (a [`TransitionView`], as it happens) and `tick` (a [`Snapshot`] once a second, each breaker's `per_second` holding the second just ended) |
+//! | `GET /events` | server-sent events: `snapshot` (a [`Snapshot`], first, and again whenever this client fell more than 1024 transitions behind), `transition` (a [`TransitionView`], as it happens) and `tick` (a [`Snapshot`] once a second, each breaker's `per_second` holding the second just ended; a client that cannot keep up gets the latest tick, not every one it missed) |
 //! | `POST /breakers/{name}/force-open` | holds the breaker open until reset: every call fails fast |
 //! | `POST /breakers/{name}/force-closed` | holds it closed until reset: every call runs, no failure counts |
 //! | `POST /breakers/{name}/reset` | ends a forced state (or any state): closed, with a clean history |
@@ -74,8 +74,9 @@ mod tests;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use axum::Router;
+use axum::response::sse::Event;
 use axum::routing::{get, post};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 use tokio::task::AbortHandle;
 
 use crate::breaker::TransitionHook;
@@ -88,9 +89,11 @@ pub use snapshot::{
 
 use sampler::History;
 
-/// Messages a slow page may fall behind by before it is sent a fresh
-/// snapshot instead of the ones it missed.
-const CHANNEL_CAPACITY: usize = 1024;
+/// Transitions a slow page may fall behind by before it is sent a fresh
+/// snapshot instead of the ones it missed: small events (a name, two
+/// states, a time), so a page that stopped reading holds at most this many
+/// of them. Ticks are not queued (see [`Senders`]).
+const TRANSITIONS_QUEUED: usize = 1024;
 
 /// The admin routes for every guard of `registry`; see the module docs.
 ///
@@ -242,30 +245,65 @@ impl EventStreams {
     /// reconnects after a few seconds; a server shutting down no longer
     /// accepts it.) The page and the rest of the routes keep working.
     pub fn close(&self) {
-        drop(self.0.sender.lock().unwrap_or_else(|e| e.into_inner()).take());
+        drop(self.0.lock().take());
     }
 }
 
-/// The router's event channel; `None` once closed.
+/// The router's event channels; `None` once closed.
 #[derive(Debug)]
 struct Channel {
-    sender: Mutex<Option<broadcast::Sender<axum::response::sse::Event>>>,
+    senders: Mutex<Option<Senders>>,
+}
+
+/// Where the events go. Each transition goes to every page, in order (the
+/// page lists them). A tick is a whole snapshot, and a page wants the state
+/// now, not the seconds it missed: only the latest is kept, once for every
+/// page, so a page that stopped reading holds no tick, and when it reads
+/// again it gets the latest one. (On one queue, a stalled page held up to
+/// [`TRANSITIONS_QUEUED`] snapshots.)
+#[derive(Debug)]
+struct Senders {
+    transitions: broadcast::Sender<Event>,
+    ticks: watch::Sender<Option<Event>>,
+}
+
+/// What one page's stream reads: the transitions, and the latest tick.
+struct Subscription {
+    transitions: broadcast::Receiver<Event>,
+    ticks: watch::Receiver<Option<Event>>,
 }
 
 impl Channel {
     fn new() -> Self {
-        Channel { sender: Mutex::new(Some(broadcast::channel(CHANNEL_CAPACITY).0)) }
+        let senders =
+            Senders { transitions: broadcast::channel(TRANSITIONS_QUEUED).0, ticks: watch::channel(None).0 };
+        Channel { senders: Mutex::new(Some(senders)) }
     }
 
-    fn send(&self, event: axum::response::sse::Event) {
-        if let Some(sender) = &*self.sender.lock().unwrap_or_else(|e| e.into_inner()) {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Senders>> {
+        self.senders.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn send_transition(&self, event: Event) {
+        if let Some(senders) = &*self.lock() {
             // No receiver (no page open) is not an error.
-            let _ = sender.send(event);
+            let _ = senders.transitions.send(event);
         }
     }
 
-    fn subscribe(&self) -> Option<broadcast::Receiver<axum::response::sse::Event>> {
-        self.sender.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(broadcast::Sender::subscribe)
+    fn send_tick(&self, event: Event) {
+        if let Some(senders) = &*self.lock() {
+            // Without a receiver it is not kept: nobody is behind.
+            let _ = senders.ticks.send(Some(event));
+        }
+    }
+
+    /// A new page's receivers: from now on, the tick in place seen.
+    fn subscribe(&self) -> Option<Subscription> {
+        self.lock().as_ref().map(|senders| Subscription {
+            transitions: senders.transitions.subscribe(),
+            ticks: senders.ticks.subscribe(),
+        })
     }
 }
 

@@ -118,7 +118,7 @@ impl Shared {
         let mut period = self.lock_history().record(&totals);
         let mut tick = self.guards(|name| period.remove(name).into_iter().collect());
         tick.transitions.clear();
-        self.channel.send(event("tick", &tick));
+        self.channel.send_tick(event("tick", &tick));
     }
 
     /// Every guard now, each breaker's periods the last minute's.
@@ -197,7 +197,7 @@ impl Shared {
         // `seq` is not above the last it applied).
         let mut history = self.lock_history();
         let transition = history.push_transition(transition);
-        self.channel.send(event("transition", &transition));
+        self.channel.send_transition(event("transition", &transition));
     }
 }
 

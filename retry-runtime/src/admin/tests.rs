@@ -213,3 +213,55 @@ async fn transitions_reach_the_stream_in_the_order_of_their_numbers() {
     }
     togglers.into_iter().for_each(|thread| thread.join().unwrap());
 }
+
+/// The named events in `chunk`, each with its data, in the order sent.
+fn named_events(chunk: &str) -> Vec<(String, String)> {
+    chunk
+        .split("\n\n")
+        .filter_map(|block| {
+            let name = block.lines().find_map(|line| line.strip_prefix("event: "))?;
+            let data = block.lines().find_map(|line| line.strip_prefix("data: "))?;
+            Some((name.to_owned(), data.to_owned()))
+        })
+        .collect()
+}
+
+/// A page that stops reading holds no backlog of ticks (each a whole
+/// snapshot: on one queue, a stalled page held up to 1024 of them), and
+/// when it reads again it gets what happened since, in order: the
+/// transition, then the latest tick only, not one per second it missed.
+#[tokio::test(start_paused = true)]
+async fn a_page_that_stops_reading_gets_the_latest_tick_not_the_ones_it_missed() {
+    use axum::response::IntoResponse;
+    use futures_util::StreamExt;
+
+    let registry = registry_with("db");
+    let shared = Shared::start(router(&registry));
+    let stream = super::events::events(axum::extract::State(shared.clone())).await;
+    let mut body = stream.into_response().into_body().into_data_stream();
+    let first = String::from_utf8(body.next().await.unwrap().unwrap().to_vec()).unwrap();
+    assert_eq!(named_events(&first)[0].0, "snapshot");
+
+    // Half a period off the sampler's ticks: ten seconds of calls, each
+    // second more, the last one opening the breaker; the page reads nothing.
+    tokio::time::sleep(PERIOD / 2).await;
+    for second in 1..=9 {
+        calls(&registry, "db", second, 0);
+        tokio::time::sleep(PERIOD).await;
+    }
+    calls(&registry, "db", 0, 3);
+    tokio::time::sleep(PERIOD).await;
+
+    let mut missed = String::new();
+    // What is waiting: the next tick is half a period away.
+    while let Ok(Some(chunk)) = tokio::time::timeout(Duration::from_millis(10), body.next()).await {
+        missed.push_str(std::str::from_utf8(&chunk.unwrap()).unwrap());
+    }
+    let missed = named_events(&missed);
+    let names: Vec<&str> = missed.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names, ["transition", "tick"], "not ten ticks");
+    assert!(missed[0].1.contains(r#""from":"closed","to":"open""#), "{}", missed[0].1);
+    let latest = &missed[1].1;
+    assert!(latest.contains(r#""state":"open""#), "{latest}");
+    assert!(latest.contains(r#""totals":{"calls":48,"failures":3,"rejections":0}"#), "the latest: {latest}");
+}
