@@ -73,6 +73,25 @@ async fn transitions_are_recorded_with_their_forced_state() {
     );
 }
 
+/// A second force-open of a breaker held open already (a repeated click)
+/// is no transition: the dashboard, the hooks and the metrics saw
+/// `open -> open` before, as if the state had changed.
+#[tokio::test(start_paused = true)]
+async fn forcing_a_breaker_into_the_state_it_is_held_in_is_no_transition() {
+    let registry = registry_with("db");
+    let shared = Shared::start(router(&registry));
+    let breaker = registry.breaker("db").unwrap();
+    breaker.force_open();
+    breaker.force_open();
+    breaker.force_closed();
+    breaker.force_closed();
+    let seen: Vec<_> = shared.snapshot().transitions.into_iter().map(|t| (t.from, t.to, t.forced)).collect();
+    assert_eq!(
+        seen,
+        [(State::Closed, State::Open, Some(State::Open)), (State::Open, State::Closed, Some(State::Closed))]
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn dropping_the_router_ends_its_sampler_and_silences_its_hook() {
     let registry = registry_with("db");

@@ -14,6 +14,8 @@ impl CircuitBreaker {
     }
 
     /// Holds it open until [`reset`](Self::reset): every call fails fast.
+    /// Held open already, it changes nothing and reports no transition (an
+    /// open breaker not held is a transition: `open -> open`, forced).
     ///
     /// ```
     /// # use retry_runtime as resilient;
@@ -32,7 +34,7 @@ impl CircuitBreaker {
     }
 
     /// Holds it closed until [`reset`](Self::reset): every call runs and no
-    /// failure counts.
+    /// failure counts. Held closed already, it changes nothing.
     pub fn force_closed(&self) {
         self.force(Some(BreakerState::Closed));
     }

@@ -150,14 +150,22 @@ impl BreakerCore {
     /// Holds the breaker open (`Some(Open)`: every call refused) or closed
     /// (`Some(Closed)`: every call runs, nothing counted) until released
     /// with `None`, which closes it with a clean history. Half-open cannot
-    /// be forced (`Some(HalfOpen)` changes nothing). Returns the transition.
+    /// be forced (`Some(HalfOpen)` changes nothing), and forcing the state
+    /// it is already held in changes nothing either: no transition, as
+    /// resilience4j publishes none for forced-open to forced-open (a
+    /// repeated click is no change of state to report). Returns the
+    /// transition.
     pub fn force(&mut self, state: Option<BreakerState>) -> Option<Transition> {
-        match state {
-            Some(BreakerState::Open) => Some(self.enter(Phase::ForcedOpen)),
-            Some(BreakerState::Closed) => Some(self.enter(Phase::ForcedClosed)),
-            Some(BreakerState::HalfOpen) => None,
-            None => Some(self.enter(Phase::Closed)),
+        let phase = match state {
+            Some(BreakerState::Open) => Phase::ForcedOpen,
+            Some(BreakerState::Closed) => Phase::ForcedClosed,
+            Some(BreakerState::HalfOpen) => return None,
+            None => Phase::Closed,
+        };
+        if state.is_some() && self.phase == phase {
+            return None;
         }
+        Some(self.enter(phase))
     }
 
     /// While open: the instant at which probes will be admitted.
@@ -521,6 +529,31 @@ mod tests {
             run(&mut c, Outcome::Failure, s(1_000)).is_some(),
             "after reset it counts again, from a clean history"
         );
+    }
+
+    #[test]
+    fn forcing_the_state_it_is_held_in_again_is_no_transition() {
+        let mut c = BreakerCore::new(cfg());
+        assert!(c.force(Some(BreakerState::Open)).is_some());
+        let epoch = c.epoch();
+        assert_eq!(c.force(Some(BreakerState::Open)), None, "held open already");
+        assert_eq!((c.epoch(), c.forced()), (epoch, Some(BreakerState::Open)));
+        assert_eq!(c.force(Some(BreakerState::Closed)), Some((BreakerState::Open, BreakerState::Closed)));
+        let epoch = c.epoch();
+        assert_eq!(c.force(Some(BreakerState::Closed)), None, "held closed already");
+        assert_eq!((c.epoch(), c.forced()), (epoch, Some(BreakerState::Closed)));
+        assert!(c.force(None).is_some(), "a reset ends the forcing");
+        assert_eq!(
+            c.force(None),
+            Some((BreakerState::Closed, BreakerState::Closed)),
+            "a reset of a closed breaker still clears its history, and says so"
+        );
+        // Forced open from an open breaker is a change: it is now held there.
+        for _ in 0..3 {
+            run(&mut c, Outcome::Failure, s(0));
+        }
+        assert_eq!(c.state(s(0)), BreakerState::Open);
+        assert_eq!(c.force(Some(BreakerState::Open)), Some((BreakerState::Open, BreakerState::Open)));
     }
 
     #[test]
