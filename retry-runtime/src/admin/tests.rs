@@ -92,6 +92,37 @@ async fn forcing_a_breaker_into_the_state_it_is_held_in_is_no_transition() {
     );
 }
 
+/// An AIMD limit moves by fractions (a tenth of a step per success at
+/// 10), and the bulkhead admits it rounded: the dashboard shows what it
+/// admits, not the fraction, and never a number it does not admit.
+#[tokio::test(start_paused = true)]
+async fn the_dashboard_shows_the_adaptive_limit_the_bulkhead_admits() {
+    use crate::bulkhead::{AdaptiveLimit, BulkheadConfig};
+
+    let registry = Registry::new();
+    let config =
+        BulkheadConfig { max_concurrent: 10, adaptive: Some(AdaptiveLimit::aimd(1)), ..Default::default() };
+    registry.declare_bulkhead("search", config).unwrap();
+    let shared = Shared::start(router(&registry));
+    let bulkhead = registry.bulkhead("search").unwrap();
+    bulkhead.try_acquire().unwrap().finish(true); // 10 * 0.9 = 9
+    let admitted = || {
+        let held: Vec<_> = std::iter::from_fn(|| bulkhead.try_acquire()).collect();
+        held.len() as u32
+    };
+    let shown = || shared.snapshot().bulkheads[0].limit;
+    assert_eq!((shown(), admitted()), (9, 9));
+    // Successes with at least half the limit in use: 9 + 1/9 + 1/9.1 + ...
+    // 9.44 after four (shown and admitted: 9), 9.54 after five (10).
+    for (successes, limit) in [(4, 9), (1, 10)] {
+        for _ in 0..successes {
+            let held: Vec<_> = (0..5).map(|_| bulkhead.try_acquire().unwrap()).collect();
+            held.into_iter().next().unwrap().finish(false);
+        }
+        assert_eq!((shown(), admitted()), (limit, limit));
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn dropping_the_router_ends_its_sampler_and_silences_its_hook() {
     let registry = registry_with("db");
