@@ -45,6 +45,12 @@ pub(super) struct BreakerSync {
     held: bool,
     /// The fleet epoch in which this replica was last granted probes.
     probing: Option<u64>,
+    /// The sequence number of the next request for probe slots.
+    seq: u64,
+    /// Whether a request numbered `seq` was sent and no flush has been
+    /// answered since: the next flush sends it again under that number (a
+    /// flush that timed out may have run, and its slots are this replica's).
+    pending: bool,
     rejections: u64,
 }
 
@@ -66,6 +72,8 @@ impl BreakerSync {
             view: View::Closed,
             held: false,
             probing: None,
+            seq: 0,
+            pending: false,
             rejections: start.rejections,
             breaker,
         }
@@ -84,6 +92,8 @@ impl BreakerSync {
         // waste the fleet's slots.
         let demand = now.rejections > self.rejections;
         self.rejections = now.rejections;
+        let want = if asks && self.held && demand { config.half_open_max_calls } else { 0 };
+        self.pending |= want > 0;
         BreakerReport {
             name: self.name.clone(),
             window: config.window,
@@ -94,7 +104,8 @@ impl BreakerSync {
             half_open_max_calls: config.half_open_max_calls,
             success_threshold: config.success_threshold,
             seen: self.seen,
-            want: if asks && self.held && demand { config.half_open_max_calls } else { 0 },
+            want,
+            seq: self.seq,
             view: self.view(),
             totals: self.sent,
             acked: self.acked,
@@ -127,6 +138,11 @@ impl BreakerSync {
     /// next flush to ask for probe slots, short enough that a replica that
     /// lost the store soon probes on its own.
     pub(super) fn apply(&mut self, verdict: BreakerVerdict, hold: Duration) {
+        // The request in flight is answered (with its first slots, if an
+        // earlier flush of it ran): the next one is a new request.
+        if std::mem::take(&mut self.pending) {
+            self.seq += 1;
+        }
         self.acked = self.sent;
         self.backlog.clear();
         self.seen = verdict.epoch;
@@ -192,6 +208,28 @@ mod tests {
         assert!(breaker.try_acquire().is_none());
         assert_eq!(sync.report(true).want, 3, "asking for what its callers need");
         assert_eq!(sync.report(true).want, 0, "no caller refused since");
+    }
+
+    /// A request for probe slots keeps its number until a flush is
+    /// answered: the flush after one that timed out sends it again (asking
+    /// for nothing, the replica on local state meanwhile), so that the
+    /// store answers it with the slots it granted the first.
+    #[tokio::test(start_paused = true)]
+    async fn a_request_for_slots_keeps_its_number_until_a_flush_is_answered() {
+        let breaker = Arc::new(CircuitBreaker::new("dep", BreakerConfig::default()).unwrap());
+        let mut sync = BreakerSync::new("dep".into(), breaker.clone());
+        let open = FleetState::Open { remaining: Duration::from_secs(1) };
+        let hold = Duration::from_millis(200);
+        sync.apply(BreakerVerdict { epoch: 1, state: open, granted: 0 }, hold);
+        assert!(breaker.try_acquire().is_none(), "held open");
+        let asked = sync.report(true);
+        assert!(asked.want > 0);
+        sync.release();
+        let again = sync.report(true);
+        assert_eq!((again.want, again.seq), (0, asked.seq), "sent again, asking for nothing");
+        sync.apply(BreakerVerdict { epoch: 1, state: FleetState::HalfOpen, granted: 2 }, hold);
+        assert!(breaker.try_acquire().is_some(), "probing with the slots granted the first time");
+        assert_eq!(sync.report(true).seq, asked.seq + 1, "answered: the next request is a new one");
     }
 
     /// What a lost fleet state is rebuilt from: the open period while it

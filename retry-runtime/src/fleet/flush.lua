@@ -154,7 +154,11 @@ for _ = 1, breakers do
   local record = prefix .. ':replica:' .. replica .. ':breaker:' .. name
   hash_or_nothing(key)
   hash_or_nothing(record)
-  local counted, after = samples(i + 20, 2, {tonumber(ARGV[i + 12]), tonumber(ARGV[i + 13])})
+  -- The sequence number of this replica's request for probe slots: sent
+  -- again (its flush timed out on the replica's side), it gets the answer
+  -- the first one got here, as a lease request does.
+  local seq = tonumber(ARGV[i + 20])
+  local counted, after = samples(i + 21, 2, {tonumber(ARGV[i + 12]), tonumber(ARGV[i + 13])})
   local calls = parts(record, 'c', tonumber(ARGV[i + 16]), counted[1])
   local failures = parts(record, 'f', tonumber(ARGV[i + 17]), counted[2])
   -- Probe outcomes are not bucketed: only the round's epoch decides them.
@@ -230,12 +234,26 @@ for _ = 1, breakers do
       epoch, since, open_until, slots, slots_at, ok = epoch + 1, now, now + open_for, 0, 0, 0
     elseif ok >= to_close then
       epoch, since, open_until, slots, slots_at, ok = epoch + 1, now, 0, 0, 0, 0
-    elseif want > 0 then
+    else
       -- A round whose probes never reported (cancelled) is given up after open_for.
       if slots > 0 and now - slots_at >= open_for then slots = 0 end
-      if slots == 0 then slots_at = now end
-      granted = math.max(0, math.min(want, max_probes - slots))
-      slots = slots + granted
+      -- A request sent again (its flush timed out on the replica's side but
+      -- ran here) gets the slots it was granted, while their round (the
+      -- epoch, and when its first slot was granted) lasts: granted anew,
+      -- the fleet would send more probes than the round's; not at all, the
+      -- slots would be lost until the round is given up, and every replica
+      -- held back until then.
+      local asked = redis.call('HMGET', record, 'pseq', 'pepoch', 'pround', 'pgranted')
+      if slots > 0 and whole(asked[1]) == seq and whole(asked[2]) == epoch and whole(asked[3]) == slots_at then
+        granted = math.min(whole(asked[4]) or 0, slots)
+      elseif want > 0 then
+        if slots == 0 then slots_at = now end
+        granted = math.max(0, math.min(want, max_probes - slots))
+        slots = slots + granted
+        if granted > 0 then
+          redis.call('HSET', record, 'pseq', seq, 'pepoch', epoch, 'pround', slots_at, 'pgranted', granted)
+        end
+      end
     end
   end
   if held or epoch > 0 then

@@ -37,7 +37,9 @@
 //!   `store_timeout` (50 ms) makes the guards local again (said once per
 //!   change, in the trace and the `resilient_fleet_linked` gauge); the next
 //!   flush that gets through resyncs. Totals are sent cumulatively, so a
-//!   flush that timed out but ran is never counted twice, and so are the
+//!   flush that timed out but ran is never counted twice (and its probe
+//!   slots and tokens, asked for under a number, are answered again to the
+//!   request sent again, not granted twice nor lost), and so are the
 //!   totals of the flushes that failed, with their ages, so that what was
 //!   counted meanwhile lands in the buckets of its time (none older than
 //!   the window: an outage is not a burst now); a replica that

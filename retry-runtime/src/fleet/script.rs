@@ -8,7 +8,7 @@
 //! | `P:breaker:NAME` | hash: `epoch`, `since` (when it began, server ms; 0 unknown), `until` (the open-until instant, server ms; 0 closed), `slots`, `slots_at`, `ok` | `state_ttl`, renewed by every flush |
 //! | `P:breaker:NAME:EPOCH:BUCKET` | hash: `c` calls, `f` failures in one tenth of the window | window + a tenth |
 //! | `P:budget:NAME:BUCKET` | hash: `first` first attempts, `leased` tokens leased | window + a tenth |
-//! | `P:replica:ID:breaker:NAME`, `P:replica:ID:budget:NAME` | hash: the totals the server last applied for one replica (tokens handed back, `ret`, among them), its last lease, its leases in the window by bucket (`g:BUCKET`) | 2 × window + `state_ttl` |
+//! | `P:replica:ID:breaker:NAME`, `P:replica:ID:budget:NAME` | hash: the totals the server last applied for one replica (tokens handed back, `ret`, among them), its last lease, its leases in the window by bucket (`g:BUCKET`), its last probe slots granted (`pseq`, `pepoch`, `pround`, `pgranted`) | 2 × window + `state_ttl` |
 //!
 //! Buckets of the breaker carry the fleet's epoch, so that a transition
 //! starts a clean window, as a local breaker's does.
@@ -44,6 +44,9 @@ pub(super) struct BreakerReport {
     pub(super) seen: u64,
     /// Probes this replica asks for (0: none).
     pub(super) want: u32,
+    /// The probe request's sequence number: one sent again (its flush
+    /// timed out) gets the slots the first was granted, not new ones.
+    pub(super) seq: u64,
     /// The fleet's state as this replica knows it (what the fleet's state
     /// is rebuilt from if it was lost).
     pub(super) view: FleetState,
@@ -168,6 +171,7 @@ pub(super) fn arguments(
             view.to_string(),
         ]);
         args.extend(b.totals.iter().chain(&b.acked).map(u64::to_string));
+        args.push(b.seq.to_string());
         backlog(&mut args, &b.backlog);
     }
     for b in budgets {
@@ -248,17 +252,19 @@ mod tests {
             success_threshold: 2,
             seen: 3,
             want: 0,
+            seq: 9,
             view: FleetState::Closed,
             totals: [1, 2, 3, 4],
             acked: [0, 0, 0, 0],
             backlog: vec![(Duration::from_millis(1_500), [1, 1])],
         };
         let args = arguments("p", 255, 7, std::slice::from_ref(&breaker), &[]);
-        assert_eq!(args.len(), 6 + 21 + 3, "the header, 21 per breaker and 3 per sample, as flush.lua steps");
+        assert_eq!(args.len(), 6 + 22 + 3, "the header, 22 per breaker and 3 per sample, as flush.lua steps");
         assert_eq!(&args[..6], ["p", "00000000000000ff", "1", "0", "3600000", "7"]);
         assert_eq!(&args[6..9], ["db", "10000", "1000"]);
         assert_eq!(args[17], "-1", "a closed view");
-        assert_eq!(&args[26..], ["1", "1500", "1", "1"], "one sample: its age, calls, failures");
+        assert_eq!(args[26], "9", "the probe request's sequence number");
+        assert_eq!(&args[27..], ["1", "1500", "1", "1"], "one sample: its age, calls, failures");
         let never = BreakerReport { window: Duration::MAX, open_for: Duration::MAX, ..breaker.clone() };
         let horizon = millis(HORIZON).to_string();
         let args = arguments("p", 255, 7, &[never], &[]);

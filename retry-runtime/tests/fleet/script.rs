@@ -115,6 +115,8 @@ struct BreakerFlush {
     /// ms it had left open.
     view: i64,
     want: u32,
+    /// Its probe request's sequence number.
+    seq: u64,
     open_for: u64,
     /// Calls, failures, probe successes, probe failures (none acknowledged).
     totals: [u64; 4],
@@ -130,6 +132,7 @@ impl Default for BreakerFlush {
             seen: 0,
             view: -1,
             want: 0,
+            seq: 0,
             open_for: 20_000,
             totals: [0; 4],
             sent_at: 0,
@@ -147,6 +150,7 @@ impl BreakerFlush {
         args.extend([self.open_for.to_string(), "2".into(), "2".into()]);
         args.extend([self.seen.to_string(), self.want.to_string(), self.view.to_string()]);
         args.extend(self.totals.iter().chain(&[0; 4]).map(u64::to_string));
+        args.push(self.seq.to_string());
         args.push(self.backlog.len().to_string());
         args.extend(self.backlog.iter().flat_map(|(age, c, f)| [*age, *c, *f]).map(|n| n.to_string()));
         let reply = run(con, &args);
@@ -447,4 +451,31 @@ fn a_key_of_the_scripts_holding_no_hash_is_taken_as_lost() {
     let three = flush_breaker(&mut con, 1, 0, -1, 3);
     assert_eq!(three[1], 1, "its failures count, and open the fleet: {three:?}");
     assert_eq!(BudgetFlush { want: 5, first: 10, ..Default::default() }.run(&mut con), 5);
+}
+
+/// A replica's request for probe slots whose flush timed out on its side
+/// but ran here is sent again under its number: it gets the slots the first
+/// was granted, once, and a new request (the next number) gets no more
+/// than the round has left.
+#[test]
+fn a_request_for_probe_slots_sent_again_gets_the_slots_it_was_granted() {
+    let Some((_serial, _server, mut con)) = connected("a_request_for_probe_slots_sent_again_...") else {
+        return;
+    };
+    let opened =
+        BreakerFlush { replica: 2, open_for: 1, totals: [3, 3, 0, 0], ..Default::default() }.run(&mut con);
+    assert_eq!(opened[1], 1, "3 failures open it: {opened:?}");
+    // Open for 1 ms, so half-open at once; its rounds last the default 20 s.
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let seen = opened[0] as u64;
+    let ask = |replica, seq, want| BreakerFlush { replica, seen, want, seq, view: 0, ..Default::default() };
+    let granted = ask(1, 7, 2).run(&mut con);
+    assert_eq!((granted[1], granted[3]), (2, 2), "half-open, the round's 2 slots granted: {granted:?}");
+    // Its answer was lost; the replica, on local state meanwhile, asks for
+    // nothing, but sends the request's number again.
+    let again = ask(1, 7, 0).run(&mut con);
+    assert_eq!((again[1], again[3]), (2, 2), "the same 2 slots, answered again: {again:?}");
+    assert_eq!(ask(1, 7, 2).run(&mut con)[3], 2, "and again, never more");
+    assert_eq!(ask(3, 7, 2).run(&mut con)[3], 0, "another replica's request of that number is its own");
+    assert_eq!(ask(1, 8, 2).run(&mut con)[3], 0, "a new request: the round has no slot left");
 }
