@@ -166,6 +166,11 @@ async fn a_fleet_started_from_the_file_shares_its_breaker_and_a_reload_cannot_ch
     std::fs::write(&path, text.replace("fleet = true\n", "")).unwrap();
     let err = b.reload_file(&path).unwrap_err().to_string();
     assert!(err.contains(":6:11: breaker `payment` is shared by the fleet this registry joined"), "{err}");
+    // The fleet's rule holds for a shared breaker's new settings as at the join.
+    std::fs::write(&path, text.replace("fleet = true\n", "success_threshold = 3\nfleet = true\n")).unwrap();
+    let err = b.reload_file(&path).unwrap_err().to_string();
+    assert!(err.contains("breaker `payment` cannot be shared: its success_threshold (3)"), "{err}");
+    assert_eq!(watching.config().success_threshold, 2, "refused: nothing applied");
 
     for fleet in fleets {
         fleet.leave().await;

@@ -5,7 +5,36 @@
 
 use tokio::time::Instant;
 
-use super::{BreakerState, CircuitBreaker};
+use super::{BreakerConfig, BreakerState, CircuitBreaker};
+use crate::config::ConfigError;
+
+/// A fleet's rule for the settings of a breaker it shares: the whole
+/// fleet sends at most `half_open_max_calls` probes per round, so a
+/// `success_threshold` above it could never close the fleet's breaker.
+/// The error names `half_open_max_calls` when `new` broke the rule by
+/// moving only it from `old`, else `success_threshold`.
+pub(super) fn fleet_rule(old: &BreakerConfig, new: &BreakerConfig) -> Result<(), ConfigError> {
+    let (successes, probes) = (new.success_threshold, new.half_open_max_calls);
+    if successes <= probes {
+        return Ok(());
+    }
+    let shared = "while a fleet shares the breaker (the fleet's probes per round)";
+    if successes == old.success_threshold && probes != old.half_open_max_calls {
+        Err(ConfigError::new(
+            "half_open_max_calls",
+            format!(
+                "must be at least success_threshold ({successes}) {shared}, got {probes}: raise it or lower success_threshold"
+            ),
+        ))
+    } else {
+        Err(ConfigError::new(
+            "success_threshold",
+            format!(
+                "must be at most half_open_max_calls ({probes}) {shared}, got {successes}: lower it or raise half_open_max_calls"
+            ),
+        ))
+    }
+}
 
 impl CircuitBreaker {
     /// The state it is held in by hand, if any.
@@ -85,6 +114,25 @@ impl CircuitBreaker {
         let transition = core.close();
         self.publish(&core);
         self.release(core, transition);
+    }
+
+    /// Marks it shared by a fleet if its settings keep the fleet's rule
+    /// (see [`fleet_rule`]), which every reconfiguration must keep from
+    /// then on, until [`leave_fleet`](Self::leave_fleet); else the error
+    /// names the setting, and it is not shared.
+    #[cfg(feature = "redis")]
+    pub(crate) fn join_fleet(&self) -> Result<(), ConfigError> {
+        let core = self.lock();
+        fleet_rule(core.config(), core.config())?;
+        self.shared.store(true, super::Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// No fleet shares it any more: its settings are its own again.
+    #[cfg(feature = "redis")]
+    pub(crate) fn leave_fleet(&self) {
+        let _core = self.lock();
+        self.shared.store(false, super::Ordering::Relaxed);
     }
 
     fn force(&self, state: Option<BreakerState>) {

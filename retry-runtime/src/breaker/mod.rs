@@ -35,12 +35,12 @@ use std::time::Duration;
 #[cfg(resilient_loom)]
 use loom::sync::{
     Mutex, MutexGuard,
-    atomic::{AtomicU64, Ordering},
+    atomic::{AtomicBool, AtomicU64, Ordering},
 };
 #[cfg(not(resilient_loom))]
 use std::sync::{
     Mutex, MutexGuard,
-    atomic::{AtomicU64, Ordering},
+    atomic::{AtomicBool, AtomicU64, Ordering},
 };
 
 use tokio::time::Instant;
@@ -74,6 +74,11 @@ pub struct CircuitBreaker {
     hooks: Option<Hooks>,
     announcements: announce::Announcements,
     counts: Counts,
+    /// Whether a fleet shares it (feature `redis`), which holds its
+    /// settings to the fleet's rule (see `control::fleet_rule`). Read and
+    /// written with the core's lock held, so that a join and a
+    /// reconfiguration never miss each other.
+    shared: AtomicBool,
 }
 
 /// Monotonic totals, for samplers that turn them into rates.
@@ -155,6 +160,7 @@ impl CircuitBreaker {
             hooks: None,
             announcements: announce::Announcements::default(),
             counts: Counts::default(),
+            shared: AtomicBool::new(false),
         };
         breaker.publish(&breaker.lock());
         Ok(breaker)
@@ -194,10 +200,16 @@ impl CircuitBreaker {
 
     /// Runs on `config` from now on, keeping the breaker's state (see
     /// [`BreakerCore::reconfigure`]); an invalid `config` is an error
-    /// naming the field, and changes nothing.
+    /// naming the field, and changes nothing. So is one that breaks the
+    /// rule of a fleet that shares the breaker (feature `redis`: at most
+    /// `half_open_max_calls` probes per round for the whole fleet, so a
+    /// `success_threshold` above it could never close it).
     pub fn reconfigure(&self, config: BreakerConfig) -> Result<(), ConfigError> {
         config.validate()?;
         let mut core = self.lock();
+        if self.shared.load(Ordering::Relaxed) {
+            control::fleet_rule(core.config(), &config)?;
+        }
         core.reconfigure(config);
         self.publish(&core);
         Ok(())

@@ -174,6 +174,11 @@ impl BreakerSync {
         }
     }
 
+    /// The fleet is left for good: the breaker's settings are its own again.
+    pub(super) fn leave(&self) {
+        self.breaker.leave_fleet();
+    }
+
     /// The store is gone: the local breaker runs on its own rules again. A
     /// hold ends when it was due to; a probe allowance becomes the usual
     /// half-open rule, so that no replica waits for a verdict that will not come.

@@ -84,6 +84,7 @@ use std::sync::atomic::Ordering;
 
 pub use crate::config::fleet::{FleetConfig, FleetError};
 
+use crate::breaker::CircuitBreaker;
 use crate::budget::BudgetConfig;
 use crate::registry::Registry;
 use task::{Shared, Task};
@@ -161,9 +162,12 @@ impl Registry {
     ///
     /// Each named guard must be declared: a breaker with
     /// `success_threshold <= half_open_max_calls` (the fleet's probes per
-    /// round are `half_open_max_calls`, so more successes could never come),
-    /// a budget of the ratio form (a token bucket refills per success, which
-    /// the success path does not report).
+    /// round are `half_open_max_calls`, so more successes could never come;
+    /// while the fleet shares it, [`CircuitBreaker::reconfigure`] refuses a
+    /// change that breaks the rule), a budget of the ratio form (a token
+    /// bucket refills per success, which the success path does not report).
+    ///
+    /// [`CircuitBreaker::reconfigure`]: crate::CircuitBreaker::reconfigure
     pub fn join_fleet(&self, config: FleetConfig) -> Result<Fleet, FleetError> {
         config.validate().map_err(FleetError::InvalidConfig)?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| FleetError::NoRuntime)?;
@@ -177,18 +181,7 @@ impl Registry {
         for name in &config.breakers {
             let breaker =
                 self.breaker(name).ok_or(FleetError::NotDeclared { kind: "breaker", name: name.clone() })?;
-            let c = breaker.config();
-            if c.success_threshold > c.half_open_max_calls {
-                return Err(FleetError::Unsupported {
-                    kind: "breaker",
-                    name: name.clone(),
-                    why: format!(
-                        "its success_threshold ({}) is above its half_open_max_calls ({}), the fleet's probes per round: lower the one or raise the other",
-                        c.success_threshold, c.half_open_max_calls
-                    ),
-                });
-            }
-            breakers.push(breaker::BreakerSync::new(name.clone(), breaker));
+            breakers.push((name.clone(), breaker));
         }
         let mut budgets = Vec::new();
         for name in &config.budgets {
@@ -210,6 +203,15 @@ impl Registry {
         if !self.claim_fleet() {
             return Err(FleetError::AlreadyJoined);
         }
+        // Claimed first: a join refused as the registry's second must not
+        // unshare the breakers of its first.
+        let breakers = match share(breakers) {
+            Ok(breakers) => breakers,
+            Err(error) => {
+                self.leave_fleet();
+                return Err(error);
+            }
+        };
         self.set_joined_fleet(Some(config.clone()));
         let shared = Arc::new(Shared::default());
         let replica = rand::random::<u64>();
@@ -230,6 +232,23 @@ impl Registry {
         let task = runtime.spawn(task::heard(task.prefix.clone(), task.run()));
         Ok(Fleet { shared, task: Some(task), replica })
     }
+}
+
+/// Each breaker shared by the fleet (see `CircuitBreaker::join_fleet`:
+/// checked against the fleet's rule with its lock held, so that no
+/// reconfiguration slips in between), or none: the first that breaks the
+/// rule is the error, and those shared before it are local again.
+fn share(breakers: Vec<(String, Arc<CircuitBreaker>)>) -> Result<Vec<breaker::BreakerSync>, FleetError> {
+    let mut shared: Vec<breaker::BreakerSync> = Vec::with_capacity(breakers.len());
+    for (name, breaker) in breakers {
+        if let Err(error) = breaker.join_fleet() {
+            shared.iter().for_each(breaker::BreakerSync::leave);
+            let why = format!("its `{}` {}", error.field, error.problem);
+            return Err(FleetError::Unsupported { kind: "breaker", name, why });
+        }
+        shared.push(breaker::BreakerSync::new(name, breaker));
+    }
+    Ok(shared)
 }
 
 /// Whether the current tokio runtime can do IO, which the background task
@@ -311,6 +330,65 @@ mod tests {
         assert_eq!(error, FleetError::RuntimeWithoutTime);
         let message = error.to_string();
         assert!(message.contains("enable_time()") && message.contains("enable_all()"), "{message}");
+    }
+
+    /// The fleet's rule for a breaker (`success_threshold <=
+    /// half_open_max_calls`, its probes per round), checked at the join,
+    /// holds as long as the fleet shares it: a reconfiguration in code that
+    /// breaks it is an error naming the field it moved, and changes
+    /// nothing. Left, the breaker is local again, and takes it.
+    #[test]
+    fn a_shared_breaker_refuses_a_reconfiguration_that_breaks_the_fleets_rule() {
+        let registry = registry();
+        let breaker = registry.breaker("dep").unwrap();
+        let before = breaker.config();
+        assert_eq!((before.success_threshold, before.half_open_max_calls), (2, 2));
+        let more_successes = BreakerConfig { success_threshold: 3, ..before };
+        let fewer_probes = BreakerConfig { half_open_max_calls: 1, ..before };
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let fleet = registry.join_fleet(config()).expect("joins");
+            let error = breaker.reconfigure(more_successes).unwrap_err();
+            assert_eq!(error.field, "success_threshold", "{error}");
+            assert!(error.problem.contains("half_open_max_calls (2)"), "{error}");
+            let error = breaker.reconfigure(fewer_probes).unwrap_err();
+            assert_eq!(error.field, "half_open_max_calls", "{error}");
+            assert_eq!(breaker.config(), before, "refused: nothing changed");
+            let both = BreakerConfig { success_threshold: 3, half_open_max_calls: 3, ..before };
+            breaker.reconfigure(both).expect("within the rule");
+            breaker.reconfigure(before).unwrap();
+            fleet.leave().await;
+        });
+        breaker.reconfigure(more_successes).expect("local again: a local breaker has no such rule");
+    }
+
+    /// A join refused for a breaker's settings shares none of its breakers
+    /// and leaves the registry free; a join refused because the registry
+    /// is in a fleet already leaves that fleet's breakers shared.
+    #[test]
+    fn a_refused_join_shares_no_breaker_and_unshares_none() {
+        let registry = registry();
+        let strict = BreakerConfig { success_threshold: 3, half_open_max_calls: 2, ..Default::default() };
+        registry.declare_breaker("strict", strict).unwrap();
+        let dep = registry.breaker("dep").unwrap();
+        let more_successes = BreakerConfig { success_threshold: 3, ..BreakerConfig::default() };
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let both = FleetConfig { breakers: vec!["dep".into(), "strict".into()], ..config() };
+            let error = registry.join_fleet(both).unwrap_err();
+            assert!(matches!(&error, FleetError::Unsupported { name, .. } if name == "strict"), "{error}");
+            let message = error.to_string();
+            assert!(
+                message.contains("`success_threshold` must be at most half_open_max_calls (2)"),
+                "{message}"
+            );
+            dep.reconfigure(more_successes).expect("not shared: the join was refused");
+            dep.reconfigure(BreakerConfig::default()).unwrap();
+            let fleet = registry.join_fleet(config()).expect("the registry is free");
+            assert_eq!(registry.join_fleet(config()).unwrap_err(), FleetError::AlreadyJoined);
+            assert!(dep.reconfigure(more_successes).is_err(), "still shared by the first fleet");
+            fleet.leave().await;
+        });
     }
 
     /// The ERROR events of the current thread, as text.

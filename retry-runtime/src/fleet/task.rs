@@ -148,6 +148,7 @@ impl Task {
     fn end(&mut self) {
         self.leaving = true;
         self.fall_back(None);
+        self.breakers.iter().for_each(BreakerSync::leave);
         self.registry.leave_fleet();
     }
 
