@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use resilient::{
     AdaptiveLimit, BreakerConfig, BreakerState, BulkheadConfig, Classify, ErrorClass, Policy,
     RateLimitConfig, Registry, Rejection, ThrottleConfig, TokenBucket, resilient,
@@ -64,6 +64,11 @@ fn recorded_on(mut runtime: tokio::runtime::Builder, test: impl AsyncFnOnce()) -
     metrics::with_local_recorder(&recorder, || {
         runtime.build().unwrap().block_on(test());
     });
+    snapshot(&snapshotter)
+}
+
+/// What `snapshotter`'s recorder holds now.
+fn snapshot(snapshotter: &Snapshotter) -> Recorded {
     let metrics = snapshotter.snapshot().into_vec().into_iter().map(|(key, _, _, value)| {
         let key = key.key();
         let mut labels: Vec<(String, String)> =
@@ -495,4 +500,38 @@ fn leaving_while_the_store_is_frozen_counts_no_fallback() {
     let fleet = [("fleet", "frozen-leave")];
     assert!(metrics.value("resilient_fleet_fallbacks_total", &fleet).is_none(), "a leave is no fallback");
     assert_eq!(gauge(&metrics, "resilient_fleet_linked", &fleet), 0.0);
+}
+
+/// Two registries of one process in one fleet (two replicas in one
+/// process, as the fleet tests run them): the gauge, labelled by the fleet
+/// as every gauge is by its guard's name, counts those that follow it, so
+/// that one leaving (or losing the store) does not read as the other's.
+#[cfg(feature = "redis")]
+#[test]
+fn two_registries_in_one_fleet_each_count_in_its_linked_gauge() {
+    use resilient::fleet::FleetConfig;
+    let Some(server) = server::Server::start("two_registries_in_one_fleet_...") else { return };
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let linked = || gauge(&snapshot(&snapshotter), "resilient_fleet_linked", &[("fleet", "two")]);
+    metrics::with_local_recorder(&recorder, || {
+        real_time().build().unwrap().block_on(async {
+            let config = || FleetConfig {
+                url: server.url(),
+                prefix: "two".into(),
+                sync_every: Duration::from_millis(20),
+                // Long enough that a busy machine's slow flush is no loss.
+                store_timeout: Duration::from_secs(2),
+                ..Default::default()
+            };
+            let (_a, fleet_a) = joined(config());
+            let (_b, fleet_b) = joined(config());
+            until("both linked", || fleet_a.is_linked() && fleet_b.is_linked()).await;
+            assert_eq!(linked(), 2.0, "both follow the fleet");
+            fleet_a.leave().await;
+            assert_eq!(linked(), 1.0, "b follows it still");
+            fleet_b.leave().await;
+            assert_eq!(linked(), 0.0, "none does");
+        });
+    });
 }

@@ -25,7 +25,7 @@
 //! | `resilient_throttle_refusals_total` | counter | `throttle` |
 //! | `resilient_throttle_refusal_probability` | gauge | `throttle` |
 //! | `resilient_rate_limited_total` | counter (refusals) | `limiter` |
-//! | `resilient_fleet_linked` | gauge (1 following the fleet, 0 local) | `fleet` (the key prefix) |
+//! | `resilient_fleet_linked` | gauge (this process's registries following the fleet: 1 following, 0 local, with one) | `fleet` (the key prefix) |
 //! | `resilient_fleet_fallbacks_total` | counter (a link lost: not a leave, nor a store never reached) | `fleet` |
 //!
 //! This module is a leaf: it takes plain names and labels, so every other
@@ -221,8 +221,18 @@ pub(crate) fn fleet_task_panicked(fleet: &str) {
     tracing::error!(fleet, "the fleet's background task panicked: guards on local state, fleet left");
 }
 
+/// How many of this process's registries follow each fleet (by prefix,
+/// the gauge's label): the `resilient_fleet_linked` gauge is that count, so
+/// that two registries in one fleet (two replicas in one process) each
+/// count in it, and one leaving or losing the store does not set the
+/// other's. With one registry, 1 or 0.
+#[cfg(all(feature = "redis", feature = "metrics"))]
+static LINKED: std::sync::Mutex<std::collections::BTreeMap<String, u32>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
 /// A fleet's link changed; said once per change, in the trace and the
-/// `resilient_fleet_linked` gauge, and a lost link counted as a fallback.
+/// `resilient_fleet_linked` gauge (see `LINKED`), and a lost link
+/// counted as a fallback.
 #[cfg(feature = "redis")]
 pub(crate) fn fleet_link(fleet: &str, change: FleetLink<'_>) {
     match change {
@@ -240,12 +250,20 @@ pub(crate) fn fleet_link(fleet: &str, change: FleetLink<'_>) {
     }
     #[cfg(feature = "metrics")]
     {
-        let linked = matches!(change, FleetLink::Linked);
-        metrics::gauge!("resilient_fleet_linked", "fleet" => fleet.to_owned()).set(if linked {
-            1.0
-        } else {
-            0.0
-        });
+        // A task says `Lost` or `Left` only after `Linked`, once per change.
+        let mut linked = LINKED.lock().unwrap_or_else(|e| e.into_inner());
+        let count = linked.entry(fleet.to_owned()).or_default();
+        match change {
+            FleetLink::Linked => *count = count.saturating_add(1),
+            FleetLink::Lost(_) | FleetLink::Left => *count = count.saturating_sub(1),
+            FleetLink::Joined | FleetLink::Unreachable(_) => {}
+        }
+        // Set with the count held, so that two changes set it in their order.
+        metrics::gauge!("resilient_fleet_linked", "fleet" => fleet.to_owned()).set(f64::from(*count));
+        if *count == 0 {
+            linked.remove(fleet);
+        }
+        drop(linked);
         if matches!(change, FleetLink::Lost(_)) {
             metrics::counter!("resilient_fleet_fallbacks_total", "fleet" => fleet.to_owned()).increment(1);
         }
