@@ -26,8 +26,9 @@ pub struct FleetConfig {
     /// (`redis://[user:password@]host[:port][/db]`). Default
     /// `redis://127.0.0.1:6379/`. No TLS.
     pub url: String,
-    /// The namespace of every key (`PREFIX:breaker:NAME`, ...): replicas
-    /// that share a prefix share guards of the same name. Default `resilient`.
+    /// The namespace of every key (`PREFIX:breaker:NAME`, ..., the guard's
+    /// name with `%` and `:` escaped as `%25` and `%3A`): replicas that
+    /// share a prefix share guards of the same name. Default `resilient`.
     pub prefix: String,
     /// How often a replica reports and hears the fleet's verdicts: one
     /// round trip (one script) per period. Default 100 ms.

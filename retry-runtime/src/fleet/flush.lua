@@ -37,6 +37,16 @@ local function hash_or_nothing(key)
   if kind ~= 'hash' and kind ~= 'none' then redis.call('DEL', key) end
 end
 
+-- A guard's name as a part of its keys, `%` and `:` escaped (`%25`,
+-- `%3A`), so that no name reads as other parts of a key: written as it
+-- was, breaker `dep:0:18` had the key of breaker `dep`'s bucket 18 in
+-- epoch 0, and breaker `a:breaker:b` of fleet `p` the state of breaker `b`
+-- of fleet `p:breaker:a`. A name with neither is written as it is, as
+-- before, so that replicas of an older version share its keys.
+local function key_part(name)
+  return (string.gsub(string.gsub(name, '%%', '%%25'), ':', '%%3A'))
+end
+
 -- The prefix of a breaker's buckets in `epoch`, the epoch written with
 -- `%d`: Lua writes a number of 15 digits or more as `1e+15`, which made
 -- the buckets of the epochs around one that far on (written by hand, at
@@ -145,7 +155,7 @@ local function carry(from, to, width, window)
 end
 
 for _ = 1, breakers do
-  local name = ARGV[i]
+  local name = key_part(ARGV[i])
   local window, width = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
   local threshold, rate, min_calls = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
   local open_for, max_probes, to_close = tonumber(ARGV[i + 6]), tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8])
@@ -305,7 +315,7 @@ local function note_grant(record, granted, width, window)
 end
 
 for _ = 1, budgets do
-  local name = ARGV[i]
+  local name = key_part(ARGV[i])
   local window, width = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
   local ratio, floor = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
   local seq, want = tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8])

@@ -11,7 +11,10 @@
 //! | `P:replica:ID:breaker:NAME`, `P:replica:ID:budget:NAME` | hash: the totals the server last applied for one replica (tokens handed back, `ret`, among them), its last lease, its leases in the window by bucket (`g:BUCKET`), its last probe slots granted (`pseq`, `pepoch`, `pround`, `pgranted`) | 2 × window + `state_ttl` |
 //!
 //! Buckets of the breaker carry the fleet's epoch, so that a transition
-//! starts a clean window, as a local breaker's does.
+//! starts a clean window, as a local breaker's does. `NAME` is the guard's
+//! name with `%` and `:` escaped (`%25`, `%3A`): no name reads as other
+//! parts of a key (a breaker `dep:0:18` as bucket 18 of `dep`), and a name
+//! with neither is as it was.
 
 use std::time::Duration;
 

@@ -8,6 +8,7 @@
 //! when `redis-server` is missing, unless `RESILIENT_REQUIRE_REDIS=1`.
 
 mod faults;
+mod keys;
 mod late;
 mod outage;
 mod processes;
