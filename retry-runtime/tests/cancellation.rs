@@ -11,12 +11,12 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::TestError;
+use common::{TestError, ms};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use retry_runtime::{
-    BreakerConfig, BreakerState, BulkheadConfig, CircuitBreaker, Jitter, Outcome, Policy, Registry,
-    Rejection, TokenBucket,
+    BreakerConfig, BreakerState, BudgetConfig, BulkheadConfig, CircuitBreaker, Jitter, Outcome, Policy,
+    RatioBudget, Registry, Rejection, TokenBucket,
 };
 use tokio::sync::mpsc;
 use tokio::time::{sleep, timeout};
@@ -427,4 +427,96 @@ async fn aborted_calls_on_the_direct_path_give_every_bulkhead_place_back() {
     let all: Vec<_> = (0..PLACES).map(|_| bulkhead.try_acquire()).collect();
     assert!(all.iter().all(Option::is_some), "all {PLACES} places can be taken again");
     assert!(bulkhead.try_acquire().is_none(), "and no more");
+}
+
+/// A retry's budget token is taken when the retry is decided, before its
+/// wait. A call dropped before the retry is admitted (during the backoff,
+/// or while the retry queues for a bulkhead place) never sends it: the
+/// token goes back, as it does for a retry refused after its wait, for a
+/// token bucket, a ratio budget and a fleet's lease alike. A retry that ran
+/// keeps its token spent (below); one refused after its wait is given back
+/// by the refusal alone, not again as its call ends
+/// (`guards.rs::a_refused_retry_gives_back_the_tokens_it_took`).
+#[tokio::test(start_paused = true)]
+async fn a_call_dropped_before_its_retry_runs_gives_the_budget_token_back() {
+    let bucket = TokenBucket { capacity: 2, retry_cost: 1, refill_per_success: 0 };
+    let ratio = RatioBudget { ratio: 0.0, window: Duration::from_secs(10), min_per_sec: 1 };
+    let forms: [(&str, BudgetConfig, u32); 3] = [
+        ("bucket", bucket.into(), 2),
+        ("ratio", ratio.into(), 10),
+        ("lease", RatioBudget::default().into(), 1),
+    ];
+    for (form, config, full) in forms {
+        for dropped in ["mid-backoff", "queued for a place"] {
+            let why = format!("{form}, dropped {dropped}");
+            let registry = Registry::new();
+            registry.declare_budget("api", config).unwrap();
+            let budget = registry.budget("api").unwrap();
+            if form == "lease" {
+                budget.lease(1);
+            }
+            let one_place = BulkheadConfig { max_concurrent: 1, max_wait: None, ..Default::default() };
+            registry.declare_bulkhead("api", one_place).unwrap();
+            let policy = Policy::builder().jitter(Jitter::None).base(ms(100)).budget("api").bulkhead("api");
+            let policy = policy.build().unwrap();
+            // Queued: another caller takes the only place during the backoff.
+            let bulkhead = registry.bulkhead("api").unwrap();
+            let occupant = (dropped == "queued for a place").then(|| {
+                tokio::spawn(async move {
+                    sleep(ms(50)).await;
+                    let _place = bulkhead.acquire().await.unwrap();
+                    sleep(Duration::from_secs(10)).await;
+                })
+            });
+            let attempts = AtomicU32::new(0);
+            let call = registry.scope(policy.run(|| {
+                attempts.fetch_add(1, Ordering::Relaxed);
+                async { Err::<(), _>(TestError::Transient) }
+            }));
+            // The retry is due at 100 ms: dropped before it, or while it queues.
+            let drop_at = if occupant.is_some() { ms(200) } else { ms(50) };
+            assert!(timeout(drop_at, call).await.is_err(), "{why}: the call is dropped");
+            assert_eq!(attempts.load(Ordering::Relaxed), 1, "{why}: the retry was never sent");
+            assert_eq!(budget.available(), full, "{why}: the token is back");
+            if form == "lease" {
+                assert_eq!(budget.leased(), Some(1), "{why}: the leased token is back");
+            }
+            if let Some(occupant) = occupant {
+                occupant.abort();
+            }
+        }
+    }
+    // A retry that ran keeps its token; dropping the call afterwards gives nothing.
+    let registry = Registry::new();
+    registry
+        .declare_budget("api", TokenBucket { capacity: 2, retry_cost: 1, refill_per_success: 0 })
+        .unwrap();
+    let policy = Policy::builder().jitter(Jitter::None).base(ms(100)).max_attempts(3).budget("api");
+    let policy = policy.build().unwrap();
+    let call = registry.scope(policy.run(|| async { Err::<(), _>(TestError::Transient) }));
+    // The first retry runs at 100 ms, the second is decided then and dropped at 150 ms.
+    assert!(timeout(ms(150), call).await.is_err());
+    assert_eq!(registry.budget("api").unwrap().available(), 1, "the retry that ran paid its token");
+}
+
+/// The same through the global registry, whose calls take the direct path
+/// (the backoff is its own timer) and the plain first attempt, which
+/// leaves a retry's wait to the next attempt.
+#[tokio::test(start_paused = true)]
+async fn a_call_dropped_mid_backoff_on_the_direct_path_gives_the_budget_token_back() {
+    let registry = retry_runtime::registry();
+    let bucket = TokenBucket { capacity: 2, retry_cost: 1, refill_per_success: 0 };
+    registry.declare_budget("cancel-backoff-direct", bucket).unwrap();
+    let budget = registry.budget("cancel-backoff-direct").unwrap();
+    for deadline in [None, Some(Duration::from_secs(10))] {
+        let policy = Policy::builder().jitter(Jitter::None).base(ms(100)).budget("cancel-backoff-direct");
+        let policy = match deadline {
+            Some(deadline) => policy.deadline(deadline),
+            None => policy,
+        };
+        let policy = policy.build().unwrap();
+        let call = policy.run(|| async { Err::<(), _>(TestError::Transient) });
+        assert!(timeout(ms(50), call).await.is_err(), "dropped mid-backoff");
+        assert_eq!(budget.available(), 2, "deadline {deadline:?}: the token is back");
+    }
 }

@@ -24,7 +24,15 @@ const ENDED: u64 = 1 << 33;
 /// A token taken: which lease it came from, to give it back to.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Taken {
-    ended_before: u64,
+    /// The count of ended leases (`state / ENDED`, below 2^31): half a
+    /// word, so that a retry's pending withdrawal has room for its budget
+    /// in a call's state (see `execution::more::Withdrawn`).
+    ended_before: u32,
+}
+
+/// How many leases ended, of a lease's `state`: below 2^31 (a `u64` over 2^33).
+fn ended(state: u64) -> u32 {
+    u32::try_from(state / ENDED).unwrap_or(u32::MAX)
 }
 
 impl Lease {
@@ -47,7 +55,7 @@ impl Lease {
                 (state & TOKENS != 0).then(|| state - 1)
             })
             .ok()
-            .map(|state| Taken { ended_before: state / ENDED })
+            .map(|state| Taken { ended_before: ended(state) })
     }
 
     /// Puts back a token taken for a retry the local budget then refused,
@@ -57,7 +65,7 @@ impl Lease {
         let _ = self.state.fetch_update(Ordering::AcqRel, Ordering::Acquire, |state| {
             // The same lease, and so still held: only `end` stops holding
             // one, and it counts one more ended.
-            let same = state / ENDED == taken.ended_before;
+            let same = ended(state) == taken.ended_before;
             (same && state & TOKENS != TOKENS).then(|| state + 1)
         });
     }

@@ -63,10 +63,11 @@ impl RetryBudget {
 
     /// Gives back what [`withdraw`](Self::withdraw) took (`taken`) for a
     /// retry that did not run after all (the breaker opened, the bulkhead
-    /// stayed full, the deadline passed while it queued, ...): the budget
-    /// pays for retries that really happen. A bucket gets those tokens back
-    /// (up to its capacity), a ratio budget forgets the retry in the slice
-    /// that counted it (if the window still counts that slice). A leased
+    /// stayed full, the deadline passed while it queued, the call was
+    /// dropped before it ran, ...): the budget pays for retries that
+    /// really happen. A bucket gets those tokens back (up to its
+    /// capacity), a ratio budget forgets the retry in the slice that
+    /// counted it (if the window still counts that slice). A leased
     /// token goes back to its lease if that is still held (see
     /// [`end_lease`](Self::end_lease)): the fleet counts the tokens it
     /// leased, and those a lease leaves unspent are handed back to it. The

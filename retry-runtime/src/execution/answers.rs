@@ -5,6 +5,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::Execution;
+use super::more::Withdrawn;
 use crate::backoff::Jitter;
 use crate::backoff::JitterRng;
 use crate::decision::Answers;
@@ -40,16 +41,19 @@ impl<S: Default, H> Answers for Execution<'_, S, H> {
     }
 
     /// What it took is kept until the retry is admitted, to be given back
-    /// exactly if it cannot run.
+    /// exactly if it cannot run or the call is dropped first.
     #[inline]
     fn take_budget(&mut self) -> bool {
         let guards = self.guards();
         let Some(budget) = &guards.budget else {
             return true;
         };
-        let withdrawn = budget.withdraw();
-        self.more().withdrawn = withdrawn;
-        withdrawn.is_some()
+        let Some(taken) = budget.withdraw() else {
+            return false;
+        };
+        let cached = self.cached.and_then(|guards| guards.budget.as_deref());
+        self.more().withdrawn = Some(Withdrawn { taken, cached });
+        true
     }
 }
 

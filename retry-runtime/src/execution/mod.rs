@@ -118,7 +118,7 @@ pub struct Execution<'p, S, H> {
     /// Attempts that ran (were admitted) so far.
     attempts: u32,
     /// `None` until the call needs any of it (see above).
-    more: Option<More<S>>,
+    more: Option<More<'p, S>>,
     /// How this call classifies errors and makes rejections into them.
     handling: H,
 }
@@ -170,7 +170,7 @@ impl<'p, S, H> Execution<'p, S, H> {
 
     /// The state only some calls need, built now if it was not.
     #[inline]
-    fn more(&mut self) -> &mut More<S>
+    fn more(&mut self) -> &mut More<'p, S>
     where
         S: Default,
     {

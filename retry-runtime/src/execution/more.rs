@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::backoff::JitterRng;
-use crate::budget::Withdrawal;
+use crate::budget::{RetryBudget, Withdrawal};
 use crate::guards::Guards;
 use crate::settings::Settings;
 
@@ -16,7 +16,7 @@ use crate::settings::Settings;
 /// touches: built when the call starts if it needs any of it, else at its
 /// first failure (all of it is then at its starting value, as it would
 /// have been at the start).
-pub(super) struct More<S> {
+pub(super) struct More<'p, S> {
     /// The override this call runs on; `None`: the policy's own settings.
     pub(super) overridden: Option<Arc<Settings>>,
     /// A scoped registry's guards (then the call has no cached ones).
@@ -32,14 +32,15 @@ pub(super) struct More<S> {
     pub(super) pending_wait: Option<Duration>,
     pub(super) rng: Option<JitterRng>,
     /// What the budget gave the retry decided last, until it is admitted:
-    /// given back if it cannot run (see `cannot_run`).
-    pub(super) withdrawn: Option<Withdrawal>,
+    /// given back if it cannot run (see `cannot_run`), or if the call is
+    /// dropped first (see the `Drop` below).
+    pub(super) withdrawn: Option<Withdrawn<'p>>,
     /// The call's span, when enabled.
     pub(super) span: Option<tracing::Span>,
     pub(super) last: S,
 }
 
-impl<S: Default> More<S> {
+impl<S: Default> More<'_, S> {
     /// A plain call's starting state, built at its first failure, in its
     /// slot (returned by value, it would be copied there: a few dozen bytes).
     #[cold]
@@ -57,5 +58,46 @@ impl<S: Default> More<S> {
             span: None,
             last: S::default(),
         });
+    }
+}
+
+/// What a retry took from its budget, and which budget: the cached guards'
+/// (`cached`), or else the scoped registry's guards' (`More::scoped`).
+/// A reference, not a handle of its own, and no larger than the
+/// withdrawal was alone (see `lease::Taken`): every plain call drops an
+/// empty `More` slot, and a handle to release, or a larger slot, cost
+/// each plain success an instruction (`attribute_defaults`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Withdrawn<'p> {
+    pub(super) taken: Withdrawal,
+    pub(super) cached: Option<&'p RetryBudget>,
+}
+
+impl<S> More<'_, S> {
+    /// Gives back what the retry decided last took, if it was not admitted
+    /// (see `RetryBudget::give_back_retry`): once, since it is taken here.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn give_back_withdrawn(&mut self) {
+        let Some(Withdrawn { taken, cached }) = self.withdrawn.take() else {
+            return;
+        };
+        let scoped = || self.scoped.as_ref().and_then(|guards| guards.budget.as_deref());
+        if let Some(budget) = cached.or_else(scoped) {
+            budget.give_back_retry(taken);
+        }
+    }
+}
+
+/// A call dropped (cancelled: a caller's `timeout`, a `select!`, a dropped
+/// handler) after a retry was decided and before it was admitted, during
+/// its backoff or while it queued, never sends it: what the budget gave it
+/// goes back, as for a retry refused after its wait.
+impl<S> Drop for More<'_, S> {
+    #[inline]
+    fn drop(&mut self) {
+        if self.withdrawn.is_some() {
+            self.give_back_withdrawn();
+        }
     }
 }

@@ -203,10 +203,8 @@ impl<S, H> Execution<'_, S, H> {
         // A retry whose budget withdrawal the decision took (see
         // `decision`) did not run: it gives back what it took, and the
         // budget pays only for retries that happen.
-        if let Some(withdrawn) = self.more.as_mut().and_then(|more| more.withdrawn.take())
-            && let Some(budget) = &self.guards().budget
-        {
-            budget.give_back_retry(withdrawn);
+        if let Some(more) = &mut self.more {
+            more.give_back_withdrawn();
         }
         match self.more.as_mut().and_then(|more| more.last.take()) {
             Some(error) => error,
