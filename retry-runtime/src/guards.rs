@@ -78,9 +78,9 @@ pub(crate) struct Guards {
     /// throttle (its draw and its count never wait), a breaker, a budget,
     /// a bulkhead (when it has a place free as the attempt is made: a wait
     /// for one is the general path's), and a rate limit, but not with a
-    /// bulkhead: a turn may have to be waited for, and the general path
-    /// asks for the place only after it, where the direct path holds its
-    /// place from the attempt's making. Worked out once, read on every call.
+    /// bulkhead: the general path serves a call with both (it asks the
+    /// throttle and the breaker before it takes the place, which it then
+    /// holds through a wait for the turn). Worked out once, read on every call.
     pub(crate) direct: bool,
 }
 

@@ -228,6 +228,50 @@ async fn the_rate_limit_waits_for_a_turn_within_max_wait_then_refuses() {
     );
 }
 
+/// A call that a full bulkhead refuses (its `max_wait` passed) never ran,
+/// so it leaves the rate limit's turns as they were: the turn is taken
+/// only once the attempt holds its place, whether a turn was free when it
+/// came or it would have had to wait for one. A turn cannot be given back
+/// (a GCRA turn given back after later ones were handed out would let two
+/// attempts go closer than the rate allows).
+#[tokio::test(start_paused = true)]
+async fn a_call_the_bulkhead_refuses_takes_no_rate_limit_turn() {
+    for turn_free in [true, false] {
+        let registry = Registry::new();
+        // One turn a second, a burst of 2; an attempt may wait a second for its turn.
+        let config = RateLimitConfig { per_second: 1, burst: 2, max_wait: Some(ms(1_000)) };
+        registry.declare_rate_limit("api", config).unwrap();
+        let one_place = BulkheadConfig { max_concurrent: 1, max_wait: Some(ms(10)), ..Default::default() };
+        registry.declare_bulkhead("api", one_place).unwrap();
+        let (limit, bulkhead) = (registry.rate_limit("api").unwrap(), registry.bulkhead("api").unwrap());
+        if !turn_free {
+            assert!(limit.try_acquire() && limit.try_acquire(), "the burst is spent");
+        }
+        let place = bulkhead.try_acquire().unwrap();
+        let policy = Policy::builder().max_attempts(1).rate_limit("api").bulkhead("api").build().unwrap();
+        let (attempts, start) = (Attempts::new(), Instant::now());
+        let result = registry
+            .scope(policy.run(|| {
+                attempts.mark();
+                async { Ok::<_, TestError>(()) }
+            }))
+            .await;
+        let full = Err(TestError::Rejected(Rejection::BulkheadFull { bulkhead: "api".into() }));
+        assert_eq!((result, attempts.count()), (full, 0), "turn free: {turn_free}");
+        assert_eq!(start.elapsed(), ms(10), "refused once the bulkhead's max_wait passed");
+        drop(place);
+        // The turns the limiter had before the call: 2 (a burst), or none
+        // until the next one, a second after the burst was spent.
+        if turn_free {
+            assert!(limit.try_acquire() && limit.try_acquire(), "both turns are left");
+        } else {
+            assert!(!limit.try_acquire(), "no turn yet");
+            sleep(ms(990)).await;
+            assert!(limit.try_acquire(), "the next turn, at 1 s, was not spent by the call");
+        }
+    }
+}
+
 /// Waves of 32 concurrent single-attempt calls against a dependency that
 /// serves 4 at once and answers the rest with an immediate 503, through a
 /// bulkhead of at most 32; returns the bulkhead's final limit and the 503s

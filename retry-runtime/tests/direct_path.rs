@@ -240,11 +240,13 @@ async fn a_turn_is_waited_for_without_a_probe_slot_and_the_timeout_starts_after_
     }
 }
 
-/// A call waiting for a turn holds no bulkhead place: the place is asked
-/// for after the turn (so such a call never takes the direct path, which
-/// holds its place from the attempt's making).
+/// A call waiting for a turn holds its bulkhead place: the place is taken
+/// before the turn, so that a turn is never spent on an attempt the
+/// bulkhead then refuses (a turn cannot be given back). Such a call takes
+/// the general path whichever way it is stepped. A turn that does not come
+/// within the limit's `max_wait` gives the place back.
 #[tokio::test(start_paused = true)]
-async fn a_call_waiting_for_a_turn_holds_no_bulkhead_place() {
+async fn a_call_waiting_for_a_turn_holds_its_bulkhead_place() {
     for path in PATHS {
         let name = format!("direct-turn-place-{path:?}");
         let limit = one_turn_per_100_ms(&name, ms(150));
@@ -264,9 +266,15 @@ async fn a_call_waiting_for_a_turn_holds_no_bulkhead_place() {
             places.in_use()
         };
         let (ran, in_use) = tokio::join!(waiting, meanwhile);
-        assert_eq!(in_use, 0, "{path:?}: no place held while waiting for the turn");
+        assert_eq!(in_use, 1, "{path:?}: the place is held while waiting for the turn");
         assert_eq!(ran, Ok(ms(100)), "{path:?}");
         assert_eq!(places.in_use(), 0, "{path:?}");
+        // The next turn is 100 ms away: past a max_wait of 50 ms.
+        let shorter = RateLimitConfig { max_wait: Some(ms(50)), ..limit.config() };
+        limit.reconfigure(shorter).unwrap();
+        let refused = call(&policy, None, path, || async { Ok(()) }).await;
+        assert_eq!(refused, Err(TestError::Rejected(Rejection::RateLimited { limiter: name.clone() })));
+        assert_eq!(places.in_use(), 0, "{path:?}: the refused turn gave the place back");
     }
 }
 

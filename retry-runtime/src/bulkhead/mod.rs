@@ -126,8 +126,8 @@ impl BulkheadPermit<'_> {
 impl BulkheadPermit<'_> {
     /// Starts an adaptive limit's latency sample at `sent` (if later than
     /// the admission): what the attempt did before its request went out
-    /// (the HTTP layers' read of the failed response before a retry) is the
-    /// client's time, not the dependency's.
+    /// (its wait for a rate-limit turn, the HTTP layers' read of the failed
+    /// response before a retry) is the client's time, not the dependency's.
     pub(crate) fn measure_from(&mut self, sent: Instant) {
         if let Some(started) = &mut self.started {
             *started = (*started).max(sent);

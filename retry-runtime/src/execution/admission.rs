@@ -1,13 +1,24 @@
 //! Admission, the first step of an attempt: the throttle, the breaker, the
-//! rate limit and the bulkhead, in that order, or why the attempt cannot run.
+//! bulkhead and the rate limit, in that order, or why the attempt cannot run.
 //!
 //! Why this order: the throttle counts every request the application makes
 //! (the SRE book's `requests`), so it comes first and refuses without
 //! touching anything else; the breaker refuses fast when the dependency is
-//! down, before a rate-limit turn or a bulkhead place is spent on an attempt
+//! down, before a bulkhead place or a rate-limit turn is spent on an attempt
 //! that cannot run; the two that may wait come last, and while an attempt
 //! waits for either it holds no half-open probe slot (the breaker is asked
 //! again once the wait is over).
+//!
+//! The place comes before the turn: a turn is the request's slot in the
+//! dependency's quota, and one taken for an attempt the bulkhead then
+//! refuses (full through its `max_wait`) would be spent on a request never
+//! sent. It cannot be given back: the limiter (governor's GCRA) has no such
+//! thing, and a turn handed back after later ones were scheduled would let
+//! two requests go closer together than the rate allows. resilience4j, whose
+//! rate limiter sits outside its bulkhead, spends the permit. So an attempt
+//! holds its place while it waits for its turn (at most the limit's
+//! `max_wait`, never past the deadline), and gives it back if the turn does
+//! not come; an adaptive bulkhead's latency sample starts once it has it.
 
 use tokio::time::{Instant, timeout_at};
 
@@ -32,21 +43,31 @@ pub(super) fn admit_breaker(guards: &Guards) -> Result<Option<BreakerPermit<'_>>
     }
 }
 
-/// Admission up to the bulkhead, without waiting: the throttle, the
-/// breaker, then a rate-limit turn if one is free. `Err(None)` when none
-/// is (no probe slot is held while the attempt waits for it). Both paths
-/// admit through here; the direct path holds its place already.
+/// The throttle, then the breaker: what refuses an attempt without waiting.
 #[inline(always)]
-pub(super) fn admit_before_place(guards: &Guards) -> Result<Option<BreakerPermit<'_>>, Option<Refusal>> {
+fn admit_throttle_and_breaker(guards: &Guards) -> Result<Option<BreakerPermit<'_>>, Refusal> {
     if let Some(throttle) = &guards.throttle
         && !throttle.admit()
     {
-        return Err(Some(Refusal::throttled(throttle)));
+        return Err(Refusal::throttled(throttle));
     }
-    let breaker = admit_breaker(guards).map_err(Some)?;
-    if let Some(limit) = &guards.rate_limit
-        && !limit.try_acquire()
-    {
+    admit_breaker(guards)
+}
+
+/// Takes a rate-limit turn if one is free now (or the call has no rate limit).
+#[inline(always)]
+fn turn_taken_now(guards: &Guards) -> bool {
+    guards.rate_limit.as_ref().is_none_or(|limit| limit.try_acquire())
+}
+
+/// Admission of an attempt that holds its place already (the direct path
+/// takes it as the attempt is made), without waiting: the throttle, the
+/// breaker, then a rate-limit turn if one is free. `Err(None)` when none
+/// is (no probe slot is held while the attempt waits for it).
+#[inline(always)]
+pub(super) fn admit_holding_place(guards: &Guards) -> Result<Option<BreakerPermit<'_>>, Option<Refusal>> {
+    let breaker = admit_throttle_and_breaker(guards).map_err(Some)?;
+    if !turn_taken_now(guards) {
         return Err(None);
     }
     Ok(breaker)
@@ -93,11 +114,11 @@ pub(super) struct Admitted<'g> {
 }
 
 /// What admission still waits for, when it could not finish at once.
-pub(super) enum Wait {
-    /// A rate-limit turn, then a bulkhead place.
-    Turn,
-    /// A bulkhead place (the rate limit, if any, gave its turn).
-    Place,
+pub(super) enum Wait<'g> {
+    /// A place in this bulkhead, then a rate-limit turn (if it has one).
+    Place(&'g Bulkhead),
+    /// A rate-limit turn, holding the attempt's place (if it needs one).
+    Turn { place: Option<BulkheadPermit<'g>> },
 }
 
 /// Waits for a rate-limit turn: at most the limit's `max_wait`, and never
@@ -122,7 +143,7 @@ pub(super) async fn turn_within(
 }
 
 impl<S, H> Execution<'_, S, H> {
-    /// Admission: the throttle, the breaker, the rate limit, the bulkhead.
+    /// Admission: the throttle, the breaker, the bulkhead, the rate limit.
     pub(super) async fn admit<'g>(&self, guards: &'g Guards) -> Result<Admitted<'g>, Refusal> {
         match self.admit_now(guards)? {
             Ok(admitted) => Ok(admitted),
@@ -132,14 +153,13 @@ impl<S, H> Execution<'_, S, H> {
 
     /// Admission as far as it goes without waiting: admitted, refused, or
     /// what is left to wait for. Most attempts are admitted here, with no
-    /// future built; holding nothing when it says to wait.
+    /// future built; holding no probe slot when it says to wait.
     #[inline]
-    pub(super) fn admit_now<'g>(&self, guards: &'g Guards) -> Result<Result<Admitted<'g>, Wait>, Refusal> {
-        let breaker = match admit_before_place(guards) {
-            Ok(breaker) => breaker,
-            Err(Some(refusal)) => return Err(refusal),
-            Err(None) => return Ok(Err(Wait::Turn)),
-        };
+    pub(super) fn admit_now<'g>(
+        &self,
+        guards: &'g Guards,
+    ) -> Result<Result<Admitted<'g>, Wait<'g>>, Refusal> {
+        let breaker = admit_throttle_and_breaker(guards)?;
         let bulkhead = match &guards.bulkhead {
             None => None,
             // The uncontended bulkhead hands out a permit without a wait (or a future).
@@ -147,41 +167,40 @@ impl<S, H> Execution<'_, S, H> {
                 Some(permit) => Some(permit),
                 // Queue without a probe slot: with a saturated bulkhead a
                 // held slot would stall the breaker's recovery.
-                None => return Ok(Err(Wait::Place)),
+                None => return Ok(Err(Wait::Place(bulkhead))),
             },
         };
+        if !turn_taken_now(guards) {
+            return Ok(Err(Wait::Turn { place: bulkhead }));
+        }
         Ok(Ok(Admitted { breaker, bulkhead }))
     }
 
-    /// The rest of admission, once `admit_now` said to wait: the turn or
-    /// the place, then the breaker asked again.
+    /// The rest of admission, once `admit_now` said to wait: the place,
+    /// then the turn (holding the place), then the breaker asked again.
     pub(super) async fn admit_after<'g>(
         &self,
         guards: &'g Guards,
-        wait: Wait,
+        wait: Wait<'g>,
     ) -> Result<Admitted<'g>, Refusal> {
-        let mut breaker = None;
-        if let Wait::Turn = wait {
-            if let Some(limit) = &guards.rate_limit {
-                // Boxed: the waits are rare, and their state would make every
-                // attempt's future larger (and costlier to move).
-                Box::pin(turn_within(limit, self.turn_deadline())).await?;
+        let (mut bulkhead, turn_taken) = match wait {
+            // Boxed: the waits are rare, and their state would make every
+            // attempt's future larger (and costlier to move).
+            Wait::Place(bulkhead) => {
+                let place = Box::pin(self.wait_for_permit(bulkhead)).await?;
+                (Some(place), turn_taken_now(guards))
             }
-            breaker = admit_breaker(guards)?;
-        }
-        let bulkhead = match &guards.bulkhead {
-            None => None,
-            Some(bulkhead) => match bulkhead.try_acquire() {
-                Some(permit) => Some(permit),
-                None => {
-                    drop(breaker.take());
-                    Some(Box::pin(self.wait_for_permit(bulkhead)).await?)
-                }
-            },
+            Wait::Turn { place } => (place, false),
         };
-        if breaker.is_none() {
-            breaker = admit_breaker(guards)?;
+        if !turn_taken && let Some(limit) = &guards.rate_limit {
+            // A refusal drops the place with the call's error: given back.
+            Box::pin(turn_within(limit, self.turn_deadline())).await?;
+            // The wait for the turn is not the dependency's latency.
+            if let Some(place) = &mut bulkhead {
+                place.measure_from(Instant::now());
+            }
         }
+        let breaker = admit_breaker(guards)?;
         Ok(Admitted { breaker, bulkhead })
     }
 

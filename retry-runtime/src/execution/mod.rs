@@ -4,10 +4,11 @@
 //!
 //! 1. **Admission** (see [`admission`]): the throttle may refuse it
 //!    locally; an open breaker ends the call at once (retrying against it
-//!    only burns attempts); the rate limit and the bulkhead may make it wait
-//!    for a turn and a permit (at most their `max_wait`, never past the
+//!    only burns attempts); the bulkhead and the rate limit may make it wait
+//!    for a permit, then a turn (at most their `max_wait`, never past the
 //!    deadline), holding no half-open probe slot meanwhile. The bulkhead
-//!    permit is held for this attempt only.
+//!    permit is held for this attempt only, from before its turn: a turn is
+//!    never spent on an attempt the bulkhead refuses.
 //! 2. **Run** the attempt under the earlier of its timeout and the deadline;
 //!    a timeout drops (cancels) the attempt's future. With hedging, more
 //!    attempts start beside a slow one (see [`hedge`]).

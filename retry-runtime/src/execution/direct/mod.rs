@@ -45,7 +45,7 @@ use std::time::Duration;
 use pin_project_lite::pin_project;
 use tokio::time::{Sleep, sleep};
 
-use super::admission::{Refusal, admit_before_place};
+use super::admission::{Refusal, admit_holding_place};
 use super::outcome::{Answer, answered, outcome_of, record, succeeded};
 use super::{Execution, LastError, Step};
 use crate::breaker::BreakerPermit;
@@ -207,7 +207,7 @@ where
                     }
                 }
                 // The place, if any, is held already (see the module docs).
-                match admit_before_place(this.guards) {
+                match admit_holding_place(this.guards) {
                     Ok(permit) => {
                         *this.permit = permit;
                         *this.phase = Phase::Running;

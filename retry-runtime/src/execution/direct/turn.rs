@@ -5,9 +5,8 @@
 //! the deadline; then the breaker is asked again. The wait is the general
 //! path's own future (`turn_within`), boxed: it is rare, and would make
 //! every direct attempt larger. A call whose rate limit may wait takes this
-//! path only without a bulkhead (see `Guards::direct`), since the place
-//! the direct path holds from the attempt's making would be held through
-//! the wait, where the general path asks for it after.
+//! path only without a bulkhead (see `Guards::direct`): the general path
+//! serves a call with both.
 
 use std::future::Future;
 use std::pin::Pin;
