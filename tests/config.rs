@@ -162,6 +162,39 @@ fn a_value_of_exactly_a_keys_maximum_is_taken() {
     assert!(loaded.is_ok(), "the largest number of milliseconds: {loaded:?}");
 }
 
+/// A `max_wait_ms` longer than a guard counts (past u64::MAX nanoseconds,
+/// about 584 years) is kept as the longest wait it counts: "wait without
+/// end" in a file, where leaving the key out means no wait for a rate
+/// limit. The file reloaded unchanged changes nothing, and says so: the
+/// report compares what the guards keep.
+#[test]
+fn a_file_with_a_max_wait_past_584_years_reloaded_unchanged_reports_no_change() {
+    let dir = std::env::temp_dir().join(format!("resilient-config-max-wait-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("resilient.toml");
+    let forever = 20_000_000_000_000_u64; // milliseconds: about 634 years
+    let file =
+        format!("[bulkheads.db]\nmax_wait_ms = {forever}\n[rate_limits.api]\nmax_wait_ms = {forever}\n");
+    std::fs::write(&path, &file).unwrap();
+    let registry = Registry::new();
+    registry.load_file(&path).unwrap();
+    let longest = Some(Duration::from_nanos(u64::MAX - 1));
+    assert_eq!(registry.bulkhead("db").unwrap().config().max_wait, longest);
+    assert_eq!(registry.rate_limit("api").unwrap().config().max_wait, longest);
+    for reload in 1..=2 {
+        let report = registry.reload_file(&path).unwrap();
+        assert!(report.is_empty(), "reload {reload} of the unchanged file: {report}");
+    }
+    // A real change is still reported, as what the guard keeps.
+    std::fs::write(&path, file.replacen(&forever.to_string(), "100", 1)).unwrap();
+    let report = registry.reload_file(&path).unwrap();
+    assert_eq!(report.to_string(), "bulkhead `db`: max_wait_ms 18446744073709 -> 100");
+    std::fs::write(&path, &file).unwrap();
+    let report = registry.reload_file(&path).unwrap();
+    assert_eq!(report.to_string(), "bulkhead `db`: max_wait_ms 100 -> 18446744073709");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn an_unknown_key_gets_the_closest_known_key() {
     let message = error("[breakers.payment]\nfailur_threshold = 3");

@@ -140,7 +140,8 @@ impl RateLimit {
         &self.name
     }
 
-    /// The settings it runs on.
+    /// The settings it runs on (a `max_wait` longer than u64::MAX
+    /// nanoseconds, about 584 years, as that longest wait).
     pub fn config(&self) -> RateLimitConfig {
         RateLimitConfig { max_wait: self.max_wait(), ..self.config }
     }

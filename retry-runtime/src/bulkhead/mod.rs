@@ -185,7 +185,8 @@ impl Bulkhead {
         &self.name
     }
 
-    /// The settings it runs on.
+    /// The settings it runs on (a `max_wait` longer than u64::MAX
+    /// nanoseconds, about 584 years, as that longest wait).
     pub fn config(&self) -> BulkheadConfig {
         let nanos = self.max_wait_nanos.load(Ordering::Relaxed);
         let adaptive = self.lock_limiter().as_ref().map(LimitCore::config);

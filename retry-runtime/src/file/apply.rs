@@ -209,12 +209,18 @@ pub(super) fn refuse<T>(
     }
 }
 
-/// Applies `new` through `apply` when it differs from `old`; what changed.
+/// Applies `new` through `apply` when it differs from `old`; what changed
+/// between `old` and what the guard keeps once it is applied (`kept`).
+/// A guard may keep a setting otherwise than the file gives it: a
+/// `max_wait` longer than u64::MAX nanoseconds (about 584 years) is kept
+/// as that, so a file that says more is no change once it is in force,
+/// and reloading it unchanged must say so.
 pub(super) fn reconfigure<C: PartialEq + Copy, E: fmt::Debug>(
     old: &C,
     new: &C,
     diff: fn(&C, &C) -> Vec<String>,
     apply: impl FnOnce(C) -> Result<(), E>,
+    kept: impl FnOnce() -> C,
 ) -> Option<Vec<String>> {
     if old == new {
         return None;
@@ -222,7 +228,8 @@ pub(super) fn reconfigure<C: PartialEq + Copy, E: fmt::Debug>(
     // Validated with the rest of the file before anything was applied
     // (against a guard that appeared since, with the tables held).
     apply(*new).ok()?;
-    Some(diff(old, new))
+    let kept = kept();
+    (kept != *old).then(|| diff(old, &kept))
 }
 
 /// A file's text and the name its errors use.

@@ -174,7 +174,7 @@ fn changed<G: Guard>(
         let change = if new {
             Some(vec!["declared".to_owned()])
         } else {
-            reconfigure(&guard.config(), &table.value, diff, |c| guard.reconfigure(c))
+            reconfigure(&guard.config(), &table.value, diff, |c| guard.reconfigure(c), || guard.config())
         };
         report.push(kind, &table.name, change);
     }
