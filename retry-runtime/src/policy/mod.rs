@@ -109,11 +109,19 @@ impl std::fmt::Debug for Policy {
 }
 
 impl Clone for Policy {
-    /// The same settings and promises; the clone resolves its own guard handles.
+    /// The same settings and promises; the clone resolves its own guard
+    /// handles. It is a policy built in code, so no `[operations]` override
+    /// of a configuration file applies to it (see the README's
+    /// "`[operations]` and `check()` know the annotated functions only").
     fn clone(&self) -> Self {
         // The builder has no idempotency settings (only the attribute
         // declares them): a clone must not lose a non-idempotent
-        // operation's promise.
+        // operation's promise. Its override counter is fresh and stays at
+        // zero: registries count in only the policies registered at link
+        // time, an annotated function's own static, which only the code
+        // the attribute generates can name (and never clones). Sharing the
+        // original's counter would put a pointer between every call and
+        // the one load it pays for overrides (see `may_be_overridden`).
         Policy { idempotent: self.idempotent, has_key: self.has_key, ..self.to_builder().into_policy() }
     }
 }
