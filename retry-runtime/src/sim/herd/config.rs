@@ -219,7 +219,8 @@ impl Default for Latency {
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct HerdConfig {
-    /// Clients, all starting at time zero. Must be positive.
+    /// Clients, all starting at time zero. Must be positive and at most
+    /// [`MAX_CLIENTS`](Self::MAX_CLIENTS).
     pub clients: u32,
     /// Fixes every random draw: the same seed gives the same report.
     pub seed: u64,
@@ -266,6 +267,10 @@ impl Default for HerdConfig {
 }
 
 impl HerdConfig {
+    /// The most clients a simulation takes, as the fleet simulation's
+    /// (each client's state and attempts are kept in memory for the report).
+    pub const MAX_CLIENTS: u32 = 100_000;
+
     /// The AWS study's setup: 100 clients contending on one row
     /// ([`Model::Contention`]), base 5 ms, cap 2 s, first wait-index 1,
     /// network legs of |normal(10 ms, 2 ms)|, and 1,000 attempts per client
@@ -332,6 +337,10 @@ impl HerdConfig {
     /// ```
     pub fn validate(&self) -> Result<(), ConfigError> {
         positive("clients", self.clients.into())?;
+        if self.clients > Self::MAX_CLIENTS {
+            let problem = format!("must be at most {} (`HerdConfig::MAX_CLIENTS`)", Self::MAX_CLIENTS);
+            return Err(ConfigError::new("clients", problem));
+        }
         positive("max_attempts", self.max_attempts.into())?;
         if self.base > self.cap {
             return Err(ConfigError::new(
@@ -382,5 +391,28 @@ fn adaptive_bulkhead() -> BulkheadConfig {
         max_concurrent: 20,
         max_wait: None,
         adaptive: Some(AdaptiveLimit::aimd(1).backoff_ratio(0.7)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::herd::{Strategy, simulate};
+
+    /// A herd larger than the documented cap is refused by name before
+    /// anything is allocated: `u32::MAX` clients would ask for hundreds of GiB.
+    #[test]
+    fn more_clients_than_the_cap_is_an_error_naming_clients() {
+        let at_cap = HerdConfig { clients: HerdConfig::MAX_CLIENTS, ..Default::default() };
+        assert_eq!(at_cap.validate(), Ok(()), "the cap itself is taken");
+        for clients in [HerdConfig::MAX_CLIENTS + 1, u32::MAX] {
+            let cfg = HerdConfig { clients, ..Default::default() };
+            let error = cfg.validate().unwrap_err();
+            assert_eq!(error.field, "clients", "{clients}");
+            assert!(error.to_string().contains("100000"), "{error}");
+            for strategy in Strategy::ALL {
+                assert_eq!(simulate(&cfg, strategy).unwrap_err(), error, "{clients} {strategy}");
+            }
+        }
     }
 }

@@ -49,7 +49,8 @@ use crate::config::ConfigError;
 ///
 /// # Errors
 ///
-/// An invalid config (zero clients, attempts, bucket, capacity, tick,
+/// An invalid config (zero clients, or more than
+/// [`HerdConfig::MAX_CLIENTS`]; zero attempts, bucket, capacity, tick,
 /// service time or timeout; `base > cap`; an invalid budget, breaker,
 /// throttle or bulkhead) is an `Err` naming the field, never a panic. See
 /// [`HerdConfig::validate`].
