@@ -288,6 +288,13 @@ out(f"| instructions over bare, `#[resilient]` defaults ≤ 40 | {ir_defaults:.0
 ir_floor = ir_over("floor_call")
 floor_vs_target = "the target is below the floor" if ir_floor > 40 else "the floor is within the target"
 out(f"| ... the floor under it: a wrapper by hand keeping the contract (`floor_call`) | {ir_floor:.0f} (defaults: floor + {ir_defaults - ir_floor:.0f}) | {floor_vs_target} |")
+# The two instruction targets above are below the floor of the contract
+# (DESIGN.md's nesting rule "on the same task", the override and DEBUG
+# checks), which no wrapper keeping it can go under: issue 18 restated them
+# as margins over the floor measured in the same run, the margins
+# scripts/instructions-check.sh holds CI to.
+out(f"| restated: instructions over bare, breaker + budget ≤ the floor with these guards + 20 | {ir_bb:.0f} vs {ir_floor_guarded:.0f} + 20 | {verdict(ir_bb - ir_floor_guarded <= 20)} |")
+out(f"| restated: instructions over bare, `#[resilient]` defaults ≤ the floor + 25 | {ir_defaults:.0f} vs {ir_floor:.0f} + 25 | {verdict(ir_defaults - ir_floor <= 25)} |")
 out(f"| cheaper than backon's success path | {fmt(m['success/breaker_budget'])} vs {fmt(m['success/backon_retry'])} | {verdict(m['success/breaker_budget'] < m['success/backon_retry'])} |")
 out(f"| cheaper than failsafe's breaker | {fmt(m['success/breaker_budget'])} vs {fmt(m['success/failsafe_breaker'])} | {verdict(m['success/breaker_budget'] < m['success/failsafe_breaker'])} |")
 out(f"| zero heap allocations per successful call (breaker + budget) | `tests/alloc.rs`: {os.environ['ALLOC']} | {verdict(os.environ['ALLOC'] == 'pass')} |")
