@@ -1,5 +1,5 @@
 //! `GET /events`: a snapshot first, then every transition as the router
-//! sends it, and the latest tick.
+//! sends it, and the latest tick, in the order they were sent.
 
 use std::convert::Infallible;
 use std::pin::pin;
@@ -9,9 +9,9 @@ use axum::extract::State;
 use axum::response::sse::{Event, Sse};
 use futures_util::Stream;
 use futures_util::future::{Either, select};
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
-use super::{Shared, Subscription, WeakShared};
+use super::{Numbered, Shared, Subscription, WeakShared};
 
 /// Where one client's stream is.
 enum Feed {
@@ -23,10 +23,17 @@ enum Feed {
     Done,
 }
 
-/// One client's receivers, and the router for a fresh snapshot.
+/// One client's receivers, what it read from them and has not sent yet,
+/// and the router for a fresh snapshot.
 struct Live {
     channels: Subscription,
     router: WeakShared,
+    /// The next transition, held while a tick sent before it goes first.
+    transition: Option<Numbered>,
+    /// The latest tick, held while transitions sent before it go first.
+    tick: Option<Numbered>,
+    /// The transitions' channel closed (the streams were closed).
+    closed: bool,
 }
 
 pub(super) async fn events(
@@ -36,7 +43,14 @@ pub(super) async fn events(
     // Subscribed before the snapshot is taken, so nothing falls between them
     // (an event may repeat what the snapshot already shows; the page
     // applies both the same way).
-    let live = shared.channel.subscribe().map(|channels| Live { channels, router: Arc::downgrade(&shared) });
+    let router = Arc::downgrade(&shared);
+    let live = shared.channel.subscribe().map(|channels| Live {
+        channels,
+        router,
+        transition: None,
+        tick: None,
+        closed: false,
+    });
     let feed = Feed::First { snapshot: shared.snapshot_event(), live };
     // The stream holds the router weakly: an open page does not keep a
     // dropped router's sampler alive, and the stream ends with the router.
@@ -58,45 +72,77 @@ async fn next(feed: Feed) -> Option<(Result<Event, Infallible>, Feed)> {
 
 /// What woke a client's stream.
 enum Woken {
-    Transition(Result<Event, RecvError>),
-    /// The tick changed; `false`: its channel closed.
+    Transition(Result<Numbered, RecvError>),
+    /// A tick was sent; `false`: its channel closed.
     Tick(bool),
 }
 
 impl Live {
-    /// The next event: a waiting transition first (`select` polls it
-    /// first), so that a tick never goes out ahead of a transition made
-    /// before it; else the latest tick, whatever ticks came before it
-    /// unread. `None`: the channels closed.
+    /// The next event, in the order they were sent (see [`Numbered`]): a
+    /// transition sent before the tick first, then the tick, the latest
+    /// one whatever ticks came before it unread, then the transitions sent
+    /// after it. `None`: the channels closed, and what they held was sent.
     async fn next(&mut self) -> Option<Event> {
         loop {
+            // The tick first: the transitions sent before it are in their
+            // channel by then, and the one read below is the first of them.
+            if let Some(tick) = self.latest_tick() {
+                self.tick = Some(tick);
+            }
+            if self.transition.is_none() {
+                match self.channels.transitions.try_recv() {
+                    Ok(transition) => self.transition = Some(transition),
+                    Err(TryRecvError::Lagged(_)) => return self.lagged(),
+                    Err(TryRecvError::Closed) => self.closed = true,
+                    Err(TryRecvError::Empty) => {}
+                }
+            }
+            let tick_first = match (&self.tick, &self.transition) {
+                (Some(tick), Some(transition)) => tick.seq < transition.seq,
+                (tick, _) => tick.is_some(),
+            };
+            let next = if tick_first { self.tick.take() } else { self.transition.take() };
+            if let Some(next) = next {
+                return Some(next.event);
+            }
+            if self.closed {
+                return None;
+            }
+            // Nothing waiting: until either channel has something. (The
+            // tick channel closes with the transitions' and is dropped
+            // after it: their end is what is waited for then.)
             let Subscription { transitions, ticks } = &mut self.channels;
             let woken = match select(pin!(transitions.recv()), pin!(ticks.changed())).await {
                 Either::Left((received, _)) => Woken::Transition(received),
                 Either::Right((changed, _)) => Woken::Tick(changed.is_ok()),
             };
             match woken {
-                Woken::Transition(Ok(event)) => return Some(event),
-                // Too slow to follow: a fresh snapshot instead of what it
-                // missed, and only what comes after it (the backlog, and
-                // any tick not read yet, are older).
-                Woken::Transition(Err(RecvError::Lagged(_))) => {
-                    self.channels.transitions = self.channels.transitions.resubscribe();
-                    self.channels.ticks.mark_unchanged();
-                    return Some(self.router.upgrade()?.snapshot_event());
+                Woken::Transition(Ok(transition)) => self.transition = Some(transition),
+                Woken::Transition(Err(RecvError::Lagged(_))) => return self.lagged(),
+                Woken::Transition(Err(RecvError::Closed)) | Woken::Tick(false) => self.closed = true,
+                // `changed` marked it read: taken here, sent from the top
+                // after the transitions sent before it.
+                Woken::Tick(true) => {
+                    self.tick = self.channels.ticks.borrow_and_update().clone().or(self.tick.take())
                 }
-                // Closed: the tick not read yet, if any, then the end.
-                Woken::Transition(Err(RecvError::Closed)) => {
-                    let latest = self.channels.ticks.borrow_and_update();
-                    return if latest.has_changed() { latest.clone() } else { None };
-                }
-                // The channel starts with no tick and is only ever sent one.
-                Woken::Tick(true) => match self.channels.ticks.borrow_and_update().clone() {
-                    Some(tick) => return Some(tick),
-                    None => continue,
-                },
-                Woken::Tick(false) => return None,
             }
         }
+    }
+
+    /// The latest tick, if this client has not read it (never the first
+    /// value, none, which no tick follows but its channel starts with).
+    fn latest_tick(&mut self) -> Option<Numbered> {
+        let latest = self.channels.ticks.borrow_and_update();
+        if latest.has_changed() { latest.clone() } else { None }
+    }
+
+    /// Too slow to follow: a fresh snapshot instead of what it missed, and
+    /// only what comes after it (the backlog, and any tick not sent yet,
+    /// are older).
+    fn lagged(&mut self) -> Option<Event> {
+        self.channels.transitions = self.channels.transitions.resubscribe();
+        self.channels.ticks.mark_unchanged();
+        (self.transition, self.tick) = (None, None);
+        Some(self.router.upgrade()?.snapshot_event())
     }
 }

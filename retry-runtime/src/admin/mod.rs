@@ -260,17 +260,32 @@ struct Channel {
 /// now, not the seconds it missed: only the latest is kept, once for every
 /// page, so a page that stopped reading holds no tick, and when it reads
 /// again it gets the latest one. (On one queue, a stalled page held up to
-/// [`TRANSITIONS_QUEUED`] snapshots.)
+/// [`TRANSITIONS_QUEUED`] snapshots.) Both are [`Numbered`], so that a
+/// page's stream sends them in the order they were sent.
 #[derive(Debug)]
 struct Senders {
-    transitions: broadcast::Sender<Event>,
-    ticks: watch::Sender<Option<Event>>,
+    transitions: broadcast::Sender<Numbered>,
+    ticks: watch::Sender<Option<Numbered>>,
+}
+
+/// An event and where it stands among the transitions: a transition's own
+/// `seq`, and for a tick the `seq` of the last transition sent before it.
+/// Both are sent under the history's lock, which numbers the transitions,
+/// so a transition numbered at most a tick's number was sent before that
+/// tick, and one numbered above it after: what a page's stream, reading
+/// two channels, orders them by (a tick sent before a transition, once
+/// sent after it, would show the state that transition left, the page
+/// taking a tick's states as they are).
+#[derive(Debug, Clone)]
+struct Numbered {
+    seq: u64,
+    event: Event,
 }
 
 /// What one page's stream reads: the transitions, and the latest tick.
 struct Subscription {
-    transitions: broadcast::Receiver<Event>,
-    ticks: watch::Receiver<Option<Event>>,
+    transitions: broadcast::Receiver<Numbered>,
+    ticks: watch::Receiver<Option<Numbered>>,
 }
 
 impl Channel {
@@ -284,17 +299,20 @@ impl Channel {
         self.senders.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn send_transition(&self, event: Event) {
+    /// Transition `seq`; called with the history's lock held (see [`Numbered`]).
+    fn send_transition(&self, seq: u64, event: Event) {
         if let Some(senders) = &*self.lock() {
             // No receiver (no page open) is not an error.
-            let _ = senders.transitions.send(event);
+            let _ = senders.transitions.send(Numbered { seq, event });
         }
     }
 
-    fn send_tick(&self, event: Event) {
+    /// A tick sent after transition `seq` (0: none yet); called with the
+    /// history's lock held (see [`Numbered`]).
+    fn send_tick(&self, seq: u64, event: Event) {
         if let Some(senders) = &*self.lock() {
             // Without a receiver it is not kept: nobody is behind.
-            let _ = senders.ticks.send(Some(event));
+            let _ = senders.ticks.send(Some(Numbered { seq, event }));
         }
     }
 

@@ -118,7 +118,11 @@ impl Shared {
         let mut period = self.lock_history().record(&totals);
         let mut tick = self.guards(|name| period.remove(name).into_iter().collect());
         tick.transitions.clear();
-        self.channel.send_tick(event("tick", &tick));
+        let tick = event("tick", &tick);
+        // Sent under the history's lock, after the transitions it numbered
+        // so far and before any it numbers next (see `Numbered`).
+        let history = self.lock_history();
+        self.channel.send_tick(history.seen, tick);
     }
 
     /// Every guard now, each breaker's periods the last minute's.
@@ -197,7 +201,7 @@ impl Shared {
         // `seq` is not above the last it applied).
         let mut history = self.lock_history();
         let transition = history.push_transition(transition);
-        self.channel.send_transition(event("transition", &transition));
+        self.channel.send_transition(transition.seq, event("transition", &transition));
     }
 }
 
