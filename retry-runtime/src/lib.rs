@@ -84,7 +84,7 @@ pub use error::ResilientError;
 pub use errors::Error;
 pub use execution::{Classified, ClassifyInner};
 #[cfg(feature = "config")]
-pub use file::{Change, ConfigFileError, Problem, ReloadReport};
+pub use file::{Change, ConfigFileError, Problem, Refusal, ReloadReport};
 pub use operations::{CheckReport, Undeclared, Unused};
 pub use operations::{OperationInfo, operations};
 pub use policy::{MAX_ATTEMPTS_LIMIT, Nested, Policy, PolicyBuilder, Settings};

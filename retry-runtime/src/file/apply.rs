@@ -8,6 +8,7 @@ use std::path::Path;
 use super::overrides::{compiled, merged_operations};
 use super::report::{Change, ReloadReport, settings_diff};
 use super::{ConfigFile, ConfigFileError, Named, Problem, Problems, parse};
+use crate::config::ConfigError;
 use crate::operations;
 use crate::policy::Policy;
 use crate::registry::{GuardKind, Registry};
@@ -209,27 +210,27 @@ pub(super) fn refuse<T>(
     }
 }
 
-/// Applies `new` through `apply` when it differs from `old`; what changed
-/// between `old` and what the guard keeps once it is applied (`kept`).
-/// A guard may keep a setting otherwise than the file gives it: a
-/// `max_wait` longer than u64::MAX nanoseconds (about 584 years) is kept
-/// as that, so a file that says more is no change once it is in force,
-/// and reloading it unchanged must say so.
-pub(super) fn reconfigure<C: PartialEq + Copy, E: fmt::Debug>(
+/// Applies `new` through `apply` when it differs from `old`: what changed
+/// between `old` and what the guard keeps once it is applied (`kept`), or
+/// the guard's refusal (a rule that came into force after the file was
+/// checked), to be reported rather than taken for no change. A guard may
+/// keep a setting otherwise than the file gives it: a `max_wait` longer
+/// than u64::MAX nanoseconds (about 584 years) is kept as that, so a file
+/// that says more is no change once it is in force, and reloading it
+/// unchanged must say so.
+pub(super) fn reconfigure<C: PartialEq + Copy>(
     old: &C,
     new: &C,
     diff: fn(&C, &C) -> Vec<String>,
-    apply: impl FnOnce(C) -> Result<(), E>,
+    apply: impl FnOnce(C) -> Result<(), ConfigError>,
     kept: impl FnOnce() -> C,
-) -> Option<Vec<String>> {
+) -> Result<Option<Vec<String>>, ConfigError> {
     if old == new {
-        return None;
+        return Ok(None);
     }
-    // Validated with the rest of the file before anything was applied
-    // (against a guard that appeared since, with the tables held).
-    apply(*new).ok()?;
+    apply(*new)?;
     let kept = kept();
-    (kept != *old).then(|| diff(old, &kept))
+    Ok((kept != *old).then(|| diff(old, &kept)))
 }
 
 /// A file's text and the name its errors use.

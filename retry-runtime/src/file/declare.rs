@@ -8,7 +8,9 @@
 use std::sync::Arc;
 
 use super::apply::{Mode, reconfigure, refuse};
-use super::report::{ReloadReport, breaker_diff, budget_diff, bulkhead_diff, rate_limit_diff, throttle_diff};
+use super::report::{
+    Refusal, ReloadReport, breaker_diff, budget_diff, bulkhead_diff, rate_limit_diff, throttle_diff,
+};
 use super::values::key_of;
 use super::{ConfigFile, ConfigFileError, Named, Problems};
 use crate::breaker::{BreakerConfig, CircuitBreaker};
@@ -163,7 +165,8 @@ fn declared<'f, G: Guard>(
 }
 
 /// Each guard's change, onto `report`: a new one is declared, one that
-/// existed takes the file's settings.
+/// existed takes the file's settings, or refuses them (see
+/// [`ReloadReport::refused`]).
 fn changed<G: Guard>(
     report: &mut ReloadReport,
     kind: &'static str,
@@ -174,7 +177,20 @@ fn changed<G: Guard>(
         let change = if new {
             Some(vec!["declared".to_owned()])
         } else {
-            reconfigure(&guard.config(), &table.value, diff, |c| guard.reconfigure(c), || guard.config())
+            match reconfigure(
+                &guard.config(),
+                &table.value,
+                diff,
+                |c| guard.reconfigure(c),
+                || guard.config(),
+            ) {
+                Ok(change) => change,
+                Err(error) => {
+                    let (field, problem) = (key_of(error.field), error.problem);
+                    report.refused.push(Refusal { kind, name: table.name.clone(), field, problem });
+                    continue;
+                }
+            }
         };
         report.push(kind, &table.name, change);
     }
@@ -260,5 +276,37 @@ mod tests {
             report.to_string().starts_with("breaker `b`: failure_threshold 5 -> 3\nbudget `r`: declared"),
             "{report}"
         );
+    }
+
+    /// A change the guard refuses as it is made (here a fleet that shares
+    /// the breaker, joined after the file's checks: its rule refuses a
+    /// `success_threshold` above `half_open_max_calls`) is in the report,
+    /// naming the key, not dropped as if the file had not asked for it.
+    #[cfg(feature = "redis")]
+    #[test]
+    fn a_change_the_guard_refuses_as_it_is_made_is_reported_with_its_key() {
+        use crate::fleet::FleetConfig;
+
+        let registry = Registry::new();
+        registry.declare_breaker("dep", BreakerConfig::default()).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            // Nothing listens there: the fleet shares the breaker from the join on.
+            let config = FleetConfig {
+                url: "redis://127.0.0.1:1/".into(),
+                breakers: vec!["dep".into()],
+                ..Default::default()
+            };
+            let fleet = registry.join_fleet(config).unwrap();
+            let text = "[breakers.dep]\nsuccess_threshold = 3\nopen_for_ms = 9000\n[bulkheads.h]\n";
+            let report = declare(&registry, text, Mode::Reload).unwrap();
+            assert_eq!(
+                report.to_string(),
+                "bulkhead `h`: declared\nbreaker `dep`: refused, settings unchanged: `success_threshold` must be at most half_open_max_calls (2) while a fleet shares the breaker (the fleet's probes per round), got 3: lower it or raise half_open_max_calls"
+            );
+            assert!(!report.is_empty(), "a refusal is news");
+            assert_eq!(registry.breaker("dep").unwrap().config(), BreakerConfig::default(), "refused whole");
+            fleet.leave().await;
+        });
     }
 }

@@ -51,7 +51,7 @@ mod report;
 mod tables;
 mod values;
 
-pub use report::{Change, ReloadReport};
+pub use report::{Change, Refusal, ReloadReport};
 
 use std::fmt;
 use std::ops::Range;

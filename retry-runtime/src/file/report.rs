@@ -10,14 +10,34 @@ use crate::rate_limit::RateLimitConfig;
 use crate::settings::Settings;
 use crate::throttle::ThrottleConfig;
 
-/// What a reload changed, one entry per guard or operation.
+/// What a reload changed, one entry per guard or operation, and what a
+/// guard refused.
 ///
-/// Its `Display` is one line per change, for the log.
+/// Its `Display` is one line per change, then one per refusal, for the log.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ReloadReport {
     /// Each change, in the order of the file's sections.
     pub changes: Vec<Change>,
+    /// Each guard that refused the file's settings as they were applied,
+    /// and kept its own: a rule that came into force after the file was
+    /// checked (a fleet that joined meanwhile and shares the breaker). The
+    /// rest of the file was applied.
+    pub refused: Vec<Refusal>,
+}
+
+/// A guard's refusal of the file's settings (see [`ReloadReport::refused`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Refusal {
+    /// `breaker`, `budget`, `bulkhead`, `throttle` or `rate limit`.
+    pub kind: &'static str,
+    /// Its name.
+    pub name: String,
+    /// The file's key that was refused (`success_threshold`).
+    pub field: String,
+    /// Why, in one sentence.
+    pub problem: String,
 }
 
 /// One guard's or operation's change.
@@ -32,23 +52,23 @@ pub struct Change {
 }
 
 impl ReloadReport {
-    /// Whether the reload changed nothing.
+    /// Whether the reload changed nothing, and no guard refused anything.
     pub fn is_empty(&self) -> bool {
-        self.changes.is_empty()
+        self.changes.is_empty() && self.refused.is_empty()
     }
 }
 
 impl fmt::Display for ReloadReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.changes.is_empty() {
+        if self.is_empty() {
             return f.write_str("nothing changed");
         }
-        let lines: Vec<String> = self
-            .changes
-            .iter()
-            .map(|c| format!("{} `{}`: {}", c.kind, c.name, c.details.join(", ")))
-            .collect();
-        f.write_str(&lines.join("\n"))
+        let changes =
+            self.changes.iter().map(|c| format!("{} `{}`: {}", c.kind, c.name, c.details.join(", ")));
+        let refused = self.refused.iter().map(|r| {
+            format!("{} `{}`: refused, settings unchanged: `{}` {}", r.kind, r.name, r.field, r.problem)
+        });
+        f.write_str(&changes.chain(refused).collect::<Vec<_>>().join("\n"))
     }
 }
 
