@@ -128,6 +128,19 @@ impl CircuitBreaker {
         Ok(())
     }
 
+    /// Whether [`reconfigure`](Self::reconfigure) would take `config` as
+    /// far as the fleet's rule goes (see [`fleet_rule`]): always, unless a
+    /// fleet shares it. What a configuration file checks before applying
+    /// anything, its join waiting for the file (see `Registry::join_fleet`).
+    #[cfg(all(feature = "redis", feature = "config"))]
+    pub(crate) fn check_fleet_rule(&self, config: &BreakerConfig) -> Result<(), ConfigError> {
+        let core = self.lock();
+        if self.shared.load(super::Ordering::Relaxed) {
+            fleet_rule(core.config(), config)?;
+        }
+        Ok(())
+    }
+
     /// No fleet shares it any more: its settings are its own again.
     #[cfg(feature = "redis")]
     pub(crate) fn leave_fleet(&self) {

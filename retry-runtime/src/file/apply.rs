@@ -131,8 +131,27 @@ impl Registry {
             }
         }
         #[cfg(feature = "redis")]
-        if mode == Mode::Reload {
-            super::fleet::reload_check(self.joined_fleet().as_ref(), &parsed, &mut problems);
+        {
+            if mode == Mode::Reload {
+                super::fleet::reload_check(self.joined_fleet().as_ref(), &parsed, &mut problems);
+            }
+            // A breaker a fleet shares keeps the fleet's rule, which it
+            // would enforce as the file is applied: refused here, the file
+            // is refused whole (a load has no report to say it in). Whether
+            // a fleet shares it holds until the file is applied: a join
+            // waits for it.
+            for table in &parsed.breakers {
+                let Some(breaker) = self.breaker(&table.name) else { continue };
+                if let Err(error) = breaker.check_fleet_rule(&table.value) {
+                    let key = super::values::key_of(error.field);
+                    let (span, note) = table.at(&key);
+                    problems.push(
+                        &span,
+                        Some(&key),
+                        format!("breaker `{}`{origin}: `{key}`{note} {}", table.name, error.problem),
+                    );
+                }
+            }
         }
         let mut overrides = merged_operations(&parsed.operations, &mut problems);
         let parsed = problems.finish(parsed)?;
@@ -266,5 +285,44 @@ mod tests {
         assert!(registry.reload_toml(text).unwrap().is_empty(), "the same file again changes nothing");
         let removed = registry.reload_toml("").unwrap();
         assert_eq!(removed.to_string(), "operation `file-unit::same`: override removed");
+    }
+
+    /// A load that gives a breaker a call created with the defaults, which a
+    /// fleet joined in code shares, settings that break the fleet's rule
+    /// (`success_threshold <= half_open_max_calls`) is refused at the key,
+    /// with nothing applied: the breaker would refuse them, and a load has
+    /// no report to say so in.
+    #[cfg(feature = "redis")]
+    #[test]
+    fn a_file_that_breaks_the_rule_of_a_fleet_sharing_a_breaker_is_refused_at_the_key() {
+        use crate::breaker::BreakerConfig;
+        use crate::fleet::FleetConfig;
+
+        let registry = Registry::new();
+        let breaker = registry.breaker_or_default("dep");
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            // Nothing listens there: the fleet shares the breaker from the join on.
+            let config = FleetConfig {
+                url: "redis://127.0.0.1:1/".into(),
+                breakers: vec!["dep".into()],
+                ..Default::default()
+            };
+            let fleet = registry.join_fleet(config).unwrap();
+            let text = "[breakers.dep]\nfailure_threshold = 9\nsuccess_threshold = 3\n[bulkheads.h]\n";
+            let error = registry.load_toml(text).unwrap_err();
+            assert_eq!(
+                error.to_string(),
+                "<toml>:3:21: breaker `dep` (a call created it with the defaults before the file was loaded): `success_threshold` must be at most half_open_max_calls (2) while a fleet shares the breaker (the fleet's probes per round), got 3: lower it or raise half_open_max_calls"
+            );
+            assert_eq!(breaker.config(), BreakerConfig::default(), "nothing applied");
+            assert!(registry.bulkhead("h").is_none(), "nothing applied");
+            let text = "[breakers.dep]\nhalf_open_max_calls = 1\n";
+            let error = registry.load_toml(text).unwrap_err();
+            assert_eq!(error.problems[0].field.as_deref(), Some("half_open_max_calls"), "{error}");
+            fleet.leave().await;
+        });
+        registry.load_toml("[breakers.dep]\nsuccess_threshold = 3\n").expect("left: its own settings again");
+        assert_eq!(breaker.config().success_threshold, 3);
     }
 }

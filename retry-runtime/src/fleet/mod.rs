@@ -164,8 +164,10 @@ impl Registry {
     /// `success_threshold <= half_open_max_calls` (the fleet's probes per
     /// round are `half_open_max_calls`, so more successes could never come;
     /// while the fleet shares it, [`CircuitBreaker::reconfigure`] refuses a
-    /// change that breaks the rule), a budget of the ratio form (a token
-    /// bucket refills per success, which the success path does not report).
+    /// change that breaks the rule, and so does a configuration file's
+    /// load or reload; a join waits for a file being applied), a budget of
+    /// the ratio form (a token bucket refills per success, which the
+    /// success path does not report).
     ///
     /// [`CircuitBreaker::reconfigure`]: crate::CircuitBreaker::reconfigure
     pub fn join_fleet(&self, config: FleetConfig) -> Result<Fleet, FleetError> {
@@ -200,6 +202,11 @@ impl Registry {
         }
         let store = store::Store::new(&config.url, config.store_timeout, config.sync_every)
             .map_err(|e| FleetError::InvalidConfig(crate::config::ConfigError::new("url", e)))?;
+        // Not while a configuration file is checked and applied: the file
+        // checks its breakers against the rule of the fleet that shares
+        // them, which must not start sharing one between its checks and
+        // its changes (its breaker would refuse what the file was let do).
+        let _applying = self.applying();
         if !self.claim_fleet() {
             return Err(FleetError::AlreadyJoined);
         }
