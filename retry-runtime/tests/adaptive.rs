@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use common::{Attempts, TestError, ms};
 use retry_runtime::{
-    AdaptiveLimit, Bulkhead, BulkheadConfig, Nested, Policy, RateLimitConfig, Registry, Rejection,
-    ThrottleConfig, TokenBucket, idempotency_key,
+    AdaptiveLimit, BreakerConfig, Bulkhead, BulkheadConfig, Nested, Policy, RateLimitConfig, Registry,
+    Rejection, ThrottleConfig, TokenBucket, idempotency_key,
 };
 use tokio::time::{Instant, sleep};
 
@@ -270,6 +270,41 @@ async fn a_call_the_bulkhead_refuses_takes_no_rate_limit_turn() {
             assert!(limit.try_acquire(), "the next turn, at 1 s, was not spent by the call");
         }
     }
+}
+
+/// A call whose breaker opens while it queues for a bulkhead place ends
+/// `CircuitOpen` once it has the place, and spends no rate-limit turn: the
+/// breaker is asked before the turn is taken (a turn cannot be given
+/// back), as it is for an attempt that queues for nothing.
+#[tokio::test(start_paused = true)]
+async fn a_call_whose_breaker_opens_while_it_queues_for_a_place_takes_no_turn() {
+    let registry = Registry::new();
+    let config = RateLimitConfig { per_second: 1, burst: 1, max_wait: Some(ms(1_000)) };
+    registry.declare_rate_limit("api", config).unwrap();
+    let one_place = BulkheadConfig { max_concurrent: 1, max_wait: None, ..Default::default() };
+    registry.declare_bulkhead("api", one_place).unwrap();
+    registry.declare_breaker("api", BreakerConfig::default()).unwrap();
+    let (limit, bulkhead) = (registry.rate_limit("api").unwrap(), registry.bulkhead("api").unwrap());
+    let breaker = registry.breaker("api").unwrap();
+    let policy =
+        Policy::builder().max_attempts(1).rate_limit("api").bulkhead("api").breaker("api").build().unwrap();
+    let place = bulkhead.try_acquire().unwrap();
+    let attempts = Attempts::new();
+    let call = registry.scope(policy.run(|| {
+        attempts.mark();
+        async { Ok::<_, TestError>(()) }
+    }));
+    let meanwhile = async {
+        sleep(ms(10)).await;
+        // The breaker opens while the call queues; then the place comes free.
+        breaker.force_open();
+        drop(place);
+    };
+    let (result, ()) = tokio::join!(call, meanwhile);
+    let open = Err(TestError::Rejected(Rejection::CircuitOpen { breaker: "api".into() }));
+    assert_eq!((result, attempts.count()), (open, 0));
+    assert_eq!(bulkhead.in_use(), 0, "the place went back");
+    assert!(limit.try_acquire(), "the only turn was not spent on the refused call");
 }
 
 /// Waves of 32 concurrent single-attempt calls against a dependency that

@@ -178,21 +178,29 @@ impl<S, H> Execution<'_, S, H> {
 
     /// The rest of admission, once `admit_now` said to wait: the place,
     /// then the turn (holding the place), then the breaker asked again.
+    /// After a wait for the place, the breaker is asked before a turn is
+    /// taken: one that opened meanwhile ends the call with no turn spent.
     pub(super) async fn admit_after<'g>(
         &self,
         guards: &'g Guards,
         wait: Wait<'g>,
     ) -> Result<Admitted<'g>, Refusal> {
-        let (mut bulkhead, turn_taken) = match wait {
+        let mut bulkhead = match wait {
             // Boxed: the waits are rare, and their state would make every
             // attempt's future larger (and costlier to move).
             Wait::Place(bulkhead) => {
                 let place = Box::pin(self.wait_for_permit(bulkhead)).await?;
-                (Some(place), turn_taken_now(guards))
+                let breaker = admit_breaker(guards)?;
+                if turn_taken_now(guards) {
+                    return Ok(Admitted { breaker, bulkhead: Some(place) });
+                }
+                // No probe slot is held while the attempt waits for its turn.
+                drop(breaker);
+                Some(place)
             }
-            Wait::Turn { place } => (place, false),
+            Wait::Turn { place } => place,
         };
-        if !turn_taken && let Some(limit) = &guards.rate_limit {
+        if let Some(limit) = &guards.rate_limit {
             // A refusal drops the place with the call's error: given back.
             Box::pin(turn_within(limit, self.turn_deadline())).await?;
             // The wait for the turn is not the dependency's latency.
