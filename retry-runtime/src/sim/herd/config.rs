@@ -6,7 +6,6 @@ use crate::backoff::Jitter;
 use crate::breaker::BreakerConfig;
 use crate::budget::BudgetConfig;
 use crate::bulkhead::{AdaptiveLimit, BulkheadConfig};
-use crate::config::{ConfigError, positive};
 use crate::throttle::ThrottleConfig;
 
 #[allow(unused_imports)]
@@ -226,7 +225,8 @@ pub struct HerdConfig {
     pub seed: u64,
     /// How the dependency decides success.
     pub model: Model,
-    /// Attempts per client, the first included. Must be positive.
+    /// Attempts per client, the first included. Must be positive, and
+    /// `clients` times it at most [`MAX_ATTEMPTS_IN_ALL`](Self::MAX_ATTEMPTS_IN_ALL).
     pub max_attempts: u32,
     /// Backoff base (`exp(0)`). Must not exceed `cap`.
     pub base: Duration,
@@ -270,6 +270,13 @@ impl HerdConfig {
     /// The most clients a simulation takes, as the fleet simulation's
     /// (each client's state and attempts are kept in memory for the report).
     pub const MAX_CLIENTS: u32 = 100_000;
+
+    /// The most attempts a simulation may make in all, `clients` times
+    /// `max_attempts` (every attempt's arrival is kept for the report):
+    /// [`MAX_CLIENTS`](Self::MAX_CLIENTS) times the 1,000 of
+    /// [`contention`](Self::contention), so that every preset takes the
+    /// largest herd, and fewer clients may each make more attempts.
+    pub const MAX_ATTEMPTS_IN_ALL: u64 = 100_000_000;
 
     /// The AWS study's setup: 100 clients contending on one row
     /// ([`Model::Contention`]), base 5 ms, cap 2 s, first wait-index 1,
@@ -326,58 +333,6 @@ impl HerdConfig {
             ..HerdConfig::overload()
         }
     }
-
-    /// Checks the settings; the error names the first invalid field.
-    ///
-    /// ```
-    /// # use retry_runtime as resilient;
-    /// use resilient::sim::HerdConfig;
-    /// let err = HerdConfig { clients: 0, ..Default::default() }.validate().unwrap_err();
-    /// assert_eq!(err.field, "clients");
-    /// ```
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        positive("clients", self.clients.into())?;
-        if self.clients > Self::MAX_CLIENTS {
-            let problem = format!("must be at most {} (`HerdConfig::MAX_CLIENTS`)", Self::MAX_CLIENTS);
-            return Err(ConfigError::new("clients", problem));
-        }
-        positive("max_attempts", self.max_attempts.into())?;
-        if self.base > self.cap {
-            return Err(ConfigError::new(
-                "base",
-                format!("must not exceed `cap` ({:?}), got {:?}", self.cap, self.base),
-            ));
-        }
-        if self.deadline.is_some_and(|d| d.is_zero()) {
-            return Err(ConfigError::new("deadline", "must be greater than zero"));
-        }
-        if self.bucket.is_zero() {
-            return Err(ConfigError::new("bucket", "must be greater than zero"));
-        }
-        match self.model {
-            Model::Contention => {}
-            Model::Overload { capacity, tick } => {
-                positive("capacity", capacity.into())?;
-                nonzero("tick", tick)?;
-            }
-            Model::Brownout { capacity, service_time, timeout } => {
-                positive("capacity", capacity.into())?;
-                nonzero("service_time", service_time)?;
-                nonzero("timeout", timeout)?;
-            }
-        }
-        self.budget.validate().map_err(|e| ConfigError::new("budget", e.to_string()))?;
-        self.breaker.validate().map_err(|e| ConfigError::new("breaker", e.to_string()))?;
-        if let Some(throttle) = &self.throttle {
-            throttle.validate().map_err(|e| ConfigError::new("throttle", e.to_string()))?;
-        }
-        self.bulkhead.validate().map_err(|e| ConfigError::new("bulkhead", e.to_string()))?;
-        Ok(())
-    }
-}
-
-fn nonzero(field: &'static str, value: Duration) -> Result<(), ConfigError> {
-    if value.is_zero() { Err(ConfigError::new(field, "must be greater than zero")) } else { Ok(()) }
 }
 
 /// The bulkhead [`Strategy::Adaptive`] runs with by default.
@@ -391,28 +346,5 @@ fn adaptive_bulkhead() -> BulkheadConfig {
         max_concurrent: 20,
         max_wait: None,
         adaptive: Some(AdaptiveLimit::aimd(1).backoff_ratio(0.7)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::sim::herd::{Strategy, simulate};
-
-    /// A herd larger than the documented cap is refused by name before
-    /// anything is allocated: `u32::MAX` clients would ask for hundreds of GiB.
-    #[test]
-    fn more_clients_than_the_cap_is_an_error_naming_clients() {
-        let at_cap = HerdConfig { clients: HerdConfig::MAX_CLIENTS, ..Default::default() };
-        assert_eq!(at_cap.validate(), Ok(()), "the cap itself is taken");
-        for clients in [HerdConfig::MAX_CLIENTS + 1, u32::MAX] {
-            let cfg = HerdConfig { clients, ..Default::default() };
-            let error = cfg.validate().unwrap_err();
-            assert_eq!(error.field, "clients", "{clients}");
-            assert!(error.to_string().contains("100000"), "{error}");
-            for strategy in Strategy::ALL {
-                assert_eq!(simulate(&cfg, strategy).unwrap_err(), error, "{clients} {strategy}");
-            }
-        }
     }
 }

@@ -35,6 +35,7 @@ mod report;
 mod targets;
 #[cfg(test)]
 mod tests;
+mod validate;
 
 pub use config::{HerdConfig, Latency, Model, Strategy};
 pub use report::HerdReport;
@@ -50,7 +51,8 @@ use crate::config::ConfigError;
 /// # Errors
 ///
 /// An invalid config (zero clients, or more than
-/// [`HerdConfig::MAX_CLIENTS`]; zero attempts, bucket, capacity, tick,
+/// [`HerdConfig::MAX_CLIENTS`]; zero attempts, or more than
+/// [`HerdConfig::MAX_ATTEMPTS_IN_ALL`] in all; zero bucket, capacity, tick,
 /// service time or timeout; `base > cap`; an invalid budget, breaker,
 /// throttle or bulkhead) is an `Err` naming the field, never a panic. See
 /// [`HerdConfig::validate`].
