@@ -71,15 +71,11 @@ use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{AttrStyle, Block, Ident, ItemFn, Lifetime, ReturnType, Signature};
 
+use crate::marker::POLICY;
 use crate::policy::attribute_config;
 use crate::rewrite::{clone_receiver, fresh_arguments, key_is_used, reborrow_receiver};
 use crate::types::erase_impl_trait;
 use crate::validate::{ErrorType, Plan};
-
-/// The name of the `static` policy every expansion declares first thing in
-/// the function's body: what tells a second `#[resilient]` on the function
-/// that it is given an expansion, whatever name either was imported under.
-pub(crate) const POLICY: &str = "__RESILIENT_POLICY";
 
 /// The annotated function with the retry loop around its body.
 pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {

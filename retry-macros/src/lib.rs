@@ -20,6 +20,7 @@ use syn::ItemFn;
 mod arguments;
 mod borrows;
 mod expand;
+mod marker;
 mod parse;
 mod policy;
 mod rename_self;

@@ -12,7 +12,7 @@ pub(crate) use crate::types::ErrorType;
 
 use crate::arguments::{self, Default};
 use crate::borrows::{no_mutable_borrow_copied, no_mutable_borrow_hedged, no_mutable_borrow_returned};
-use crate::expand::POLICY;
+use crate::marker::POLICY;
 use crate::parse::{Args, Errors, Setting};
 use crate::rewrite::pattern_bindings;
 use crate::suggest;
