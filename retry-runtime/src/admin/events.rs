@@ -1,5 +1,5 @@
 //! `GET /events`: a snapshot first, then every transition as the router
-//! sends it, and the latest tick, in the order they were sent.
+//! sends it, and the latest tick, in the order they were made.
 
 use std::convert::Infallible;
 use std::pin::pin;
@@ -12,6 +12,9 @@ use futures_util::future::{Either, select};
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
 use super::{Numbered, Shared, Subscription, WeakShared};
+
+#[cfg(test)]
+mod tests;
 
 /// Where one client's stream is.
 enum Feed {
@@ -34,6 +37,9 @@ struct Live {
     tick: Option<Numbered>,
     /// The transitions' channel closed (the streams were closed).
     closed: bool,
+    /// The number of the last transition or snapshot sent: a tick numbered
+    /// below it is older, and not sent (see [`Numbered`]).
+    sent: u64,
 }
 
 pub(super) async fn events(
@@ -44,14 +50,17 @@ pub(super) async fn events(
     // (an event may repeat what the snapshot already shows; the page
     // applies both the same way).
     let router = Arc::downgrade(&shared);
-    let live = shared.channel.subscribe().map(|channels| Live {
+    let channels = shared.channel.subscribe();
+    let snapshot = shared.snapshot_event();
+    let live = channels.map(|channels| Live {
         channels,
         router,
         transition: None,
         tick: None,
         closed: false,
+        sent: snapshot.seq,
     });
-    let feed = Feed::First { snapshot: shared.snapshot_event(), live };
+    let feed = Feed::First { snapshot: snapshot.event, live };
     // The stream holds the router weakly: an open page does not keep a
     // dropped router's sampler alive, and the stream ends with the router.
     Sse::new(futures_util::stream::unfold(feed, next))
@@ -78,9 +87,10 @@ enum Woken {
 }
 
 impl Live {
-    /// The next event, in the order they were sent (see [`Numbered`]): a
-    /// transition sent before the tick first, then the tick, the latest
-    /// one whatever ticks came before it unread, then the transitions sent
+    /// The next event, in the order of their numbers (see [`Numbered`]): a
+    /// transition made before the tick read the states first, then the
+    /// tick, the latest one whatever ticks came before it unread (none
+    /// older than a transition sent already), then the transitions made
     /// after it. `None`: the channels closed, and what they held was sent.
     async fn next(&mut self) -> Option<Event> {
         loop {
@@ -102,8 +112,14 @@ impl Live {
                 (tick, _) => tick.is_some(),
             };
             let next = if tick_first { self.tick.take() } else { self.transition.take() };
-            if let Some(next) = next {
-                return Some(next.event);
+            match next {
+                // Its states were read before a transition this page has.
+                Some(tick) if tick_first && tick.seq < self.sent => continue,
+                Some(next) => {
+                    self.sent = self.sent.max(next.seq);
+                    return Some(next.event);
+                }
+                None => {}
             }
             if self.closed {
                 return None;
@@ -143,6 +159,8 @@ impl Live {
         self.channels.transitions = self.channels.transitions.resubscribe();
         self.channels.ticks.mark_unchanged();
         (self.transition, self.tick) = (None, None);
-        Some(self.router.upgrade()?.snapshot_event())
+        let snapshot = self.router.upgrade()?.snapshot_event();
+        self.sent = snapshot.seq;
+        Some(snapshot.event)
     }
 }

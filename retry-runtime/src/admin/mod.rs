@@ -269,13 +269,15 @@ struct Senders {
 }
 
 /// An event and where it stands among the transitions: a transition's own
-/// `seq`, and for a tick the `seq` of the last transition sent before it.
-/// Both are sent under the history's lock, which numbers the transitions,
-/// so a transition numbered at most a tick's number was sent before that
-/// tick, and one numbered above it after: what a page's stream, reading
-/// two channels, orders them by (a tick sent before a transition, once
-/// sent after it, would show the state that transition left, the page
-/// taking a tick's states as they are).
+/// `seq`, and for a tick (or a snapshot) the `seq` of the last transition
+/// numbered before it read the guards' states. A transition numbered at
+/// most a tick's number was made before the tick read the states, and is
+/// in its channel before the tick is in its own; one numbered above it may
+/// not show in the tick's states. A page's stream, reading two channels,
+/// orders them by it, and sends no tick numbered below a transition (or a
+/// snapshot) it sent already: the page takes a tick's states as they are,
+/// and would show a state older than the transition's until the next tick
+/// (for good once the streams closed).
 #[derive(Debug, Clone)]
 struct Numbered {
     seq: u64,
@@ -307,8 +309,8 @@ impl Channel {
         }
     }
 
-    /// A tick sent after transition `seq` (0: none yet); called with the
-    /// history's lock held (see [`Numbered`]).
+    /// A tick that read the states after transition `seq` (0: none yet),
+    /// see [`Numbered`].
     fn send_tick(&self, seq: u64, event: Event) {
         if let Some(senders) = &*self.lock() {
             // Without a receiver it is not kept: nobody is behind.

@@ -16,7 +16,7 @@ use super::snapshot::{
     BreakerView, BudgetView, BulkheadView, Counts, RateLimitView, Snapshot, State, TRANSITIONS_KEPT,
     ThrottleView, TransitionView, millis, unix_ms,
 };
-use super::{Shared, WeakShared};
+use super::{Numbered, Shared, WeakShared};
 use crate::breaker::BreakerTransition;
 use crate::registry::Registry;
 
@@ -112,17 +112,28 @@ pub(super) async fn run(router: WeakShared) {
 impl Shared {
     /// One sample: the period's counts into the history, and a `tick` event.
     pub(super) fn sample(&self) {
+        self.sample_with(|| {});
+    }
+
+    /// [`sample`](Self::sample), running `between` once the guards' states
+    /// are read and before the tick is sent (where a test makes a
+    /// transition happen).
+    pub(super) fn sample_with(&self, between: impl FnOnce()) {
         let breakers = self.registry.breakers();
         let totals: Vec<(String, Counts)> =
             breakers.iter().map(|(name, breaker)| (name.clone(), breaker.totals().into())).collect();
-        let mut period = self.lock_history().record(&totals);
+        // Numbered by the transitions seen before the states are read (see
+        // `Numbered`): one made while they are read, or before the tick is
+        // sent, may not show in them, and is numbered after the tick.
+        let (mut period, seen) = {
+            let mut history = self.lock_history();
+            (history.record(&totals), history.seen)
+        };
         let mut tick = self.guards(|name| period.remove(name).into_iter().collect());
         tick.transitions.clear();
         let tick = event("tick", &tick);
-        // Sent under the history's lock, after the transitions it numbered
-        // so far and before any it numbers next (see `Numbered`).
-        let history = self.lock_history();
-        self.channel.send_tick(history.seen, tick);
+        between();
+        self.channel.send_tick(seen, tick);
     }
 
     /// Every guard now, each breaker's periods the last minute's.
@@ -137,9 +148,12 @@ impl Shared {
         snapshot
     }
 
-    /// The snapshot as a `snapshot` event.
-    pub(super) fn snapshot_event(&self) -> Event {
-        event("snapshot", &self.snapshot())
+    /// The snapshot as a `snapshot` event, numbered by the last transition
+    /// it lists (0: none), the last seen before its states were read.
+    pub(super) fn snapshot_event(&self) -> Numbered {
+        let snapshot = self.snapshot();
+        let seq = snapshot.transitions.last().map_or(0, |t| t.seq);
+        Numbered { seq, event: event("snapshot", &snapshot) }
     }
 
     /// Every guard now; `per_second` gives each breaker's periods.

@@ -9,13 +9,13 @@ use super::{Shared, router, routes};
 use crate::breaker::{BreakerConfig, Outcome};
 use crate::registry::Registry;
 
-fn registry_with(breaker: &str) -> Registry {
+pub(super) fn registry_with(breaker: &str) -> Registry {
     let registry = Registry::new();
     registry.declare_breaker(breaker, BreakerConfig { failure_threshold: 3, ..Default::default() }).unwrap();
     registry
 }
 
-fn calls(registry: &Registry, breaker: &str, successes: u64, failures: u64) {
+pub(super) fn calls(registry: &Registry, breaker: &str, successes: u64, failures: u64) {
     let breaker = registry.breaker(breaker).unwrap();
     for _ in 0..successes {
         breaker.try_acquire().unwrap().record(Outcome::Success);
@@ -265,7 +265,7 @@ async fn transitions_reach_the_stream_in_the_order_of_their_numbers() {
 }
 
 /// The named events in `chunk`, each with its data, in the order sent.
-fn named_events(chunk: &str) -> Vec<(String, String)> {
+pub(super) fn named_events(chunk: &str) -> Vec<(String, String)> {
     chunk
         .split("\n\n")
         .filter_map(|block| {
@@ -314,54 +314,4 @@ async fn a_page_that_stops_reading_gets_the_latest_tick_not_the_ones_it_missed()
     let latest = &missed[1].1;
     assert!(latest.contains(r#""state":"open""#), "{latest}");
     assert!(latest.contains(r#""totals":{"calls":48,"failures":3,"rejections":0}"#), "the latest: {latest}");
-}
-
-/// Everything a stream has ready now (the sampler's next tick is far off).
-async fn waiting(body: &mut axum::body::BodyDataStream) -> Vec<(String, String)> {
-    use futures_util::StreamExt;
-    let mut text = String::new();
-    while let Ok(Some(chunk)) = tokio::time::timeout(Duration::from_millis(10), body.next()).await {
-        text.push_str(std::str::from_utf8(&chunk.unwrap()).unwrap());
-    }
-    named_events(&text)
-}
-
-/// A tick sent before a transition reaches the page before it, as on one
-/// queue: the page takes a tick's states as they are, so a tick that came
-/// after the transition would show the state the transition left (here
-/// closed, the breaker being open) until the next tick, and for good when
-/// the streams close. Read late or at once, and when the streams close.
-#[tokio::test(start_paused = true)]
-async fn a_tick_sent_before_a_transition_is_not_sent_after_it() {
-    use axum::response::IntoResponse;
-
-    let registry = registry_with("db");
-    let shared = Shared::start(router(&registry));
-    let stream = super::events::events(axum::extract::State(shared.clone())).await;
-    let mut body = stream.into_response().into_body().into_data_stream();
-    assert_eq!(waiting(&mut body).await[0].0, "snapshot");
-    // A tick sent while the page waits reaches it at once.
-    let sampled = async {
-        tokio::task::yield_now().await;
-        shared.sample();
-    };
-    let (chunk, ()) = tokio::join!(futures_util::StreamExt::next(&mut body), sampled);
-    let chunk = chunk.unwrap().unwrap();
-    assert_eq!(named_events(std::str::from_utf8(&chunk).unwrap())[0].0, "tick");
-    for closing in [false, true] {
-        shared.sample();
-        calls(&registry, "db", 0, 3);
-        if closing {
-            drop(shared.channel.lock().take());
-        }
-        let events = waiting(&mut body).await;
-        let names: Vec<&str> = events.iter().map(|(name, _)| name.as_str()).collect();
-        assert_eq!(names, ["tick", "transition"], "closing: {closing}");
-        assert!(events[0].1.contains(r#""state":"closed""#), "{}", events[0].1);
-        assert!(events[1].1.contains(r#""from":"closed","to":"open""#), "{}", events[1].1);
-        registry.breaker("db").unwrap().reset();
-        if !closing {
-            assert_eq!(waiting(&mut body).await[0].0, "transition", "the reset");
-        }
-    }
 }
