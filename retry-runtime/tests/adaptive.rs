@@ -307,6 +307,41 @@ async fn a_call_whose_breaker_opens_while_it_queues_for_a_place_takes_no_turn() 
     assert!(limit.try_acquire(), "the only turn was not spent on the refused call");
 }
 
+/// A call that queued for a place and finds its breaker half-open, with
+/// one probe allowed in all (a fleet's share of the round), and no turn
+/// free: asked before the turn, the breaker gave it the probe; the call
+/// waits for the turn without it, and the probe, never sent, is given back
+/// whole, so that the call is that probe once it has its turn, not refused
+/// by a breaker whose one probe went unsent.
+#[tokio::test(start_paused = true)]
+async fn a_probe_given_back_while_a_queued_call_waits_for_its_turn_is_still_allowed() {
+    let registry = Registry::new();
+    let config = RateLimitConfig { per_second: 1, burst: 1, max_wait: Some(ms(1_000)) };
+    registry.declare_rate_limit("api", config).unwrap();
+    let one_place = BulkheadConfig { max_concurrent: 1, max_wait: None, ..Default::default() };
+    registry.declare_bulkhead("api", one_place).unwrap();
+    registry.declare_breaker("api", BreakerConfig::default()).unwrap();
+    let (limit, bulkhead) = (registry.rate_limit("api").unwrap(), registry.bulkhead("api").unwrap());
+    let breaker = registry.breaker("api").unwrap();
+    let policy =
+        Policy::builder().max_attempts(1).rate_limit("api").bulkhead("api").breaker("api").build().unwrap();
+    assert!(limit.try_acquire(), "the only turn of this second is gone");
+    let place = bulkhead.try_acquire().unwrap();
+    let attempts = Attempts::new();
+    let call = registry.scope(policy.run(|| {
+        attempts.mark();
+        async { Ok::<_, TestError>(()) }
+    }));
+    let meanwhile = async {
+        sleep(ms(10)).await;
+        // Open until now, then one probe in all; then the place comes free.
+        breaker.trip_until(Instant::now(), Some(1));
+        drop(place);
+    };
+    let (result, ()) = tokio::join!(call, meanwhile);
+    assert_eq!((result, attempts.count()), (Ok(()), 1), "the call is the one probe");
+}
+
 /// Waves of 32 concurrent single-attempt calls against a dependency that
 /// serves 4 at once and answers the rest with an immediate 503, through a
 /// bulkhead of at most 32; returns the bulkhead's final limit and the 503s

@@ -248,6 +248,23 @@ impl BreakerCore {
         }
     }
 
+    /// Hands back a ticket whose attempt was certainly never made (its
+    /// admission went on to wait for something else): as [`abandon`], and
+    /// a probe counted against the period's allowance is allowed again.
+    ///
+    /// [`abandon`]: Self::abandon
+    pub fn give_back(&mut self, ticket: Ticket) {
+        if ticket.epoch != self.epoch || !ticket.probe {
+            return;
+        }
+        if let Phase::HalfOpen { in_flight, allowance, .. } = &mut self.phase {
+            *in_flight = in_flight.saturating_sub(1);
+            if let Some(left) = allowance {
+                *left = left.saturating_add(1);
+            }
+        }
+    }
+
     /// Records how an admitted attempt ended, at `now`; returns the transition it caused.
     pub fn record(&mut self, ticket: Ticket, outcome: Outcome, now: Duration) -> Option<Transition> {
         if ticket.epoch != self.epoch {

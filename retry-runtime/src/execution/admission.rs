@@ -194,8 +194,14 @@ impl<S, H> Execution<'_, S, H> {
                 if turn_taken_now(guards) {
                     return Ok(Admitted { breaker, bulkhead: Some(place) });
                 }
-                // No probe slot is held while the attempt waits for its turn.
-                drop(breaker);
+                // No probe slot is held while the attempt waits for its
+                // turn; the probe was never sent, so a trip's allowance of
+                // probes in all gets it back too (a fleet's share of the
+                // round would otherwise go unsent, the call refused after
+                // its turn).
+                if let Some(permit) = breaker {
+                    permit.give_back();
+                }
                 Some(place)
             }
             Wait::Turn { place } => place,
