@@ -231,8 +231,8 @@ pub(super) fn refuse<T>(
 
 /// Applies `new` through `apply` when it differs from `old`: what changed
 /// between `old` and what the guard keeps once it is applied (`kept`), or
-/// the guard's refusal (a rule that came into force after the file was
-/// checked), to be reported rather than taken for no change. A guard may
+/// the guard's refusal (one the file's checks did not foresee: they ask
+/// the guards first), to be reported rather than taken for no change. A guard may
 /// keep a setting otherwise than the file gives it: a `max_wait` longer
 /// than u64::MAX nanoseconds (about 584 years) is kept as that, so a file
 /// that says more is no change once it is in force, and reloading it

@@ -278,10 +278,11 @@ mod tests {
         );
     }
 
-    /// A change the guard refuses as it is made (here a fleet that shares
-    /// the breaker, joined after the file's checks: its rule refuses a
-    /// `success_threshold` above `half_open_max_calls`) is in the report,
-    /// naming the key, not dropped as if the file had not asked for it.
+    /// A change the guard refuses as it is made is in the report, naming
+    /// the key, not dropped as if the file had not asked for it. Here the
+    /// rule of a fleet that shares the breaker (a `success_threshold` above
+    /// `half_open_max_calls`), with the file's checks, which ask the
+    /// breaker first and would refuse the file whole, left out.
     #[cfg(feature = "redis")]
     #[test]
     fn a_change_the_guard_refuses_as_it_is_made_is_reported_with_its_key() {

@@ -20,9 +20,11 @@ pub struct ReloadReport {
     /// Each change, in the order of the file's sections.
     pub changes: Vec<Change>,
     /// Each guard that refused the file's settings as they were applied,
-    /// and kept its own: a rule that came into force after the file was
-    /// checked (a fleet that joined meanwhile and shares the breaker). The
-    /// rest of the file was applied.
+    /// and kept its own; the rest of the file was applied. The file's
+    /// checks ask the guards first, before anything is applied, for every
+    /// rule they are known to enforce (a fleet's rule too: a join waits
+    /// for a file being applied), so this is empty unless a guard refuses
+    /// something no check foresaw: then it is said, not taken for no change.
     pub refused: Vec<Refusal>,
 }
 
