@@ -342,6 +342,52 @@ async fn a_probe_given_back_while_a_queued_call_waits_for_its_turn_is_still_allo
     assert_eq!((result, attempts.count()), (Ok(()), 1), "the call is the one probe");
 }
 
+/// As above, for a call whose admission finds the bulkhead full, or no
+/// turn free, before it waits: the probe it was admitted for goes back
+/// with its slot, and the breaker, asked again after the wait, lets the
+/// call be the round's one probe.
+#[tokio::test(start_paused = true)]
+async fn a_probe_given_back_as_a_call_starts_to_queue_is_still_allowed() {
+    for queue_for in ["place", "turn"] {
+        let registry = Registry::new();
+        registry.declare_breaker("api", BreakerConfig::default()).unwrap();
+        let breaker = registry.breaker("api").unwrap();
+        let builder = Policy::builder().max_attempts(1).breaker("api");
+        let policy = if queue_for == "place" {
+            let one_place = BulkheadConfig { max_concurrent: 1, max_wait: None, ..Default::default() };
+            registry.declare_bulkhead("api", one_place).unwrap();
+            builder.bulkhead("api").build().unwrap()
+        } else {
+            let config = RateLimitConfig { per_second: 1, burst: 1, max_wait: Some(ms(2_000)) };
+            registry.declare_rate_limit("api", config).unwrap();
+            assert!(
+                registry.rate_limit("api").unwrap().try_acquire(),
+                "the only turn of this second is gone"
+            );
+            builder.rate_limit("api").build().unwrap()
+        };
+        let bulkhead = registry.bulkhead("api");
+        let place = bulkhead.as_ref().map(|bulkhead| bulkhead.try_acquire().unwrap());
+        // Open until now, then one probe in all: the call takes it as it starts.
+        breaker.trip_until(Instant::now(), Some(1));
+        let attempts = Attempts::new();
+        let call = registry.scope(policy.run(|| {
+            attempts.mark();
+            async { Ok::<_, TestError>(()) }
+        }));
+        let meanwhile = async {
+            sleep(ms(10)).await;
+            drop(place);
+        };
+        let (result, ()) = tokio::join!(call, meanwhile);
+        assert_eq!(
+            (result, attempts.count()),
+            (Ok(()), 1),
+            "queued for a {queue_for}: the call is the one probe"
+        );
+    }
+}
+
 /// Waves of 32 concurrent single-attempt calls against a dependency that
 /// serves 4 at once and answers the rest with an immediate 503, through a
 /// bulkhead of at most 32; returns the bulkhead's final limit and the 503s

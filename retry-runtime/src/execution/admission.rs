@@ -68,9 +68,23 @@ fn turn_taken_now(guards: &Guards) -> bool {
 pub(super) fn admit_holding_place(guards: &Guards) -> Result<Option<BreakerPermit<'_>>, Option<Refusal>> {
     let breaker = admit_throttle_and_breaker(guards).map_err(Some)?;
     if !turn_taken_now(guards) {
+        give_back_probe(breaker);
         return Err(None);
     }
     Ok(breaker)
+}
+
+/// Gives back the breaker's permit of an attempt that goes on to wait for
+/// a place or a turn instead of running now: no probe slot is held while
+/// it waits, and since the probe was certainly never sent, a trip's
+/// allowance of probes in all (a fleet's share of the round) gets it back
+/// too; dropped, it would stay spent, and the call would be refused
+/// `CircuitOpen` when the breaker is asked again after the wait.
+#[cold]
+fn give_back_probe(breaker: Option<BreakerPermit<'_>>) {
+    if let Some(permit) = breaker {
+        permit.give_back();
+    }
 }
 
 /// Why an attempt could not run: the rejection for the caller when no
@@ -167,10 +181,14 @@ impl<S, H> Execution<'_, S, H> {
                 Some(permit) => Some(permit),
                 // Queue without a probe slot: with a saturated bulkhead a
                 // held slot would stall the breaker's recovery.
-                None => return Ok(Err(Wait::Place(bulkhead))),
+                None => {
+                    give_back_probe(breaker);
+                    return Ok(Err(Wait::Place(bulkhead)));
+                }
             },
         };
         if !turn_taken_now(guards) {
+            give_back_probe(breaker);
             return Ok(Err(Wait::Turn { place: bulkhead }));
         }
         Ok(Ok(Admitted { breaker, bulkhead }))
@@ -199,9 +217,7 @@ impl<S, H> Execution<'_, S, H> {
                 // probes in all gets it back too (a fleet's share of the
                 // round would otherwise go unsent, the call refused after
                 // its turn).
-                if let Some(permit) = breaker {
-                    permit.give_back();
-                }
+                give_back_probe(breaker);
                 Some(place)
             }
             Wait::Turn { place } => place,
