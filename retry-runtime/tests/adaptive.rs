@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use common::{Attempts, TestError, ms};
 use retry_runtime::{
-    AdaptiveLimit, BreakerConfig, Bulkhead, BulkheadConfig, Nested, Policy, RateLimitConfig, Registry,
-    Rejection, ThrottleConfig, TokenBucket, idempotency_key,
+    AdaptiveLimit, BreakerConfig, Bulkhead, BulkheadConfig, CircuitBreaker, Nested, Policy, RateLimit,
+    RateLimitConfig, Registry, Rejection, ThrottleConfig, TokenBucket, idempotency_key,
 };
 use tokio::time::{Instant, sleep};
 
@@ -278,33 +278,11 @@ async fn a_call_the_bulkhead_refuses_takes_no_rate_limit_turn() {
 /// back), as it is for an attempt that queues for nothing.
 #[tokio::test(start_paused = true)]
 async fn a_call_whose_breaker_opens_while_it_queues_for_a_place_takes_no_turn() {
-    let registry = Registry::new();
-    let config = RateLimitConfig { per_second: 1, burst: 1, max_wait: Some(ms(1_000)) };
-    registry.declare_rate_limit("api", config).unwrap();
-    let one_place = BulkheadConfig { max_concurrent: 1, max_wait: None, ..Default::default() };
-    registry.declare_bulkhead("api", one_place).unwrap();
-    registry.declare_breaker("api", BreakerConfig::default()).unwrap();
-    let (limit, bulkhead) = (registry.rate_limit("api").unwrap(), registry.bulkhead("api").unwrap());
-    let breaker = registry.breaker("api").unwrap();
-    let policy =
-        Policy::builder().max_attempts(1).rate_limit("api").bulkhead("api").breaker("api").build().unwrap();
-    let place = bulkhead.try_acquire().unwrap();
-    let attempts = Attempts::new();
-    let call = registry.scope(policy.run(|| {
-        attempts.mark();
-        async { Ok::<_, TestError>(()) }
-    }));
-    let meanwhile = async {
-        sleep(ms(10)).await;
-        // The breaker opens while the call queues; then the place comes free.
-        breaker.force_open();
-        drop(place);
-    };
-    let (result, ()) = tokio::join!(call, meanwhile);
+    let queued = queued_for_the_only_place(true, |breaker| breaker.force_open()).await;
     let open = Err(TestError::Rejected(Rejection::CircuitOpen { breaker: "api".into() }));
-    assert_eq!((result, attempts.count()), (open, 0));
-    assert_eq!(bulkhead.in_use(), 0, "the place went back");
-    assert!(limit.try_acquire(), "the only turn was not spent on the refused call");
+    assert_eq!((queued.result, queued.attempts), (open, 0));
+    assert_eq!(queued.bulkhead.in_use(), 0, "the place went back");
+    assert!(queued.limit.try_acquire(), "the only turn was not spent on the refused call");
 }
 
 /// A call that queued for a place and finds its breaker half-open, with
@@ -315,6 +293,25 @@ async fn a_call_whose_breaker_opens_while_it_queues_for_a_place_takes_no_turn() 
 /// by a breaker whose one probe went unsent.
 #[tokio::test(start_paused = true)]
 async fn a_probe_given_back_while_a_queued_call_waits_for_its_turn_is_still_allowed() {
+    // Open until now, then one probe in all.
+    let queued =
+        queued_for_the_only_place(false, |breaker| breaker.trip_until(Instant::now(), Some(1))).await;
+    assert_eq!((queued.result, queued.attempts), (Ok(()), 1), "the call is the one probe");
+}
+
+/// How a call of [`queued_for_the_only_place`] ended, and its guards.
+struct Queued {
+    result: Result<(), TestError>,
+    attempts: u32,
+    limit: Arc<RateLimit>,
+    bulkhead: Arc<Bulkhead>,
+}
+
+/// A single-attempt call through a rate limit of one turn a second (spent
+/// beforehand unless `turn_free`), a bulkhead of one place held by another
+/// caller, and a breaker: 10 ms into the call's wait for the place,
+/// `meanwhile` acts on the breaker, then the place comes free.
+async fn queued_for_the_only_place(turn_free: bool, meanwhile: impl FnOnce(&CircuitBreaker)) -> Queued {
     let registry = Registry::new();
     let config = RateLimitConfig { per_second: 1, burst: 1, max_wait: Some(ms(1_000)) };
     registry.declare_rate_limit("api", config).unwrap();
@@ -325,7 +322,9 @@ async fn a_probe_given_back_while_a_queued_call_waits_for_its_turn_is_still_allo
     let breaker = registry.breaker("api").unwrap();
     let policy =
         Policy::builder().max_attempts(1).rate_limit("api").bulkhead("api").breaker("api").build().unwrap();
-    assert!(limit.try_acquire(), "the only turn of this second is gone");
+    if !turn_free {
+        assert!(limit.try_acquire(), "the only turn of this second is gone");
+    }
     let place = bulkhead.try_acquire().unwrap();
     let attempts = Attempts::new();
     let call = registry.scope(policy.run(|| {
@@ -334,12 +333,12 @@ async fn a_probe_given_back_while_a_queued_call_waits_for_its_turn_is_still_allo
     }));
     let meanwhile = async {
         sleep(ms(10)).await;
-        // Open until now, then one probe in all; then the place comes free.
-        breaker.trip_until(Instant::now(), Some(1));
+        meanwhile(&breaker);
         drop(place);
     };
     let (result, ()) = tokio::join!(call, meanwhile);
-    assert_eq!((result, attempts.count()), (Ok(()), 1), "the call is the one probe");
+    let attempts = attempts.count();
+    Queued { result, attempts, limit, bulkhead }
 }
 
 /// As above, for a call whose admission finds the bulkhead full, or no
