@@ -296,19 +296,9 @@ mod tests {
     #[test]
     fn a_file_that_breaks_the_rule_of_a_fleet_sharing_a_breaker_is_refused_at_the_key() {
         use crate::breaker::BreakerConfig;
-        use crate::fleet::FleetConfig;
-
         let registry = Registry::new();
         let breaker = registry.breaker_or_default("dep");
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        runtime.block_on(async {
-            // Nothing listens there: the fleet shares the breaker from the join on.
-            let config = FleetConfig {
-                url: "redis://127.0.0.1:1/".into(),
-                breakers: vec!["dep".into()],
-                ..Default::default()
-            };
-            let fleet = registry.join_fleet(config).unwrap();
+        crate::file::while_a_fleet_shares_dep(&registry, async || {
             let text = "[breakers.dep]\nfailure_threshold = 9\nsuccess_threshold = 3\n[bulkheads.h]\n";
             let error = registry.load_toml(text).unwrap_err();
             assert_eq!(
@@ -320,7 +310,6 @@ mod tests {
             let text = "[breakers.dep]\nhalf_open_max_calls = 1\n";
             let error = registry.load_toml(text).unwrap_err();
             assert_eq!(error.problems[0].field.as_deref(), Some("half_open_max_calls"), "{error}");
-            fleet.leave().await;
         });
         registry.load_toml("[breakers.dep]\nsuccess_threshold = 3\n").expect("left: its own settings again");
         assert_eq!(breaker.config().success_threshold, 3);

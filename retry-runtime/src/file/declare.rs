@@ -286,19 +286,9 @@ mod tests {
     #[cfg(feature = "redis")]
     #[test]
     fn a_change_the_guard_refuses_as_it_is_made_is_reported_with_its_key() {
-        use crate::fleet::FleetConfig;
-
         let registry = Registry::new();
         registry.declare_breaker("dep", BreakerConfig::default()).unwrap();
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        runtime.block_on(async {
-            // Nothing listens there: the fleet shares the breaker from the join on.
-            let config = FleetConfig {
-                url: "redis://127.0.0.1:1/".into(),
-                breakers: vec!["dep".into()],
-                ..Default::default()
-            };
-            let fleet = registry.join_fleet(config).unwrap();
+        crate::file::while_a_fleet_shares_dep(&registry, async || {
             let text = "[breakers.dep]\nsuccess_threshold = 3\nopen_for_ms = 9000\n[bulkheads.h]\n";
             let report = declare(&registry, text, Mode::Reload).unwrap();
             assert_eq!(
@@ -307,7 +297,6 @@ mod tests {
             );
             assert!(!report.is_empty(), "a refusal is news");
             assert_eq!(registry.breaker("dep").unwrap().config(), BreakerConfig::default(), "refused whole");
-            fleet.leave().await;
         });
     }
 }

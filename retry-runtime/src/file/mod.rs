@@ -254,6 +254,25 @@ impl<'t> Cursor<'t> {
     }
 }
 
+/// Runs `body` while a fleet shares the breaker `dep` of `registry`, then
+/// leaves the fleet: for the tests of a file's settings that break the
+/// fleet's rule. Its store is a port nothing listens on: the fleet shares
+/// the breaker from the join on, whatever the store answers.
+#[cfg(all(test, feature = "redis"))]
+fn while_a_fleet_shares_dep(registry: &crate::Registry, body: impl AsyncFnOnce()) {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let config = crate::fleet::FleetConfig {
+            url: "redis://127.0.0.1:1/".into(),
+            breakers: vec!["dep".into()],
+            ..Default::default()
+        };
+        let fleet = registry.join_fleet(config).unwrap();
+        body().await;
+        fleet.leave().await;
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
