@@ -121,13 +121,7 @@ impl Registry {
         for table in &parsed.rate_limits {
             let Some(limit) = self.rate_limit(&table.name) else { continue };
             if let Err(error) = limit.check_reconfigure(&table.value) {
-                let key = super::values::key_of(error.field);
-                let (span, note) = table.at(&key);
-                problems.push(
-                    &span,
-                    Some(&key),
-                    format!("rate limit `{}`{origin}: `{key}`{note} {}", table.name, error.problem),
-                );
+                table.refused(format_args!("rate limit `{}`{origin}: ", table.name), error, &mut problems);
             }
         }
         #[cfg(feature = "redis")]
@@ -143,13 +137,7 @@ impl Registry {
             for table in &parsed.breakers {
                 let Some(breaker) = self.breaker(&table.name) else { continue };
                 if let Err(error) = breaker.check_fleet_rule(&table.value) {
-                    let key = super::values::key_of(error.field);
-                    let (span, note) = table.at(&key);
-                    problems.push(
-                        &span,
-                        Some(&key),
-                        format!("breaker `{}`{origin}: `{key}`{note} {}", table.name, error.problem),
-                    );
+                    table.refused(format_args!("breaker `{}`{origin}: ", table.name), error, &mut problems);
                 }
             }
         }

@@ -100,16 +100,11 @@ impl Registry {
         for table in &parsed.rate_limits {
             let Some((limit, _)) = held.rate_limits.get(&table.name) else { continue };
             if let Err(error) = limit.check_reconfigure(&table.value) {
-                let key = key_of(error.field);
-                let (span, note) = table.at(&key);
-                problems.push(
-                    &span,
-                    Some(&key),
-                    format!(
-                        "rate limit `{}` was created while the file was applied (a call named it before it was declared, or it was declared meanwhile): `{key}`{note} {}",
-                        table.name, error.problem
-                    ),
+                let whose = format_args!(
+                    "rate limit `{}` was created while the file was applied (a call named it before it was declared, or it was declared meanwhile): ",
+                    table.name
                 );
+                table.refused(whose, error, &mut problems);
             }
         }
         problems.finish(())?;
@@ -141,11 +136,7 @@ fn built<'f, G: Guard>(
     for table in tables {
         match make(&table.name, table.value) {
             Ok(guard) => out.push((table, guard)),
-            Err(error) => {
-                let key = key_of(error.field);
-                let (span, note) = table.at(&key);
-                problems.push(&span, Some(&key), format!("`{key}`{note} {}", error.problem));
-            }
+            Err(error) => table.refused("", error, problems),
         }
     }
     out

@@ -148,6 +148,20 @@ impl<T> Named<T> {
             None => (self.span.clone(), " (the default)"),
         }
     }
+
+    /// Places a guard's refusal of the table's settings at the key that
+    /// set the refused field (or at the table's name, for a default),
+    /// after `whose`, which says whose settings they are.
+    pub(crate) fn refused(
+        &self,
+        whose: impl fmt::Display,
+        error: crate::ConfigError,
+        problems: &mut Problems<'_>,
+    ) {
+        let key = values::key_of(error.field);
+        let (span, note) = self.at(&key);
+        problems.push(&span, Some(&key), format!("{whose}`{key}`{note} {}", error.problem));
+    }
 }
 
 /// The keys an `[operations."..."]` table gives, each with where it is.
