@@ -141,7 +141,7 @@ impl Reference {
                     self.failures.retain(|t| now - *t < window);
                 }
                 match (outcome, self.cfg.failure_rate_percent) {
-                    (Outcome::Neutral, _) => {}
+                    (Outcome::Neutral, _) => return,
                     (Outcome::Success, None) => self.failures.clear(),
                     (Outcome::Success, Some(_)) => self.successes.push(now),
                     (Outcome::Failure, None) => {
@@ -150,15 +150,16 @@ impl Reference {
                             self.open(now);
                         }
                     }
-                    (Outcome::Failure, Some(percent)) => {
-                        self.failures.push(now);
-                        let failed = self.failures.len() as u64;
-                        let calls = failed + self.successes.len() as u64;
-                        if calls >= u64::from(self.cfg.minimum_calls)
-                            && failed * 100 >= calls * u64::from(percent)
-                        {
-                            self.open(now);
-                        }
+                    (Outcome::Failure, Some(_)) => self.failures.push(now),
+                }
+                // Rate mode judges the window after every recorded outcome,
+                // a success included (resilience4j opens on the call that
+                // reaches `minimum_calls`, whatever its outcome).
+                if let Some(percent) = self.cfg.failure_rate_percent {
+                    let failed = self.failures.len() as u64;
+                    let calls = failed + self.successes.len() as u64;
+                    if calls >= u64::from(self.cfg.minimum_calls) && failed * 100 >= calls * u64::from(percent) {
+                        self.open(now);
                     }
                 }
             }

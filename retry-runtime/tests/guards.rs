@@ -157,6 +157,27 @@ async fn the_window_forgets_old_failures_and_permanent_errors_never_count() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn failure_rate_mode_opens_on_the_success_that_reaches_minimum_calls() {
+    let registry = Registry::new();
+    let cfg = BreakerConfig { failure_rate_percent: Some(50), minimum_calls: 5, ..breaker_cfg(1000) };
+    registry.declare_breaker("rate", cfg).unwrap();
+    let breaker = registry.breaker("rate").unwrap();
+    let policy = single("rate");
+    let calls = AtomicU32::new(0);
+    registry
+        .scope(async {
+            for _ in 0..3 {
+                fail(&policy, &calls).await.unwrap_err();
+            }
+            succeed(&policy, &calls).await.unwrap();
+            assert_eq!(breaker.state(), BreakerState::Closed, "4 calls: below minimum_calls");
+            succeed(&policy, &calls).await.unwrap();
+            assert_eq!(breaker.state(), BreakerState::Open, "5 calls, 3 failed: 60% >= 50%");
+        })
+        .await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn failure_rate_mode_opens_on_the_share_of_failed_calls() {
     let registry = Registry::new();
     let cfg = BreakerConfig { failure_rate_percent: Some(50), minimum_calls: 10, ..breaker_cfg(1000) };

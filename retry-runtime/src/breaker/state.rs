@@ -527,6 +527,24 @@ mod tests {
     }
 
     #[test]
+    fn failure_rate_mode_opens_on_the_success_that_reaches_minimum_calls() {
+        // resilience4j's rule: the window is judged after every outcome, so
+        // the call that brings it to `minimum_calls` opens it, whatever its
+        // outcome.
+        let mut c =
+            BreakerCore::new(BreakerConfig { failure_rate_percent: Some(50), minimum_calls: 5, ..cfg() });
+        for _ in 0..3 {
+            assert_eq!(run(&mut c, Outcome::Failure, s(0)), None, "below minimum_calls");
+        }
+        assert_eq!(run(&mut c, Outcome::Success, s(0)), None, "4 calls: below minimum_calls");
+        assert_eq!(
+            run(&mut c, Outcome::Success, s(0)),
+            Some((BreakerState::Closed, BreakerState::Open)),
+            "5 calls, 3 failed: 60% >= 50%"
+        );
+    }
+
+    #[test]
     fn a_forced_state_holds_until_reset() {
         let mut c = BreakerCore::new(cfg());
         assert_eq!(c.force(Some(BreakerState::Open)), Some((BreakerState::Closed, BreakerState::Open)));

@@ -97,7 +97,10 @@ impl FailureWindow {
                     Outcome::Failure => slice.failures += 1,
                     _ => slice.successes += 1,
                 }
-                outcome == Outcome::Failure && rate_exceeded(slices, config)
+                // Judged after every outcome, as resilience4j does: the
+                // success that brings the window to `minimum_calls` can
+                // complete a rate that the failures before it reached.
+                rate_exceeded(slices, config)
             }
         }
     }
