@@ -127,8 +127,12 @@ impl ErrorClass {
 /// Parses a `Retry-After` header value: delta-seconds (`"120"`) or an
 /// HTTP-date (`"Wed, 21 Oct 2015 07:28:00 GMT"`), measured from the wall clock.
 ///
-/// A date in the past gives zero; anything else unparseable gives `None`.
-/// Never panics, whatever the input.
+/// A date in the past gives zero, a date before 1970 included; anything
+/// else unparseable gives `None`. Never panics, whatever the input. The
+/// three forms of RFC 9110 (section 5.6.7) are read, and an rfc850-date's
+/// two-digit year as the RFC asks: the year with those digits that is not
+/// more than 50 years ahead (read in 2026, `01-Jan-75` is 2075 and
+/// `01-Jan-77` is 1977).
 ///
 /// **A list** (`"120, 120"`: what a proxy makes of a repeated field, RFC
 /// 9110 section 5.3, though the field is a singleton) gives the longest of
@@ -177,7 +181,7 @@ fn one_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
         // Delta-seconds too large for u64 saturate rather than being dropped.
         return Some(Duration::from_secs(value.parse().unwrap_or(u64::MAX)));
     }
-    let date = httpdate::parse_http_date(value).ok()?;
+    let date = crate::http_date::parse(value, now)?;
     Some(date.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
@@ -332,6 +336,28 @@ mod tests {
             Some(Duration::ZERO),
             "a date in the past means zero"
         );
+    }
+
+    /// RFC 9110 section 5.6.7: a two-digit year more than 50 years ahead is
+    /// the past's, and a valid date before 1970 is in the past (zero).
+    #[test]
+    fn retry_after_dates_follow_the_rfcs_year_rules() {
+        // 2026-12-05 00:00:00 GMT.
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_796_428_800);
+        let until_2075 = Duration::from_secs(3_313_526_400 - 1_796_428_800);
+        assert_eq!(
+            parse_retry_after_at("Tuesday, 01-Jan-75 00:00:00 GMT", now),
+            Some(until_2075),
+            "49 years ahead"
+        );
+        assert_eq!(
+            parse_retry_after_at("Saturday, 01-Jan-77 00:00:00 GMT", now),
+            Some(Duration::ZERO),
+            "1977: past"
+        );
+        assert_eq!(parse_retry_after_at("Fri, 01 Jan 1960 00:00:00 GMT", now), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after_at("Fri Jan  1 00:00:00 1960", now), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after_at("Sat, 01 Jan 1960 00:00:00 GMT", now), None, "a Friday in 1960");
     }
 
     /// What a proxy makes of a repeated `Retry-After`: the members joined

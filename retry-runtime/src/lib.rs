@@ -50,6 +50,7 @@ pub mod fleet;
 mod guards;
 #[cfg(feature = "reqwest")]
 pub mod http;
+mod http_date;
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 mod middleware;
 pub mod observe;

@@ -158,7 +158,9 @@ impl Reference {
                 if let Some(percent) = self.cfg.failure_rate_percent {
                     let failed = self.failures.len() as u64;
                     let calls = failed + self.successes.len() as u64;
-                    if calls >= u64::from(self.cfg.minimum_calls) && failed * 100 >= calls * u64::from(percent) {
+                    if calls >= u64::from(self.cfg.minimum_calls)
+                        && failed * 100 >= calls * u64::from(percent)
+                    {
                         self.open(now);
                     }
                 }
