@@ -36,6 +36,9 @@ mod guards;
 #[path = "config/loading.rs"]
 mod loading;
 
+#[path = "config/reading.rs"]
+mod reading;
+
 #[cfg(feature = "redis")]
 #[path = "config/fleet.rs"]
 mod fleet;

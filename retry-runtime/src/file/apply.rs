@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::overrides::{compiled, merged_operations};
 use super::report::{Change, ReloadReport, settings_diff};
-use super::{ConfigFile, ConfigFileError, Named, Problem, Problems, parse};
+use super::{ConfigFile, ConfigFileError, Named, Problems, parse};
 use crate::config::ConfigError;
 use crate::operations;
 use crate::policy::Policy;
@@ -55,8 +55,14 @@ impl Registry {
     }
 
     /// [`load_toml`](Self::load_toml) from a file.
+    ///
+    /// Only a regular file is read (links are followed), of at most 1 MiB,
+    /// in UTF-8: a FIFO, a device, a directory, a larger file or bytes that
+    /// are not UTF-8 are an error naming the path and what it found (the
+    /// line and column of a bad byte), and nothing is applied. A FIFO with
+    /// no writer is refused at once rather than waited on.
     pub fn load_file(&self, path: impl AsRef<Path>) -> Result<(), ConfigFileError> {
-        let (text, name) = read(path.as_ref())?;
+        let (text, name) = super::read::read(path.as_ref())?;
         self.apply(&text, &name, Mode::Load).map(drop)
     }
 
@@ -82,9 +88,11 @@ impl Registry {
         self.apply(text, "<toml>", Mode::Reload)
     }
 
-    /// [`reload_toml`](Self::reload_toml) from a file.
+    /// [`reload_toml`](Self::reload_toml) from a file, read as
+    /// [`load_file`](Self::load_file) reads it: a path refused there leaves
+    /// the running configuration as it was.
     pub fn reload_file(&self, path: impl AsRef<Path>) -> Result<ReloadReport, ConfigFileError> {
-        let (text, name) = read(path.as_ref())?;
+        let (text, name) = super::read::read(path.as_ref())?;
         self.apply(&text, &name, Mode::Reload)
     }
 
@@ -241,19 +249,6 @@ pub(super) fn reconfigure<C: PartialEq + Copy>(
 }
 
 /// A file's text and the name its errors use.
-pub(super) fn read(path: &Path) -> Result<(String, String), ConfigFileError> {
-    let name = path.display().to_string();
-    std::fs::read_to_string(path).map(|text| (text, name.clone())).map_err(|error| ConfigFileError {
-        file: name,
-        problems: vec![Problem {
-            line: 0,
-            column: 0,
-            field: None,
-            message: format!("cannot read the file: {error}"),
-        }],
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -228,9 +228,10 @@ mod with_redis {
             Ok(fleet_config(&parse(text, "<toml>")?))
         }
 
-        /// [`from_toml`](Self::from_toml) from a file.
+        /// [`from_toml`](Self::from_toml) from a file, read as
+        /// [`Registry::load_file`] reads it (a regular file of at most 1 MiB, in UTF-8).
         pub fn from_file(path: impl AsRef<Path>) -> Result<Option<FleetConfig>, ConfigFileError> {
-            let (text, name) = super::super::apply::read(path.as_ref())?;
+            let (text, name) = super::super::read::read(path.as_ref())?;
             Ok(fleet_config(&parse(&text, &name)?))
         }
     }

@@ -47,6 +47,7 @@ mod declare;
 mod fleet;
 mod overrides;
 mod parse;
+mod read;
 mod report;
 mod tables;
 mod values;
