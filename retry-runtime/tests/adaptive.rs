@@ -713,6 +713,112 @@ async fn a_hedge_that_succeeds_at_the_deadline_wins_over_the_cut_beside_it() {
     assert_eq!(unhedged.run(answer_at_the_deadline).await, Ok(3), "as an attempt alone does");
 }
 
+/// A registry with every guard a hedge asks for, each named "dep": a
+/// budget of five tokens, a breaker, a bulkhead of two places, a rate limit
+/// of three turns (one more a second) and a throttle (which refuses
+/// nothing); and a policy under them that hedges once at 50 ms and retries
+/// once, 100 ms after a failure.
+fn hedging_under_every_guard() -> (Registry, Policy) {
+    let registry = Registry::with_seed(3);
+    registry
+        .declare_budget("dep", TokenBucket { capacity: 5, retry_cost: 1, refill_per_success: 0 })
+        .unwrap();
+    registry.declare_breaker("dep", BreakerConfig::default()).unwrap();
+    let two_places = BulkheadConfig { max_concurrent: 2, max_wait: None, ..Default::default() };
+    registry.declare_bulkhead("dep", two_places).unwrap();
+    registry.declare_rate_limit("dep", RateLimitConfig { per_second: 1, burst: 3, max_wait: None }).unwrap();
+    registry.declare_throttle("dep", ThrottleConfig::default()).unwrap();
+    // Three accepts heard: a failure leaves it refusing nothing.
+    let throttle = registry.throttle("dep").unwrap();
+    (0..3).for_each(|_| throttle.answered(true));
+    let policy = Policy::builder()
+        .max_attempts(2)
+        .base(ms(100))
+        .jitter(retry_runtime::Jitter::None)
+        .hedge(ms(50), 1)
+        .budget("dep")
+        .breaker("dep")
+        .bulkhead("dep")
+        .rate_limit("dep")
+        .throttle("dep")
+        .build()
+        .unwrap();
+    (registry, policy)
+}
+
+/// Runs `policy` under `registry`, each attempt (marked in `attempts`)
+/// answering 50 ms after it starts, the first one with `first`, the others
+/// with a success: the call's result, and how many bulkhead places were
+/// in use as each attempt answered.
+async fn answering_at_50_ms(
+    registry: &Registry,
+    policy: &Policy,
+    attempts: &Attempts,
+    first: Result<u32, TestError>,
+) -> (Result<u32, TestError>, Vec<usize>) {
+    let in_use = Mutex::new(Vec::new());
+    let bulkhead = registry.bulkhead("dep").unwrap();
+    let result = registry
+        .scope(policy.run(|| {
+            let n = attempts.mark();
+            let (first, in_use, bulkhead) = (first.clone(), &in_use, &bulkhead);
+            async move {
+                sleep(ms(50)).await;
+                in_use.lock().unwrap().push(bulkhead.in_use());
+                if n == 1 { first } else { Ok(n) }
+            }
+        }))
+        .await;
+    (result, in_use.into_inner().unwrap())
+}
+
+/// The turns a rate limit has free now (taking them).
+fn turns_left(limit: &RateLimit) -> u32 {
+    (0..10).take_while(|_| limit.try_acquire()).count() as u32
+}
+
+/// An attempt that answers as its hedge falls due has answered: the round
+/// sees it before the hedge's timer, as the retry loop sees an attempt that
+/// finishes as its timeout fires. No hedge is admitted, so none is paid
+/// for: no budget token, no rate-limit turn (neither can be given back),
+/// no place, no breaker or throttle leave, and the body ran once.
+#[tokio::test(start_paused = true)]
+async fn an_attempt_that_answers_as_its_hedge_falls_due_spends_nothing_on_the_hedge() {
+    let (registry, policy) = hedging_under_every_guard();
+    let attempts = Attempts::new();
+    let (result, in_use) = answering_at_50_ms(&registry, &policy, &attempts, Ok(1)).await;
+    assert_eq!(result, Ok(1));
+    assert_eq!(attempts.times(), [0], "the body ran once: no hedge was made at 50 ms");
+    assert_eq!(in_use, [1], "no place was taken for a hedge as the attempt answered");
+    let budget = registry.budget("dep").unwrap();
+    assert_eq!((budget.available(), budget.totals().retries), (5, 0), "no token was paid for a hedge");
+    let breaker = registry.breaker("dep").unwrap().totals();
+    assert_eq!((breaker.calls, breaker.failures, breaker.rejections), (1, 0, 0));
+    assert_eq!(registry.bulkhead("dep").unwrap().in_use(), 0);
+    assert_eq!(registry.throttle("dep").unwrap().refusal_probability(), 0.0);
+    assert_eq!(turns_left(&registry.rate_limit("dep").unwrap()), 2, "one turn taken, by the attempt");
+}
+
+/// ... and one that fails then has ended the round, as one that failed a
+/// moment earlier would have: the loop decides, and the retry comes after
+/// the backoff, counted once (one attempt more, one token, one turn), not
+/// as a hedge admitted at 50 ms beside an attempt that was over.
+#[tokio::test(start_paused = true)]
+async fn an_attempt_that_fails_as_its_hedge_falls_due_is_retried_once_after_the_backoff() {
+    let (registry, policy) = hedging_under_every_guard();
+    let attempts = Attempts::new();
+    let (result, in_use) = answering_at_50_ms(&registry, &policy, &attempts, Err(TestError::Transient)).await;
+    assert_eq!(result, Ok(2), "the retry answered");
+    assert_eq!(attempts.times(), [0, 150], "retried 100 ms after the failure at 50 ms, no hedge at 50");
+    assert_eq!(in_use, [1, 1], "each attempt alone in the bulkhead");
+    let budget = registry.budget("dep").unwrap();
+    assert_eq!((budget.available(), budget.totals().retries), (4, 1), "one token, for the retry");
+    let breaker = registry.breaker("dep").unwrap().totals();
+    assert_eq!((breaker.calls, breaker.failures, breaker.rejections), (2, 1, 0));
+    assert_eq!(registry.bulkhead("dep").unwrap().in_use(), 0);
+    assert_eq!(turns_left(&registry.rate_limit("dep").unwrap()), 1, "two turns taken, one per attempt");
+}
+
 /// Two outer calls (keyless, then keyed, whose key the inner call inherits)
 /// of a policy that retries once, each attempt calling `inner`, a hedged
 /// policy whose attempts answer after 300 ms: when the inner attempts

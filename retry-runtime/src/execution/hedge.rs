@@ -3,13 +3,16 @@
 //! One round of a hedged call starts like any attempt (admission, then the
 //! run). If it has not finished `after` it started, a hedge starts beside
 //! it, and another every `after` while none has succeeded, up to `max`,
-//! none at or past the call's deadline (it would be cut as it starts). A
-//! hedge is one more request to the dependency, so it is paid for like a
-//! retry (a budget token) and needs every guard's leave without waiting
-//! for any of them: an attempt that would have to queue for a hedge is not
-//! worth it. The first success ends the round; the other attempts are
-//! dropped, which cancels them (their breaker permits record nothing). A
-//! failure of one attempt leaves the others running; when none is left
+//! none at or past the call's deadline (it would be cut as it starts). An
+//! attempt that finishes as a hedge falls due has finished: that hedge is
+//! neither started nor paid for (and if the attempt failed and was the last
+//! one running, the round has failed: see below). A hedge is one more
+//! request to the dependency, so it is paid for like a retry (a budget
+//! token) and needs every guard's leave without waiting for any of them:
+//! an attempt that would have to queue for a hedge is not worth it. The
+//! first success ends the round; the other attempts are dropped, which
+//! cancels them (their breaker permits record nothing). A failure of one
+//! attempt leaves the others running; when none is left
 //! running, the round has failed with the last error, and the loop decides
 //! as after any failed attempt, waiting out any server's Retry-After an
 //! attempt of the round heard (and no hedge starts while one runs: it
@@ -154,9 +157,64 @@ impl<S, H> Execution<'_, S, H> {
         // one of the attempts heard, to be left alone: the latest, if several.
         let mut quiet_until: Option<Duration> = None;
         poll_fn(|cx| {
-            while let Some(due) = next_hedge.as_mut() {
+            // The attempts are polled before the hedge's timer (the rule of
+            // a timer beside a running attempt: see the parent module), so
+            // one that answers as a hedge falls due has answered: a success
+            // wins, and a failure of the last one running ends the round,
+            // before a hedge is admitted and paid for. A hedge admitted is
+            // polled at once, in the next pass, then the next one's timer.
+            let mut cut = None;
+            let mut index = 0;
+            loop {
+                // The first attempt the deadline cut, its outcome recorded
+                // only once the others have been polled: they are cut at
+                // this same instant, unless they answered at it, and a
+                // success then still wins, as an attempt answering at the
+                // deadline does alone.
+                while index < racers.len() {
+                    let Poll::Ready(guarded) = racers[index].run.as_mut().poll(cx) else {
+                        index += 1;
+                        continue;
+                    };
+                    let Admitted { breaker, bulkhead } = racers.swap_remove(index).admitted;
+                    let (class, error) = match guarded {
+                        Guarded::Ran(Ok(value)) => {
+                            answered(guards, bulkhead, Answer::Success);
+                            succeeded(guards, breaker);
+                            return Poll::Ready(RoundEnd::Won(value));
+                        }
+                        Guarded::Cut => {
+                            // The round is one attempt, its cut one failure: the
+                            // others cut with it are dropped, recording nothing.
+                            cut.get_or_insert(Admitted { breaker, bulkhead });
+                            continue;
+                        }
+                        Guarded::TimedOut(after) => self.timed_out(after),
+                        Guarded::Ran(Err(error)) => (self.handling.class(&error), error),
+                    };
+                    answered(guards, bulkhead, Answer::Failed(class));
+                    record(breaker, outcome_of(class));
+                    if !class.is_retryable() {
+                        return Poll::Ready(RoundEnd::Failed(class, error));
+                    }
+                    if let ErrorClass::Throttled { retry_after: Some(after) } = class {
+                        quiet_until = quiet_until.max(Some(started.elapsed().saturating_add(after)));
+                    }
+                    last_failure = Some((class, error));
+                }
+                if let Some(Admitted { breaker, bulkhead }) = cut {
+                    answered(guards, bulkhead, Answer::Cut);
+                    record(breaker, Outcome::Failure);
+                    return Poll::Ready(RoundEnd::Cut);
+                }
+                if racers.is_empty()
+                    && let Some((class, error)) = last_failure.take()
+                {
+                    return Poll::Ready(RoundEnd::Failed(heeding(class, quiet_until, started), error));
+                }
+                let Some(due) = next_hedge.as_mut() else { return Poll::Pending };
                 if due.as_mut().poll(cx).is_pending() {
-                    break;
+                    return Poll::Pending;
                 }
                 hedges += 1;
                 next_hedge = None;
@@ -164,64 +222,14 @@ impl<S, H> Execution<'_, S, H> {
                 // refused would most likely refuse the next one too). A hedge
                 // inside a Retry-After is one more request the server asked
                 // not to get yet: none either.
-                let quiet = quiet_until.is_some_and(|until| until > started.elapsed());
-                if !quiet && let Some(admitted) = self.admit_hedge(guards) {
-                    observe::hedge(self.policy.operation(), self.attempts, hedges);
-                    racers.push(Racer { run: Box::pin(self.run(make_attempt())), admitted });
-                    if hedges < hedge.max {
-                        next_hedge = hedge_due(started, hedge.after, hedges + 1, self.deadline());
-                    }
+                if quiet_until.is_some_and(|until| until > started.elapsed()) {
+                    return Poll::Pending;
                 }
-            }
-            // The first attempt the deadline cut, its outcome recorded only
-            // once the others have been polled: they are cut at this same
-            // instant, unless they answered at it, and a success then still
-            // wins, as an attempt answering at the deadline does alone.
-            let mut cut = None;
-            let mut index = 0;
-            while index < racers.len() {
-                let Poll::Ready(guarded) = racers[index].run.as_mut().poll(cx) else {
-                    index += 1;
-                    continue;
-                };
-                let Admitted { breaker, bulkhead } = racers.swap_remove(index).admitted;
-                let (class, error) = match guarded {
-                    Guarded::Ran(Ok(value)) => {
-                        answered(guards, bulkhead, Answer::Success);
-                        succeeded(guards, breaker);
-                        return Poll::Ready(RoundEnd::Won(value));
-                    }
-                    Guarded::Cut => {
-                        // The round is one attempt, its cut one failure: the
-                        // others cut with it are dropped, recording nothing.
-                        cut.get_or_insert(Admitted { breaker, bulkhead });
-                        continue;
-                    }
-                    Guarded::TimedOut(after) => self.timed_out(after),
-                    Guarded::Ran(Err(error)) => (self.handling.class(&error), error),
-                };
-                answered(guards, bulkhead, Answer::Failed(class));
-                record(breaker, outcome_of(class));
-                if !class.is_retryable() {
-                    return Poll::Ready(RoundEnd::Failed(class, error));
-                }
-                if let ErrorClass::Throttled { retry_after: Some(after) } = class {
-                    quiet_until = quiet_until.max(Some(started.elapsed().saturating_add(after)));
-                }
-                last_failure = Some((class, error));
-            }
-            if let Some(Admitted { breaker, bulkhead }) = cut {
-                answered(guards, bulkhead, Answer::Cut);
-                record(breaker, Outcome::Failure);
-                return Poll::Ready(RoundEnd::Cut);
-            }
-            match (racers.is_empty(), last_failure.take()) {
-                (true, Some((class, error))) => {
-                    Poll::Ready(RoundEnd::Failed(heeding(class, quiet_until, started), error))
-                }
-                (_, failure) => {
-                    last_failure = failure;
-                    Poll::Pending
+                let Some(admitted) = self.admit_hedge(guards) else { return Poll::Pending };
+                observe::hedge(self.policy.operation(), self.attempts, hedges);
+                racers.push(Racer { run: Box::pin(self.run(make_attempt())), admitted });
+                if hedges < hedge.max {
+                    next_hedge = hedge_due(started, hedge.after, hedges + 1, self.deadline());
                 }
             }
         })

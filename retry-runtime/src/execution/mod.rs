@@ -11,7 +11,12 @@
 //!    never spent on an attempt the bulkhead refuses.
 //! 2. **Run** the attempt under the earlier of its timeout and the deadline;
 //!    a timeout drops (cancels) the attempt's future. With hedging, more
-//!    attempts start beside a slow one (see [`hedge`]).
+//!    attempts start beside a slow one (see [`hedge`]). A timer beside a
+//!    running attempt (its timeout, the deadline, a hedge falling due) is
+//!    looked at only after the attempt has been polled: one that finishes
+//!    as the timer fires has finished, and is neither cut short nor hedged.
+//!    tokio's `timeout_at` polls in this order on the general path; the
+//!    direct path (`direct`) and a hedging round (`hedge`) do so by hand.
 //! 3. **Record** the outcome (see [`outcome`]) in the breaker: success,
 //!    failure (transient, throttled, attempt timeout, deadline cut) or
 //!    neutral (permanent, conflict); in the throttle, as an accept when the
