@@ -39,8 +39,9 @@ pub(super) enum Fired<E> {
 /// has fired, the attempt is dropped (cancelled) in its context. A timeout
 /// gives the error `AttemptTimeout`, which `failed` then records and
 /// decides on as any other error; the deadline ends the call (see [`cut`]).
-/// As on the general path (`timeout_at`), the attempt is polled before the
-/// timer, so one that finishes as the timer fires counts.
+/// The attempt is polled before the timer, so one that finishes as the
+/// timer fires counts (the rule of a timer beside a running attempt: see
+/// the `execution` module).
 #[inline(never)]
 pub(super) fn poll_timer<E, S, H, Fut>(
     execution: &mut Execution<'_, S, H>,
