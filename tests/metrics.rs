@@ -535,3 +535,33 @@ fn two_registries_in_one_fleet_each_count_in_its_linked_gauge() {
         });
     });
 }
+
+/// A key of the fleet's holding another type than the hash the flush
+/// script keeps there (another program's string at the breaker's state) is
+/// replaced by the flush that finds it, and counted once, however many
+/// flushes follow.
+#[cfg(feature = "redis")]
+#[test]
+fn a_key_of_the_fleets_of_another_type_is_counted_once_when_replaced() {
+    use resilient::fleet::FleetConfig;
+    let Some(server) = server::Server::start("a_key_of_the_fleets_of_another_type_...") else { return };
+    server.command(&["SET", "typed:breaker:dep", "x"]);
+    let metrics = recorded_on(real_time(), async || {
+        let (_registry, fleet) = joined(FleetConfig {
+            url: server.url(),
+            prefix: "typed".into(),
+            sync_every: Duration::from_millis(20),
+            // Long enough that a busy machine's slow flush is no loss.
+            store_timeout: Duration::from_secs(2),
+            ..Default::default()
+        });
+        until("linked", || fleet.is_linked()).await;
+        let flushes = fleet.flushes();
+        until("three flushes more", || fleet.flushes() >= flushes + 3).await;
+        assert_eq!((fleet.replaced_keys(), fleet.failed_flushes()), (1, 0));
+        fleet.leave().await;
+    });
+    let fleet = [("fleet", "typed")];
+    assert_eq!(counter(&metrics, "resilient_fleet_keys_replaced_total", &fleet), 1);
+    assert!(metrics.value("resilient_fleet_fallbacks_total", &fleet).is_none(), "the fleet went on");
+}

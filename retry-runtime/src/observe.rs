@@ -27,6 +27,7 @@
 //! | `resilient_rate_limited_total` | counter (refusals) | `limiter` |
 //! | `resilient_fleet_linked` | gauge (this process's registries following the fleet: 1 following, 0 local, with one) | `fleet` (the key prefix) |
 //! | `resilient_fleet_fallbacks_total` | counter (a link lost: not a leave, nor a store never reached) | `fleet` |
+//! | `resilient_fleet_keys_replaced_total` | counter (keys of the fleet's found holding another type than a hash, and replaced) | `fleet` |
 //!
 //! This module is a leaf: it takes plain names and labels, so every other
 //! module may report through it without it knowing their types.
@@ -219,6 +220,22 @@ pub(crate) enum FleetLink<'a> {
 #[cold]
 pub(crate) fn fleet_task_panicked(fleet: &str) {
     tracing::error!(fleet, "the fleet's background task panicked: guards on local state, fleet left");
+}
+
+/// A flush found a key of the fleet's holding another type than a hash
+/// (another program's value), and replaced it: said once per key replaced,
+/// a `WARN` naming it and `resilient_fleet_keys_replaced_total` (labelled
+/// by the fleet only: a key's name would make the labels unbounded).
+#[cfg(feature = "redis")]
+#[cold]
+pub(crate) fn fleet_key_replaced(fleet: &str, key: &str) {
+    tracing::warn!(
+        fleet,
+        key,
+        "a key of the fleet held another type than a hash (another program's value): replaced, and what it counted lost"
+    );
+    #[cfg(feature = "metrics")]
+    metrics::counter!("resilient_fleet_keys_replaced_total", "fleet" => fleet.to_owned()).increment(1);
 }
 
 /// How many of this process's registries follow each fleet (by prefix,

@@ -1,6 +1,7 @@
 -- One flush of one replica, atomically: its totals in, the fleet's verdicts
 -- out. Time is the server's (TIME), so replicas' clocks never disagree.
--- Key and argument layout: fleet/script.rs. Every key written gets a TTL.
+-- Key, argument and answer layout: fleet/script.rs. Every key written gets
+-- a TTL.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local prefix, replica = ARGV[1], ARGV[2]
@@ -28,13 +29,28 @@ local function whole(v)
   return nil
 end
 
--- A breaker's state or a replica's record (keys every flush reads) that
--- holds no hash (another program's string, list, ...) is taken as lost:
--- each command of the script on it would fail, and with it every flush,
--- none giving it a TTL. (A bucket is read only while its window lasts.)
-local function hash_or_nothing(key)
-  local kind = redis.call('TYPE', key)['ok']
-  if kind ~= 'hash' and kind ~= 'none' then redis.call('DEL', key) end
+-- The keys this flush found holding no hash, for the replica to report.
+local replaced, checked = {}, {}
+
+-- Every key the script reads or writes is a hash: a breaker's state and
+-- buckets, a budget's buckets, a replica's records. Each hash command names
+-- its key through `hash`, so that one rule covers them all: a key that
+-- holds anything else (another program's string, list, ...) is taken as
+-- lost, deleted as if it had expired, and named in the answer (the
+-- replica says so once: a WARN naming it, a counter). Left there, each
+-- command of the script on it failed, and with it every flush, for good:
+-- the replicas ran on local state, and no flush gave the key a TTL. Looked
+-- at once per flush: from then on only the script writes it.
+local function hash(key)
+  if not checked[key] then
+    checked[key] = true
+    local kind = redis.call('TYPE', key)['ok']
+    if kind ~= 'hash' and kind ~= 'none' then
+      redis.call('DEL', key)
+      table.insert(replaced, key)
+    end
+  end
+  return key
 end
 
 -- A guard's name as a part of its keys, `%` and `:` escaped (`%25`,
@@ -58,7 +74,7 @@ end
 -- HINCRBY, but a field holding no integer (see `whole`) is replaced by
 -- `n`, rather than failing every flush until its key expires.
 local function increment(key, field, n)
-  if type(redis.pcall('HINCRBY', key, field, n)) == 'table' then redis.call('HSET', key, field, n) end
+  if type(redis.pcall('HINCRBY', hash(key), field, n)) == 'table' then redis.call('HSET', hash(key), field, n) end
 end
 
 -- What a replica's cumulative total adds since the last flush the server
@@ -69,9 +85,9 @@ end
 -- has since remade) must not wind it back, or the next flush would count
 -- again what was counted since.
 local function delta(record, field, total, acked)
-  local last = whole(redis.call('HGET', record, field)) or acked
+  local last = whole(redis.call('HGET', hash(record), field)) or acked
   if total > last then
-    redis.call('HSET', record, field, total)
+    redis.call('HSET', hash(record), field, total)
     return total - last
   end
   return 0
@@ -98,7 +114,7 @@ end
 -- applied, as `delta` reckons it, in parts dated by its samples: each
 -- sample's part is what it adds to the one before, made by its time.
 local function parts(record, field, acked, samples_of_field)
-  local last = whole(redis.call('HGET', record, field)) or acked
+  local last = whole(redis.call('HGET', hash(record), field)) or acked
   local made = {}
   for _, sample in ipairs(samples_of_field) do
     if sample[2] > last then
@@ -106,7 +122,7 @@ local function parts(record, field, acked, samples_of_field)
       last = sample[2]
     end
   end
-  if #made > 0 then redis.call('HSET', record, field, last) end
+  if #made > 0 then redis.call('HSET', hash(record), field, last) end
   return made
 end
 
@@ -115,7 +131,7 @@ local function window_sum(base, width, window, a_field, b_field)
   local current = math.floor(now / width)
   local a, b = 0, 0
   for id = current - math.ceil(window / width) + 1, current do
-    local v = redis.call('HMGET', base .. id, a_field, b_field)
+    local v = redis.call('HMGET', hash(base .. id), a_field, b_field)
     a = a + (whole(v[1]) or 0)
     b = b + (whole(v[2]) or 0)
   end
@@ -147,7 +163,7 @@ end
 local function carry(from, to, width, window)
   local current = math.floor(now / width)
   for id = current - math.ceil(window / width) + 1, current do
-    local v = redis.call('HMGET', from .. id, 'c', 'f')
+    local v = redis.call('HMGET', hash(from .. id), 'c', 'f')
     add(to .. id, 'c', whole(v[1]) or 0, window + width)
     add(to .. id, 'f', whole(v[2]) or 0, window + width)
     redis.call('DEL', from .. id)
@@ -162,8 +178,6 @@ for _ = 1, breakers do
   local seen, want, view = tonumber(ARGV[i + 9]), tonumber(ARGV[i + 10]), tonumber(ARGV[i + 11])
   local key = prefix .. ':breaker:' .. name
   local record = prefix .. ':replica:' .. replica .. ':breaker:' .. name
-  hash_or_nothing(key)
-  hash_or_nothing(record)
   -- The sequence number of this replica's request for probe slots: sent
   -- again (its flush timed out on the replica's side), it gets the answer
   -- the first one got here, as a lease request does.
@@ -177,7 +191,7 @@ for _ = 1, breakers do
   redis.call('PEXPIRE', record, 2 * window + state_ttl)
   i = after
 
-  local st = redis.call('HMGET', key, 'epoch', 'until', 'slots', 'slots_at', 'ok', 'since')
+  local st = redis.call('HMGET', hash(key), 'epoch', 'until', 'slots', 'slots_at', 'ok', 'since')
   local epoch, open_until, slots, slots_at, ok, since = 0, 0, 0, 0, 0, 0
   local held = st[1] ~= false
   if held then
@@ -253,7 +267,7 @@ for _ = 1, breakers do
       -- the fleet would send more probes than the round's; not at all, the
       -- slots would be lost until the round is given up, and every replica
       -- held back until then.
-      local asked = redis.call('HMGET', record, 'pseq', 'pepoch', 'pround', 'pgranted')
+      local asked = redis.call('HMGET', hash(record), 'pseq', 'pepoch', 'pround', 'pgranted')
       if slots > 0 and whole(asked[1]) == seq and whole(asked[2]) == epoch and whole(asked[3]) == slots_at then
         granted = math.min(whole(asked[4]) or 0, slots)
       elseif want > 0 then
@@ -261,13 +275,13 @@ for _ = 1, breakers do
         granted = math.max(0, math.min(want, max_probes - slots))
         slots = slots + granted
         if granted > 0 then
-          redis.call('HSET', record, 'pseq', seq, 'pepoch', epoch, 'pround', slots_at, 'pgranted', granted)
+          redis.call('HSET', hash(record), 'pseq', seq, 'pepoch', epoch, 'pround', slots_at, 'pgranted', granted)
         end
       end
     end
   end
   if held or epoch > 0 then
-    redis.call('HSET', key, 'epoch', epoch, 'since', since, 'until', open_until, 'slots', slots, 'slots_at', slots_at, 'ok', ok)
+    redis.call('HSET', hash(key), 'epoch', epoch, 'since', since, 'until', open_until, 'slots', slots, 'slots_at', slots_at, 'ok', ok)
     redis.call('PEXPIRE', key, state_ttl)
   end
   local code, remaining = 0, 0
@@ -291,12 +305,12 @@ local function hand_back(base, record, n, width, window)
   local id = current
   while n > 0 and id > current - math.ceil(window / width) do
     local bucket, field = base .. id, 'g:' .. id
-    local mine = whole(redis.call('HGET', record, field)) or 0
-    local counted = whole(redis.call('HGET', bucket, 'leased')) or 0
+    local mine = whole(redis.call('HGET', hash(record), field)) or 0
+    local counted = whole(redis.call('HGET', hash(bucket), 'leased')) or 0
     local back = math.min(n, mine, counted)
     if back > 0 then
-      redis.call('HINCRBY', bucket, 'leased', -back)
-      redis.call('HINCRBY', record, field, -back)
+      redis.call('HINCRBY', hash(bucket), 'leased', -back)
+      redis.call('HINCRBY', hash(record), field, -back)
       n = n - back
     end
     id = id - 1
@@ -308,9 +322,9 @@ end
 local function note_grant(record, granted, width, window)
   local current = math.floor(now / width)
   increment(record, 'g:' .. current, granted)
-  for _, field in ipairs(redis.call('HKEYS', record)) do
+  for _, field in ipairs(redis.call('HKEYS', hash(record))) do
     local id = string.sub(field, 1, 2) == 'g:' and tonumber(string.sub(field, 3))
-    if id and id <= current - math.ceil(window / width) then redis.call('HDEL', record, field) end
+    if id and id <= current - math.ceil(window / width) then redis.call('HDEL', hash(record), field) end
   end
 end
 
@@ -321,7 +335,6 @@ for _ = 1, budgets do
   local seq, want = tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8])
   local base = prefix .. ':budget:' .. name .. ':'
   local record = prefix .. ':replica:' .. replica .. ':budget:' .. name
-  hash_or_nothing(record)
   local bucket = base .. math.floor(now / width)
   local firsts, after = samples(i + 11, 1, {tonumber(ARGV[i + 5])})
   place(base, 'first', parts(record, 'first', tonumber(ARGV[i + 6]), firsts[1]), width, window, 0)
@@ -329,7 +342,7 @@ for _ = 1, budgets do
   hand_back(base, record, delta(record, 'ret', tonumber(ARGV[i + 9]), tonumber(ARGV[i + 10])), width, window)
 
   local granted = 0
-  local last = redis.call('HMGET', record, 'seq', 'granted')
+  local last = redis.call('HMGET', hash(record), 'seq', 'granted')
   if last[1] and whole(last[1]) == seq then
     -- The answer to a lease request that timed out on the replica's side
     -- (none, when the record's is not the script's writing).
@@ -339,10 +352,12 @@ for _ = 1, budgets do
     granted = math.max(0, math.min(want, math.floor(floor + ratio * first) - leased))
     add(bucket, 'leased', granted, window + width)
     if granted > 0 then note_grant(record, granted, width, window) end
-    redis.call('HSET', record, 'seq', seq, 'granted', granted)
+    redis.call('HSET', hash(record), 'seq', seq, 'granted', granted)
   end
   redis.call('PEXPIRE', record, 2 * window + state_ttl)
   i = after
   table.insert(out, granted)
 end
+-- Last, the keys replaced (see `hash`): an array of their names.
+table.insert(out, replaced)
 return out

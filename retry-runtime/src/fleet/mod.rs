@@ -48,9 +48,13 @@
 //!   winning over a closed one, so that losing it never undoes a trip, and
 //!   a closed one keeping the failures counted since the loss; and a value
 //!   in the fleet's keys the script cannot count with (written by hand or
-//!   by another program), or a key of its that holds no hash, is taken as
-//!   lost in the same way, and a time in the breaker's state later than
-//!   the server's clock as now.
+//!   by another program), or any key of its (a breaker's state or buckets,
+//!   a budget's buckets, a replica's records) that holds another type than
+//!   a hash, is taken as lost in the same way, and a time in the breaker's
+//!   state later than the server's clock as now. Such a key is replaced by
+//!   the flush that finds it and said once: a `WARN` naming it, the
+//!   `resilient_fleet_keys_replaced_total` counter and
+//!   [`Fleet::replaced_keys`].
 //!
 //! ```no_run
 //! # use retry_runtime as resilient;
@@ -116,6 +120,15 @@ impl Fleet {
     /// Flushes that failed or timed out so far.
     pub fn failed_flushes(&self) -> u64 {
         self.shared.failed_flushes.load(Ordering::Relaxed)
+    }
+
+    /// Keys of the fleet's found holding another type than the hash the
+    /// flush script keeps there (another program's string, list, ...), so
+    /// far: each was replaced by the flush that found it, and said once (a
+    /// `WARN` naming it, the `resilient_fleet_keys_replaced_total`
+    /// counter), and the fleet went on.
+    pub fn replaced_keys(&self) -> u64 {
+        self.shared.replaced_keys.load(Ordering::Relaxed)
     }
 
     /// This replica's id in the store's keys (random, per join).

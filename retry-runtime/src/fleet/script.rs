@@ -15,10 +15,18 @@
 //! name with `%` and `:` escaped (`%25`, `%3A`): no name reads as other
 //! parts of a key (a breaker `dep:0:18` as bucket 18 of `dep`), and a name
 //! with neither is as it was.
+//!
+//! Every one of these keys is a hash, and the script names each through
+//! one function (`hash`) before any command on it: a key that holds
+//! another type (another program's string) is deleted, as if it had
+//! expired, and named in the answer, whose last element is the array of
+//! the keys so replaced (empty, as a rule); before it, the server's time,
+//! 4 numbers per breaker (epoch, state, open time left, probes granted)
+//! and 1 per budget (tokens leased).
 
 use std::time::Duration;
 
-use redis::Script;
+use redis::{Script, Value};
 
 use crate::clock::HORIZON;
 
@@ -107,6 +115,9 @@ pub(super) struct Answer {
     pub(super) breakers: Vec<BreakerVerdict>,
     /// Tokens leased, per budget.
     pub(super) budgets: Vec<u32>,
+    /// The keys the script found holding another type than a hash, and
+    /// replaced (deleted, as if expired).
+    pub(super) replaced: Vec<String>,
 }
 
 fn millis(d: Duration) -> u64 {
@@ -196,8 +207,36 @@ pub(super) fn arguments(
     args
 }
 
-/// Reads the script's answer for `breakers` breakers and `budgets` budgets.
-pub(super) fn answer(reply: &[i64], breakers: usize, budgets: usize) -> Result<Answer, String> {
+/// Reads the script's answer for `breakers` breakers and `budgets` budgets:
+/// its numbers, then the array of the keys it replaced. A reply of another
+/// shape (the server's, not the script's) is an error, never a panic.
+pub(super) fn answer(reply: Value, breakers: usize, budgets: usize) -> Result<Answer, String> {
+    let Value::Array(mut reply) = reply else {
+        return Err("the flush script answered no array".into());
+    };
+    let Some(Value::Array(replaced)) = reply.pop() else {
+        return Err("the flush script's answer does not end with the keys it replaced".into());
+    };
+    let replaced = replaced
+        .into_iter()
+        .map(|key| match key {
+            Value::BulkString(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+            Value::SimpleString(key) => Ok(key),
+            _ => Err("the flush script named a key replaced with no string".to_owned()),
+        })
+        .collect::<Result<_, _>>()?;
+    let values = reply
+        .into_iter()
+        .map(|n| match n {
+            Value::Int(n) => Ok(n),
+            _ => Err("the flush script answered something other than a number".to_owned()),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Answer { replaced, ..numbers(&values, breakers, budgets)? })
+}
+
+/// The numbers of the script's answer (the keys it replaced apart).
+fn numbers(reply: &[i64], breakers: usize, budgets: usize) -> Result<Answer, String> {
     let expected = 1 + 4 * breakers + budgets;
     if reply.len() != expected {
         return Err(format!("the flush script answered {} numbers, expected {expected}", reply.len()));
@@ -220,7 +259,7 @@ pub(super) fn answer(reply: &[i64], breakers: usize, budgets: usize) -> Result<A
         .iter()
         .map(|n| count(*n).map(|n| u32::try_from(n).unwrap_or(u32::MAX)))
         .collect::<Result<_, _>>()?;
-    Ok(Answer { now: count(reply[0])?, breakers: verdicts, budgets: leased })
+    Ok(Answer { now: count(reply[0])?, breakers: verdicts, budgets: leased, replaced: Vec::new() })
 }
 
 #[cfg(test)]
@@ -229,17 +268,60 @@ mod tests {
 
     #[test]
     fn answers_of_the_wrong_shape_are_errors_not_panics() {
-        assert!(answer(&[], 0, 0).is_err());
-        assert!(answer(&[1, 0, 0, 0], 1, 0).is_err());
-        assert!(answer(&[1, 0, 7, 0, 0], 1, 0).unwrap_err().contains("state 7"));
-        assert!(answer(&[1, -1, 0, 0, 0], 1, 0).is_err());
-        assert!(answer(&[-1, 3, 1, 250, 0], 1, 0).is_err(), "a time before 1970");
-        let ok = answer(&[1, 3, 1, 250, 0, 9], 1, 1).unwrap();
+        assert!(numbers(&[], 0, 0).is_err());
+        assert!(numbers(&[1, 0, 0, 0], 1, 0).is_err());
+        assert!(numbers(&[1, 0, 7, 0, 0], 1, 0).unwrap_err().contains("state 7"));
+        assert!(numbers(&[1, -1, 0, 0, 0], 1, 0).is_err());
+        assert!(numbers(&[-1, 3, 1, 250, 0], 1, 0).is_err(), "a time before 1970");
+        let ok = numbers(&[1, 3, 1, 250, 0, 9], 1, 1).unwrap();
         assert_eq!(ok.breakers[0].state, FleetState::Open { remaining: Duration::from_millis(250) });
         assert_eq!(ok.budgets, [9]);
         // A store that says "open for 292 million years" is heard as the horizon.
-        let forever = answer(&[1, 3, 1, i64::MAX, 0], 1, 0).unwrap();
+        let forever = numbers(&[1, 3, 1, i64::MAX, 0], 1, 0).unwrap();
         assert_eq!(forever.breakers[0].state, FleetState::Open { remaining: HORIZON });
+    }
+
+    #[test]
+    fn the_keys_replaced_end_the_answer_and_a_reply_of_another_shape_is_an_error() {
+        let int = Value::Int;
+        let key = |name: &str| Value::BulkString(name.as_bytes().to_vec());
+        let reply = |items: Vec<Value>| Value::Array(items);
+        let keys = reply(vec![key("p:breaker:dep"), key("p:budget:dep:17")]);
+        let ok = answer(reply(vec![int(1), int(0), int(0), int(0), int(0), int(4), keys]), 1, 1).unwrap();
+        assert_eq!(ok.replaced, ["p:breaker:dep", "p:budget:dep:17"]);
+        assert_eq!((ok.now, ok.budgets.as_slice()), (1, &[4][..]));
+        let none = answer(reply(vec![int(1), reply(vec![])]), 0, 0).unwrap();
+        assert!(none.replaced.is_empty());
+        for hostile in [
+            int(1),
+            Value::Nil,
+            reply(vec![]),
+            reply(vec![int(1)]),
+            reply(vec![int(1), reply(vec![int(5)])]),
+            reply(vec![key("1"), reply(vec![])]),
+            reply(vec![reply(vec![]), int(1)]),
+            reply(vec![int(1), int(0), int(0), int(0), reply(vec![])]),
+        ] {
+            assert!(answer(hostile.clone(), 0, 0).is_err(), "{hostile:?}");
+        }
+    }
+
+    /// One rule for every key: each hash command of the script names its
+    /// key through `hash`, which replaces a key of another type. A command
+    /// that did not made every flush fail while such a key lasted (a
+    /// breaker's or a budget's bucket, before, where only the state and
+    /// the records were looked at).
+    #[test]
+    fn every_hash_command_of_the_script_names_its_key_through_hash() {
+        let script = include_str!("flush.lua");
+        let mut commands = 0;
+        for (at, _) in script.match_indices("call('H") {
+            let command = &script[at..];
+            let key = &command[command.find("', ").expect("a command and its key")..];
+            assert!(key.starts_with("', hash("), "a key not looked at: {}", command.lines().next().unwrap());
+            commands += 1;
+        }
+        assert!(commands >= 15, "{commands} hash commands found: the search no longer finds them");
     }
 
     #[test]

@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, Script};
+use redis::{Client, Script, Value};
 
 /// Why a flush did not answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,9 +58,10 @@ impl Store {
         Ok(Store { client, config, connection: None, script: super::script::script(), timeout, failures: 0 })
     }
 
-    /// Runs the flush script with `args`; its answer, or why there is none
-    /// (within `store_timeout`, connecting included).
-    pub(super) async fn flush(&mut self, args: &[String]) -> Result<Vec<i64>, StoreError> {
+    /// Runs the flush script with `args`; its answer (as the server sent
+    /// it: `script::answer` reads it), or why there is none (within
+    /// `store_timeout`, connecting included).
+    pub(super) async fn flush(&mut self, args: &[String]) -> Result<Value, StoreError> {
         let result = tokio::time::timeout(self.timeout, self.invoke(args)).await;
         let result = match result {
             Ok(Ok(reply)) => Ok(reply),
@@ -80,7 +81,7 @@ impl Store {
         result
     }
 
-    async fn invoke(&mut self, args: &[String]) -> Result<Vec<i64>, String> {
+    async fn invoke(&mut self, args: &[String]) -> Result<Value, String> {
         let connection = match &mut self.connection {
             Some(connection) => connection,
             None => {

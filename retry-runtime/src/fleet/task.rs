@@ -36,6 +36,9 @@ pub(super) struct Shared {
     pub(super) linked: AtomicBool,
     pub(super) flushes: AtomicU64,
     pub(super) failed_flushes: AtomicU64,
+    /// Keys of the fleet's found holding another type than a hash, and
+    /// replaced by the flush that found them.
+    pub(super) replaced_keys: AtomicU64,
     pub(super) stop: Notify,
 }
 
@@ -107,9 +110,14 @@ impl Task {
             .store
             .flush(&args)
             .await
-            .and_then(|reply| answer(&reply, breakers.len(), budgets.len()).map_err(StoreError::Failed));
+            .and_then(|reply| answer(reply, breakers.len(), budgets.len()).map_err(StoreError::Failed));
         match result {
             Ok(answer) => {
+                // Said once each: the flush that found such a key replaced it.
+                for key in &answer.replaced {
+                    self.shared.replaced_keys.fetch_add(1, Ordering::Relaxed);
+                    crate::observe::fleet_key_replaced(&self.prefix, key);
+                }
                 self.shared.flushes.fetch_add(1, Ordering::Relaxed);
                 self.clock = Some((answer.now, sent));
                 // Past the fleet's open-until instant a replica stays open

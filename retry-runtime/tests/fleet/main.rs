@@ -1,6 +1,7 @@
 //! Fleet-wide guards against a real Redis (feature `redis`): replicas as OS
 //! processes sharing one breaker and one budget, the store stopped, frozen,
-//! restarted and flushed mid-run, and a load with no lost update.
+//! restarted and flushed mid-run, keys of another type planted in it, and a
+//! load with no lost update.
 //!
 //! Real time, because the server runs in real time: every bound is asserted
 //! with room for a busy machine, and the tests run one at a time so that
@@ -16,6 +17,7 @@ mod replica;
 mod script;
 mod server;
 mod slow;
+mod types;
 
 use std::sync::Mutex;
 

@@ -7,13 +7,19 @@ use super::server::Server;
 
 const SCRIPT: &str = include_str!("../../src/fleet/flush.lua");
 
-fn run(con: &mut redis::Connection, args: &[String]) -> Vec<i64> {
+/// The script's answer: its numbers, and the keys it replaced (its last
+/// element, see fleet/script.rs).
+fn run(con: &mut redis::Connection, args: &[String]) -> (Vec<i64>, Vec<String>) {
     let script = redis::Script::new(SCRIPT);
     let mut invocation = script.prepare_invoke();
     for arg in args {
         invocation.arg(arg);
     }
-    invocation.invoke(con).expect("the script runs")
+    let mut reply: Vec<redis::Value> = invocation.invoke(con).expect("the script runs");
+    let replaced =
+        redis::from_redis_value(reply.pop().expect("an answer")).expect("the keys it replaced, last");
+    let numbers = reply.into_iter().map(|n| redis::from_redis_value(n).expect("a number")).collect();
+    (numbers, replaced)
 }
 
 /// A server of the test's own and a connection to it, one test at a time
@@ -84,6 +90,11 @@ impl Default for BudgetFlush {
 impl BudgetFlush {
     /// The tokens leased.
     fn run(&self, con: &mut redis::Connection) -> i64 {
+        self.answer(con).0[1]
+    }
+
+    /// The script's whole answer (see [`run`]).
+    fn answer(&self, con: &mut redis::Connection) -> (Vec<i64>, Vec<String>) {
         let mut args: Vec<String> =
             vec!["script".into(), format!("{:016x}", self.replica), "0".into(), "1".into()];
         args.extend(["3600000".into(), self.sent_at.to_string(), "dep".into()]);
@@ -91,7 +102,7 @@ impl BudgetFlush {
         args.extend([self.first, self.acked, self.seq, self.want.into()].map(|n| n.to_string()));
         args.extend([self.returned, self.acked_returned, self.backlog.len() as u64].map(|n| n.to_string()));
         args.extend(self.backlog.iter().flat_map(|(age, total)| [age.to_string(), total.to_string()]));
-        run(con, &args)[1]
+        run(con, &args)
     }
 }
 
@@ -143,6 +154,12 @@ impl Default for BreakerFlush {
 
 impl BreakerFlush {
     fn run(&self, con: &mut redis::Connection) -> Verdict {
+        let (reply, _) = self.answer(con);
+        reply[1..].try_into().expect("one breaker's verdict")
+    }
+
+    /// The script's whole answer (see [`run`]).
+    fn answer(&self, con: &mut redis::Connection) -> (Vec<i64>, Vec<String>) {
         let mut args: Vec<String> =
             vec!["script".into(), format!("{:016x}", self.replica), "1".into(), "0".into()];
         args.extend(["3600000".into(), self.sent_at.to_string()]);
@@ -153,8 +170,7 @@ impl BreakerFlush {
         args.push(self.seq.to_string());
         args.push(self.backlog.len().to_string());
         args.extend(self.backlog.iter().flat_map(|(age, c, f)| [*age, *c, *f]).map(|n| n.to_string()));
-        let reply = run(con, &args);
-        reply[1..].try_into().expect("one breaker's verdict")
+        run(con, &args)
     }
 }
 
@@ -451,6 +467,57 @@ fn a_key_of_the_scripts_holding_no_hash_is_taken_as_lost() {
     let three = flush_breaker(&mut con, 1, 0, -1, 3);
     assert_eq!(three[1], 1, "its failures count, and open the fleet: {three:?}");
     assert_eq!(BudgetFlush { want: 5, first: 10, ..Default::default() }.run(&mut con), 5);
+}
+
+/// Every key the script reads is looked at, not only the breaker's state
+/// and the replicas' records: a breaker's buckets and a budget's too.
+/// Before, a string in one failed every flush with WRONGTYPE, for as long
+/// as it lasted (no flush gave it a TTL): the replicas ran on local state
+/// for good, unheard. Each is replaced, and named in the answer, once.
+#[test]
+fn every_key_the_script_reads_holding_no_hash_is_replaced_and_named_once() {
+    let Some((_serial, server, mut con)) = connected("every_key_the_script_reads_holding_no_hash_...") else {
+        return;
+    };
+    // Buckets of 1 s (10 s windows): the window's now, and the next one,
+    // in case a second begins before the flushes run.
+    let t = server_now(&mut con) / 1_000;
+    let buckets = |base: &str| (t - 9..=t + 1).map(|id| (id, format!("{base}{id}"))).collect::<Vec<_>>();
+    let (breaker_buckets, budget_buckets) = (buckets("script:breaker:dep:0:"), buckets("script:budget:dep:"));
+    let state = "script:breaker:dep".to_owned();
+    let breaker_record = format!("script:replica:{:016x}:breaker:dep", 1);
+    let budget_record = format!("script:replica:{:016x}:budget:dep", 1);
+    let bucket_keys = breaker_buckets.iter().chain(&budget_buckets).map(|(_, key)| key);
+    for key in [&state, &breaker_record, &budget_record].into_iter().chain(bucket_keys) {
+        server.command(&["SET", key, "x"]);
+    }
+    // The keys of the buckets in the window that ends at `now` (ms), and `others`.
+    let read = |now: i64, buckets: &[(u64, String)], others: &[&String]| {
+        let now = now as u64 / 1_000;
+        let in_window = buckets.iter().filter(|(id, _)| (now - 9..=now).contains(id)).map(|(_, key)| key);
+        let mut keys: Vec<String> = others.iter().copied().chain(in_window).cloned().collect();
+        keys.sort();
+        keys
+    };
+
+    let opens = BreakerFlush { totals: [3, 3, 0, 0], ..Default::default() };
+    let (reply, mut replaced) = opens.answer(&mut con);
+    assert_eq!(reply[2], 1, "its 3 failures counted, and the fleet open: {reply:?}");
+    replaced.sort();
+    assert_eq!(replaced, read(reply[0], &breaker_buckets, &[&state, &breaker_record]), "each named");
+    // Handing a token back reads every bucket of the window, as leasing does.
+    let leases = BudgetFlush { want: 5, first: 10, returned: 1, ..Default::default() };
+    let (reply, mut replaced) = leases.answer(&mut con);
+    assert_eq!(reply[1], 5, "20 tokens a window, 5 asked for");
+    replaced.sort();
+    assert_eq!(replaced, read(reply[0], &budget_buckets, &[&budget_record]), "each named");
+
+    assert_eq!(opens.answer(&mut con).1, Vec::<String>::new(), "named once: a hash now, or gone");
+    assert_eq!(leases.answer(&mut con).1, Vec::<String>::new(), "named once: a hash now, or gone");
+    for key in [&state, &breaker_record, &budget_record] {
+        let ttl: i64 = redis::cmd("PTTL").arg(key).query(&mut con).unwrap();
+        assert!(ttl > 0, "`{key}` is the script's again, and expires: {ttl}");
+    }
 }
 
 /// A replica's request for probe slots whose flush timed out on its side
