@@ -9,6 +9,11 @@
 
 #[path = "admin/browser.rs"]
 mod browser;
+/// The fleet tests' `redis-server` (a free loopback port, no persistence).
+#[cfg(feature = "redis")]
+#[allow(dead_code)]
+#[path = "../retry-runtime/tests/fleet/server.rs"]
+mod server;
 #[path = "admin/support.rs"]
 mod support;
 
@@ -65,6 +70,7 @@ async fn the_snapshot_matches_the_registry_while_calls_run() {
     assert_eq!(names(snap.bulkheads.iter().map(|b| b.name.clone()).collect()), ["alpha", "beta"]);
     assert_eq!(names(snap.throttles.iter().map(|t| t.name.clone()).collect()), ["alpha"]);
     assert_eq!(names(snap.rate_limits.iter().map(|r| r.name.clone()).collect()), ["alpha"]);
+    assert_eq!(snap.fleet, None, "the registry is in no fleet");
     assert_eq!(snap.breakers[0].totals, totals(&registry, "alpha"));
     assert_eq!(snap.breakers[0].totals.calls, made, "every call made one attempt");
     assert_eq!(snap.breakers[0].totals.failures, made.min(30) / 10);
@@ -276,4 +282,13 @@ async fn the_page_shows_each_breaker_and_its_state_in_a_real_browser() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_shows_the_transitions_of_a_service_restarted_under_it() {
     browser::shows_the_transitions_of_a_restarted_service().await;
+}
+
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_of_the_fleets_of_another_type_replaced_is_a_line_on_the_dashboard() {
+    let Some(server) = server::Server::start("a_key_of_the_fleets_of_another_type_replaced_...") else {
+        return;
+    };
+    browser::shows_a_key_of_the_fleets_of_another_type_replaced(&server).await;
 }

@@ -19,7 +19,7 @@ use resilient::admin::{self, Snapshot};
 use tokio::sync::mpsc;
 use tower::ServiceExt;
 
-use super::support::{Events, PATIENCE, TOKEN, call, guards, post, serve};
+use super::support::{Events, PATIENCE, TOKEN, call, guards, post, serve, snapshot};
 
 /// The browser, as Debian installs it; `RESILIENT_CHROMIUM` overrides.
 fn chromium() -> String {
@@ -142,6 +142,59 @@ pub async fn shows_the_transitions_of_a_restarted_service() {
         "the restarted service's first transition is listed:\n{dom}"
     );
     assert!(!dom.contains("alpha</b> closed → open"), "the old service's are gone:\n{dom}");
+}
+
+/// The fleet the registry is in, on the dashboard: a string at its
+/// breaker's state (another program's), replaced by the flush that found
+/// it, is a line on the fleet's card naming it, and `/snapshot` counts it.
+/// Before, the page showed no fleet, and such a key was dropped unheard (or,
+/// at a bucket, failed every flush for good).
+#[cfg(feature = "redis")]
+pub async fn shows_a_key_of_the_fleets_of_another_type_replaced(server: &super::server::Server) {
+    use resilient::Registry;
+    use resilient::fleet::FleetConfig;
+    let chromium = chromium();
+    server.command(&["SET", "dash:breaker:dep", "x"]);
+    let registry = Registry::new();
+    registry.declare_breaker("dep", BreakerConfig::default()).unwrap();
+    let fleet = registry
+        .join_fleet(FleetConfig {
+            url: server.url(),
+            prefix: "dash".into(),
+            // Long enough that a busy machine's slow flush is no loss.
+            store_timeout: std::time::Duration::from_secs(2),
+            breakers: vec!["dep".into()],
+            ..Default::default()
+        })
+        .unwrap();
+    let replaced = async {
+        while !(fleet.is_linked() && fleet.replaced_keys() == 1) {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(PATIENCE, replaced).await.expect("the key replaced, the fleet linked");
+    let admin = admin::router(&registry);
+    let streams = admin.event_streams();
+    let (router, mut page_connected) = signalling_event_streams(admin.into_router());
+    let addr = serve(router).await;
+
+    let shown = snapshot(addr).await.fleet.expect("the registry is in a fleet");
+    let key = shown.last_replaced_key.as_deref();
+    assert_eq!((shown.prefix.as_str(), shown.linked, shown.replaced_keys), ("dash", true, 1), "{shown:?}");
+    assert_eq!((key, shown.failed_flushes), (Some("dash:breaker:dep"), 0), "{shown:?}");
+    let mut page = Page::open(&chromium, addr, 1000);
+    page.connected(&mut page_connected).await;
+    streams.close();
+    let dom = page.dom().await;
+    let card = card(&dom, "fleet", "dash");
+    assert!(card.opening.contains(r#"data-linked="true""#), "{}", card.html);
+    assert!(
+        card.html.contains("1 key of another type replaced (another program's value), last dash:breaker:dep"),
+        "the line naming the key: {}",
+        card.html
+    );
+    fleet.leave().await;
+    assert_eq!(snapshot(addr).await.fleet, None, "left: in no fleet");
 }
 
 /// `router`, telling the receiver each time a page subscribes to its events

@@ -13,8 +13,8 @@ use axum::response::sse::Event;
 use tokio::time::MissedTickBehavior;
 
 use super::snapshot::{
-    BreakerView, BudgetView, BulkheadView, Counts, RateLimitView, Snapshot, State, TRANSITIONS_KEPT,
-    ThrottleView, TransitionView, millis, unix_ms,
+    BreakerView, BudgetView, BulkheadView, Counts, FleetView, RateLimitView, Snapshot, State,
+    TRANSITIONS_KEPT, ThrottleView, TransitionView, millis, unix_ms,
 };
 use super::{Numbered, Shared, WeakShared};
 use crate::breaker::BreakerTransition;
@@ -192,6 +192,7 @@ impl Shared {
                 .map(|(name, limit)| RateLimitView::of(name, &limit))
                 .collect(),
             transitions: Vec::new(),
+            fleet: FleetView::of(registry),
         }
     }
 

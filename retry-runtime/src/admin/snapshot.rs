@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
+pub use super::fleet_view::FleetView;
 use crate::breaker::{BreakerConfig, BreakerState, BreakerTotals, CircuitBreaker};
 use crate::budget::{BudgetConfig, RetryBudget};
 use crate::bulkhead::Bulkhead;
@@ -40,7 +41,9 @@ use crate::throttle::Throttle;
 ///   "throttles": [{ "name": "payments", "refusal_probability": 0.12, "k": 2.0, "window_ms": 120000 }],
 ///   "rate_limits": [{ "name": "payments", "per_second": 100, "burst": 20, "max_wait_ms": 50 }],
 ///   "transitions": [{ "seq": 1, "at_unix_ms": 1767225599412, "breaker": "payments",
-///                     "from": "closed", "to": "open", "forced": null }]
+///                     "from": "closed", "to": "open", "forced": null }],
+///   "fleet": { "prefix": "shop", "linked": true, "flushes": 5120, "failed_flushes": 2,
+///              "replaced_keys": 1, "last_replaced_key": "shop:budget:payments:1767225599" }
 /// }
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -66,6 +69,9 @@ pub struct Snapshot {
     /// (at most [`TRANSITIONS_KEPT`]), oldest first. In a `tick` event:
     /// empty, since each transition has its own event.
     pub transitions: Vec<TransitionView>,
+    /// The fleet the registry is in (feature `redis`); `null` when none.
+    #[serde(default)]
+    pub fleet: Option<FleetView>,
 }
 
 /// How many transitions a snapshot lists at most.

@@ -53,8 +53,8 @@
 //!   a hash, is taken as lost in the same way, and a time in the breaker's
 //!   state later than the server's clock as now. Such a key is replaced by
 //!   the flush that finds it and said once: a `WARN` naming it, the
-//!   `resilient_fleet_keys_replaced_total` counter and
-//!   [`Fleet::replaced_keys`].
+//!   `resilient_fleet_keys_replaced_total` counter,
+//!   [`Fleet::replaced_keys`], and a line on the admin dashboard.
 //!
 //! ```no_run
 //! # use retry_runtime as resilient;
@@ -90,7 +90,7 @@ pub use crate::config::fleet::{FleetConfig, FleetError};
 
 use crate::breaker::CircuitBreaker;
 use crate::budget::BudgetConfig;
-use crate::registry::Registry;
+use crate::registry::{JoinedFleet, Registry};
 use task::{Shared, Task};
 
 /// A registry's membership of a fleet: the background task runs while it
@@ -109,26 +109,26 @@ pub struct Fleet {
 impl Fleet {
     /// Whether the last flush got through, so that the guards follow the fleet.
     pub fn is_linked(&self) -> bool {
-        self.shared.linked.load(Ordering::Acquire)
+        self.shared.status.linked.load(Ordering::Acquire)
     }
 
     /// Flushes that got through so far.
     pub fn flushes(&self) -> u64 {
-        self.shared.flushes.load(Ordering::Relaxed)
+        self.shared.status.flushes.load(Ordering::Relaxed)
     }
 
     /// Flushes that failed or timed out so far.
     pub fn failed_flushes(&self) -> u64 {
-        self.shared.failed_flushes.load(Ordering::Relaxed)
+        self.shared.status.failed_flushes.load(Ordering::Relaxed)
     }
 
     /// Keys of the fleet's found holding another type than the hash the
     /// flush script keeps there (another program's string, list, ...), so
     /// far: each was replaced by the flush that found it, and said once (a
-    /// `WARN` naming it, the `resilient_fleet_keys_replaced_total`
-    /// counter), and the fleet went on.
+    /// `WARN` naming it, the `resilient_fleet_keys_replaced_total` counter,
+    /// the admin dashboard), and the fleet went on.
     pub fn replaced_keys(&self) -> u64 {
-        self.shared.replaced_keys.load(Ordering::Relaxed)
+        self.shared.status.replaced_keys()
     }
 
     /// This replica's id in the store's keys (random, per join).
@@ -232,8 +232,8 @@ impl Registry {
                 return Err(error);
             }
         };
-        self.set_joined_fleet(Some(config.clone()));
         let shared = Arc::new(Shared::default());
+        self.set_joined_fleet(Some(JoinedFleet { config: config.clone(), status: shared.status.clone() }));
         let replica = rand::random::<u64>();
         let task = Task {
             prefix: config.prefix,

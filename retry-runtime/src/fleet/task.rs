@@ -2,7 +2,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use tokio::sync::Notify;
 use tokio::time::{Instant, MissedTickBehavior};
@@ -13,7 +13,7 @@ use super::script::{answer, arguments};
 use super::store::{Store, StoreError};
 use crate::clock::HORIZON;
 use crate::observe::FleetLink;
-use crate::registry::Registry;
+use crate::registry::{FleetStatus, Registry};
 
 /// Whether a flush asks the fleet for probe slots and retry tokens.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -32,13 +32,8 @@ const LAST_FLUSH_TRIES: u32 = 3;
 /// What the task and the [`Fleet`](super::Fleet) handle share.
 #[derive(Debug, Default)]
 pub(super) struct Shared {
-    /// Whether the last flush got through (the guards follow the fleet).
-    pub(super) linked: AtomicBool,
-    pub(super) flushes: AtomicU64,
-    pub(super) failed_flushes: AtomicU64,
-    /// Keys of the fleet's found holding another type than a hash, and
-    /// replaced by the flush that found them.
-    pub(super) replaced_keys: AtomicU64,
+    /// How the task fares (the registry's admin snapshot reads it too).
+    pub(super) status: Arc<FleetStatus>,
     pub(super) stop: Notify,
 }
 
@@ -83,7 +78,7 @@ impl Task {
         // tries (each within store_timeout), since a busy store may miss one.
         let mut last = false;
         self.leaving = true;
-        if self.shared.linked.load(Ordering::Acquire) {
+        if self.shared.status.linked.load(Ordering::Acquire) {
             self.budgets.iter_mut().for_each(BudgetSync::leave);
             for _ in 0..LAST_FLUSH_TRIES {
                 last = self.flush(Asking::ForNothing).await;
@@ -115,10 +110,10 @@ impl Task {
             Ok(answer) => {
                 // Said once each: the flush that found such a key replaced it.
                 for key in &answer.replaced {
-                    self.shared.replaced_keys.fetch_add(1, Ordering::Relaxed);
+                    self.shared.status.key_replaced(key);
                     crate::observe::fleet_key_replaced(&self.prefix, key);
                 }
-                self.shared.flushes.fetch_add(1, Ordering::Relaxed);
+                self.shared.status.flushes.fetch_add(1, Ordering::Relaxed);
                 self.clock = Some((answer.now, sent));
                 // Past the fleet's open-until instant a replica stays open
                 // until a flush has asked for probe slots: the flush in
@@ -139,13 +134,13 @@ impl Task {
                 for (sync, granted) in self.budgets.iter_mut().zip(answer.budgets) {
                     sync.apply(granted);
                 }
-                if !self.shared.linked.swap(true, Ordering::AcqRel) {
+                if !self.shared.status.linked.swap(true, Ordering::AcqRel) {
                     crate::observe::fleet_link(&self.prefix, FleetLink::Linked);
                 }
                 true
             }
             Err(error) => {
-                self.shared.failed_flushes.fetch_add(1, Ordering::Relaxed);
+                self.shared.status.failed_flushes.fetch_add(1, Ordering::Relaxed);
                 self.fall_back(Some(&error));
                 false
             }
@@ -165,7 +160,7 @@ impl Task {
     /// the join is said once too: a wrong address would otherwise go
     /// unheard, the guards quietly local.
     fn fall_back(&mut self, error: Option<&StoreError>) {
-        if !self.shared.linked.swap(false, Ordering::AcqRel) {
+        if !self.shared.status.linked.swap(false, Ordering::AcqRel) {
             if let Some(error) = error
                 && self.clock.is_none()
                 && !std::mem::replace(&mut self.said_unreachable, true)

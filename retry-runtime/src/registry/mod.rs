@@ -21,11 +21,15 @@ use crate::rate_limit::RateLimit;
 use crate::settings::Settings;
 use crate::throttle::Throttle;
 
+#[cfg(feature = "redis")]
+mod fleet;
 mod hooks;
 mod named;
 mod overrides;
 mod table;
 
+#[cfg(feature = "redis")]
+pub(crate) use fleet::{FleetStatus, JoinedFleet};
 use overrides::Overrides;
 pub(crate) use overrides::{OverriddenPolicies, PolicyOverrides};
 use table::Table;
@@ -123,9 +127,10 @@ struct Inner {
     /// Whether a fleet's background task runs for this registry (one at most).
     #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     in_fleet: AtomicBool,
-    /// What the fleet it is in was joined with (a reload checks against it).
+    /// The fleet it is in: what it was joined with (a reload checks
+    /// against it), and how its task fares.
     #[cfg(feature = "redis")]
-    joined_fleet: std::sync::Mutex<Option<crate::config::fleet::FleetConfig>>,
+    joined_fleet: std::sync::Mutex<Option<JoinedFleet>>,
 }
 
 /// A set of named guards (breakers, budgets, bulkheads, throttles and
@@ -314,12 +319,24 @@ impl Registry {
     /// (read by a reload of the configuration file).
     #[cfg(all(feature = "redis", feature = "config"))]
     pub(crate) fn joined_fleet(&self) -> Option<crate::config::fleet::FleetConfig> {
-        self.inner.joined_fleet.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.lock_joined_fleet().as_ref().map(|joined| joined.config.clone())
+    }
+
+    /// The key prefix and the status of the fleet this registry is in, if
+    /// it is in one (read by the admin snapshot).
+    #[cfg(all(feature = "redis", feature = "axum"))]
+    pub(crate) fn fleet_status(&self) -> Option<(String, Arc<FleetStatus>)> {
+        self.lock_joined_fleet().as_ref().map(|joined| (joined.config.prefix.clone(), joined.status.clone()))
     }
 
     #[cfg(feature = "redis")]
-    pub(crate) fn set_joined_fleet(&self, config: Option<crate::config::fleet::FleetConfig>) {
-        *self.inner.joined_fleet.lock().unwrap_or_else(|e| e.into_inner()) = config;
+    pub(crate) fn set_joined_fleet(&self, joined: Option<JoinedFleet>) {
+        *self.lock_joined_fleet() = joined;
+    }
+
+    #[cfg(feature = "redis")]
+    fn lock_joined_fleet(&self) -> std::sync::MutexGuard<'_, Option<JoinedFleet>> {
+        self.inner.joined_fleet.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(crate) fn id(&self) -> u64 {

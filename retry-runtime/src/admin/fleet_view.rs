@@ -1,0 +1,51 @@
+//! The fleet the registry is in (feature `redis`), as the snapshot shows it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::registry::Registry;
+
+/// The fleet the registry shares its guards with (see
+/// [`Registry::join_fleet`]), as its background task last reported.
+///
+/// [`Registry::join_fleet`]: crate::registry::Registry::join_fleet
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct FleetView {
+    /// The fleet's key prefix in Redis.
+    pub prefix: String,
+    /// Whether the last flush got through, so that the guards follow the
+    /// fleet (else they run on their local state).
+    pub linked: bool,
+    /// Flushes that got through.
+    pub flushes: u64,
+    /// Flushes that failed or timed out.
+    pub failed_flushes: u64,
+    /// Keys of the fleet's found holding another type than a hash (another
+    /// program's value), each replaced by the flush that found it.
+    pub replaced_keys: u64,
+    /// The last of those keys; `null` while there is none.
+    pub last_replaced_key: Option<String>,
+}
+
+impl FleetView {
+    /// The fleet `registry` is in now; `None` when it is in none.
+    #[cfg(feature = "redis")]
+    pub(crate) fn of(registry: &Registry) -> Option<Self> {
+        use std::sync::atomic::Ordering;
+        let (prefix, status) = registry.fleet_status()?;
+        Some(FleetView {
+            prefix,
+            linked: status.linked.load(Ordering::Acquire),
+            flushes: status.flushes.load(Ordering::Relaxed),
+            failed_flushes: status.failed_flushes.load(Ordering::Relaxed),
+            replaced_keys: status.replaced_keys(),
+            last_replaced_key: status.last_replaced_key(),
+        })
+    }
+
+    /// Without feature `redis` a registry is in no fleet.
+    #[cfg(not(feature = "redis"))]
+    pub(crate) fn of(_: &Registry) -> Option<Self> {
+        None
+    }
+}
