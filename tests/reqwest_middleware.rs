@@ -230,6 +230,40 @@ async fn a_post_without_an_idempotency_key_is_attempted_once() {
     assert_eq!((server.hits("/charges"), server.charges_made()), (1, 1));
 }
 
+/// The middleware's one constructor follows the rule `ResilientLayer`'s
+/// constructors follow (tests/tower.rs): `POST` and `PATCH` are sent once
+/// without an `Idempotency-Key` and retried with one, `GET` is retried.
+#[tokio::test]
+async fn a_post_or_patch_is_retried_only_with_an_idempotency_key_and_a_get_always() {
+    let cases = [
+        (reqwest::Method::POST, None, 1),
+        (reqwest::Method::PATCH, None, 1),
+        (reqwest::Method::POST, Some("order-17"), 3),
+        (reqwest::Method::PATCH, Some("order-18"), 3),
+        (reqwest::Method::GET, None, 3),
+    ];
+    let paths: Vec<String> = (0..cases.len()).map(|n| format!("/case/{n}")).collect();
+    let failing = [status(503), status(503)];
+    let scripts: Vec<(&str, &[loopback::Reply])> =
+        paths.iter().map(|path| (path.as_str(), &failing[..])).collect();
+    let server = Server::start(&scripts).await;
+    let client = client(policy(3));
+    for ((method, key, sent), path) in cases.into_iter().zip(&paths) {
+        let mut request = client.request(method.clone(), server.url(path)).body("17 EUR");
+        if let Some(key) = key {
+            request = request.header("Idempotency-Key", key);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(
+            (server.hits(path), attempts(&response) as usize),
+            (sent, sent),
+            "{method} with key {key:?}"
+        );
+        let keys: Vec<_> = server.seen(path).into_iter().map(|seen| seen.key).collect();
+        assert!(keys.iter().all(|seen| seen.as_deref() == key), "{method}: {keys:?}");
+    }
+}
+
 /// The keys `resilient::idempotency_key()` returned to the middleware
 /// after ours, one per attempt (only one test uses it).
 static KEYS_IN_ATTEMPTS: Mutex<Vec<Option<String>>> = Mutex::new(Vec::new());

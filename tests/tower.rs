@@ -273,6 +273,70 @@ async fn a_post_with_an_idempotency_key_is_retried_and_the_server_charges_once()
     assert_eq!(seen_inside, [Some("order-17".to_owned()), Some("order-17".to_owned())], "idempotency_key()");
 }
 
+/// Every way of building the layer, for the idempotency rule's table.
+#[derive(Debug, Clone, Copy)]
+enum Built {
+    /// `ResilientLayer::new`: a failed status is a failure.
+    New,
+    /// `ResilientLayer::cloning`, over a stack that makes a 5xx an error,
+    /// as services that send HTTP through `cloning` do: only errors fail.
+    Cloning,
+}
+
+impl Built {
+    /// Sends `request` through a layer built this way around hyper-util's
+    /// client, with three attempts; what comes back does not matter.
+    async fn send(self, request: Request<Body>) {
+        let policy = policy(3).build().unwrap();
+        match self {
+            Built::New => drop(ResilientLayer::new(policy).layer(client()).oneshot(request).await),
+            Built::Cloning => {
+                let service = ServiceBuilder::new()
+                    .layer(ResilientLayer::cloning(policy))
+                    .map_result(|result: Result<Response<_>, _>| match result {
+                        Ok(response) if response.status().is_server_error() => {
+                            Err(BoxError::from(format!("the server answered {}", response.status())))
+                        }
+                        other => other.map_err(BoxError::from),
+                    })
+                    .service(client());
+                drop(service.oneshot(request).await);
+            }
+        }
+    }
+}
+
+/// The rule holds whichever constructor built the layer: `POST` and
+/// `PATCH` are sent once without an `Idempotency-Key` and retried with
+/// one, `GET` is retried. (`cloning` retried every `http::Request` it was
+/// given, a `POST` without a key three times.)
+#[tokio::test]
+async fn every_constructor_retries_a_post_or_patch_only_with_an_idempotency_key() {
+    let cases = [
+        (Method::POST, None, 1),
+        (Method::PATCH, None, 1),
+        (Method::POST, Some("order-17"), 3),
+        (Method::PATCH, Some("order-18"), 3),
+        (Method::GET, None, 3),
+    ];
+    let built = [Built::New, Built::Cloning];
+    let paths: Vec<String> =
+        built.iter().flat_map(|built| (0..cases.len()).map(move |n| format!("/{built:?}/{n}"))).collect();
+    let failing = [status(503), status(503)];
+    let scripts: Vec<(&str, &[loopback::Reply])> =
+        paths.iter().map(|path| (path.as_str(), &failing[..])).collect();
+    let server = Server::start(&scripts).await;
+    for built in built {
+        for (n, (method, key, sent)) in cases.iter().enumerate() {
+            let path = format!("/{built:?}/{n}");
+            built.send(request(method.clone(), &server.url(&path), *key, "17 EUR")).await;
+            assert_eq!(server.hits(&path), *sent, "{built:?}: {method} with key {key:?}");
+            let keys: Vec<_> = server.seen(&path).into_iter().map(|seen| seen.key).collect();
+            assert!(keys.iter().all(|seen| seen.as_deref() == *key), "{built:?}: {method}: {keys:?}");
+        }
+    }
+}
+
 type Chunks = futures_util::stream::Iter<std::vec::IntoIter<Result<Frame<Bytes>, Infallible>>>;
 
 #[tokio::test]
@@ -768,6 +832,8 @@ async fn cloning_serves_any_clone_request_and_classifies_only_errors() {
 /// A request that counts its copies.
 #[derive(Debug)]
 struct Counted(Arc<AtomicU32>);
+
+impl resilient::tower::CloneRequest for Counted {}
 
 impl Clone for Counted {
     fn clone(&self) -> Self {

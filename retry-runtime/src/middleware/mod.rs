@@ -26,8 +26,12 @@ use crate::policy::Policy;
 use crate::rejection::Rejection;
 
 /// What a request allows: retries or one attempt, and the call's key.
+///
+/// `pub` but unreachable from outside the crate: the return type of
+/// `tower::CloneRequest`'s hidden method, which no other crate can then
+/// override.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Plan {
+pub struct Plan {
     /// Whether the request may be sent more than once.
     pub(crate) retry: bool,
     /// The call's idempotency key, for `idempotency_key()` inside attempts.

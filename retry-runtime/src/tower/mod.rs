@@ -12,9 +12,11 @@
 //!   response**, as `Ok`; when the last attempt failed with an error, that
 //!   error. The attempts made are in the response's extensions
 //!   ([`Attempts`](crate::attempts::Attempts)).
-//! - [`ResilientLayer::cloning`] serves any request that is `Clone` (your
-//!   own request types, gRPC messages behind a codec), clones it for each
-//!   attempt, and classifies only errors: every response is a success.
+//! - [`ResilientLayer::cloning`] serves any request that is `Clone` and
+//!   says whether it may be sent again ([`CloneRequest`]: your own request
+//!   types, gRPC messages behind a codec, the plain types, and
+//!   `http::Request` by the HTTP rule below), clones it for each attempt,
+//!   and classifies only errors: every response is a success.
 //!
 //! One constructor cannot serve both: `http::Request<Full<Bytes>>` is itself
 //! `Clone`, so an implementation for "any `Clone` request" and one for
@@ -25,16 +27,17 @@
 //! (`.oneshot(req)`) gets rustc's plain "trait bounds were not satisfied",
 //! which shows no library's notes.
 //!
-//! **Which requests are retried** (`new`). The rule mirrors the attribute's
-//! compile-time one (`idempotent = false` needs a `key`), at run time:
-//! `GET`, `HEAD`, `OPTIONS`, `TRACE`, `PUT` and `DELETE` are idempotent and
-//! retried; `POST`, `PATCH` and other methods are retried only when the
-//! request carries a non-empty `Idempotency-Key` header, and otherwise get
-//! one attempt. The header's value is the call's idempotency key
-//! ([`idempotency_key()`](crate::idempotency_key) returns it inside the
-//! attempt). A request is sent again only when its body can be copied
-//! ([`CloneBody`]): buffered bodies (`Full<Bytes>`, `String`, ...) can; a
-//! streaming body gets one attempt.
+//! **Which requests are retried** (both constructors). The rule mirrors
+//! the attribute's compile-time one (`idempotent = false` needs a `key`),
+//! at run time: `GET`, `HEAD`, `OPTIONS`, `TRACE`, `PUT` and `DELETE` are
+//! idempotent and retried; `POST`, `PATCH` and other methods are retried
+//! only when the request carries a non-empty `Idempotency-Key` header, and
+//! otherwise get one attempt, whether the layer was built with `new` or an
+//! `http::Request` goes through `cloning`. The header's value is the call's
+//! idempotency key ([`idempotency_key()`](crate::idempotency_key) returns
+//! it inside the attempt). Through `new`, a request is sent again only
+//! when its body can be copied ([`CloneBody`]): buffered bodies
+//! (`Full<Bytes>`, `String`, ...) can; a streaming body gets one attempt.
 //!
 //! **A failed response is read before its retry** (`new`): once the retry
 //! is admitted, what is left of the failed response's body is read (at most
@@ -115,6 +118,7 @@
 //! ```
 
 mod body;
+mod request;
 mod transport;
 
 use std::fmt;
@@ -128,6 +132,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 pub use body::CloneBody;
+pub use request::CloneRequest;
 
 use crate::middleware;
 use crate::policy::Policy;
@@ -140,7 +145,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Http;
 
-/// The mode of [`ResilientLayer::cloning`]: any `Clone` request, errors
+/// The mode of [`ResilientLayer::cloning`]: any [`CloneRequest`], errors
 /// classified, every response a success.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Cloning;
@@ -170,8 +175,10 @@ impl ResilientLayer<Http> {
 impl ResilientLayer<Cloning> {
     /// A layer for services whose requests are `Clone`: each attempt sends
     /// a clone, errors are classified (their `source()` chain), and every
-    /// response is a success. For HTTP services, see
-    /// [`new`](ResilientLayer::new), which also reads the status.
+    /// response is a success. A request is sent again only when it may be
+    /// ([`CloneRequest`]): an `http::Request` by the HTTP rule (its method
+    /// or an `Idempotency-Key`), other requests always. For HTTP services,
+    /// see [`new`](ResilientLayer::new), which also reads the status.
     ///
     /// Takes a [`Policy`] or an `Arc<Policy>`.
     pub fn cloning(policy: impl Into<Arc<Policy>>) -> Self {
@@ -336,7 +343,7 @@ where
 
 impl<S, Req> Service<Req> for ResilientService<S, Cloning>
 where
-    Req: Clone + Send + 'static,
+    Req: CloneRequest + Send + 'static,
     S: Service<Req> + Clone + Send + 'static,
     S::Error: Into<BoxError>,
     S::Future: Send + 'static,

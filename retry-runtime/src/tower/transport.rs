@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tower_service::Service;
 
-use super::{BoxError, CloneBody};
+use super::{BoxError, CloneBody, CloneRequest};
 use crate::attempts::Attempts;
 use crate::classify::{Classify, ErrorClass};
 use crate::middleware::{Plan, Transport, drain, rules};
@@ -108,7 +108,7 @@ where
     }
 }
 
-/// [`Inner`] for `Clone` requests of type `Req`.
+/// [`Inner`] for [`CloneRequest`] requests of type `Req`.
 pub(super) struct CloneTransport<Req>(PhantomData<fn() -> Req>);
 
 impl<S, Req> Transport for Inner<S, CloneTransport<Req>>
@@ -116,15 +116,16 @@ where
     S: Service<Req> + Send,
     S::Error: Into<BoxError>,
     S::Future: Send,
-    Req: Clone + Send,
+    Req: CloneRequest + Send,
 {
     type Request = Req;
     type Response = S::Response;
     type Error = BoxError;
 
+    /// The request's own: an `http::Request`'s is the HTTP rule's.
     #[inline]
-    fn plan(_: &Req) -> Plan {
-        Plan { retry: true, key: None }
+    fn plan(request: &Req) -> Plan {
+        request.plan()
     }
 
     #[inline]
