@@ -141,6 +141,27 @@ async fn a_trickled_body_on_a_kept_alive_connection_is_drained_and_the_connectio
     assert_eq!(server.connections(), 1, "the kept-alive connection carried the 503 and the retry");
 }
 
+/// The wait between attempts is the policy's, exactly: the failed
+/// response's body is read, and the pause that lets its connection go back
+/// to reqwest's pool is taken, inside the wait, not after it. On the paused
+/// clock (no idle-connection reaper: only the library's timers move it),
+/// with a 10 ms backoff and no jitter, the server sees the attempts at 0,
+/// 10 and 20 ms (it saw them at 0, 11 and 22: the 1 ms pause was added to
+/// each wait), and the drained connection still carries them all.
+#[tokio::test(start_paused = true)]
+async fn the_attempts_go_out_when_the_backoff_says_with_the_pause_for_the_pool_inside_it() {
+    let server = Server::start(&[("/stock", &[status(503), status(503)])]).await;
+    let reqwest = reqwest::Client::builder().pool_idle_timeout(None).build().unwrap();
+    let policy = Policy::builder().max_attempts(3).base(ms(10)).cap(ms(10)).jitter(Jitter::None);
+    let client = ClientBuilder::new(reqwest).with(ResilientMiddleware::new(policy.build().unwrap())).build();
+    let response = client.get(server.url("/stock")).send().await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 3));
+    let seen = server.seen("/stock");
+    let sent: Vec<_> = seen.iter().map(|seen_| seen_.at - seen[0].at).collect();
+    assert_eq!(sent, [ms(0), ms(10), ms(20)]);
+    assert_eq!(server.connections(), 1, "each drained connection carried the retry after it");
+}
+
 #[tokio::test]
 async fn a_permanent_status_is_returned_at_once() {
     let server = Server::start(&[("/missing", &[status(404), status(404)])]).await;

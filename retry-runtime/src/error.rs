@@ -8,6 +8,8 @@
 //! given with `classify = path` (or [`Policy::classify`](crate::Policy::classify))
 //! replaces the classification.
 
+use std::time::Duration;
+
 use crate::classify::{Classify, ErrorClass};
 use crate::errors::Error;
 use crate::rejection::Rejection;
@@ -64,6 +66,19 @@ pub trait ErrorHandling<E> {
     fn class(&self, error: &E) -> ErrorClass;
     /// The error `rejection` becomes.
     fn reject(&self, rejection: Rejection) -> E;
+
+    /// How long before the end of the wait after `error` the next attempt
+    /// is admitted, to do work of the client's own inside the wait before
+    /// its request goes out (an HTTP layer reads the failed response and
+    /// pauses for its pool: see `middleware::call`), for attempts under
+    /// `attempt_timeout`. The loop waits that much less (never less than
+    /// nothing), and the attempt waits out the rest: its request goes out
+    /// when the wait ends (`Execution::take_retry_due`). None by default.
+    #[inline(always)]
+    fn lead(&self, error: &E, attempt_timeout: Option<Duration>) -> Duration {
+        let _ = (error, attempt_timeout);
+        Duration::ZERO
+    }
 }
 
 /// Classifies with [`Classify`] and converts with `From<Rejection>`, through

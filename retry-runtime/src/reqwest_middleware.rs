@@ -19,10 +19,13 @@
 //! - **A failed response is read before its retry**: once the retry is
 //!   admitted, what is left of its body is read (at most 64 KiB, for at
 //!   most 50 ms or a quarter of the attempt timeout, within the retry's
-//!   attempt) and dropped, and after a body read whole the retry waits
-//!   1 ms, so that the HTTP/1 connection goes back to reqwest's pool and
-//!   carries the retry: reqwest closes a connection whose response was
-//!   dropped unread, and every retry would open a new one. A longer, slower
+//!   attempt) and dropped, and after a body read whole the retry's request
+//!   waits 1 ms, so that the HTTP/1 connection goes back to reqwest's pool
+//!   and carries the retry: reqwest closes a connection whose response was
+//!   dropped unread, and every retry would open a new one. The drain and
+//!   that pause are taken inside the backoff, not added to it: the retry is
+//!   admitted 1 ms before its wait ends, and its request goes out when the
+//!   wait ends; only a body still arriving then delays it. A longer, slower
 //!   or broken body is dropped as it is (its connection closes); an HTTP/2
 //!   response is not read. The response the caller gets, the last one or
 //!   one whose retry could not run, is never read.
@@ -153,11 +156,11 @@ impl Transport for Chain<'_, '_> {
         response.extensions_mut().insert(attempts);
     }
 
-    async fn discard(response: reqwest::Response, within: Duration) {
+    async fn discard(response: reqwest::Response, within: Duration) -> drain::Drained {
         // Its body as an `http_body::Body` (reqwest's `Body` is one).
         let version = response.version();
         let body = http::Response::<reqwest::Body>::from(response).into_body();
-        drain::discard(version, body, within).await;
+        drain::discard(version, body, within).await
     }
 
     #[inline]

@@ -22,8 +22,9 @@ impl<S, H> Execution<'_, S, H> {
 
     /// [`attempt_with`](Self::attempt_with) for an attempt that does work
     /// of the client's own before its request goes out (the HTTP layers
-    /// read the failed response before it: see `middleware::drain`), and
-    /// sets `sent` when the request goes out. An adaptive bulkhead's latency
+    /// read the failed response before it, and hold the request until its
+    /// wait ends: see `middleware::call`), and sets `sent` when the request
+    /// goes out. An adaptive bulkhead's latency
     /// sample starts then rather than at the admission: the time before is
     /// not the dependency's. The attempt's timeout and the deadline still
     /// cover it all. Always the general path (an adaptive bulkhead's attempts

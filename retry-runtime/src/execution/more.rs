@@ -30,6 +30,11 @@ pub(super) struct More<'p, S> {
     /// A backoff decided after a plain first attempt failed (see `plain`),
     /// waited out by the next attempt before it is admitted.
     pub(super) pending_wait: Option<Duration>,
+    /// When the wait before the retry decided last ends, if that retry is
+    /// admitted before it to do work of its own (see `ErrorHandling::lead`):
+    /// its request goes out then.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    pub(super) due: Option<Instant>,
     pub(super) rng: Option<JitterRng>,
     /// What the budget gave the retry decided last, until it is admitted:
     /// given back if it cannot run (see `cannot_run`), or if the call is
@@ -53,6 +58,8 @@ impl<S: Default> More<'_, S> {
             deadline: None,
             previous_wait: None,
             pending_wait: None,
+            #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+            due: None,
             rng: None,
             withdrawn: None,
             span: None,

@@ -161,15 +161,19 @@ impl<S, H> Execution<'_, S, H> {
 
     /// Step 5: after a failed attempt whose outcome is recorded, the wait
     /// before the next attempt (keeping the error meanwhile), or the error
-    /// that ends the call.
+    /// that ends the call. The wait is the one decided, less the lead the
+    /// error's handling asks for the next attempt (see [`take_lead`](Self::take_lead)).
     #[inline]
     pub(super) fn after_failure<E>(&mut self, class: ErrorClass, error: E) -> Result<Duration, E>
     where
+        H: ErrorHandling<E>,
         S: LastError<E>,
     {
         match decide(class, self.attempts, self.max_attempts, self) {
             Decision::Retry(wait) => {
                 observe::retry(self.policy.operation(), self.attempts, wait, class.label());
+                #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+                let wait = self.take_lead(wait, &error);
                 self.more().last.keep(error);
                 Ok(wait)
             }
@@ -178,6 +182,40 @@ impl<S, H> Execution<'_, S, H> {
                 Err(error)
             }
         }
+    }
+
+    /// The part of `wait`, the wait decided after `error`, to wait before
+    /// the next attempt is admitted: all of it, unless the error's handling
+    /// asks for a lead (see `ErrorHandling::lead`; at most the whole wait).
+    /// Then the retry is due when `wait` ends, and its attempt waits out the
+    /// lead itself, after its own work ([`take_retry_due`](Self::take_retry_due)):
+    /// the wait is the same, the work inside it. A wait beyond the horizon
+    /// takes no lead.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    #[inline(always)]
+    fn take_lead<E>(&mut self, wait: Duration, error: &E) -> Duration
+    where
+        H: ErrorHandling<E>,
+        S: Default,
+    {
+        let lead = self.handling.lead(error, self.settings().attempt_timeout);
+        if lead.is_zero() {
+            return wait;
+        }
+        let Some(due) = crate::clock::instant_after(wait) else {
+            return wait;
+        };
+        self.more().due = Some(due);
+        wait - lead.min(wait)
+    }
+
+    /// When the retry about to be made is due to send its request, if the
+    /// failure before it asked for a lead (see [`take_lead`](Self::take_lead)):
+    /// the end of the wait decided, of which the loop waited only the part
+    /// before the lead. Taken: asked once, by that retry.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    pub(crate) fn take_retry_due(&mut self) -> Option<tokio::time::Instant> {
+        self.more.as_mut().and_then(|more| more.due.take())
     }
 
     /// The deadline cut the running attempt short (its outcome recorded):

@@ -188,6 +188,8 @@ impl<'p, S, H> Execution<'p, S, H> {
                     deadline,
                     previous_wait: None,
                     pending_wait: None,
+                    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+                    due: None,
                     rng: None,
                     withdrawn: None,
                     span,

@@ -17,6 +17,13 @@
 //! unread: its stream is reset, its connection stays. Nothing here panics
 //! on what the peer sends: byte counts saturate, and the body's errors end
 //! the drain.
+//!
+//! The drain and the pause after it ([`POOL_RETURN`]) are taken inside the
+//! wait before the retry, not after it: the retry is admitted [`lead`]
+//! before its wait ends, and its request goes out when the wait ends
+//! ([`until_due`]), a body in hand read and the pool given its moment in
+//! between. Only a body that takes longer than that delays the request
+//! (within the drain's bounds), and then the pause follows it.
 
 use std::future::poll_fn;
 use std::pin::pin;
@@ -58,9 +65,18 @@ pub(crate) const MAX_TIME: Duration = Duration::from_millis(50);
 /// (hyperium/hyper#4134; hyper 0.14's `delayed_eof`, which held the body's
 /// end back until then, is gone from hyper 1). On a multi-threaded runtime
 /// that task often runs after the retry has asked the pool, even after
-/// several yields; a millisecond, the timer's resolution, is enough. A
-/// retry waits its backoff anyway: this adds little to it.
+/// several yields; a millisecond, the timer's resolution, is enough. It is
+/// taken out of the retry's backoff, not added to it (see [`lead`]).
 pub(crate) const POOL_RETURN: Duration = Duration::from_millis(1);
+
+/// How long before the end of its wait a retry after a failed response is
+/// admitted, for attempts under `attempt_timeout`: [`POOL_RETURN`], so that
+/// a body already in hand is read and the pause taken inside the wait; at
+/// most what the drain may take of the attempt ([`time_before`]), which
+/// the attempt, admitted that early, runs under too.
+pub(crate) fn lead(attempt_timeout: Option<Duration>) -> Duration {
+    POOL_RETURN.min(time_before(attempt_timeout, None))
+}
 
 /// How long a drain before an attempt with this timeout, in a call with
 /// this `deadline`, may take now: at most [`MAX_TIME`], and at most a
@@ -90,18 +106,31 @@ pub(crate) enum Drained {
 
 /// Discards a failed response of this HTTP `version` with this `body`
 /// before a retry: an HTTP/1 body is read to its end (see [`drain`]),
-/// within `within`, and then the retry waits [`POOL_RETURN`] (at most
-/// `within`) for its connection to be pooled.
+/// within `within`; any other is dropped unread.
 pub(crate) async fn discard<B: Body>(version: Version, body: B, within: Duration) -> Drained {
     if !matches!(version, Version::HTTP_10 | Version::HTTP_11) {
         return Drained::NotNeeded;
     }
     let drained = drain(body, within).await;
-    if drained == Drained::Whole {
-        tokio::time::sleep(POOL_RETURN.min(within)).await;
-    }
     tracing::trace!(?drained, "a failed response discarded before a retry");
     drained
+}
+
+/// Waits, after a failed response was discarded (`drained`, within
+/// `within`), until the retry's request may go out: when its wait ends
+/// (`due`; now, when it has none), and, after a body drained whole, no
+/// sooner than [`POOL_RETURN`] (at most `within`) after the drain, for its
+/// connection to be pooled. The retry was admitted [`lead`] before `due`,
+/// so a body in hand and the pause fit in the wait, and the request goes
+/// out exactly when it ends.
+pub(crate) async fn until_due(drained: Drained, within: Duration, due: Option<Instant>) {
+    let now = Instant::now();
+    let pause = if drained == Drained::Whole { POOL_RETURN.min(within) } else { Duration::ZERO };
+    let at = due.map_or(now, |due| due.max(now)).max(now + pause);
+    // No timer for no wait: one would last until the timer's next tick.
+    if at > now {
+        tokio::time::sleep_until(at).await;
+    }
 }
 
 /// Reads `body` to its end, unless it is longer than [`MAX_BYTES`] or takes
@@ -322,14 +351,13 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn only_an_http1_body_is_drained_and_one_drained_whole_gives_the_pool_a_moment() {
+    async fn only_an_http1_body_is_drained() {
         let started = tokio::time::Instant::now();
         for version in [Version::HTTP_10, Version::HTTP_11] {
             let (body, read) = Script::new(10, Some(2), Then::End);
             assert_eq!(discard(version, body, WITHIN).await, Drained::Whole, "{version:?}");
             assert_eq!(read.load(Ordering::SeqCst), 20);
         }
-        assert_eq!(started.elapsed(), POOL_RETURN * 2, "a pause after each");
         for version in [Version::HTTP_09, Version::HTTP_2, Version::HTTP_3] {
             let (body, read) = Script::new(10, Some(2), Then::Stall);
             assert_eq!(discard(version, body, WITHIN).await, Drained::NotNeeded, "{version:?}");
@@ -337,15 +365,38 @@ mod tests {
         }
         let (body, _) = Script::new(8192, None, Then::End);
         assert_eq!(discard(Version::HTTP_11, body, WITHIN).await, Drained::TooLong);
-        assert_eq!(started.elapsed(), POOL_RETURN * 2, "no pause when the connection closes anyway");
+        assert_eq!(started.elapsed(), Duration::ZERO, "no pause in the discard itself");
+    }
+
+    /// How long `until_due` waits, on the paused clock, for a drain that
+    /// ended as `drained`, within `within`, before a retry due `due` from now.
+    async fn waited(drained: Drained, within: Duration, due: Option<Duration>) -> Duration {
+        let started = Instant::now();
+        until_due(drained, within, due.map(|due| started + due)).await;
+        started.elapsed()
     }
 
     #[tokio::test(start_paused = true)]
-    async fn the_pause_fits_in_the_time_allowed() {
-        let (body, _) = Script::new(10, Some(1), Then::End);
-        let started = tokio::time::Instant::now();
-        assert_eq!(discard(Version::HTTP_11, body, Duration::ZERO).await, Drained::Whole);
-        assert_eq!(started.elapsed(), Duration::ZERO);
+    async fn the_retry_goes_when_due_and_a_pause_after_a_whole_drain_only_when_the_wait_has_no_room_for_it() {
+        // The retry was admitted the lead before it is due: the pause fits.
+        assert_eq!(waited(Drained::Whole, WITHIN, Some(POOL_RETURN)).await, POOL_RETURN);
+        assert_eq!(waited(Drained::Whole, WITHIN, Some(ms(30))).await, ms(30), "due, and no later");
+        // The drain took longer than the lead: the pause follows it.
+        assert_eq!(waited(Drained::Whole, WITHIN, Some(Duration::ZERO)).await, POOL_RETURN);
+        assert_eq!(waited(Drained::Whole, WITHIN, None).await, POOL_RETURN);
+        // No pause when the connection closes anyway, or was never read.
+        for drained in [Drained::NotNeeded, Drained::TooLong, Drained::TooSlow, Drained::Failed] {
+            assert_eq!(waited(drained, WITHIN, None).await, Duration::ZERO, "{drained:?}");
+            assert_eq!(waited(drained, WITHIN, Some(ms(5))).await, ms(5), "{drained:?}: due");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_pause_and_the_lead_fit_in_the_time_allowed() {
+        assert_eq!(waited(Drained::Whole, Duration::ZERO, None).await, Duration::ZERO);
+        assert_eq!(lead(None), POOL_RETURN);
+        assert_eq!(lead(Some(Duration::from_secs(1))), POOL_RETURN);
+        assert_eq!(lead(Some(Duration::from_micros(400))), Duration::from_micros(100), "a quarter");
     }
 
     #[tokio::test(start_paused = true)]

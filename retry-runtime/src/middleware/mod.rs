@@ -61,7 +61,7 @@ pub(crate) trait Transport {
     /// Reads what is left of a failed response's body, for at most
     /// `within` (see [`drain`]), and drops it: called before a retry, so
     /// that the connection the response came on can carry the retry.
-    fn discard(response: Self::Response, within: Duration) -> impl Future<Output = ()> + Send;
+    fn discard(response: Self::Response, within: Duration) -> impl Future<Output = drain::Drained> + Send;
     /// The class of an error.
     fn classify(error: &Self::Error) -> ErrorClass;
     /// A rejection as an error.
@@ -104,6 +104,17 @@ impl<T: Transport> ErrorHandling<Failure<T::Error>> for ByTransport<T> {
     fn reject(&self, rejection: Rejection) -> Failure<T::Error> {
         Failure::Error(T::reject(rejection))
     }
+
+    /// A retry after a failed response is admitted before its wait ends,
+    /// so that the response is discarded and the pool given its moment
+    /// inside the wait (see `call`); one after an error has nothing to do.
+    #[inline]
+    fn lead(&self, failure: &Failure<T::Error>, attempt_timeout: Option<Duration>) -> Duration {
+        match failure {
+            Failure::Response(_) => drain::lead(attempt_timeout),
+            Failure::Error(_) => Duration::ZERO,
+        }
+    }
 }
 
 /// Sends `request` under `policy`: the first success, else the last
@@ -124,6 +135,12 @@ impl<T: Transport> ErrorHandling<Failure<T::Error>> for ByTransport<T> {
 /// inside the retry's attempt (its timeout and the deadline cover it), but
 /// an adaptive bulkhead's latency sample starts only as the retry's
 /// request goes out: the drain is the client's time, not the dependency's.
+///
+/// The wait before a retry is the policy's, whole: the drain and the pause
+/// for the pool after it are taken inside it, not added to it. The retry
+/// is admitted a moment before its wait ends (`drain::lead`, asked through
+/// `ErrorHandling::lead`), and its request goes out when the wait ends
+/// (`drain::until_due`); only a body slower than that moment delays it.
 pub(crate) async fn call<T: Transport>(
     policy: &Policy,
     transport: &mut T,
@@ -161,14 +178,19 @@ pub(crate) async fn call<T: Transport>(
             // pause after it are the client's time, not the dependency's).
             let sent_at = OnceLock::new();
             let (timeout, deadline) = (execution.attempt_timeout(), execution.deadline());
+            // When the wait before this retry ends: it was admitted earlier.
+            let due = execution.take_retry_due();
             let (last_failed, sent_at_ref) = (&mut failed, &sent_at);
             execution
                 .attempt_sent_at(&sent_at, async move {
                     // Polled: admitted, so the failed response before this
                     // attempt will not be the call's. Discarded before the
-                    // request is sent, which takes a connection from the pool.
+                    // request is sent, which takes a connection from the pool,
+                    // and the request held until its wait ends.
                     if let Some(response) = last_failed.take() {
-                        T::discard(response, drain::time_before(timeout, deadline)).await;
+                        let within = drain::time_before(timeout, deadline);
+                        let drained = T::discard(response, within).await;
+                        drain::until_due(drained, within, due).await;
                     }
                     let _ = sent_at_ref.set(Instant::now());
                     answer::<T>(sent, last_failed).await

@@ -41,15 +41,20 @@
 //!
 //! **A failed response is read before its retry** (`new`): once the retry
 //! is admitted, what is left of the failed response's body is read (at most
-//! 64 KiB, for at most 50 ms or a quarter of the attempt timeout or of the time left before the deadline, within
-//! the retry's attempt) and dropped, and after a body read whole the retry
-//! waits 1 ms, so that the HTTP/1 connection goes back to the client's pool
-//! and carries the retry: hyper closes a connection whose response was
-//! dropped unread, and every retry would open a new one. A longer, slower
-//! or broken body is dropped as it is (its connection closes); an HTTP/2
-//! response is not read. The response the caller gets, the last one or one
-//! whose retry could not run, is never read. So the response body must be
-//! an [`http_body::Body`], as every HTTP client's is (`String` is one too).
+//! 64 KiB, for at most 50 ms or a quarter of the attempt timeout or of the
+//! time left before the deadline, within the retry's attempt) and dropped,
+//! and after a body read whole the retry's request waits 1 ms, so that the
+//! HTTP/1 connection goes back to the client's pool and carries the retry:
+//! hyper closes a connection whose response was dropped unread, and every
+//! retry would open a new one. The drain and that pause are taken inside
+//! the backoff, not added to it: the retry is admitted 1 ms (at most a
+//! quarter of the attempt timeout) before its wait ends, and its request
+//! goes out when the wait ends; only a body still arriving then delays it.
+//! A longer, slower or broken body is dropped as it is (its connection
+//! closes); an HTTP/2 response is not read. The response the caller gets,
+//! the last one or one whose retry could not run, is never read. So the
+//! response body must be an [`http_body::Body`], as every HTTP client's is
+//! (`String` is one too).
 //!
 //! **Everything else is the policy's**: backoff, deadline, attempt timeout
 //! (an attempt ends when the response's head arrives; reading its body is

@@ -86,8 +86,8 @@ where
         response.extensions_mut().insert(attempts);
     }
 
-    async fn discard(response: http::Response<RB>, within: Duration) {
-        drain::discard(response.version(), response.into_body(), within).await;
+    async fn discard(response: http::Response<RB>, within: Duration) -> drain::Drained {
+        drain::discard(response.version(), response.into_body(), within).await
     }
 
     #[inline]
@@ -143,9 +143,9 @@ where
 
     /// Never called: no response fails. Dropped at once, not moved into
     /// the future, which need not be `Send` then.
-    fn discard(response: S::Response, _: Duration) -> impl Future<Output = ()> + Send {
+    fn discard(response: S::Response, _: Duration) -> impl Future<Output = drain::Drained> + Send {
         drop(response);
-        std::future::ready(())
+        std::future::ready(drain::Drained::NotNeeded)
     }
 
     #[inline]
