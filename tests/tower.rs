@@ -658,6 +658,33 @@ async fn a_stalled_failed_body_delays_the_retry_by_50_ms_or_a_quarter_of_the_att
     }
 }
 
+/// Under a short attempt timeout the retry is admitted less early (a
+/// quarter of the timeout, in whole milliseconds, rather than 2 ms), so
+/// that the attempt keeps most of its time for its request: from 4 ms, the
+/// lead still holds the pause for the pool, and the retry goes out when its
+/// wait ends, having read the failed body in hand (it went out 1 ms late).
+/// Under 4 ms no lead is taken, and the pause, a quarter of the timeout,
+/// follows the wait as before.
+#[tokio::test(start_paused = true)]
+async fn under_a_short_attempt_timeout_the_retry_still_goes_out_when_its_wait_ends() {
+    for timeout in [ms(4), ms(6), ms(2)] {
+        let failing = Failing::new(1, 4, false);
+        let policy = policy(2).base(ms(10)).cap(ms(10)).attempt_timeout(timeout).build().unwrap();
+        let service = ResilientLayer::new(policy).layer(failing.clone());
+        let response = service.oneshot(get("http://in-process/")).await.unwrap();
+        assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 2), "{timeout:?}");
+        let calls = failing.calls.lock().unwrap().clone();
+        let waited = calls[1] - calls[0];
+        if timeout >= ms(4) {
+            assert_eq!(waited, ms(10), "{timeout:?}");
+        } else {
+            assert!(waited > ms(10) && waited <= ms(11), "{timeout:?}: {waited:?}");
+        }
+        let read = failing.read_before_call.lock().unwrap().clone();
+        assert_eq!(read, [vec![], vec![4096]], "{timeout:?}: read before the retry");
+    }
+}
+
 /// A stalled failed body near the deadline: the drain takes a quarter of
 /// what is left, so the retry is still sent and answers the call (the drain
 /// bounded by the attempt timeout alone spent the deadline, and the caller

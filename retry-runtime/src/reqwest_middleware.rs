@@ -24,11 +24,12 @@
 //!   and carries the retry: reqwest closes a connection whose response was
 //!   dropped unread, and every retry would open a new one. The drain and
 //!   that pause are taken inside the backoff, not added to it: the retry is
-//!   admitted 1 ms before its wait ends, and its request goes out when the
-//!   wait ends; only a body still arriving then delays it. A longer, slower
-//!   or broken body is dropped as it is (its connection closes); an HTTP/2
-//!   response is not read. The response the caller gets, the last one or
-//!   one whose retry could not run, is never read.
+//!   admitted 2 ms (at most a quarter of the attempt timeout) before its
+//!   wait ends, and its request goes out when the wait ends; only a body
+//!   still arriving then delays it. A longer, slower or broken body is
+//!   dropped as it is (its connection closes); an HTTP/2 response is not
+//!   read. The response the caller gets, the last one or one whose retry
+//!   could not run, is never read.
 //! - **Errors**: a `reqwest::Error` is classified by kind (connect and
 //!   timeout errors transient); an error of another middleware by its
 //!   `source()` chain. When no attempt could run (an open breaker), the

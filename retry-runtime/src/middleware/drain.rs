@@ -70,12 +70,21 @@ pub(crate) const MAX_TIME: Duration = Duration::from_millis(50);
 pub(crate) const POOL_RETURN: Duration = Duration::from_millis(1);
 
 /// How long before the end of its wait a retry after a failed response is
-/// admitted, for attempts under `attempt_timeout`: [`POOL_RETURN`], so that
-/// a body already in hand is read and the pause taken inside the wait; at
-/// most what the drain may take of the attempt ([`time_before`]), which
-/// the attempt, admitted that early, runs under too.
+/// admitted, at most: the pause ([`POOL_RETURN`]) and one tick of tokio's
+/// timer, which ends a wait at the first millisecond tick at or after it,
+/// so up to a tick late. With both, a body already in hand is read and the
+/// pause taken before the wait ends, in real time as on a paused clock.
+pub(crate) const LEAD: Duration = Duration::from_millis(2);
+
+/// How long before the end of its wait a retry after a failed response is
+/// admitted, for attempts under `attempt_timeout`: [`LEAD`], at most what
+/// the drain may take of the attempt ([`time_before`]; the attempt,
+/// admitted that early, runs under its timeout from then), in whole
+/// milliseconds: a shorter lead would be lost to the timer's tick. None
+/// under a timeout shorter than 4 ms: the pause then follows the wait.
 pub(crate) fn lead(attempt_timeout: Option<Duration>) -> Duration {
-    POOL_RETURN.min(time_before(attempt_timeout, None))
+    let room = time_before(attempt_timeout, None).min(LEAD);
+    Duration::from_millis(u64::try_from(room.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// How long a drain before an attempt with this timeout, in a call with
@@ -394,9 +403,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_pause_and_the_lead_fit_in_the_time_allowed() {
         assert_eq!(waited(Drained::Whole, Duration::ZERO, None).await, Duration::ZERO);
-        assert_eq!(lead(None), POOL_RETURN);
-        assert_eq!(lead(Some(Duration::from_secs(1))), POOL_RETURN);
-        assert_eq!(lead(Some(Duration::from_micros(400))), Duration::from_micros(100), "a quarter");
+        assert_eq!(lead(None), LEAD);
+        assert_eq!(lead(Some(Duration::from_secs(1))), LEAD);
+        assert_eq!(lead(Some(ms(8))), LEAD, "a quarter holds it");
+        assert_eq!(lead(Some(ms(6))), ms(1), "a quarter, in whole milliseconds");
+        assert_eq!(lead(Some(ms(3))), Duration::ZERO, "no room for a tick");
     }
 
     #[tokio::test(start_paused = true)]

@@ -47,7 +47,7 @@
 //! HTTP/1 connection goes back to the client's pool and carries the retry:
 //! hyper closes a connection whose response was dropped unread, and every
 //! retry would open a new one. The drain and that pause are taken inside
-//! the backoff, not added to it: the retry is admitted 1 ms (at most a
+//! the backoff, not added to it: the retry is admitted 2 ms (at most a
 //! quarter of the attempt timeout) before its wait ends, and its request
 //! goes out when the wait ends; only a body still arriving then delays it.
 //! A longer, slower or broken body is dropped as it is (its connection
