@@ -516,13 +516,12 @@ mod tests {
     fn failure_rate_mode_opens_on_the_share_of_failures() {
         let mut c =
             BreakerCore::new(BreakerConfig { failure_rate_percent: Some(50), minimum_calls: 4, ..cfg() });
-        run(&mut c, Outcome::Failure, s(0));
-        run(&mut c, Outcome::Failure, s(0));
-        assert!(c.is_closed(), "below minimum_calls");
-        run(&mut c, Outcome::Success, s(0));
-        run(&mut c, Outcome::Success, s(0));
-        run(&mut c, Outcome::Success, s(0));
-        assert!(c.is_closed(), "2 of 5 failed");
+        for outcome in [Outcome::Success, Outcome::Success, Outcome::Success] {
+            assert_eq!(run(&mut c, outcome, s(0)), None, "below minimum_calls");
+        }
+        assert_eq!(run(&mut c, Outcome::Failure, s(0)), None, "1 of 4 failed");
+        assert_eq!(run(&mut c, Outcome::Failure, s(0)), None, "2 of 5 failed");
+        assert!(c.is_closed());
         assert!(run(&mut c, Outcome::Failure, s(1)).is_some(), "3 of 6 is 50%");
     }
 
