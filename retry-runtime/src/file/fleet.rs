@@ -229,7 +229,7 @@ mod with_redis {
         }
 
         /// [`from_toml`](Self::from_toml) from a file, read as
-        /// [`Registry::load_file`] reads it (a regular file of at most 1 MiB, in UTF-8).
+        /// [`Registry::load_file`](crate::Registry::load_file) reads it (a regular file of at most 1 MiB, in UTF-8).
         pub fn from_file(path: impl AsRef<Path>) -> Result<Option<FleetConfig>, ConfigFileError> {
             let (text, name) = super::super::read::read(path.as_ref())?;
             Ok(fleet_config(&parse(&text, &name)?))
