@@ -6,7 +6,7 @@
 //!
 //! ```sh
 //! scripts/bench-dashboard.sh        # runs this, then writes the README's figures
-//! cargo bench -p resilient-benches --features admin --bench dashboard
+//! cargo bench -p stormproof-benches --features admin --bench dashboard
 //! ```
 //!
 //! The same annotated call, breaker and budget, is timed twice in one run:
@@ -18,7 +18,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use resilient::{BreakerConfig, Classify, ErrorClass, RatioBudget, Rejection, admin, registry, resilient};
+use stormproof::{BreakerConfig, Classify, ErrorClass, RatioBudget, Rejection, admin, registry, resilient};
 
 #[derive(Debug)]
 enum BenchError {

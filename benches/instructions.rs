@@ -50,11 +50,11 @@ fn fixture(calls: u64) -> (Runtime, u64) {
     declare();
     let rt = runtime();
     rt.block_on(call_out_of_line_functions_once());
-    // `RESILIENT_BENCH_FLEET=off`: the same binary without the fleet, so
+    // `STORMPROOF_BENCH_FLEET=off`: the same binary without the fleet, so
     // that what the fleet costs a call is measured free of what the
     // compiler made of the larger build (scripts/instructions-check.sh).
     #[cfg(feature = "redis")]
-    if std::env::var_os("RESILIENT_BENCH_FLEET").is_none_or(|fleet| fleet != "off") {
+    if std::env::var_os("STORMPROOF_BENCH_FLEET").is_none_or(|fleet| fleet != "off") {
         join_fleet(&rt);
     }
     (rt, calls)
@@ -66,9 +66,9 @@ fn fixture(calls: u64) -> (Runtime, u64) {
 /// happens once per run, so its cost cancels between the two runs of a row.
 #[cfg(feature = "redis")]
 fn join_fleet(rt: &Runtime) {
-    use resilient::fleet::FleetConfig;
+    use stormproof::fleet::FleetConfig;
     let _entered = rt.enter();
-    let fleet = resilient::registry()
+    let fleet = stormproof::registry()
         .join_fleet(FleetConfig {
             url: "redis://127.0.0.1:1/".into(),
             sync_every: std::time::Duration::from_secs(3_600),
@@ -273,6 +273,6 @@ main!(
     // every run several times slower.
     config = LibraryBenchmarkConfig::default()
         .tool(Callgrind::with_args(["--cache-sim=no"]))
-        .pass_through_env("RESILIENT_BENCH_FLEET");
+        .pass_through_env("STORMPROOF_BENCH_FLEET");
     library_benchmark_groups = success
 );

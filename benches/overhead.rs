@@ -4,7 +4,7 @@
 //!
 //! ```sh
 //! scripts/bench.sh                 # runs this, then writes BENCHMARKS.md
-//! cargo bench -p resilient-benches --bench overhead     # just the numbers
+//! cargo bench -p stormproof-benches --bench overhead     # just the numbers
 //! ```
 //!
 //! Async benchmarks are driven by criterion's `to_async` on one
@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use backon::Retryable;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use failsafe::futures::CircuitBreaker as _;
-use resilient::{Outcome, registry, resilient};
+use stormproof::{Outcome, registry, resilient};
 
 #[macro_use]
 mod shared;

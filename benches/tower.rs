@@ -4,7 +4,7 @@
 //!
 //! ```sh
 //! scripts/bench-tower.sh                      # runs this, prints the ratios
-//! cargo bench -p resilient-benches --bench tower --features tower  # just the numbers
+//! cargo bench -p stormproof-benches --bench tower --features tower  # just the numbers
 //! ```
 //!
 //! Every benchmark makes one request the same way: build it, wait for the
@@ -28,8 +28,8 @@ use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
 use http::{Method, Request, Response, Uri};
 use http_body_util::Full;
-use resilient::tower::ResilientLayer;
-use resilient::{BreakerConfig, BudgetConfig, Policy, registry};
+use stormproof::tower::ResilientLayer;
+use stormproof::{BreakerConfig, BudgetConfig, Policy, registry};
 use tower::{Layer, Service, ServiceExt, service_fn};
 
 type Body = Full<Bytes>;
@@ -52,7 +52,7 @@ fn inner() -> impl Service<Request<Body>, Response = Response<Body>, Error = Inf
     })
 }
 
-fn policy() -> resilient::PolicyBuilder {
+fn policy() -> stormproof::PolicyBuilder {
     Policy::builder().max_attempts(4)
 }
 

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use resilient::resilient;
+use stormproof::resilient;
 
 #[resilient(max_attempts = 4, base_ms = 50, breaker = "inventory")]
 async fn stock(client: &reqwest::Client, base: &str, sku: &str) -> anyhow::Result<u32> {

@@ -1,4 +1,4 @@
-//! The fleet simulation (`resilient::sim::simulate_fleet`): R replicas of 4
+//! The fleet simulation (`stormproof::sim::simulate_fleet`): R replicas of 4
 //! clients each against a dependency that is down for 12 s, with breakers
 //! local to each replica or shared by the fleet (feature `redis`). Virtual
 //! time and seeded phases: the same table on every run.
@@ -7,9 +7,9 @@
 //! cargo run --example fleet        # scripts/readme-fleet.sh puts it in the README
 //! ```
 
-use resilient::sim::{FleetSimConfig, Guards, simulate_fleet};
+use stormproof::sim::{FleetSimConfig, Guards, simulate_fleet};
 
-fn main() -> Result<(), resilient::ConfigError> {
+fn main() -> Result<(), stormproof::ConfigError> {
     let base = FleetSimConfig::default();
     println!(
         "{} clients per replica, one call each per {:?}; down for {:?}; breaker: {} failures in {:?}, open {:?}, {} probes; sync every {:?}",

@@ -41,8 +41,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use plotters::prelude::*;
-use resilient::sim::{HerdConfig, HerdReport, Strategy, simulate};
-use resilient::{Jitter, RatioBudget};
+use stormproof::sim::{HerdConfig, HerdReport, Strategy, simulate};
+use stormproof::{Jitter, RatioBudget};
 
 const CLIENTS: [u32; 4] = [10, 50, 100, 190];
 /// The herd size the findings (and the README) are about.

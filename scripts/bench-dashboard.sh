@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 target_dir="${CARGO_TARGET_DIR:-target}"
 if [[ "${1:-}" != "--no-run" ]]; then
   load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
-  cargo bench -p resilient-benches --features admin --bench dashboard -- --noplot
+  cargo bench -p stormproof-benches --features admin --bench dashboard -- --noplot
   echo "$load_before" > "$target_dir/criterion/dashboard/.load-before-run"
 fi
 CRITERION_DIR="$target_dir/criterion" python3 - <<'PY' | scripts/readme-block.sh dashboard-bench

@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 target_dir="${CARGO_TARGET_DIR:-target}"
-command="cargo bench -p resilient-benches --bench tower --features tower -- --noplot${BENCH_ARGS:+ $BENCH_ARGS}"
+command="cargo bench -p stormproof-benches --bench tower --features tower -- --noplot${BENCH_ARGS:+ $BENCH_ARGS}"
 run=1
 write=0
 for arg in "$@"; do
@@ -28,7 +28,7 @@ if [[ $run == 1 ]]; then
   echo "== $command"
   load="$(cut -d' ' -f1-3 /proc/loadavg)"
   # shellcheck disable=SC2086
-  cargo bench -p resilient-benches --bench tower --features tower -- --noplot ${BENCH_ARGS:-}
+  cargo bench -p stormproof-benches --bench tower --features tower -- --noplot ${BENCH_ARGS:-}
   echo "$load" > "$target_dir/criterion/.tower-load-before-run"
 fi
 

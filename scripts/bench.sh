@@ -16,18 +16,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 target_dir="${CARGO_TARGET_DIR:-target}"
-command="cargo bench -p resilient-benches --bench overhead -- --noplot${BENCH_ARGS:+ $BENCH_ARGS}"
+command="cargo bench -p stormproof-benches --bench overhead -- --noplot${BENCH_ARGS:+ $BENCH_ARGS}"
 if [[ "${1:-}" != "--no-run" ]]; then
   echo "== $command"
   load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
   # shellcheck disable=SC2086
-  cargo bench -p resilient-benches --bench overhead -- --noplot ${BENCH_ARGS:-}
+  cargo bench -p stormproof-benches --bench overhead -- --noplot ${BENCH_ARGS:-}
   echo "$load_before" > "$target_dir/criterion/.load-before-run"
   scripts/instructions.sh
   # The same call built with feature redis, in one binary without a fleet
   # and with its guards shared by one: the cost of fleet sync on the success
   # path, free of what the compiler made of the larger build.
-  RESILIENT_BENCH_FLEET=off INSTRUCTIONS_FEATURES=redis \
+  STORMPROOF_BENCH_FLEET=off INSTRUCTIONS_FEATURES=redis \
     INSTRUCTIONS_OUT="$target_dir/instructions-fleet-alone.json" scripts/instructions.sh breaker_budget_call
   INSTRUCTIONS_FEATURES=redis INSTRUCTIONS_OUT="$target_dir/instructions-fleet.json" \
     scripts/instructions.sh breaker_budget_call
@@ -236,7 +236,7 @@ out("")
 out("What a successful call pays for a feature it uses, in instructions over the call with a breaker and")
 out("a budget alone (`breaker_budget_call`), from the table above and, for fleet sync, from the same call")
 out("built with feature `redis`, measured in one binary with its breaker and budget shared by a fleet and")
-out("without one (`RESILIENT_BENCH_FLEET=off`), in the same run. A function that does not use a feature pays")
+out("without one (`STORMPROOF_BENCH_FLEET=off`), in the same run. A function that does not use a feature pays")
 out("nothing for it: every row is built with all of them compiled in, and CI fails when a row rises more")
 out("than 10% above its baseline (`scripts/instructions-check.sh`, which also measures every row built with")
 out("feature `redis`, with a fleet and without one in the same binary, and fails if the fleet adds 2%).")

@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-docs/dashboard.png}"
 mkdir -p "$(dirname "$out")"
-chromium="${RESILIENT_CHROMIUM:-/usr/bin/chromium}"
+chromium="${STORMPROOF_CHROMIUM:-/usr/bin/chromium}"
 [ -x "$chromium" ] || { echo "no Chromium at $chromium: run scripts/ensure-chromium.sh" >&2; exit 1; }
 
 cargo build --quiet --example payment

@@ -3,19 +3,19 @@
 # (tests/admin.rs) renders the admin page in it, and fails, naming this
 # script, when it is absent. As root, or through sudo. CI runs it first.
 #
-#   scripts/ensure-chromium.sh           # /usr/bin/chromium, or RESILIENT_CHROMIUM
+#   scripts/ensure-chromium.sh           # /usr/bin/chromium, or STORMPROOF_CHROMIUM
 set -euo pipefail
-chromium="${RESILIENT_CHROMIUM:-/usr/bin/chromium}"
+chromium="${STORMPROOF_CHROMIUM:-/usr/bin/chromium}"
 if [ -x "$chromium" ]; then
   echo "chromium: $chromium is there"
   exit 0
 fi
-if [ -n "${RESILIENT_CHROMIUM:-}" ]; then
-  echo "RESILIENT_CHROMIUM=$chromium is not an executable file" >&2
+if [ -n "${STORMPROOF_CHROMIUM:-}" ]; then
+  echo "STORMPROOF_CHROMIUM=$chromium is not an executable file" >&2
   exit 1
 fi
 command -v apt-get >/dev/null ||
-  { echo "no apt-get here: install Chromium yourself and point RESILIENT_CHROMIUM at it" >&2; exit 1; }
+  { echo "no apt-get here: install Chromium yourself and point STORMPROOF_CHROMIUM at it" >&2; exit 1; }
 if [ "$(id -u)" -eq 0 ]; then
   as_root=()
 elif command -v sudo >/dev/null; then

@@ -4,7 +4,7 @@
 # on a free loopback port, with persistence off, and need only the binary.
 # Nothing is started here, and a service the package may start is left alone.
 #
-#   scripts/ensure-redis.sh     # then: RESILIENT_REQUIRE_REDIS=1 cargo test --workspace --all-features
+#   scripts/ensure-redis.sh     # then: STORMPROOF_REQUIRE_REDIS=1 cargo test --workspace --all-features
 set -euo pipefail
 
 if command -v redis-server >/dev/null; then

@@ -27,7 +27,7 @@ target_dir="$(realpath -m "${CARGO_TARGET_DIR:-target}")/annotate"
 GUNGRAUN_CALLGRIND_ARGS="--dump-instr=yes" CARGO_TARGET_DIR="$target_dir" scripts/instructions.sh "$row" >&2
 binary="$(ls -t "$target_dir"/release/deps/instructions-* | grep -v '\.d$' | head -n 1)"
 
-ROW="$row" MIN="$min" BINARY="$binary" RUNS="$target_dir/gungraun/resilient-benches/instructions/success" python3 - <<'PY'
+ROW="$row" MIN="$min" BINARY="$binary" RUNS="$target_dir/gungraun/stormproof-benches/instructions/success" python3 - <<'PY'
 import collections, os, re, subprocess
 
 row, runs, binary = os.environ["ROW"], os.environ["RUNS"], os.environ["BINARY"]

@@ -21,7 +21,7 @@
 #
 # Then the same rows again, built with feature `redis`, twice: with their
 # guards shared by a fleet (issue 16), and in the same binary without one
-# (RESILIENT_BENCH_FLEET=off). The success path never touches the store, so
+# (STORMPROOF_BENCH_FLEET=off). The success path never touches the store, so
 # the fleet may add at most 2% to a row. Both runs are of one binary: two
 # builds differ in what the compiler inlines (the redis build holds more
 # code), which moves a row by several percent either way with no fleet work
@@ -119,7 +119,7 @@ if $update; then exit 0; fi
 echo "== the same rows with feature redis: without a fleet, then their guards shared by one"
 alone_out="${CARGO_TARGET_DIR:-target}/instructions-redis-alone.json"
 fleet_out="${CARGO_TARGET_DIR:-target}/instructions-redis.json"
-RESILIENT_BENCH_FLEET=off INSTRUCTIONS_FEATURES=redis INSTRUCTIONS_OUT="$alone_out" scripts/instructions.sh "${rows[@]}"
+STORMPROOF_BENCH_FLEET=off INSTRUCTIONS_FEATURES=redis INSTRUCTIONS_OUT="$alone_out" scripts/instructions.sh "${rows[@]}"
 INSTRUCTIONS_FEATURES=redis INSTRUCTIONS_OUT="$fleet_out" scripts/instructions.sh "${rows[@]}"
 ALONE="$alone_out" FLEET="$fleet_out" BASELINE="$baseline" ROWS="${rows[*]}" python3 - <<'PY'
 import json, os, sys

@@ -25,7 +25,7 @@ min="${2:-0.5}"
 target_dir="$(realpath -m "${CARGO_TARGET_DIR:-target}")/profile"
 CARGO_TARGET_DIR="$target_dir" CARGO_PROFILE_BENCH_DEBUG=line-tables-only scripts/instructions.sh "$row" >&2
 
-ROW="$row" MIN="$min" RUNS="$target_dir/gungraun/resilient-benches/instructions/success" python3 - <<'PY'
+ROW="$row" MIN="$min" RUNS="$target_dir/gungraun/stormproof-benches/instructions/success" python3 - <<'PY'
 import collections, os, re, subprocess, sys
 
 row, runs = os.environ["ROW"], os.environ["RUNS"]

@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 target_dir="${CARGO_TARGET_DIR:-target}"
-# INSTRUCTIONS_FEATURES: features of resilient-benches to build with (e.g. redis);
+# INSTRUCTIONS_FEATURES: features of stormproof-benches to build with (e.g. redis);
 # INSTRUCTIONS_OUT: where the counts go.
 features="${INSTRUCTIONS_FEATURES:-}"
 out="${INSTRUCTIONS_OUT:-$target_dir/instructions.json}"
@@ -50,10 +50,10 @@ if (( ${#filters[@]} == 0 )); then filters=("*"); fi
 summaries="$(mktemp)"
 trap 'rm -f "$summaries"' EXIT
 for row in "${filters[@]}"; do
-  echo "== cargo bench -p resilient-benches --no-default-features ${features:+--features $features }--bench instructions -- 'instructions::success::$row::*'"
+  echo "== cargo bench -p stormproof-benches --no-default-features ${features:+--features $features }--bench instructions -- 'instructions::success::$row::*'"
   # --no-default-features: without criterion, which this bench does not use.
   # --output-format=json: one summary per benchmark on stdout, read below.
-  cargo bench -q -p resilient-benches --no-default-features ${features:+--features "$features"} --bench instructions -- \
+  cargo bench -q -p stormproof-benches --no-default-features ${features:+--features "$features"} --bench instructions -- \
     --output-format=json "instructions::success::$row::*" >>"$summaries"
 done
 

@@ -2,7 +2,7 @@
 # Which sibling modules each module of a crate imports, and whether any two
 # import each other (a cycle). Exits non-zero on a cycle.
 #
-#   scripts/module-deps.sh                 # retry-runtime and retry-macros
+#   scripts/module-deps.sh                 # stormproof-runtime and stormproof-macros
 #   scripts/module-deps.sh path/to/src     # one crate
 #
 # A "module" is a top-level entry of src/ (a file, or a folder with mod.rs);

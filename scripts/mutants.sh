@@ -21,7 +21,7 @@
 # and tests/admin.rs (real time, HTTP and a browser: what it covers of these
 # modules, the manual breaker controls and totals, contract_edges.rs tests
 # directly). The cancellation
-# stress runs with RESILIENT_STRESS_CALLS=20000 (40 waves, about 1.5 s)
+# stress runs with STORMPROOF_STRESS_CALLS=20000 (40 waves, about 1.5 s)
 # instead of 100,000; what it alone catches is tested again (see the end).
 #
 # How long (2 cores, 2 jobs, beside other builds at a load of 6-9): each
@@ -47,7 +47,7 @@ targets=(--lib
   --test breaker_model --test caller_gets --test cancellation --test direct_path
   --test guards --test properties --test retry_loop --test adaptive --test contract_edges)
 
-export RESILIENT_STRESS_CALLS="${RESILIENT_STRESS_CALLS:-20000}"
+export STORMPROOF_STRESS_CALLS="${STORMPROOF_STRESS_CALLS:-20000}"
 # No debug info: every mutant relinks a dozen test binaries, and the linker's
 # time is mostly debug info nobody reads here.
 export CARGO_PROFILE_DEV_DEBUG=0
@@ -60,7 +60,7 @@ out="${MUTANTS_OUT:-$base/mutants}"
 echo "== baseline: the selected tests pass on the unmutated tree"
 # cargo-mutants' own baseline would select only the mutated package, where
 # `--test attribute` does not exist; so the baseline is run here.
-cargo test -p retry-runtime -p resilient --all-features "${targets[@]}"
+cargo test -p stormproof-runtime -p stormproof --all-features "${targets[@]}"
 
 echo "== mutants (output in $out/mutants.out)"
 # Scratch copies of the tree (one per job, each with its own target dir)
@@ -69,7 +69,7 @@ echo "== mutants (output in $out/mutants.out)"
 mkdir -p "$base/mutants-scratch" "$out"
 mutants() {
   env -u CARGO_TARGET_DIR TMPDIR="$base/mutants-scratch" \
-    cargo mutants --package retry-runtime \
+    cargo mutants --package stormproof-runtime \
     --baseline skip --timeout 60 --build-timeout 900 \
     --jobs "${MUTANTS_JOBS:-2}" --colors never \
     "${targets[@]/#/--cargo-arg=}" --cargo-test-arg=--no-fail-fast "$@"

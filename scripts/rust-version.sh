@@ -24,8 +24,8 @@ cargo metadata --format-version 1 --quiet |
 # edges, as "VERSION<TAB>crate version, crate version".
 highest() {
   cargo tree --quiet -e "$1" --all-features --target all \
-    -p resilient -p retry-runtime -p retry-macros --prefix none --format '{p}' |
-    sed -n 's/^\([^ ]*\) v\([^ ]*\).*/\1@\2/p' | grep -v -e '^resilient@' -e '^retry-runtime@' -e '^retry-macros@' |
+    -p stormproof -p stormproof-runtime -p stormproof-macros --prefix none --format '{p}' |
+    sed -n 's/^\([^ ]*\) v\([^ ]*\).*/\1@\2/p' | grep -v -e '^stormproof@' -e '^stormproof-runtime@' -e '^stormproof-macros@' |
     sort -u | join -t $'\t' "$declared" - |
     awk -F'\t' '{print $2"\t"$1}' | sort -t . -k1,1n -k2,2n -k3,3n |
     awk -F'\t' '$1 != last {list = ""; last = $1} {sub("@", " ", $2); list = list (list == "" ? "" : ", ") $2}

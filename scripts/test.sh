@@ -13,5 +13,5 @@ cd "$(dirname "$0")/.."
 
 scripts/ensure-redis.sh
 scripts/ensure-chromium.sh
-export RESILIENT_REQUIRE_REDIS=1
+export STORMPROOF_REQUIRE_REDIS=1
 exec cargo test --workspace --all-features "$@"

@@ -1,4 +1,4 @@
-//! # resilient
+//! # stormproof
 //!
 //! Make calls to flaky dependencies safe with one attribute: retries with
 //! capped exponential backoff and jitter, error classification (with
@@ -7,7 +7,7 @@
 //! keys that the compiler insists on for non-idempotent operations.
 //!
 //! ```
-//! use resilient::{Classify, ErrorClass, Rejection, resilient};
+//! use stormproof::{Classify, ErrorClass, Rejection, resilient};
 //!
 //! #[derive(Debug)]
 //! enum ApiError { Unavailable, NotFound, Rejected(Rejection) }
@@ -40,13 +40,13 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
-pub use retry_macros::resilient;
-pub use retry_runtime::*;
+pub use stormproof_macros::resilient;
+pub use stormproof_runtime::*;
 
 /// Support for the code `#[resilient]` generates. Not a public API: it may
 /// change in any release.
 #[doc(hidden)]
 pub mod __private {
-    pub use retry_runtime::__private::*;
-    pub use retry_runtime::{Classify, Jitter, Policy, Rejection, ResilientError};
+    pub use stormproof_runtime::__private::*;
+    pub use stormproof_runtime::{Classify, Jitter, Policy, Rejection, ResilientError};
 }

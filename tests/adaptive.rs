@@ -5,7 +5,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use resilient::{Classify, ErrorClass, RateLimitConfig, Registry, Rejection, ThrottleConfig, resilient};
+use stormproof::{Classify, ErrorClass, RateLimitConfig, Registry, Rejection, ThrottleConfig, resilient};
 use tokio::time::{Instant, sleep};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,7 +49,7 @@ impl Replicas {
     async fn answer(&self, _order: &str) -> Result<usize, ApiError> {
         let n = {
             let mut requests = self.requests.lock().unwrap();
-            let key = resilient::idempotency_key().map(|key| key.to_string()).unwrap_or_default();
+            let key = stormproof::idempotency_key().map(|key| key.to_string()).unwrap_or_default();
             requests.push((self.started.elapsed().as_millis() as u64, key));
             requests.len()
         };

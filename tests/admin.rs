@@ -20,8 +20,8 @@ mod support;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use resilient::admin::{self, BreakerView, Counts, Snapshot, State, TransitionView};
-use resilient::{BreakerState, Rejection};
+use stormproof::admin::{self, BreakerView, Counts, Snapshot, State, TransitionView};
+use stormproof::{BreakerState, Rejection};
 use support::{Events, Flaky, TOKEN, call, guards, post, serve, snapshot, totals};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

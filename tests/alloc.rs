@@ -12,7 +12,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::Once;
 
-use resilient::{
+use stormproof::{
     BreakerConfig, BudgetConfig, BulkheadConfig, Classify, ErrorClass, Policy, Rejection, registry, resilient,
 };
 
@@ -140,7 +140,7 @@ async fn a_successful_call_with_breaker_and_budget_allocates_nothing() {
     let n = allocations_in_calls(guarded).await;
     assert_eq!(n, 0, "{n} allocations in {CALLS} successful calls");
     let breaker = registry().breaker("alloc-breaker").unwrap();
-    assert_eq!(breaker.state(), resilient::BreakerState::Closed);
+    assert_eq!(breaker.state(), stormproof::BreakerState::Closed);
 }
 
 #[resilient(breaker = "alloc-breaker", budget = "alloc-budget", bulkhead = "alloc-bulkhead")]
@@ -243,7 +243,7 @@ impl std::fmt::Display for OrderRef {
 #[resilient(breaker = "alloc-breaker", budget = "alloc-budget", idempotent = false, key = order_id)]
 async fn keyed_by_text(order_id: String) -> Result<u64, ApiError> {
     std::hint::black_box(order_id);
-    Ok(resilient::idempotency_key().map_or(0, |key| key.len() as u64))
+    Ok(stormproof::idempotency_key().map_or(0, |key| key.len() as u64))
 }
 
 /// `keyed_by_text` without its key: what the call costs without one (each
@@ -256,13 +256,13 @@ async fn unkeyed_text(order_id: String) -> Result<u64, ApiError> {
 #[resilient(breaker = "alloc-breaker", budget = "alloc-budget", idempotent = false, key = order_id)]
 async fn keyed_by_integer(order_id: u64) -> Result<u64, ApiError> {
     std::hint::black_box(order_id);
-    Ok(resilient::idempotency_key().map_or(0, |key| key.len() as u64))
+    Ok(stormproof::idempotency_key().map_or(0, |key| key.len() as u64))
 }
 
 #[resilient(breaker = "alloc-breaker", budget = "alloc-budget", idempotent = false, key = order_id)]
 async fn keyed_by_display(order_id: OrderRef) -> Result<u64, ApiError> {
     std::hint::black_box(order_id);
-    Ok(resilient::idempotency_key().map_or(0, |key| key.len() as u64))
+    Ok(stormproof::idempotency_key().map_or(0, |key| key.len() as u64))
 }
 
 /// Heap allocations made by a successful call for each of `arguments`
@@ -323,7 +323,7 @@ fn fmt_subscriber(level: tracing::Level) -> impl tracing::Subscriber + Send + Sy
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_successful_call_under_an_info_level_fmt_subscriber_allocates_nothing() {
-    // The `resilient.call` span is DEBUG: an INFO filter disables it.
+    // The `stormproof.call` span is DEBUG: an INFO filter disables it.
     let n = allocations_under(fmt_subscriber(tracing::Level::INFO)).await;
     assert_eq!(n, 0, "{n} allocations in {CALLS} successful calls");
 }

@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use resilient::sim::{Storm, StormError, peak_in_bucket};
-use resilient::{
+use stormproof::sim::{Storm, StormError, peak_in_bucket};
+use stormproof::{
     BreakerConfig, BreakerState, BulkheadConfig, Classify, ErrorClass, Registry, Rejection, TokenBucket,
     resilient,
 };
@@ -179,7 +179,7 @@ async fn full_jitter_spreads_the_first_retries() {
 #[resilient(idempotent = false, key = order_id, jitter = "none", base_ms = 10)]
 async fn charge(order_id: u64, seen: &Mutex<Vec<Option<Arc<str>>>>) -> Result<u64, Flaky> {
     let mut seen = seen.lock().unwrap();
-    seen.push(resilient::idempotency_key());
+    seen.push(stormproof::idempotency_key());
     if seen.len() < 3 { Err(Flaky::Down) } else { Ok(order_id) }
 }
 
@@ -206,7 +206,7 @@ async fn charge_order(
 ) -> Result<u64, Flaky> {
     cents += id.len() as u64;
     let mut seen = seen.lock().unwrap();
-    seen.push(resilient::idempotency_key());
+    seen.push(stormproof::idempotency_key());
     if seen.len() < 2 { Err(Flaky::Down) } else { Ok(cents) }
 }
 
@@ -221,7 +221,7 @@ async fn the_key_may_be_a_binding_of_a_destructured_parameter() {
 
 #[resilient(max_attempts = 2)]
 async fn without_key() -> Result<Option<Arc<str>>, Flaky> {
-    Ok(resilient::idempotency_key())
+    Ok(stormproof::idempotency_key())
 }
 
 #[tokio::test(start_paused = true)]
@@ -273,7 +273,7 @@ async fn a_call_on_its_own_retries_fully() {
 /// What a call made on a task of its own sees: its attempts, and its key.
 #[resilient(max_attempts = 3, jitter = "none", base_ms = 1)]
 async fn on_another_task(calls: &AtomicU32) -> Result<Option<Arc<str>>, Flaky> {
-    let key = resilient::idempotency_key();
+    let key = stormproof::idempotency_key();
     if calls.fetch_add(1, Ordering::SeqCst) < 2 { Err(Flaky::Down) } else { Ok(key) }
 }
 
@@ -834,7 +834,7 @@ async fn the_named_breaker_opens_and_then_fails_calls_fast() {
     assert_eq!(rejected, Err(Flaky::Rejected(open)));
     assert_eq!(calls.load(Ordering::SeqCst), 3, "an open breaker runs nothing");
     assert!(
-        resilient::registry().breaker("attribute-payments").is_none(),
+        stormproof::registry().breaker("attribute-payments").is_none(),
         "the scoped registry is honoured, the global one untouched"
     );
 }

@@ -1,4 +1,4 @@
-//! Each call's DEBUG span, `resilient.call` with the operation's name: opened
+//! Each call's DEBUG span, `stormproof.call` with the operation's name: opened
 //! when a subscriber enables DEBUG for the runtime, entered while an attempt
 //! runs (so what the body logs is inside it), and not built at all otherwise.
 //!
@@ -7,7 +7,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use resilient::{Classify, ErrorClass, Rejection, resilient};
+use stormproof::{Classify, ErrorClass, Rejection, resilient};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id};
 use tracing::{Event, Subscriber};
@@ -83,14 +83,14 @@ async fn two_calls_at(level: tracing::level_filters::LevelFilter) -> Seen {
 async fn each_call_opens_a_debug_span_named_resilient_call_with_its_operation() {
     let seen = two_calls_at(tracing::level_filters::LevelFilter::DEBUG).await;
     let operation = concat!(module_path!(), "::traced").to_owned();
-    let call = ("resilient.call".to_owned(), operation);
+    let call = ("stormproof.call".to_owned(), operation);
     assert_eq!(*seen.spans.lock().unwrap(), [call.clone(), call]);
 }
 
 #[tokio::test(flavor = "current_thread")]
 async fn what_the_attempt_logs_is_inside_its_calls_span() {
     let seen = two_calls_at(tracing::level_filters::LevelFilter::DEBUG).await;
-    let inside = Some("resilient.call".to_owned());
+    let inside = Some("stormproof.call".to_owned());
     assert_eq!(*seen.events_in.lock().unwrap(), [inside.clone(), inside]);
 }
 

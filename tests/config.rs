@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use resilient::{BreakerState, Classify, ErrorClass, Outcome, Registry, Rejection, TokenBucket, resilient};
+use stormproof::{BreakerState, Classify, ErrorClass, Outcome, Registry, Rejection, TokenBucket, resilient};
 use tokio::time::{Instant, sleep};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -87,9 +87,9 @@ fn a_file_declares_its_guards() {
 
 #[test]
 fn a_file_is_read_from_disk_and_its_errors_name_it() {
-    let dir = std::env::temp_dir().join(format!("resilient-config-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("stormproof-config-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("resilient.toml");
+    let path = dir.join("stormproof.toml");
     std::fs::write(&path, "[breakers.payment]\nfailure_threshold = 0\n").unwrap();
     let err = Registry::new().load_file(&path).unwrap_err();
     assert_eq!(
@@ -172,9 +172,9 @@ fn a_value_of_exactly_a_keys_maximum_is_taken() {
 /// report compares what the guards keep.
 #[test]
 fn a_file_with_a_max_wait_past_584_years_reloaded_unchanged_reports_no_change() {
-    let dir = std::env::temp_dir().join(format!("resilient-config-max-wait-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("stormproof-config-max-wait-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("resilient.toml");
+    let path = dir.join("stormproof.toml");
     let forever = 20_000_000_000_000_u64; // milliseconds: about 634 years
     let file =
         format!("[bulkheads.db]\nmax_wait_ms = {forever}\n[rate_limits.api]\nmax_wait_ms = {forever}\n");
@@ -316,9 +316,9 @@ async fn a_bulkhead_shrunk_under_load_loses_no_permit() {
 }
 
 async fn futures_like_acquire(
-    bulkhead: &resilient::Bulkhead,
+    bulkhead: &stormproof::Bulkhead,
     n: usize,
-) -> Vec<resilient::BulkheadPermit<'_>> {
+) -> Vec<stormproof::BulkheadPermit<'_>> {
     let mut permits = Vec::new();
     for _ in 0..n {
         permits.push(bulkhead.acquire().await.unwrap());
@@ -381,21 +381,21 @@ async fn tuned(calls: &AtomicU32) -> Result<(), Fault> {
 /// attempt fails. One that sets a deadline is armed as the call starts.
 #[tokio::test(start_paused = true)]
 async fn an_override_in_the_global_registry_governs_the_retries_after_a_plain_first_attempt() {
-    let breaker = resilient::BreakerConfig { failure_threshold: 1_000, ..Default::default() };
-    resilient::registry().declare_breaker("payment", breaker).unwrap();
+    let breaker = stormproof::BreakerConfig { failure_threshold: 1_000, ..Default::default() };
+    stormproof::registry().declare_breaker("payment", breaker).unwrap();
     let calls = AtomicU32::new(0);
     let start = Instant::now();
     let _ = tuned(&calls).await;
     assert_eq!((calls.swap(0, Ordering::SeqCst), start.elapsed()), (2, ms(1)), "compiled");
 
     let table = "[operations.\"config::tuned\"]\nmax_attempts = 4\nbase_ms = 100\n";
-    resilient::registry().reload_toml(table).unwrap();
+    stormproof::registry().reload_toml(table).unwrap();
     let start = Instant::now();
     let _ = tuned(&calls).await;
     assert_eq!(calls.swap(0, Ordering::SeqCst), 4, "the override's attempts");
     assert_eq!(start.elapsed(), ms(100 + 200 + 400), "the override's backoff");
 
-    resilient::registry().reload_toml(&format!("{table}deadline_ms = 250\n")).unwrap();
+    stormproof::registry().reload_toml(&format!("{table}deadline_ms = 250\n")).unwrap();
     let start = Instant::now();
     let _ = tuned(&calls).await;
     assert_eq!(
@@ -416,7 +416,7 @@ async fn an_override_in_the_global_registry_governs_the_retries_after_a_plain_fi
     let still = (calls.swap(0, Ordering::SeqCst), start.elapsed());
     assert_eq!(still, (2, ms(100)), "the global registry's deadline, still");
     elsewhere.reload_toml(table).unwrap();
-    resilient::registry().reload_toml("").unwrap();
+    stormproof::registry().reload_toml("").unwrap();
     let start = Instant::now();
     let _ = tuned(&calls).await;
     assert_eq!((calls.load(Ordering::SeqCst), start.elapsed()), (2, ms(1)), "compiled again");
@@ -482,7 +482,7 @@ fn check_finds_a_misspelt_guard_name_and_suggests_the_declared_one() {
         ),
         "{text}"
     );
-    let names = resilient::operations().into_iter().map(|o| o.name).collect::<Vec<_>>();
+    let names = stormproof::operations().into_iter().map(|o| o.name).collect::<Vec<_>>();
     assert!(
         names.contains(&"config::misspelt".to_owned()) && names.contains(&"config::guarded".to_owned()),
         "{names:?}"
@@ -555,7 +555,7 @@ async fn reloads_racing_calls_lose_no_permit_and_never_panic() {
 fn a_budget_table_gives_one_form_and_a_reload_keeps_it() {
     let registry = Registry::new();
     registry.load_toml("[budgets.api]\nratio = 0.2\nwindow_ms = 5_000\nmin_per_sec = 1").unwrap();
-    let ratio = resilient::RatioBudget { ratio: 0.2, window: ms(5_000), min_per_sec: 1 };
+    let ratio = stormproof::RatioBudget { ratio: 0.2, window: ms(5_000), min_per_sec: 1 };
     assert_eq!(registry.budget("api").unwrap().config(), ratio.into());
     assert_eq!(
         error("[budgets.api]\nratio = 0.2\ncapacity = 5"),

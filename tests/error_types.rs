@@ -1,14 +1,14 @@
 //! The error types services already return work as they are, with the
 //! attribute and with `Policy::run`: retried when transient, returned at
 //! once when permanent, and an open breaker's rejection recoverable from
-//! what the caller gets. Plus `resilient::Error<E>` for foreign types,
+//! what the caller gets. Plus `stormproof::Error<E>` for foreign types,
 //! `classify = path`, and `ErrorClass::Conflict`.
 
 use std::error::Error as StdError;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use resilient::{
+use stormproof::{
     BreakerConfig, BreakerState, Classify, Error, ErrorClass, Policy, Registry, Rejection, TokenBucket,
     resilient,
 };
@@ -19,7 +19,7 @@ type BoxError = Box<dyn StdError + Send + Sync>;
 fn with_open_breaker() -> Registry {
     let registry = Registry::new();
     registry.declare_breaker("dep", BreakerConfig { failure_threshold: 1, ..Default::default() }).unwrap();
-    registry.breaker("dep").unwrap().try_acquire().unwrap().record(resilient::Outcome::Failure);
+    registry.breaker("dep").unwrap().try_acquire().unwrap().record(stormproof::Outcome::Failure);
     registry
 }
 
@@ -169,7 +169,7 @@ async fn tonic_statuses_are_classified_by_code_and_pushback() {
 }
 
 // ---------------------------------------------------------------------------
-// resilient::Error<reqwest::Error>
+// stormproof::Error<reqwest::Error>
 
 /// A loopback port nothing listens on: connecting is refused at once.
 fn closed_port() -> u16 {

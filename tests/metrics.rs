@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
-use resilient::{
+use stormproof::{
     AdaptiveLimit, BreakerConfig, BreakerState, BulkheadConfig, Classify, ErrorClass, Policy,
     RateLimitConfig, Registry, Rejection, ThrottleConfig, TokenBucket, resilient,
 };
@@ -119,10 +119,10 @@ fn retries_and_stops_are_counted_by_operation_class_and_reason() {
         let _ = policy.run(|| async { Err::<(), _>(Fault::Invalid) }).await;
     });
     let op = ("operation", "shop::quote");
-    assert_eq!(counter(&metrics, "resilient_retries_total", &[op, ("class", "transient")]), 1);
-    assert_eq!(counter(&metrics, "resilient_retries_total", &[op, ("class", "throttled")]), 1);
-    assert_eq!(counter(&metrics, "resilient_stops_total", &[op, ("reason", "attempts_exhausted")]), 1);
-    assert_eq!(counter(&metrics, "resilient_stops_total", &[op, ("reason", "permanent")]), 1);
+    assert_eq!(counter(&metrics, "stormproof_retries_total", &[op, ("class", "transient")]), 1);
+    assert_eq!(counter(&metrics, "stormproof_retries_total", &[op, ("class", "throttled")]), 1);
+    assert_eq!(counter(&metrics, "stormproof_stops_total", &[op, ("reason", "attempts_exhausted")]), 1);
+    assert_eq!(counter(&metrics, "stormproof_stops_total", &[op, ("reason", "permanent")]), 1);
 }
 
 #[test]
@@ -144,14 +144,14 @@ fn breaker_transitions_are_counted_and_its_state_is_a_gauge() {
     let transition = |from, to| {
         counter(
             &metrics,
-            "resilient_breaker_transitions_total",
+            "stormproof_breaker_transitions_total",
             &[("breaker", "db"), ("from", from), ("to", to)],
         )
     };
     assert_eq!(transition("closed", "open"), 1);
     assert_eq!(transition("open", "half_open"), 1);
     assert_eq!(transition("half_open", "closed"), 1);
-    assert_eq!(gauge(&metrics, "resilient_breaker_state", &[("breaker", "db")]), 0.0, "closed again");
+    assert_eq!(gauge(&metrics, "stormproof_breaker_state", &[("breaker", "db")]), 0.0, "closed again");
 }
 
 #[test]
@@ -163,7 +163,7 @@ fn a_breaker_that_never_moved_reads_closed() {
         registry.scope(policy.run(|| async { Ok::<_, Fault>(()) })).await.unwrap();
     });
     for breaker in ["declared", "made-on-first-use"] {
-        assert_eq!(gauge(&metrics, "resilient_breaker_state", &[("breaker", breaker)]), 0.0, "{breaker}");
+        assert_eq!(gauge(&metrics, "stormproof_breaker_state", &[("breaker", breaker)]), 0.0, "{breaker}");
     }
 }
 
@@ -181,7 +181,7 @@ fn declaring_or_reloading_an_open_breaker_leaves_its_gauge_open() {
         let breaker = registry.breaker("held-open").unwrap();
         assert_eq!((breaker.state(), breaker.config().failure_threshold), (BreakerState::Open, 3));
     });
-    assert_eq!(gauge(&metrics, "resilient_breaker_state", &[("breaker", "held-open")]), 1.0, "open");
+    assert_eq!(gauge(&metrics, "stormproof_breaker_state", &[("breaker", "held-open")]), 1.0, "open");
 }
 
 /// The same for a budget: one made for a name taken, or by a reload that
@@ -197,7 +197,7 @@ fn declaring_or_reloading_a_spent_budget_leaves_its_gauge_at_its_level() {
         registry.reload_toml("[budgets.spent]\ncapacity = 5\n").unwrap();
         assert_eq!(budget.available(), 2);
     });
-    assert_eq!(gauge(&metrics, "resilient_budget_available", &[("budget", "spent")]), 2.0);
+    assert_eq!(gauge(&metrics, "stormproof_budget_available", &[("budget", "spent")]), 2.0);
 }
 
 /// A breaker or a budget a file declares (by a load, or a reload that adds
@@ -217,10 +217,10 @@ fn guards_a_file_declares_or_reconfigures_are_measured() {
         assert_eq!(spent.available(), 2, "its tokens kept");
     });
     for breaker in ["loaded", "added"] {
-        assert_eq!(gauge(&metrics, "resilient_breaker_state", &[("breaker", breaker)]), 0.0, "{breaker}");
+        assert_eq!(gauge(&metrics, "stormproof_breaker_state", &[("breaker", breaker)]), 0.0, "{breaker}");
     }
     for (budget, level) in [("loaded", 4.0), ("added", 7.0), ("spent", 2.0)] {
-        assert_eq!(gauge(&metrics, "resilient_budget_available", &[("budget", budget)]), level, "{budget}");
+        assert_eq!(gauge(&metrics, "stormproof_budget_available", &[("budget", budget)]), level, "{budget}");
     }
 }
 
@@ -241,7 +241,7 @@ fn the_budget_gauge_follows_withdrawals_and_deposits() {
         }
         assert_eq!(registry.budget("api").unwrap().available(), 10);
     });
-    assert_eq!(gauge(&metrics, "resilient_budget_available", &[("budget", "api")]), 10.0);
+    assert_eq!(gauge(&metrics, "stormproof_budget_available", &[("budget", "api")]), 10.0);
 }
 
 #[test]
@@ -267,9 +267,9 @@ fn the_throttle_gauge_falls_back_to_zero_once_its_refusals_leave_the_window() {
         assert_eq!(throttle.refusal_probability(), 0.0);
     });
     let dep = [("throttle", "dep")];
-    assert_eq!(counter(&metrics, "resilient_throttle_refusals_total", &dep), refused);
+    assert_eq!(counter(&metrics, "stormproof_throttle_refusals_total", &dep), refused);
     assert_eq!(
-        gauge(&metrics, "resilient_throttle_refusal_probability", &dep),
+        gauge(&metrics, "stormproof_throttle_refusal_probability", &dep),
         0.0,
         "not the last p above zero"
     );
@@ -292,7 +292,7 @@ fn the_bulkhead_gauge_counts_permits_in_use() {
         // Still held when the snapshot is taken, after this block ends.
         std::mem::forget(second);
     });
-    assert_eq!(gauge(&metrics, "resilient_bulkhead_in_use", &[("bulkhead", "pool")]), 1.0);
+    assert_eq!(gauge(&metrics, "stormproof_bulkhead_in_use", &[("bulkhead", "pool")]), 1.0);
 }
 
 /// Answers after 400 ms the first time, 30 ms after that: a hedge at
@@ -351,11 +351,11 @@ fn hedges_fallbacks_refusals_over_the_rate_and_an_adaptive_limit_are_measured() 
         limit = registry.bulkhead("adaptive-pool").unwrap().limit();
     });
     let operation = |name| [("operation", name)];
-    assert_eq!(counter(&metrics, "resilient_hedges_total", &operation("metrics::slow_first")), 1);
-    assert_eq!(counter(&metrics, "resilient_fallbacks_total", &operation("metrics::falls_back")), 2);
-    assert_eq!(counter(&metrics, "resilient_rate_limited_total", &[("limiter", "metered")]), 1);
+    assert_eq!(counter(&metrics, "stormproof_hedges_total", &operation("metrics::slow_first")), 1);
+    assert_eq!(counter(&metrics, "stormproof_fallbacks_total", &operation("metrics::falls_back")), 2);
+    assert_eq!(counter(&metrics, "stormproof_rate_limited_total", &[("limiter", "metered")]), 1);
     assert!(limit < 8, "an overload error shrinks an AIMD limit: {limit}");
-    let gauge_limit = gauge(&metrics, "resilient_bulkhead_limit", &[("bulkhead", "adaptive-pool")]);
+    let gauge_limit = gauge(&metrics, "stormproof_bulkhead_limit", &[("bulkhead", "adaptive-pool")]);
     assert_eq!(gauge_limit, f64::from(limit), "the gauge is where the limit went");
 }
 
@@ -385,7 +385,7 @@ fn the_name_argument_tells_two_methods_of_the_same_name_apart() {
         let _ = Ledger.load().await;
     });
     let retries = |operation| {
-        counter(&metrics, "resilient_retries_total", &[("operation", operation), ("class", "transient")])
+        counter(&metrics, "stormproof_retries_total", &[("operation", operation), ("class", "transient")])
     };
     assert_eq!((retries("inventory::load"), retries("ledger::load")), (1, 2));
 }
@@ -393,11 +393,11 @@ fn the_name_argument_tells_two_methods_of_the_same_name_apart() {
 /// A registry whose breaker `dep` the fleet `config` shares, joined (on
 /// the runtime this runs on).
 #[cfg(feature = "redis")]
-fn joined(config: resilient::fleet::FleetConfig) -> (Registry, resilient::fleet::Fleet) {
+fn joined(config: stormproof::fleet::FleetConfig) -> (Registry, stormproof::fleet::Fleet) {
     let registry = Registry::new();
     registry.declare_breaker("dep", BreakerConfig::default()).unwrap();
     let fleet = registry
-        .join_fleet(resilient::fleet::FleetConfig { breakers: vec!["dep".into()], ..config })
+        .join_fleet(stormproof::fleet::FleetConfig { breakers: vec!["dep".into()], ..config })
         .unwrap();
     (registry, fleet)
 }
@@ -427,7 +427,7 @@ fn real_time() -> tokio::runtime::Builder {
 #[cfg(feature = "redis")]
 #[test]
 fn a_fleet_whose_store_never_answers_reads_unlinked_and_counts_no_fallback() {
-    use resilient::fleet::FleetConfig;
+    use stormproof::fleet::FleetConfig;
     // Paused: each flush's store timeout passes at once (the connection is
     // refused, or the timer fires first), as it would in 50 ms.
     let mut runtime = real_time();
@@ -444,15 +444,15 @@ fn a_fleet_whose_store_never_answers_reads_unlinked_and_counts_no_fallback() {
         fleet.leave().await;
     });
     let fleet = [("fleet", "unreached")];
-    assert_eq!(gauge(&metrics, "resilient_fleet_linked", &fleet), 0.0);
-    assert!(metrics.value("resilient_fleet_fallbacks_total", &fleet).is_none(), "no fallback");
+    assert_eq!(gauge(&metrics, "stormproof_fleet_linked", &fleet), 0.0);
+    assert!(metrics.value("stormproof_fleet_fallbacks_total", &fleet).is_none(), "no fallback");
 }
 
 /// A store lost is a fallback; a replica leaving on purpose is not.
 #[cfg(feature = "redis")]
 #[test]
 fn losing_the_store_counts_a_fallback_and_leaving_does_not() {
-    use resilient::fleet::FleetConfig;
+    use stormproof::fleet::FleetConfig;
     let Some(mut server) = server::Server::start("losing_the_store_counts_a_fallback_...") else { return };
     let metrics = recorded_on(real_time(), async || {
         let (_registry, fleet) = joined(FleetConfig {
@@ -472,8 +472,8 @@ fn losing_the_store_counts_a_fallback_and_leaving_does_not() {
         fleet.leave().await;
     });
     let fleet = [("fleet", "lost")];
-    assert_eq!(counter(&metrics, "resilient_fleet_fallbacks_total", &fleet), 1, "the loss, not the leave");
-    assert_eq!(gauge(&metrics, "resilient_fleet_linked", &fleet), 0.0, "left");
+    assert_eq!(counter(&metrics, "stormproof_fleet_fallbacks_total", &fleet), 1, "the loss, not the leave");
+    assert_eq!(gauge(&metrics, "stormproof_fleet_linked", &fleet), 0.0, "left");
 }
 
 /// Leaving while the store does not answer: the last flushes fail, and
@@ -481,7 +481,7 @@ fn losing_the_store_counts_a_fallback_and_leaving_does_not() {
 #[cfg(feature = "redis")]
 #[test]
 fn leaving_while_the_store_is_frozen_counts_no_fallback() {
-    use resilient::fleet::FleetConfig;
+    use stormproof::fleet::FleetConfig;
     let Some(server) = server::Server::start("leaving_while_the_store_is_frozen_...") else { return };
     let metrics = recorded_on(real_time(), async || {
         let (_registry, fleet) = joined(FleetConfig {
@@ -498,8 +498,8 @@ fn leaving_while_the_store_is_frozen_counts_no_fallback() {
         server.resume();
     });
     let fleet = [("fleet", "frozen-leave")];
-    assert!(metrics.value("resilient_fleet_fallbacks_total", &fleet).is_none(), "a leave is no fallback");
-    assert_eq!(gauge(&metrics, "resilient_fleet_linked", &fleet), 0.0);
+    assert!(metrics.value("stormproof_fleet_fallbacks_total", &fleet).is_none(), "a leave is no fallback");
+    assert_eq!(gauge(&metrics, "stormproof_fleet_linked", &fleet), 0.0);
 }
 
 /// Two registries of one process in one fleet (two replicas in one
@@ -509,11 +509,11 @@ fn leaving_while_the_store_is_frozen_counts_no_fallback() {
 #[cfg(feature = "redis")]
 #[test]
 fn two_registries_in_one_fleet_each_count_in_its_linked_gauge() {
-    use resilient::fleet::FleetConfig;
+    use stormproof::fleet::FleetConfig;
     let Some(server) = server::Server::start("two_registries_in_one_fleet_...") else { return };
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
-    let linked = || gauge(&snapshot(&snapshotter), "resilient_fleet_linked", &[("fleet", "two")]);
+    let linked = || gauge(&snapshot(&snapshotter), "stormproof_fleet_linked", &[("fleet", "two")]);
     metrics::with_local_recorder(&recorder, || {
         real_time().build().unwrap().block_on(async {
             let config = || FleetConfig {
@@ -543,7 +543,7 @@ fn two_registries_in_one_fleet_each_count_in_its_linked_gauge() {
 #[cfg(feature = "redis")]
 #[test]
 fn a_key_of_the_fleets_of_another_type_is_counted_once_when_replaced() {
-    use resilient::fleet::FleetConfig;
+    use stormproof::fleet::FleetConfig;
     let Some(server) = server::Server::start("a_key_of_the_fleets_of_another_type_...") else { return };
     server.command(&["SET", "typed:breaker:dep", "x"]);
     let metrics = recorded_on(real_time(), async || {
@@ -562,6 +562,6 @@ fn a_key_of_the_fleets_of_another_type_is_counted_once_when_replaced() {
         fleet.leave().await;
     });
     let fleet = [("fleet", "typed")];
-    assert_eq!(counter(&metrics, "resilient_fleet_keys_replaced_total", &fleet), 1);
-    assert!(metrics.value("resilient_fleet_fallbacks_total", &fleet).is_none(), "the fleet went on");
+    assert_eq!(counter(&metrics, "stormproof_fleet_keys_replaced_total", &fleet), 1);
+    assert!(metrics.value("stormproof_fleet_fallbacks_total", &fleet).is_none(), "the fleet went on");
 }

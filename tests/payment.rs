@@ -16,7 +16,7 @@ mod server;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use resilient::{BreakerState, Registry};
+use stormproof::{BreakerState, Registry};
 use scenario::{Api, OrderOutcome, Tally};
 use tracing_subscriber::layer::SubscriberExt;
 

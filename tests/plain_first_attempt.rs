@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use resilient::{
+use stormproof::{
     BreakerConfig, BreakerState, BulkheadConfig, Classify, ErrorClass, RatioBudget, Rejection, TokenBucket,
     registry, resilient,
 };
@@ -249,10 +249,10 @@ async fn policy_run_is_plain_without_a_key_and_calls_its_closure_only_when_admit
         BreakerConfig { failure_threshold: 2, open_for: Duration::from_secs(60), ..Default::default() };
     registry().declare_breaker("plain-run-breaker", breaker).unwrap();
     registry().declare_budget("plain-run-budget", RatioBudget::default()).unwrap();
-    let policy = resilient::Policy::builder()
+    let policy = stormproof::Policy::builder()
         .max_attempts(2)
         .base(Duration::from_millis(100))
-        .jitter(resilient::Jitter::None)
+        .jitter(stormproof::Jitter::None)
         .breaker("plain-run-breaker")
         .budget("plain-run-budget")
         .bulkhead("plain-run-place")
@@ -396,7 +396,7 @@ async fn an_unguarded_plain_attempt_is_its_tasks_attempt_and_leaves_no_mark_howe
 #[resilient]
 async fn key_seen_after_a_yield() -> Result<Option<Arc<str>>, Flaky> {
     tokio::task::yield_now().await;
-    Ok(resilient::idempotency_key())
+    Ok(stormproof::idempotency_key())
 }
 
 type Key = Option<Arc<str>>;
@@ -406,7 +406,7 @@ type Started = std::pin::Pin<Box<dyn Future<Output = Result<Key, Flaky>>>>;
 #[resilient(max_attempts = 1, idempotent = false, key = order)]
 async fn finishing_inside_a_keyed_attempt(order: &str, started: Started) -> Result<(Key, Key), Flaky> {
     let inner = started.await?;
-    Ok((inner, resilient::idempotency_key()))
+    Ok((inner, stormproof::idempotency_key()))
 }
 
 #[tokio::test(start_paused = true)]

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use resilient::{Policy, Registry};
+use stormproof::{Policy, Registry};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
 #[derive(Clone, Default)]
@@ -14,7 +14,7 @@ struct Warnings(Arc<AtomicU32>);
 impl<S: tracing::Subscriber> Layer<S> for Warnings {
     fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
         let meta = event.metadata();
-        if *meta.level() == tracing::Level::WARN && meta.target().starts_with("retry_runtime") {
+        if *meta.level() == tracing::Level::WARN && meta.target().starts_with("stormproof_runtime") {
             self.0.fetch_add(1, Ordering::SeqCst);
         }
     }

@@ -23,8 +23,8 @@ use http_body_util::StreamBody;
 use loopback::{Payload, Server, status, throttled, unavailable};
 use reqwest::StatusCode;
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware, Next};
-use resilient::reqwest_middleware::ResilientMiddleware;
-use resilient::{
+use stormproof::reqwest_middleware::ResilientMiddleware;
+use stormproof::{
     Attempts, BreakerConfig, BreakerState, Classify, ErrorClass, Jitter, Policy, PolicyBuilder, Registry,
     Rejection, resilient,
 };
@@ -195,7 +195,7 @@ async fn a_429_or_a_503_is_retried_after_its_retry_after() {
     }
 }
 
-/// `resilient::http::classify_response` (for code calling reqwest itself)
+/// `stormproof::http::classify_response` (for code calling reqwest itself)
 /// reads a `Retry-After` a proxy merged, or sent as two lines, as one list:
 /// the longest wait, or none when a member does not parse.
 #[tokio::test]
@@ -214,7 +214,7 @@ async fn classify_response_reads_a_merged_or_repeated_retry_after_as_one_list() 
         ("/spoilt", ErrorClass::Throttled { retry_after: None }),
     ] {
         let response = client.get(server.url(path)).send().await.unwrap();
-        assert_eq!(resilient::http::classify_response(&response), class, "{path}");
+        assert_eq!(stormproof::http::classify_response(&response), class, "{path}");
     }
 }
 
@@ -285,7 +285,7 @@ async fn a_post_or_patch_is_retried_only_with_an_idempotency_key_and_a_get_alway
     }
 }
 
-/// The keys `resilient::idempotency_key()` returned to the middleware
+/// The keys `stormproof::idempotency_key()` returned to the middleware
 /// after ours, one per attempt (only one test uses it).
 static KEYS_IN_ATTEMPTS: Mutex<Vec<Option<String>>> = Mutex::new(Vec::new());
 
@@ -295,7 +295,7 @@ fn record_key<'a>(
     next: Next<'a>,
 ) -> Pin<Box<dyn Future<Output = reqwest_middleware::Result<reqwest::Response>> + Send + 'a>> {
     Box::pin(async move {
-        KEYS_IN_ATTEMPTS.lock().unwrap().push(resilient::idempotency_key().as_deref().map(str::to_owned));
+        KEYS_IN_ATTEMPTS.lock().unwrap().push(stormproof::idempotency_key().as_deref().map(str::to_owned));
         next.run(request, extensions).await
     })
 }
@@ -350,7 +350,7 @@ async fn a_streaming_body_is_attempted_once_even_for_an_idempotent_method() {
 async fn quote_directly(
     client: &reqwest::Client,
     url: &str,
-) -> Result<String, resilient::Error<reqwest::Error>> {
+) -> Result<String, stormproof::Error<reqwest::Error>> {
     Ok(client.get(url).send().await?.error_for_status()?.text().await?)
 }
 
@@ -377,7 +377,7 @@ async fn the_breaker_is_shared_with_an_annotated_function_and_opens_for_both() {
 
             let open = Rejection::CircuitOpen { breaker: "payments".into() };
             let direct = quote_directly(&bare, &url).await.unwrap_err();
-            assert!(matches!(direct, resilient::Error::Rejected(ref r) if *r == open), "{direct:?}");
+            assert!(matches!(direct, stormproof::Error::Rejected(ref r) if *r == open), "{direct:?}");
             let Err(reqwest_middleware::Error::Middleware(layered)) = client.get(&url).send().await else {
                 panic!("an open breaker is a middleware error");
             };
@@ -385,7 +385,7 @@ async fn the_breaker_is_shared_with_an_annotated_function_and_opens_for_both() {
             assert_eq!(server.hits("/down"), 3, "neither reached the server");
         })
         .await;
-    assert!(resilient::registry().breaker("payments").is_none(), "the scoped registry held the breaker");
+    assert!(stormproof::registry().breaker("payments").is_none(), "the scoped registry held the breaker");
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use resilient::BudgetConfig;
-use resilient::sim::{HerdConfig, Latency, Model, Storm, StormError, Strategy, peak_in_bucket, simulate};
-use resilient::{Classify, ErrorClass, Jitter, Policy, Rejection};
+use stormproof::BudgetConfig;
+use stormproof::sim::{HerdConfig, Latency, Model, Storm, StormError, Strategy, peak_in_bucket, simulate};
+use stormproof::{Classify, ErrorClass, Jitter, Policy, Rejection};
 
 fn ms(v: u64) -> Duration {
     Duration::from_millis(v)

@@ -29,8 +29,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use loopback::{Payload, Server, status, throttled, unavailable};
-use resilient::tower::{BoxError, ResilientLayer};
-use resilient::{
+use stormproof::tower::{BoxError, ResilientLayer};
+use stormproof::{
     AdaptiveLimit, Attempts, BreakerConfig, BreakerState, BulkheadConfig, Jitter, LimitCore, Policy,
     PolicyBuilder, Registry, Rejection, TokenBucket, resilient,
 };
@@ -154,7 +154,7 @@ async fn a_permanent_status_is_returned_at_once() {
 #[tokio::test]
 async fn a_name_that_does_not_resolve_is_a_transient_connect_error() {
     use hyper_util::client::legacy::connect::dns::Name;
-    use resilient::{Classify, ErrorClass};
+    use stormproof::{Classify, ErrorClass};
 
     let lookups = Arc::new(AtomicU32::new(0));
     let counter = lookups.clone();
@@ -276,7 +276,7 @@ async fn a_post_with_an_idempotency_key_is_retried_and_the_server_charges_once()
     let service = ServiceBuilder::new()
         .layer(ResilientLayer::new(policy(4).build().unwrap()))
         .map_request(move |request: Request<Body>| {
-            keys.lock().unwrap().push(resilient::idempotency_key());
+            keys.lock().unwrap().push(stormproof::idempotency_key());
             request
         })
         .service(client());
@@ -424,11 +424,11 @@ async fn the_breaker_is_shared_with_an_annotated_function_and_opens_for_both() {
             assert_eq!(server.hits("/down"), 3, "neither reached the server");
         })
         .await;
-    assert!(resilient::registry().breaker("payments").is_none(), "the scoped registry held the breaker");
+    assert!(stormproof::registry().breaker("payments").is_none(), "the scoped registry held the breaker");
 }
 
 #[resilient(max_attempts = 4, base_ms = 1)]
-async fn outer(service: &resilient::tower::ResilientService<HttpClient>, url: &str) -> Result<u32, BoxError> {
+async fn outer(service: &stormproof::tower::ResilientService<HttpClient>, url: &str) -> Result<u32, BoxError> {
     let response = service.clone().oneshot(get(url)).await?;
     Ok(attempts(&response))
 }
@@ -877,7 +877,7 @@ async fn cloning_serves_any_clone_request_and_classifies_only_errors() {
 #[derive(Debug)]
 struct Counted(Arc<AtomicU32>);
 
-impl resilient::tower::CloneRequest for Counted {}
+impl stormproof::tower::CloneRequest for Counted {}
 
 impl Clone for Counted {
     fn clone(&self) -> Self {

@@ -12,7 +12,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use backon::ExponentialBuilder;
-use resilient::{
+use stormproof::{
     BreakerConfig, BulkheadConfig, Classify, ErrorClass, Policy, RateLimitConfig, RatioBudget, Rejection,
     ThrottleConfig, registry, resilient,
 };
@@ -89,7 +89,7 @@ pub async fn floor_guarded(x: u64) -> Result<u64, BenchError> {
     budget.on_first_attempt();
     let result = floor::Marked(async move { Ok(black_box(x)) }).await;
     if result.is_ok() {
-        permit.record(resilient::Outcome::Success);
+        permit.record(stormproof::Outcome::Success);
         budget.deposit();
     }
     result
@@ -104,7 +104,7 @@ mod floor {
     use std::sync::{Arc, OnceLock};
     use std::task::{Context, Poll};
 
-    use resilient::{CircuitBreaker, RetryBudget};
+    use stormproof::{CircuitBreaker, RetryBudget};
 
     use tracing::level_filters::{LevelFilter, STATIC_MAX_LEVEL};
 
@@ -119,7 +119,7 @@ mod floor {
     #[inline(always)]
     pub fn guards() -> &'static (Arc<CircuitBreaker>, Arc<RetryBudget>) {
         GUARDS.get_or_init(|| {
-            let registry = resilient::registry();
+            let registry = stormproof::registry();
             (
                 registry.breaker(super::BREAKER).expect("declared"),
                 registry.budget(super::BUDGET).expect("declared"),

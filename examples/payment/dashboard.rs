@@ -3,24 +3,24 @@
 //!
 //! ```sh
 //! cargo run --example payment -- --dashboard [--dashboard-port 8080]
-//! RESILIENT_DASHBOARD=1 RESILIENT_DASHBOARD_PORT=8080 cargo run --example payment
-//! RESILIENT_DASHBOARD_TOKEN=... # also enables the page's force-open / force-closed / reset buttons
+//! STORMPROOF_DASHBOARD=1 STORMPROOF_DASHBOARD_PORT=8080 cargo run --example payment
+//! STORMPROOF_DASHBOARD_TOKEN=... # also enables the page's force-open / force-closed / reset buttons
 //! ```
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use resilient::admin::{self, EventStreams};
-use resilient::registry;
+use stormproof::admin::{self, EventStreams};
+use stormproof::registry;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 /// Whether to serve the dashboard, and where.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Options {
-    /// `--dashboard`, or `RESILIENT_DASHBOARD=1`.
+    /// `--dashboard`, or `STORMPROOF_DASHBOARD=1`.
     pub enabled: bool,
-    /// `--dashboard-port N` or `RESILIENT_DASHBOARD_PORT`; 0 (the default) lets the system pick.
+    /// `--dashboard-port N` or `STORMPROOF_DASHBOARD_PORT`; 0 (the default) lets the system pick.
     pub port: u16,
 }
 
@@ -30,8 +30,8 @@ const USAGE: &str = "usage: payment [--dashboard] [--dashboard-port PORT]";
 pub fn options() -> Result<Options, String> {
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     let mut options = Options {
-        enabled: env("RESILIENT_DASHBOARD").is_some_and(|v| v != "0"),
-        port: match env("RESILIENT_DASHBOARD_PORT") {
+        enabled: env("STORMPROOF_DASHBOARD").is_some_and(|v| v != "0"),
+        port: match env("STORMPROOF_DASHBOARD_PORT") {
             Some(port) => parse_port(&port)?,
             None => 0,
         },
@@ -73,7 +73,7 @@ pub struct Dashboard {
 /// Serves the global registry's admin routes on 127.0.0.1:`port`.
 pub async fn start(port: u16) -> std::io::Result<Dashboard> {
     let mut admin = admin::router(registry());
-    let token = std::env::var("RESILIENT_DASHBOARD_TOKEN").ok().filter(|t| !t.is_empty());
+    let token = std::env::var("STORMPROOF_DASHBOARD_TOKEN").ok().filter(|t| !t.is_empty());
     if let Some(token) = token {
         admin =
             admin.with_token(token).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;

@@ -6,7 +6,7 @@
 //! every order was charged exactly once; it exits non-zero otherwise.
 //!
 //! Run: `cargo run --example payment` (ORDERS=... to change the count).
-//! With `--dashboard` (or `RESILIENT_DASHBOARD=1`) it also serves the live
+//! With `--dashboard` (or `STORMPROOF_DASHBOARD=1`) it also serves the live
 //! admin page on 127.0.0.1, prints its URL, and keeps serving after the
 //! scenario until Ctrl-C (see `dashboard.rs`).
 
@@ -21,7 +21,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use resilient::{BreakerState, registry};
+use stormproof::{BreakerState, registry};
 use scenario::{Api, OrderOutcome, Tally};
 use tracing_subscriber::layer::SubscriberExt;
 

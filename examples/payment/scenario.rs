@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use resilient::{Classify, ErrorClass, Registry, Rejection, resilient};
+use stormproof::{Classify, ErrorClass, Registry, Rejection, resilient};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, Layer};
 
@@ -93,7 +93,7 @@ fn check(response: reqwest::Response) -> Result<reqwest::Response, ApiError> {
         return Ok(response);
     }
     // Status plus Retry-After (seconds or HTTP-date), classified by the `reqwest` feature.
-    let class = resilient::http::classify_response(&response);
+    let class = stormproof::http::classify_response(&response);
     Err(ApiError::Status { code: response.status().as_u16(), class })
 }
 
@@ -121,7 +121,7 @@ pub async fn charge(api: &Api, order_id: &str, amount: u64) -> Result<Charge, Ap
     api.charge_attempts.fetch_add(1, Ordering::Relaxed);
     // The key comes from the library (`key = order_id`), the same on every
     // attempt; without it a retry could charge twice, so no charge is sent.
-    let key = resilient::idempotency_key().ok_or(ApiError::MissingIdempotencyKey)?;
+    let key = stormproof::idempotency_key().ok_or(ApiError::MissingIdempotencyKey)?;
     let request = ChargeRequest { order_id: order_id.to_owned(), amount };
     let response = api
         .client
@@ -134,7 +134,7 @@ pub async fn charge(api: &Api, order_id: &str, amount: u64) -> Result<Charge, Ap
 }
 
 /// The guards' file: declared once, by name; every call above finds them by name.
-pub const GUARDS_FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/payment/resilient.toml");
+pub const GUARDS_FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/payment/stormproof.toml");
 
 /// Declares the guards from [`GUARDS_FILE`], then checks that every guard
 /// name the functions above use is declared (a typo would otherwise get a
@@ -225,7 +225,7 @@ impl Visit for Fields {
 
 impl<S: tracing::Subscriber> Layer<S> for Tally {
     fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
-        if !event.metadata().target().starts_with("retry_runtime") {
+        if !event.metadata().target().starts_with("stormproof_runtime") {
             return;
         }
         let mut fields = Fields::default();

@@ -19,7 +19,7 @@ pub(crate) enum Kind {
     Bool,
     /// The name of one of the function's parameters.
     Parameter,
-    /// A path to the runtime, written as a string (`"::resilient"`).
+    /// A path to the runtime, written as a string (`"::stormproof"`).
     CratePath,
     /// A path to a function, written as a path (`my_module::classify`).
     FnPath,
@@ -81,7 +81,7 @@ pub(crate) const ARGUMENTS: &[Argument] = &[
     },
     Argument { name: "name", kind: Kind::Name, default: Default::Derived, example: "\"shop::charge\"" },
     Argument { name: "classify", kind: Kind::FnPath, default: Default::None, example: "classify_db_error" },
-    Argument { name: "crate", kind: Kind::CratePath, default: Default::Derived, example: "\"::resilient\"" },
+    Argument { name: "crate", kind: Kind::CratePath, default: Default::Derived, example: "\"::stormproof\"" },
 ];
 
 /// The row of `name`, if it is an argument.

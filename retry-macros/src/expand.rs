@@ -14,21 +14,21 @@
 //! #[resilient(max_attempts = 3, breaker = "db")]
 //! async fn load(&mut self, id: String) -> Result<Row, DbError> { self.query(&id).await }
 //!
-//! // Output (locals are hygienic; `__resilient` is `::resilient::__private`):
+//! // Output (locals are hygienic; `__stormproof` is `::stormproof::__private`):
 //! async fn load(&mut self, id: String) -> Result<Row, DbError> {
-//!     use ::resilient::__private as __resilient;
-//!     use __resilient::{ForgetOtherError as _, KeepSendError as _};
-//!     static __RESILIENT_POLICY: __resilient::Policy = __resilient::Policy::from_attribute(
-//!         __resilient::AttributeConfig { operation: concat!(module_path!(), "::", "load"), max_attempts: 3u32, .. });
+//!     use ::stormproof::__private as __stormproof;
+//!     use __stormproof::{ForgetOtherError as _, KeepSendError as _};
+//!     static __RESILIENT_POLICY: __stormproof::Policy = __stormproof::Policy::from_attribute(
+//!         __stormproof::AttributeConfig { operation: concat!(module_path!(), "::", "load"), max_attempts: 3u32, .. });
 //!     // Keeps the last error across waits when `DbError: Send` (see the runtime's `slot` module).
-//!     let parts = || ((&__resilient::ErrorProbe::<DbError>::new()).slot(), __resilient::by_traits::<DbError>());
+//!     let parts = || ((&__stormproof::ErrorProbe::<DbError>::new()).slot(), __stormproof::by_traits::<DbError>());
 //!     let mut execution = None;                  // built only when a call needs it
 //!     loop {
 //!         let step = {
 //!             let id = Clone::clone(&id);        // owned parameters: a fresh clone per attempt
 //!             let __self = &mut *self;           // `&mut self`: a fresh reborrow per attempt
 //!             // `BreakerBudget`: the guards named (`NoGuards` with none, `WithBulkhead` with a bulkhead).
-//!             let plain = __resilient::plain_attempt::<__resilient::BreakerBudget, _, _>(&__RESILIENT_POLICY, &execution);
+//!             let plain = __stormproof::plain_attempt::<__stormproof::BreakerBudget, _, _>(&__RESILIENT_POLICY, &execution);
 //!             let attempt = async {
 //!                 if false { let fake: Result<Row, DbError> = loop {}; return fake; } // fixes `?`'s target
 //!                 let id = id;
@@ -40,12 +40,12 @@
 //!                 // failure is recorded and decided on (its wait is the next attempt's).
 //!                 // (`UnguardedRun` with no guard named: the attempt alone, its
 //!                 // error made a `PlainFailure::unguarded` once it failed.)
-//!                 Some(plain) => match __resilient::PlainRun::new(plain, attempt).await {
+//!                 Some(plain) => match __stormproof::PlainRun::new(plain, attempt).await {
 //!                     Ok(value) => break Ok(value),
-//!                     Err(failure) => __resilient::after_plain_failure(&__RESILIENT_POLICY, &mut execution, parts, failure),
+//!                     Err(failure) => __stormproof::after_plain_failure(&__RESILIENT_POLICY, &mut execution, parts, failure),
 //!                 },
 //!                 // Any other attempt: the step machine.
-//!                 None => __resilient::Execution::attempt(__resilient::started(&__RESILIENT_POLICY, &mut execution, parts), attempt).await,
+//!                 None => __stormproof::Execution::attempt(__stormproof::started(&__RESILIENT_POLICY, &mut execution, parts), attempt).await,
 //!             }
 //!         };
 //!         match step { Step::Done(result) => break result, Step::Retry => {} }
@@ -82,7 +82,7 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
     let krate = &plan.krate;
     // One import of the runtime: when `crate = "..."` names no such path, the
     // compiler reports it once, at that string, and not at every use.
-    let runtime = Ident::new("__resilient", Span::mixed_site());
+    let runtime = Ident::new("__stormproof", Span::mixed_site());
     let import = quote! {
         use #krate::__private as #runtime;
         #[allow(unused_imports)]
@@ -94,9 +94,9 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
     let rt = quote!(#runtime);
     // Mixed-site hygiene: the body cannot see (or shadow) these locals.
     let policy = Ident::new(POLICY, Span::mixed_site());
-    let execution = Ident::new("__resilient_execution", Span::mixed_site());
-    let step = Ident::new("__resilient_step", Span::mixed_site());
-    let result = Ident::new("__resilient_result", Span::mixed_site());
+    let execution = Ident::new("__stormproof_execution", Span::mixed_site());
+    let step = Ident::new("__stormproof_step", Span::mixed_site());
+    let result = Ident::new("__stormproof_result", Span::mixed_site());
 
     let config = attribute_config(&item.sig, plan, &rt);
     let key = match &plan.key {
@@ -197,7 +197,7 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
             // plain. Nothing holding the error type lives across an `.await`
             // but the attempt: the call's future is `Send` whenever the body's is.
             let [parts, future, plain, value, failure] = ["parts", "attempt", "plain", "value", "failure"]
-                .map(|name| Ident::new(&format!("__resilient_{name}"), Span::mixed_site()));
+                .map(|name| Ident::new(&format!("__stormproof_{name}"), Span::mixed_site()));
             start = quote! {
                 // The probe's borrow: see above.
                 #[allow(clippy::needless_borrow)]
@@ -248,7 +248,7 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         None => run,
         Some(fallback) => {
             // At the path: a fallback of the wrong signature is reported there.
-            let error = Ident::new("__resilient_error", Span::mixed_site().located_at(fallback.span()));
+            let error = Ident::new("__stormproof_error", Span::mixed_site().located_at(fallback.span()));
             let call = quote_spanned!(fallback.span()=> #fallback(#error).await);
             quote! {
                 match #run {
@@ -332,7 +332,7 @@ fn error_type_tokens(sig: &Signature, error_type: &ErrorType, rt: &TokenStream) 
 /// traits (`Classify`, `From<Rejection>`), checked at the error type so a
 /// missing one is reported there in words; or `classify = path`, with the
 /// rejection conversion the error type allows (autoref specialization: its
-/// `From<Rejection>`, else `Error::Rejected` for a `resilient::Error<X>`).
+/// `From<Rejection>`, else `Error::Rejected` for a `stormproof::Error<X>`).
 fn error_handling(plan: &Plan, error_ty: &TokenStream, error_span: Span, rt: &TokenStream) -> TokenStream {
     match &plan.classify {
         None => {
@@ -370,10 +370,10 @@ fn attempt_block(
         // Not a `Result`: `validate` has reported it, nothing is expanded.
         return quote!(async #movability { #(#inside)* #body });
     };
-    let fake = Ident::new("__resilient_fake_return", Span::mixed_site());
+    let fake = Ident::new("__stormproof_fake_return", Span::mixed_site());
     let label = Lifetime {
         apostrophe: Span::mixed_site(),
-        ident: Ident::new("__resilient_body", Span::mixed_site()),
+        ident: Ident::new("__stormproof_body", Span::mixed_site()),
     };
     let erased = erase_impl_trait(ty);
     quote! {

@@ -1,6 +1,6 @@
-//! The `#[resilient]` attribute of the [`resilient`](https://docs.rs/resilient) crate.
+//! The `#[resilient]` attribute of the [`stormproof`](https://docs.rs/stormproof) crate.
 //!
-//! Depend on `resilient`, not on this crate: it re-exports the attribute
+//! Depend on `stormproof`, not on this crate: it re-exports the attribute
 //! together with the runtime the expansion calls.
 //!
 //! The macro is a three-step pipeline, one file each: `parse` reads the
@@ -57,12 +57,12 @@ use parse::{Args, Errors};
 /// | `nested` | `"once"`, `"retry"` | `"once"` | inside another annotated call's attempt, `"once"` makes a single attempt, without hedges |
 /// | `classify` | path to a `fn(&E) -> ErrorClass` | `Classify` | classifies this function's errors instead of the trait |
 /// | `name` | string | `module_path::fn` | the operation's name in traces and metrics (two methods of the same name in one module need it) |
-/// | `crate` | string path | `"::resilient"` | where the runtime is |
+/// | `crate` | string path | `"::stormproof"` | where the runtime is |
 ///
 /// The function must be an `async fn` returning `Result<T, E>` (or an alias
 /// of it) where `E` can be classified and can carry the loop's rejections:
 /// `anyhow::Error`, `Box<dyn Error + Send + Sync>`, `std::io::Error`,
-/// `tonic::Status`, `resilient::Error<X>` for a foreign `X`, or your own type
+/// `tonic::Status`, `stormproof::Error<X>` for a foreign `X`, or your own type
 /// implementing `Classify` and `From<Rejection>` (or with `classify = ...`). Every
 /// attempt runs the body on fresh arguments: each parameter taken by value
 /// is cloned per attempt and must be `Clone` (unless `max_attempts = 1`),
@@ -77,7 +77,7 @@ use parse::{Args, Errors};
 /// whenever the body's is.
 ///
 /// ```
-/// use resilient::{Classify, ErrorClass, Rejection, resilient};
+/// use stormproof::{Classify, ErrorClass, Rejection, resilient};
 /// # #[derive(Debug)]
 /// # pub enum ApiError { Unavailable, Rejected(Rejection) }
 /// # impl Classify for ApiError {
@@ -104,7 +104,7 @@ use parse::{Args, Errors};
 /// // Not idempotent: retried only with a key the server can deduplicate on.
 /// #[resilient(idempotent = false, key = order_id)]
 /// async fn charge(order_id: u64, cents: u64) -> Result<Receipt, ApiError> {
-///     let key = resilient::idempotency_key(); // Some("<order_id>"), the same on every attempt
+///     let key = stormproof::idempotency_key(); // Some("<order_id>"), the same on every attempt
 ///     api::charge(key, cents).await
 /// }
 /// # fn main() {}
@@ -205,7 +205,7 @@ mod tests {
         "r#type",
         "'a'",
         "b\"x\"",
-        "\"::resilient\"",
+        "\"::stormproof\"",
         "\"a b\"",
         "\"a::\"",
         "{ 3 }",
@@ -245,14 +245,14 @@ mod tests {
     fn a_valid_function_expands_without_errors() {
         let out = run("max_attempts = 3, idempotent = false, key = order_id, crate = \"r\"", FUNCTIONS[0]);
         assert!(!out.contains("compile_error"), "{out}");
-        assert!(out.contains("use r :: __private as __resilient ;"), "{out}");
-        assert!(out.contains("__resilient :: Policy :: from_attribute"), "{out}");
+        assert!(out.contains("use r :: __private as __stormproof ;"), "{out}");
+        assert!(out.contains("__stormproof :: Policy :: from_attribute"), "{out}");
     }
 
     #[test]
     fn the_attributes_defaults_are_the_builders() {
         use crate::arguments::{Default, find};
-        let policy = resilient::Policy::builder().build().expect("the defaults are valid");
+        let policy = stormproof::Policy::builder().build().expect("the defaults are valid");
         let integer = |name| match find(name).map(|a| a.default) {
             Some(Default::Integer(value)) => value,
             other => panic!("{name}: {other:?}"),
@@ -265,7 +265,7 @@ mod tests {
         assert_eq!(integer("base_ms"), policy.backoff().base.as_millis() as u64);
         assert_eq!(integer("cap_ms"), policy.backoff().cap.as_millis() as u64);
         assert_eq!(choice("jitter"), policy.backoff().jitter.name());
-        assert_eq!(choice("nested") == "retry", policy.nested() == resilient::Nested::Retry);
+        assert_eq!(choice("nested") == "retry", policy.nested() == stormproof::Nested::Retry);
         for unset in ["attempt_timeout_ms", "deadline_ms", "breaker", "budget", "bulkhead", "key"] {
             assert_eq!(find(unset).map(|a| a.default), Some(Default::None), "{unset}");
         }

@@ -82,7 +82,7 @@ fn formats(name: &Ident) -> bool {
 }
 
 /// The named format argument an inline `{self}` becomes.
-const CAPTURED_SELF: &str = "__resilient_self";
+const CAPTURED_SELF: &str = "__stormproof_self";
 
 impl RenameSelf {
     fn renamed(at: Span) -> Ident {

@@ -24,7 +24,7 @@ const MAX_HEDGES: std::ops::RangeInclusive<i128> = 1..=3;
 
 /// Everything `expand` needs, every value checked and every default filled in.
 pub(crate) struct Plan {
-    /// Where the runtime is: `::resilient` unless `crate = "..."` says otherwise.
+    /// Where the runtime is: `::stormproof` unless `crate = "..."` says otherwise.
     pub krate: TokenStream,
     /// The operation's name, when `name = "..."` gave one (else `module_path::fn`).
     pub name: Option<String>,
@@ -211,7 +211,7 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
 
     let krate = match args.crate_path("crate") {
         Some(path) => path.to_token_stream(),
-        None => quote!(::resilient),
+        None => quote!(::stormproof),
     };
     let choice = |name: &str| match arguments::find(name).map(|a| a.default) {
         Some(Default::Choice(default)) => args.choice(name).unwrap_or(default),
@@ -251,8 +251,8 @@ const TWICE: &str = "#[resilient] is on this function twice: the retries would m
 /// body declares the policy `static` (which a body as written does not),
 /// at its top or, when an attribute between the two wrapped the body (as
 /// `#[tracing::instrument]` does), deeper in. Told by the expansion rather
-/// than by name, since `use resilient::resilient as retry;` renames the
-/// attribute; the first catches a second written `resilient` before that.
+/// than by name, since `use stormproof::resilient as retry;` renames the
+/// attribute; the first catches a second written `stormproof` before that.
 fn expanded_before(item: &ItemFn) -> bool {
     fn declares_policy(tokens: TokenStream) -> bool {
         let mut after_static = false;

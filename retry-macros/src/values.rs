@@ -193,7 +193,7 @@ pub(crate) fn path(argument: &Argument, expr: &Expr) -> syn::Result<Path> {
     lit.parse_with(Path::parse_mod_style).map_err(|_| {
         syn::Error::new(
             lit.span(),
-            format!("`{name}` must be a path to the `resilient` crate, like `{name} = \"::resilient\"`"),
+            format!("`{name}` must be a path to the `stormproof` crate, like `{name} = \"::stormproof\"`"),
         )
     })
 }

@@ -27,8 +27,8 @@ use rand::{RngExt, SeedableRng};
 /// | `Decorrelated` | `min(cap, uniform in [base, prev * 3])`, `prev` starting at `base` |
 ///
 /// ```
-/// # use retry_runtime as resilient;
-/// use resilient::Jitter;
+/// # use stormproof_runtime as stormproof;
+/// use stormproof::Jitter;
 /// assert_eq!("full".parse::<Jitter>(), Ok(Jitter::Full));
 /// assert_eq!(Jitter::default(), Jitter::Full);
 /// ```
@@ -52,8 +52,8 @@ impl Jitter {
     /// The lower-case name of this strategy, as the attribute spells it.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
-    /// assert_eq!(resilient::Jitter::Decorrelated.name(), "decorrelated");
+    /// # use stormproof_runtime as stormproof;
+    /// assert_eq!(stormproof::Jitter::Decorrelated.name(), "decorrelated");
     /// ```
     pub fn name(self) -> &'static str {
         match self {
@@ -107,9 +107,9 @@ impl std::str::FromStr for Jitter {
 /// seed always gives the same waits.
 ///
 /// ```
-/// # use retry_runtime as resilient;
+/// # use stormproof_runtime as stormproof;
 /// use std::time::Duration;
-/// use resilient::{Backoff, Jitter};
+/// use stormproof::{Backoff, Jitter};
 ///
 /// let backoff = Backoff::new(Duration::from_millis(100), Duration::from_millis(800), Jitter::None);
 /// let waits: Vec<u128> = (0..6).map(|n| backoff.exp(n).as_millis()).collect();
@@ -153,9 +153,9 @@ impl Backoff {
     /// `min(cap, base * 2^n)` without jitter; saturates instead of overflowing.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
+    /// # use stormproof_runtime as stormproof;
     /// use std::time::Duration;
-    /// use resilient::{Backoff, Jitter};
+    /// use stormproof::{Backoff, Jitter};
     /// let b = Backoff::new(Duration::from_millis(u64::MAX), Duration::from_secs(1), Jitter::None);
     /// assert_eq!(b.exp(100), Duration::from_secs(1));
     /// ```
@@ -179,9 +179,9 @@ impl Backoff {
     /// `None` for the first wait, which then starts from `base`).
     ///
     /// ```
-    /// # use retry_runtime as resilient;
+    /// # use stormproof_runtime as stormproof;
     /// use std::time::Duration;
-    /// use resilient::{Backoff, Jitter, JitterRng};
+    /// use stormproof::{Backoff, Jitter, JitterRng};
     /// let b = Backoff::new(Duration::from_millis(100), Duration::from_secs(20), Jitter::Full);
     /// let mut rng = JitterRng::seeded(7);
     /// let wait = b.wait(3, None, &mut rng);
@@ -214,8 +214,8 @@ impl Backoff {
 /// tests reproduce the source documents' numbers exactly.
 ///
 /// ```
-/// # use retry_runtime as resilient;
-/// use resilient::JitterRng;
+/// # use stormproof_runtime as stormproof;
+/// use stormproof::JitterRng;
 /// let mut a = JitterRng::seeded(42);
 /// let mut b = JitterRng::seeded(42);
 /// assert_eq!(a.uniform(0, 1_000), b.uniform(0, 1_000));

@@ -12,9 +12,9 @@ use std::time::{Duration, SystemTime};
 /// What kind of failure an error is, and so whether to retry it.
 ///
 /// ```
-/// # use retry_runtime as resilient;
+/// # use stormproof_runtime as stormproof;
 /// use std::time::Duration;
-/// use resilient::ErrorClass;
+/// use stormproof::ErrorClass;
 ///
 /// assert_eq!(ErrorClass::from_http(503, None), ErrorClass::Transient);
 /// assert_eq!(ErrorClass::from_http(404, None), ErrorClass::Permanent);
@@ -47,9 +47,9 @@ impl ErrorClass {
     /// Whether the retry loop may try again after an error of this class.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
-    /// assert!(resilient::ErrorClass::Transient.is_retryable());
-    /// assert!(!resilient::ErrorClass::Permanent.is_retryable());
+    /// # use stormproof_runtime as stormproof;
+    /// assert!(stormproof::ErrorClass::Transient.is_retryable());
+    /// assert!(!stormproof::ErrorClass::Permanent.is_retryable());
     /// ```
     pub fn is_retryable(self) -> bool {
         !matches!(self, ErrorClass::Permanent)
@@ -60,8 +60,8 @@ impl ErrorClass {
     /// do; conflicts and permanent errors are neutral.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
-    /// use resilient::ErrorClass;
+    /// # use stormproof_runtime as stormproof;
+    /// use stormproof::ErrorClass;
     /// assert!(ErrorClass::Transient.is_failure());
     /// assert!(ErrorClass::Conflict.is_retryable() && !ErrorClass::Conflict.is_failure());
     /// ```
@@ -96,9 +96,9 @@ impl ErrorClass {
     /// wait differs. Any other status ignores the header.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
+    /// # use stormproof_runtime as stormproof;
     /// use std::time::Duration;
-    /// use resilient::ErrorClass;
+    /// use stormproof::ErrorClass;
     /// assert_eq!(ErrorClass::from_http(408, None), ErrorClass::Transient);
     /// assert_eq!(
     ///     ErrorClass::from_http(429, Some("Wed, 21 Oct 2015 07:28:00 GMT")),
@@ -145,9 +145,9 @@ impl ErrorClass {
 /// separator: a value that parses whole is one value.
 ///
 /// ```
-/// # use retry_runtime as resilient;
+/// # use stormproof_runtime as stormproof;
 /// use std::time::Duration;
-/// use resilient::parse_retry_after;
+/// use stormproof::parse_retry_after;
 /// assert_eq!(parse_retry_after(" 120 "), Some(Duration::from_secs(120)));
 /// assert_eq!(parse_retry_after("120, 120"), Some(Duration::from_secs(120)));
 /// assert_eq!(parse_retry_after("5, 120"), Some(Duration::from_secs(120)), "the longest");
@@ -162,9 +162,9 @@ pub fn parse_retry_after(value: &str) -> Option<Duration> {
 /// [`parse_retry_after`] against a given "now", so dates can be tested exactly.
 ///
 /// ```
-/// # use retry_runtime as resilient;
+/// # use stormproof_runtime as stormproof;
 /// use std::time::{Duration, SystemTime};
-/// use resilient::parse_retry_after_at;
+/// use stormproof::parse_retry_after_at;
 /// let now = httpdate_now();
 /// # fn httpdate_now() -> SystemTime { SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_470) }
 /// // 2015-10-21 07:28:00 GMT is 10 s after `now`.
@@ -241,8 +241,8 @@ pub(crate) fn retry_after_lines<'a>(
 /// with `From<Rejection>`):
 ///
 /// ```
-/// # use retry_runtime as resilient;
-/// use resilient::{Classify, ErrorClass};
+/// # use stormproof_runtime as stormproof;
+/// use stormproof::{Classify, ErrorClass};
 ///
 /// enum ApiError { Timeout, Status(u16), CardDeclined }
 ///

@@ -75,9 +75,9 @@ impl Mark {
 /// Outside any attempt, `None`.
 ///
 /// ```
-/// # use retry_runtime as resilient;
+/// # use stormproof_runtime as stormproof;
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// use resilient::{Policy, idempotency_key};
+/// use stormproof::{Policy, idempotency_key};
 /// let policy = Policy::builder().build().unwrap();
 /// let key = policy
 ///     .run_with_key("order-17", || async { Ok::<_, std::io::Error>(idempotency_key()) })

@@ -29,11 +29,11 @@ use crate::clock::HORIZON;
 
 /// Why a call stopped without success: the `reason` field of the
 /// `giving up` trace event and the `reason` label of the
-/// `resilient_stops_total` metric.
+/// `stormproof_stops_total` metric.
 ///
 /// ```
-/// # use retry_runtime as resilient;
-/// assert_eq!(resilient::StopReason::BudgetExhausted.label(), "budget_exhausted");
+/// # use stormproof_runtime as stormproof;
+/// assert_eq!(stormproof::StopReason::BudgetExhausted.label(), "budget_exhausted");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]

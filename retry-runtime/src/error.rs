@@ -16,7 +16,7 @@ use crate::rejection::Rejection;
 
 /// What the retry loop needs of an error type; implemented for every type
 /// that is [`Classify`] and `From<`[`Rejection`](Rejection)`>`, and for
-/// [`resilient::Error<E>`](crate::Error) when `E` is [`Classify`], so you
+/// [`stormproof::Error<E>`](crate::Error) when `E` is [`Classify`], so you
 /// never implement it yourself.
 ///
 /// It exists for the compiler's sake: a function bound on it says in words
@@ -25,7 +25,7 @@ use crate::rejection::Rejection;
     message = "`{Self}` cannot be the error type of a #[resilient] fn",
     label = "this error type cannot be classified or cannot carry a rejection",
     note = "the retry loop classifies each error (transient, throttled, conflict, permanent) and turns its own rejections (open breaker, timeouts) into the error type",
-    note = "the ways out: return `resilient::Error<{Self}>` (`?` converts into it), classified by `{Self}`'s `Classify` or, if it has none, by `classify = <fn(&resilient::Error<{Self}>) -> ErrorClass>` in the attribute; or, if `{Self}` is your own type, implement `From<resilient::Rejection>` for it, and `Classify` (or give `classify = <fn(&{Self}) -> ErrorClass>`)",
+    note = "the ways out: return `stormproof::Error<{Self}>` (`?` converts into it), classified by `{Self}`'s `Classify` or, if it has none, by `classify = <fn(&stormproof::Error<{Self}>) -> ErrorClass>` in the attribute; or, if `{Self}` is your own type, implement `From<stormproof::Rejection>` for it, and `Classify` (or give `classify = <fn(&{Self}) -> ErrorClass>`)",
     note = "`anyhow::Error`, `Box<dyn Error + Send + Sync>` and `io::Error` work as they are, and so does `tonic::Status`: `anyhow::Error` and `tonic::Status` need the feature of that name"
 )]
 pub trait ResilientError: Sized {
@@ -141,8 +141,8 @@ impl<E> ErrorHandling<E> for ClassifyWith<E> {
 /// Turns rejections into `E`: a `fn(Rejection) -> E`.
 #[diagnostic::on_unimplemented(
     message = "`{E}` cannot carry the retry loop's rejections",
-    label = "`{E}` has no `From<resilient::Rejection>`",
-    note = "implement `From<resilient::Rejection>` for `{E}`, or return `resilient::Error<{E}>`, which carries either"
+    label = "`{E}` has no `From<stormproof::Rejection>`",
+    note = "implement `From<stormproof::Rejection>` for `{E}`, or return `stormproof::Error<{E}>`, which carries either"
 )]
 pub trait RejectionConverter<E> {
     /// The conversion.

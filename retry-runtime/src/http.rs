@@ -59,7 +59,7 @@ fn body_read_failure(error: &reqwest::Error) -> Option<ErrorClass> {
 /// # async fn demo(client: reqwest::Client) -> Result<(), reqwest::Error> {
 /// let response = client.get("http://127.0.0.1:8080/quote").send().await?;
 /// if !response.status().is_success() {
-///     let class = retry_runtime::http::classify_response(&response);
+///     let class = stormproof_runtime::http::classify_response(&response);
 ///     println!("{class:?}");
 /// }
 /// # Ok(()) }

@@ -1,9 +1,9 @@
-//! The runtime of [`resilient`](https://docs.rs/resilient): capped
+//! The runtime of [`stormproof`](https://docs.rs/stormproof): capped
 //! exponential backoff with jitter, error classification, deadlines and
 //! per-attempt timeouts, circuit breakers, retry budgets and bulkheads in a
 //! named registry, idempotency keys, and observability.
 //!
-//! Users depend on the `resilient` facade, which re-exports everything here
+//! Users depend on the `stormproof` facade, which re-exports everything here
 //! together with the `#[resilient]` attribute.
 //!
 //! Everything time-based runs on `tokio::time`, so under

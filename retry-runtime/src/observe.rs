@@ -1,7 +1,7 @@
 //! Traces and metrics: every retry, every stop and every breaker transition
 //! is visible.
 //!
-//! `tracing` (always on): a span per call named `resilient.call` with the
+//! `tracing` (always on): a span per call named `stormproof.call` with the
 //! operation's name; a `DEBUG` event per retry (attempt, wait, error class);
 //! an event per stop that gives up (why); an event per breaker transition
 //! (name, from, to; opening is a `WARN`); a `DEBUG` event per hedge, per
@@ -13,21 +13,21 @@
 //!
 //! | name | kind | labels |
 //! |---|---|---|
-//! | `resilient_retries_total` | counter | `operation`, `class` |
-//! | `resilient_stops_total` | counter | `operation`, `reason` |
-//! | `resilient_breaker_transitions_total` | counter | `breaker`, `from`, `to` |
-//! | `resilient_breaker_state` | gauge (0 closed, 1 open, 2 half-open) | `breaker` |
-//! | `resilient_budget_available` | gauge | `budget` |
-//! | `resilient_bulkhead_in_use` | gauge | `bulkhead` |
-//! | `resilient_bulkhead_limit` | gauge (an adaptive limit, as it moves) | `bulkhead` |
-//! | `resilient_hedges_total` | counter | `operation` |
-//! | `resilient_fallbacks_total` | counter | `operation` |
-//! | `resilient_throttle_refusals_total` | counter | `throttle` |
-//! | `resilient_throttle_refusal_probability` | gauge | `throttle` |
-//! | `resilient_rate_limited_total` | counter (refusals) | `limiter` |
-//! | `resilient_fleet_linked` | gauge (this process's registries following the fleet: 1 following, 0 local, with one) | `fleet` (the key prefix) |
-//! | `resilient_fleet_fallbacks_total` | counter (a link lost: not a leave, nor a store never reached) | `fleet` |
-//! | `resilient_fleet_keys_replaced_total` | counter (keys of the fleet's found holding another type than a hash, and replaced) | `fleet` |
+//! | `stormproof_retries_total` | counter | `operation`, `class` |
+//! | `stormproof_stops_total` | counter | `operation`, `reason` |
+//! | `stormproof_breaker_transitions_total` | counter | `breaker`, `from`, `to` |
+//! | `stormproof_breaker_state` | gauge (0 closed, 1 open, 2 half-open) | `breaker` |
+//! | `stormproof_budget_available` | gauge | `budget` |
+//! | `stormproof_bulkhead_in_use` | gauge | `bulkhead` |
+//! | `stormproof_bulkhead_limit` | gauge (an adaptive limit, as it moves) | `bulkhead` |
+//! | `stormproof_hedges_total` | counter | `operation` |
+//! | `stormproof_fallbacks_total` | counter | `operation` |
+//! | `stormproof_throttle_refusals_total` | counter | `throttle` |
+//! | `stormproof_throttle_refusal_probability` | gauge | `throttle` |
+//! | `stormproof_rate_limited_total` | counter (refusals) | `limiter` |
+//! | `stormproof_fleet_linked` | gauge (this process's registries following the fleet: 1 following, 0 local, with one) | `fleet` (the key prefix) |
+//! | `stormproof_fleet_fallbacks_total` | counter (a link lost: not a leave, nor a store never reached) | `fleet` |
+//! | `stormproof_fleet_keys_replaced_total` | counter (keys of the fleet's found holding another type than a hash, and replaced) | `fleet` |
 //!
 //! This module is a leaf: it takes plain names and labels, so every other
 //! module may report through it without it knowing their types.
@@ -45,14 +45,14 @@ fn millis(wait: Duration) -> u64 {
 pub(crate) fn retry(operation: &str, attempt: u32, wait: Duration, class: &'static str) {
     tracing::debug!(operation, attempt, wait_ms = millis(wait), class, "retrying");
     #[cfg(feature = "metrics")]
-    metrics::counter!("resilient_retries_total", "operation" => operation.to_owned(), "class" => class)
+    metrics::counter!("stormproof_retries_total", "operation" => operation.to_owned(), "class" => class)
         .increment(1);
 }
 
 pub(crate) fn stop(operation: &str, attempts: u32, reason: &'static str) {
     tracing::debug!(operation, attempts, reason, "giving up");
     #[cfg(feature = "metrics")]
-    metrics::counter!("resilient_stops_total", "operation" => operation.to_owned(), "reason" => reason)
+    metrics::counter!("stormproof_stops_total", "operation" => operation.to_owned(), "reason" => reason)
         .increment(1);
 }
 
@@ -81,7 +81,7 @@ pub(crate) fn breaker_transition(name: &str, from: &'static str, to: &'static st
         tracing::info!(breaker = name, from, to, "circuit breaker transition");
     }
     #[cfg(feature = "metrics")]
-    metrics::counter!("resilient_breaker_transitions_total", "breaker" => name.to_owned(), "from" => from, "to" => to)
+    metrics::counter!("stormproof_breaker_transitions_total", "breaker" => name.to_owned(), "from" => from, "to" => to)
         .increment(1);
     breaker_state(name, to);
 }
@@ -97,7 +97,7 @@ pub(crate) fn breaker_state(name: &str, state: &'static str) {
             "open" => 1.0,
             _ => 2.0,
         };
-        metrics::gauge!("resilient_breaker_state", "breaker" => name.to_owned()).set(level);
+        metrics::gauge!("stormproof_breaker_state", "breaker" => name.to_owned()).set(level);
     }
     #[cfg(not(feature = "metrics"))]
     let _ = (name, state);
@@ -125,23 +125,23 @@ pub(crate) fn transition_hook_panicked(
     );
 }
 
-/// Sets a budget's `resilient_budget_available` gauge. The level is worked
+/// Sets a budget's `stormproof_budget_available` gauge. The level is worked
 /// out only when the gauge exists: for a ratio budget it takes the window's
 /// lock and a clock read, which a build without metrics never needs.
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn budget_level(name: &str, available: impl FnOnce() -> u32) {
     #[cfg(feature = "metrics")]
-    metrics::gauge!("resilient_budget_available", "budget" => name.to_owned()).set(f64::from(available()));
+    metrics::gauge!("stormproof_budget_available", "budget" => name.to_owned()).set(f64::from(available()));
 }
 
-/// The key of a bulkhead's `resilient_bulkhead_in_use` gauge, made once per
+/// The key of a bulkhead's `stormproof_bulkhead_in_use` gauge, made once per
 /// bulkhead: the gauge is set twice per attempt (a place taken, a place given
 /// back), and the `gauge!` macro would build its key, label string included,
 /// on the heap each time, with or without a recorder to hear it.
 #[cfg(feature = "metrics")]
 pub(crate) fn bulkhead_key(name: &str) -> metrics::Key {
     metrics::Key::from_parts(
-        "resilient_bulkhead_in_use",
+        "stormproof_bulkhead_in_use",
         vec![metrics::Label::new("bulkhead", name.to_owned())],
     )
 }
@@ -158,42 +158,42 @@ pub(crate) fn bulkhead_level(key: &metrics::Key, in_use: usize) {
 pub(crate) fn hedge(operation: &str, attempt: u32, hedge: u32) {
     tracing::debug!(operation, attempt, hedge, "hedging: another attempt beside a slow one");
     #[cfg(feature = "metrics")]
-    metrics::counter!("resilient_hedges_total", "operation" => operation.to_owned()).increment(1);
+    metrics::counter!("stormproof_hedges_total", "operation" => operation.to_owned()).increment(1);
 }
 
 /// A call failed and its fallback runs instead.
 pub(crate) fn fallback(operation: &str) {
     tracing::debug!(operation, "falling back");
     #[cfg(feature = "metrics")]
-    metrics::counter!("resilient_fallbacks_total", "operation" => operation.to_owned()).increment(1);
+    metrics::counter!("stormproof_fallbacks_total", "operation" => operation.to_owned()).increment(1);
 }
 
 /// A throttle refused a request locally, with this probability.
 pub(crate) fn throttle_refusal(name: &str, probability: f64) {
     tracing::debug!(throttle = name, probability, "throttled locally");
     #[cfg(feature = "metrics")]
-    metrics::counter!("resilient_throttle_refusals_total", "throttle" => name.to_owned()).increment(1);
+    metrics::counter!("stormproof_throttle_refusals_total", "throttle" => name.to_owned()).increment(1);
 }
 
 /// A throttle's refusal probability changed from zero, or to it, or while above it.
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn throttle_probability(name: &str, probability: f64) {
     #[cfg(feature = "metrics")]
-    metrics::gauge!("resilient_throttle_refusal_probability", "throttle" => name.to_owned()).set(probability);
+    metrics::gauge!("stormproof_throttle_refusal_probability", "throttle" => name.to_owned()).set(probability);
 }
 
 /// A rate limiter refused an attempt that would have waited `wait`.
 pub(crate) fn rate_limited(name: &str, wait: Duration) {
     tracing::debug!(limiter = name, wait_ms = millis(wait), "over the rate limit");
     #[cfg(feature = "metrics")]
-    metrics::counter!("resilient_rate_limited_total", "limiter" => name.to_owned()).increment(1);
+    metrics::counter!("stormproof_rate_limited_total", "limiter" => name.to_owned()).increment(1);
 }
 
 /// An adaptive bulkhead limit moved.
 pub(crate) fn bulkhead_limit(name: &str, from: u32, to: u32) {
     tracing::debug!(bulkhead = name, from, to, "adaptive concurrency limit moved");
     #[cfg(feature = "metrics")]
-    metrics::gauge!("resilient_bulkhead_limit", "bulkhead" => name.to_owned()).set(f64::from(to));
+    metrics::gauge!("stormproof_bulkhead_limit", "bulkhead" => name.to_owned()).set(f64::from(to));
 }
 
 /// What changed in a fleet's link to its store (see [`fleet_link`]).
@@ -224,7 +224,7 @@ pub(crate) fn fleet_task_panicked(fleet: &str) {
 
 /// A flush found a key of the fleet's holding another type than a hash
 /// (another program's value), and replaced it: said once per key replaced,
-/// a `WARN` naming it and `resilient_fleet_keys_replaced_total` (labelled
+/// a `WARN` naming it and `stormproof_fleet_keys_replaced_total` (labelled
 /// by the fleet only: a key's name would make the labels unbounded).
 #[cfg(feature = "redis")]
 #[cold]
@@ -235,11 +235,11 @@ pub(crate) fn fleet_key_replaced(fleet: &str, key: &str) {
         "a key of the fleet held another type than a hash (another program's value): replaced, and what it counted lost"
     );
     #[cfg(feature = "metrics")]
-    metrics::counter!("resilient_fleet_keys_replaced_total", "fleet" => fleet.to_owned()).increment(1);
+    metrics::counter!("stormproof_fleet_keys_replaced_total", "fleet" => fleet.to_owned()).increment(1);
 }
 
 /// How many of this process's registries follow each fleet (by prefix,
-/// the gauge's label): the `resilient_fleet_linked` gauge is that count, so
+/// the gauge's label): the `stormproof_fleet_linked` gauge is that count, so
 /// that two registries in one fleet (two replicas in one process) each
 /// count in it, and one leaving or losing the store does not set the
 /// other's. With one registry, 1 or 0.
@@ -248,7 +248,7 @@ static LINKED: std::sync::Mutex<std::collections::BTreeMap<String, u32>> =
     std::sync::Mutex::new(std::collections::BTreeMap::new());
 
 /// A fleet's link changed; said once per change, in the trace and the
-/// `resilient_fleet_linked` gauge (see `LINKED`), and a lost link
+/// `stormproof_fleet_linked` gauge (see `LINKED`), and a lost link
 /// counted as a fallback.
 #[cfg(feature = "redis")]
 pub(crate) fn fleet_link(fleet: &str, change: FleetLink<'_>) {
@@ -276,13 +276,13 @@ pub(crate) fn fleet_link(fleet: &str, change: FleetLink<'_>) {
             FleetLink::Joined | FleetLink::Unreachable(_) => {}
         }
         // Set with the count held, so that two changes set it in their order.
-        metrics::gauge!("resilient_fleet_linked", "fleet" => fleet.to_owned()).set(f64::from(*count));
+        metrics::gauge!("stormproof_fleet_linked", "fleet" => fleet.to_owned()).set(f64::from(*count));
         if *count == 0 {
             linked.remove(fleet);
         }
         drop(linked);
         if matches!(change, FleetLink::Lost(_)) {
-            metrics::counter!("resilient_fleet_fallbacks_total", "fleet" => fleet.to_owned()).increment(1);
+            metrics::counter!("stormproof_fleet_fallbacks_total", "fleet" => fleet.to_owned()).increment(1);
         }
     }
 }

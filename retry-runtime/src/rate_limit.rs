@@ -23,8 +23,8 @@ use crate::config::{ConfigError, positive};
 /// Settings of a [`RateLimit`]; every field has a default.
 ///
 /// ```
-/// # use retry_runtime as resilient;
-/// use resilient::RateLimitConfig;
+/// # use stormproof_runtime as stormproof;
+/// use stormproof::RateLimitConfig;
 /// let cfg = RateLimitConfig { per_second: 100, ..Default::default() };
 /// assert_eq!((cfg.burst, cfg.max_wait), (10, None));
 /// ```
@@ -96,9 +96,9 @@ type Limiter = RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<D
 /// A named rate limiter shared by the calls to one dependency; see the module docs.
 ///
 /// ```
-/// # use retry_runtime as resilient;
+/// # use stormproof_runtime as stormproof;
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-/// use resilient::{RateLimit, RateLimitConfig};
+/// use stormproof::{RateLimit, RateLimitConfig};
 /// let limit = RateLimit::new("api", RateLimitConfig { per_second: 2, burst: 2, max_wait: None }).unwrap();
 /// assert!(limit.acquire().await.is_ok());
 /// assert!(limit.acquire().await.is_ok());
@@ -158,10 +158,10 @@ impl RateLimit {
     /// a limiter under a new name, or restart), and changes nothing.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
+    /// # use stormproof_runtime as stormproof;
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
     /// use std::time::Duration;
-    /// use resilient::{RateLimit, RateLimitConfig};
+    /// use stormproof::{RateLimit, RateLimitConfig};
     /// let limit = RateLimit::new("api", RateLimitConfig::default()).unwrap();
     /// let longer = RateLimitConfig { max_wait: Some(Duration::from_millis(50)), ..Default::default() };
     /// limit.reconfigure(longer).unwrap();

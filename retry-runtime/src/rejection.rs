@@ -10,9 +10,9 @@ use crate::classify::{Classify, ErrorClass};
 /// could not run still returns your error type.
 ///
 /// ```
-/// # use retry_runtime as resilient;
+/// # use stormproof_runtime as stormproof;
 /// use std::time::Duration;
-/// use resilient::{Classify, ErrorClass, Rejection};
+/// use stormproof::{Classify, ErrorClass, Rejection};
 ///
 /// let timeout = Rejection::AttemptTimeout { after: Duration::from_millis(250) };
 /// assert_eq!(timeout.classify(), ErrorClass::Transient);
@@ -100,8 +100,8 @@ impl Rejection {
     /// A short label for traces and metrics, e.g. `circuit_open`.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
-    /// assert_eq!(resilient::Rejection::BulkheadFull { bulkhead: "db".into() }.label(), "bulkhead_full");
+    /// # use stormproof_runtime as stormproof;
+    /// assert_eq!(stormproof::Rejection::BulkheadFull { bulkhead: "db".into() }.label(), "bulkhead_full");
     /// ```
     pub fn label(&self) -> &'static str {
         match self {

@@ -40,10 +40,10 @@
 //!   retry runs the rest of the middleware chain again.
 //!
 //! ```no_run
-//! # use retry_runtime as resilient;
+//! # use stormproof_runtime as stormproof;
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
-//! use resilient::{Attempts, Policy, reqwest_middleware::ResilientMiddleware};
+//! use stormproof::{Attempts, Policy, reqwest_middleware::ResilientMiddleware};
 //!
 //! let policy = Policy::builder().max_attempts(4).base(Duration::from_millis(50)).breaker("inventory").build()?;
 //! let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
@@ -110,8 +110,8 @@ impl Middleware for ResilientMiddleware {
 /// it holds.
 ///
 /// ```
-/// # use retry_runtime as resilient;
-/// use resilient::{Classify, ErrorClass, Rejection};
+/// # use stormproof_runtime as stormproof;
+/// use stormproof::{Classify, ErrorClass, Rejection};
 /// let open = reqwest_middleware::Error::middleware(Rejection::CircuitOpen { breaker: "db".into() });
 /// assert_eq!(open.classify(), ErrorClass::Permanent);
 /// let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(open);

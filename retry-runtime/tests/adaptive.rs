@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use common::{Attempts, TestError, ms};
-use retry_runtime::{
+use stormproof_runtime::{
     AdaptiveLimit, BreakerConfig, Bulkhead, BulkheadConfig, CircuitBreaker, Nested, Policy, RateLimit,
     RateLimitConfig, Registry, Rejection, ThrottleConfig, TokenBucket, idempotency_key,
 };
@@ -84,7 +84,7 @@ async fn a_round_whose_attempts_all_fail_counts_as_one_attempt_and_backs_off() {
     let policy = Policy::builder()
         .max_attempts(2)
         .base(ms(100))
-        .jitter(retry_runtime::Jitter::None)
+        .jitter(stormproof_runtime::Jitter::None)
         .hedge(ms(50), 1)
         .build()
         .unwrap();
@@ -633,7 +633,7 @@ async fn the_retry_after_a_round_waits_out_a_retry_after_any_of_its_attempts_hea
     let policy = Policy::builder()
         .max_attempts(2)
         .base(ms(10))
-        .jitter(retry_runtime::Jitter::None)
+        .jitter(stormproof_runtime::Jitter::None)
         .hedge(ms(50), 1)
         .build()
         .unwrap();
@@ -734,7 +734,7 @@ fn hedging_under_every_guard() -> (Registry, Policy) {
     let policy = Policy::builder()
         .max_attempts(2)
         .base(ms(100))
-        .jitter(retry_runtime::Jitter::None)
+        .jitter(stormproof_runtime::Jitter::None)
         .hedge(ms(50), 1)
         .budget("dep")
         .breaker("dep")
@@ -825,7 +825,7 @@ async fn an_attempt_that_fails_as_its_hedge_falls_due_is_retried_once_after_the_
 /// started, and what each outer call got.
 async fn hedged_inside_an_attempt(inner: &Policy) -> (Vec<u64>, [Result<u32, TestError>; 2]) {
     let outer =
-        Policy::builder().max_attempts(2).base(ms(1)).jitter(retry_runtime::Jitter::None).build().unwrap();
+        Policy::builder().max_attempts(2).base(ms(1)).jitter(stormproof_runtime::Jitter::None).build().unwrap();
     let attempts = Attempts::new();
     let slow = || {
         let n = attempts.mark();

@@ -2,7 +2,7 @@
 //! (waiting for a bulkhead permit, mid-attempt, mid-backoff, during a
 //! half-open probe) release everything they hold and record nothing.
 //!
-//! Size with `RESILIENT_STRESS_CALLS` (default 100,000) for longer local runs.
+//! Size with `STORMPROOF_STRESS_CALLS` (default 100,000) for longer local runs.
 
 mod common;
 
@@ -14,7 +14,7 @@ use std::time::Duration;
 use common::{TestError, ms};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
-use retry_runtime::{
+use stormproof_runtime::{
     BreakerConfig, BreakerState, BudgetConfig, BulkheadConfig, CircuitBreaker, Jitter, Outcome, Policy,
     RatioBudget, Registry, Rejection, TokenBucket,
 };
@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 use tokio::time::{sleep, timeout};
 
 fn stress_calls() -> u32 {
-    std::env::var("RESILIENT_STRESS_CALLS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000)
+    std::env::var("STORMPROOF_STRESS_CALLS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000)
 }
 
 const BUDGET_CAPACITY: u32 = 50;
@@ -354,7 +354,7 @@ async fn an_aborted_attempt_records_nothing_in_the_breaker() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aborted_calls_on_the_direct_path_give_every_bulkhead_place_back() {
     const PLACES: u32 = 8;
-    let registry = retry_runtime::registry();
+    let registry = stormproof_runtime::registry();
     // A bounded wait: a leaked place must fail the check below, not hang the calls.
     let config = BulkheadConfig {
         max_concurrent: PLACES,
@@ -504,7 +504,7 @@ async fn a_call_dropped_before_its_retry_runs_gives_the_budget_token_back() {
 /// leaves a retry's wait to the next attempt.
 #[tokio::test(start_paused = true)]
 async fn a_call_dropped_mid_backoff_on_the_direct_path_gives_the_budget_token_back() {
-    let registry = retry_runtime::registry();
+    let registry = stormproof_runtime::registry();
     let bucket = TokenBucket { capacity: 2, retry_cost: 1, refill_per_success: 0 };
     registry.declare_budget("cancel-backoff-direct", bucket).unwrap();
     let budget = registry.budget("cancel-backoff-direct").unwrap();

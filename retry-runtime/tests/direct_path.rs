@@ -24,8 +24,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use common::{TestError, ms};
-use retry_runtime::__private::{ByTraits, Execution, Kept, Step};
-use retry_runtime::{
+use stormproof_runtime::__private::{ByTraits, Execution, Kept, Step};
+use stormproof_runtime::{
     AdaptiveLimit, BreakerConfig, BreakerState, Bulkhead, BulkheadConfig, Jitter, Nested, Policy,
     PolicyBuilder, RateLimit, RateLimitConfig, Rejection, Throttle, ThrottleConfig, idempotency_key,
     registry,
@@ -626,9 +626,9 @@ async fn a_zero_wait_is_no_wait_the_retry_runs_in_the_same_poll() {
 #[derive(Debug)]
 struct Holding(#[allow(dead_code)] Arc<()>);
 
-impl retry_runtime::Classify for Holding {
-    fn classify(&self) -> retry_runtime::ErrorClass {
-        retry_runtime::ErrorClass::Transient
+impl stormproof_runtime::Classify for Holding {
+    fn classify(&self) -> stormproof_runtime::ErrorClass {
+        stormproof_runtime::ErrorClass::Transient
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{Attempts, TestError, ms};
-use retry_runtime::{
+use stormproof_runtime::{
     BreakerConfig, BreakerState, BudgetConfig, BulkheadConfig, Jitter, Outcome, Policy, RateLimitConfig,
     RatioBudget, Registry, RegistryError, Rejection, RetryBudget, ThrottleConfig, TokenBucket,
 };

@@ -1,14 +1,14 @@
 //! Loom model checks of the breaker's atomic transitions: every
 //! interleaving of two threads, not just the ones a stress test happens to hit.
 //!
-//! Run: `RUSTFLAGS="--cfg resilient_loom" cargo test -p retry-runtime --test loom_breaker --release`
-#![cfg(resilient_loom)]
+//! Run: `RUSTFLAGS="--cfg stormproof_loom" cargo test -p stormproof-runtime --test loom_breaker --release`
+#![cfg(stormproof_loom)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use retry_runtime::{BreakerConfig, BreakerState, CircuitBreaker, Outcome, Registry};
+use stormproof_runtime::{BreakerConfig, BreakerState, CircuitBreaker, Outcome, Registry};
 
 /// `loom::model`, with the body on a loom thread of a 1 MiB stack: a
 /// breaker built on the model's main coroutine (whose stack is small)

@@ -2,13 +2,13 @@
 //! interleaving of two threads (within a bound on preemptions), not just the
 //! ones a stress test happens to hit.
 //!
-//! Run: `RUSTFLAGS="--cfg resilient_loom" cargo test -p retry-runtime --test loom_throttle --release`
-#![cfg(resilient_loom)]
+//! Run: `RUSTFLAGS="--cfg stormproof_loom" cargo test -p stormproof-runtime --test loom_throttle --release`
+#![cfg(stormproof_loom)]
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use retry_runtime::{ThrottleConfig, ThrottleWindow};
+use stormproof_runtime::{ThrottleConfig, ThrottleWindow};
 
 /// Ten tenths of 10 ns.
 fn config() -> ThrottleConfig {

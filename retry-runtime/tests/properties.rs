@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use common::{Attempts, TestError, ms};
 use proptest::prelude::*;
-use retry_runtime::{Jitter, Policy};
+use stormproof_runtime::{Jitter, Policy};
 use tokio::time::{Instant, sleep};
 
 #[derive(Debug, Clone)]

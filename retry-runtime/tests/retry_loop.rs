@@ -5,10 +5,10 @@ mod common;
 use std::time::Duration;
 
 use common::{Attempts, TestError, ms};
-use retry_runtime::{Jitter, Policy, Registry, Rejection, idempotency_key};
+use stormproof_runtime::{Jitter, Policy, Registry, Rejection, idempotency_key};
 use tokio::time::{Instant, sleep};
 
-fn no_jitter() -> retry_runtime::PolicyBuilder {
+fn no_jitter() -> stormproof_runtime::PolicyBuilder {
     Policy::builder().jitter(Jitter::None)
 }
 
@@ -327,7 +327,7 @@ async fn a_nested_call_makes_a_single_attempt_by_default() {
     let outer = no_jitter().max_attempts(3).base(ms(1)).build().unwrap();
     let inner = no_jitter().max_attempts(3).base(ms(1)).build().unwrap();
     let retrying_inner =
-        no_jitter().max_attempts(3).base(ms(1)).nested(retry_runtime::Nested::Retry).build().unwrap();
+        no_jitter().max_attempts(3).base(ms(1)).nested(stormproof_runtime::Nested::Retry).build().unwrap();
     let _: Result<(), _> = outer
         .run(|| async {
             inner
@@ -392,7 +392,7 @@ async fn without_jitter_a_herd_retries_in_one_bucket_and_full_jitter_spreads_it(
         assert_eq!(times.len(), 100);
         times
     }
-    let peak = |times: &[Duration]| retry_runtime::sim::peak_in_bucket(times, ms(10));
+    let peak = |times: &[Duration]| stormproof_runtime::sim::peak_in_bucket(times, ms(10));
     assert_eq!(peak(&first_retries(Jitter::None).await), 100);
     let spread = peak(&first_retries(Jitter::Full).await);
     assert!(spread < 50, "busiest bucket {spread}");

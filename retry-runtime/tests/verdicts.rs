@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use retry_runtime::{
+use stormproof_runtime::{
     BreakerConfig, BreakerState, CircuitBreaker, Outcome, RatioBudget, Registry, RetryBudget,
 };
 use tokio::time::{Instant, advance};

@@ -14,21 +14,21 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use resilient::BreakerConfig;
-use resilient::admin::{self, Snapshot};
+use stormproof::BreakerConfig;
+use stormproof::admin::{self, Snapshot};
 use tokio::sync::mpsc;
 use tower::ServiceExt;
 
 use super::support::{Events, PATIENCE, TOKEN, call, guards, post, serve, snapshot};
 
-/// The browser, as Debian installs it; `RESILIENT_CHROMIUM` overrides.
+/// The browser, as Debian installs it; `STORMPROOF_CHROMIUM` overrides.
 fn chromium() -> String {
-    let path = std::env::var("RESILIENT_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
+    let path = std::env::var("STORMPROOF_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
     assert!(
         std::path::Path::new(&path).exists(),
         "Chromium is not installed at {path}: the dashboard test renders the page in it. \
          Run `scripts/ensure-chromium.sh` (installs Debian's `chromium` package), \
-         or point RESILIENT_CHROMIUM at a Chromium binary."
+         or point STORMPROOF_CHROMIUM at a Chromium binary."
     );
     path
 }
@@ -151,8 +151,8 @@ pub async fn shows_the_transitions_of_a_restarted_service() {
 /// at a bucket, failed every flush for good).
 #[cfg(feature = "redis")]
 pub async fn shows_a_key_of_the_fleets_of_another_type_replaced(server: &super::server::Server) {
-    use resilient::Registry;
-    use resilient::fleet::FleetConfig;
+    use stormproof::Registry;
+    use stormproof::fleet::FleetConfig;
     let chromium = chromium();
     server.command(&["SET", "dash:breaker:dep", "x"]);
     let registry = Registry::new();
@@ -306,7 +306,7 @@ fn card(dom: &str, kind: &str, name: &str) -> Card {
 /// A fresh, empty directory for the browser's profile.
 fn tempdir() -> std::path::PathBuf {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    let dir = std::env::temp_dir().join(format!("resilient-chromium-{}-{nanos}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("stormproof-chromium-{}-{nanos}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }

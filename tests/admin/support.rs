@@ -4,8 +4,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use resilient::admin::{Counts, Snapshot};
-use resilient::{
+use stormproof::admin::{Counts, Snapshot};
+use stormproof::{
     AdaptiveLimit, BreakerConfig, BulkheadConfig, Classify, ErrorClass, Policy, RateLimitConfig, Registry,
     Rejection, ThrottleConfig, TokenBucket,
 };

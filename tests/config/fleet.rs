@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use resilient::fleet::FleetConfig;
-use resilient::{BreakerState, Outcome, Registry};
+use stormproof::fleet::FleetConfig;
+use stormproof::{BreakerState, Outcome, Registry};
 
 use super::{error, ms};
 
@@ -122,9 +122,9 @@ fn a_reload_cannot_join_a_fleet() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_started_from_the_file_shares_its_breaker_and_a_reload_cannot_change_it() {
     let Some(server) = crate::server::Server::start("a_fleet_started_from_the_file_...") else { return };
-    let dir = std::env::temp_dir().join(format!("resilient-config-fleet-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("stormproof-config-fleet-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("resilient.toml");
+    let path = dir.join("stormproof.toml");
     let text = format!(
         "[fleet]\nurl = \"{}\"\nprefix = \"from-file\"\nsync_every_ms = 50\n\n[breakers.payment]\nfailure_threshold = 3\nopen_for_ms = 60_000\nfleet = true\n",
         server.url()

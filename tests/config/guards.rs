@@ -1,6 +1,6 @@
 //! Throttles, rate limits and adaptive bulkhead limits in the file.
 
-use resilient::{AdaptiveLimit, BulkheadConfig, RateLimitConfig, Registry, ThrottleConfig};
+use stormproof::{AdaptiveLimit, BulkheadConfig, RateLimitConfig, Registry, ThrottleConfig};
 use tokio::time::Instant;
 
 use super::{error, futures_like_acquire, ms};

@@ -7,14 +7,14 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use resilient::Registry;
+use stormproof::Registry;
 
 /// A folder of its own for one test, removed when dropped.
 struct Dir(PathBuf);
 
 impl Dir {
     fn new(test: &str) -> Dir {
-        let dir = std::env::temp_dir().join(format!("resilient-reading-{test}-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("stormproof-reading-{test}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         Dir(dir)
@@ -53,7 +53,7 @@ fn every_reader_refuses(path: &Path) -> Vec<String> {
         let reload = registry.reload_file(&owned).unwrap_err().to_string();
         let kept = registry.breaker("payment").unwrap().config().failure_threshold;
         #[cfg(feature = "redis")]
-        let fleet = resilient::fleet::FleetConfig::from_file(&owned).unwrap_err().to_string();
+        let fleet = stormproof::fleet::FleetConfig::from_file(&owned).unwrap_err().to_string();
         #[cfg(not(feature = "redis"))]
         let fleet = load.clone();
         tx.send((load, reload, fleet, kept)).unwrap();

@@ -1,5 +1,5 @@
 // Behind a `Result` alias the error type is inferred, with the same message.
-use resilient::{Classify, ErrorClass, resilient};
+use stormproof::{Classify, ErrorClass, resilient};
 
 #[derive(Debug)]
 struct ApiError;

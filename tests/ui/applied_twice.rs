@@ -1,7 +1,7 @@
-use resilient::{Rejection, resilient};
+use stormproof::{Rejection, resilient};
 
 #[resilient(max_attempts = 3)]
-#[resilient::resilient(breaker = "db")]
+#[stormproof::resilient(breaker = "db")]
 async fn fetch() -> Result<u32, Rejection> {
     Ok(1)
 }

@@ -1,5 +1,5 @@
-use resilient::resilient as retry;
-use resilient::{Rejection, resilient};
+use stormproof::resilient as retry;
+use stormproof::{Rejection, resilient};
 
 // Under another name, the second application is not known by its name: it
 // is told by the first's expansion, which it is given.

@@ -1,4 +1,4 @@
-use resilient::{Rejection, resilient};
+use stormproof::{Rejection, resilient};
 
 #[resilient(cap_ms = 50)]
 async fn fetch() -> Result<u32, Rejection> {

@@ -1,7 +1,7 @@
 //! `classify = ...` replaces `Classify`, but the error type must still be
 //! able to carry the loop's rejections.
 
-use resilient::{ErrorClass, resilient};
+use stormproof::{ErrorClass, resilient};
 
 #[derive(Debug)]
 struct Opaque;

@@ -1,4 +1,4 @@
-use resilient::{ErrorClass, resilient};
+use stormproof::{ErrorClass, resilient};
 
 fn classify(_: &String) -> ErrorClass {
     ErrorClass::Transient

@@ -1,4 +1,4 @@
-use resilient::{Rejection, resilient};
+use stormproof::{Rejection, resilient};
 
 #[resilient(crate = "")]
 async fn fetch() -> Result<u32, Rejection> {

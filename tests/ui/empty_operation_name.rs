@@ -1,4 +1,4 @@
-use resilient::resilient;
+use stormproof::resilient;
 
 #[resilient(name = "")]
 async fn unnamed() -> Result<(), std::io::Error> {

@@ -1,4 +1,4 @@
-use resilient::{Rejection, resilient};
+use stormproof::{Rejection, resilient};
 
 #[resilient(throttle = " ")]
 async fn fetch() -> Result<u32, Rejection> {

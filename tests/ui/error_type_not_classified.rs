@@ -2,7 +2,7 @@
 // rejections. (A type lacking `Classify` gets the same message; its
 // `.stderr` would also list every `Classify` impl, which changes with the
 // crate's features, so this case leaves `Classify` in place.)
-use resilient::{Classify, ErrorClass, resilient};
+use stormproof::{Classify, ErrorClass, resilient};
 
 #[derive(Debug)]
 struct ApiError;

@@ -1,4 +1,4 @@
-use resilient::{Rejection, resilient};
+use stormproof::{Rejection, resilient};
 
 async fn cached_price(_error: Rejection) -> Result<u32, Rejection> {
     Ok(100)

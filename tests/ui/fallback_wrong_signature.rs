@@ -1,4 +1,4 @@
-use resilient::{Rejection, resilient};
+use stormproof::{Rejection, resilient};
 
 // The fallback must take the error and return the function's `Result`.
 async fn cached_price(_product: u64) -> Result<u32, Rejection> {

@@ -1,4 +1,4 @@
-use resilient::{Rejection, resilient};
+use stormproof::{Rejection, resilient};
 
 #[resilient(hedge_after_ms = 0)]
 async fn fetch() -> Result<u32, Rejection> {

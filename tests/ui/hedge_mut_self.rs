@@ -1,4 +1,4 @@
-use resilient::{Rejection, resilient};
+use stormproof::{Rejection, resilient};
 
 struct Client {
     sent: u32,

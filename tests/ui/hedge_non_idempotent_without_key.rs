@@ -1,4 +1,4 @@
-use resilient::{Rejection, resilient};
+use stormproof::{Rejection, resilient};
 
 // One attempt, so retrying is not the problem: the hedge is a second request.
 #[resilient(max_attempts = 1, idempotent = false, hedge_after_ms = 50)]

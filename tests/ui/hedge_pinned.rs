@@ -3,7 +3,7 @@
 
 use std::pin::Pin;
 
-use resilient::{Rejection, resilient};
+use stormproof::{Rejection, resilient};
 
 struct Client {
     sent: u32,

@@ -1,7 +1,7 @@
 //! A hedged method clones an owned receiver for every attempt: one that is
 //! not `Clone` is refused at its type.
 
-use resilient::{Rejection, resilient};
+use stormproof::{Rejection, resilient};
 
 struct Client {
     sent: u32,

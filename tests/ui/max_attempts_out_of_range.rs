@@ -1,4 +1,4 @@
-use resilient::{Rejection, resilient};
+use stormproof::{Rejection, resilient};
 
 #[resilient(max_attempts = 0)]
 async fn never() -> Result<u32, Rejection> {

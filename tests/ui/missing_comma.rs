@@ -1,4 +1,4 @@
-use resilient::{Rejection, resilient};
+use stormproof::{Rejection, resilient};
 
 // The argument after a missing `,` is read as if it were there: its own
 // error is reported, and so is every later one.

@@ -1,4 +1,4 @@
-use resilient::{Rejection, resilient};
+use stormproof::{Rejection, resilient};
 
 #[resilient(max_attemps = 3)]
 async fn fetch() -> Result<u32, Rejection> {

@@ -2,7 +2,7 @@
 //! inside its tuple or array cannot be copied: said at the `&mut`, for each
 //! such parameter, rather than as "`&mut Vec<u8>: Clone` is not satisfied".
 
-use resilient::{Rejection, resilient};
+use stormproof::{Rejection, resilient};
 
 #[resilient(max_attempts = 3)]
 async fn send(

@@ -2,7 +2,7 @@
 
 use std::io;
 
-use resilient::resilient;
+use stormproof::resilient;
 
 #[resilient(max_attempts = 3)]
 async fn first(buf: &mut Vec<u8>) -> Result<&mut u8, io::Error> {

@@ -1,6 +1,6 @@
 //! A `&mut self` method that returns a borrow of `self` cannot retry.
 
-use resilient::resilient;
+use stormproof::resilient;
 
 struct Cache {
     value: String,

@@ -1,4 +1,4 @@
-use resilient::resilient;
+use stormproof::resilient;
 
 #[resilient]
 async fn fetch() -> Option<u32> {

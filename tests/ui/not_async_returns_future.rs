@@ -3,7 +3,7 @@
 
 use std::future::Future;
 
-use resilient::{Rejection, resilient};
+use stormproof::{Rejection, resilient};
 
 #[resilient]
 fn fetch(n: u32) -> impl Future<Output = Result<u32, Rejection>> {

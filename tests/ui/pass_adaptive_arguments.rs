@@ -3,7 +3,7 @@
 //! `&self` method, with borrowed and owned parameters and a key) and a
 //! fallback; the futures stay `Send`.
 
-use resilient::{Rejection, resilient};
+use stormproof::{Rejection, resilient};
 
 async fn cached_price(_error: Rejection) -> Result<u32, Rejection> {
     Ok(100)

@@ -1,7 +1,7 @@
 #![deny(warnings)]
 //! A parameter's `#[cfg]` goes with its per-attempt copies.
 
-use resilient::resilient;
+use stormproof::resilient;
 
 #[resilient(jitter = "none", base_ms = 1)]
 async fn configured(

@@ -1,7 +1,7 @@
 #![deny(warnings)]
 //! The defaults: no arguments at all.
 
-use resilient::{Classify, ErrorClass, Rejection, resilient};
+use stormproof::{Classify, ErrorClass, Rejection, resilient};
 
 #[derive(Debug)]
 pub enum ApiError {

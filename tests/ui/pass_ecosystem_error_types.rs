@@ -1,9 +1,9 @@
 #![deny(warnings)]
 //! The error types services already return, as they are: `anyhow::Error`,
 //! `Box<dyn Error + Send + Sync>`, `std::io::Error`, `tonic::Status`, a
-//! foreign type through `resilient::Error<E>`, and `classify = path`.
+//! foreign type through `stormproof::Error<E>`, and `classify = path`.
 
-use resilient::{Error, ErrorClass, Rejection, resilient};
+use stormproof::{Error, ErrorClass, Rejection, resilient};
 
 #[resilient(max_attempts = 2, base_ms = 1)]
 async fn with_anyhow(n: u32) -> anyhow::Result<u32> {
@@ -38,7 +38,7 @@ struct NotOurs;
 fn by_hand(error: &Error<NotOurs>) -> ErrorClass {
     match error {
         Error::Inner(NotOurs) => ErrorClass::Transient,
-        Error::Rejected(rejection) => resilient::Classify::classify(rejection),
+        Error::Rejected(rejection) => stormproof::Classify::classify(rejection),
     }
 }
 

@@ -1,7 +1,7 @@
 #![deny(warnings)]
 //! Every argument at once, with `_` separators and integer suffixes.
 
-use resilient::{Rejection, resilient};
+use stormproof::{Rejection, resilient};
 
 #[resilient(
     max_attempts = 5,
@@ -16,7 +16,7 @@ use resilient::{Rejection, resilient};
     idempotent = false,
     key = order_id,
     nested = "retry",
-    crate = "::resilient",
+    crate = "::stormproof",
 )]
 async fn charge(order_id: u64, cents: u64) -> Result<u64, Rejection> {
     Ok(order_id * 1_000 + cents)

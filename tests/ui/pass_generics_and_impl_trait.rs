@@ -4,7 +4,7 @@
 
 use std::fmt::Display;
 
-use resilient::{Classify, ErrorClass, Rejection, resilient};
+use stormproof::{Classify, ErrorClass, Rejection, resilient};
 
 #[derive(Debug)]
 enum AppError {

@@ -3,16 +3,16 @@
 //! the call's idempotency key from it. Its per-attempt copies must not make
 //! the compiler call it unused (and advise renaming it `_request_id`).
 
-use resilient::resilient;
+use stormproof::resilient;
 
 #[resilient(max_attempts = 3, idempotent = false, key = request_id)]
 async fn send_once(request_id: String) -> Result<Option<String>, std::io::Error> {
-    Ok(resilient::idempotency_key().map(|key| key.to_string()))
+    Ok(stormproof::idempotency_key().map(|key| key.to_string()))
 }
 
 #[resilient(max_attempts = 3, idempotent = false, key = order, hedge_after_ms = 50)]
 async fn hedged(order: u64) -> Result<Option<String>, std::io::Error> {
-    Ok(resilient::idempotency_key().map(|key| key.to_string()))
+    Ok(stormproof::idempotency_key().map(|key| key.to_string()))
 }
 
 /// The way to quiet it before: an `#[expect]` there stays fulfilled.
@@ -23,7 +23,7 @@ async fn expected(#[expect(unused_variables)] request_id: String) -> Result<u32,
 
 #[resilient(max_attempts = 3, idempotent = false, key = id)]
 async fn borrowed(id: &str) -> Result<Option<String>, std::io::Error> {
-    Ok(resilient::idempotency_key().map(|key| key.to_string()))
+    Ok(stormproof::idempotency_key().map(|key| key.to_string()))
 }
 
 #[tokio::main(flavor = "current_thread", start_paused = true)]

@@ -5,7 +5,7 @@
 //! and an `#[expect]` under a `#[cfg_attr]` is fulfilled as a bare one is
 //! (`all()` stands for a predicate such as `test`, which holds here).
 
-use resilient::resilient;
+use stormproof::resilient;
 
 #[resilient(jitter = "none", base_ms = 1)]
 async fn allowed(

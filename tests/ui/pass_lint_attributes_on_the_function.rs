@@ -8,7 +8,7 @@
 //! here, clippy's `missing_errors_doc` and the like), leaving every
 //! `#[expect]` of them unfulfilled.
 
-use resilient::resilient;
+use stormproof::resilient;
 
 /// Never called.
 #[resilient(jitter = "none", base_ms = 1)]

@@ -1,7 +1,7 @@
 #![deny(warnings)]
 //! `&self`, `&mut self`, `self` and `&mut T` parameters, all retried.
 
-use resilient::{Classify, ErrorClass, Rejection, resilient};
+use stormproof::{Classify, ErrorClass, Rejection, resilient};
 
 #[derive(Debug)]
 struct Flaky;

@@ -5,7 +5,7 @@
 //! moves its parameters), a type that merely mentions a `&mut` (a fn
 //! pointer is `Copy`), or a parameter compiled out, whose copies are too.
 
-use resilient::{Rejection, resilient};
+use stormproof::{Rejection, resilient};
 
 #[resilient(max_attempts = 3)]
 async fn skipped((_, n): (&mut Vec<u8>, u8), (.., last): (&mut u8, u8)) -> Result<u8, Rejection> {

@@ -3,7 +3,7 @@
 //! `#[tracing::instrument]` (whose `async move` moves `self`): each attempt
 //! reborrows the receiver, as it does a `&mut T` parameter.
 
-use resilient::{Classify, ErrorClass, Rejection, resilient};
+use stormproof::{Classify, ErrorClass, Rejection, resilient};
 
 #[derive(Debug)]
 struct Flaky;

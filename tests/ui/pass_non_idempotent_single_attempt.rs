@@ -2,7 +2,7 @@
 //! A non-idempotent operation needs no key when it is never retried, and
 //! with one attempt owned parameters need not be `Clone`: the body may move them.
 
-use resilient::{Rejection, resilient};
+use stormproof::{Rejection, resilient};
 
 pub struct Payment {
     pub cents: u64,

@@ -6,7 +6,7 @@
 use std::fmt::Display;
 use std::sync::Arc;
 
-use resilient::{Classify, ErrorClass, Rejection, resilient};
+use stormproof::{Classify, ErrorClass, Rejection, resilient};
 
 #[derive(Debug, PartialEq)]
 struct Flaky;

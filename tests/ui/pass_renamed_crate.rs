@@ -1,10 +1,10 @@
 #![deny(warnings)]
 //! The runtime found under another name, as tokio's `crate = "..."` allows.
 
-use resilient as r;
+use stormproof as r;
 
 mod vendored {
-    pub use resilient as runtime;
+    pub use stormproof as runtime;
 }
 
 #[r::resilient(crate = "r")]

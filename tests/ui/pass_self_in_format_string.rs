@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use resilient::resilient;
+use stormproof::resilient;
 
 #[derive(Debug, Clone, Default)]
 struct Counter {

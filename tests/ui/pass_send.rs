@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use resilient::{Rejection, resilient};
+use stormproof::{Rejection, resilient};
 use tokio::sync::Mutex;
 
 #[derive(Clone)]

@@ -3,7 +3,7 @@
 //! not `Send` (it holds a `Box<dyn Error>`): such an error is not kept
 //! across the wait for the next attempt, so the call can still be spawned.
 
-use resilient::{Classify, ErrorClass, Rejection, resilient};
+use stormproof::{Classify, ErrorClass, Rejection, resilient};
 
 #[derive(Debug)]
 struct Failure(Box<dyn std::error::Error>);

@@ -4,7 +4,7 @@
 
 use std::future::Future;
 
-use resilient::{Rejection, resilient};
+use stormproof::{Rejection, resilient};
 
 trait Inventory {
     async fn stock(&self, sku: &str) -> Result<u32, Rejection>;

@@ -3,7 +3,7 @@
 
 use std::pin::Pin;
 
-use resilient::resilient;
+use stormproof::resilient;
 
 struct Cache {
     value: String,

@@ -1,7 +1,7 @@
 //! A foreign error type cannot carry the loop's rejections: the message
-//! names `resilient::Error`.
+//! names `stormproof::Error`.
 
-use resilient::resilient;
+use stormproof::resilient;
 
 #[resilient]
 async fn fetch(url: String) -> Result<String, reqwest::Error> {

@@ -1,4 +1,4 @@
-use resilient::{Rejection, resilient};
+use stormproof::{Rejection, resilient};
 
 // A suffix whose type cannot hold the value (rustc refuses `300u8` itself):
 // 300 or the 44 it wraps to, the attribute does not guess.

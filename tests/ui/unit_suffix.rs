@@ -1,4 +1,4 @@
-use resilient::{Rejection, resilient};
+use stormproof::{Rejection, resilient};
 
 #[resilient(deadline_ms = 5s)]
 async fn fetch() -> Result<u32, Rejection> {

@@ -1,4 +1,4 @@
-use resilient::{Rejection, resilient};
+use stormproof::{Rejection, resilient};
 
 // Written as other libraries spell it: the name is what to fix.
 #[resilient(retries(3))]

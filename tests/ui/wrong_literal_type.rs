@@ -1,4 +1,4 @@
-use resilient::{Rejection, resilient};
+use stormproof::{Rejection, resilient};
 
 #[resilient(idempotent = "false", key = "order_id")]
 async fn charge(order_id: u64) -> Result<u64, Rejection> {

@@ -1,4 +1,4 @@
-use resilient::{Rejection, resilient};
+use stormproof::{Rejection, resilient};
 
 #[resilient(attempt_timeout_ms = 0, deadline_ms = 0)]
 async fn fetch() -> Result<u32, Rejection> {

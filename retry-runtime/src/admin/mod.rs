@@ -24,9 +24,9 @@
 //! `/snapshot` (`forced`) until reset.
 //!
 //! ```no_run
-//! # use retry_runtime as resilient;
+//! # use stormproof_runtime as stormproof;
 //! # async fn serve() -> std::io::Result<()> {
-//! use resilient::{admin, registry};
+//! use stormproof::{admin, registry};
 //! let token = std::env::var("ADMIN_TOKEN").expect("a long random token");
 //! let router = admin::router(registry()).with_token(token).expect("a printable token").into_router();
 //! // Your own server (axum's `tokio` and `http1` features), on loopback or
@@ -99,9 +99,9 @@ const TRANSITIONS_QUEUED: usize = 1024;
 /// The admin routes for every guard of `registry`; see the module docs.
 ///
 /// ```
-/// # use retry_runtime as resilient;
+/// # use stormproof_runtime as stormproof;
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// use resilient::{Registry, admin};
+/// use stormproof::{Registry, admin};
 /// let registry = Registry::new();
 /// let read_only: axum::Router = admin::router(&registry).into_router();
 /// let with_control: axum::Router = admin::router(&registry).with_token("s3cr3t-t0ken").unwrap().into();
@@ -171,8 +171,8 @@ impl Admin {
     /// printable ASCII without spaces; use a long random one.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
-    /// use resilient::{Registry, admin::{self, TokenError}};
+    /// # use stormproof_runtime as stormproof;
+    /// use stormproof::{Registry, admin::{self, TokenError}};
     /// let registry = Registry::new();
     /// assert_eq!(admin::router(&registry).with_token("").unwrap_err(), TokenError::Empty);
     /// assert!(admin::router(&registry).with_token("4f1c 9a").is_err(), "no spaces");
@@ -228,8 +228,8 @@ async fn snapshot_route(
 /// Ends the event streams of one admin router: from [`Admin::event_streams`].
 ///
 /// ```
-/// # use retry_runtime as resilient;
-/// use resilient::{Registry, admin};
+/// # use stormproof_runtime as stormproof;
+/// use stormproof::{Registry, admin};
 /// let admin = admin::router(&Registry::new());
 /// let streams = admin.event_streams();
 /// let router = admin.into_router();

@@ -1,7 +1,7 @@
 //! A breaker's transitions, announced in the order they were made.
 //!
 //! Transitions are made under the breaker's lock, but announced (to the
-//! log, the `resilient_breaker_state` gauge and the registry's hooks)
+//! log, the `stormproof_breaker_state` gauge and the registry's hooks)
 //! outside it, so that a hook may read the breaker it hears about. Two
 //! threads could then announce out of order: one opens the breaker and,
 //! before it announces, another probes it half-open and closes it,
@@ -13,9 +13,9 @@
 
 use std::collections::VecDeque;
 
-#[cfg(resilient_loom)]
+#[cfg(stormproof_loom)]
 use loom::sync::{Mutex, MutexGuard};
-#[cfg(not(resilient_loom))]
+#[cfg(not(stormproof_loom))]
 use std::sync::{Mutex, MutexGuard};
 
 use super::Transition;
@@ -85,7 +85,7 @@ impl Drop for StopOnUnwind<'_> {
     }
 }
 
-#[cfg(all(test, not(resilient_loom)))]
+#[cfg(all(test, not(stormproof_loom)))]
 mod tests {
     use super::*;
     use crate::breaker::BreakerState::{Closed, HalfOpen, Open};

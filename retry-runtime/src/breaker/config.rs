@@ -11,9 +11,9 @@ use super::CircuitBreaker;
 /// Settings of a [`CircuitBreaker`]; every field has a default.
 ///
 /// ```
-/// # use retry_runtime as resilient;
+/// # use stormproof_runtime as stormproof;
 /// use std::time::Duration;
-/// use resilient::BreakerConfig;
+/// use stormproof::BreakerConfig;
 /// let cfg = BreakerConfig { failure_threshold: 3, open_for: Duration::from_secs(10), ..Default::default() };
 /// assert_eq!(cfg.window, Duration::from_secs(10));
 /// assert!(cfg.validate().is_ok());
@@ -66,8 +66,8 @@ impl BreakerConfig {
     /// Checks the settings; a zero threshold or duration would make the breaker meaningless.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
-    /// use resilient::BreakerConfig;
+    /// # use stormproof_runtime as stormproof;
+    /// use stormproof::BreakerConfig;
     /// let err = BreakerConfig { success_threshold: 0, ..Default::default() }.validate().unwrap_err();
     /// assert_eq!(err.field, "success_threshold");
     /// ```

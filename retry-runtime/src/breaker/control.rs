@@ -47,9 +47,9 @@ impl CircuitBreaker {
     /// open breaker not held is a transition: `open -> open`, forced).
     ///
     /// ```
-    /// # use retry_runtime as resilient;
+    /// # use stormproof_runtime as stormproof;
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-    /// use resilient::{BreakerConfig, BreakerState, CircuitBreaker};
+    /// use stormproof::{BreakerConfig, BreakerState, CircuitBreaker};
     /// let breaker = CircuitBreaker::new("db", BreakerConfig::default()).unwrap();
     /// breaker.force_open();
     /// assert!(breaker.try_acquire().is_none());
@@ -82,11 +82,11 @@ impl CircuitBreaker {
     /// Transitions are reported as any other.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
+    /// # use stormproof_runtime as stormproof;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// use std::time::Duration;
     /// use tokio::time::Instant;
-    /// use resilient::{BreakerConfig, BreakerState, CircuitBreaker};
+    /// use stormproof::{BreakerConfig, BreakerState, CircuitBreaker};
     /// let breaker = CircuitBreaker::new("db", BreakerConfig::default()).unwrap();
     /// breaker.trip_until(Instant::now().checked_add(Duration::from_secs(3)).unwrap(), Some(1));
     /// assert_eq!(breaker.remaining_open(), Some(Duration::from_secs(3)));

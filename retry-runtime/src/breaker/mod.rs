@@ -28,16 +28,16 @@ mod tests;
 
 use std::time::Duration;
 
-// Under `--cfg resilient_loom` the breaker's own synchronisation is
+// Under `--cfg stormproof_loom` the breaker's own synchronisation is
 // model-checked by loom (tests/loom_breaker.rs). (`--cfg loom` itself would
 // switch tokio into its internal loom mode, which only builds in tokio's own
 // test suite.)
-#[cfg(resilient_loom)]
+#[cfg(stormproof_loom)]
 use loom::sync::{
     Mutex, MutexGuard,
     atomic::{AtomicBool, AtomicU64, Ordering},
 };
-#[cfg(not(resilient_loom))]
+#[cfg(not(stormproof_loom))]
 use std::sync::{
     Mutex, MutexGuard,
     atomic::{AtomicBool, AtomicU64, Ordering},
@@ -56,9 +56,9 @@ use crate::counter::PerThreadCounter;
 /// A thread-safe circuit breaker; see the module docs.
 ///
 /// ```
-/// # use retry_runtime as resilient;
+/// # use stormproof_runtime as stormproof;
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-/// use resilient::{BreakerConfig, BreakerState, CircuitBreaker, Outcome};
+/// use stormproof::{BreakerConfig, BreakerState, CircuitBreaker, Outcome};
 /// let breaker = CircuitBreaker::new("payment", BreakerConfig { failure_threshold: 1, ..Default::default() }).unwrap();
 /// let permit = breaker.try_acquire().expect("closed breakers admit");
 /// permit.record(Outcome::Failure);
@@ -103,8 +103,8 @@ struct Counts {
 /// for rates.
 ///
 /// ```
-/// # use retry_runtime as resilient;
-/// use resilient::{BreakerConfig, CircuitBreaker, Outcome};
+/// # use stormproof_runtime as stormproof;
+/// use stormproof::{BreakerConfig, CircuitBreaker, Outcome};
 /// let breaker = CircuitBreaker::new("db", BreakerConfig::default()).unwrap();
 /// breaker.try_acquire().unwrap().record(Outcome::Success);
 /// breaker.try_acquire().unwrap().record(Outcome::Failure);
@@ -246,10 +246,10 @@ impl CircuitBreaker {
     /// dashboards: a closed breaker answers from its published word.)
     ///
     /// ```
-    /// # use retry_runtime as resilient;
+    /// # use stormproof_runtime as stormproof;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// use std::time::Duration;
-    /// use resilient::{BreakerConfig, CircuitBreaker, Outcome};
+    /// use stormproof::{BreakerConfig, CircuitBreaker, Outcome};
     /// let config = BreakerConfig { failure_threshold: 1, open_for: Duration::from_secs(1), ..Default::default() };
     /// let breaker = CircuitBreaker::new("db", config).unwrap();
     /// breaker.try_acquire().unwrap().record(Outcome::Failure);

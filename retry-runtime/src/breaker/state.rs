@@ -77,9 +77,9 @@ enum Phase {
 /// The pure breaker state machine.
 ///
 /// ```
-/// # use retry_runtime as resilient;
+/// # use stormproof_runtime as stormproof;
 /// use std::time::Duration;
-/// use resilient::{BreakerConfig, BreakerCore, BreakerState, Admission, Outcome};
+/// use stormproof::{BreakerConfig, BreakerCore, BreakerState, Admission, Outcome};
 ///
 /// let cfg = BreakerConfig { failure_threshold: 2, open_for: Duration::from_secs(5), ..Default::default() };
 /// let mut core = BreakerCore::new(cfg);
@@ -303,9 +303,9 @@ impl BreakerCore {
     /// A forced breaker ignores it. Returns the transition.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
+    /// # use stormproof_runtime as stormproof;
     /// use std::time::Duration;
-    /// use resilient::{Admission, BreakerConfig, BreakerCore, BreakerState};
+    /// use stormproof::{Admission, BreakerConfig, BreakerCore, BreakerState};
     /// let s = Duration::from_secs;
     /// let mut core = BreakerCore::new(BreakerConfig::default());
     /// core.trip(s(0), s(5), Some(1));
@@ -353,9 +353,9 @@ impl BreakerCore {
     /// epoch stays. `config` must be valid.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
+    /// # use stormproof_runtime as stormproof;
     /// use std::time::Duration;
-    /// use resilient::{Admission, BreakerConfig, BreakerCore, BreakerState, Outcome};
+    /// use stormproof::{Admission, BreakerConfig, BreakerCore, BreakerState, Outcome};
     /// let s = Duration::from_secs;
     /// let mut core = BreakerCore::new(BreakerConfig { failure_threshold: 1, open_for: s(30), ..Default::default() });
     /// let (Admission::Allowed(ticket), _) = core.admit(s(0)) else { unreachable!() };

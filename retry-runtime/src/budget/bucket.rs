@@ -7,8 +7,8 @@ use crate::config::{ConfigError, positive};
 /// A token bucket's settings; every field has a default.
 ///
 /// ```
-/// # use retry_runtime as resilient;
-/// use resilient::TokenBucket;
+/// # use stormproof_runtime as stormproof;
+/// use stormproof::TokenBucket;
 /// let cfg = TokenBucket { capacity: 20, ..Default::default() };
 /// assert_eq!((cfg.retry_cost, cfg.refill_per_success), (1, 1));
 /// ```
@@ -32,8 +32,8 @@ impl TokenBucket {
     /// Checks the settings: a zero capacity or a cost above the capacity is an error.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
-    /// use resilient::TokenBucket;
+    /// # use stormproof_runtime as stormproof;
+    /// use stormproof::TokenBucket;
     /// let err = TokenBucket { capacity: 1, retry_cost: 2, ..Default::default() }.validate().unwrap_err();
     /// assert_eq!(err.field, "retry_cost");
     /// ```

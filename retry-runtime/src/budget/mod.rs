@@ -39,8 +39,8 @@ use crate::counter::PerThreadCounter;
 /// A budget's settings: its form and the form's parameters.
 ///
 /// ```
-/// # use retry_runtime as resilient;
-/// use resilient::{BudgetConfig, RatioBudget, TokenBucket};
+/// # use stormproof_runtime as stormproof;
+/// use stormproof::{BudgetConfig, RatioBudget, TokenBucket};
 /// assert_eq!(BudgetConfig::default(), BudgetConfig::Ratio(RatioBudget::default()));
 /// let bucket: BudgetConfig = TokenBucket { capacity: 50, ..Default::default() }.into();
 /// assert!(bucket.validate().is_ok());
@@ -116,8 +116,8 @@ struct RatioState {
 /// A retry budget shared by every call to one dependency; see the module docs.
 ///
 /// ```
-/// # use retry_runtime as resilient;
-/// use resilient::{RetryBudget, TokenBucket};
+/// # use stormproof_runtime as stormproof;
+/// use stormproof::{RetryBudget, TokenBucket};
 /// let budget = RetryBudget::new("db", TokenBucket { capacity: 2, ..Default::default() }).unwrap();
 /// assert!(budget.try_withdraw());
 /// assert!(budget.try_withdraw());
@@ -140,8 +140,8 @@ pub struct RetryBudget {
 /// allowed. Read twice and subtract for rates.
 ///
 /// ```
-/// # use retry_runtime as resilient;
-/// use resilient::{RatioBudget, RetryBudget};
+/// # use stormproof_runtime as stormproof;
+/// use stormproof::{RatioBudget, RetryBudget};
 /// let budget = RetryBudget::new("db", RatioBudget::default()).unwrap();
 /// budget.on_first_attempt();
 /// assert!(budget.try_withdraw());
@@ -225,8 +225,8 @@ impl RetryBudget {
     /// [`end_lease`](Self::end_lease) makes the budget local again.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
-    /// use resilient::{RatioBudget, RetryBudget};
+    /// # use stormproof_runtime as stormproof;
+    /// use stormproof::{RatioBudget, RetryBudget};
     /// let budget = RetryBudget::new("db", RatioBudget::default()).unwrap();
     /// budget.lease(1);
     /// assert!(budget.try_withdraw());
@@ -325,8 +325,8 @@ impl RetryBudget {
     /// carried over), is an error naming the field, and changes nothing.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
-    /// use resilient::{RetryBudget, TokenBucket};
+    /// # use stormproof_runtime as stormproof;
+    /// use stormproof::{RetryBudget, TokenBucket};
     /// let budget = RetryBudget::new("db", TokenBucket { capacity: 10, ..Default::default() }).unwrap();
     /// budget.try_withdraw();
     /// budget.reconfigure(TokenBucket { capacity: 20, ..Default::default() }).unwrap();

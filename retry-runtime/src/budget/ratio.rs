@@ -21,9 +21,9 @@ use crate::config::ConfigError;
 /// an even rate, and the window's share of them is counted.
 ///
 /// ```
-/// # use retry_runtime as resilient;
+/// # use stormproof_runtime as stormproof;
 /// use std::time::Duration;
-/// use resilient::RatioBudget;
+/// use stormproof::RatioBudget;
 /// let cfg = RatioBudget { ratio: 0.2, ..Default::default() };
 /// assert_eq!((cfg.window, cfg.min_per_sec), (Duration::from_secs(10), 10));
 /// assert!(cfg.validate().is_ok());

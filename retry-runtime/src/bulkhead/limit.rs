@@ -17,8 +17,8 @@ use crate::config::ConfigError;
 /// [`gradient`](Self::gradient) and tuned by its methods.
 ///
 /// ```
-/// # use retry_runtime as resilient;
-/// use resilient::{AdaptiveLimit, BulkheadConfig};
+/// # use stormproof_runtime as stormproof;
+/// use stormproof::{AdaptiveLimit, BulkheadConfig};
 /// let config = BulkheadConfig { max_concurrent: 64, adaptive: Some(AdaptiveLimit::aimd(4).backoff_ratio(0.8)), ..Default::default() };
 /// assert!(config.validate().is_ok());
 /// ```
@@ -109,8 +109,8 @@ impl AdaptiveLimit {
     /// Which algorithm moves the limit: `aimd` or `gradient`.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
-    /// use resilient::AdaptiveLimit;
+    /// # use stormproof_runtime as stormproof;
+    /// use stormproof::AdaptiveLimit;
     /// assert_eq!((AdaptiveLimit::aimd(2).algorithm(), AdaptiveLimit::gradient(2).algorithm()), ("aimd", "gradient"));
     /// ```
     pub fn algorithm(&self) -> &'static str {
@@ -208,9 +208,9 @@ impl LimitCore {
     /// attempts running, `overload` when its answer was an overload signal.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
+    /// # use stormproof_runtime as stormproof;
     /// use std::time::Duration;
-    /// use resilient::{AdaptiveLimit, LimitCore};
+    /// use stormproof::{AdaptiveLimit, LimitCore};
     /// let mut core = LimitCore::new(AdaptiveLimit::aimd(1), 10);
     /// let ms = Duration::from_millis;
     /// assert_eq!(core.sample(ms(5), true, 10), 9, "10 * 0.9");

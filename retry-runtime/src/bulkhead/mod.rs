@@ -26,9 +26,9 @@ use crate::config::{ConfigError, positive};
 /// Settings of a [`Bulkhead`]; every field has a default.
 ///
 /// ```
-/// # use retry_runtime as resilient;
+/// # use stormproof_runtime as stormproof;
 /// use std::time::Duration;
-/// use resilient::BulkheadConfig;
+/// use stormproof::BulkheadConfig;
 /// let cfg = BulkheadConfig { max_concurrent: 4, max_wait: Some(Duration::from_millis(50)), ..Default::default() };
 /// assert!(cfg.validate().is_ok());
 /// ```
@@ -71,9 +71,9 @@ impl BulkheadConfig {
 /// wait, and a lock-free pool of places while nobody does (see `places`).
 ///
 /// ```
-/// # use retry_runtime as resilient;
+/// # use stormproof_runtime as stormproof;
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// use resilient::{Bulkhead, BulkheadConfig};
+/// use stormproof::{Bulkhead, BulkheadConfig};
 /// let bulkhead = Bulkhead::new("db", BulkheadConfig { max_concurrent: 1, ..Default::default() }).unwrap();
 /// let permit = bulkhead.acquire().await.unwrap();
 /// assert_eq!(bulkhead.in_use(), 1);
@@ -200,8 +200,8 @@ impl Bulkhead {
     /// The limit in force: `max_concurrent`, or where an adaptive limit is now.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
-    /// use resilient::{AdaptiveLimit, Bulkhead, BulkheadConfig};
+    /// # use stormproof_runtime as stormproof;
+    /// use stormproof::{AdaptiveLimit, Bulkhead, BulkheadConfig};
     /// let config = BulkheadConfig { max_concurrent: 8, adaptive: Some(AdaptiveLimit::aimd(2)), ..Default::default() };
     /// let bulkhead = Bulkhead::new("db", config).unwrap();
     /// assert_eq!(bulkhead.limit(), 8, "an adaptive limit starts at the maximum");
@@ -337,9 +337,9 @@ impl Bulkhead {
     /// the field, and changes nothing.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
+    /// # use stormproof_runtime as stormproof;
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-    /// use resilient::{Bulkhead, BulkheadConfig};
+    /// use stormproof::{Bulkhead, BulkheadConfig};
     /// let bulkhead = Bulkhead::new("db", BulkheadConfig { max_concurrent: 3, ..Default::default() }).unwrap();
     /// let (a, b, c) = (bulkhead.acquire().await.unwrap(), bulkhead.acquire().await.unwrap(), bulkhead.acquire().await.unwrap());
     /// bulkhead.reconfigure(BulkheadConfig { max_concurrent: 1, ..Default::default() }).unwrap();

@@ -7,9 +7,9 @@ use super::ConfigError;
 /// How a registry joins a fleet; every field but the guards has a default.
 ///
 /// ```
-/// # use retry_runtime as resilient;
+/// # use stormproof_runtime as stormproof;
 /// use std::time::Duration;
-/// use resilient::fleet::FleetConfig;
+/// use stormproof::fleet::FleetConfig;
 /// let config = FleetConfig {
 ///     url: "redis://10.0.0.5:6379/".into(),
 ///     prefix: "shop".into(),
@@ -28,7 +28,7 @@ pub struct FleetConfig {
     pub url: String,
     /// The namespace of every key (`PREFIX:breaker:NAME`, ..., the guard's
     /// name with `%` and `:` escaped as `%25` and `%3A`): replicas that
-    /// share a prefix share guards of the same name. Default `resilient`.
+    /// share a prefix share guards of the same name. Default `stormproof`.
     pub prefix: String,
     /// How often a replica reports and hears the fleet's verdicts: one
     /// round trip (one script) per period. Default 100 ms.
@@ -51,7 +51,7 @@ impl Default for FleetConfig {
     fn default() -> Self {
         FleetConfig {
             url: "redis://127.0.0.1:6379/".into(),
-            prefix: "resilient".into(),
+            prefix: "stormproof".into(),
             sync_every: Duration::from_millis(100),
             store_timeout: Duration::from_millis(50),
             lease_size: 20,
@@ -66,8 +66,8 @@ impl FleetConfig {
     /// names the field.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
-    /// use resilient::fleet::FleetConfig;
+    /// # use stormproof_runtime as stormproof;
+    /// use stormproof::fleet::FleetConfig;
     /// let err = FleetConfig { prefix: "my app".into(), ..Default::default() }.validate().unwrap_err();
     /// assert_eq!(err.field, "prefix");
     /// ```

@@ -16,8 +16,8 @@ pub(crate) mod fleet;
 /// never a panic or a silently clamped value.
 ///
 /// ```
-/// # use retry_runtime as resilient;
-/// use resilient::Policy;
+/// # use stormproof_runtime as stormproof;
+/// use stormproof::Policy;
 /// let err = Policy::builder().max_attempts(0).build().unwrap_err();
 /// assert_eq!(err.field, "max_attempts");
 /// assert_eq!(err.to_string(), "invalid `max_attempts`: must be in 1..=100, got 0");

@@ -89,8 +89,8 @@ fn known_class(error: &(dyn StdError + 'static)) -> Option<ErrorClass> {
 /// is std's, and the rejection is found again by the same walk.
 ///
 /// ```
-/// # use retry_runtime as resilient;
-/// use resilient::{Classify, ErrorClass, Rejection};
+/// # use stormproof_runtime as stormproof;
+/// use stormproof::{Classify, ErrorClass, Rejection};
 /// let boxed: Box<dyn std::error::Error + Send + Sync> = "no idea".into();
 /// assert_eq!(boxed.classify(), ErrorClass::Transient);
 /// let open: Box<dyn std::error::Error + Send + Sync> = Rejection::CircuitOpen { breaker: "db".into() }.into();
@@ -114,9 +114,9 @@ impl Classify for Box<dyn StdError> {
 /// timeouts are transient, "the input is wrong" and "not allowed" permanent.
 ///
 /// ```
-/// # use retry_runtime as resilient;
+/// # use stormproof_runtime as stormproof;
 /// use std::io::{Error, ErrorKind};
-/// use resilient::{Classify, ErrorClass, Rejection};
+/// use stormproof::{Classify, ErrorClass, Rejection};
 /// assert_eq!(Error::from(ErrorKind::ConnectionReset).classify(), ErrorClass::Transient);
 /// assert_eq!(Error::from(ErrorKind::NotFound).classify(), ErrorClass::Permanent);
 /// let cut = Error::from(Rejection::DeadlineExceeded { after: std::time::Duration::from_secs(1) });

@@ -24,8 +24,8 @@ use crate::rejection::Rejection;
 const PUSHBACK: &str = "grpc-retry-pushback-ms";
 
 /// ```
-/// # use retry_runtime as resilient;
-/// use resilient::{Classify, ErrorClass};
+/// # use stormproof_runtime as stormproof;
+/// use stormproof::{Classify, ErrorClass};
 /// use tonic::Status;
 /// assert_eq!(Status::unavailable("down").classify(), ErrorClass::Transient);
 /// assert_eq!(Status::aborted("stale version").classify(), ErrorClass::Conflict);
@@ -123,8 +123,8 @@ fn pushback(status: &Status) -> Pushback {
 /// the status's source.
 ///
 /// ```
-/// # use retry_runtime as resilient;
-/// use resilient::{Classify, ErrorClass, Rejection};
+/// # use stormproof_runtime as stormproof;
+/// use stormproof::{Classify, ErrorClass, Rejection};
 /// use tonic::{Code, Status};
 /// let status = Status::from(Rejection::CircuitOpen { breaker: "inventory".into() });
 /// assert_eq!(status.code(), Code::Unavailable);

@@ -11,9 +11,9 @@ use crate::rejection::Rejection;
 /// function reads as before:
 ///
 /// ```
-/// # use retry_runtime as resilient;
+/// # use stormproof_runtime as stormproof;
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-/// use resilient::{Error, Policy};
+/// use stormproof::{Error, Policy};
 ///
 /// // `io::Error` stands in for any foreign error type that is `Classify`.
 /// async fn fetch() -> Result<u32, std::io::Error> { Err(std::io::ErrorKind::NotFound.into()) }

@@ -44,9 +44,9 @@ impl Policy {
     /// what it returns is the call's result (the attribute's `fallback = path`).
     ///
     /// ```
-    /// # use retry_runtime as resilient;
+    /// # use stormproof_runtime as stormproof;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// use resilient::{Policy, Rejection};
+    /// use stormproof::{Policy, Rejection};
     /// let policy = Policy::builder().max_attempts(2).build().unwrap();
     /// let price = policy
     ///     .run_or_else(
@@ -98,9 +98,9 @@ impl Policy {
     /// becomes: the function is asked only of errors the attempts returned.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
+    /// # use stormproof_runtime as stormproof;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// use resilient::{ErrorClass, Policy, Rejection};
+    /// use stormproof::{ErrorClass, Policy, Rejection};
     ///
     /// #[derive(Debug)]
     /// enum DbError { Deadlock, Missing, Rejected(Rejection) }

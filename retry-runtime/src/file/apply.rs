@@ -41,8 +41,8 @@ impl Registry {
     /// from a text with any error; every error says where it is.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
-    /// use resilient::Registry;
+    /// # use stormproof_runtime as stormproof;
+    /// use stormproof::Registry;
     /// let registry = Registry::new();
     /// registry.load_toml("[breakers.payment]\nfailure_threshold = 8\nopen_for_ms = 5_000").unwrap();
     /// assert_eq!(registry.breaker("payment").unwrap().config().failure_threshold, 8);
@@ -77,8 +77,8 @@ impl Registry {
     /// settings again from its next call. Returns what changed.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
-    /// use resilient::Registry;
+    /// # use stormproof_runtime as stormproof;
+    /// use stormproof::Registry;
     /// let registry = Registry::new();
     /// registry.load_toml("[budgets.db]\ncapacity = 50").unwrap();
     /// let report = registry.reload_toml("[budgets.db]\ncapacity = 20").unwrap();

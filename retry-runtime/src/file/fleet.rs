@@ -216,9 +216,9 @@ mod with_redis {
         /// [`Registry::load_toml`](crate::Registry::load_toml) checks it.
         ///
         /// ```
-        /// # use retry_runtime as resilient;
+        /// # use stormproof_runtime as stormproof;
         /// use std::time::Duration;
-        /// use resilient::fleet::FleetConfig;
+        /// use stormproof::fleet::FleetConfig;
         /// let text = "[fleet]\nurl = \"redis://10.0.0.5:6379/\"\nsync_every_ms = 200\n\n[breakers.payment]\nfleet = true\n";
         /// let config = FleetConfig::from_toml(text).unwrap().unwrap();
         /// assert_eq!((config.sync_every, config.breakers), (Duration::from_millis(200), vec!["payment".to_owned()]));

@@ -39,7 +39,7 @@
 //!
 //! The file is read with the `toml` crate's spanned document API rather than
 //! `serde` derive: every key and value keeps its position, so each error
-//! says where it is (`resilient.toml:7:1`) and an unknown key gets the
+//! says where it is (`stormproof.toml:7:1`) and an unknown key gets the
 //! closest known one suggested, which `deny_unknown_fields` cannot do.
 
 mod apply;

@@ -35,7 +35,7 @@
 //!   flush that gets through, so the fleet can lease them again.
 //! - **Redis down, slow or flushed**: a flush that does not answer within
 //!   `store_timeout` (50 ms) makes the guards local again (said once per
-//!   change, in the trace and the `resilient_fleet_linked` gauge); the next
+//!   change, in the trace and the `stormproof_fleet_linked` gauge); the next
 //!   flush that gets through resyncs. Totals are sent cumulatively, so a
 //!   flush that timed out but ran is never counted twice (and its probe
 //!   slots and tokens, asked for under a number, are answered again to the
@@ -53,14 +53,14 @@
 //!   a hash, is taken as lost in the same way, and a time in the breaker's
 //!   state later than the server's clock as now. Such a key is replaced by
 //!   the flush that finds it and said once: a `WARN` naming it, the
-//!   `resilient_fleet_keys_replaced_total` counter,
+//!   `stormproof_fleet_keys_replaced_total` counter,
 //!   [`Fleet::replaced_keys`], and a line on the admin dashboard.
 //!
 //! ```no_run
-//! # use retry_runtime as resilient;
+//! # use stormproof_runtime as stormproof;
 //! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use resilient::fleet::FleetConfig;
-//! use resilient::{BreakerConfig, RatioBudget, registry};
+//! use stormproof::fleet::FleetConfig;
+//! use stormproof::{BreakerConfig, RatioBudget, registry};
 //!
 //! registry().declare_breaker("payment", BreakerConfig { failure_rate_percent: Some(50), ..Default::default() })?;
 //! registry().declare_budget("payment", RatioBudget::default())?;
@@ -125,7 +125,7 @@ impl Fleet {
     /// Keys of the fleet's found holding another type than the hash the
     /// flush script keeps there (another program's string, list, ...), so
     /// far: each was replaced by the flush that found it, and said once (a
-    /// `WARN` naming it, the `resilient_fleet_keys_replaced_total` counter,
+    /// `WARN` naming it, the `stormproof_fleet_keys_replaced_total` counter,
     /// the admin dashboard), and the fleet went on.
     pub fn replaced_keys(&self) -> u64 {
         self.shared.status.replaced_keys()

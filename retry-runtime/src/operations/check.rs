@@ -85,8 +85,8 @@ impl Registry {
     /// used them.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
-    /// use resilient::{BreakerConfig, Registry};
+    /// # use stormproof_runtime as stormproof;
+    /// use stormproof::{BreakerConfig, Registry};
     /// let registry = Registry::new();
     /// registry.declare_breaker("never-used-in-docs", BreakerConfig::default()).unwrap();
     /// let report = registry.check();

@@ -37,9 +37,9 @@ inventory::collect!(Operation);
 /// What an annotated function declared: its name, retry settings and guards.
 ///
 /// ```
-/// # use retry_runtime as resilient;
+/// # use stormproof_runtime as stormproof;
 /// // Lists every `#[resilient]` function linked into the program.
-/// for operation in resilient::operations() {
+/// for operation in stormproof::operations() {
 ///     println!("{} retries up to {} times", operation.name, operation.settings.max_attempts);
 /// }
 /// ```

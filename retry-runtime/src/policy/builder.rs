@@ -32,9 +32,9 @@ use crate::settings::Hedge;
 /// attempt timeout never fires.
 ///
 /// ```
-/// # use retry_runtime as resilient;
+/// # use stormproof_runtime as stormproof;
 /// use std::time::Duration;
-/// use resilient::Policy;
+/// use stormproof::Policy;
 /// let err = Policy::builder().base(Duration::from_secs(2)).cap(Duration::from_secs(1)).build().unwrap_err();
 /// assert_eq!(err.field, "base");
 /// ```
@@ -158,9 +158,9 @@ impl PolicyBuilder {
     /// [`Hedge`]). [`Policy::run`] runs the attempts of a round side by side.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
+    /// # use stormproof_runtime as stormproof;
     /// use std::time::Duration;
-    /// use resilient::Policy;
+    /// use stormproof::Policy;
     /// let policy = Policy::builder().hedge(Duration::from_millis(50), 2).build().unwrap();
     /// assert_eq!(policy.settings().hedge.unwrap().max, 2);
     /// assert_eq!(Policy::builder().hedge(Duration::from_millis(50), 4).build().unwrap_err().field, "max_hedges");

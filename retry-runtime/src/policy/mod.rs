@@ -40,11 +40,11 @@ pub enum Nested {
 /// The settings of a resilient call; see [`PolicyBuilder`] for every default.
 ///
 /// ```
-/// # use retry_runtime as resilient;
+/// # use stormproof_runtime as stormproof;
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::time::Duration;
-/// use resilient::{Jitter, Policy};
+/// use stormproof::{Jitter, Policy};
 ///
 /// let policy = Policy::builder()
 ///     .max_attempts(3)
@@ -296,8 +296,8 @@ impl Policy {
     /// The name of its guard of `kind`, if it names one.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
-    /// use resilient::{GuardKind, Policy};
+    /// # use stormproof_runtime as stormproof;
+    /// use stormproof::{GuardKind, Policy};
     /// let policy = Policy::builder().breaker("payment").build().unwrap();
     /// assert_eq!(policy.guard_name(GuardKind::Breaker), Some("payment"));
     /// assert_eq!(policy.guard_name(GuardKind::Throttle), None);

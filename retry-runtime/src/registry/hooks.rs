@@ -16,7 +16,7 @@ impl Registry {
     /// while another is announcing an earlier one is announced by that
     /// other thread, right after: the call that made it may return first.
     ///
-    /// A hook that panics is logged at ERROR (target `retry_runtime`, with
+    /// A hook that panics is logged at ERROR (target `stormproof_runtime`, with
     /// the breaker, the transition and the panic's message); the other hooks
     /// still hear the transition, and the call announcing it, which may be
     /// another thread's, carries on. Its panic never reaches a caller. (This
@@ -27,9 +27,9 @@ impl Registry {
     /// transition is announced hears the transitions after it.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
+    /// # use stormproof_runtime as stormproof;
     /// use std::sync::{Arc, Mutex};
-    /// use resilient::{BreakerConfig, Registry};
+    /// use stormproof::{BreakerConfig, Registry};
     /// let registry = Registry::new();
     /// let seen = Arc::new(Mutex::new(Vec::new()));
     /// let log = seen.clone();

@@ -137,8 +137,8 @@ struct Inner {
 /// rate limits); a cheap `Clone` handle.
 ///
 /// ```
-/// # use retry_runtime as resilient;
-/// use resilient::{BreakerConfig, Registry};
+/// # use stormproof_runtime as stormproof;
+/// use stormproof::{BreakerConfig, Registry};
 /// let registry = Registry::new();
 /// registry.declare_breaker("payment", BreakerConfig { failure_threshold: 3, ..Default::default() }).unwrap();
 /// assert!(registry.breaker("payment").is_some());
@@ -177,8 +177,8 @@ static SCOPES_USED: AtomicBool = AtomicBool::new(false);
 /// The process-wide registry, used by every call not inside [`Registry::scope`].
 ///
 /// ```
-/// # use retry_runtime as resilient;
-/// use resilient::{registry, BulkheadConfig};
+/// # use stormproof_runtime as stormproof;
+/// use stormproof::{registry, BulkheadConfig};
 /// registry().declare_bulkhead("docs-example-db", BulkheadConfig::default()).unwrap();
 /// assert_eq!(registry().bulkhead("docs-example-db").unwrap().in_use(), 0);
 /// ```
@@ -224,9 +224,9 @@ impl Registry {
     /// this registry instead of the global one.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
+    /// # use stormproof_runtime as stormproof;
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-    /// use resilient::{Policy, Registry};
+    /// use stormproof::{Policy, Registry};
     /// let isolated = Registry::new();
     /// let policy = Policy::builder().breaker("payment").build().unwrap();
     /// isolated.scope(policy.run(|| async { Ok::<_, std::io::Error>(()) })).await.unwrap();
@@ -242,9 +242,9 @@ impl Registry {
     /// carry the scope along, wrap the spawned future in it too:
     ///
     /// ```
-    /// # use retry_runtime as resilient;
+    /// # use stormproof_runtime as stormproof;
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-    /// use resilient::{Policy, Registry};
+    /// use stormproof::{Policy, Registry};
     /// let isolated = Registry::new();
     /// isolated
     ///     .scope(async {

@@ -35,9 +35,9 @@ impl Registry {
     /// when the registry is seeded ([`Registry::with_seed`]).
     ///
     /// ```
-    /// # use retry_runtime as resilient;
+    /// # use stormproof_runtime as stormproof;
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-    /// use resilient::{Registry, ThrottleConfig};
+    /// use stormproof::{Registry, ThrottleConfig};
     /// let registry = Registry::new();
     /// registry.declare_throttle("search", ThrottleConfig { k: 1.5, ..Default::default() }).unwrap();
     /// assert_eq!(registry.throttle("search").unwrap().refusal_probability(), 0.0);
@@ -51,9 +51,9 @@ impl Registry {
     /// Declares a named rate limiter.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
+    /// # use stormproof_runtime as stormproof;
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-    /// use resilient::{RateLimitConfig, Registry};
+    /// use stormproof::{RateLimitConfig, Registry};
     /// let registry = Registry::new();
     /// registry.declare_rate_limit("geo-api", RateLimitConfig { per_second: 50, burst: 5, max_wait: None }).unwrap();
     /// assert_eq!(registry.rate_limit("geo-api").unwrap().config().per_second, 50);
@@ -145,8 +145,8 @@ impl Registry {
     /// sorted by name: for dashboards and fleet sync.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
-    /// use resilient::{BreakerConfig, Registry};
+    /// # use stormproof_runtime as stormproof;
+    /// use stormproof::{BreakerConfig, Registry};
     /// let registry = Registry::new();
     /// registry.declare_breaker("b", BreakerConfig::default()).unwrap();
     /// registry.declare_breaker("a", BreakerConfig::default()).unwrap();

@@ -210,8 +210,8 @@ struct Run<'c> {
 /// the same report. An invalid config is an error naming the field.
 ///
 /// ```
-/// # use retry_runtime as resilient;
-/// use resilient::sim::{FleetSimConfig, Guards, simulate_fleet};
+/// # use stormproof_runtime as stormproof;
+/// use stormproof::sim::{FleetSimConfig, Guards, simulate_fleet};
 /// let config = FleetSimConfig { replicas: 5, ..Default::default() };
 /// let local = simulate_fleet(&config, Guards::Local).unwrap();
 /// let fleet = simulate_fleet(&config, Guards::Fleet).unwrap();

@@ -64,9 +64,9 @@ pub use storm::{Storm, StormError};
 /// never panics.
 ///
 /// ```
-/// # use retry_runtime as resilient;
+/// # use stormproof_runtime as stormproof;
 /// use std::time::Duration;
-/// use resilient::sim::peak_in_bucket;
+/// use stormproof::sim::peak_in_bucket;
 ///
 /// let ms = Duration::from_millis;
 /// // 10..20 ms holds three events, the most of any 10 ms bucket.

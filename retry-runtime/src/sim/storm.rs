@@ -22,12 +22,12 @@ use crate::rejection::Rejection;
 /// storm and one log, so a storm can be handed to spawned tasks.
 ///
 /// ```
-/// # use retry_runtime as resilient;
+/// # use stormproof_runtime as stormproof;
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::time::Duration;
-/// use resilient::{Jitter, Policy};
-/// use resilient::sim::Storm;
+/// use stormproof::{Jitter, Policy};
+/// use stormproof::sim::Storm;
 ///
 /// let ms = Duration::from_millis;
 /// let storm = Storm::until(ms(1000));

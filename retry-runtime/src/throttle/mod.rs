@@ -33,9 +33,9 @@ use crate::config::ConfigError;
 /// Settings of a [`Throttle`]; every field has a default.
 ///
 /// ```
-/// # use retry_runtime as resilient;
+/// # use stormproof_runtime as stormproof;
 /// use std::time::Duration;
-/// use resilient::ThrottleConfig;
+/// use stormproof::ThrottleConfig;
 /// let cfg = ThrottleConfig { k: 1.5, ..Default::default() };
 /// assert_eq!(cfg.window, Duration::from_secs(120));
 /// assert!(cfg.validate().is_ok());
@@ -97,9 +97,9 @@ fn admit_at(
 /// see the module docs.
 ///
 /// ```
-/// # use retry_runtime as resilient;
+/// # use stormproof_runtime as stormproof;
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-/// use resilient::{Throttle, ThrottleConfig};
+/// use stormproof::{Throttle, ThrottleConfig};
 /// let throttle = Throttle::new("db", ThrottleConfig::default(), Some(7)).unwrap();
 /// // A dependency that refuses everything: the throttle soon refuses most calls itself.
 /// let mut refused = 0;

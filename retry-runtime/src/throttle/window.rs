@@ -12,15 +12,15 @@
 
 use std::time::Duration;
 
-// Under `--cfg resilient_loom` the window's synchronisation is model-checked
+// Under `--cfg stormproof_loom` the window's synchronisation is model-checked
 // by loom (tests/loom_throttle.rs), as the breaker's is.
-#[cfg(resilient_loom)]
+#[cfg(stormproof_loom)]
 use loom::sync::{
     Mutex,
     atomic::{AtomicU64, Ordering, fence},
 };
 use std::sync::TryLockError;
-#[cfg(not(resilient_loom))]
+#[cfg(not(stormproof_loom))]
 use std::sync::{
     Mutex,
     atomic::{AtomicU64, Ordering, fence},
@@ -175,9 +175,9 @@ impl ThrottleWindow {
     /// `max(0, (requests - k * accepts) / (requests + 1))` over the window.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
+    /// # use stormproof_runtime as stormproof;
     /// use std::time::Duration;
-    /// use resilient::{ThrottleConfig, ThrottleWindow};
+    /// use stormproof::{ThrottleConfig, ThrottleWindow};
     /// let cfg = ThrottleConfig::default();
     /// let window = ThrottleWindow::default();
     /// let now = Duration::ZERO;

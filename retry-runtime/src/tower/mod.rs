@@ -81,7 +81,7 @@
 //! service are `Clone`; the response future is `Send` and `'static`.
 //!
 //! ```
-//! # use retry_runtime as resilient;
+//! # use stormproof_runtime as stormproof;
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 //! use std::sync::atomic::{AtomicU32, Ordering};
@@ -91,7 +91,7 @@
 //! use bytes::Bytes;
 //! use http::{Request, Response, StatusCode};
 //! use http_body_util::Full;
-//! use resilient::{Attempts, Policy, tower::ResilientLayer};
+//! use stormproof::{Attempts, Policy, tower::ResilientLayer};
 //! use tower_layer::Layer;
 //! use tower_service::Service;
 //!

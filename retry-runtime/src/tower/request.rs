@@ -23,12 +23,12 @@ use crate::middleware::{Plan, rules};
 ///   own request types, with one line each:
 ///
 /// ```
-/// # use retry_runtime as resilient;
+/// # use stormproof_runtime as stormproof;
 /// /// A stock lookup: reading, so safe to send twice.
 /// #[derive(Clone)]
 /// struct StockQuery { sku: String }
 ///
-/// impl resilient::tower::CloneRequest for StockQuery {}
+/// impl stormproof::tower::CloneRequest for StockQuery {}
 /// ```
 ///
 /// Why not every `Clone` request: an `http::Request` with a buffered body
@@ -40,7 +40,7 @@ use crate::middleware::{Plan, rules};
 #[diagnostic::on_unimplemented(
     message = "`{Self}` does not say whether `ResilientLayer::cloning` may send it more than once",
     label = "the requests this service takes",
-    note = "if `{Self}` is `Clone` and safe to send twice, implement `resilient::tower::CloneRequest` for it: `impl CloneRequest for {Self} {{}}`",
+    note = "if `{Self}` is `Clone` and safe to send twice, implement `stormproof::tower::CloneRequest` for it: `impl CloneRequest for {Self} {{}}`",
     note = "`http::Request<B>` implements it with the HTTP rule (idempotent methods, or an `Idempotency-Key`); a request type of another crate can be wrapped in a type of your own"
 )]
 pub trait CloneRequest: Clone {

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use retry_runtime::{Classify, ErrorClass, Rejection};
+use stormproof_runtime::{Classify, ErrorClass, Rejection};
 use tokio::time::Instant;
 
 /// An error whose class the test chooses.

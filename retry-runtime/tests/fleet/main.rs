@@ -6,7 +6,7 @@
 //! Real time, because the server runs in real time: every bound is asserted
 //! with room for a busy machine, and the tests run one at a time so that
 //! their processes do not compete for the two cores. Skipped, saying why,
-//! when `redis-server` is missing, unless `RESILIENT_REQUIRE_REDIS=1`.
+//! when `redis-server` is missing, unless `STORMPROOF_REQUIRE_REDIS=1`.
 
 mod faults;
 mod keys;

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use retry_runtime::fleet::{Fleet, FleetConfig};
-use retry_runtime::{
+use stormproof_runtime::fleet::{Fleet, FleetConfig};
+use stormproof_runtime::{
     BreakerConfig, BreakerState, Classify, ErrorClass, Outcome, Policy, RatioBudget, Rejection, registry,
 };
 

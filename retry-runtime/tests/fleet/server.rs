@@ -12,17 +12,17 @@ pub struct Server {
 
 /// Whether the suite must not skip (`.ci/run` sets it).
 fn required() -> bool {
-    std::env::var("RESILIENT_REQUIRE_REDIS").is_ok_and(|v| v == "1")
+    std::env::var("STORMPROOF_REQUIRE_REDIS").is_ok_and(|v| v == "1")
 }
 
 impl Server {
     /// A running server, or `None` (after saying why) when `redis-server`
     /// is not installed and the suite may skip. Panics when it is missing
-    /// and `RESILIENT_REQUIRE_REDIS=1`.
+    /// and `STORMPROOF_REQUIRE_REDIS=1`.
     pub fn start(test: &str) -> Option<Server> {
         if Command::new("redis-server").arg("--version").output().is_err() {
             let why = "redis-server is not installed (scripts/ensure-redis.sh installs it)";
-            assert!(!required(), "{test}: {why}, and RESILIENT_REQUIRE_REDIS=1 says this run must not skip");
+            assert!(!required(), "{test}: {why}, and STORMPROOF_REQUIRE_REDIS=1 says this run must not skip");
             eprintln!("skipping {test}: {why}");
             return None;
         }

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use retry_runtime::fleet::FleetConfig;
-use retry_runtime::{BreakerConfig, Outcome, Registry};
+use stormproof_runtime::fleet::FleetConfig;
+use stormproof_runtime::{BreakerConfig, Outcome, Registry};
 use tokio::time::{Instant, sleep};
 
 use super::SYNC_MS;

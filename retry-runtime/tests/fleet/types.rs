@@ -6,8 +6,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use retry_runtime::fleet::{Fleet, FleetConfig};
-use retry_runtime::{BreakerConfig, Outcome, RatioBudget, Registry};
+use stormproof_runtime::fleet::{Fleet, FleetConfig};
+use stormproof_runtime::{BreakerConfig, Outcome, RatioBudget, Registry};
 
 use super::SYNC_MS;
 use super::faults::{open, until};

@@ -211,8 +211,8 @@ impl Default for Latency {
 /// public, so variants read well:
 ///
 /// ```
-/// # use retry_runtime as resilient;
-/// use resilient::sim::HerdConfig;
+/// # use stormproof_runtime as stormproof;
+/// use stormproof::sim::HerdConfig;
 /// let cfg = HerdConfig { clients: 190, seed: 7, ..HerdConfig::overload() };
 /// assert!(cfg.validate().is_ok());
 /// ```

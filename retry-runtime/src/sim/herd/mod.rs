@@ -63,9 +63,9 @@ use crate::config::ConfigError;
 /// far less work than backoff without jitter, and immediate retries the most.
 ///
 /// ```
-/// # use retry_runtime as resilient;
-/// use resilient::Jitter;
-/// use resilient::sim::{HerdConfig, Strategy, simulate};
+/// # use stormproof_runtime as stormproof;
+/// use stormproof::Jitter;
+/// use stormproof::sim::{HerdConfig, Strategy, simulate};
 ///
 /// let cfg = HerdConfig { clients: 100, seed: 42, ..HerdConfig::contention() };
 /// let immediate = simulate(&cfg, Strategy::Immediate)?;
@@ -77,7 +77,7 @@ use crate::config::ConfigError;
 /// assert!(no_jitter.attempts < immediate.attempts);
 /// // Reproducible: same seed, same report.
 /// assert_eq!(full, simulate(&cfg, Strategy::Backoff(Jitter::Full))?);
-/// # Ok::<(), resilient::ConfigError>(())
+/// # Ok::<(), stormproof::ConfigError>(())
 /// ```
 pub fn simulate(config: &HerdConfig, strategy: Strategy) -> Result<HerdReport, ConfigError> {
     config.validate()?;

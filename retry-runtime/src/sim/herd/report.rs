@@ -84,12 +84,12 @@ impl HerdReport {
     /// of the completion times; `None` when no client succeeded.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
-    /// use resilient::sim::{simulate, HerdConfig, Strategy};
+    /// # use stormproof_runtime as stormproof;
+    /// use stormproof::sim::{simulate, HerdConfig, Strategy};
     /// let report = simulate(&HerdConfig { clients: 10, ..HerdConfig::contention() }, Strategy::Recommended)?;
     /// assert!(report.percentile(0.5) <= report.percentile(0.99));
     /// assert_eq!(report.percentile(1.0), report.completions.last().copied());
-    /// # Ok::<(), resilient::ConfigError>(())
+    /// # Ok::<(), stormproof::ConfigError>(())
     /// ```
     pub fn percentile(&self, q: f64) -> Option<Duration> {
         let n = self.completions.len();
@@ -133,14 +133,14 @@ impl HerdReport {
     /// is bounded by the number of arrivals however long the run.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
-    /// use resilient::sim::{simulate, HerdConfig, Strategy};
+    /// # use stormproof_runtime as stormproof;
+    /// use stormproof::sim::{simulate, HerdConfig, Strategy};
     /// let report = simulate(&HerdConfig::overload(), Strategy::Immediate)?;
     /// let total: usize = report.load_by_bucket().iter().map(|&(_, n)| n).sum();
     /// assert_eq!(total as u64, report.attempts);
     /// let busiest = report.load_by_bucket().iter().map(|&(_, n)| n).max();
     /// assert_eq!(busiest, Some(report.peak_load));
-    /// # Ok::<(), resilient::ConfigError>(())
+    /// # Ok::<(), stormproof::ConfigError>(())
     /// ```
     pub fn load_by_bucket(&self) -> Vec<(Duration, usize)> {
         let width = self.bucket.as_nanos().max(1);

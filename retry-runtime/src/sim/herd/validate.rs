@@ -11,8 +11,8 @@ impl HerdConfig {
     /// Checks the settings; the error names the first invalid field.
     ///
     /// ```
-    /// # use retry_runtime as resilient;
-    /// use resilient::sim::HerdConfig;
+    /// # use stormproof_runtime as stormproof;
+    /// use stormproof::sim::HerdConfig;
     /// let err = HerdConfig { clients: 0, ..Default::default() }.validate().unwrap_err();
     /// assert_eq!(err.field, "clients");
     /// let err = HerdConfig { max_attempts: u32::MAX, ..Default::default() }.validate().unwrap_err();
