@@ -16,8 +16,8 @@ mod server;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use stormproof::{BreakerState, Registry};
 use scenario::{Api, OrderOutcome, Tally};
+use stormproof::{BreakerState, Registry};
 use tracing_subscriber::layer::SubscriberExt;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -428,7 +428,10 @@ async fn the_breaker_is_shared_with_an_annotated_function_and_opens_for_both() {
 }
 
 #[resilient(max_attempts = 4, base_ms = 1)]
-async fn outer(service: &stormproof::tower::ResilientService<HttpClient>, url: &str) -> Result<u32, BoxError> {
+async fn outer(
+    service: &stormproof::tower::ResilientService<HttpClient>,
+    url: &str,
+) -> Result<u32, BoxError> {
     let response = service.clone().oneshot(get(url)).await?;
     Ok(attempts(&response))
 }

@@ -21,8 +21,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use stormproof::{BreakerState, registry};
 use scenario::{Api, OrderOutcome, Tally};
+use stormproof::{BreakerState, registry};
 use tracing_subscriber::layer::SubscriberExt;
 
 #[tokio::main]

@@ -20,6 +20,7 @@ use syn::ItemFn;
 mod arguments;
 mod borrows;
 mod expand;
+mod facade;
 mod marker;
 mod parse;
 mod policy;

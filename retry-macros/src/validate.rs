@@ -211,7 +211,10 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
 
     let krate = match args.crate_path("crate") {
         Some(path) => path.to_token_stream(),
-        None => quote!(::stormproof),
+        None => crate::facade::path().unwrap_or_else(|error| {
+            check(Err(error));
+            quote!(::stormproof)
+        }),
     };
     let choice = |name: &str| match arguments::find(name).map(|a| a.default) {
         Some(Default::Choice(default)) => args.choice(name).unwrap_or(default),

@@ -179,7 +179,8 @@ pub(crate) fn throttle_refusal(name: &str, probability: f64) {
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn throttle_probability(name: &str, probability: f64) {
     #[cfg(feature = "metrics")]
-    metrics::gauge!("stormproof_throttle_refusal_probability", "throttle" => name.to_owned()).set(probability);
+    metrics::gauge!("stormproof_throttle_refusal_probability", "throttle" => name.to_owned())
+        .set(probability);
 }
 
 /// A rate limiter refused an attempt that would have waited `wait`.

@@ -824,8 +824,12 @@ async fn an_attempt_that_fails_as_its_hedge_falls_due_is_retried_once_after_the_
 /// policy whose attempts answer after 300 ms: when the inner attempts
 /// started, and what each outer call got.
 async fn hedged_inside_an_attempt(inner: &Policy) -> (Vec<u64>, [Result<u32, TestError>; 2]) {
-    let outer =
-        Policy::builder().max_attempts(2).base(ms(1)).jitter(stormproof_runtime::Jitter::None).build().unwrap();
+    let outer = Policy::builder()
+        .max_attempts(2)
+        .base(ms(1))
+        .jitter(stormproof_runtime::Jitter::None)
+        .build()
+        .unwrap();
     let attempts = Attempts::new();
     let slow = || {
         let n = attempts.mark();

@@ -4,12 +4,12 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use serde::de::DeserializeOwned;
 use stormproof::admin::{Counts, Snapshot};
 use stormproof::{
     AdaptiveLimit, BreakerConfig, BulkheadConfig, Classify, ErrorClass, Policy, RateLimitConfig, Registry,
     Rejection, ThrottleConfig, TokenBucket,
 };
-use serde::de::DeserializeOwned;
 
 /// The token of the routers that accept manual control.
 pub const TOKEN: &str = "t0k3n-0f-th3-4dm1n-r0ut3r";
