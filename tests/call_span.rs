@@ -80,7 +80,7 @@ async fn two_calls_at(level: tracing::level_filters::LevelFilter) -> Seen {
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn each_call_opens_a_debug_span_named_resilient_call_with_its_operation() {
+async fn each_call_opens_a_debug_span_named_stormproof_call_with_its_operation() {
     let seen = two_calls_at(tracing::level_filters::LevelFilter::DEBUG).await;
     let operation = concat!(module_path!(), "::traced").to_owned();
     let call = ("stormproof.call".to_owned(), operation);

@@ -5,7 +5,8 @@
 //! `#[resilient]` functions. It ends with a summary and the verdict that
 //! every order was charged exactly once; it exits non-zero otherwise.
 //!
-//! Run: `cargo run --example payment` (ORDERS=... to change the count).
+//! Run: `cargo run --example payment` (ORDERS=... to change the count;
+//! `RUST_LOG=stormproof=debug` to see every retry).
 //! With `--dashboard` (or `STORMPROOF_DASHBOARD=1`) it also serves the live
 //! admin page on 127.0.0.1, prints its URL, and keeps serving after the
 //! scenario until Ctrl-C (see `dashboard.rs`).
@@ -23,6 +24,7 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressStyle};
 use scenario::{Api, OrderOutcome, Tally};
 use stormproof::{BreakerState, registry};
+use tracing_subscriber::Layer;
 use tracing_subscriber::layer::SubscriberExt;
 
 #[tokio::main]
@@ -36,7 +38,13 @@ async fn main() -> ExitCode {
     };
     let orders: usize = std::env::var("ORDERS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
     let tally = Tally::default();
-    let subscriber = tracing_subscriber::registry().with(tally.clone());
+    // `RUST_LOG=stormproof=debug` prints every retry, stop and transition
+    // (the library's targets are all under `stormproof`); without RUST_LOG,
+    // only the summary.
+    let logs = tracing_subscriber::EnvFilter::try_from_default_env()
+        .ok()
+        .map(|filter| tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter));
+    let subscriber = tracing_subscriber::registry().with(tally.clone()).with(logs);
     if tracing::subscriber::set_global_default(subscriber).is_err() {
         eprintln!("a tracing subscriber was already installed; the tally will be empty");
     }

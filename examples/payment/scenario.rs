@@ -225,7 +225,7 @@ impl Visit for Fields {
 
 impl<S: tracing::Subscriber> Layer<S> for Tally {
     fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
-        if !event.metadata().target().starts_with("stormproof_runtime") {
+        if event.metadata().target() != "stormproof::call" {
             return;
         }
         let mut fields = Fields::default();

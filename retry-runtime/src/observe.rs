@@ -34,6 +34,30 @@
 
 use std::time::Duration;
 
+/// The tracing targets of the library's events and spans, one per concern,
+/// all under `stormproof` so that `RUST_LOG=stormproof=debug` shows every
+/// one of them, and `stormproof::breaker=info` one concern alone. They do
+/// not follow the modules (a module can move; a target users filter on
+/// should not).
+pub(crate) mod target {
+    /// A call: its span, retries, stops, hedges, fallbacks, nesting.
+    pub(crate) const CALL: &str = "stormproof::call";
+    /// Breaker transitions and their hooks.
+    pub(crate) const BREAKER: &str = "stormproof::breaker";
+    /// Local refusals by an adaptive throttle.
+    pub(crate) const THROTTLE: &str = "stormproof::throttle";
+    /// Refusals and waits of a rate limit.
+    pub(crate) const RATE_LIMIT: &str = "stormproof::rate_limit";
+    /// Moves of an adaptive bulkhead limit.
+    pub(crate) const BULKHEAD: &str = "stormproof::bulkhead";
+    /// Guards used but never declared, and what else the registry says.
+    pub(crate) const REGISTRY: &str = "stormproof::registry";
+    /// The tower layer and the reqwest middleware.
+    pub(crate) const HTTP: &str = "stormproof::http";
+    /// A fleet's link to its store, and what its flushes find.
+    pub(crate) const FLEET: &str = "stormproof::fleet";
+}
+
 /// Milliseconds for a trace field, saturating (a server's `Retry-After` can
 /// make a wait longer than `u64::MAX` ms).
 fn millis(wait: Duration) -> u64 {
@@ -43,21 +67,21 @@ fn millis(wait: Duration) -> u64 {
 // Inline: without a subscriber at DEBUG and without `metrics`, one test.
 #[inline]
 pub(crate) fn retry(operation: &str, attempt: u32, wait: Duration, class: &'static str) {
-    tracing::debug!(operation, attempt, wait_ms = millis(wait), class, "retrying");
+    tracing::debug!(target: target::CALL, operation, attempt, wait_ms = millis(wait), class, "retrying");
     #[cfg(feature = "metrics")]
     metrics::counter!("stormproof_retries_total", "operation" => operation.to_owned(), "class" => class)
         .increment(1);
 }
 
 pub(crate) fn stop(operation: &str, attempts: u32, reason: &'static str) {
-    tracing::debug!(operation, attempts, reason, "giving up");
+    tracing::debug!(target: target::CALL, operation, attempts, reason, "giving up");
     #[cfg(feature = "metrics")]
     metrics::counter!("stormproof_stops_total", "operation" => operation.to_owned(), "reason" => reason)
         .increment(1);
 }
 
 pub(crate) fn retries_suppressed(operation: &str, max_attempts: u32) {
-    tracing::debug!(
+    tracing::debug!(target: target::CALL,
         operation,
         max_attempts,
         "nested inside another resilient call's attempt: making a single attempt so retries do not multiply"
@@ -67,7 +91,7 @@ pub(crate) fn retries_suppressed(operation: &str, max_attempts: u32) {
 /// A hedged call nested in another call's attempt makes its attempt without hedges.
 #[cold]
 pub(crate) fn hedging_suppressed(operation: &str) {
-    tracing::debug!(
+    tracing::debug!(target: target::CALL,
         operation,
         "nested inside another resilient call's attempt: no hedges, so requests do not multiply"
     );
@@ -76,9 +100,9 @@ pub(crate) fn hedging_suppressed(operation: &str) {
 /// A breaker went from `from` to `to` (`closed`, `open` or `half_open`).
 pub(crate) fn breaker_transition(name: &str, from: &'static str, to: &'static str) {
     if to == "open" {
-        tracing::warn!(breaker = name, from, to, "circuit breaker opened");
+        tracing::warn!(target: target::BREAKER, breaker = name, from, to, "circuit breaker opened");
     } else {
-        tracing::info!(breaker = name, from, to, "circuit breaker transition");
+        tracing::info!(target: target::BREAKER, breaker = name, from, to, "circuit breaker transition");
     }
     #[cfg(feature = "metrics")]
     metrics::counter!("stormproof_breaker_transitions_total", "breaker" => name.to_owned(), "from" => from, "to" => to)
@@ -116,7 +140,7 @@ pub(crate) fn transition_hook_panicked(
         .copied()
         .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("(not a string)");
-    tracing::error!(
+    tracing::error!(target: target::BREAKER,
         breaker = name,
         from,
         to,
@@ -156,21 +180,21 @@ pub(crate) fn bulkhead_level(key: &metrics::Key, in_use: usize) {
 
 /// A hedge started beside the attempt `attempt` of a call (the `hedge`th of its round).
 pub(crate) fn hedge(operation: &str, attempt: u32, hedge: u32) {
-    tracing::debug!(operation, attempt, hedge, "hedging: another attempt beside a slow one");
+    tracing::debug!(target: target::CALL, operation, attempt, hedge, "hedging: another attempt beside a slow one");
     #[cfg(feature = "metrics")]
     metrics::counter!("stormproof_hedges_total", "operation" => operation.to_owned()).increment(1);
 }
 
 /// A call failed and its fallback runs instead.
 pub(crate) fn fallback(operation: &str) {
-    tracing::debug!(operation, "falling back");
+    tracing::debug!(target: target::CALL, operation, "falling back");
     #[cfg(feature = "metrics")]
     metrics::counter!("stormproof_fallbacks_total", "operation" => operation.to_owned()).increment(1);
 }
 
 /// A throttle refused a request locally, with this probability.
 pub(crate) fn throttle_refusal(name: &str, probability: f64) {
-    tracing::debug!(throttle = name, probability, "throttled locally");
+    tracing::debug!(target: target::THROTTLE, throttle = name, probability, "throttled locally");
     #[cfg(feature = "metrics")]
     metrics::counter!("stormproof_throttle_refusals_total", "throttle" => name.to_owned()).increment(1);
 }
@@ -185,14 +209,14 @@ pub(crate) fn throttle_probability(name: &str, probability: f64) {
 
 /// A rate limiter refused an attempt that would have waited `wait`.
 pub(crate) fn rate_limited(name: &str, wait: Duration) {
-    tracing::debug!(limiter = name, wait_ms = millis(wait), "over the rate limit");
+    tracing::debug!(target: target::RATE_LIMIT, limiter = name, wait_ms = millis(wait), "over the rate limit");
     #[cfg(feature = "metrics")]
     metrics::counter!("stormproof_rate_limited_total", "limiter" => name.to_owned()).increment(1);
 }
 
 /// An adaptive bulkhead limit moved.
 pub(crate) fn bulkhead_limit(name: &str, from: u32, to: u32) {
-    tracing::debug!(bulkhead = name, from, to, "adaptive concurrency limit moved");
+    tracing::debug!(target: target::BULKHEAD, bulkhead = name, from, to, "adaptive concurrency limit moved");
     #[cfg(feature = "metrics")]
     metrics::gauge!("stormproof_bulkhead_limit", "bulkhead" => name.to_owned()).set(f64::from(to));
 }
@@ -220,7 +244,7 @@ pub(crate) enum FleetLink<'a> {
 #[cfg(feature = "redis")]
 #[cold]
 pub(crate) fn fleet_task_panicked(fleet: &str) {
-    tracing::error!(fleet, "the fleet's background task panicked: guards on local state, fleet left");
+    tracing::error!(target: target::FLEET, fleet, "the fleet's background task panicked: guards on local state, fleet left");
 }
 
 /// A flush found a key of the fleet's holding another type than a hash
@@ -230,7 +254,7 @@ pub(crate) fn fleet_task_panicked(fleet: &str) {
 #[cfg(feature = "redis")]
 #[cold]
 pub(crate) fn fleet_key_replaced(fleet: &str, key: &str) {
-    tracing::warn!(
+    tracing::warn!(target: target::FLEET,
         fleet,
         key,
         "a key of the fleet held another type than a hash (another program's value): replaced, and what it counted lost"
@@ -256,15 +280,17 @@ pub(crate) fn fleet_link(fleet: &str, change: FleetLink<'_>) {
     match change {
         FleetLink::Joined => {}
         FleetLink::Linked => {
-            tracing::info!(fleet, linked = true, "fleet store linked: guards follow the fleet");
+            tracing::info!(target: target::FLEET, fleet, linked = true, "fleet store linked: guards follow the fleet");
         }
         FleetLink::Unreachable(reason) => {
-            tracing::warn!(fleet, linked = false, %reason, "fleet store unreachable since the join: guards on local state");
+            tracing::warn!(target: target::FLEET, fleet, linked = false, %reason, "fleet store unreachable since the join: guards on local state");
         }
         FleetLink::Lost(reason) => {
-            tracing::warn!(fleet, linked = false, %reason, "fleet store lost: guards on local state");
+            tracing::warn!(target: target::FLEET, fleet, linked = false, %reason, "fleet store lost: guards on local state");
         }
-        FleetLink::Left => tracing::info!(fleet, linked = false, "left the fleet: guards on local state"),
+        FleetLink::Left => {
+            tracing::info!(target: target::FLEET, fleet, linked = false, "left the fleet: guards on local state")
+        }
     }
     #[cfg(feature = "metrics")]
     {

@@ -54,7 +54,7 @@ fn max_attempts(policy: &Policy, settings: &Settings, nested: bool) -> u32 {
 /// The call's span, unless no subscriber is interested in it.
 #[inline(never)]
 fn call_span(policy: &Policy) -> Option<tracing::Span> {
-    let span = tracing::debug_span!("stormproof.call", operation = %policy.operation());
+    let span = tracing::debug_span!(target: crate::observe::target::CALL, "stormproof.call", operation = %policy.operation());
     (!span.is_disabled()).then_some(span)
 }
 

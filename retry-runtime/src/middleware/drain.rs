@@ -121,7 +121,7 @@ pub(crate) async fn discard<B: Body>(version: Version, body: B, within: Duration
         return Drained::NotNeeded;
     }
     let drained = drain(body, within).await;
-    tracing::trace!(?drained, "a failed response discarded before a retry");
+    tracing::trace!(target: crate::observe::target::HTTP, ?drained, "a failed response discarded before a retry");
     drained
 }
 

@@ -153,6 +153,7 @@ pub(crate) async fn call<T: Transport>(
         started_at_once(policy, &mut execution, plan.key, Kept::default(), ByTransport::<T>(PhantomData));
     if !plan.retry {
         tracing::debug!(
+            target: crate::observe::target::HTTP,
             operation = %policy.operation(),
             "one attempt: the request is not idempotent and has no Idempotency-Key"
         );
@@ -244,7 +245,7 @@ fn next_request<T: Transport, S, H>(
         if let Some(copy) = original.as_ref().and_then(T::try_copy) {
             return Some(copy);
         }
-        tracing::debug!("one attempt: the request's body cannot be copied");
+        tracing::debug!(target: crate::observe::target::HTTP, "one attempt: the request's body cannot be copied");
         execution.allow_no_retry();
     }
     original.take()

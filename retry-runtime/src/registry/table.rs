@@ -120,6 +120,7 @@ impl<T> Table<T> {
             .entry(name.to_owned())
             .or_insert_with(|| {
                 tracing::warn!(
+                    target: crate::observe::target::REGISTRY,
                     kind = self.kind,
                     name,
                     "`{name}` was used but never declared: created with the default settings; declare it at start-up to choose them"
