@@ -14,7 +14,7 @@ struct Warnings(Arc<AtomicU32>);
 impl<S: tracing::Subscriber> Layer<S> for Warnings {
     fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
         let meta = event.metadata();
-        if *meta.level() == tracing::Level::WARN && meta.target().starts_with("stormproof_runtime") {
+        if *meta.level() == tracing::Level::WARN && meta.target() == "stormproof::registry" {
             self.0.fetch_add(1, Ordering::SeqCst);
         }
     }

@@ -53,8 +53,10 @@ pub(crate) mod target {
     /// Guards used but never declared, and what else the registry says.
     pub(crate) const REGISTRY: &str = "stormproof::registry";
     /// The tower layer and the reqwest middleware.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     pub(crate) const HTTP: &str = "stormproof::http";
     /// A fleet's link to its store, and what its flushes find.
+    #[cfg(feature = "redis")]
     pub(crate) const FLEET: &str = "stormproof::fleet";
 }
 
