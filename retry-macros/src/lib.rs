@@ -58,7 +58,7 @@ use parse::{Args, Errors};
 /// | `nested` | `"once"`, `"retry"` | `"once"` | inside another annotated call's attempt, `"once"` makes a single attempt, without hedges |
 /// | `classify` | path to a `fn(&E) -> ErrorClass` | `Classify` | classifies this function's errors instead of the trait |
 /// | `name` | string | `module_path::fn` | the operation's name in traces and metrics (two methods of the same name in one module need it) |
-/// | `crate` | string path | `"::stormproof"` | where the runtime is |
+/// | `crate` | string path | the name Cargo.toml gives `stormproof` | where the facade is, when it is reached through a re-export |
 ///
 /// The function must be an `async fn` returning `Result<T, E>` (or an alias
 /// of it) where `E` can be classified and can carry the loop's rejections:
