@@ -34,6 +34,7 @@ mod backoff;
 mod breaker;
 mod budget;
 mod bulkhead;
+mod call;
 mod classify;
 mod clock;
 mod config;
@@ -42,11 +43,11 @@ mod counter;
 mod decision;
 mod error;
 mod errors;
-mod execution;
 #[cfg(feature = "config")]
 mod file;
 #[cfg(feature = "redis")]
 pub mod fleet;
+pub mod guard;
 mod guards;
 #[cfg(feature = "reqwest")]
 pub mod http;
@@ -83,7 +84,7 @@ pub use context::idempotency_key;
 pub use decision::StopReason;
 pub use error::ResilientError;
 pub use errors::Error;
-pub use execution::{Classified, ClassifyInner};
+pub use call::{Attempt, Call, Classified, ClassifyInner, NoHedges, Step};
 #[cfg(feature = "config")]
 pub use file::{Change, ConfigFileError, Problem, Refusal, ReloadReport};
 pub use operations::{CheckReport, Undeclared, Unused};
@@ -103,11 +104,9 @@ pub mod __private {
         ByTraits, ClassifyWith, ConvertByFrom, ConvertByWrapping, ConvertNot, ErrorHandling, NoConverter,
         RejectProbe, RejectionConverter,
     };
-    pub use crate::execution::{
-        BreakerBudget, ErrorProbe, Execution, ForgetOtherError, Forgotten, Guarding, KeepSendError, Kept,
-        KeyFromDisplay, KeyFromInteger, KeyFromText, KeyProbe, KeyText, KeyWriter, LastError, NoGuards,
-        PlainFailure, PlainGuards, PlainRun, Step, UnguardedRun, WithBulkhead, after_plain_failure,
-        idempotency_key, plain_attempt, started, started_at_once,
+    pub use crate::call::{
+        Call, ErrorProbe, ForgetOtherError, Forgotten, KeepSendError, Kept, KeyFromDisplay, KeyFromInteger,
+        KeyFromText, KeyProbe, KeyText, KeyWriter, LastError, Step, idempotency_key,
     };
     pub use crate::operations::Operation;
     pub use crate::policy::AttributeConfig;

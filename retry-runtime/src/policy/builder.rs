@@ -4,7 +4,7 @@ use std::borrow::Cow;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use super::{MAX_ATTEMPTS_LIMIT, Nested, Policy, Settings, plain_shape};
+use super::{MAX_ATTEMPTS_LIMIT, Nested, Policy, Settings};
 use crate::backoff::{Backoff, Jitter};
 use crate::config::{ConfigError, PolicyError};
 use crate::guards::{GuardCache, GuardNames};
@@ -244,7 +244,6 @@ impl PolicyBuilder {
         };
         Policy {
             operation: self.operation,
-            plain_shape: plain_shape(&settings, &self.guard_names),
             settings,
             guard_names: self.guard_names,
             idempotent: true,

@@ -15,7 +15,7 @@ use std::time::Duration;
 pub use builder::PolicyBuilder;
 
 use crate::backoff::{Backoff, Jitter, stream_seed};
-use crate::guards::{GuardCache, GuardNames, Guards, GuardsRef};
+use crate::guards::{GuardCache, GuardNames, GuardsRef};
 use crate::registry::{GuardKind, PolicyOverrides};
 use crate::settings::Hedge;
 pub use crate::settings::Settings;
@@ -77,11 +77,6 @@ pub struct Policy {
     /// and the global registry's (see the registry's `overrides` module);
     /// while none does, calls read no override (one relaxed load).
     overrides: PolicyOverrides,
-    /// Whether a call may be plain as far as the policy's own settings and
-    /// guard names tell, and with a bulkhead place or not (see
-    /// [`Policy::plain_shape`]): worked out once, so that a call reads one
-    /// byte instead of six fields.
-    plain_shape: PlainShape,
     seed: Option<u64>,
     nested: Nested,
     /// Jitter streams handed out so far, when seeded.
@@ -151,34 +146,6 @@ pub struct AttributeConfig {
     pub has_key: bool,
 }
 
-/// What the policy's settings and guard names say of a plain call (see
-/// [`Policy::plain_shape`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PlainShape {
-    /// Never plain: a deadline, an attempt timeout, hedging, a throttle or a rate limit.
-    Never,
-    /// Plain, with no guard named (the attribute's marker of the same name).
-    NoGuards,
-    /// Plain with a breaker, a budget or both.
-    BreakerBudget,
-    /// Plain with a bulkhead place (and a breaker and a budget if named).
-    WithBulkhead,
-}
-
-/// See [`Policy::plain_shape`].
-pub(super) const fn plain_shape(settings: &Settings, names: &GuardNames) -> PlainShape {
-    let never = !settings.allow_plain() || names.throttle.is_some() || names.rate_limit.is_some();
-    if never {
-        PlainShape::Never
-    } else if names.bulkhead.is_some() {
-        PlainShape::WithBulkhead
-    } else if names.breaker.is_some() || names.budget.is_some() {
-        PlainShape::BreakerBudget
-    } else {
-        PlainShape::NoGuards
-    }
-}
-
 const fn millis(ms: Option<u64>) -> Option<Duration> {
     match ms {
         Some(ms) => Some(Duration::from_millis(ms)),
@@ -244,7 +211,6 @@ impl Policy {
         };
         Policy {
             operation: Cow::Borrowed(cfg.operation),
-            plain_shape: plain_shape(&settings, &guard_names),
             settings,
             idempotent: cfg.idempotent,
             has_key: cfg.has_key,
@@ -338,17 +304,6 @@ impl Policy {
         self.overrides.forbid_plain()
     }
 
-    /// Whether the policy's settings and guard names let a call be plain
-    /// (no deadline, attempt timeout or hedging, no throttle or rate limit),
-    /// and whether its plain attempts hold a bulkhead place (a named guard
-    /// always resolves to one). Whether a call made now is plain also
-    /// depends on what may change (an override, a scoped registry, DEBUG,
-    /// nesting, a free place): see `execution::plain`.
-    #[inline]
-    pub(crate) fn plain_shape(&self) -> PlainShape {
-        self.plain_shape
-    }
-
     /// What the registries told this policy of its operation's overrides:
     /// they add and remove themselves (see the `file` module).
     pub(crate) fn overrides(&self) -> &PolicyOverrides {
@@ -365,20 +320,6 @@ impl Policy {
     #[inline]
     pub(crate) fn guards(&self) -> GuardsRef<'_> {
         self.cache.guards(&self.guard_names)
-    }
-
-    /// The global registry's guards, unless a call made now runs inside a
-    /// scoped registry.
-    #[inline]
-    pub(crate) fn global_guards(&self) -> Option<&Guards> {
-        self.cache.global_unless_scoped(&self.guard_names)
-    }
-
-    /// [`global_guards`](Self::global_guards) of a policy whose plain shape
-    /// names a guard (`BreakerBudget`, `WithBulkhead`): it names one.
-    #[inline]
-    pub(crate) fn named_global_guards(&self) -> Option<&Guards> {
-        self.cache.named_global_unless_scoped(&self.guard_names)
     }
 
     /// The seed of the next call's jitter stream, when the policy is seeded.
@@ -420,41 +361,6 @@ mod tests {
 
     /// The attribute's arguments with nothing optional given.
     const BARE: AttributeConfig = AttributeConfig::bare("policy-unit");
-
-    // The builder's side is `execution::plain::tests`; this is the attribute's.
-    #[test]
-    fn an_attribute_policy_is_plain_shaped_with_at_most_a_breaker_a_budget_and_a_bulkhead() {
-        let shape = |config| Policy::from_attribute(config).plain_shape();
-        let guarded = AttributeConfig { breaker: Some("b"), budget: Some("g"), ..BARE };
-        assert_eq!(shape(BARE), PlainShape::NoGuards, "nothing optional");
-        assert_eq!(shape(guarded), PlainShape::BreakerBudget, "a breaker and a budget");
-        assert_eq!(
-            shape(AttributeConfig { breaker: Some("b"), ..BARE }),
-            PlainShape::BreakerBudget,
-            "a breaker"
-        );
-        assert_eq!(
-            shape(AttributeConfig { budget: Some("g"), ..BARE }),
-            PlainShape::BreakerBudget,
-            "a budget"
-        );
-        let with_place = AttributeConfig { bulkhead: Some("h"), ..guarded };
-        assert_eq!(shape(with_place), PlainShape::WithBulkhead, "a bulkhead");
-        assert_eq!(
-            shape(AttributeConfig { bulkhead: Some("h"), ..BARE }),
-            PlainShape::WithBulkhead,
-            "only a bulkhead"
-        );
-        for (config, why) in [
-            (AttributeConfig { throttle: Some("t"), ..with_place }, "a throttle"),
-            (AttributeConfig { rate_limit: Some("r"), ..guarded }, "a rate limit"),
-            (AttributeConfig { attempt_timeout_ms: Some(50), ..with_place }, "an attempt timeout"),
-            (AttributeConfig { deadline_ms: Some(50), ..guarded }, "a deadline"),
-            (AttributeConfig { hedge_after_ms: Some(50), ..guarded }, "hedging"),
-        ] {
-            assert_eq!(shape(config), PlainShape::Never, "{why} makes a policy never plain");
-        }
-    }
 
     #[test]
     fn a_clone_keeps_the_attributes_idempotency_promises() {

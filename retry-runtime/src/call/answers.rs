@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::Execution;
+use super::Call;
 use super::more::Withdrawn;
 use crate::backoff::Jitter;
 use crate::backoff::JitterRng;
@@ -13,7 +13,7 @@ use crate::policy::Policy;
 use crate::registry::{self, Registry};
 
 /// The retry decision's questions, answered by this call.
-impl<S: Default, H> Answers for Execution<'_, S, H> {
+impl<S: Default, H> Answers for Call<'_, S, H> {
     #[inline]
     fn backoff(&mut self) -> Duration {
         let backoff = self.settings().backoff;

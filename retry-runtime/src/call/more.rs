@@ -27,9 +27,6 @@ pub(super) struct More<'p, S> {
     /// `None` without a deadline, or when it is too far to arm.
     pub(super) deadline: Option<Instant>,
     pub(super) previous_wait: Option<Duration>,
-    /// A backoff decided after a plain first attempt failed (see `plain`),
-    /// waited out by the next attempt before it is admitted.
-    pub(super) pending_wait: Option<Duration>,
     /// When the wait before the retry decided last ends, if that retry is
     /// admitted before it to do work of its own (see `ErrorHandling::lead`):
     /// its request goes out then.
@@ -57,7 +54,6 @@ impl<S: Default> More<'_, S> {
             key: None,
             deadline: None,
             previous_wait: None,
-            pending_wait: None,
             #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
             due: None,
             rng: None,

@@ -5,10 +5,8 @@ use std::future::Future;
 use std::sync::Arc;
 
 use super::key::key_of;
-use super::lazy::MadeOnPoll;
-use super::plain::{AnyGuards, PlainRun, after_plain_failure, plain_attempt, started};
-use super::start::started_at_once;
-use super::{Execution, Kept, Step};
+use super::made_on_poll::MadeOnPoll;
+use super::{Call, Kept, Step};
 use crate::classify::{Classify, ErrorClass};
 use crate::error::{ByTraits, ClassifyWith, ErrorHandling, ResilientError};
 use crate::errors::Error;
@@ -37,7 +35,7 @@ impl Policy {
         Fut: Future<Output = Result<T, E>>,
         E: ResilientError,
     {
-        drive(self, ByTraits, op).await
+        drive(self, None, ByTraits, op).await
     }
 
     /// [`run`](Self::run), then `fallback` with the final error, if any:
@@ -88,7 +86,7 @@ impl Policy {
         Fut: Future<Output = Result<T, E>>,
         E: ResilientError,
     {
-        drive_keyed(self, key_of(&key), ByTraits, op).await
+        drive(self, Some(key_of(&key)), ByTraits, op).await
     }
 
     /// This policy with errors classified by `classify` instead of the
@@ -132,25 +130,13 @@ impl Policy {
         Classified { policy: self, handling: ClassifyInner { classify } }
     }
 
-    /// Starts one call: the state of its retry loop. `last` keeps the last
-    /// error across waits (see [`LastError`](super::LastError)); `handling`
-    /// classifies errors and makes rejections into them.
-    ///
-    /// Returned by value, for callers off the hot paths (the tests of the
-    /// step form): the attribute, `run` and the HTTP layers start theirs in
-    /// place (`started_at_once`), since a started execution returned by
-    /// value is copied whole.
+    /// One call of this policy: the state of its retry loop, driven with
+    /// [`Call::attempt`]. `last` keeps the last error across waits (see
+    /// [`LastError`](super::LastError)); `handling` classifies errors and
+    /// makes rejections into them.
     #[doc(hidden)]
-    pub fn execution<S: Default, H>(
-        &self,
-        key: Option<Arc<str>>,
-        last: S,
-        handling: H,
-    ) -> Execution<'_, S, H> {
-        drop(last);
-        let mut execution = Execution::unstarted(self, handling);
-        execution.start_with(key);
-        execution
+    pub fn call<S, H>(&self, key: Option<Arc<str>>, last: S, handling: H) -> Call<'_, S, H> {
+        Call::new(self, key, last, handling)
     }
 }
 
@@ -170,7 +156,7 @@ impl<H> Classified<'_, H> {
         Fut: Future<Output = Result<T, E>>,
         H: ErrorHandling<E> + Copy,
     {
-        drive(self.policy, self.handling, op).await
+        drive(self.policy, None, self.handling, op).await
     }
 
     /// [`Policy::run_with_key`], classified by the function.
@@ -181,7 +167,7 @@ impl<H> Classified<'_, H> {
         Fut: Future<Output = Result<T, E>>,
         H: ErrorHandling<E> + Copy,
     {
-        drive_keyed(self.policy, key_of(&key), self.handling, op).await
+        drive(self.policy, Some(key_of(&key)), self.handling, op).await
     }
 }
 
@@ -221,68 +207,27 @@ impl<X> ErrorHandling<Error<X>> for ClassifyInner<X> {
 /// by the caller: before its first poll the future holds only the
 /// arguments, and is that much cheaper to move into place.
 ///
-/// A call without a key may be plain, as the attribute's may (see
-/// `plain`): its first attempt runs as a `PlainRun`, and its execution is
-/// built only if that attempt fails or the call is not plain.
-async fn drive<T, E, H, F, Fut>(policy: &Policy, handling: H, mut op: F) -> Result<T, E>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
-    H: ErrorHandling<E> + Copy,
-{
-    let parts = || (Kept::default(), handling);
-    let mut execution = None;
-    loop {
-        let step = match plain_attempt::<AnyGuards, _, _>(policy, &execution) {
-            // Made on its first poll, once admitted (see `lazy`), on every path.
-            // A closure of its own around `op`, at each of the two places it
-            // is made (here and `general_attempt`): `&mut op` would go
-            // through the standard library's `FnOnce for &mut F` shim, which
-            // LLVM stops inlining once the direct path's poll grows.
-            #[allow(clippy::redundant_closure)]
-            Some(plain) => match PlainRun::new(plain, MadeOnPoll::new(|| op())).await {
-                Ok(value) => return Ok(value),
-                Err(failure) => after_plain_failure(policy, &mut execution, parts, failure),
-            },
-            None => general_attempt(started(policy, &mut execution, parts), &mut op).await,
-        };
-        if let Step::Done(result) = step {
-            return result;
-        }
-    }
-}
-
-/// A call with a key, which is never plain: its execution is started at
-/// once, in place (see `started_at_once`), and every attempt is general.
-async fn drive_keyed<T, E, H, F, Fut>(policy: &Policy, key: Arc<str>, handling: H, mut op: F) -> Result<T, E>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
-    H: ErrorHandling<E> + Copy,
-{
-    let mut execution = None;
-    let execution = started_at_once(policy, &mut execution, Some(key), Kept::default(), handling);
-    loop {
-        if let Step::Done(result) = general_attempt(execution, &mut op).await {
-            return result;
-        }
-    }
-}
-
-/// One attempt through the step machine, hedged if the policy hedges.
-async fn general_attempt<T, E, H, F, Fut>(execution: &mut Execution<'_, Kept<E>, H>, op: &mut F) -> Step<T, E>
+/// Each attempt is made on its first poll, once admitted (see
+/// `made_on_poll`): `op` is never called for an attempt the guards refuse.
+async fn drive<T, E, H, F, Fut>(policy: &Policy, key: Option<Arc<str>>, handling: H, mut op: F) -> Result<T, E>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
     H: ErrorHandling<E>,
 {
-    // The hedged round's state is boxed: it would make every call's
-    // future larger (and costlier to move) for a path few policies take.
-    if execution.hedges() {
-        Box::pin(execution.attempt_hedged(op)).await
-    } else {
-        // So the attempt can take the direct path, as the attribute's does.
-        #[allow(clippy::redundant_closure)] // see `drive`
-        execution.attempt(MadeOnPoll::new(|| op())).await
+    let mut call = Call::new(policy, key, Kept::default(), handling);
+    loop {
+        // A closure of its own around `op`: `&mut op` would go through the
+        // standard library's `FnOnce for &mut F` shim, which LLVM stops
+        // inlining once the attempt's poll grows.
+        #[allow(clippy::redundant_closure)]
+        let step = if policy.compiled_settings().hedge.is_some() {
+            call.attempt_hedged(|| op()).await
+        } else {
+            call.attempt(MadeOnPoll::new(|| op())).await
+        };
+        if let Step::Done(result) = step {
+            return result;
+        }
     }
 }
