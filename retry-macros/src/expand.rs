@@ -100,7 +100,13 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
     // point that at the error type, under the readable message, not at the attribute.
     let attempt_of = respan(quote!(#rt::Call::attempt), error_span);
     let hedged_of = respan(quote!(#rt::Call::attempt_hedged), error_span);
-    let new_call = respan(quote!(#rt::Call::new), error_span);
+    // Which guards the function names, known here: a call pays nothing for
+    // a guard its function does not name (the runtime's `guards::Shape`),
+    // slot by slot in the guard set's order.
+    let slot_of = |named: bool| if named { quote!(#rt::Named) } else { quote!(#rt::Unnamed) };
+    let shape = [&plan.throttle, &plan.breaker, &plan.bulkhead, &plan.rate_limit, &plan.budget]
+        .map(|name| slot_of(name.is_some()));
+    let new_call = respan(quote!(#rt::Call::<_, _, (#(#shape),*)>::shaped), error_span);
     // The call, as it starts: nothing is looked up until its first attempt.
     let start = quote! {
         // The probe's borrow is what puts the fallback slot one

@@ -22,7 +22,7 @@ use super::hedge::{Hedges, Round, RoundEnd};
 use super::{Call, LastError, Step};
 use crate::error::ErrorHandling;
 use crate::guard::{Admission, AttemptKind, Pending};
-use crate::guards::{GuardPending, GuardPermits, Guards, GuardsRef};
+use crate::guards::{GuardPending, GuardPermits, Guards, GuardsRef, Shape, ShapedPermits, narrow, widen};
 use crate::rate_limit::Late;
 use crate::rejection::Rejection;
 
@@ -45,7 +45,7 @@ impl Drop for Held<'_> {
     }
 }
 
-impl<'p, S, H> Call<'p, S, H> {
+impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     /// The wait for what `pending` says, then the rest of admission.
     #[cold]
     pub(super) fn wait_for(&self, pending: GuardPending) -> Waiting<'p> {
@@ -158,8 +158,8 @@ impl Guards {
 /// a round, the round, the backoff. `Ready(None)`: the attempt is admitted
 /// (its permits in place) and runs next.
 #[inline(never)]
-pub(super) fn poll_rare<T, E, S, H, Fut, M>(
-    parts: Parts<'_, '_, '_, S, H, Fut, M>,
+pub(super) fn poll_rare<T, E, S, H, Fut, M, V>(
+    parts: Parts<'_, '_, '_, S, H, Fut, M, V>,
     cx: &mut Context<'_>,
 ) -> Poll<Option<Step<T, E>>>
 where
@@ -167,6 +167,7 @@ where
     M: Hedges<Fut>,
     H: ErrorHandling<E>,
     S: LastError<E>,
+    V: Shape,
 {
     let Parts { call, phase, permits, mut attempt, mut timer, rare, hedges } = parts;
     loop {
@@ -182,9 +183,10 @@ where
             }
             Phase::Admitting | Phase::AdmittingRound => {
                 let round = *phase == Phase::AdmittingRound;
-                match call.guards().admit(call.next_kind_now()) {
+                let admission = call.guards_ref().admit(call.next_kind_now());
+                match admission {
                     Admission::Go(admitted) => {
-                        *permits = Some(admitted);
+                        *permits = Some(narrow::<V>(admitted));
                         if !round {
                             return Poll::Ready(None);
                         }
@@ -207,7 +209,7 @@ where
                 *rare = None;
                 match admitted {
                     Ok(admitted) => {
-                        *permits = Some(admitted);
+                        *permits = Some(narrow::<V>(admitted));
                         if *phase == Phase::Waiting {
                             return Poll::Ready(None);
                         }
@@ -249,18 +251,19 @@ where
 
 /// The first attempt of a round is admitted: the round starts with it,
 /// counted as one attempt.
-fn start_round<'p, T, E, S, H, Fut, M>(
-    call: &mut Call<'p, S, H>,
+fn start_round<'p, T, E, S, H, Fut, M, V>(
+    call: &mut Call<'p, S, H, V>,
     phase: &mut Phase,
-    permits: &mut Option<GuardPermits>,
+    permits: &mut Option<ShapedPermits<V>>,
     rare: &mut Option<Pin<Box<Rare<'p, Fut>>>>,
     hedges: &mut M,
 ) where
     Fut: Future<Output = Result<T, E>>,
     M: Hedges<Fut>,
     S: LastError<E>,
+    V: Shape,
 {
-    let Some(admitted) = permits.take() else { unreachable!("the round's first attempt is admitted") };
+    let Some(admitted) = permits.take().map(widen::<V>) else { unreachable!("the round's first attempt is admitted") };
     let Some(hedge) = call.settings().hedge else { unreachable!("a round is started only by a call that hedges") };
     call.begin_attempt::<E>();
     *rare = Some(Box::pin(Rare::Round { round: Round::new(call, hedge, admitted, hedges.make()) }));

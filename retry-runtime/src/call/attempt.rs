@@ -20,6 +20,7 @@
 //! never started (see `decision`).
 
 use std::future::Future;
+use std::mem::ManuallyDrop;
 use std::pin::Pin;
 use std::sync::OnceLock;
 use std::task::{Context, Poll};
@@ -34,7 +35,7 @@ use super::{Call, LastError, Limit, Step};
 use crate::context;
 use crate::error::ErrorHandling;
 use crate::guard::{Admission, Answer, AttemptKind};
-use crate::guards::GuardPermits;
+use crate::guards::{AnyShape, GuardPermits, Shape, ShapedPermits, narrow, widen, widen_pending};
 
 pub use super::hedge::NoHedges;
 
@@ -79,12 +80,12 @@ pin_project! {
     /// One attempt of a [`Call`], and the backoff after it fails: the future
     /// [`Call::attempt`] returns. Its output says whether the call is over.
     #[project = AttemptProj]
-    pub struct Attempt<'c, 'p, S, H, Fut: Future, M = NoHedges> {
-        pub(super) call: &'c mut Call<'p, S, H>,
+    pub struct Attempt<'c, 'p, S, H, Fut: Future, M = NoHedges, V: Shape = AnyShape> {
+        pub(super) call: &'c mut Call<'p, S, H, V>,
         pub(super) phase: Phase,
         // What the guards gave the running attempt; handed back exactly
         // once, as it ends (or is dropped: see the drop below).
-        pub(super) permits: Option<GuardPermits>,
+        pub(super) permits: Option<ShapedPermits<V>>,
         // `None` once finished: it is dropped as soon as it is done, in its context.
         #[pin]
         pub(super) attempt: Option<Fut>,
@@ -92,7 +93,9 @@ pin_project! {
         // never overlap, so they share one timer.
         #[pin]
         pub(super) timer: Option<Sleep>,
-        pub(super) rare: Option<Pin<Box<Rare<'p, Fut>>>>,
+        // Dropped by the attempt's own drop, behind one inline test (see
+        // `Call::more`).
+        pub(super) rare: ManuallyDrop<Option<Pin<Box<Rare<'p, Fut>>>>>,
         // A hedged function's maker of attempts.
         pub(super) hedges: M,
         // When the attempt's request went out, if it did work of its own
@@ -100,11 +103,14 @@ pin_project! {
         pub(super) sent: Option<&'c OnceLock<Instant>>,
     }
 
-    impl<S, H, Fut: Future, M> PinnedDrop for Attempt<'_, '_, S, H, Fut, M> {
+    impl<S, H, Fut: Future, M, V: Shape> PinnedDrop for Attempt<'_, '_, S, H, Fut, M, V> {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
             if this.attempt.is_some() || this.permits.is_some() {
                 dropped(this.call, this.attempt, this.permits);
+            }
+            if this.rare.is_some() {
+                drop_rare(this.rare);
             }
         }
     }
@@ -115,10 +121,20 @@ pin_project! {
 /// counting nothing.
 #[cold]
 #[inline(never)]
-fn dropped<S, H, Fut>(call: &mut Call<'_, S, H>, attempt: Pin<&mut Option<Fut>>, permits: &mut Option<GuardPermits>) {
+fn dropped<S, H, Fut, V: Shape>(
+    call: &mut Call<'_, S, H, V>,
+    attempt: Pin<&mut Option<Fut>>,
+    permits: &mut Option<ShapedPermits<V>>,
+) {
     // Handed back after the attempt's drop, even if that drop panics.
-    let _back = Abandon { guards: call.guards(), permits: permits.take() };
+    let _back = Abandon { guards: call.guards(), permits: permits.take().map(widen::<V>) };
     call.drop_in_context(attempt);
+}
+
+/// Drops what an attempt held behind its box (see `Attempt::rare`).
+#[inline(never)]
+fn drop_rare<T>(rare: &mut ManuallyDrop<Option<T>>) {
+    drop(ManuallyDrop::into_inner(std::mem::replace(rare, ManuallyDrop::new(None))));
 }
 
 /// Hands `permits` back to `guards` as it drops (see `dropped`).
@@ -135,21 +151,21 @@ impl Drop for Abandon<'_> {
     }
 }
 
-impl<'p, S, H> Call<'p, S, H> {
+impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     /// The next attempt: `attempt` is polled once the guards admit it, in
     /// the call's context, and dropped unpolled if they refuse it. It
     /// should do nothing until polled (an `async` block does nothing);
     /// wrap a closure that starts work when called in a future that calls
     /// it on its first poll.
     #[inline(always)]
-    pub fn attempt<Fut: Future>(&mut self, attempt: Fut) -> Attempt<'_, 'p, S, H, Fut> {
+    pub fn attempt<Fut: Future>(&mut self, attempt: Fut) -> Attempt<'_, 'p, S, H, Fut, NoHedges, V> {
         Attempt {
             call: self,
             phase: Phase::Admitting,
             permits: None,
             attempt: Some(attempt),
             timer: None,
-            rare: None,
+            rare: ManuallyDrop::new(None),
             hedges: NoHedges,
             sent: None,
         }
@@ -162,7 +178,7 @@ impl<'p, S, H> Call<'p, S, H> {
     pub fn attempt_with<Fut: Future, Make: FnOnce() -> Fut>(
         &mut self,
         make: Make,
-    ) -> Attempt<'_, 'p, S, H, super::MadeOnPoll<Make, Fut>> {
+    ) -> Attempt<'_, 'p, S, H, super::MadeOnPoll<Make, Fut>, NoHedges, V> {
         self.attempt(super::MadeOnPoll::new(make))
     }
 
@@ -170,7 +186,7 @@ impl<'p, S, H> Call<'p, S, H> {
     /// `make` makes: a round of attempts side by side when the call
     /// hedges, else one attempt as [`attempt`](Self::attempt) makes.
     #[inline]
-    pub fn attempt_hedged<Fut, M>(&mut self, make: M) -> Attempt<'_, 'p, S, H, Fut, M>
+    pub fn attempt_hedged<Fut, M>(&mut self, make: M) -> Attempt<'_, 'p, S, H, Fut, M, V>
     where
         Fut: Future,
         M: FnMut() -> Fut,
@@ -181,7 +197,7 @@ impl<'p, S, H> Call<'p, S, H> {
             permits: None,
             attempt: None,
             timer: None,
-            rare: None,
+            rare: ManuallyDrop::new(None),
             hedges: make,
             sent: None,
         }
@@ -197,14 +213,14 @@ impl<'p, S, H> Call<'p, S, H> {
         &'c mut self,
         sent: &'c OnceLock<Instant>,
         attempt: Fut,
-    ) -> Attempt<'c, 'p, S, H, Fut> {
+    ) -> Attempt<'c, 'p, S, H, Fut, NoHedges, V> {
         Attempt {
             call: self,
             phase: Phase::Admitting,
             permits: None,
             attempt: Some(attempt),
             timer: None,
-            rare: None,
+            rare: ManuallyDrop::new(None),
             hedges: NoHedges,
             sent: Some(sent),
         }
@@ -217,8 +233,9 @@ impl<'p, S, H> Call<'p, S, H> {
     }
 }
 
-impl<T, E, S, H, Fut, M> Future for Attempt<'_, '_, S, H, Fut, M>
+impl<T, E, S, H, Fut, M, V> Future for Attempt<'_, '_, S, H, Fut, M, V>
 where
+    V: Shape,
     Fut: Future<Output = Result<T, E>>,
     M: Hedges<Fut>,
     H: ErrorHandling<E>,
@@ -233,9 +250,11 @@ where
         if *this.phase != Phase::Running {
             if *this.phase == Phase::Admitting {
                 this.call.start_if_new();
-                match this.call.guards().admit(this.call.next_kind()) {
+                let kind = this.call.next_kind();
+                let admission = this.call.guards_ref().view::<V>().admit(kind);
+                match admission {
                     Admission::Go(permits) => *this.permits = Some(permits),
-                    other => match not_admitted_now(this.call, this.rare, other, false) {
+                    other => match not_admitted_now(this.call, &mut **this.rare, widen_admission::<V>(other), false) {
                         Ok(phase) => *this.phase = phase,
                         Err(rejection) => {
                             *this.phase = Phase::Finished;
@@ -270,7 +289,7 @@ where
             },
             Poll::Ready(Ok(value)) => {
                 if let Some(permits) = this.permits.take() {
-                    call.guards().record(measured(permits, *this.sent), Answer::Success);
+                    call.guards_ref().view::<V>().record(measured::<V>(permits, *this.sent), Answer::Success);
                 }
                 *this.phase = Phase::Finished;
                 return Poll::Ready(Step::Done(Ok(value)));
@@ -293,7 +312,7 @@ where
 
 /// Arms the attempt's timer at the earlier of its timeout and the deadline.
 #[inline(never)]
-pub(super) fn arm<S, H>(call: &Call<'_, S, H>, mut timer: Pin<&mut Option<Sleep>>) {
+pub(super) fn arm<S, H, V: Shape>(call: &Call<'_, S, H, V>, mut timer: Pin<&mut Option<Sleep>>) {
     if let Some((end, _)) = call.attempt_limit() {
         timer.set(Some(sleep_until(end)));
     }
@@ -304,8 +323,8 @@ pub(super) fn arm<S, H>(call: &Call<'_, S, H>, mut timer: Pin<&mut Option<Sleep>
 /// refused.
 #[cold]
 #[inline(never)]
-pub(super) fn not_admitted_now<'p, S, H, Fut: Future>(
-    call: &mut Call<'p, S, H>,
+pub(super) fn not_admitted_now<'p, S, H, Fut: Future, V: Shape>(
+    call: &mut Call<'p, S, H, V>,
     rare: &mut Option<Pin<Box<Rare<'p, Fut>>>>,
     admission: crate::guards::GuardAdmission,
     round: bool,
@@ -323,19 +342,38 @@ pub(super) fn not_admitted_now<'p, S, H, Fut: Future>(
 /// `permits` with an adaptive bulkhead's sample started when the request
 /// went out, if the attempt says when.
 #[inline(always)]
-pub(super) fn measured(mut permits: GuardPermits, sent: Option<&OnceLock<Instant>>) -> GuardPermits {
-    if let (Some(sent), Some(place)) = (sent.and_then(OnceLock::get), permits.bulkhead.as_mut()) {
-        place.measure_from(*sent);
+pub(super) fn measured<V: Shape>(permits: ShapedPermits<V>, sent: Option<&OnceLock<Instant>>) -> ShapedPermits<V> {
+    match sent.and_then(OnceLock::get) {
+        None => permits,
+        Some(sent) => measured_from::<V>(permits, *sent),
     }
-    permits
 }
 
-impl<S, H> Call<'_, S, H> {
+#[cold]
+fn measured_from<V: Shape>(permits: ShapedPermits<V>, sent: Instant) -> ShapedPermits<V> {
+    let mut wide = widen::<V>(permits);
+    if let Some(place) = wide.bulkhead.as_mut() {
+        place.measure_from(sent);
+    }
+    narrow::<V>(wide)
+}
+
+/// What admission said, as the whole set holds it.
+#[inline(always)]
+fn widen_admission<V: Shape>(admission: crate::guards::ShapedAdmission<V>) -> crate::guards::GuardAdmission {
+    match admission {
+        Admission::Go(permits) => Admission::Go(widen::<V>(permits)),
+        Admission::Wait(pending) => Admission::Wait(widen_pending::<V>(pending)),
+        Admission::Refuse(rejection) => Admission::Refuse(rejection),
+    }
+}
+
+impl<S, H, V: Shape> Call<'_, S, H, V> {
     /// Polls `attempt` in its context (the call's key and span, or none),
     /// dropping it there as soon as it is done.
     #[inline(always)]
     pub(super) fn poll_in_context<F: Future>(&mut self, attempt: Pin<&mut Option<F>>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        match &mut self.more {
+        match &mut *self.more {
             None => context::poll_keyless(attempt, cx),
             Some(more) => context::poll_in(&mut more.key, more.span.as_ref(), attempt, cx),
         }
@@ -344,7 +382,7 @@ impl<S, H> Call<'_, S, H> {
     /// Drops an attempt that has not finished, in its context.
     #[inline]
     pub(super) fn drop_in_context<F>(&mut self, attempt: Pin<&mut Option<F>>) {
-        match &mut self.more {
+        match &mut *self.more {
             None => context::drop_in(&mut None, None, attempt),
             Some(more) => context::drop_in(&mut more.key, more.span.as_ref(), attempt),
         }
@@ -390,27 +428,27 @@ impl<S, H> Call<'_, S, H> {
 }
 
 /// The parts of an attempt its rare states work on.
-pub(super) struct Parts<'a, 'c, 'p, S, H, Fut: Future, M> {
-    pub(super) call: &'a mut &'c mut Call<'p, S, H>,
+pub(super) struct Parts<'a, 'c, 'p, S, H, Fut: Future, M, V: Shape> {
+    pub(super) call: &'a mut &'c mut Call<'p, S, H, V>,
     pub(super) phase: &'a mut Phase,
-    pub(super) permits: &'a mut Option<GuardPermits>,
+    pub(super) permits: &'a mut Option<ShapedPermits<V>>,
     pub(super) attempt: Pin<&'a mut Option<Fut>>,
     pub(super) timer: Pin<&'a mut Option<Sleep>>,
     pub(super) rare: &'a mut Option<Pin<Box<Rare<'p, Fut>>>>,
     pub(super) hedges: &'a mut M,
 }
 
-impl<'c, 'p, S, H, Fut: Future, M> AttemptProj<'_, 'c, 'p, S, H, Fut, M> {
+impl<'c, 'p, S, H, Fut: Future, M, V: Shape> AttemptProj<'_, 'c, 'p, S, H, Fut, M, V> {
     /// The projection's fields, for the out-of-line steps.
     #[inline(always)]
-    fn as_mut_parts(&mut self) -> Parts<'_, 'c, 'p, S, H, Fut, M> {
+    fn as_mut_parts(&mut self) -> Parts<'_, 'c, 'p, S, H, Fut, M, V> {
         Parts {
             call: self.call,
             phase: self.phase,
             permits: self.permits,
             attempt: self.attempt.as_mut(),
             timer: self.timer.as_mut(),
-            rare: self.rare,
+            rare: &mut **self.rare,
             hedges: self.hedges,
         }
     }

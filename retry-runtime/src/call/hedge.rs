@@ -43,7 +43,7 @@ use crate::clock::HORIZON;
 use crate::context;
 use crate::error::ErrorHandling;
 use crate::guard::{Admission, Answer, AttemptKind};
-use crate::guards::{GuardPermits, GuardsRef};
+use crate::guards::{GuardPermits, GuardsRef, Shape};
 use crate::observe;
 use crate::policy::Nested;
 use crate::settings::Hedge;
@@ -171,7 +171,7 @@ pin_project! {
     }
 }
 
-impl<S, H> Call<'_, S, H> {
+impl<S, H, V: Shape> Call<'_, S, H, V> {
     /// The hedging this call does: its settings', unless it is made inside
     /// another call's attempt on this task and the policy says
     /// [`Nested::Once`]. A hedge is one more request to the dependency, and
@@ -190,7 +190,7 @@ impl<S, H> Call<'_, S, H> {
     /// One attempt of a round, in the call's context, under the earlier of
     /// its timeout and the deadline.
     fn racing<Fut: Future>(&self, attempt: Fut) -> Pin<Box<Racing<Fut>>> {
-        let (key, span) = match &self.more {
+        let (key, span) = match &*self.more {
             Some(more) => (more.key.clone(), more.span.clone()),
             None => (None, None),
         };
@@ -204,7 +204,7 @@ impl<S, H> Call<'_, S, H> {
 
 impl<'p, T, E, Fut: Future<Output = Result<T, E>>> Round<'p, Fut> {
     /// A round whose first attempt, `first`, was admitted with `permits`.
-    pub(super) fn new<S, H>(call: &Call<'p, S, H>, hedge: Hedge, permits: GuardPermits, first: Fut) -> Self {
+    pub(super) fn new<S, H, V: Shape>(call: &Call<'p, S, H, V>, hedge: Hedge, permits: GuardPermits, first: Fut) -> Self {
         let started = Instant::now();
         let mut racers = Vec::with_capacity(1 + hedge.max as usize);
         racers.push(Racer { run: call.racing(first), permits: Some(permits) });
@@ -228,9 +228,9 @@ impl<'p, T, E, Fut: Future<Output = Result<T, E>>> Round<'p, Fut> {
     /// failure of the last one running ends the round, before a hedge is
     /// admitted and paid for. A hedge admitted is polled at once, in the
     /// next pass, then the next one's timer.
-    pub(super) fn poll<S, H, M>(
+    pub(super) fn poll<S, H, V: Shape, M>(
         self: Pin<&mut Self>,
-        call: &mut Call<'p, S, H>,
+        call: &mut Call<'p, S, H, V>,
         make: &mut M,
         cx: &mut Context<'_>,
     ) -> Poll<RoundEnd<T, E>>

@@ -74,7 +74,10 @@ pub use run::{Classified, ClassifyInner};
 use more::More;
 
 use crate::clock;
-use crate::guards::{Guards, GuardsRef};
+use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
+
+use crate::guards::{AnyShape, Guards, GuardsRef, Shape};
 use crate::policy::Policy;
 use crate::settings::Settings;
 
@@ -96,7 +99,7 @@ pub enum Step<T, E> {
 /// self` included); `Policy::run` and the HTTP layers drive it the same
 /// way. `S` keeps the last error across the wait for the next attempt (see
 /// [`LastError`]); `H` classifies errors and makes rejections into them.
-pub struct Call<'p, S, H> {
+pub struct Call<'p, S, H, V = AnyShape> {
     policy: &'p Policy,
     /// The global registry's guards, cached in the policy; `None` before
     /// the call starts, or inside a scoped registry (its guards are in `more`).
@@ -110,12 +113,16 @@ pub struct Call<'p, S, H> {
     /// The call's idempotency key, until the call starts (then in `more`).
     key: Option<Arc<str>>,
     /// `None` until the call needs any of it (see the module docs).
-    more: Option<More<'p, S>>,
+    // Dropped by `Call`'s own drop, behind one inline test: as a plain
+    // field its drop would be a call on every call's success path.
+    more: ManuallyDrop<Option<More<'p, S>>>,
     /// How this call classifies errors and makes rejections into them.
     handling: H,
+    /// Which guards its function names (see `guards::Shape`).
+    shape: PhantomData<fn() -> V>,
 }
 
-impl<S, H> std::fmt::Debug for Call<'_, S, H> {
+impl<S, H, V: Shape> std::fmt::Debug for Call<'_, S, H, V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Call")
             .field("operation", &self.policy.operation())
@@ -126,14 +133,44 @@ impl<S, H> std::fmt::Debug for Call<'_, S, H> {
     }
 }
 
-impl<'p, S, H> Call<'p, S, H> {
+impl<'p, S, H> Call<'p, S, H, AnyShape> {
     /// A call of `policy` with `key`, whose attempts' errors `handling`
     /// classifies; `last` only selects the error slot's type (see
     /// [`LastError`]). Nothing is looked up until its first attempt.
     #[inline(always)]
     pub fn new(policy: &'p Policy, key: Option<Arc<str>>, last: S, handling: H) -> Self {
+        Call::shaped(policy, key, last, handling)
+    }
+}
+
+impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
+    /// [`new`](Call::new) for a function known to name only the guards `V`
+    /// says (see `guards::Shape`): the attribute's, which knows.
+    #[inline(always)]
+    pub fn shaped(policy: &'p Policy, key: Option<Arc<str>>, last: S, handling: H) -> Self {
         drop(last);
-        Call { policy, cached: None, max_attempts: 0, started: Started::No, attempts: 0, key, more: None, handling }
+        Call {
+            policy,
+            cached: None,
+            max_attempts: 0,
+            started: Started::No,
+            attempts: 0,
+            key,
+            more: ManuallyDrop::new(None),
+            handling,
+            shape: PhantomData,
+        }
+    }
+
+    /// The guards this call uses, borrowed: the policy's cached ones, a
+    /// scoped registry's, or none before it starts.
+    #[inline(always)]
+    fn guards_ref(&self) -> &Guards {
+        match (self.cached, &*self.more) {
+            (Some(guards), _) => guards,
+            (None, Some(More { scoped: Some(scoped), .. })) => scoped,
+            _ => Guards::none(),
+        }
     }
 
     /// The settings this call runs on (the policy's, or an override).
@@ -171,7 +208,7 @@ impl<'p, S, H> Call<'p, S, H> {
         if self.more.is_none() {
             More::build_plain(&mut self.more);
         }
-        match &mut self.more {
+        match &mut *self.more {
             Some(more) => more,
             None => unreachable!("`more` was just built"),
         }
@@ -219,7 +256,7 @@ impl<'p, S, H> Call<'p, S, H> {
         S: LastError<E>,
     {
         self.attempts += 1;
-        if let Some(more) = &mut self.more {
+        if let Some(more) = &mut *self.more {
             more.last.clear();
             // The retry runs: its budget withdrawal is spent.
             more.withdrawn = None;
@@ -247,6 +284,21 @@ impl<'p, S, H> Call<'p, S, H> {
     fn attempts_are_timed(&self) -> bool {
         self.settings().attempt_timeout.is_some() || self.deadline().is_some()
     }
+}
+
+impl<S, H, V> Drop for Call<'_, S, H, V> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if self.more.is_some() {
+            drop_more(&mut self.more);
+        }
+    }
+}
+
+/// Drops a call's optional state (see `Call::more`).
+#[inline(never)]
+fn drop_more<S>(more: &mut ManuallyDrop<Option<More<'_, S>>>) {
+    drop(ManuallyDrop::into_inner(std::mem::replace(more, ManuallyDrop::new(None))));
 }
 
 /// How a call started (see `start`).

@@ -14,7 +14,7 @@ use crate::classify::{Classify, ErrorClass};
 use crate::decision::{Decision, decide};
 use crate::error::ErrorHandling;
 use crate::guard::Answer;
-use crate::guards::GuardPermits;
+use crate::guards::{Shape, ShapedPermits};
 use crate::observe;
 use crate::rejection::Rejection;
 
@@ -26,7 +26,7 @@ pub(super) enum Next<T, E> {
     BackOff(Duration),
 }
 
-impl<S, H> Call<'_, S, H> {
+impl<S, H, V: Shape> Call<'_, S, H, V> {
     /// The attempt failed with `error`, of `class` when the runtime made it
     /// (a timeout; else the handling classifies it): recorded, then the
     /// retry planned or the call ended. The permits stay with the attempt
@@ -35,7 +35,7 @@ impl<S, H> Call<'_, S, H> {
     #[inline(never)]
     pub(super) fn failed<T, E>(
         &mut self,
-        permits: &mut Option<GuardPermits>,
+        permits: &mut Option<ShapedPermits<V>>,
         sent: Option<&OnceLock<Instant>>,
         class: Option<ErrorClass>,
         error: E,
@@ -46,7 +46,7 @@ impl<S, H> Call<'_, S, H> {
     {
         let class = class.unwrap_or_else(|| self.handling.class(&error));
         if let Some(permits) = permits.take() {
-            self.guards().record(measured(permits, sent), Answer::Failed(class));
+            self.guards_ref().view::<V>().record(measured::<V>(permits, sent), Answer::Failed(class));
         }
         match self.after_failure(class, error) {
             Err(error) => Next::Done(Step::Done(Err(error))),
@@ -61,12 +61,12 @@ impl<S, H> Call<'_, S, H> {
     /// guards hear it, and the call ends with `DeadlineExceeded`.
     #[cold]
     #[inline(never)]
-    pub(super) fn cut<T, E>(&mut self, permits: Option<GuardPermits>, sent: Option<&OnceLock<Instant>>) -> Step<T, E>
+    pub(super) fn cut<T, E>(&mut self, permits: Option<ShapedPermits<V>>, sent: Option<&OnceLock<Instant>>) -> Step<T, E>
     where
         H: ErrorHandling<E>,
     {
         if let Some(permits) = permits {
-            self.guards().record(measured(permits, sent), Answer::Cut);
+            self.guards_ref().view::<V>().record(measured::<V>(permits, sent), Answer::Cut);
         }
         Step::Done(Err(self.deadline_cut()))
     }
@@ -169,7 +169,7 @@ impl<S, H> Call<'_, S, H> {
         // A retry whose budget withdrawal the decision took (see
         // `decision`) did not run: it gives back what it took, and the
         // budget pays only for retries that happen.
-        if let Some(more) = &mut self.more {
+        if let Some(more) = &mut *self.more {
             more.give_back_withdrawn();
         }
         match self.more.as_mut().and_then(|more| more.last.take()) {

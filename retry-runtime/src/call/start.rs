@@ -14,7 +14,7 @@ use super::more::More;
 use super::{Call, Started};
 use crate::clock;
 use crate::context;
-use crate::guards::GuardsRef;
+use crate::guards::{GuardsRef, Shape};
 use crate::observe;
 use crate::policy::{Nested, Policy};
 use crate::registry;
@@ -59,7 +59,7 @@ fn call_span(policy: &Policy) -> Option<tracing::Span> {
     (!span.is_disabled()).then_some(span)
 }
 
-impl<'p, S: Default, H> Call<'p, S, H> {
+impl<'p, S: Default, H, V: Shape> Call<'p, S, H, V> {
     /// Starts the call if it has not started: at its first attempt, or
     /// when an entry point first asks what it allows.
     #[inline(always)]
@@ -136,7 +136,7 @@ impl<'p, S: Default, H> Call<'p, S, H> {
         if overridden.is_none() && scoped.is_none() && key.is_none() && deadline.is_none() && span.is_none() {
             return;
         }
-        self.more = Some(More {
+        *self.more = Some(More {
             overridden,
             scoped,
             key,

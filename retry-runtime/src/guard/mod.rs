@@ -28,7 +28,7 @@
 
 mod set;
 
-pub use set::{Admission, GuardSet, Permits, Pending};
+pub use set::{Admission, AdmissionOf, GuardSet, Pending, PendingOf, Permits, PermitsOf};
 
 use crate::classify::ErrorClass;
 use crate::rejection::Rejection;
@@ -198,5 +198,66 @@ impl<G: Guard> Guard for std::sync::Arc<G> {
     #[inline]
     fn rejection(&self) -> Rejection {
         G::rejection(self)
+    }
+}
+
+/// A guard by reference is the guard (a view of a set borrows its slots).
+impl<G: Guard> Guard for &G {
+    type Permit = G::Permit;
+
+    #[inline(always)]
+    fn admit(&self, kind: AttemptKind) -> Admit<Self::Permit> {
+        G::admit(self, kind)
+    }
+
+    #[inline(always)]
+    fn affords(&self, kind: AttemptKind) -> bool {
+        G::affords(self, kind)
+    }
+
+    #[inline(always)]
+    fn record(&self, permit: Self::Permit, answer: Answer) {
+        G::record(self, permit, answer);
+    }
+
+    #[inline(always)]
+    fn abandon(&self, permit: Self::Permit) {
+        G::abandon(self, permit);
+    }
+
+    #[inline(always)]
+    fn give_back(&self, permit: Self::Permit) {
+        G::give_back(self, permit);
+    }
+
+    #[inline]
+    fn rejection(&self) -> Rejection {
+        G::rejection(self)
+    }
+}
+
+/// A slot of a set that is known, when the code is compiled, to hold no
+/// guard (a function that names no breaker, say): it admits everything,
+/// holds nothing and hears nothing, and costs nothing, since the compiler
+/// sees that it does nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Absent;
+
+impl Guard for Absent {
+    type Permit = ();
+
+    #[inline(always)]
+    fn admit(&self, _kind: AttemptKind) -> Admit<()> {
+        Admit::Go(())
+    }
+
+    #[inline(always)]
+    fn record(&self, (): (), _answer: Answer) {}
+
+    #[inline(always)]
+    fn abandon(&self, (): ()) {}
+
+    fn rejection(&self) -> Rejection {
+        unreachable!("an absent guard refuses nothing")
     }
 }

@@ -50,19 +50,21 @@ pub struct GuardSet<T, B, K, R, U> {
     pub budget: U,
 }
 
-/// What every guard of a set gave an admitted attempt: each recorded,
+/// What every guard of a set gave an admitted attempt (each guard's
+/// [`Permit`](Guard::Permit), in the set's order): each recorded,
 /// abandoned or given back exactly once, when it ends.
-pub struct Permits<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> {
+#[derive(Debug)]
+pub struct Permits<T, B, K, R, U> {
     /// The throttle's.
-    pub throttle: T::Permit,
+    pub throttle: T,
     /// The breaker's: a probe slot when half-open.
-    pub breaker: B::Permit,
+    pub breaker: B,
     /// The bulkhead's: a place.
-    pub bulkhead: K::Permit,
+    pub bulkhead: K,
     /// The rate limit's.
-    pub rate_limit: R::Permit,
+    pub rate_limit: R,
     /// The budget's.
-    pub budget: U::Permit,
+    pub budget: U,
 }
 
 /// What an attempt waits for, when admission cannot finish at once: the
@@ -70,24 +72,26 @@ pub struct Permits<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> {
 /// call's deadline), then resumes with [`GuardSet::after_place`] or
 /// [`GuardSet::after_turn`], or gives it up with [`GuardSet::give_up`].
 /// The breaker's permit is not held meanwhile.
-pub enum Pending<T: Guard, K: Guard> {
+#[derive(Debug)]
+pub enum Pending<T, K> {
     /// A bulkhead place, then a rate-limit turn if there is a rate limit.
     Place {
         /// The throttle's permit, held through the wait.
-        throttle: T::Permit,
+        throttle: T,
     },
     /// A rate-limit turn, holding the attempt's place.
     Turn {
         /// The throttle's permit, held through the wait.
-        throttle: T::Permit,
+        throttle: T,
         /// The bulkhead's place, held through the wait.
-        place: K::Permit,
+        place: K,
     },
 }
 
 /// What admission said: go with these permits, wait for something first,
 /// or refused, with the rejection of the guard that refused.
-pub enum Admission<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> {
+#[derive(Debug)]
+pub enum Admission<T, B, K, R, U> {
     /// Admitted.
     Go(Permits<T, B, K, R, U>),
     /// Admitted once this comes (see [`Pending`]).
@@ -96,36 +100,32 @@ pub enum Admission<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> {
     Refuse(Rejection),
 }
 
-impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> std::fmt::Debug for Permits<T, B, K, R, U> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Permits").finish_non_exhaustive()
-    }
-}
+/// What a set of guards of these types admits with.
+pub type AdmissionOf<T, B, K, R, U> = Admission<
+    <T as Guard>::Permit,
+    <B as Guard>::Permit,
+    <K as Guard>::Permit,
+    <R as Guard>::Permit,
+    <U as Guard>::Permit,
+>;
 
-impl<T: Guard, K: Guard> std::fmt::Debug for Pending<T, K> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Pending::Place { .. } => "Pending::Place",
-            Pending::Turn { .. } => "Pending::Turn",
-        })
-    }
-}
+/// What an attempt admitted by a set of guards of these types holds.
+pub type PermitsOf<T, B, K, R, U> = Permits<
+    <T as Guard>::Permit,
+    <B as Guard>::Permit,
+    <K as Guard>::Permit,
+    <R as Guard>::Permit,
+    <U as Guard>::Permit,
+>;
 
-impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> std::fmt::Debug for Admission<T, B, K, R, U> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Admission::Go(permits) => f.debug_tuple("Go").field(permits).finish(),
-            Admission::Wait(pending) => f.debug_tuple("Wait").field(pending).finish(),
-            Admission::Refuse(rejection) => f.debug_tuple("Refuse").field(rejection).finish(),
-        }
-    }
-}
+/// What an attempt of a set of guards of these types waits for.
+pub type PendingOf<T, K> = Pending<<T as Guard>::Permit, <K as Guard>::Permit>;
 
 impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> GuardSet<T, B, K, R, U> {
     /// The one admission function: asks each guard, in order, whether an
     /// attempt of `kind` may start now (see the module docs).
     #[inline(always)]
-    pub fn admit(&self, kind: AttemptKind) -> Admission<T, B, K, R, U> {
+    pub fn admit(&self, kind: AttemptKind) -> AdmissionOf<T, B, K, R, U> {
         let throttle = match self.throttle.admit(kind) {
             Admit::Go(permit) => permit,
             // A throttle never waits.
@@ -157,7 +157,7 @@ impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> GuardSet<T, B, K, R, U> {
     /// that opened meanwhile ends the call with no turn spent), then the
     /// rate limit and the budget.
     #[inline]
-    pub fn after_place(&self, kind: AttemptKind, throttle: T::Permit, place: K::Permit) -> Admission<T, B, K, R, U> {
+    pub fn after_place(&self, kind: AttemptKind, throttle: T::Permit, place: K::Permit) -> AdmissionOf<T, B, K, R, U> {
         let breaker = match self.breaker.admit(kind) {
             Admit::Go(permit) => permit,
             Admit::Wait | Admit::Refuse => {
@@ -178,7 +178,7 @@ impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> GuardSet<T, B, K, R, U> {
         throttle: T::Permit,
         place: K::Permit,
         rate_limit: R::Permit,
-    ) -> Admission<T, B, K, R, U> {
+    ) -> AdmissionOf<T, B, K, R, U> {
         let breaker = match self.breaker.admit(kind) {
             Admit::Go(permit) => permit,
             Admit::Wait | Admit::Refuse => {
@@ -194,7 +194,7 @@ impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> GuardSet<T, B, K, R, U> {
     /// Gives up what a wait held, when it did not come (the guard's
     /// `max_wait` passed, or the deadline) or the call was dropped.
     #[inline]
-    pub fn give_up(&self, pending: Pending<T, K>) {
+    pub fn give_up(&self, pending: PendingOf<T, K>) {
         match pending {
             Pending::Place { throttle } => self.throttle.give_back(throttle),
             Pending::Turn { throttle, place } => {
@@ -212,7 +212,7 @@ impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> GuardSet<T, B, K, R, U> {
         throttle: T::Permit,
         breaker: B::Permit,
         bulkhead: K::Permit,
-    ) -> Admission<T, B, K, R, U> {
+    ) -> AdmissionOf<T, B, K, R, U> {
         // A turn cannot be given back: not one for a hedge the budget would refuse.
         if !self.budget.affords(kind) {
             self.refused_before_the_turn(throttle, breaker, bulkhead);
@@ -248,7 +248,7 @@ impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> GuardSet<T, B, K, R, U> {
         breaker: B::Permit,
         bulkhead: K::Permit,
         rate_limit: R::Permit,
-    ) -> Admission<T, B, K, R, U> {
+    ) -> AdmissionOf<T, B, K, R, U> {
         match self.budget.admit(kind) {
             Admit::Go(budget) => Admission::Go(Permits { throttle, breaker, bulkhead, rate_limit, budget }),
             Admit::Wait | Admit::Refuse => {
@@ -265,7 +265,7 @@ impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> GuardSet<T, B, K, R, U> {
     /// `permits` admitted ended. The place first, so that it is free
     /// before anything else runs.
     #[inline(always)]
-    pub fn record(&self, permits: Permits<T, B, K, R, U>, answer: Answer) {
+    pub fn record(&self, permits: PermitsOf<T, B, K, R, U>, answer: Answer) {
         let Permits { throttle, breaker, bulkhead, rate_limit, budget } = permits;
         self.bulkhead.record(bulkhead, answer);
         self.throttle.record(throttle, answer);
@@ -277,7 +277,7 @@ impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> GuardSet<T, B, K, R, U> {
     /// The attempt `permits` admitted was dropped unfinished: every guard
     /// frees what it held, and counts nothing.
     #[inline]
-    pub fn abandon(&self, permits: Permits<T, B, K, R, U>) {
+    pub fn abandon(&self, permits: PermitsOf<T, B, K, R, U>) {
         let Permits { throttle, breaker, bulkhead, rate_limit, budget } = permits;
         self.bulkhead.abandon(bulkhead);
         self.throttle.abandon(throttle);
