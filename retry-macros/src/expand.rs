@@ -264,8 +264,9 @@ fn error_type_tokens(sig: &Signature, error_type: &ErrorType, rt: &TokenStream) 
 fn error_handling(plan: &Plan, error_ty: &TokenStream, error_span: Span, rt: &TokenStream) -> TokenStream {
     match &plan.classify {
         None => {
-            let check = respan(quote!(#rt::by_traits::<#error_ty>), error_span);
-            quote!(#check())
+            // The function itself, not its result: a handling of no size,
+            // made when an error is classified.
+            respan(quote!(#rt::by_traits::<#error_ty>), error_span)
         }
         Some(path) => {
             let new = respan(quote!(#rt::ClassifyWith::<#error_ty>::new), path.span());

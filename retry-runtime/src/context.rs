@@ -118,6 +118,13 @@ pub(crate) fn nested() -> bool {
     ATTEMPT.get().here()
 }
 
+/// Whether no attempt of any call is being polled on this thread: a call
+/// made now is not nested and inherits no key.
+#[inline(always)]
+pub(crate) fn outside_attempts() -> bool {
+    ATTEMPT.get().place == Place::Outside
+}
+
 /// Polls `attempt` in its context, with `span` (if any) entered.
 ///
 /// `key` is the attempt's key; for the poll it is swapped with the one in

@@ -103,6 +103,8 @@ pub(crate) type GuardPending = PendingOf<Option<Arc<Throttle>>, Option<Arc<Bulkh
 /// `Policy::run` and the HTTP layers, which do not, look at every slot
 /// ([`AnyShape`]).
 pub trait Slot<X: 'static> {
+    /// Whether the function names the slot's guard.
+    const NAMED: bool;
     /// The slot as the call sees it.
     type View<'g>: Guard<Permit = Self::Permit>;
     /// What an admitted attempt holds of it.
@@ -130,6 +132,7 @@ pub enum Named {}
 pub enum Unnamed {}
 
 impl<X: Guard + 'static> Slot<X> for Named {
+    const NAMED: bool = true;
     type View<'g> = &'g Option<Arc<X>>;
     type Permit = Option<X::Permit>;
 
@@ -150,6 +153,7 @@ impl<X: Guard + 'static> Slot<X> for Named {
 }
 
 impl<X: Guard + 'static> Slot<X> for Unnamed {
+    const NAMED: bool = false;
     type View<'g> = Absent;
     type Permit = ();
 
@@ -180,6 +184,13 @@ pub trait Shape: 'static {
     type RateLimit: Slot<RateLimit>;
     /// The budget's slot.
     type Budget: Slot<RetryBudget>;
+
+    /// Whether the function names no guard at all.
+    const NONE: bool = !(<Self::Throttle as Slot<Throttle>>::NAMED
+        || <Self::Breaker as Slot<CircuitBreaker>>::NAMED
+        || <Self::Bulkhead as Slot<Bulkhead>>::NAMED
+        || <Self::RateLimit as Slot<RateLimit>>::NAMED
+        || <Self::Budget as Slot<RetryBudget>>::NAMED);
 }
 
 impl<T, B, K, R, U> Shape for (T, B, K, R, U)
@@ -342,6 +353,20 @@ impl GuardCache {
         match registry::with_scoped(|scoped| self.scoped(names, scoped)) {
             Some(guards) => GuardsRef::Scoped(guards),
             None => GuardsRef::Cached(self.global(names)),
+        }
+    }
+
+    /// The global registry's guards for `names`, unless a call made now
+    /// runs inside [`Registry::scope`] (then `None`): what a plain call uses,
+    /// without an `Arc` clone in a scope.
+    #[inline]
+    pub(crate) fn global_unless_scoped<'p>(&'p self, names: &GuardNames) -> Option<&'p Guards> {
+        if !self.named {
+            return Some(&NO_GUARDS);
+        }
+        match registry::with_scoped(|_| ()) {
+            Some(()) => None,
+            None => Some(self.global(names)),
         }
     }
 

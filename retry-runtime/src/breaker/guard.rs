@@ -35,6 +35,11 @@ impl Guard for CircuitBreaker {
     }
 
     #[inline(always)]
+    fn admit_quietly(&self, _kind: AttemptKind) -> Option<Ticket> {
+        self.try_acquire_closed().map(|closed| Ticket { epoch: closed.epoch, probe: false })
+    }
+
+    #[inline(always)]
     fn record(&self, ticket: Ticket, answer: Answer) {
         self.record_ticket(ticket, outcome_of(answer));
     }

@@ -26,6 +26,18 @@ impl Guard for RetryBudget {
         }
     }
 
+    #[inline(always)]
+    fn admit_quietly(&self, kind: AttemptKind) -> Option<Option<Withdrawal>> {
+        match kind {
+            AttemptKind::First => {
+                self.on_first_attempt();
+                Some(None)
+            }
+            AttemptKind::Retry => Some(None),
+            AttemptKind::Hedge => None,
+        }
+    }
+
     /// A hedge is paid for at admission: one the budget cannot pay for is
     /// refused before a rate-limit turn is taken for it.
     #[inline]

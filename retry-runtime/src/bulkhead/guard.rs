@@ -68,6 +68,11 @@ impl Guard for Bulkhead {
     }
 
     #[inline(always)]
+    fn admit_quietly(&self, _kind: AttemptKind) -> Option<Place> {
+        self.places.try_take().then(|| self.placed())
+    }
+
+    #[inline(always)]
     fn record(&self, place: Place, answer: Answer) {
         if let Some(started) = place.started {
             self.answered(started, answer);

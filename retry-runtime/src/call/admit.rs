@@ -244,7 +244,7 @@ where
                 return Poll::Ready(Some(step));
             }
             Phase::BackingOff => return poll_backoff(timer, phase, cx).map(Some),
-            Phase::Running | Phase::Finished => panic!("an attempt polled after it finished"),
+            Phase::Running | Phase::Plain | Phase::Finished => panic!("an attempt polled after it finished"),
         }
     }
 }

@@ -42,6 +42,14 @@ pub use super::hedge::NoHedges;
 /// Where an attempt is. `Copy`: moving between phases is a plain write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Phase {
+    /// The first attempt of a plain call (see `Call::plain_guards`),
+    /// admitted quietly as it was made: it runs, and nothing of the call
+    /// is written unless it fails. First, with `Running`: the success
+    /// path tests the phase once.
+    Plain,
+    /// The attempt runs, holding its permits; under its timeout or the
+    /// deadline when `timer` is armed.
+    Running,
     /// Not polled yet: the guards have not been asked.
     Admitting,
     /// A hedged function's attempt, not polled yet: a round, unless the
@@ -53,15 +61,20 @@ pub(super) enum Phase {
     Waiting,
     /// As `Waiting`, for the first attempt of a hedging round.
     WaitingRound,
-    /// The attempt runs, holding its permits; under its timeout or the
-    /// deadline when `timer` is armed.
-    Running,
     /// A hedging round runs (`Rare::Round`).
     Hedging,
     /// The attempt failed and a retry is planned: waiting out `timer`.
     BackingOff,
     /// The step is over.
     Finished,
+}
+
+impl Phase {
+    /// Whether the attempt is running (plain or not): the success path's one test.
+    #[inline(always)]
+    fn running(self) -> bool {
+        matches!(self, Phase::Plain | Phase::Running)
+    }
 }
 
 pin_project! {
@@ -106,11 +119,16 @@ pin_project! {
     impl<S, H, Fut: Future, M, V: Shape> PinnedDrop for Attempt<'_, '_, S, H, Fut, M, V> {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
-            if this.attempt.is_some() || this.permits.is_some() {
-                dropped(this.call, this.attempt, this.permits);
-            }
-            if this.rare.is_some() {
-                drop_rare(this.rare);
+            // A finished attempt holds nothing: one test on the success path.
+            // One dropped unfinished ends its call (see `Call::end`).
+            if *this.phase != Phase::Finished {
+                if this.attempt.is_some() || this.permits.is_some() {
+                    dropped(this.call, this.attempt, this.permits);
+                }
+                if this.rare.is_some() {
+                    drop_rare(this.rare);
+                }
+                this.call.end();
             }
         }
     }
@@ -159,10 +177,22 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     /// it on its first poll.
     #[inline(always)]
     pub fn attempt<Fut: Future>(&mut self, attempt: Fut) -> Attempt<'_, 'p, S, H, Fut, NoHedges, V> {
+        // A plain call's first attempt is admitted as it is made, quietly.
+        let plain = match self.plain_guards() {
+            Some(guards) => guards.view::<V>().admit_quietly(AttemptKind::First).map(|permits| (guards, permits)),
+            None => None,
+        };
+        let (phase, permits) = match plain {
+            Some((guards, permits)) => {
+                self.cached = Some(guards);
+                (Phase::Plain, Some(permits))
+            }
+            None => (Phase::Admitting, None),
+        };
         Attempt {
             call: self,
-            phase: Phase::Admitting,
-            permits: None,
+            phase,
+            permits,
             attempt: Some(attempt),
             timer: None,
             rare: ManuallyDrop::new(None),
@@ -247,7 +277,30 @@ where
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Step<T, E>> {
         let mut this = self.project();
-        if *this.phase != Phase::Running {
+        let step = poll_step(&mut this, cx);
+        // An attempt that ends its call ends it here, whichever way it ended.
+        if let Poll::Ready(Step::Done(_)) = &step {
+            this.call.end();
+        }
+        step
+    }
+}
+
+/// [`Attempt::poll`], before the call's end.
+#[inline(always)]
+fn poll_step<T, E, S, H, Fut, M, V>(
+    this: &mut AttemptProj<'_, '_, '_, S, H, Fut, M, V>,
+    cx: &mut Context<'_>,
+) -> Poll<Step<T, E>>
+where
+    V: Shape,
+    Fut: Future<Output = Result<T, E>>,
+    M: Hedges<Fut>,
+    H: ErrorHandling<E>,
+    S: LastError<E>,
+{
+    {
+        if !this.phase.running() {
             if *this.phase == Phase::Admitting {
                 this.call.start_if_new();
                 let kind = this.call.next_kind();
@@ -277,7 +330,13 @@ where
             *this.phase = Phase::Running;
         }
         let call = &mut **this.call;
-        let (class, error) = match call.poll_in_context(this.attempt.as_mut(), cx) {
+        // A plain attempt has no key and no span: its context is the mark alone.
+        let polled = if *this.phase == Phase::Plain {
+            context::poll_keyless(this.attempt.as_mut(), cx)
+        } else {
+            call.poll_in_context(this.attempt.as_mut(), cx)
+        };
+        let (class, error) = match polled {
             Poll::Pending if this.timer.is_none() => return Poll::Pending,
             Poll::Pending => match call.poll_timer(this.timer.as_mut(), this.attempt.as_mut(), cx) {
                 None => return Poll::Pending,
@@ -302,9 +361,9 @@ where
                 Poll::Ready(step)
             }
             Next::BackOff(wait) => {
-                this.timer.set(Some(sleep(wait)));
+                this.timer.as_mut().set(Some(sleep(wait)));
                 *this.phase = Phase::BackingOff;
-                super::admit::poll_backoff(this.timer, this.phase, cx)
+                super::admit::poll_backoff(this.timer.as_mut(), this.phase, cx)
             }
         }
     }

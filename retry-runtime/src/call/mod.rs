@@ -113,8 +113,8 @@ pub struct Call<'p, S, H, V = AnyShape> {
     /// The call's idempotency key, until the call starts (then in `more`).
     key: Option<Arc<str>>,
     /// `None` until the call needs any of it (see the module docs).
-    // Dropped by `Call`'s own drop, behind one inline test: as a plain
-    // field its drop would be a call on every call's success path.
+    // Dropped when the call ends (`Call::end`), behind one inline test: as
+    // a plain field its drop would be a call on every call's success path.
     more: ManuallyDrop<Option<More<'p, S>>>,
     /// How this call classifies errors and makes rejections into them.
     handling: H,
@@ -216,7 +216,8 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
 
     /// Attempts that ran so far.
     pub fn attempts(&self) -> u32 {
-        self.attempts
+        // A plain first attempt is counted only if it fails (`start_after_plain`).
+        if self.started == Started::No && self.cached.is_some() { 1 } else { self.attempts }
     }
 
     /// Whether the next attempt, if it runs, is the last this call may
@@ -286,16 +287,24 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     }
 }
 
-impl<S, H, V> Drop for Call<'_, S, H, V> {
+impl<S, H, V> Call<'_, S, H, V> {
+    /// The call is over (an attempt ended it, or was dropped unfinished,
+    /// which ends it too): its optional state goes, giving back what a
+    /// retry that never ran took from the budget.
+    ///
+    /// Not a `Drop` of the call's own: every way a call ends goes through
+    /// an attempt (the loop is always inside one when it suspends), and a
+    /// call with a destructor would cost every successful call a test of
+    /// what it holds when its caller's future is dropped, out of line.
     #[inline(always)]
-    fn drop(&mut self) {
+    pub(super) fn end(&mut self) {
         if self.more.is_some() {
             drop_more(&mut self.more);
         }
     }
 }
 
-/// Drops a call's optional state (see `Call::more`).
+/// Drops a call's optional state (see `Call::end`).
 #[inline(never)]
 fn drop_more<S>(more: &mut ManuallyDrop<Option<More<'_, S>>>) {
     drop(ManuallyDrop::into_inner(std::mem::replace(more, ManuallyDrop::new(None))));

@@ -44,6 +44,9 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
         H: ErrorHandling<E>,
         S: LastError<E>,
     {
+        if self.started == super::Started::No {
+            self.start_after_plain();
+        }
         let class = class.unwrap_or_else(|| self.handling.class(&error));
         if let Some(permits) = permits.take() {
             self.guards_ref().view::<V>().record(measured::<V>(permits, sent), Answer::Failed(class));

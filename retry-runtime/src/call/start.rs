@@ -59,6 +59,40 @@ fn call_span(policy: &Policy) -> Option<tracing::Span> {
     (!span.is_disabled()).then_some(span)
 }
 
+impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
+    /// The guards of a call made now whose first attempt is plain: a
+    /// fresh call with no key, on settings with no deadline, attempt
+    /// timeout or hedging (an override that only tunes the retries is
+    /// looked up if the attempt fails), DEBUG off, made outside any attempt
+    /// (so not nested, and inheriting no key), through the global
+    /// registry. Decided from what is at hand as the attempt is made,
+    /// before anything of the call is written.
+    #[inline(always)]
+    pub(super) fn plain_guards(&self) -> Option<&'p crate::guards::Guards> {
+        let policy = self.policy;
+        let plain = self.started == Started::No
+            && self.key.is_none()
+            && policy.plain_settings()
+            && !policy.override_forbids_plain()
+            && !debug_enabled()
+            && context::outside_attempts();
+        if !plain {
+            return None;
+        }
+        // No guard named: none to look up, in any registry.
+        if V::NONE { Some(crate::guards::Guards::none()) } else { policy.global_guards() }
+    }
+
+    /// A plain first attempt (see `plain_guards`) failed: the call starts
+    /// as the plain call it was, having made that attempt.
+    #[cold]
+    pub(super) fn start_after_plain(&mut self) {
+        self.max_attempts = self.policy.compiled_settings().max_attempts;
+        self.attempts = 1;
+        self.started = Started::Plain;
+    }
+}
+
 impl<'p, S: Default, H, V: Shape> Call<'p, S, H, V> {
     /// Starts the call if it has not started: at its first attempt, or
     /// when an entry point first asks what it allows.

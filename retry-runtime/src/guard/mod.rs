@@ -87,6 +87,18 @@ pub trait Guard {
     /// Whether an attempt of `kind` may start now.
     fn admit(&self, kind: AttemptKind) -> Admit<Self::Permit>;
 
+    /// [`admit`](Self::admit)'s go, when it comes at once and changes
+    /// nothing but what the permit holds (a closed breaker's ticket, a free
+    /// place, a free turn, a first attempt's count): the plain call's
+    /// admission, made as the attempt is made. `None` when the guard must be
+    /// asked properly (it would wait, refuse, count a refusal or draw),
+    /// having changed nothing. `None` by default: such a guard is always
+    /// asked properly.
+    #[inline(always)]
+    fn admit_quietly(&self, _kind: AttemptKind) -> Option<Self::Permit> {
+        None
+    }
+
     /// Whether [`admit`](Self::admit) would say go, taking nothing: asked
     /// before another guard spends what it cannot give back (a rate-limit
     /// turn) on an attempt this one would then refuse. Go by default.
@@ -128,6 +140,14 @@ impl<G: Guard> Guard for Option<G> {
                 Admit::Wait => Admit::Wait,
                 Admit::Refuse => Admit::Refuse,
             },
+        }
+    }
+
+    #[inline(always)]
+    fn admit_quietly(&self, kind: AttemptKind) -> Option<Self::Permit> {
+        match self {
+            None => Some(None),
+            Some(guard) => guard.admit_quietly(kind).map(Some),
         }
     }
 
@@ -176,6 +196,11 @@ impl<G: Guard> Guard for std::sync::Arc<G> {
     }
 
     #[inline(always)]
+    fn admit_quietly(&self, kind: AttemptKind) -> Option<Self::Permit> {
+        G::admit_quietly(self, kind)
+    }
+
+    #[inline(always)]
     fn affords(&self, kind: AttemptKind) -> bool {
         G::affords(self, kind)
     }
@@ -208,6 +233,11 @@ impl<G: Guard> Guard for &G {
     #[inline(always)]
     fn admit(&self, kind: AttemptKind) -> Admit<Self::Permit> {
         G::admit(self, kind)
+    }
+
+    #[inline(always)]
+    fn admit_quietly(&self, kind: AttemptKind) -> Option<Self::Permit> {
+        G::admit_quietly(self, kind)
     }
 
     #[inline(always)]
@@ -249,6 +279,11 @@ impl Guard for Absent {
     #[inline(always)]
     fn admit(&self, _kind: AttemptKind) -> Admit<()> {
         Admit::Go(())
+    }
+
+    #[inline(always)]
+    fn admit_quietly(&self, _kind: AttemptKind) -> Option<()> {
+        Some(())
     }
 
     #[inline(always)]

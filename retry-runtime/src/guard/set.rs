@@ -153,6 +153,33 @@ impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> GuardSet<T, B, K, R, U> {
         self.after_the_bulkhead(kind, throttle, breaker, bulkhead)
     }
 
+    /// Admission when every guard admits quietly (see
+    /// [`Guard::admit_quietly`]), in the same order, or `None` having
+    /// changed nothing: then the attempt is to be admitted by
+    /// [`admit`](Self::admit). A turn is the last thing taken, since it
+    /// cannot be given back; the budget's count after it never fails.
+    #[inline(always)]
+    pub fn admit_quietly(&self, kind: AttemptKind) -> Option<PermitsOf<T, B, K, R, U>> {
+        let throttle = self.throttle.admit_quietly(kind)?;
+        let Some(breaker) = self.breaker.admit_quietly(kind) else {
+            self.throttle.give_back(throttle);
+            return None;
+        };
+        let Some(bulkhead) = self.bulkhead.admit_quietly(kind) else {
+            self.breaker.give_back(breaker);
+            self.throttle.give_back(throttle);
+            return None;
+        };
+        let Some(rate_limit) = self.rate_limit.admit_quietly(kind) else {
+            self.refused_before_the_turn(throttle, breaker, bulkhead);
+            return None;
+        };
+        let Some(budget) = self.budget.admit_quietly(kind) else {
+            unreachable!("a budget admits a first attempt or a retry quietly")
+        };
+        Some(Permits { throttle, breaker, bulkhead, rate_limit, budget })
+    }
+
     /// Admission resumed once a place came: the breaker asked again (one
     /// that opened meanwhile ends the call with no turn spent), then the
     /// rate limit and the budget.

@@ -244,6 +244,7 @@ impl PolicyBuilder {
         };
         Policy {
             operation: self.operation,
+            plain_settings: settings.allow_plain(),
             settings,
             guard_names: self.guard_names,
             idempotent: true,

@@ -15,7 +15,7 @@ use std::time::Duration;
 pub use builder::PolicyBuilder;
 
 use crate::backoff::{Backoff, Jitter, stream_seed};
-use crate::guards::{GuardCache, GuardNames, GuardsRef};
+use crate::guards::{GuardCache, GuardNames, Guards, GuardsRef};
 use crate::registry::{GuardKind, PolicyOverrides};
 use crate::settings::Hedge;
 pub use crate::settings::Settings;
@@ -77,6 +77,10 @@ pub struct Policy {
     /// and the global registry's (see the registry's `overrides` module);
     /// while none does, calls read no override (one relaxed load).
     overrides: PolicyOverrides,
+    /// Whether its settings let a call's first attempt be plain (no
+    /// deadline, attempt timeout or hedging: `Settings::allow_plain`),
+    /// worked out once, so that a call reads one byte instead of three fields.
+    plain_settings: bool,
     seed: Option<u64>,
     nested: Nested,
     /// Jitter streams handed out so far, when seeded.
@@ -211,6 +215,7 @@ impl Policy {
         };
         Policy {
             operation: Cow::Borrowed(cfg.operation),
+            plain_settings: settings.allow_plain(),
             settings,
             idempotent: cfg.idempotent,
             has_key: cfg.has_key,
@@ -288,6 +293,13 @@ impl Policy {
         &self.settings
     }
 
+    /// Whether its settings let a call's first attempt be plain (see
+    /// `call::start`): no deadline, attempt timeout or hedging.
+    #[inline(always)]
+    pub(crate) fn plain_settings(&self) -> bool {
+        self.plain_settings
+    }
+
     /// Whether a registry may hold an override for this operation (then
     /// look it up). While no registry holds one, this is one relaxed load.
     #[inline]
@@ -320,6 +332,13 @@ impl Policy {
     #[inline]
     pub(crate) fn guards(&self) -> GuardsRef<'_> {
         self.cache.guards(&self.guard_names)
+    }
+
+    /// The global registry's guards, unless a call made now runs inside a
+    /// scoped registry.
+    #[inline]
+    pub(crate) fn global_guards(&self) -> Option<&Guards> {
+        self.cache.global_unless_scoped(&self.guard_names)
     }
 
     /// The seed of the next call's jitter stream, when the policy is seeded.

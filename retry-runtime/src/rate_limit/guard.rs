@@ -16,6 +16,11 @@ impl Guard for RateLimit {
     }
 
     #[inline(always)]
+    fn admit_quietly(&self, _kind: AttemptKind) -> Option<()> {
+        self.try_acquire().then_some(())
+    }
+
+    #[inline(always)]
     fn record(&self, (): (), _answer: Answer) {}
 
     #[inline(always)]
