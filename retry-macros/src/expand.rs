@@ -98,21 +98,57 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
     let handling = error_handling(plan, &error_ty, error_span, &rt);
     // A missing `Classify` or `From<Rejection>` is reported at this call too:
     // point that at the error type, under the readable message, not at the attribute.
-    let attempt_of = respan(quote!(#rt::Call::attempt), error_span);
-    let hedged_of = respan(quote!(#rt::Call::attempt_hedged), error_span);
     // Which guards the function names, known here: a call pays nothing for
     // a guard its function does not name (the runtime's `guards::Shape`),
     // slot by slot in the guard set's order.
     let slot_of = |named: bool| if named { quote!(#rt::Named) } else { quote!(#rt::Unnamed) };
     let shape = [&plan.throttle, &plan.breaker, &plan.bulkhead, &plan.rate_limit, &plan.budget]
         .map(|name| slot_of(name.is_some()));
-    let new_call = respan(quote!(#rt::Call::<_, _, (#(#shape),*)>::shaped), error_span);
-    // The call, as it starts: nothing is looked up until its first attempt.
-    let start = quote! {
-        // The probe's borrow is what puts the fallback slot one
-        // auto-reference further away: it is not needless.
+    let call_type = quote!(#rt::Call::<_, _, (#(#shape),*)>);
+    let attempt_of = respan(quote!(#call_type::next), error_span);
+    let plain_of = respan(quote!(#call_type::plain), error_span);
+    let after_plain_of = respan(quote!(#call_type::after_plain), error_span);
+    let hedged_of = respan(quote!(#call_type::next_hedged), error_span);
+    // What builds the call when it needs to be (a plain call's first
+    // attempt runs without it): its key, made once, and how its errors are
+    // kept and handled. The probe's borrow is what puts the fallback slot
+    // one auto-reference further away: it is not needless.
+    let key_slot = Ident::new("__stormproof_key", Span::mixed_site());
+    let (start, parts) = match &plan.key {
+        Some(_) => (
+            quote! {
+                let mut #call = ::core::option::Option::None;
+                let mut #key_slot = #key;
+            },
+            quote!(#rt::Keyed(|| (#key_slot.take(), #slot, #handling))),
+        ),
+        None => (quote!(let mut #call = ::core::option::Option::None;), quote!(#rt::Unkeyed(|| (#slot, #handling)))),
+    };
+    let parts = quote! {{
         #[allow(clippy::needless_borrow)]
-        let mut #call = #new_call(&#policy, #key, #slot, #handling);
+        let parts = #parts;
+        parts
+    }};
+    // One attempt, `attempt`, made: a plain call's first runs as it is (see
+    // the runtime's `call::plain`), any other through `Call::next`; `won`
+    // is what a plain first attempt's success becomes.
+    let plain = Ident::new("__stormproof_plain", Span::mixed_site());
+    let failure = Ident::new("__stormproof_failure", Span::mixed_site());
+    let value = Ident::new("__stormproof_value", Span::mixed_site());
+    let attempt_var = Ident::new("__stormproof_attempt", Span::mixed_site());
+    let parts_var = Ident::new("__stormproof_parts", Span::mixed_site());
+    let one_attempt = |attempt: TokenStream, won: TokenStream| {
+        quote_spanned! {error_span=>
+            let #attempt_var = #attempt;
+            let #parts_var = #parts;
+            match #plain_of(&#call, &#policy, &#parts_var) {
+                ::core::option::Option::Some(#plain) => match #plain.attempt(#attempt_var).await {
+                    ::core::result::Result::Ok(#value) => #won,
+                    ::core::result::Result::Err(#failure) => #after_plain_of(&mut #call, &#policy, #parts_var, #failure),
+                },
+                ::core::option::Option::None => #attempt_of(&mut #call, &#policy, #parts_var, #attempt_var).await,
+            }
+        }
     };
     let retry_loop = |attempt_each: TokenStream, before: &[TokenStream]| {
         quote! {
@@ -140,7 +176,7 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         let before = &fresh.before;
         let async_body = attempt_block(&item.sig, quote!(move), &fresh.inside, &item.block);
         let call = quote_spanned! {error_span=>
-            #hedged_of(&mut #call, || {
+            #hedged_of(&mut #call, &#policy, #parts, || {
                 #(#before)*
                 #async_body
             })
@@ -154,9 +190,10 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         // the body names are dropped as the attempt ends, before a fallback runs (the
         // README says so, at "Fallback").
         let body = attempt_block(&item.sig, quote!(move), &[], &item.block);
-        let attempt_once = quote_spanned!(error_span=> #attempt_of(&mut #call, #body));
+        let attempt_once =
+            one_attempt(body, quote!(#rt::Step::Done(::core::result::Result::Ok(#value))));
         quote! {
-            match #attempt_once.await {
+            match { #attempt_once } {
                 #rt::Step::Done(#result) => #result,
                 #rt::Step::Retry => ::core::unreachable!("#[resilient]: a retry was requested with `max_attempts = 1`"),
             }
@@ -168,9 +205,8 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         reborrow_receiver(&mut item.block, &mut item.sig, &mut fresh);
         let before = &fresh.before;
         let async_body = attempt_block(&item.sig, TokenStream::new(), &fresh.inside, &item.block);
-        let attempt = quote_spanned!(error_span=> #attempt_of(&mut #call, #async_body));
         // The await is the attribute's: "await occurs here" points at `#[resilient]`.
-        retry_loop(quote!(#attempt.await), before)
+        retry_loop(one_attempt(async_body, quote!(break ::core::result::Result::Ok(#value))), before)
     };
     let run = match &plan.fallback {
         None => run,

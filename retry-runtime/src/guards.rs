@@ -106,7 +106,7 @@ pub trait Slot<X: 'static> {
     /// Whether the function names the slot's guard.
     const NAMED: bool;
     /// The slot as the call sees it.
-    type View<'g>: Guard<Permit = Self::Permit>;
+    type View<'g>: Guard<Permit = Self::Permit> + Copy;
     /// What an admitted attempt holds of it.
     type Permit;
     /// The view of `slot`.
@@ -123,15 +123,48 @@ pub trait Slot<X: 'static> {
         X: Guard;
 }
 
-/// A slot the function names (see [`Slot`]).
+/// A slot the function names (see [`Slot`]): its guard is always there
+/// (a name resolves to a guard, declared or made with the defaults).
 #[derive(Debug, Clone, Copy)]
 pub enum Named {}
+
+/// A slot that may or may not hold a guard, as the call finds it: for
+/// callers that do not know which guards a policy names (see [`AnyShape`]).
+#[derive(Debug, Clone, Copy)]
+pub enum Maybe {}
 
 /// A slot the function does not name (see [`Slot`]).
 #[derive(Debug, Clone, Copy)]
 pub enum Unnamed {}
 
 impl<X: Guard + 'static> Slot<X> for Named {
+    const NAMED: bool = true;
+    type View<'g> = &'g X;
+    type Permit = X::Permit;
+
+    #[inline(always)]
+    fn view(slot: &Option<Arc<X>>) -> &X {
+        match slot {
+            Some(guard) => guard,
+            None => unreachable!("a guard a function names is resolved with its call's guards"),
+        }
+    }
+
+    #[inline(always)]
+    fn widen(permit: X::Permit) -> Option<X::Permit> {
+        Some(permit)
+    }
+
+    #[inline(always)]
+    fn narrow(permit: Option<X::Permit>) -> X::Permit {
+        match permit {
+            Some(permit) => permit,
+            None => unreachable!("a guard a function names gives every attempt a permit"),
+        }
+    }
+}
+
+impl<X: Guard + 'static> Slot<X> for Maybe {
     const NAMED: bool = true;
     type View<'g> = &'g Option<Arc<X>>;
     type Permit = Option<X::Permit>;
@@ -185,12 +218,29 @@ pub trait Shape: 'static {
     /// The budget's slot.
     type Budget: Slot<RetryBudget>;
 
+    /// Whether the shape is the function's own (every slot [`Named`] or
+    /// [`Unnamed`]), as the attribute knows it: then a shape that is not
+    /// [`NONE`](Self::NONE) names a guard.
+    const EXACT: bool = true;
+
     /// Whether the function names no guard at all.
     const NONE: bool = !(<Self::Throttle as Slot<Throttle>>::NAMED
         || <Self::Breaker as Slot<CircuitBreaker>>::NAMED
         || <Self::Bulkhead as Slot<Bulkhead>>::NAMED
         || <Self::RateLimit as Slot<RateLimit>>::NAMED
         || <Self::Budget as Slot<RetryBudget>>::NAMED);
+
+    /// What an attempt keeps of its call's guards, to record its outcome
+    /// in them: for a known shape, the view itself (a reference per guard
+    /// named, nothing for a function that names none), looked up once; for
+    /// [`AnyShape`], the set (one reference where the view would be five).
+    type Held<'g>: Copy;
+
+    /// What an attempt of this shape keeps of `guards`.
+    fn hold(guards: &Guards) -> Self::Held<'_>;
+
+    /// The guards `held` keeps, as this shape sees them.
+    fn held_view<'g>(held: Self::Held<'g>) -> View<'g, Self>;
 }
 
 impl<T, B, K, R, U> Shape for (T, B, K, R, U)
@@ -206,11 +256,43 @@ where
     type Bulkhead = K;
     type RateLimit = R;
     type Budget = U;
+    type Held<'g> = View<'g, Self>;
+
+    #[inline(always)]
+    fn hold(guards: &Guards) -> View<'_, Self> {
+        guards.view::<Self>()
+    }
+
+    #[inline(always)]
+    fn held_view<'g>(held: Self::Held<'g>) -> View<'g, Self> {
+        held
+    }
 }
 
 /// Every slot looked at: for callers that do not know which guards a
-/// policy names.
-pub type AnyShape = (Named, Named, Named, Named, Named);
+/// policy names (`Policy::run`, the HTTP layers).
+#[derive(Debug, Clone, Copy)]
+pub enum AnyShape {}
+
+impl Shape for AnyShape {
+    const EXACT: bool = false;
+    type Throttle = Maybe;
+    type Breaker = Maybe;
+    type Bulkhead = Maybe;
+    type RateLimit = Maybe;
+    type Budget = Maybe;
+    type Held<'g> = &'g Guards;
+
+    #[inline(always)]
+    fn hold(guards: &Guards) -> &Guards {
+        guards
+    }
+
+    #[inline(always)]
+    fn held_view<'g>(held: Self::Held<'g>) -> View<'g, Self> {
+        held.view::<Self>()
+    }
+}
 
 /// `Guards` as a call of shape `V` sees it.
 pub(crate) type View<'g, V> = GuardSet<
@@ -358,10 +440,11 @@ impl GuardCache {
 
     /// The global registry's guards for `names`, unless a call made now
     /// runs inside [`Registry::scope`] (then `None`): what a plain call uses,
-    /// without an `Arc` clone in a scope.
-    #[inline]
-    pub(crate) fn global_unless_scoped<'p>(&'p self, names: &GuardNames) -> Option<&'p Guards> {
-        if !self.named {
+    /// without an `Arc` clone in a scope. `named`: the caller knows the
+    /// policy names a guard.
+    #[inline(always)]
+    pub(crate) fn global_unless_scoped<'p>(&'p self, names: &GuardNames, named: bool) -> Option<&'p Guards> {
+        if !named && !self.named {
             return Some(&NO_GUARDS);
         }
         match registry::with_scoped(|_| ()) {

@@ -108,6 +108,7 @@ pub mod __private {
         Call, ErrorProbe, ForgetOtherError, Forgotten, KeepSendError, Kept, KeyFromDisplay, KeyFromInteger,
         KeyFromText, KeyProbe, KeyText, KeyWriter, LastError, Step, idempotency_key,
     };
+    pub use crate::call::{Keyed, Unkeyed};
     pub use crate::guards::{Named, Unnamed};
     pub use crate::operations::Operation;
     pub use crate::policy::AttributeConfig;

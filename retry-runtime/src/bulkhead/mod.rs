@@ -240,6 +240,7 @@ impl Bulkhead {
 
     /// Gives one place back, or, while a smaller limit is still owed
     /// places (see `resize_to`), retires it instead.
+    #[inline]
     pub(crate) fn give_back_place(&self) {
         if !(self.owed.load(Ordering::Relaxed) > 0 && self.retire_one()) {
             self.places.give_back();

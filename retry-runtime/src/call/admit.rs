@@ -17,7 +17,7 @@ use std::task::{Context, Poll, ready};
 
 use tokio::time::{Instant, Sleep, sleep, timeout_at};
 
-use super::attempt::{Parts, Phase, Rare, RareProj, not_admitted_now};
+use super::running::{Fields, Phase, Rare, RareProj, not_admitted_now};
 use super::hedge::{Hedges, Round, RoundEnd};
 use super::{Call, LastError, Step};
 use crate::error::ErrorHandling;
@@ -159,7 +159,7 @@ impl Guards {
 /// (its permits in place) and runs next.
 #[inline(never)]
 pub(super) fn poll_rare<T, E, S, H, Fut, M, V>(
-    parts: Parts<'_, '_, '_, S, H, Fut, M, V>,
+    parts: Fields<'_, '_, '_, S, H, Fut, M, V>,
     cx: &mut Context<'_>,
 ) -> Poll<Option<Step<T, E>>>
 where
@@ -169,9 +169,18 @@ where
     S: LastError<E>,
     V: Shape,
 {
-    let Parts { call, phase, permits, mut attempt, mut timer, rare, hedges } = parts;
+    let Fields { call, phase, permits, mut attempt, mut timer, rare, hedges } = parts;
     loop {
         match *phase {
+            Phase::Delayed | Phase::DelayedHedged => {
+                if let Some(wait) = call.more.as_mut().and_then(|more| more.backoff.take()) {
+                    timer.set(Some(sleep(wait)));
+                }
+                let Some(sleep) = timer.as_mut().as_pin_mut() else { panic!("a backoff without its timer") };
+                ready!(sleep.poll(cx));
+                timer.set(None);
+                *phase = if *phase == Phase::Delayed { Phase::Admitting } else { Phase::Hedged };
+            }
             Phase::Hedged => {
                 call.start_if_new();
                 if call.hedging().is_some() {
@@ -244,7 +253,7 @@ where
                 return Poll::Ready(Some(step));
             }
             Phase::BackingOff => return poll_backoff(timer, phase, cx).map(Some),
-            Phase::Running | Phase::Plain | Phase::Finished => panic!("an attempt polled after it finished"),
+            Phase::Running | Phase::Finished => panic!("an attempt polled after it finished"),
         }
     }
 }

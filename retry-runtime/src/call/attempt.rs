@@ -1,204 +1,87 @@
-//! The one attempt future: admission, the run, the record, the decision
-//! and the backoff after a failure, for every entry point.
-//!
-//! It polls the attempt where the caller made it, so the attempt is never
-//! moved and the loop adds no `async` state machine of its own around it.
-//! Only what a successful attempt does is inline: admission that finds
-//! every guard willing, the poll, the record of a success. Everything
-//! else is out of line, and what only some attempts need (a wait for a
-//! place or a turn, a hedging round) is behind a box (`Rare`), so the
-//! common future stays small enough for the caller's to be inlined in turn.
-//!
-//! An attempt timeout and the backoff share one timer, since an attempt
-//! that runs is not backing off: the timeout is armed as the attempt is
-//! admitted, polled only after the attempt (as `timeout_at` does), and
-//! replaced by the backoff's wait when the attempt fails. A call with a
-//! deadline runs each attempt under the earlier of its timeout and the
-//! deadline, in the same timer: when the timer fires at the deadline
-//! (which wins a tie), the deadline has cut the attempt short. The backoff
-//! needs no deadline of its own: a wait that would end at or past it is
-//! never started (see `decision`).
+//! The one attempt future, for every entry point and every attempt but a
+//! plain call's first (`plain`): admission, the run, the record, the
+//! decision and the backoff (`running`). Its output says whether the call
+//! is over.
 
 use std::future::Future;
-use std::mem::ManuallyDrop;
 use std::pin::Pin;
 use std::sync::OnceLock;
 use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
-use tokio::time::{Instant, Sleep, sleep, sleep_until};
+use tokio::time::Instant;
 
-use super::admit::Waiting;
-use super::hedge::{Hedges, Round};
-use super::settle::Next;
-use super::{Call, LastError, Limit, Step};
-use crate::context;
+use super::hedge::Hedges;
+use super::plain::Parts;
+use super::running::{Phase, Running};
+use super::{Call, LastError, Step};
 use crate::error::ErrorHandling;
-use crate::guard::{Admission, Answer, AttemptKind};
-use crate::guards::{AnyShape, GuardPermits, Shape, ShapedPermits, narrow, widen, widen_pending};
+use crate::guards::{AnyShape, Shape};
+use crate::policy::Policy;
 
 pub use super::hedge::NoHedges;
 
-/// Where an attempt is. `Copy`: moving between phases is a plain write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Phase {
-    /// The first attempt of a plain call (see `Call::plain_guards`),
-    /// admitted quietly as it was made: it runs, and nothing of the call
-    /// is written unless it fails. First, with `Running`: the success
-    /// path tests the phase once.
-    Plain,
-    /// The attempt runs, holding its permits; under its timeout or the
-    /// deadline when `timer` is armed.
-    Running,
-    /// Not polled yet: the guards have not been asked.
-    Admitting,
-    /// A hedged function's attempt, not polled yet: a round, unless the
-    /// call does not hedge (then made and admitted as any attempt).
-    Hedged,
-    /// As `Admitting`, for the first attempt of a hedging round.
-    AdmittingRound,
-    /// Waiting for a bulkhead place or a rate-limit turn (`Rare::Waiting`).
-    Waiting,
-    /// As `Waiting`, for the first attempt of a hedging round.
-    WaitingRound,
-    /// A hedging round runs (`Rare::Round`).
-    Hedging,
-    /// The attempt failed and a retry is planned: waiting out `timer`.
-    BackingOff,
-    /// The step is over.
-    Finished,
-}
-
-impl Phase {
-    /// Whether the attempt is running (plain or not): the success path's one test.
-    #[inline(always)]
-    fn running(self) -> bool {
-        matches!(self, Phase::Plain | Phase::Running)
-    }
-}
-
-pin_project! {
-    /// What only some attempts need, behind a box (pinned: a round's timer
-    /// is polled where it lies).
-    #[project = RareProj]
-    pub(super) enum Rare<'p, Fut: Future> {
-        /// Admission waits for a place or a turn.
-        Waiting { waiting: Waiting<'p> },
-        /// A hedging round.
-        Round { #[pin] round: Round<'p, Fut> },
-    }
-}
-
 pin_project! {
     /// One attempt of a [`Call`], and the backoff after it fails: the future
-    /// [`Call::attempt`] returns. Its output says whether the call is over.
-    #[project = AttemptProj]
+    /// [`Call::next`] and [`Call::attempt`] return (a plain call's first
+    /// attempt is a [`PlainAttempt`](super::PlainAttempt)).
     pub struct Attempt<'c, 'p, S, H, Fut: Future, M = NoHedges, V: Shape = AnyShape> {
-        pub(super) call: &'c mut Call<'p, S, H, V>,
-        pub(super) phase: Phase,
-        // What the guards gave the running attempt; handed back exactly
-        // once, as it ends (or is dropped: see the drop below).
-        pub(super) permits: Option<ShapedPermits<V>>,
-        // `None` once finished: it is dropped as soon as it is done, in its context.
         #[pin]
-        pub(super) attempt: Option<Fut>,
-        // The attempt's timeout while it runs, then the backoff: the two
-        // never overlap, so they share one timer.
-        #[pin]
-        pub(super) timer: Option<Sleep>,
-        // Dropped by the attempt's own drop, behind one inline test (see
-        // `Call::more`).
-        pub(super) rare: ManuallyDrop<Option<Pin<Box<Rare<'p, Fut>>>>>,
-        // A hedged function's maker of attempts.
-        pub(super) hedges: M,
-        // When the attempt's request went out, if it did work of its own
-        // before (the HTTP layers): an adaptive bulkhead's sample starts then.
-        pub(super) sent: Option<&'c OnceLock<Instant>>,
-    }
-
-    impl<S, H, Fut: Future, M, V: Shape> PinnedDrop for Attempt<'_, '_, S, H, Fut, M, V> {
-        fn drop(this: Pin<&mut Self>) {
-            let this = this.project();
-            // A finished attempt holds nothing: one test on the success path.
-            // One dropped unfinished ends its call (see `Call::end`).
-            if *this.phase != Phase::Finished {
-                if this.attempt.is_some() || this.permits.is_some() {
-                    dropped(this.call, this.attempt, this.permits);
-                }
-                if this.rare.is_some() {
-                    drop_rare(this.rare);
-                }
-                this.call.end();
-            }
-        }
+        running: Running<'c, 'p, S, H, Fut, M, V>,
     }
 }
 
-/// An attempt dropped unfinished (the caller cancelled the call, or it
-/// panicked): dropped in its context, then what it held handed back,
-/// counting nothing.
-#[cold]
-#[inline(never)]
-fn dropped<S, H, Fut, V: Shape>(
-    call: &mut Call<'_, S, H, V>,
-    attempt: Pin<&mut Option<Fut>>,
-    permits: &mut Option<ShapedPermits<V>>,
-) {
-    // Handed back after the attempt's drop, even if that drop panics.
-    let _back = Abandon { guards: call.guards(), permits: permits.take().map(widen::<V>) };
-    call.drop_in_context(attempt);
-}
-
-/// Drops what an attempt held behind its box (see `Attempt::rare`).
-#[inline(never)]
-fn drop_rare<T>(rare: &mut ManuallyDrop<Option<T>>) {
-    drop(ManuallyDrop::into_inner(std::mem::replace(rare, ManuallyDrop::new(None))));
-}
-
-/// Hands `permits` back to `guards` as it drops (see `dropped`).
-struct Abandon<'p> {
-    guards: crate::guards::GuardsRef<'p>,
-    permits: Option<GuardPermits>,
-}
-
-impl Drop for Abandon<'_> {
-    fn drop(&mut self) {
-        if let Some(permits) = self.permits.take() {
-            self.guards.abandon(permits);
-        }
+impl<'c, 'p, S, H, Fut: Future, M, V: Shape> Attempt<'c, 'p, S, H, Fut, M, V> {
+    /// An attempt of `call`, waiting out first the backoff a plain first
+    /// attempt's failure left it (see `Call::after_plain`), if any.
+    #[inline(always)]
+    fn of(call: &'c mut Call<'p, S, H, V>, phase: Phase, attempt: Option<Fut>, hedges: M, sent: Option<&'c OnceLock<Instant>>) -> Self {
+        // The timer is armed as the wait starts, on the first poll: armed
+        // here, it would be built apart and copied into place on every call.
+        let phase = if call.backs_off_first() { phase.delayed() } else { phase };
+        Attempt { running: Running::new(call, phase, attempt, None, hedges, sent) }
     }
 }
 
 impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
-    /// The next attempt: `attempt` is polled once the guards admit it, in
-    /// the call's context, and dropped unpolled if they refuse it. It
-    /// should do nothing until polled (an `async` block does nothing);
-    /// wrap a closure that starts work when called in a future that calls
-    /// it on its first poll.
+    /// The next attempt of the call in `slot`, which is built if it was
+    /// not (`parts` then makes its key, error slot and handling): every
+    /// attempt but a plain call's first (see [`plain`](Self::plain)). `attempt` is polled once the guards admit it, in the
+    /// call's context, and dropped unpolled if they refuse it. It should do
+    /// nothing until polled (an `async` block does nothing).
+    #[inline(always)]
+    pub fn next<'c, Fut: Future, P: Parts<S, H>>(
+        slot: &'c mut Option<Self>,
+        policy: &'p Policy,
+        parts: P,
+        attempt: Fut,
+    ) -> Attempt<'c, 'p, S, H, Fut, NoHedges, V> {
+        Attempt::of(built(slot, policy, parts), Phase::Admitting, Some(attempt), NoHedges, None)
+    }
+
+    /// [`next`](Self::next) for a hedged function, each of whose attempts
+    /// `make` makes: a round of attempts side by side when the call
+    /// hedges, else one attempt.
+    #[inline]
+    pub fn next_hedged<'c, Fut, M, P>(
+        slot: &'c mut Option<Self>,
+        policy: &'p Policy,
+        parts: P,
+        make: M,
+    ) -> Attempt<'c, 'p, S, H, Fut, M, V>
+    where
+        Fut: Future,
+        M: FnMut() -> Fut,
+        P: Parts<S, H>,
+    {
+        Attempt::of(built(slot, policy, parts), Phase::Hedged, None, make, None)
+    }
+
+    /// The next attempt of this call, built already: as
+    /// [`next`](Self::next) makes it for a call that is not plain.
     #[inline(always)]
     pub fn attempt<Fut: Future>(&mut self, attempt: Fut) -> Attempt<'_, 'p, S, H, Fut, NoHedges, V> {
-        // A plain call's first attempt is admitted as it is made, quietly.
-        let plain = match self.plain_guards() {
-            Some(guards) => guards.view::<V>().admit_quietly(AttemptKind::First).map(|permits| (guards, permits)),
-            None => None,
-        };
-        let (phase, permits) = match plain {
-            Some((guards, permits)) => {
-                self.cached = Some(guards);
-                (Phase::Plain, Some(permits))
-            }
-            None => (Phase::Admitting, None),
-        };
-        Attempt {
-            call: self,
-            phase,
-            permits,
-            attempt: Some(attempt),
-            timer: None,
-            rare: ManuallyDrop::new(None),
-            hedges: NoHedges,
-            sent: None,
-        }
+        Attempt::of(self, Phase::Admitting, Some(attempt), NoHedges, None)
     }
 
     /// [`attempt`](Self::attempt) for an attempt `make` makes when it is
@@ -212,25 +95,14 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         self.attempt(super::MadeOnPoll::new(make))
     }
 
-    /// The next attempt of a hedged function, each of whose attempts
-    /// `make` makes: a round of attempts side by side when the call
-    /// hedges, else one attempt as [`attempt`](Self::attempt) makes.
+    /// [`next_hedged`](Self::next_hedged) for a call built already.
     #[inline]
     pub fn attempt_hedged<Fut, M>(&mut self, make: M) -> Attempt<'_, 'p, S, H, Fut, M, V>
     where
         Fut: Future,
         M: FnMut() -> Fut,
     {
-        Attempt {
-            call: self,
-            phase: Phase::Hedged,
-            permits: None,
-            attempt: None,
-            timer: None,
-            rare: ManuallyDrop::new(None),
-            hedges: make,
-            sent: None,
-        }
+        Attempt::of(self, Phase::Hedged, None, make, None)
     }
 
     /// [`attempt`](Self::attempt) for an attempt that does work of the
@@ -244,271 +116,38 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         sent: &'c OnceLock<Instant>,
         attempt: Fut,
     ) -> Attempt<'c, 'p, S, H, Fut, NoHedges, V> {
-        Attempt {
-            call: self,
-            phase: Phase::Admitting,
-            permits: None,
-            attempt: Some(attempt),
-            timer: None,
-            rare: ManuallyDrop::new(None),
-            hedges: NoHedges,
-            sent: Some(sent),
-        }
+        Attempt::of(self, Phase::Admitting, Some(attempt), NoHedges, Some(sent))
     }
+}
 
-    /// Which attempt the next one is, for the guards.
-    #[inline(always)]
-    fn next_kind(&self) -> AttemptKind {
-        if self.attempts == 0 { AttemptKind::First } else { AttemptKind::Retry }
+/// The call in `slot`, built now (by `parts`) if it was not.
+#[inline]
+fn built<'c, 'p, S, H, V: Shape, P: Parts<S, H>>(
+    slot: &'c mut Option<Call<'p, S, H, V>>,
+    policy: &'p Policy,
+    parts: P,
+) -> &'c mut Call<'p, S, H, V> {
+    match slot {
+        Some(call) => call,
+        None => {
+            let (key, last, handling) = parts.make();
+            slot.insert(Call::shaped(policy, key, last, handling))
+        }
     }
 }
 
 impl<T, E, S, H, Fut, M, V> Future for Attempt<'_, '_, S, H, Fut, M, V>
 where
-    V: Shape,
     Fut: Future<Output = Result<T, E>>,
     M: Hedges<Fut>,
+    V: Shape,
     H: ErrorHandling<E>,
     S: LastError<E>,
 {
     type Output = Step<T, E>;
 
-    // Only the success path is inline: everything else is out of line.
-    #[inline]
+    #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Step<T, E>> {
-        let mut this = self.project();
-        let step = poll_step(&mut this, cx);
-        // An attempt that ends its call ends it here, whichever way it ended.
-        if let Poll::Ready(Step::Done(_)) = &step {
-            this.call.end();
-        }
-        step
-    }
-}
-
-/// [`Attempt::poll`], before the call's end.
-#[inline(always)]
-fn poll_step<T, E, S, H, Fut, M, V>(
-    this: &mut AttemptProj<'_, '_, '_, S, H, Fut, M, V>,
-    cx: &mut Context<'_>,
-) -> Poll<Step<T, E>>
-where
-    V: Shape,
-    Fut: Future<Output = Result<T, E>>,
-    M: Hedges<Fut>,
-    H: ErrorHandling<E>,
-    S: LastError<E>,
-{
-    {
-        if !this.phase.running() {
-            if *this.phase == Phase::Admitting {
-                this.call.start_if_new();
-                let kind = this.call.next_kind();
-                let admission = this.call.guards_ref().view::<V>().admit(kind);
-                match admission {
-                    Admission::Go(permits) => *this.permits = Some(permits),
-                    other => match not_admitted_now(this.call, &mut **this.rare, widen_admission::<V>(other), false) {
-                        Ok(phase) => *this.phase = phase,
-                        Err(rejection) => {
-                            *this.phase = Phase::Finished;
-                            return Poll::Ready(this.call.refused(this.attempt.as_mut(), rejection));
-                        }
-                    },
-                }
-            }
-            if *this.phase != Phase::Admitting {
-                match super::admit::poll_rare(this.as_mut_parts(), cx) {
-                    Poll::Ready(Some(step)) => return Poll::Ready(step),
-                    Poll::Ready(None) => {}
-                    Poll::Pending => return Poll::Pending,
-                }
-            }
-            if this.call.attempts_are_timed() {
-                arm(this.call, this.timer.as_mut());
-            }
-            this.call.begin_attempt::<E>();
-            *this.phase = Phase::Running;
-        }
-        let call = &mut **this.call;
-        // A plain attempt has no key and no span: its context is the mark alone.
-        let polled = if *this.phase == Phase::Plain {
-            context::poll_keyless(this.attempt.as_mut(), cx)
-        } else {
-            call.poll_in_context(this.attempt.as_mut(), cx)
-        };
-        let (class, error) = match polled {
-            Poll::Pending if this.timer.is_none() => return Poll::Pending,
-            Poll::Pending => match call.poll_timer(this.timer.as_mut(), this.attempt.as_mut(), cx) {
-                None => return Poll::Pending,
-                Some(Err(())) => {
-                    *this.phase = Phase::Finished;
-                    return Poll::Ready(call.cut(this.permits.take(), *this.sent));
-                }
-                Some(Ok((class, error))) => (Some(class), error),
-            },
-            Poll::Ready(Ok(value)) => {
-                if let Some(permits) = this.permits.take() {
-                    call.guards_ref().view::<V>().record(measured::<V>(permits, *this.sent), Answer::Success);
-                }
-                *this.phase = Phase::Finished;
-                return Poll::Ready(Step::Done(Ok(value)));
-            }
-            Poll::Ready(Err(error)) => (None, error),
-        };
-        match call.failed(this.permits, *this.sent, class, error) {
-            Next::Done(step) => {
-                *this.phase = Phase::Finished;
-                Poll::Ready(step)
-            }
-            Next::BackOff(wait) => {
-                this.timer.as_mut().set(Some(sleep(wait)));
-                *this.phase = Phase::BackingOff;
-                super::admit::poll_backoff(this.timer.as_mut(), this.phase, cx)
-            }
-        }
-    }
-}
-
-/// Arms the attempt's timer at the earlier of its timeout and the deadline.
-#[inline(never)]
-pub(super) fn arm<S, H, V: Shape>(call: &Call<'_, S, H, V>, mut timer: Pin<&mut Option<Sleep>>) {
-    if let Some((end, _)) = call.attempt_limit() {
-        timer.set(Some(sleep_until(end)));
-    }
-}
-
-/// The guards did not admit the attempt at once: it waits (for the first
-/// attempt of a round when `round`), going to the phase returned, or it was
-/// refused.
-#[cold]
-#[inline(never)]
-pub(super) fn not_admitted_now<'p, S, H, Fut: Future, V: Shape>(
-    call: &mut Call<'p, S, H, V>,
-    rare: &mut Option<Pin<Box<Rare<'p, Fut>>>>,
-    admission: crate::guards::GuardAdmission,
-    round: bool,
-) -> Result<Phase, crate::rejection::Rejection> {
-    match admission {
-        Admission::Go(_) => unreachable!("an attempt admitted at once does not wait"),
-        Admission::Wait(pending) => {
-            *rare = Some(Box::pin(Rare::Waiting { waiting: call.wait_for(pending) }));
-            Ok(if round { Phase::WaitingRound } else { Phase::Waiting })
-        }
-        Admission::Refuse(rejection) => Err(rejection),
-    }
-}
-
-/// `permits` with an adaptive bulkhead's sample started when the request
-/// went out, if the attempt says when.
-#[inline(always)]
-pub(super) fn measured<V: Shape>(permits: ShapedPermits<V>, sent: Option<&OnceLock<Instant>>) -> ShapedPermits<V> {
-    match sent.and_then(OnceLock::get) {
-        None => permits,
-        Some(sent) => measured_from::<V>(permits, *sent),
-    }
-}
-
-#[cold]
-fn measured_from<V: Shape>(permits: ShapedPermits<V>, sent: Instant) -> ShapedPermits<V> {
-    let mut wide = widen::<V>(permits);
-    if let Some(place) = wide.bulkhead.as_mut() {
-        place.measure_from(sent);
-    }
-    narrow::<V>(wide)
-}
-
-/// What admission said, as the whole set holds it.
-#[inline(always)]
-fn widen_admission<V: Shape>(admission: crate::guards::ShapedAdmission<V>) -> crate::guards::GuardAdmission {
-    match admission {
-        Admission::Go(permits) => Admission::Go(widen::<V>(permits)),
-        Admission::Wait(pending) => Admission::Wait(widen_pending::<V>(pending)),
-        Admission::Refuse(rejection) => Admission::Refuse(rejection),
-    }
-}
-
-impl<S, H, V: Shape> Call<'_, S, H, V> {
-    /// Polls `attempt` in its context (the call's key and span, or none),
-    /// dropping it there as soon as it is done.
-    #[inline(always)]
-    pub(super) fn poll_in_context<F: Future>(&mut self, attempt: Pin<&mut Option<F>>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        match &mut *self.more {
-            None => context::poll_keyless(attempt, cx),
-            Some(more) => context::poll_in(&mut more.key, more.span.as_ref(), attempt, cx),
-        }
-    }
-
-    /// Drops an attempt that has not finished, in its context.
-    #[inline]
-    pub(super) fn drop_in_context<F>(&mut self, attempt: Pin<&mut Option<F>>) {
-        match &mut *self.more {
-            None => context::drop_in(&mut None, None, attempt),
-            Some(more) => context::drop_in(&mut more.key, more.span.as_ref(), attempt),
-        }
-    }
-
-    /// The attempt is pending under its timeout or the deadline: if the
-    /// timer has fired, the attempt is dropped (cancelled) in its context.
-    /// A timeout gives the error `AttemptTimeout` and its class, which the
-    /// failure step then records and decides on as any other error; the
-    /// deadline (`Err`) ends the call. The attempt is polled before the
-    /// timer, so one that finishes as the timer fires counts.
-    #[inline(never)]
-    fn poll_timer<E, F>(
-        &mut self,
-        timer: Pin<&mut Option<Sleep>>,
-        attempt: Pin<&mut Option<F>>,
-        cx: &mut Context<'_>,
-    ) -> Option<Result<(crate::classify::ErrorClass, E), ()>>
-    where
-        H: ErrorHandling<E>,
-    {
-        let mut timer = timer.as_pin_mut()?;
-        if timer.as_mut().poll(cx).is_pending() {
-            return None;
-        }
-        self.drop_in_context(attempt);
-        // Armed at `attempt_limit`'s instant, which is the deadline exactly
-        // when the deadline is what cuts the attempt short.
-        match self.limit_at(timer.deadline()) {
-            Limit::Deadline => Some(Err(())),
-            Limit::Timeout(after) => Some(Ok(self.timed_out(after))),
-        }
-    }
-
-    /// What a timer armed for `end` by `attempt_limit` stands for.
-    fn limit_at(&self, end: Instant) -> Limit {
-        if self.deadline().is_some_and(|deadline| end >= deadline) {
-            Limit::Deadline
-        } else {
-            Limit::Timeout(self.settings().attempt_timeout.unwrap_or_default())
-        }
-    }
-}
-
-/// The parts of an attempt its rare states work on.
-pub(super) struct Parts<'a, 'c, 'p, S, H, Fut: Future, M, V: Shape> {
-    pub(super) call: &'a mut &'c mut Call<'p, S, H, V>,
-    pub(super) phase: &'a mut Phase,
-    pub(super) permits: &'a mut Option<ShapedPermits<V>>,
-    pub(super) attempt: Pin<&'a mut Option<Fut>>,
-    pub(super) timer: Pin<&'a mut Option<Sleep>>,
-    pub(super) rare: &'a mut Option<Pin<Box<Rare<'p, Fut>>>>,
-    pub(super) hedges: &'a mut M,
-}
-
-impl<'c, 'p, S, H, Fut: Future, M, V: Shape> AttemptProj<'_, 'c, 'p, S, H, Fut, M, V> {
-    /// The projection's fields, for the out-of-line steps.
-    #[inline(always)]
-    fn as_mut_parts(&mut self) -> Parts<'_, 'c, 'p, S, H, Fut, M, V> {
-        Parts {
-            call: self.call,
-            phase: self.phase,
-            permits: self.permits,
-            attempt: self.attempt.as_mut(),
-            timer: self.timer.as_mut(),
-            rare: &mut **self.rare,
-            hedges: self.hedges,
-        }
+        self.project().running.poll(cx)
     }
 }

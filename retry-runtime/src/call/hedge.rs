@@ -50,9 +50,14 @@ use crate::settings::Hedge;
 
 /// Where a hedged function's attempts come from: a maker, called once per
 /// attempt of a round. [`NoHedges`] for a function that does not hedge.
-pub trait Hedges<Fut> {
+pub trait Hedges<Fut>: Sized {
     /// Makes one more attempt.
     fn make(&mut self) -> Fut;
+    /// The maker of a function that does not hedge (whose first attempt may
+    /// be a plain call's), made anew when that attempt fails.
+    fn not_hedged() -> Option<Self> {
+        None
+    }
 }
 
 /// The maker of a function that does not hedge: its one attempt is given.
@@ -62,6 +67,11 @@ pub struct NoHedges;
 impl<Fut> Hedges<Fut> for NoHedges {
     fn make(&mut self) -> Fut {
         unreachable!("an attempt that does not hedge is given, not made")
+    }
+
+    #[inline(always)]
+    fn not_hedged() -> Option<Self> {
+        Some(NoHedges)
     }
 }
 

@@ -55,7 +55,9 @@ mod key;
 mod last_error;
 mod made_on_poll;
 mod more;
+mod plain;
 mod run;
+mod running;
 mod settle;
 mod start;
 #[cfg(test)]
@@ -66,6 +68,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 pub use attempt::{Attempt, NoHedges};
+pub use plain::{Keyed, Parts, Plain, PlainAttempt, PlainFailure, Unkeyed};
 pub use key::{KeyFromDisplay, KeyFromInteger, KeyFromText, KeyProbe, KeyText, KeyWriter, idempotency_key};
 pub use last_error::{ErrorProbe, ForgetOtherError, Forgotten, KeepSendError, Kept, LastError};
 pub use made_on_poll::MadeOnPoll;
@@ -111,7 +114,9 @@ pub struct Call<'p, S, H, V = AnyShape> {
     /// Attempts that ran (were admitted) so far.
     attempts: u32,
     /// The call's idempotency key, until the call starts (then in `more`).
-    key: Option<Arc<str>>,
+    // Dropped when the call ends (`Call::end`), if it never started: as
+    // with `more`, a call without drop glue keeps its caller's drop small.
+    key: ManuallyDrop<Option<Arc<str>>>,
     /// `None` until the call needs any of it (see the module docs).
     // Dropped when the call ends (`Call::end`), behind one inline test: as
     // a plain field its drop would be a call on every call's success path.
@@ -155,7 +160,7 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
             max_attempts: 0,
             started: Started::No,
             attempts: 0,
-            key,
+            key: ManuallyDrop::new(key),
             more: ManuallyDrop::new(None),
             handling,
             shape: PhantomData,
@@ -214,10 +219,16 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         }
     }
 
+    /// Whether a plain first attempt's failure left a backoff for the next
+    /// attempt to wait out (see `Call::after_plain`).
+    #[inline(always)]
+    fn backs_off_first(&self) -> bool {
+        self.more.as_ref().is_some_and(|more| more.backoff.is_some())
+    }
+
     /// Attempts that ran so far.
     pub fn attempts(&self) -> u32 {
-        // A plain first attempt is counted only if it fails (`start_after_plain`).
-        if self.started == Started::No && self.cached.is_some() { 1 } else { self.attempts }
+        self.attempts
     }
 
     /// Whether the next attempt, if it runs, is the last this call may
@@ -301,12 +312,15 @@ impl<S, H, V> Call<'_, S, H, V> {
         if self.more.is_some() {
             drop_more(&mut self.more);
         }
+        if self.key.is_some() {
+            drop_more(&mut self.key);
+        }
     }
 }
 
-/// Drops a call's optional state (see `Call::end`).
+/// Drops a call's optional state, or its key (see `Call::end`).
 #[inline(never)]
-fn drop_more<S>(more: &mut ManuallyDrop<Option<More<'_, S>>>) {
+fn drop_more<T>(more: &mut ManuallyDrop<Option<T>>) {
     drop(ManuallyDrop::into_inner(std::mem::replace(more, ManuallyDrop::new(None))));
 }
 

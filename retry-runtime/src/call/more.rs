@@ -27,6 +27,9 @@ pub(super) struct More<'p, S> {
     /// `None` without a deadline, or when it is too far to arm.
     pub(super) deadline: Option<Instant>,
     pub(super) previous_wait: Option<Duration>,
+    /// The backoff a plain first attempt's failure decided, until the next
+    /// attempt takes it to wait out (see `Call::after_plain`).
+    pub(super) backoff: Option<Duration>,
     /// When the wait before the retry decided last ends, if that retry is
     /// admitted before it to do work of its own (see `ErrorHandling::lead`):
     /// its request goes out then.
@@ -54,6 +57,7 @@ impl<S: Default> More<'_, S> {
             key: None,
             deadline: None,
             previous_wait: None,
+            backoff: None,
             #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
             due: None,
             rng: None,

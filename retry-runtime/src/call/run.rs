@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::key::key_of;
 use super::made_on_poll::MadeOnPoll;
-use super::{Call, Kept, Step};
+use super::{Call, Kept, Step, Unkeyed};
 use crate::classify::{Classify, ErrorClass};
 use crate::error::{ByTraits, ClassifyWith, ErrorHandling, ResilientError};
 use crate::errors::Error;
@@ -35,7 +35,7 @@ impl Policy {
         Fut: Future<Output = Result<T, E>>,
         E: ResilientError,
     {
-        drive(self, None, ByTraits, op).await
+        drive(self, ByTraits, op).await
     }
 
     /// [`run`](Self::run), then `fallback` with the final error, if any:
@@ -86,7 +86,7 @@ impl Policy {
         Fut: Future<Output = Result<T, E>>,
         E: ResilientError,
     {
-        drive(self, Some(key_of(&key)), ByTraits, op).await
+        drive_keyed(self, key_of(&key), ByTraits, op).await
     }
 
     /// This policy with errors classified by `classify` instead of the
@@ -156,7 +156,7 @@ impl<H> Classified<'_, H> {
         Fut: Future<Output = Result<T, E>>,
         H: ErrorHandling<E> + Copy,
     {
-        drive(self.policy, None, self.handling, op).await
+        drive(self.policy, self.handling, op).await
     }
 
     /// [`Policy::run_with_key`], classified by the function.
@@ -167,7 +167,7 @@ impl<H> Classified<'_, H> {
         Fut: Future<Output = Result<T, E>>,
         H: ErrorHandling<E> + Copy,
     {
-        drive(self.policy, Some(key_of(&key)), self.handling, op).await
+        drive_keyed(self.policy, key_of(&key), self.handling, op).await
     }
 }
 
@@ -209,20 +209,53 @@ impl<X> ErrorHandling<Error<X>> for ClassifyInner<X> {
 ///
 /// Each attempt is made on its first poll, once admitted (see
 /// `made_on_poll`): `op` is never called for an attempt the guards refuse.
-async fn drive<T, E, H, F, Fut>(policy: &Policy, key: Option<Arc<str>>, handling: H, mut op: F) -> Result<T, E>
+async fn drive<T, E, H, F, Fut>(policy: &Policy, handling: H, mut op: F) -> Result<T, E>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
-    H: ErrorHandling<E>,
+    H: ErrorHandling<E> + Copy,
 {
-    let mut call = Call::new(policy, key, Kept::default(), handling);
+    // The call, built when it needs to be: a plain call's first attempt runs without it.
+    let mut call: Option<Call<'_, Kept<E>, H>> = None;
     loop {
+        let parts = Unkeyed(|| (Kept::default(), handling));
         // A closure of its own around `op`: `&mut op` would go through the
         // standard library's `FnOnce for &mut F` shim, which LLVM stops
         // inlining once the attempt's poll grows.
         #[allow(clippy::redundant_closure)]
         let step = if policy.compiled_settings().hedge.is_some() {
-            call.attempt_hedged(|| op()).await
+            // Boxed: the round would make every call's future larger (and
+            // costlier to move) for a path few policies take.
+            Box::pin(Call::next_hedged(&mut call, policy, parts, || op())).await
+        } else {
+            let attempt = MadeOnPoll::new(|| op());
+            match Call::plain(&call, policy, &parts) {
+                Some(plain) => match plain.attempt(attempt).await {
+                    Ok(value) => return Ok(value),
+                    Err(failure) => Call::after_plain(&mut call, policy, parts, failure),
+                },
+                None => Call::next(&mut call, policy, parts, attempt).await,
+            }
+        };
+        if let Step::Done(result) = step {
+            return result;
+        }
+    }
+}
+
+/// [`drive`] for a call with a key, which is never plain: its call is
+/// built at its first attempt.
+async fn drive_keyed<T, E, H, F, Fut>(policy: &Policy, key: Arc<str>, handling: H, mut op: F) -> Result<T, E>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    H: ErrorHandling<E> + Copy,
+{
+    let mut call = Call::new(policy, Some(key), Kept::default(), handling);
+    loop {
+        #[allow(clippy::redundant_closure)] // see `drive`
+        let step = if policy.compiled_settings().hedge.is_some() {
+            Box::pin(call.attempt_hedged(|| op())).await
         } else {
             call.attempt(MadeOnPoll::new(|| op())).await
         };

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::attempt::measured;
+use super::running::measured;
 use super::{Call, LastError, Step};
 use crate::classify::{Classify, ErrorClass};
 use crate::decision::{Decision, decide};
@@ -44,9 +44,6 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
         H: ErrorHandling<E>,
         S: LastError<E>,
     {
-        if self.started == super::Started::No {
-            self.start_after_plain();
-        }
         let class = class.unwrap_or_else(|| self.handling.class(&error));
         if let Some(permits) = permits.take() {
             self.guards_ref().view::<V>().record(measured::<V>(permits, sent), Answer::Failed(class));

@@ -60,36 +60,37 @@ fn call_span(policy: &Policy) -> Option<tracing::Span> {
 }
 
 impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
-    /// The guards of a call made now whose first attempt is plain: a
-    /// fresh call with no key, on settings with no deadline, attempt
-    /// timeout or hedging (an override that only tunes the retries is
-    /// looked up if the attempt fails), DEBUG off, made outside any attempt
-    /// (so not nested, and inheriting no key), through the global
-    /// registry. Decided from what is at hand as the attempt is made,
-    /// before anything of the call is written.
+    /// The guards of a call of `policy` made now whose first attempt is
+    /// plain: settings with no deadline, attempt timeout or hedging (an
+    /// override that only tunes the retries is looked up if the attempt
+    /// fails), DEBUG off, made outside any attempt (so not nested, and
+    /// inheriting no key), through the global registry. Decided from what
+    /// is at hand as the attempt is made, before anything of the call is
+    /// built (a call with a key of its own is never plain: see `Parts`).
     #[inline(always)]
-    pub(super) fn plain_guards(&self) -> Option<&'p crate::guards::Guards> {
-        let policy = self.policy;
-        let plain = self.started == Started::No
-            && self.key.is_none()
-            && policy.plain_settings()
+    pub(super) fn plain_guards(policy: &'p Policy) -> Option<&'p crate::guards::Guards> {
+        let plain = policy.plain_settings()
             && !policy.override_forbids_plain()
             && !debug_enabled()
             && context::outside_attempts();
         if !plain {
             return None;
         }
-        // No guard named: none to look up, in any registry.
-        if V::NONE { Some(crate::guards::Guards::none()) } else { policy.global_guards() }
+        Self::global_guards_of(policy)
     }
 
-    /// A plain first attempt (see `plain_guards`) failed: the call starts
-    /// as the plain call it was, having made that attempt.
-    #[cold]
-    pub(super) fn start_after_plain(&mut self) {
-        self.max_attempts = self.policy.compiled_settings().max_attempts;
-        self.attempts = 1;
-        self.started = Started::Plain;
+    /// The global registry's guards for a call of `policy`, unless it runs
+    /// inside a scoped registry.
+    #[inline(always)]
+    pub(super) fn global_guards_of(policy: &'p Policy) -> Option<&'p crate::guards::Guards> {
+        // No guard named: none to look up, in any registry.
+        if V::NONE {
+            Some(crate::guards::Guards::none())
+        } else if V::EXACT {
+            policy.global_named_guards()
+        } else {
+            policy.global_guards()
+        }
     }
 }
 
@@ -176,6 +177,7 @@ impl<'p, S: Default, H, V: Shape> Call<'p, S, H, V> {
             key,
             deadline,
             previous_wait: None,
+            backoff: None,
             #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
             due: None,
             rng: None,

@@ -36,7 +36,7 @@ use crate::rejection::Rejection;
 
 /// The guards of one call, each in its slot (`Option<G>` for a guard the
 /// call may or may not have); asked in the order of the module docs.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct GuardSet<T, B, K, R, U> {
     /// The adaptive client-side throttle.
     pub throttle: T,

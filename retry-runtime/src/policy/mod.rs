@@ -338,7 +338,14 @@ impl Policy {
     /// scoped registry.
     #[inline]
     pub(crate) fn global_guards(&self) -> Option<&Guards> {
-        self.cache.global_unless_scoped(&self.guard_names)
+        self.cache.global_unless_scoped(&self.guard_names, false)
+    }
+
+    /// [`global_guards`](Self::global_guards) for a caller that knows the
+    /// policy names a guard (the attribute's, for a function that does).
+    #[inline]
+    pub(crate) fn global_named_guards(&self) -> Option<&Guards> {
+        self.cache.global_unless_scoped(&self.guard_names, true)
     }
 
     /// The seed of the next call's jitter stream, when the policy is seeded.
