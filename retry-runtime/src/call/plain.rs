@@ -205,12 +205,24 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     /// counts a refusal). Else `None`: the attempt goes through
     /// [`next`](Self::next).
     #[inline(always)]
-    pub fn plain<P: Parts<S, H>>(slot: &Option<Self>, policy: &'p Policy, _parts: &P) -> Option<Plain<'p, V>> {
+    pub fn plain<P: Parts<S, H>>(slot: &Option<Self>, policy: &'p Policy, parts: &P) -> Option<Plain<'p, V>> {
+        Self::plain_as::<P, V>(slot, policy, parts)
+    }
+
+    /// [`plain`](Self::plain) seeing the guards as shape `W` (which must
+    /// be the policy's: see `LoopGuards`), for a call that sees them as
+    /// another (`Policy::run`'s, which knows the policy only as it runs).
+    #[inline(always)]
+    pub(crate) fn plain_as<P: Parts<S, H>, W: Shape>(
+        slot: &Option<Self>,
+        policy: &'p Policy,
+        _parts: &P,
+    ) -> Option<Plain<'p, W>> {
         if P::KEYED || slot.is_some() {
             return None;
         }
-        let held = V::hold(Self::plain_guards(policy)?);
-        let permits = V::held_view(held).admit_quietly(AttemptKind::First)?;
+        let held = W::hold(Self::plain_guards::<W>(policy)?);
+        let permits = W::held_view(held).admit_quietly(AttemptKind::First)?;
         Some(Plain { held, permits })
     }
 
@@ -221,13 +233,14 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     /// before it is admitted.
     #[cold]
     #[inline(never)]
-    pub fn after_plain<T, E, P>(
+    pub fn after_plain<T, E, P, W>(
         slot: &mut Option<Self>,
         policy: &'p Policy,
         parts: P,
-        failure: PlainFailure<'p, E, V>,
+        failure: PlainFailure<'p, E, W>,
     ) -> Step<T, E>
     where
+        W: Shape,
         P: Parts<S, H>,
         H: ErrorHandling<E>,
         S: LastError<E>,
@@ -237,7 +250,7 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         let call = slot.insert(Call::shaped(policy, key, last, handling));
         // The guards the attempt was admitted by: the global registry's,
         // as a plain call's always are (see `plain_guards`).
-        call.cached = Self::global_guards_of(policy);
+        call.cached = Self::global_guards_of::<W>(policy);
         call.max_attempts = policy.compiled_settings().max_attempts;
         call.attempts = 1;
         call.started = if call.cached.is_some() { Started::Plain } else { Started::No };
@@ -245,7 +258,7 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         // which may panic: then they are handed back, counting nothing).
         let class = call.handling.class(&error);
         if let Some(permits) = holding.permits.take() {
-            V::held_view(holding.held).record(permits, Answer::Failed(class));
+            W::held_view(holding.held).record(permits, Answer::Failed(class));
         }
         let step = match call.after_failure(class, error) {
             Err(error) => Step::Done(Err(error)),

@@ -10,7 +10,8 @@ use super::{Call, Kept, Step, Unkeyed};
 use crate::classify::{Classify, ErrorClass};
 use crate::error::{ByTraits, ClassifyWith, ErrorHandling, ResilientError};
 use crate::errors::Error;
-use crate::policy::Policy;
+use crate::guards::{AnyShape, Named, Unnamed};
+use crate::policy::{LoopGuards, Policy};
 use crate::rejection::Rejection;
 
 impl Policy {
@@ -223,19 +224,33 @@ where
         // standard library's `FnOnce for &mut F` shim, which LLVM stops
         // inlining once the attempt's poll grows.
         #[allow(clippy::redundant_closure)]
-        let step = if policy.compiled_settings().hedge.is_some() {
-            // Boxed: the round would make every call's future larger (and
-            // costlier to move) for a path few policies take.
-            Box::pin(Call::next_hedged(&mut call, policy, parts, || op())).await
-        } else {
-            let attempt = MadeOnPoll::new(|| op());
-            match Call::plain(&call, policy, &parts) {
-                Some(plain) => match plain.attempt(attempt).await {
-                    Ok(value) => return Ok(value),
-                    Err(failure) => Call::after_plain(&mut call, policy, parts, failure),
-                },
-                None => Call::next(&mut call, policy, parts, attempt).await,
+        let step = 'step: {
+            if policy.compiled_settings().hedge.is_some() {
+                // Boxed: the round would make every call's future larger (and
+                // costlier to move) for a path few policies take.
+                break 'step Box::pin(Call::next_hedged(&mut call, policy, parts, || op())).await;
             }
+            let attempt = MadeOnPoll::new(|| op());
+            // A plain first attempt, seeing the guards as the attribute
+            // would when they are at most a breaker and a budget.
+            macro_rules! plain_as {
+                ($shape:ty) => {
+                    if let Some(plain) = Call::plain_as::<_, $shape>(&call, policy, &parts) {
+                        break 'step match plain.attempt(attempt).await {
+                            Ok(value) => return Ok(value),
+                            Err(failure) => Call::after_plain(&mut call, policy, parts, failure),
+                        };
+                    }
+                };
+            }
+            match policy.loop_guards() {
+                LoopGuards::Unguarded => plain_as!((Unnamed, Unnamed, Unnamed, Unnamed, Unnamed)),
+                LoopGuards::Breaker => plain_as!((Unnamed, Named, Unnamed, Unnamed, Unnamed)),
+                LoopGuards::Budget => plain_as!((Unnamed, Unnamed, Unnamed, Unnamed, Named)),
+                LoopGuards::BreakerBudget => plain_as!((Unnamed, Named, Unnamed, Unnamed, Named)),
+                LoopGuards::Other => plain_as!(AnyShape),
+            }
+            Call::next(&mut call, policy, parts, attempt).await
         };
         if let Step::Done(result) = step {
             return result;

@@ -68,7 +68,7 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     /// is at hand as the attempt is made, before anything of the call is
     /// built (a call with a key of its own is never plain: see `Parts`).
     #[inline(always)]
-    pub(super) fn plain_guards(policy: &'p Policy) -> Option<&'p crate::guards::Guards> {
+    pub(super) fn plain_guards<W: Shape>(policy: &'p Policy) -> Option<&'p crate::guards::Guards> {
         let plain = policy.plain_settings()
             && !policy.override_forbids_plain()
             && !debug_enabled()
@@ -76,17 +76,17 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         if !plain {
             return None;
         }
-        Self::global_guards_of(policy)
+        Self::global_guards_of::<W>(policy)
     }
 
     /// The global registry's guards for a call of `policy`, unless it runs
     /// inside a scoped registry.
     #[inline(always)]
-    pub(super) fn global_guards_of(policy: &'p Policy) -> Option<&'p crate::guards::Guards> {
+    pub(super) fn global_guards_of<W: Shape>(policy: &'p Policy) -> Option<&'p crate::guards::Guards> {
         // No guard named: none to look up, in any registry.
-        if V::NONE {
+        if W::NONE {
             Some(crate::guards::Guards::none())
-        } else if V::EXACT {
+        } else if W::EXACT {
             policy.global_named_guards()
         } else {
             policy.global_guards()

@@ -81,11 +81,44 @@ pub struct Policy {
     /// deadline, attempt timeout or hedging: `Settings::allow_plain`),
     /// worked out once, so that a call reads one byte instead of three fields.
     plain_settings: bool,
+    /// Which guards it names, as far as `Policy::run` picks a shape by them.
+    loop_guards: LoopGuards,
     seed: Option<u64>,
     nested: Nested,
     /// Jitter streams handed out so far, when seeded.
     streams: AtomicU64,
     cache: GuardCache,
+}
+
+/// Which guards a policy names, when they are at most the retry loop's
+/// own (a breaker, a budget): `Policy::run` then sees them as the
+/// attribute would (see `guards::Shape`), and tests nothing for the
+/// others; any other set of guards is seen slot by slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LoopGuards {
+    /// No guard at all.
+    Unguarded,
+    /// A breaker alone.
+    Breaker,
+    /// A budget alone.
+    Budget,
+    /// A breaker and a budget.
+    BreakerBudget,
+    /// A bulkhead, a throttle or a rate limit, with any others.
+    Other,
+}
+
+impl LoopGuards {
+    /// The case of a policy naming a breaker, a budget, and any other guard.
+    pub(crate) const fn of(breaker: bool, budget: bool, other: bool) -> Self {
+        match (breaker, budget, other) {
+            (_, _, true) => LoopGuards::Other,
+            (false, false, false) => LoopGuards::Unguarded,
+            (true, false, false) => LoopGuards::Breaker,
+            (false, true, false) => LoopGuards::Budget,
+            (true, true, false) => LoopGuards::BreakerBudget,
+        }
+    }
 }
 
 impl std::fmt::Debug for Policy {
@@ -216,6 +249,11 @@ impl Policy {
         Policy {
             operation: Cow::Borrowed(cfg.operation),
             plain_settings: settings.allow_plain(),
+            loop_guards: LoopGuards::of(
+                cfg.breaker.is_some(),
+                cfg.budget.is_some(),
+                cfg.bulkhead.is_some() || cfg.throttle.is_some() || cfg.rate_limit.is_some(),
+            ),
             settings,
             idempotent: cfg.idempotent,
             has_key: cfg.has_key,
@@ -298,6 +336,12 @@ impl Policy {
     #[inline(always)]
     pub(crate) fn plain_settings(&self) -> bool {
         self.plain_settings
+    }
+
+    /// Which guards it names, as `Policy::run` picks a shape by them.
+    #[inline(always)]
+    pub(crate) fn loop_guards(&self) -> LoopGuards {
+        self.loop_guards
     }
 
     /// Whether a registry may hold an override for this operation (then
