@@ -17,12 +17,12 @@ use std::task::{Context, Poll, ready};
 
 use tokio::time::{Instant, Sleep, sleep, timeout_at};
 
-use super::running::{Fields, Phase, Rare, RareProj, not_admitted_now};
+use super::running::{Fields, Phase, Rare, RareProj, not_admitted_now, widen_admission};
 use super::hedge::{Hedges, Round, RoundEnd};
 use super::{Call, LastError, Step};
 use crate::error::ErrorHandling;
 use crate::guard::{Admission, AttemptKind, Pending};
-use crate::guards::{GuardPending, GuardPermits, Guards, GuardsRef, Shape, ShapedPermits, narrow, widen};
+use crate::guards::{GuardPending, GuardPermits, Guards, GuardsRef, Shape, narrow, widen};
 use crate::rate_limit::Late;
 use crate::rejection::Rejection;
 
@@ -192,16 +192,16 @@ where
             }
             Phase::Admitting | Phase::AdmittingRound => {
                 let round = *phase == Phase::AdmittingRound;
-                let admission = call.guards_ref().admit(call.next_kind_now());
+                let admission = call.guards_ref().view::<V>().admit(call.next_kind_now());
                 match admission {
                     Admission::Go(admitted) => {
-                        *permits = Some(narrow::<V>(admitted));
                         if !round {
+                            *permits = Some(admitted);
                             return Poll::Ready(None);
                         }
-                        start_round(call, phase, permits, rare, hedges);
+                        start_round(call, phase, widen::<V>(admitted), rare, hedges);
                     }
-                    other => match not_admitted_now(call, rare, other, round) {
+                    other => match not_admitted_now(call, rare, widen_admission::<V>(other), round) {
                         Ok(next) => *phase = next,
                         Err(rejection) => {
                             *phase = Phase::Finished;
@@ -218,11 +218,11 @@ where
                 *rare = None;
                 match admitted {
                     Ok(admitted) => {
-                        *permits = Some(narrow::<V>(admitted));
                         if *phase == Phase::Waiting {
+                            *permits = Some(narrow::<V>(admitted));
                             return Poll::Ready(None);
                         }
-                        start_round(call, phase, permits, rare, hedges);
+                        start_round(call, phase, admitted, rare, hedges);
                     }
                     Err(rejection) => {
                         *phase = Phase::Finished;
@@ -263,7 +263,7 @@ where
 fn start_round<'p, T, E, S, H, Fut, M, V>(
     call: &mut Call<'p, S, H, V>,
     phase: &mut Phase,
-    permits: &mut Option<ShapedPermits<V>>,
+    admitted: GuardPermits,
     rare: &mut Option<Pin<Box<Rare<'p, Fut>>>>,
     hedges: &mut M,
 ) where
@@ -272,10 +272,12 @@ fn start_round<'p, T, E, S, H, Fut, M, V>(
     S: LastError<E>,
     V: Shape,
 {
-    let Some(admitted) = permits.take().map(widen::<V>) else { unreachable!("the round's first attempt is admitted") };
     let Some(hedge) = call.settings().hedge else { unreachable!("a round is started only by a call that hedges") };
     call.begin_attempt::<E>();
-    *rare = Some(Box::pin(Rare::Round { round: Round::new(call, hedge, admitted, hedges.make()) }));
+    // Allocated first, so that the round is built in place rather than
+    // beside it and copied in.
+    let slot = Box::new_uninit();
+    *rare = Some(Box::into_pin(Box::write(slot, Rare::Round { round: Round::new(call, hedge, admitted, hedges.make()) })));
     *phase = Phase::Hedging;
 }
 

@@ -200,6 +200,9 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
     /// One attempt of a round, in the call's context, under the earlier of
     /// its timeout and the deadline.
     fn racing<Fut: Future>(&self, attempt: Fut) -> Pin<Box<Racing<Fut>>> {
+        // Allocated first, so that the attempt is built in place rather
+        // than beside it and copied in.
+        let slot = Box::new_uninit();
         let (key, span) = match &*self.more {
             Some(more) => (more.key.clone(), more.span.clone()),
             None => (None, None),
@@ -208,7 +211,7 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
             Some((end, limit)) => (Some(sleep_until(end)), Some(limit)),
             None => (None, None),
         };
-        Box::pin(Racing { key, span, attempt: Some(attempt), timer, limit })
+        Box::into_pin(Box::write(slot, Racing { key, span, attempt: Some(attempt), timer, limit }))
     }
 }
 

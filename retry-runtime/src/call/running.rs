@@ -339,7 +339,7 @@ fn measured_from<V: Shape>(permits: ShapedPermits<V>, sent: Instant) -> ShapedPe
 
 /// What admission said, as the whole set holds it.
 #[inline(always)]
-fn widen_admission<V: Shape>(admission: crate::guards::ShapedAdmission<V>) -> crate::guards::GuardAdmission {
+pub(super) fn widen_admission<V: Shape>(admission: crate::guards::ShapedAdmission<V>) -> crate::guards::GuardAdmission {
     match admission {
         Admission::Go(permits) => Admission::Go(widen::<V>(permits)),
         Admission::Wait(pending) => Admission::Wait(widen_pending::<V>(pending)),
