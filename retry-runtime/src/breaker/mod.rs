@@ -18,6 +18,7 @@
 mod announce;
 mod config;
 mod control;
+mod outcome;
 mod permit;
 mod state;
 mod window;
@@ -47,8 +48,9 @@ use tokio::time::Instant;
 
 pub(crate) use config::Hooks;
 pub use config::{BreakerConfig, BreakerState, BreakerTransition, TransitionHook};
+pub use outcome::Outcome;
 pub use permit::BreakerPermit;
-pub use state::{Admission, BreakerCore, Outcome, Ticket, Transition};
+pub use state::{Admission, BreakerCore, Ticket, Transition};
 
 use crate::config::ConfigError;
 use crate::counter::PerThreadCounter;
