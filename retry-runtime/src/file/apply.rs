@@ -6,8 +6,9 @@ use std::fmt;
 use std::path::Path;
 
 use super::overrides::{compiled, merged_operations};
+use super::parse::{ConfigFile, Named, parse};
 use super::report::{Change, ReloadReport, settings_diff};
-use super::{ConfigFile, ConfigFileError, Named, Problems, parse};
+use super::{ConfigFileError, Problems};
 use crate::config::ConfigError;
 use crate::operations;
 use crate::policy::Policy;

@@ -8,11 +8,12 @@
 use std::sync::Arc;
 
 use super::apply::{Mode, reconfigure, refuse};
+use super::parse::values::key_of;
+use super::parse::{ConfigFile, Named};
 use super::report::{
     Refusal, ReloadReport, breaker_diff, budget_diff, bulkhead_diff, rate_limit_diff, throttle_diff,
 };
-use super::values::key_of;
-use super::{ConfigFile, ConfigFileError, Named, Problems};
+use super::{ConfigFileError, Problems};
 use crate::breaker::{BreakerConfig, CircuitBreaker};
 use crate::budget::{BudgetConfig, RetryBudget};
 use crate::bulkhead::{Bulkhead, BulkheadConfig};
@@ -193,7 +194,7 @@ mod tests {
 
     use super::*;
     use crate::budget::RatioBudget;
-    use crate::file::parse;
+    use crate::file::parse::parse;
     use crate::registry::GuardKind;
 
     const FILE: &str = "[breakers.b]\nfailure_threshold = 3\n[budgets.r]\nratio = 0.3\n[bulkheads.h]\nmax_concurrent = 4\n[throttles.t]\nk = 1.5\n[rate_limits.l]\nmax_wait_ms = 5\n";

@@ -1,6 +1,8 @@
 //! The fleet in the file (feature `redis`): a `[fleet]` table says where
 //! Redis is and how the replicas sync; `fleet = true` on a breaker's or a
-//! budget's table shares that guard with the fleet.
+//! budget's table shares that guard with the fleet. Both are read in
+//! `parse::fleet`; this module checks what they ask of the file and of the
+//! registry.
 //!
 //! Loading the file declares the guards; joining is a separate step
 //! ([`FleetConfig::from_file`] then [`Registry::join_fleet`]), because it
@@ -9,60 +11,18 @@
 //! on the settings it was started with, so a file that differs from them is
 //! refused at the key that differs rather than half applied.
 //!
-//! Without feature `redis`, a `[fleet]` table or a `fleet` key is a
-//! problem: a guard the file says is fleet-wide must not silently stay
-//! local to one process.
-//!
 //! [`Registry::join_fleet`]: crate::Registry::join_fleet
 
-use toml::Spanned;
-use toml::de::DeValue;
-
-use super::values::{Entry, flag};
-use super::{Problems, Span};
-
 #[cfg(feature = "redis")]
-pub(crate) use with_redis::{FleetTable, cross_check, reload_check};
+pub(crate) use with_redis::{cross_check, reload_check};
 
 #[cfg(not(feature = "redis"))]
-pub(crate) use without_redis::{FleetTable, cross_check};
-
-const NEEDS_REDIS: &str = "needs feature `redis`: built without it, no guard is shared, and a guard the file calls fleet-wide would stay local to this process";
-
-/// `fleet = true | false` on a guard's table.
-pub(crate) fn guard_flag(entries: &[Entry<'_>], problems: &mut Problems<'_>) -> Option<(bool, Span)> {
-    let (shared, span) = flag(entries, "fleet", problems)?;
-    if cfg!(not(feature = "redis")) {
-        problems.push(&span, Some("fleet"), format!("`fleet` {NEEDS_REDIS}"));
-        return None;
-    }
-    Some((shared, span))
-}
-
-/// The `[fleet]` table.
-pub(crate) fn section(
-    span: &Span,
-    value: &Spanned<DeValue<'_>>,
-    problems: &mut Problems<'_>,
-) -> Option<FleetTable> {
-    #[cfg(feature = "redis")]
-    return with_redis::section(span, value, problems);
-    #[cfg(not(feature = "redis"))]
-    {
-        let _ = value;
-        problems.push(span, Some("fleet"), format!("`[fleet]` {NEEDS_REDIS}"));
-        None
-    }
-}
+pub(crate) use without_redis::cross_check;
 
 #[cfg(not(feature = "redis"))]
 mod without_redis {
-    use super::super::ConfigFile;
-    use super::Problems;
-
-    /// Never made: without feature `redis` a `[fleet]` table is a problem.
-    #[derive(Debug)]
-    pub(crate) enum FleetTable {}
+    use super::super::Problems;
+    use super::super::parse::ConfigFile;
 
     pub(crate) fn cross_check(_file: &ConfigFile, _problems: &mut Problems<'_>) {}
 }
@@ -71,94 +31,10 @@ mod without_redis {
 mod with_redis {
     use std::path::Path;
 
-    use toml::Spanned;
-    use toml::de::DeValue;
-
-    use super::super::values::{Entry, count, invalid, key_of, millis, text, unknown_key};
-    use super::super::{ConfigFile, ConfigFileError, Named, Problems, Span, parse};
+    use super::super::parse::{ConfigFile, Named, parse};
+    use super::super::{ConfigFileError, Problems, Span};
     use crate::budget::BudgetConfig;
     use crate::fleet::FleetConfig;
-
-    const FLEET_KEYS: &[&str] = &["url", "prefix", "sync_every_ms", "store_timeout_ms", "lease_size"];
-
-    /// The `[fleet]` table, read and checked.
-    #[derive(Debug)]
-    pub(crate) struct FleetTable {
-        /// Where `[fleet]` is.
-        span: Span,
-        /// Its settings; the guards are the tables with `fleet = true`.
-        config: FleetConfig,
-        /// Where each key it gives is.
-        keys: Vec<(String, Span)>,
-    }
-
-    pub(crate) fn section(
-        span: &Span,
-        value: &Spanned<DeValue<'_>>,
-        problems: &mut Problems<'_>,
-    ) -> Option<FleetTable> {
-        let DeValue::Table(table) = value.get_ref() else {
-            problems.push(
-                &value.span(),
-                Some("fleet"),
-                "`fleet` must be a table, like `[fleet]` with `url = \"redis://127.0.0.1:6379/\"`",
-            );
-            return None;
-        };
-        let entries: Vec<Entry<'_>> = table.iter().collect();
-        for (key, _) in &entries {
-            let key_name = key.get_ref().as_ref();
-            if !FLEET_KEYS.contains(&key_name) {
-                unknown_key(problems, &key.span(), key_name, FLEET_KEYS, "a key of `[fleet]`");
-            }
-        }
-        let before = problems.len();
-        let mut config = FleetConfig::default();
-        // The keys whose value could not be read (a problem said so): the
-        // default left in their place is not checked, nor blamed.
-        let mut unread = Vec::new();
-        let mut read = |key: &'static str, problems: &mut Problems<'_>, at: usize| {
-            if problems.len() > at {
-                unread.push(key);
-            }
-        };
-        let at = problems.len();
-        if let Some((url, _)) = text(&entries, "url", problems) {
-            config.url = url;
-        }
-        read("url", problems, at);
-        let at = problems.len();
-        if let Some((prefix, _)) = text(&entries, "prefix", problems) {
-            config.prefix = prefix;
-        }
-        read("prefix", problems, at);
-        let at = problems.len();
-        if let Some((d, _)) = millis(&entries, "sync_every_ms", problems) {
-            config.sync_every = d;
-        }
-        read("sync_every_ms", problems, at);
-        let at = problems.len();
-        if let Some((d, _)) = millis(&entries, "store_timeout_ms", problems) {
-            config.store_timeout = d;
-        }
-        read("store_timeout_ms", problems, at);
-        let at = problems.len();
-        if let Some((n, _)) = count(&entries, "lease_size", problems) {
-            config.lease_size = n;
-        }
-        read("lease_size", problems, at);
-        // Every setting's problem at once, as for every other table's keys.
-        for error in config.problems() {
-            if !unread.contains(&key_of(error.field).as_str()) {
-                invalid(error, &entries, span, problems);
-            }
-        }
-        if problems.len() > before {
-            return None;
-        }
-        let keys = entries.iter().map(|(k, v)| (k.get_ref().to_string(), v.span())).collect();
-        Some(FleetTable { span: span.clone(), config, keys })
-    }
 
     fn shared<T>(tables: &[Named<T>]) -> impl Iterator<Item = (&Named<T>, &Span)> {
         tables

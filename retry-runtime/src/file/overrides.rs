@@ -3,7 +3,8 @@
 
 use std::collections::HashMap;
 
-use super::{Named, OperationOverride, Problems, Span};
+use super::parse::{Named, OperationOverride};
+use super::{Problems, Span};
 use crate::operations;
 use crate::policy::{MAX_ATTEMPTS_LIMIT, Policy};
 use crate::settings::Settings;

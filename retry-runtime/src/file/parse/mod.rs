@@ -1,23 +1,106 @@
-//! Reading the file: every section and key checked against what it may be,
-//! every problem placed where it is. The values of one table are read in
-//! `tables` (guards) and `fleet` (the fleet); this module walks the file.
+//! Parsing: a file's TOML text into typed tables that keep where each
+//! name, key and value is. Every section and key is checked against what
+//! it may be, every value read into what its key sets, and every problem
+//! placed where it is. The values of one table are read in `values`; a
+//! guard's table becomes the guard's config in `tables`, checked as the
+//! guard's constructor checks it; the fleet's table and `fleet` keys are
+//! read in `fleet`. This module walks the file.
+
+pub(super) mod fleet;
+mod tables;
+pub(super) mod values;
+
+use std::fmt;
+use std::time::Duration;
 
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-use super::fleet::{cross_check, guard_flag, section as fleet_section};
-use super::tables::{
+use super::fleet::cross_check;
+use super::{ConfigFileError, Problems, Span};
+use crate::backoff::Jitter;
+use crate::breaker::BreakerConfig;
+use crate::budget::BudgetConfig;
+use crate::bulkhead::BulkheadConfig;
+use crate::rate_limit::RateLimitConfig;
+use crate::throttle::ThrottleConfig;
+use fleet::{FleetTable, guard_flag, section as fleet_section};
+use tables::{
     BREAKER_KEYS, BUDGET_KEYS, BULKHEAD_KEYS, RATE_LIMIT_KEYS, THROTTLE_KEYS, breaker, budget, bulkhead,
     rate_limit, throttle,
 };
-use super::values::{Entry, count, millis, unknown_key};
-use super::{ConfigFile, ConfigFileError, Named, OperationOverride, Problems, Span};
-use crate::backoff::Jitter;
+use values::{Entry, count, millis, unknown_key};
 
 const SECTIONS: &[&str] =
     &["breakers", "budgets", "bulkheads", "throttles", "rate_limits", "operations", "fleet"];
 const OPERATION_KEYS: &[&str] =
     &["max_attempts", "base_ms", "cap_ms", "jitter", "attempt_timeout_ms", "deadline_ms"];
+
+/// A validated file, with the positions later checks point at.
+#[derive(Debug, Default)]
+pub(crate) struct ConfigFile {
+    pub(crate) breakers: Vec<Named<BreakerConfig>>,
+    pub(crate) budgets: Vec<Named<BudgetConfig>>,
+    pub(crate) bulkheads: Vec<Named<BulkheadConfig>>,
+    pub(crate) throttles: Vec<Named<ThrottleConfig>>,
+    pub(crate) rate_limits: Vec<Named<RateLimitConfig>>,
+    pub(crate) operations: Vec<Named<OperationOverride>>,
+    /// The `[fleet]` table, if any and valid (feature `redis`).
+    pub(crate) fleet: Option<FleetTable>,
+    /// Whether the file has a `[fleet]` table, valid or not.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fleet_given: bool,
+}
+
+/// A table of the file: its name, where the name is, and what it says.
+#[derive(Debug)]
+pub(crate) struct Named<T> {
+    pub(crate) name: String,
+    pub(crate) span: Span,
+    pub(crate) value: T,
+    /// `fleet = true | false` and where, on the kinds that have the key
+    /// (always `None` without feature `redis`: the key is a problem there).
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fleet: Option<(bool, Span)>,
+    /// Where the value of each key the table gives is, for checks made
+    /// once the registry is known.
+    pub(crate) keys: Vec<(String, Span)>,
+}
+
+impl<T> Named<T> {
+    /// Where `key`'s value is, or the table's name when the key is left out.
+    pub(crate) fn at(&self, key: &str) -> (Span, &'static str) {
+        match self.keys.iter().find(|(k, _)| k == key) {
+            Some((_, span)) => (span.clone(), ""),
+            None => (self.span.clone(), " (the default)"),
+        }
+    }
+
+    /// Places a guard's refusal of the table's settings at the key that
+    /// set the refused field (or at the table's name, for a default),
+    /// after `whose`, which says whose settings they are.
+    pub(crate) fn refused(
+        &self,
+        whose: impl fmt::Display,
+        error: crate::ConfigError,
+        problems: &mut Problems<'_>,
+    ) {
+        let key = values::key_of(error.field);
+        let (span, note) = self.at(&key);
+        problems.push(&span, Some(&key), format!("{whose}`{key}`{note} {}", error.problem));
+    }
+}
+
+/// The keys an `[operations."..."]` table gives, each with where it is.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct OperationOverride {
+    pub(crate) max_attempts: Option<(u32, Span)>,
+    pub(crate) base: Option<(Duration, Span)>,
+    pub(crate) cap: Option<(Duration, Span)>,
+    pub(crate) jitter: Option<(Jitter, Span)>,
+    pub(crate) attempt_timeout: Option<(Duration, Span)>,
+    pub(crate) deadline: Option<(Duration, Span)>,
+}
 
 /// Reads `text` (named `file` in errors) into a checked [`ConfigFile`].
 pub(crate) fn parse(text: &str, file: &str) -> Result<ConfigFile, ConfigFileError> {

@@ -1,8 +1,8 @@
 //! One guard's table read into its config: breakers, budgets, bulkheads
 //! (with an adaptive limit), throttles and rate limits.
 
+use super::super::{Problems, Span};
 use super::values::{Entry, count, finish, integer, millis, number, span_of, text};
-use super::{Problems, Span};
 use crate::breaker::BreakerConfig;
 use crate::budget::{BudgetConfig, RatioBudget, TokenBucket};
 use crate::bulkhead::{AdaptiveLimit, BulkheadConfig};

@@ -6,7 +6,7 @@ use std::time::Duration;
 use toml::Spanned;
 use toml::de::DeValue;
 
-use super::{Problems, Span};
+use super::super::{Problems, Span};
 use crate::config::ConfigError;
 use crate::suggest::closest;
 
