@@ -2,7 +2,7 @@
 //! says where Redis is and how the replicas sync, and `fleet = true |
 //! false` on a breaker's or a budget's table, which shares that guard with
 //! the fleet. What they ask of the rest of the file and of the registry is
-//! checked after (`super::super::fleet`).
+//! checked by the check step (`check::fleet`).
 //!
 //! Without feature `redis`, a `[fleet]` table or a `fleet` key is a
 //! problem: a guard the file says is fleet-wide must not silently stay
@@ -11,8 +11,8 @@
 use toml::Spanned;
 use toml::de::DeValue;
 
-use super::super::{Problems, Span};
 use super::values::{Entry, flag};
+use crate::file::{Problems, Span};
 
 #[cfg(feature = "redis")]
 pub(crate) use with_redis::FleetTable;
@@ -60,8 +60,8 @@ mod with_redis {
     use toml::Spanned;
     use toml::de::DeValue;
 
-    use super::super::super::{Problems, Span};
-    use super::super::values::{Entry, count, invalid, key_of, millis, text, unknown_key};
+    use crate::file::parse::values::{Entry, count, invalid, key_of, millis, text, unknown_key};
+    use crate::file::{Problems, Span};
     use crate::fleet::FleetConfig;
 
     const FLEET_KEYS: &[&str] = &["url", "prefix", "sync_every_ms", "store_timeout_ms", "lease_size"];

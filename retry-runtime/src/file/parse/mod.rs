@@ -16,7 +16,6 @@ use std::time::Duration;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-use super::fleet::cross_check;
 use super::{ConfigFileError, Problems, Span};
 use crate::backoff::Jitter;
 use crate::breaker::BreakerConfig;
@@ -36,7 +35,8 @@ const SECTIONS: &[&str] =
 const OPERATION_KEYS: &[&str] =
     &["max_attempts", "base_ms", "cap_ms", "jitter", "attempt_timeout_ms", "deadline_ms"];
 
-/// A validated file, with the positions later checks point at.
+/// A file's tables as parse read them, with the positions the checks
+/// point at.
 #[derive(Debug, Default)]
 pub(crate) struct ConfigFile {
     pub(crate) breakers: Vec<Named<BreakerConfig>>,
@@ -102,8 +102,20 @@ pub(crate) struct OperationOverride {
     pub(crate) deadline: Option<(Duration, Span)>,
 }
 
-/// Reads `text` (named `file` in errors) into a checked [`ConfigFile`].
-pub(crate) fn parse(text: &str, file: &str) -> Result<ConfigFile, ConfigFileError> {
+/// What parse made of a file: the tables it read, and the problems it
+/// found, for the check step to add its own to and report together.
+pub(crate) struct Parsed<'t> {
+    /// The tables read: a guard's table whose values could not all be
+    /// read is left out, so that no later check blames a default for what
+    /// the file got wrong.
+    pub(crate) file: ConfigFile,
+    /// The problems found so far, each placed in the file's text.
+    pub(crate) problems: Problems<'t>,
+}
+
+/// Reads `text` (named `file` in errors) into typed tables. Only text that
+/// is not TOML is refused here: it has no tables to check.
+pub(crate) fn parse<'t>(text: &'t str, file: &str) -> Result<Parsed<'t>, ConfigFileError> {
     let mut problems = Problems::new(text, file);
     let document = match DeTable::parse(text) {
         Ok(document) => document,
@@ -116,7 +128,7 @@ pub(crate) fn parse(text: &str, file: &str) -> Result<ConfigFile, ConfigFileErro
                 None => format!("not valid TOML: {}", error.message()),
             };
             problems.push(&span, key.as_deref(), message);
-            return problems.finish(ConfigFile::default());
+            return Err(problems.finish(()).expect_err("the problem just pushed"));
         }
     };
     let mut parsed = ConfigFile::default();
@@ -142,8 +154,7 @@ pub(crate) fn parse(text: &str, file: &str) -> Result<ConfigFile, ConfigFileErro
             _ => parsed.operations = guards(tables, OPERATION_KEYS, operation, p),
         }
     }
-    cross_check(&parsed, &mut problems);
-    problems.finish(parsed)
+    Ok(Parsed { file: parsed, problems })
 }
 
 /// The key written at `span` of `text` (bare, or quoted with its escapes

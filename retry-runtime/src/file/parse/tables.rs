@@ -1,11 +1,11 @@
 //! One guard's table read into its config: breakers, budgets, bulkheads
 //! (with an adaptive limit), throttles and rate limits.
 
-use super::super::{Problems, Span};
 use super::values::{Entry, count, finish, integer, millis, number, span_of, text};
 use crate::breaker::BreakerConfig;
 use crate::budget::{BudgetConfig, RatioBudget, TokenBucket};
 use crate::bulkhead::{AdaptiveLimit, BulkheadConfig};
+use crate::file::{Problems, Span};
 use crate::rate_limit::RateLimitConfig;
 use crate::throttle::ThrottleConfig;
 

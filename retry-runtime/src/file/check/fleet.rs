@@ -1,8 +1,9 @@
-//! The fleet in the file (feature `redis`): a `[fleet]` table says where
-//! Redis is and how the replicas sync; `fleet = true` on a breaker's or a
-//! budget's table shares that guard with the fleet. Both are read in
-//! `parse::fleet`; this module checks what they ask of the file and of the
-//! registry.
+//! The fleet in the file checked (feature `redis`): a `[fleet]` table
+//! says where Redis is and how the replicas sync; `fleet = true` on a
+//! breaker's or a budget's table shares that guard with the fleet. Both are
+//! read by parse (`parse::fleet`); here, what they ask of the rest of the
+//! file (a `[fleet]` table for a shared guard, a guard the fleet can share)
+//! and, on a reload, of the fleet the registry joined.
 //!
 //! Loading the file declares the guards; joining is a separate step
 //! ([`FleetConfig::from_file`] then [`Registry::join_fleet`]), because it
@@ -14,26 +15,24 @@
 //! [`Registry::join_fleet`]: crate::Registry::join_fleet
 
 #[cfg(feature = "redis")]
-pub(crate) use with_redis::{cross_check, reload_check};
+pub(crate) use with_redis::{cross_check, fleet_config, reload_check};
 
 #[cfg(not(feature = "redis"))]
 pub(crate) use without_redis::cross_check;
 
 #[cfg(not(feature = "redis"))]
 mod without_redis {
-    use super::super::Problems;
-    use super::super::parse::ConfigFile;
+    use crate::file::Problems;
+    use crate::file::parse::ConfigFile;
 
     pub(crate) fn cross_check(_file: &ConfigFile, _problems: &mut Problems<'_>) {}
 }
 
 #[cfg(feature = "redis")]
 mod with_redis {
-    use std::path::Path;
-
-    use super::super::parse::{ConfigFile, Named, parse};
-    use super::super::{ConfigFileError, Problems, Span};
     use crate::budget::BudgetConfig;
+    use crate::file::parse::{ConfigFile, Named};
+    use crate::file::{Problems, Span};
     use crate::fleet::FleetConfig;
 
     fn shared<T>(tables: &[Named<T>]) -> impl Iterator<Item = (&Named<T>, &Span)> {
@@ -76,40 +75,13 @@ mod with_redis {
 
     /// The fleet the file declares: its `[fleet]` settings and the guards
     /// with `fleet = true`.
-    fn fleet_config(file: &ConfigFile) -> Option<FleetConfig> {
+    pub(crate) fn fleet_config(file: &ConfigFile) -> Option<FleetConfig> {
         let table = file.fleet.as_ref()?;
         Some(FleetConfig {
             breakers: shared(&file.breakers).map(|(t, _)| t.name.clone()).collect(),
             budgets: shared(&file.budgets).map(|(t, _)| t.name.clone()).collect(),
             ..table.config.clone()
         })
-    }
-
-    impl FleetConfig {
-        /// The fleet a configuration text declares (its `[fleet]` table and
-        /// the guards with `fleet = true`), or `None` when it has no
-        /// `[fleet]` table. The whole text is checked, as
-        /// [`Registry::load_toml`](crate::Registry::load_toml) checks it.
-        ///
-        /// ```
-        /// # use stormproof_runtime as stormproof;
-        /// use std::time::Duration;
-        /// use stormproof::fleet::FleetConfig;
-        /// let text = "[fleet]\nurl = \"redis://10.0.0.5:6379/\"\nsync_every_ms = 200\n\n[breakers.payment]\nfleet = true\n";
-        /// let config = FleetConfig::from_toml(text).unwrap().unwrap();
-        /// assert_eq!((config.sync_every, config.breakers), (Duration::from_millis(200), vec!["payment".to_owned()]));
-        /// assert_eq!(FleetConfig::from_toml("[breakers.payment]").unwrap(), None);
-        /// ```
-        pub fn from_toml(text: &str) -> Result<Option<FleetConfig>, ConfigFileError> {
-            Ok(fleet_config(&parse(text, "<toml>")?))
-        }
-
-        /// [`from_toml`](Self::from_toml) from a file, read as
-        /// [`Registry::load_file`](crate::Registry::load_file) reads it (a regular file of at most 1 MiB, in UTF-8).
-        pub fn from_file(path: impl AsRef<Path>) -> Result<Option<FleetConfig>, ConfigFileError> {
-            let (text, name) = super::super::read::read(path.as_ref())?;
-            Ok(fleet_config(&parse(&text, &name)?))
-        }
     }
 
     const NOT_JOINED: &str = "this registry is in no fleet, and a reload cannot join one (join with `FleetConfig::from_file` and `Registry::join_fleet`)";
