@@ -68,14 +68,12 @@
 
 mod apply;
 mod check;
-mod declare;
 mod parse;
 mod problems;
 mod read;
-mod report;
 
+pub use apply::{Change, Refusal, ReloadReport};
 pub use problems::{ConfigFileError, Problem};
-pub use report::{Change, Refusal, ReloadReport};
 
 use std::fmt;
 use std::path::Path;

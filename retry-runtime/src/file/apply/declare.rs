@@ -7,18 +7,18 @@
 
 use std::sync::Arc;
 
-use super::apply::reconfigure;
-use super::check::refuse;
-use super::parse::values::key_of;
-use super::parse::{ConfigFile, Named};
+use super::reconfigure;
 use super::report::{
     Refusal, ReloadReport, breaker_diff, budget_diff, bulkhead_diff, rate_limit_diff, throttle_diff,
 };
-use super::{ConfigFileError, Mode, Problems};
 use crate::breaker::{BreakerConfig, CircuitBreaker};
 use crate::budget::{BudgetConfig, RetryBudget};
 use crate::bulkhead::{Bulkhead, BulkheadConfig};
 use crate::config::ConfigError;
+use crate::file::check::refuse;
+use crate::file::parse::values::key_of;
+use crate::file::parse::{ConfigFile, Named};
+use crate::file::{ConfigFileError, Mode, Problems};
 use crate::rate_limit::{RateLimit, RateLimitConfig};
 use crate::registry::Registry;
 use crate::throttle::{Throttle, ThrottleConfig};

@@ -6,16 +6,21 @@
 //! still fail here is only what changed since, and it refuses the file
 //! with nothing applied.
 
+mod declare;
+mod report;
+
+pub use report::{Change, Refusal, ReloadReport};
+
 use std::collections::HashMap;
 
 use super::check::{Checked, compiled};
-use super::report::{Change, ReloadReport, settings_diff};
 use super::{ConfigFileError, Mode, Problems};
 use crate::config::ConfigError;
 use crate::operations;
 use crate::policy::Policy;
 use crate::registry::Registry;
 use crate::settings::Settings;
+use report::settings_diff;
 
 /// Applies a checked file to `registry` for a `mode`; `problems` places
 /// what the guards' step still finds. The caller holds
@@ -77,7 +82,7 @@ pub(super) fn apply(
 /// than u64::MAX nanoseconds (about 584 years) is kept as that, so a file
 /// that says more is no change once it is in force, and reloading it
 /// unchanged must say so.
-pub(super) fn reconfigure<C: PartialEq + Copy>(
+fn reconfigure<C: PartialEq + Copy>(
     old: &C,
     new: &C,
     diff: fn(&C, &C) -> Vec<String>,
