@@ -54,7 +54,9 @@
 //! 2. `parse`: the TOML text into typed tables that keep where each name,
 //!    key and value is, each table judged on its own.
 //! 3. `check`: the tables against each other, the registry's current
-//!    guards and the compiled functions. Nothing is changed.
+//!    guards and the compiled functions; every problem of the file,
+//!    parse's with these, found in one pass and reported together.
+//!    Nothing is changed.
 //! 4. `apply`: the changes, all or nothing, keeping every guard's state,
 //!    and what changed reported.
 //!
@@ -172,7 +174,7 @@ impl Registry {
     fn configure(&self, text: &str, name: &str, mode: Mode) -> Result<ReloadReport, ConfigFileError> {
         let parsed = parse::parse(text, name)?;
         let _applying = self.applying();
-        let checked = check::check(self, parsed, mode, Problems::new(text, name))?;
+        let checked = check::check(self, parsed, mode)?;
         apply::apply(self, checked, mode, Problems::new(text, name))
     }
 }

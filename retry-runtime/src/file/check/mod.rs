@@ -10,8 +10,13 @@
 //!
 //! Nothing is changed here: the registry is only read, under the lock the
 //! caller holds (`Registry::applying`) until the file is applied, so what
-//! this step found still holds when the apply step runs. Every problem is
-//! reported together, placed in the file.
+//! this step found still holds when the apply step runs.
+//!
+//! Every problem of the file is found in one pass and reported together:
+//! parse's, carried in `Parsed`, and this step's, for every table parse
+//! could read, whatever problems the others have. A table parse could not
+//! read whole is not here to check, so no check blames a default for
+//! what the file got wrong.
 
 mod fleet;
 mod operations;
@@ -34,33 +39,23 @@ pub(super) struct Checked {
     pub(super) operations: HashMap<String, Settings>,
 }
 
-/// What the file asks of itself: a table judged against the others. A
-/// file with a problem here, or one parse found, is refused before it is
-/// checked against the registry.
-fn check_file(parsed: Parsed<'_>) -> Result<ConfigFile, ConfigFileError> {
-    let Parsed { file, mut problems } = parsed;
-    fleet::cross_check(&file, &mut problems);
-    problems.finish(file)
-}
-
 /// The fleet a file declares (its `[fleet]` table and the guards with
-/// `fleet = true`), or `None` when it has no `[fleet]` table; the file
-/// checked as it is on its own.
+/// `fleet = true`), or `None` when it has no `[fleet]` table: the file
+/// checked on its own, its tables against each other, with no registry.
 #[cfg(feature = "redis")]
 pub(super) fn declared_fleet(parsed: Parsed<'_>) -> Result<Option<FleetConfig>, ConfigFileError> {
-    Ok(fleet::fleet_config(&check_file(parsed)?))
+    let Parsed { file, mut problems } = parsed;
+    fleet::cross_check(&file, &mut problems);
+    Ok(fleet::fleet_config(&problems.finish(file)?))
 }
 
-/// Checks `parsed` for a `mode` of `registry`: every problem together, or
-/// the file and its operations' settings to apply. The caller holds
-/// `registry.applying()`.
-pub(super) fn check<'t>(
-    registry: &Registry,
-    parsed: Parsed<'t>,
-    mode: Mode,
-    mut problems: Problems<'t>,
-) -> Result<Checked, ConfigFileError> {
-    let file = check_file(parsed)?;
+/// Checks `parsed` for a `mode` of `registry`: the file and its
+/// operations' settings to apply, or every problem of the file, parse's
+/// and these, in one report. Each table parse read is checked, whatever
+/// problems the others have. The caller holds `registry.applying()`.
+pub(super) fn check(registry: &Registry, parsed: Parsed<'_>, mode: Mode) -> Result<Checked, ConfigFileError> {
+    let Parsed { file, mut problems } = parsed;
+    fleet::cross_check(&file, &mut problems);
     if mode == Mode::Load {
         refuse_existing(registry, &file, &mut problems);
     }
@@ -100,8 +95,13 @@ pub(super) fn check<'t>(
         // would enforce as the file is applied: refused here, the file
         // is refused whole (a load has no report to say it in). Whether
         // a fleet shares it holds until the file is applied: a join
-        // waits for it.
+        // waits for it. One the file says is shared (`fleet = true`) is
+        // held to the same rule by `fleet::cross_check`, which said so
+        // if it breaks it.
         for table in &file.breakers {
+            if table.fleet.as_ref().is_some_and(|(shared, _)| *shared) {
+                continue;
+            }
             let Some(breaker) = registry.breaker(&table.name) else { continue };
             if let Err(error) = breaker.check_fleet_rule(&table.value) {
                 table.refused(format_args!("breaker `{}`{origin}: ", table.name), error, &mut problems);
@@ -173,5 +173,45 @@ mod tests {
         });
         registry.load_toml("[breakers.dep]\nsuccess_threshold = 3\n").expect("left: its own settings again");
         assert_eq!(breaker.config().success_threshold, 3);
+    }
+
+    /// A breaker the file shares (`fleet = true`), which the registry's
+    /// fleet shares too, is held to the fleet's rule once: the file's own
+    /// check says it breaks it, and the registry's does not say it again.
+    #[cfg(feature = "redis")]
+    #[test]
+    fn a_shared_breaker_that_breaks_the_fleets_rule_is_said_once() {
+        use crate::breaker::BreakerConfig;
+        let registry = Registry::new();
+        registry.declare_breaker("dep", BreakerConfig::default()).unwrap();
+        crate::file::while_a_fleet_shares_dep(&registry, async || {
+            let text = "[fleet]\nurl = \"redis://127.0.0.1:1/\"\n[breakers.dep]\nsuccess_threshold = 3\nfleet = true\n";
+            let error = registry.reload_toml(text).unwrap_err();
+            assert_eq!(
+                error.to_string(),
+                "<toml>:5:9: breaker `dep` cannot be shared: its success_threshold (3) is above its half_open_max_calls (2), the fleet's probes per round: lower the one or raise the other"
+            );
+            assert_eq!(
+                registry.breaker("dep").unwrap().config(),
+                BreakerConfig::default(),
+                "nothing applied"
+            );
+        });
+    }
+
+    /// A breaker whose `fleet` cannot be read is said to be wrong there,
+    /// and not taken for local: a reload under a fleet that shares it does
+    /// not also say the file makes it local.
+    #[cfg(feature = "redis")]
+    #[test]
+    fn a_breaker_whose_fleet_cannot_be_read_is_not_taken_for_local() {
+        use crate::breaker::BreakerConfig;
+        let registry = Registry::new();
+        registry.declare_breaker("dep", BreakerConfig::default()).unwrap();
+        crate::file::while_a_fleet_shares_dep(&registry, async || {
+            let text = "[fleet]\nurl = \"redis://127.0.0.1:1/\"\n[breakers.dep]\nfleet = \"yes\"\n";
+            let error = registry.reload_toml(text).unwrap_err();
+            assert_eq!(error.to_string(), "<toml>:4:9: `fleet` must be `true` or `false`");
+        });
     }
 }

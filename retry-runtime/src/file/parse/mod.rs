@@ -103,11 +103,12 @@ pub(crate) struct OperationOverride {
 }
 
 /// What parse made of a file: the tables it read, and the problems it
-/// found, for the check step to add its own to and report together.
+/// found, for the check step to add its own to and report them all in one
+/// pass.
 pub(crate) struct Parsed<'t> {
-    /// The tables read: a guard's table whose values could not all be
-    /// read is left out, so that no later check blames a default for what
-    /// the file got wrong.
+    /// Every table read whole: one whose values could not all be read is
+    /// left out, so that no check blames a default for what the file got
+    /// wrong. (A table with an unknown key is kept: its keys were read.)
     pub(crate) file: ConfigFile,
     /// The problems found so far, each placed in the file's text.
     pub(crate) problems: Problems<'t>,
@@ -211,7 +212,10 @@ fn named_tables<'t>(
 }
 
 /// Each named table read by `read`, its keys checked against `keys` first;
-/// `fleet`, where `keys` has it, read here for every kind that has it.
+/// `fleet`, where `keys` has it, read here for every kind that has it. A
+/// table whose `fleet` could not be read is left out with the others that
+/// could not be read: whether the fleet shares it is unknown, and a check
+/// would take it for local.
 fn guards<T>(
     tables: Vec<(String, Span, &DeTable<'_>)>,
     keys: &[&str],
@@ -227,8 +231,12 @@ fn guards<T>(
                 unknown_key(problems, &key.span(), key_name, keys, "a key here");
             }
         }
+        let at = problems.len();
         let fleet = if keys.contains(&"fleet") { guard_flag(&entries, problems) } else { None };
-        if let Some(value) = read(&entries, &span, problems) {
+        let fleet_read = problems.len() == at;
+        if let Some(value) = read(&entries, &span, problems)
+            && fleet_read
+        {
             let keys = entries.iter().map(|(k, v)| (k.get_ref().to_string(), v.span())).collect();
             out.push(Named { name, span, value, fleet, keys });
         }
@@ -237,8 +245,12 @@ fn guards<T>(
 }
 
 /// An operation's keys; their checks against each other and against the
-/// compiled function happen where the function is known (the registry).
+/// compiled function are the check step's, which knows the function. A
+/// table with a value that could not be read is left out, as a guard's
+/// is: the check would take that key from the compiled function and blame
+/// it for what the file got wrong.
 fn operation(entries: &[Entry<'_>], _table: &Span, problems: &mut Problems<'_>) -> Option<OperationOverride> {
+    let before = problems.len();
     let jitter = entries.iter().find(|(k, _)| k.get_ref().as_ref() == "jitter").and_then(|(_, value)| {
         let parsed = match value.get_ref() {
             DeValue::String(name) => name.parse::<Jitter>().ok(),
@@ -250,12 +262,13 @@ fn operation(entries: &[Entry<'_>], _table: &Span, problems: &mut Problems<'_>) 
         }
         Some((parsed?, value.span()))
     });
-    Some(OperationOverride {
+    let operation = OperationOverride {
         max_attempts: count(entries, "max_attempts", problems),
         base: millis(entries, "base_ms", problems),
         cap: millis(entries, "cap_ms", problems),
         jitter,
         attempt_timeout: millis(entries, "attempt_timeout_ms", problems),
         deadline: millis(entries, "deadline_ms", problems),
-    })
+    };
+    (problems.len() == before).then_some(operation)
 }
