@@ -3,8 +3,8 @@
 //! reconfigured where it exists), as the last step that can refuse the
 //! file; then the operations' overrides replaced in one swap; then what
 //! changed reported. The check step found the file's problems; what can
-//! still fail here is only what changed since, and it refuses the file
-//! with nothing applied.
+//! still fail here is only a guard a call or code made since (they do not
+//! wait for a file), and it refuses the file with nothing applied.
 
 mod declare;
 mod report;

@@ -9,8 +9,10 @@
 //! promises the function was compiled with).
 //!
 //! Nothing is changed here: the registry is only read, under the lock the
-//! caller holds (`Registry::applying`) until the file is applied, so what
-//! this step found still holds when the apply step runs.
+//! caller holds (`Registry::applying`) until the file is applied, so no
+//! other file and no fleet's join comes between these checks and the
+//! changes. A guard that a call or code makes meanwhile does not wait for
+//! the lock: the apply step meets it.
 //!
 //! Every problem of the file is found in one pass and reported together:
 //! parse's, carried in `Parsed`, and this step's, for every table parse

@@ -5,6 +5,12 @@
 //! guard's table becomes the guard's config in `tables`, checked as the
 //! guard's constructor checks it; the fleet's table and `fleet` keys are
 //! read in `fleet`. This module walks the file.
+//!
+//! What a table says on its own is parse's to judge; what it asks of the
+//! rest of the file, of the registry and of the compiled functions is the
+//! check step's, which reads these tables and nothing of the TOML. Only
+//! text that is not TOML stops here; every other problem goes on, in
+//! `Parsed`, to be reported with the check's.
 
 pub(super) mod fleet;
 mod tables;
@@ -108,7 +114,8 @@ pub(crate) struct OperationOverride {
 pub(crate) struct Parsed<'t> {
     /// Every table read whole: one whose values could not all be read is
     /// left out, so that no check blames a default for what the file got
-    /// wrong. (A table with an unknown key is kept: its keys were read.)
+    /// wrong. (A table with an unknown key is kept: the keys it knows were
+    /// read.)
     pub(crate) file: ConfigFile,
     /// The problems found so far, each placed in the file's text.
     pub(crate) problems: Problems<'t>,
