@@ -231,6 +231,54 @@ fn all_problems_are_reported_together_and_nothing_is_applied() {
     assert!(registry.bulkhead("other").is_none());
 }
 
+/// Every problem of a file in one report, whichever step finds it: the
+/// values parse cannot read, and what only the registry and the compiled
+/// functions can judge. A file with three problems of its own used to be
+/// refused before its `max_attempts = 0` was checked (issue 43).
+#[test]
+fn every_problem_of_a_file_is_reported_at_once_whichever_step_finds_it() {
+    let registry = Registry::new();
+    registry.load_toml(FILE).unwrap();
+    let text = "[breakers.a]\nfailure_threshold = 0\n[budgets.b]\ncapacity = -1\n[bulkheads.c]\nmax_concurent = 3\n[breakers.payment]\n[operations.\"config::overridable\"]\nmax_attempts = 0\n";
+    let err = registry.load_toml(text).unwrap_err();
+    let all = err.to_string();
+    let lines: Vec<&str> = all.lines().collect();
+    assert_eq!(lines.len(), 5, "{err}");
+    assert_eq!(lines[0], "<toml>:2:21: `failure_threshold` must be greater than zero");
+    assert_eq!(lines[1], "<toml>:4:12: `capacity` must not be negative, got -1");
+    assert!(
+        lines[2].starts_with("<toml>:6:1: `max_concurent` is not a key here; did you mean `max_concurrent`?"),
+        "{err}"
+    );
+    assert_eq!(
+        lines[3],
+        "<toml>:7:11: breaker `payment` already exists: loading declares, use reload to change it"
+    );
+    assert_eq!(lines[4], "<toml>:9:16: `max_attempts` must be in 1..=100, got 0");
+    assert!(registry.breaker("a").is_none() && registry.bulkhead("c").is_none(), "nothing applied");
+}
+
+/// A table with a value that cannot be read is said once, and not judged
+/// further: the check of the rest would take the compiled function's
+/// `base_ms` (or a guard's default) for the file's and blame it.
+#[test]
+fn a_value_that_cannot_be_read_is_said_once_and_nothing_false_after_it() {
+    assert_eq!(
+        error("[operations.\"config::overridable\"]\nbase_ms = \"soon\"\ncap_ms = 0"),
+        "<toml>:2:11: `base_ms` must be an integer, like `base_ms = 100`"
+    );
+    assert_eq!(
+        error("[operations.\"config::once\"]\njitter = \"gaussian\"\nmax_attempts = 3"),
+        r#"<toml>:2:10: `jitter` must be one of: "full", "equal", "decorrelated", "none""#
+    );
+    // Alone, each of those is a problem the check finds.
+    assert_eq!(
+        error("[operations.\"config::overridable\"]\ncap_ms = 0"),
+        "<toml>:2:10: `base_ms` must not exceed `cap_ms` (1 > 0)"
+    );
+    assert!(error("[operations.\"config::once\"]\nmax_attempts = 3").contains("has no retry loop"));
+}
+
 #[test]
 fn loading_refuses_a_guard_that_exists_and_reloading_changes_it() {
     let registry = Registry::new();

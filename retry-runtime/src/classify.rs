@@ -403,6 +403,7 @@ mod tests {
         }
     }
 
+    #[cfg(any(feature = "reqwest", feature = "tower"))]
     #[test]
     fn retry_after_lines_read_as_their_merge() {
         let joined = |lines: &[Option<&str>]| retry_after_lines(lines.iter().copied()).map(String::from);

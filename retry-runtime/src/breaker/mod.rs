@@ -19,6 +19,7 @@ mod announce;
 mod config;
 mod control;
 mod guard;
+mod outcome;
 mod permit;
 mod state;
 mod window;
@@ -48,8 +49,9 @@ use tokio::time::Instant;
 
 pub(crate) use config::Hooks;
 pub use config::{BreakerConfig, BreakerState, BreakerTransition, TransitionHook};
+pub use outcome::Outcome;
 pub use permit::BreakerPermit;
-pub use state::{Admission, BreakerCore, Outcome, Ticket, Transition};
+pub use state::{Admission, BreakerCore, Ticket, Transition};
 
 use crate::config::ConfigError;
 use crate::counter::PerThreadCounter;

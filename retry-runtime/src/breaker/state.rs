@@ -9,19 +9,9 @@
 
 use std::time::Duration;
 
+use super::outcome::Outcome;
 use super::window::FailureWindow;
 use super::{BreakerConfig, BreakerState};
-
-/// How an admitted attempt ended, from the breaker's point of view.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Outcome {
-    /// The call succeeded.
-    Success,
-    /// A transient or throttled failure, an attempt timeout or a deadline cut.
-    Failure,
-    /// A permanent error: says nothing about the dependency's health.
-    Neutral,
-}
 
 /// What the breaker answers when asked to admit an attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

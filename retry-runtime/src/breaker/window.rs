@@ -13,7 +13,8 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::{BreakerConfig, Outcome};
+use super::BreakerConfig;
+use super::outcome::Outcome;
 
 /// How many slices the failure-rate window is cut into.
 const RATE_SLICES: u32 = 10;

@@ -34,238 +34,176 @@
 //! table is its whole configuration: keys left out take the defaults. An
 //! operation's table overrides only the keys it gives. With feature
 //! `redis`, a `[fleet]` table and `fleet = true` on breakers and budgets
-//! share them with a fleet (see `fleet.rs` here and
-//! `FleetConfig::from_file`).
+//! share them with a fleet (read in `parse/fleet.rs`, checked in
+//! `check/fleet.rs`, joined with `FleetConfig::from_file` and
+//! `Registry::join_fleet`).
 //!
 //! The file is read with the `toml` crate's spanned document API rather than
 //! `serde` derive: every key and value keeps its position, so each error
 //! says where it is (`stormproof.toml:7:1`) and an unknown key gets the
 //! closest known one suggested, which `deny_unknown_fields` cannot do.
+//!
+//! # Steps
+//!
+//! A file's text goes one way, a module for each step, each using only
+//! the steps before it:
+//!
+//! 1. `read`: the file from disk, only a regular file of at most 1 MiB in
+//!    UTF-8 (a path is an operator's, and a mistake in it must not hang or
+//!    fill the service).
+//! 2. `parse`: the TOML text into typed tables that keep where each name,
+//!    key and value is, each table judged on its own.
+//! 3. `check`: the tables against each other, the registry's current
+//!    guards and the compiled functions; every problem of the file,
+//!    parse's with these, found in one pass and reported together.
+//!    Nothing is changed.
+//! 4. `apply`: the changes, all or nothing, keeping every guard's state,
+//!    and what changed reported.
+//!
+//! `problems` (a file's problems, placed by line and column) sits below
+//! them all, and this module strings them together
+//! (`Registry::load_toml` and the rest). They are apart so that each
+//! answers one question: what the file says (parse), whether it can be
+//! applied here and now (check), and the change itself (apply), which
+//! then never meets a problem a check could have found, and a check
+//! never changes anything it would have to undo.
 
 mod apply;
-mod declare;
-mod fleet;
-mod overrides;
+mod check;
 mod parse;
+mod problems;
 mod read;
-mod report;
-mod tables;
-mod values;
 
-pub use report::{Change, Refusal, ReloadReport};
+pub use apply::{Change, Refusal, ReloadReport};
+pub use problems::{ConfigFileError, Problem};
 
 use std::fmt;
-use std::ops::Range;
-use std::time::Duration;
+use std::path::Path;
 
-use crate::backoff::Jitter;
-use crate::breaker::BreakerConfig;
-use crate::budget::BudgetConfig;
-use crate::bulkhead::BulkheadConfig;
-use crate::rate_limit::RateLimitConfig;
-use crate::throttle::ThrottleConfig;
+#[cfg(feature = "redis")]
+use crate::fleet::FleetConfig;
+use crate::registry::Registry;
+pub(crate) use problems::{Problems, Span};
 
-pub(crate) use parse::parse;
-
-/// A configuration file that could not be used: every problem in it, with
-/// where it is. Nothing was applied.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigFileError {
-    /// The file's name (`<toml>` for a string).
-    pub file: String,
-    /// Each problem, in the order of the file.
-    pub problems: Vec<Problem>,
+/// Whether a file declares guards (a first load) or changes them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Load,
+    Reload,
 }
 
-/// One problem of a configuration file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    /// 1-based line; 0 when the problem is the whole file's (it could not
-    /// be read), which has no position.
-    pub line: usize,
-    /// 1-based column (in characters); 0 with `line`.
-    pub column: usize,
-    /// The key it is about, when there is one.
-    pub field: Option<String>,
-    /// What is wrong, in one sentence.
-    pub message: String,
-}
-
-impl fmt::Display for ConfigFileError {
+impl fmt::Display for Mode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let lines: Vec<String> = self
-            .problems
-            .iter()
-            .map(|p| match p.line {
-                0 => format!("{}: {}", self.file, p.message),
-                line => format!("{}:{}:{}: {}", self.file, line, p.column, p.message),
-            })
-            .collect();
-        f.write_str(&lines.join("\n"))
+        f.write_str(match self {
+            Mode::Load => "load",
+            Mode::Reload => "reload",
+        })
     }
 }
 
-impl std::error::Error for ConfigFileError {}
-
-/// Where in the text a key or value is.
-pub(crate) type Span = Range<usize>;
-
-/// A validated file, with the positions later checks point at.
-#[derive(Debug, Default)]
-pub(crate) struct ConfigFile {
-    pub(crate) breakers: Vec<Named<BreakerConfig>>,
-    pub(crate) budgets: Vec<Named<BudgetConfig>>,
-    pub(crate) bulkheads: Vec<Named<BulkheadConfig>>,
-    pub(crate) throttles: Vec<Named<ThrottleConfig>>,
-    pub(crate) rate_limits: Vec<Named<RateLimitConfig>>,
-    pub(crate) operations: Vec<Named<OperationOverride>>,
-    /// The `[fleet]` table, if any and valid (feature `redis`).
-    pub(crate) fleet: Option<fleet::FleetTable>,
-    /// Whether the file has a `[fleet]` table, valid or not.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    pub(crate) fleet_given: bool,
-}
-
-/// A table of the file: its name, where the name is, and what it says.
-#[derive(Debug)]
-pub(crate) struct Named<T> {
-    pub(crate) name: String,
-    pub(crate) span: Span,
-    pub(crate) value: T,
-    /// `fleet = true | false` and where, on the kinds that have the key
-    /// (always `None` without feature `redis`: the key is a problem there).
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    pub(crate) fleet: Option<(bool, Span)>,
-    /// Where the value of each key the table gives is, for checks made
-    /// once the registry is known.
-    pub(crate) keys: Vec<(String, Span)>,
-}
-
-impl<T> Named<T> {
-    /// Where `key`'s value is, or the table's name when the key is left out.
-    pub(crate) fn at(&self, key: &str) -> (Span, &'static str) {
-        match self.keys.iter().find(|(k, _)| k == key) {
-            Some((_, span)) => (span.clone(), ""),
-            None => (self.span.clone(), " (the default)"),
-        }
+impl Registry {
+    /// Declares every guard and operation override of a TOML text (see the
+    /// schema in the crate docs), beside those already in force (a second
+    /// file adds to the first). A guard already declared, or an operation
+    /// that already has an override, is an error: use
+    /// [`reload_toml`](Self::reload_toml) to change it. A guard that a call
+    /// created with the defaults (it named one never declared) takes the
+    /// file's settings and its state is kept, as on a reload. Nothing is applied
+    /// from a text with any error; every error says where it is.
+    ///
+    /// ```
+    /// # use stormproof_runtime as stormproof;
+    /// use stormproof::Registry;
+    /// let registry = Registry::new();
+    /// registry.load_toml("[breakers.payment]\nfailure_threshold = 8\nopen_for_ms = 5_000").unwrap();
+    /// assert_eq!(registry.breaker("payment").unwrap().config().failure_threshold, 8);
+    ///
+    /// let err = Registry::new().load_toml("[breakers.payment]\nfailure_threshold = 0").unwrap_err();
+    /// assert_eq!(err.to_string(), "<toml>:2:21: `failure_threshold` must be greater than zero");
+    /// ```
+    pub fn load_toml(&self, text: &str) -> Result<(), ConfigFileError> {
+        self.configure(text, "<toml>", Mode::Load).map(drop)
     }
 
-    /// Places a guard's refusal of the table's settings at the key that
-    /// set the refused field (or at the table's name, for a default),
-    /// after `whose`, which says whose settings they are.
-    pub(crate) fn refused(
-        &self,
-        whose: impl fmt::Display,
-        error: crate::ConfigError,
-        problems: &mut Problems<'_>,
-    ) {
-        let key = values::key_of(error.field);
-        let (span, note) = self.at(&key);
-        problems.push(&span, Some(&key), format!("{whose}`{key}`{note} {}", error.problem));
-    }
-}
-
-/// The keys an `[operations."..."]` table gives, each with where it is.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct OperationOverride {
-    pub(crate) max_attempts: Option<(u32, Span)>,
-    pub(crate) base: Option<(Duration, Span)>,
-    pub(crate) cap: Option<(Duration, Span)>,
-    pub(crate) jitter: Option<(Jitter, Span)>,
-    pub(crate) attempt_timeout: Option<(Duration, Span)>,
-    pub(crate) deadline: Option<(Duration, Span)>,
-}
-
-/// Collects problems, each placed at a span of `text`.
-pub(crate) struct Problems<'t> {
-    text: &'t str,
-    file: String,
-    /// Each problem's byte offset, field and message: placed (line and
-    /// column) only once they are sorted, in one pass over the text.
-    found: Vec<(usize, Option<String>, String)>,
-}
-
-impl<'t> Problems<'t> {
-    pub(crate) fn new(text: &'t str, file: &str) -> Self {
-        Problems { text, file: file.to_owned(), found: Vec::new() }
+    /// [`load_toml`](Self::load_toml) from a file.
+    ///
+    /// Only a regular file is read (links are followed), of at most 1 MiB,
+    /// in UTF-8: a FIFO, a device, a directory, a larger file or bytes that
+    /// are not UTF-8 are an error naming the path and what it found (the
+    /// line and column of a bad byte), and nothing is applied. A FIFO with
+    /// no writer is refused at once rather than waited on.
+    pub fn load_file(&self, path: impl AsRef<Path>) -> Result<(), ConfigFileError> {
+        let (text, name) = read::read(path.as_ref())?;
+        self.configure(&text, &name, Mode::Load).map(drop)
     }
 
-    /// A problem about `field` (if any) at `span`.
-    pub(crate) fn push(&mut self, span: &Span, field: Option<&str>, message: impl Into<String>) {
-        self.found.push((span.start, field.map(str::to_owned), message.into()));
+    /// Applies a changed TOML text, all or nothing, keeping every guard's
+    /// state: an open breaker stays open (its remaining time recomputed from
+    /// the new `open_for_ms`), its failure history is kept and judged by the
+    /// new threshold at the next event, budget tokens are kept (clamped to
+    /// a smaller capacity), a bulkhead is resized without touching permits
+    /// in use. Guards the text does not mention keep their settings; new
+    /// ones are declared. Operation overrides become the text's: one it no
+    /// longer has is removed, and the function runs on its compiled
+    /// settings again from its next call. Returns what changed.
+    ///
+    /// ```
+    /// # use stormproof_runtime as stormproof;
+    /// use stormproof::Registry;
+    /// let registry = Registry::new();
+    /// registry.load_toml("[budgets.db]\ncapacity = 50").unwrap();
+    /// let report = registry.reload_toml("[budgets.db]\ncapacity = 20").unwrap();
+    /// assert_eq!(report.to_string(), "budget `db`: capacity 50 -> 20");
+    /// ```
+    pub fn reload_toml(&self, text: &str) -> Result<ReloadReport, ConfigFileError> {
+        self.configure(text, "<toml>", Mode::Reload)
     }
 
-    pub(crate) fn len(&self) -> usize {
-        self.found.len()
+    /// [`reload_toml`](Self::reload_toml) from a file, read as
+    /// [`load_file`](Self::load_file) reads it: a path refused there leaves
+    /// the running configuration as it was.
+    pub fn reload_file(&self, path: impl AsRef<Path>) -> Result<ReloadReport, ConfigFileError> {
+        let (text, name) = read::read(path.as_ref())?;
+        self.configure(&text, &name, Mode::Reload)
     }
 
-    /// `Ok(value)` when nothing was found, else every problem in file order.
-    pub(crate) fn finish<T>(mut self, value: T) -> Result<T, ConfigFileError> {
-        if self.found.is_empty() {
-            return Ok(value);
-        }
-        self.found.sort_by_key(|(at, _, _)| *at);
-        // Placed from the start of the text each, the problems of a file
-        // with many took time quadratic in its size (40,000 unknown keys,
-        // 430 KB: 20 s); in file order, each from the one before.
-        let mut cursor = Cursor::new(self.text);
-        let problems = self
-            .found
-            .into_iter()
-            .map(|(at, field, message)| {
-                let (line, column) = cursor.advance_to(at);
-                Problem { line, column, field, message }
-            })
-            .collect();
-        Err(ConfigFileError { file: self.file, problems })
+    /// A file's text, named `name` in its errors, through the steps:
+    /// parsed, then checked and applied under `applying()`, one file at a
+    /// time, so that the checks and the changes after them see the same
+    /// registry.
+    fn configure(&self, text: &str, name: &str, mode: Mode) -> Result<ReloadReport, ConfigFileError> {
+        let parsed = parse::parse(text, name)?;
+        let _applying = self.applying();
+        let checked = check::check(self, parsed, mode)?;
+        apply::apply(self, checked, mode, Problems::new(text, name))
     }
 }
 
-/// The 1-based line and column (in characters) of increasing byte offsets
-/// of a text, each counted on from the one before.
-struct Cursor<'t> {
-    text: &'t str,
-    at: usize,
-    line: usize,
-    column: usize,
-    /// How many bytes all the calls have read, for the test that they read
-    /// the text once.
-    #[cfg(test)]
-    read: usize,
-}
-
-impl<'t> Cursor<'t> {
-    fn new(text: &'t str) -> Self {
-        Cursor {
-            text,
-            at: 0,
-            line: 1,
-            column: 1,
-            #[cfg(test)]
-            read: 0,
-        }
+#[cfg(feature = "redis")]
+impl FleetConfig {
+    /// The fleet a configuration text declares (its `[fleet]` table and
+    /// the guards with `fleet = true`), or `None` when it has no
+    /// `[fleet]` table. The whole text is checked, as
+    /// [`Registry::load_toml`](crate::Registry::load_toml) checks it.
+    ///
+    /// ```
+    /// # use stormproof_runtime as stormproof;
+    /// use std::time::Duration;
+    /// use stormproof::fleet::FleetConfig;
+    /// let text = "[fleet]\nurl = \"redis://10.0.0.5:6379/\"\nsync_every_ms = 200\n\n[breakers.payment]\nfleet = true\n";
+    /// let config = FleetConfig::from_toml(text).unwrap().unwrap();
+    /// assert_eq!((config.sync_every, config.breakers), (Duration::from_millis(200), vec!["payment".to_owned()]));
+    /// assert_eq!(FleetConfig::from_toml("[breakers.payment]").unwrap(), None);
+    /// ```
+    pub fn from_toml(text: &str) -> Result<Option<FleetConfig>, ConfigFileError> {
+        check::declared_fleet(parse::parse(text, "<toml>")?)
     }
 
-    /// The line and column of byte `at` (not before the last one asked).
-    fn advance_to(&mut self, at: usize) -> (usize, usize) {
-        let at = at.min(self.text.len());
-        // A span from the parser always falls on a character boundary; clamp
-        // to one anyway rather than panic on an odd span.
-        let at = (self.at..=at).rev().find(|i| self.text.is_char_boundary(*i)).unwrap_or(self.at);
-        let passed = &self.text[self.at..at];
-        #[cfg(test)]
-        {
-            self.read += passed.len();
-        }
-        match passed.rfind('\n') {
-            Some(last) => {
-                self.line += passed.matches('\n').count();
-                self.column = passed[last + 1..].chars().count() + 1;
-            }
-            None => self.column += passed.chars().count(),
-        }
-        self.at = at;
-        (self.line, self.column)
+    /// [`from_toml`](Self::from_toml) from a file, read as
+    /// [`Registry::load_file`](crate::Registry::load_file) reads it (a regular file of at most 1 MiB, in UTF-8).
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Option<FleetConfig>, ConfigFileError> {
+        let (text, name) = read::read(path.as_ref())?;
+        check::declared_fleet(parse::parse(&text, &name)?)
     }
 }
 
@@ -286,53 +224,4 @@ fn while_a_fleet_shares_dep(registry: &crate::Registry, body: impl AsyncFnOnce()
         body().await;
         fleet.leave().await;
     });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn positions_are_one_based_and_count_characters() {
-        let text = "a = 1\n[é]\nbé = 2";
-        let mut cursor = Cursor::new(text);
-        assert_eq!(cursor.advance_to(0), (1, 1));
-        assert_eq!(cursor.advance_to(0), (1, 1), "twice the same offset");
-        assert_eq!(cursor.advance_to(6), (2, 1));
-        assert_eq!(cursor.advance_to(8), (2, 2), "inside é: at its start");
-        assert_eq!(cursor.advance_to(9), (2, 3), "é is one character");
-        assert_eq!(cursor.advance_to(text.find("= 2").unwrap()), (3, 4));
-        assert_eq!(cursor.advance_to(10_000), (3, 7), "past the end: at the end");
-    }
-
-    /// The place of `at` in `text`, counted from its start.
-    fn place(text: &str, at: usize) -> (usize, usize) {
-        let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
-        (text[..at].matches('\n').count() + 1, text[line_start..at].chars().count() + 1)
-    }
-
-    /// Problems are placed in one pass over the text, whatever their number
-    /// and the order they were found in: each counted from the start, a
-    /// file of 40,000 unknown keys (430 KB) took 20 s to refuse.
-    #[test]
-    fn many_problems_are_placed_in_one_pass_over_the_text() {
-        let many = 1_000;
-        let lines: String = (0..many).map(|i| format!("k{i} = 1\n")).collect();
-        let inline: String = (0..many).map(|i| format!("k{i} = 1, ")).collect();
-        for text in [lines, format!("x = {{ {inline} }}")] {
-            let mut problems = Problems::new(&text, "<toml>");
-            let at: Vec<usize> = text.match_indices('k').map(|(at, _)| at).collect();
-            for &at in at.iter().rev() {
-                problems.push(&(at..at + 1), Some("k"), "unknown");
-            }
-            let err = problems.finish(()).unwrap_err();
-            let placed: Vec<_> = err.problems.iter().map(|p| (p.line, p.column)).collect();
-            assert_eq!(placed, at.iter().map(|&at| place(&text, at)).collect::<Vec<_>>(), "in file order");
-            let mut cursor = Cursor::new(&text);
-            for &at in &at {
-                cursor.advance_to(at);
-            }
-            assert!(cursor.read <= text.len(), "read {} bytes of {}", cursor.read, text.len());
-        }
-    }
 }

@@ -12,7 +12,7 @@ use std::fs::{File, Metadata};
 use std::io::Read;
 use std::path::Path;
 
-use super::{ConfigFileError, Cursor, Problem};
+use super::problems::{ConfigFileError, Cursor, Problem};
 
 /// The largest configuration file read: 1 MiB, hundreds of times what any
 /// set of guards and operations needs.

@@ -8,8 +8,11 @@ use crate::budget::BudgetConfig;
 use crate::bulkhead::{AdaptiveLimit, BulkheadConfig};
 use crate::throttle::ThrottleConfig;
 
+// For doc links only. The report is linked by its path instead: report.rs
+// uses these settings, so an import of it here would make the two modules
+// use each other.
 #[allow(unused_imports)]
-use super::{HerdReport, simulate};
+use super::simulate;
 
 /// How the simulated dependency decides whether an attempt succeeds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -238,7 +241,8 @@ pub struct HerdConfig {
     pub first_wait_index: u32,
     /// The delay of each network leg.
     pub latency: Latency,
-    /// The bucket width for [`HerdReport::peak_load`]. Must be positive. Default 10 ms.
+    /// The bucket width for [`HerdReport::peak_load`](super::HerdReport::peak_load). Must be
+    /// positive. Default 10 ms.
     pub bucket: Duration,
     /// The shared retry budget of [`Strategy::Recommended`].
     pub budget: BudgetConfig,

@@ -368,12 +368,6 @@ impl Answers for ClientAnswers<'_> {
     }
 }
 
-/// A `Duration` from nanoseconds, saturating at `Duration::MAX`.
-pub(crate) fn nanos(n: u128) -> Duration {
-    let secs = u64::try_from(n / 1_000_000_000).unwrap_or(u64::MAX);
-    Duration::new(secs, (n % 1_000_000_000) as u32)
-}
-
 pub(super) fn millis(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }

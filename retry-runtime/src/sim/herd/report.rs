@@ -3,7 +3,6 @@
 use std::time::Duration;
 
 use super::config::{Model, Strategy};
-use super::engine::nanos;
 #[allow(unused_imports)]
 use crate::sim::peak_in_bucket;
 
@@ -186,6 +185,13 @@ impl super::engine::Run<'_> {
             end: self.end,
         }
     }
+}
+
+/// A `Duration` from nanoseconds, saturating at `Duration::MAX`: where a
+/// bucket of [`HerdReport::load_by_bucket`] starts.
+pub(super) fn nanos(n: u128) -> Duration {
+    let secs = u64::try_from(n / 1_000_000_000).unwrap_or(u64::MAX);
+    Duration::new(secs, (n % 1_000_000_000) as u32)
 }
 
 #[cfg(test)]

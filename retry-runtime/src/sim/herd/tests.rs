@@ -6,7 +6,7 @@ use crate::breaker::BreakerConfig;
 use crate::budget::TokenBucket;
 use crate::bulkhead::{AdaptiveLimit, BulkheadConfig};
 use crate::throttle::ThrottleConfig;
-use engine::nanos;
+use report::nanos;
 
 fn ms(v: u64) -> Duration {
     Duration::from_millis(v)

@@ -1,26 +1,129 @@
-//! Reading the file: every section and key checked against what it may be,
-//! every problem placed where it is. The values of one table are read in
-//! `tables` (guards) and `fleet` (the fleet); this module walks the file.
+//! Parsing: a file's TOML text into typed tables that keep where each
+//! name, key and value is. Every section and key is checked against what
+//! it may be, every value read into what its key sets, and every problem
+//! placed where it is. The values of one table are read in `values`; a
+//! guard's table becomes the guard's config in `tables`, checked as the
+//! guard's constructor checks it; the fleet's table and `fleet` keys are
+//! read in `fleet`. This module walks the file.
+//!
+//! What a table says on its own is parse's to judge; what it asks of the
+//! rest of the file, of the registry and of the compiled functions is the
+//! check step's, which reads these tables and nothing of the TOML. Only
+//! text that is not TOML stops here; every other problem goes on, in
+//! `Parsed`, to be reported with the check's.
+
+pub(super) mod fleet;
+mod tables;
+pub(super) mod values;
+
+use std::fmt;
+use std::time::Duration;
 
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-use super::fleet::{cross_check, guard_flag, section as fleet_section};
-use super::tables::{
+use super::{ConfigFileError, Problems, Span};
+use crate::backoff::Jitter;
+use crate::breaker::BreakerConfig;
+use crate::budget::BudgetConfig;
+use crate::bulkhead::BulkheadConfig;
+use crate::rate_limit::RateLimitConfig;
+use crate::throttle::ThrottleConfig;
+use fleet::{FleetTable, guard_flag, section as fleet_section};
+use tables::{
     BREAKER_KEYS, BUDGET_KEYS, BULKHEAD_KEYS, RATE_LIMIT_KEYS, THROTTLE_KEYS, breaker, budget, bulkhead,
     rate_limit, throttle,
 };
-use super::values::{Entry, count, millis, unknown_key};
-use super::{ConfigFile, ConfigFileError, Named, OperationOverride, Problems, Span};
-use crate::backoff::Jitter;
+use values::{Entry, count, millis, unknown_key};
 
 const SECTIONS: &[&str] =
     &["breakers", "budgets", "bulkheads", "throttles", "rate_limits", "operations", "fleet"];
 const OPERATION_KEYS: &[&str] =
     &["max_attempts", "base_ms", "cap_ms", "jitter", "attempt_timeout_ms", "deadline_ms"];
 
-/// Reads `text` (named `file` in errors) into a checked [`ConfigFile`].
-pub(crate) fn parse(text: &str, file: &str) -> Result<ConfigFile, ConfigFileError> {
+/// A file's tables as parse read them, with the positions the checks
+/// point at.
+#[derive(Debug, Default)]
+pub(crate) struct ConfigFile {
+    pub(crate) breakers: Vec<Named<BreakerConfig>>,
+    pub(crate) budgets: Vec<Named<BudgetConfig>>,
+    pub(crate) bulkheads: Vec<Named<BulkheadConfig>>,
+    pub(crate) throttles: Vec<Named<ThrottleConfig>>,
+    pub(crate) rate_limits: Vec<Named<RateLimitConfig>>,
+    pub(crate) operations: Vec<Named<OperationOverride>>,
+    /// The `[fleet]` table, if any and valid (feature `redis`).
+    pub(crate) fleet: Option<FleetTable>,
+    /// Whether the file has a `[fleet]` table, valid or not.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fleet_given: bool,
+}
+
+/// A table of the file: its name, where the name is, and what it says.
+#[derive(Debug)]
+pub(crate) struct Named<T> {
+    pub(crate) name: String,
+    pub(crate) span: Span,
+    pub(crate) value: T,
+    /// `fleet = true | false` and where, on the kinds that have the key
+    /// (always `None` without feature `redis`: the key is a problem there).
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fleet: Option<(bool, Span)>,
+    /// Where the value of each key the table gives is, for checks made
+    /// once the registry is known.
+    pub(crate) keys: Vec<(String, Span)>,
+}
+
+impl<T> Named<T> {
+    /// Where `key`'s value is, or the table's name when the key is left out.
+    pub(crate) fn at(&self, key: &str) -> (Span, &'static str) {
+        match self.keys.iter().find(|(k, _)| k == key) {
+            Some((_, span)) => (span.clone(), ""),
+            None => (self.span.clone(), " (the default)"),
+        }
+    }
+
+    /// Places a guard's refusal of the table's settings at the key that
+    /// set the refused field (or at the table's name, for a default),
+    /// after `whose`, which says whose settings they are.
+    pub(crate) fn refused(
+        &self,
+        whose: impl fmt::Display,
+        error: crate::ConfigError,
+        problems: &mut Problems<'_>,
+    ) {
+        let key = values::key_of(error.field);
+        let (span, note) = self.at(&key);
+        problems.push(&span, Some(&key), format!("{whose}`{key}`{note} {}", error.problem));
+    }
+}
+
+/// The keys an `[operations."..."]` table gives, each with where it is.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct OperationOverride {
+    pub(crate) max_attempts: Option<(u32, Span)>,
+    pub(crate) base: Option<(Duration, Span)>,
+    pub(crate) cap: Option<(Duration, Span)>,
+    pub(crate) jitter: Option<(Jitter, Span)>,
+    pub(crate) attempt_timeout: Option<(Duration, Span)>,
+    pub(crate) deadline: Option<(Duration, Span)>,
+}
+
+/// What parse made of a file: the tables it read, and the problems it
+/// found, for the check step to add its own to and report them all in one
+/// pass.
+pub(crate) struct Parsed<'t> {
+    /// Every table read whole: one whose values could not all be read is
+    /// left out, so that no check blames a default for what the file got
+    /// wrong. (A table with an unknown key is kept: the keys it knows were
+    /// read.)
+    pub(crate) file: ConfigFile,
+    /// The problems found so far, each placed in the file's text.
+    pub(crate) problems: Problems<'t>,
+}
+
+/// Reads `text` (named `file` in errors) into typed tables. Only text that
+/// is not TOML is refused here: it has no tables to check.
+pub(crate) fn parse<'t>(text: &'t str, file: &str) -> Result<Parsed<'t>, ConfigFileError> {
     let mut problems = Problems::new(text, file);
     let document = match DeTable::parse(text) {
         Ok(document) => document,
@@ -33,7 +136,7 @@ pub(crate) fn parse(text: &str, file: &str) -> Result<ConfigFile, ConfigFileErro
                 None => format!("not valid TOML: {}", error.message()),
             };
             problems.push(&span, key.as_deref(), message);
-            return problems.finish(ConfigFile::default());
+            return Err(problems.finish(()).expect_err("the problem just pushed"));
         }
     };
     let mut parsed = ConfigFile::default();
@@ -59,8 +162,7 @@ pub(crate) fn parse(text: &str, file: &str) -> Result<ConfigFile, ConfigFileErro
             _ => parsed.operations = guards(tables, OPERATION_KEYS, operation, p),
         }
     }
-    cross_check(&parsed, &mut problems);
-    problems.finish(parsed)
+    Ok(Parsed { file: parsed, problems })
 }
 
 /// The key written at `span` of `text` (bare, or quoted with its escapes
@@ -117,7 +219,10 @@ fn named_tables<'t>(
 }
 
 /// Each named table read by `read`, its keys checked against `keys` first;
-/// `fleet`, where `keys` has it, read here for every kind that has it.
+/// `fleet`, where `keys` has it, read here for every kind that has it. A
+/// table whose `fleet` could not be read is left out with the others that
+/// could not be read: whether the fleet shares it is unknown, and a check
+/// would take it for local.
 fn guards<T>(
     tables: Vec<(String, Span, &DeTable<'_>)>,
     keys: &[&str],
@@ -133,8 +238,12 @@ fn guards<T>(
                 unknown_key(problems, &key.span(), key_name, keys, "a key here");
             }
         }
+        let at = problems.len();
         let fleet = if keys.contains(&"fleet") { guard_flag(&entries, problems) } else { None };
-        if let Some(value) = read(&entries, &span, problems) {
+        let fleet_read = problems.len() == at;
+        if let Some(value) = read(&entries, &span, problems)
+            && fleet_read
+        {
             let keys = entries.iter().map(|(k, v)| (k.get_ref().to_string(), v.span())).collect();
             out.push(Named { name, span, value, fleet, keys });
         }
@@ -143,8 +252,12 @@ fn guards<T>(
 }
 
 /// An operation's keys; their checks against each other and against the
-/// compiled function happen where the function is known (the registry).
+/// compiled function are the check step's, which knows the function. A
+/// table with a value that could not be read is left out, as a guard's
+/// is: the check would take that key from the compiled function and blame
+/// it for what the file got wrong.
 fn operation(entries: &[Entry<'_>], _table: &Span, problems: &mut Problems<'_>) -> Option<OperationOverride> {
+    let before = problems.len();
     let jitter = entries.iter().find(|(k, _)| k.get_ref().as_ref() == "jitter").and_then(|(_, value)| {
         let parsed = match value.get_ref() {
             DeValue::String(name) => name.parse::<Jitter>().ok(),
@@ -156,12 +269,13 @@ fn operation(entries: &[Entry<'_>], _table: &Span, problems: &mut Problems<'_>) 
         }
         Some((parsed?, value.span()))
     });
-    Some(OperationOverride {
+    let operation = OperationOverride {
         max_attempts: count(entries, "max_attempts", problems),
         base: millis(entries, "base_ms", problems),
         cap: millis(entries, "cap_ms", problems),
         jitter,
         attempt_timeout: millis(entries, "attempt_timeout_ms", problems),
         deadline: millis(entries, "deadline_ms", problems),
-    })
+    };
+    (problems.len() == before).then_some(operation)
 }

@@ -7,16 +7,18 @@
 
 use std::sync::Arc;
 
-use super::apply::{Mode, reconfigure, refuse};
+use super::reconfigure;
 use super::report::{
     Refusal, ReloadReport, breaker_diff, budget_diff, bulkhead_diff, rate_limit_diff, throttle_diff,
 };
-use super::values::key_of;
-use super::{ConfigFile, ConfigFileError, Named, Problems};
 use crate::breaker::{BreakerConfig, CircuitBreaker};
 use crate::budget::{BudgetConfig, RetryBudget};
 use crate::bulkhead::{Bulkhead, BulkheadConfig};
 use crate::config::ConfigError;
+use crate::file::check::refuse;
+use crate::file::parse::values::key_of;
+use crate::file::parse::{ConfigFile, Named};
+use crate::file::{ConfigFileError, Mode, Problems};
 use crate::rate_limit::{RateLimit, RateLimitConfig};
 use crate::registry::Registry;
 use crate::throttle::{Throttle, ThrottleConfig};
@@ -193,14 +195,15 @@ mod tests {
 
     use super::*;
     use crate::budget::RatioBudget;
-    use crate::file::parse;
+    use crate::file::parse::{Parsed, parse};
     use crate::registry::GuardKind;
 
     const FILE: &str = "[breakers.b]\nfailure_threshold = 3\n[budgets.r]\nratio = 0.3\n[bulkheads.h]\nmax_concurrent = 4\n[throttles.t]\nk = 1.5\n[rate_limits.l]\nmax_wait_ms = 5\n";
 
     fn declare(registry: &Registry, text: &str, mode: Mode) -> Result<ReloadReport, ConfigFileError> {
-        let parsed = parse(text, "<toml>").unwrap();
-        registry.declare_guards(&parsed, mode, Problems::new(text, "<toml>"))
+        let Parsed { file, problems } = parse(text, "<toml>").unwrap();
+        let file = problems.finish(file).unwrap();
+        registry.declare_guards(&file, mode, Problems::new(text, "<toml>"))
     }
 
     /// A call that names a guard after the file's checks creates it with

@@ -3,20 +3,21 @@
 
 use std::collections::HashMap;
 
-use super::{Named, OperationOverride, Problems, Span};
+use crate::file::parse::{Named, OperationOverride};
+use crate::file::{Problems, Span};
 use crate::operations;
 use crate::policy::{MAX_ATTEMPTS_LIMIT, Policy};
 use crate::settings::Settings;
 
 /// The first annotated function with this operation name.
-pub(super) fn compiled(name: &str) -> Option<&'static Policy> {
+pub(crate) fn compiled(name: &str) -> Option<&'static Policy> {
     operations::named(name).next()
 }
 
 /// Each operation's settings with its overrides applied, checked as the
 /// attribute checks its arguments, and against every compile-time promise
 /// of the functions of that name.
-pub(super) fn merged_operations(
+pub(crate) fn merged_operations(
     operations: &[Named<OperationOverride>],
     problems: &mut Problems<'_>,
 ) -> HashMap<String, Settings> {

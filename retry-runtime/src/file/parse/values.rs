@@ -6,8 +6,8 @@ use std::time::Duration;
 use toml::Spanned;
 use toml::de::DeValue;
 
-use super::{Problems, Span};
 use crate::config::ConfigError;
+use crate::file::{Problems, Span};
 use crate::suggest::closest;
 
 /// One `key = value` of a table, both with their positions.

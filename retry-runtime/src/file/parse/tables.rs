@@ -2,10 +2,10 @@
 //! (with an adaptive limit), throttles and rate limits.
 
 use super::values::{Entry, count, finish, integer, millis, number, span_of, text};
-use super::{Problems, Span};
 use crate::breaker::BreakerConfig;
 use crate::budget::{BudgetConfig, RatioBudget, TokenBucket};
 use crate::bulkhead::{AdaptiveLimit, BulkheadConfig};
+use crate::file::{Problems, Span};
 use crate::rate_limit::RateLimitConfig;
 use crate::throttle::ThrottleConfig;
 
