@@ -122,7 +122,10 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
             },
             quote!(#rt::Keyed(|| (#key_slot.take(), #slot, #handling))),
         ),
-        None => (quote!(let mut #call = ::core::option::Option::None;), quote!(#rt::Unkeyed(|| (#slot, #handling)))),
+        None => (
+            quote!(let mut #call = ::core::option::Option::None;),
+            quote!(#rt::Unkeyed(|| (#slot, #handling))),
+        ),
     };
     let parts = quote! {{
         #[allow(clippy::needless_borrow)]
@@ -190,8 +193,7 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         // the body names are dropped as the attempt ends, before a fallback runs (the
         // README says so, at "Fallback").
         let body = attempt_block(&item.sig, quote!(move), &[], &item.block);
-        let attempt_once =
-            one_attempt(body, quote!(#rt::Step::Done(::core::result::Result::Ok(#value))));
+        let attempt_once = one_attempt(body, quote!(#rt::Step::Done(::core::result::Result::Ok(#value))));
         quote! {
             match { #attempt_once } {
                 #rt::Step::Done(#result) => #result,
@@ -300,9 +302,13 @@ fn error_type_tokens(sig: &Signature, error_type: &ErrorType, rt: &TokenStream) 
 fn error_handling(plan: &Plan, error_ty: &TokenStream, error_span: Span, rt: &TokenStream) -> TokenStream {
     match &plan.classify {
         None => {
-            // The function itself, not its result: a handling of no size,
-            // made when an error is classified.
-            respan(quote!(#rt::by_traits::<#error_ty>), error_span)
+            // Its result, two function pointers, made when the call is built:
+            // the bound is then checked at this one call, and a missing trait
+            // is one error. (The function itself, a handling of no size,
+            // would carry the bound to every use of the handling's type, and
+            // repeat the error at each.)
+            let by_traits = respan(quote!(#rt::by_traits::<#error_ty>), error_span);
+            quote!(#by_traits())
         }
         Some(path) => {
             let new = respan(quote!(#rt::ClassifyWith::<#error_ty>::new), path.span());

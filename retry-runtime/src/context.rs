@@ -18,7 +18,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-
 /// Which task an attempt belongs to: tokio's id of the task polling it
 /// (`None` under `block_on`, which is not a task).
 type TaskMark = Option<tokio::task::Id>;

@@ -138,21 +138,6 @@ impl<E> ErrorHandling<E> for ClassifyWith<E> {
     }
 }
 
-/// The handling of `E` made when it is needed, by a function with no state
-/// (the attribute passes `by_traits::<E>` itself, not its result): the call
-/// then carries nothing for it until an error is classified.
-impl<E, F: Fn() -> ClassifyWith<E>> ErrorHandling<E> for F {
-    #[inline(always)]
-    fn class(&self, error: &E) -> ErrorClass {
-        self().class(error)
-    }
-
-    #[inline(always)]
-    fn reject(&self, rejection: Rejection) -> E {
-        self().reject(rejection)
-    }
-}
-
 /// Turns rejections into `E`: a `fn(Rejection) -> E`.
 #[diagnostic::on_unimplemented(
     message = "`{E}` cannot carry the retry loop's rejections",

@@ -12,9 +12,9 @@ use std::borrow::Cow;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::breaker::CircuitBreaker;
-use crate::guard::{Absent, Admission, AdmissionOf, Guard, GuardSet, Pending, PendingOf, Permits, PermitsOf};
 use crate::budget::RetryBudget;
 use crate::bulkhead::Bulkhead;
+use crate::guard::{Absent, Admission, AdmissionOf, Guard, GuardSet, Pending, PendingOf, Permits, PermitsOf};
 use crate::rate_limit::RateLimit;
 use crate::registry::{self, GuardKind, Registry};
 use crate::throttle::Throttle;
@@ -123,7 +123,7 @@ pub trait Slot<X: 'static> {
         X: Guard;
 }
 
-/// A slot the function names (see [`Slot`]): its guard is always there
+/// A slot the function names (see `guards::Slot`): its guard is always there
 /// (a name resolves to a guard, declared or made with the defaults).
 #[derive(Debug, Clone, Copy)]
 pub enum Named {}
@@ -133,7 +133,7 @@ pub enum Named {}
 #[derive(Debug, Clone, Copy)]
 pub enum Maybe {}
 
-/// A slot the function does not name (see [`Slot`]).
+/// A slot the function does not name (see `guards::Slot`).
 #[derive(Debug, Clone, Copy)]
 pub enum Unnamed {}
 
@@ -377,7 +377,8 @@ impl Guards {
 }
 
 /// The guards of a policy that names none.
-static NO_GUARDS: Guards = GuardSet { throttle: None, breaker: None, bulkhead: None, rate_limit: None, budget: None };
+static NO_GUARDS: Guards =
+    GuardSet { throttle: None, breaker: None, bulkhead: None, rate_limit: None, budget: None };
 
 impl Guards {
     /// The guards of a policy that names none, in any registry.

@@ -79,13 +79,13 @@ pub use breaker::{
 };
 pub use budget::{BudgetConfig, BudgetTotals, RatioBudget, RetryBudget, TokenBucket};
 pub use bulkhead::{AdaptiveLimit, Bulkhead, BulkheadConfig, BulkheadFull, BulkheadPermit, LimitCore};
+pub use call::{Attempt, Call, Classified, ClassifyInner, NoHedges, Step};
 pub use classify::{Classify, ErrorClass, parse_retry_after, parse_retry_after_at};
 pub use config::{ConfigError, PolicyError};
 pub use context::idempotency_key;
 pub use decision::StopReason;
 pub use error::ResilientError;
 pub use errors::Error;
-pub use call::{Attempt, Call, Classified, ClassifyInner, NoHedges, Step};
 #[cfg(feature = "config")]
 pub use file::{Change, ConfigFileError, Problem, Refusal, ReloadReport};
 pub use operations::{CheckReport, Undeclared, Unused};
@@ -101,15 +101,15 @@ pub use throttle::{Throttle, ThrottleConfig, ThrottleWindow};
 /// may change in any release.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::error::{
-        ByTraits, ClassifyWith, ConvertByFrom, ConvertByWrapping, ConvertNot, ErrorHandling, NoConverter,
-        RejectProbe, RejectionConverter,
-    };
     pub use crate::call::{
         Call, ErrorProbe, ForgetOtherError, Forgotten, KeepSendError, Kept, KeyFromDisplay, KeyFromInteger,
         KeyFromText, KeyProbe, KeyText, KeyWriter, LastError, Step, idempotency_key,
     };
     pub use crate::call::{Keyed, Unkeyed};
+    pub use crate::error::{
+        ByTraits, ClassifyWith, ConvertByFrom, ConvertByWrapping, ConvertNot, ErrorHandling, NoConverter,
+        RejectProbe, RejectionConverter,
+    };
     pub use crate::guards::{Named, Unnamed};
     pub use crate::operations::Operation;
     pub use crate::policy::AttributeConfig;

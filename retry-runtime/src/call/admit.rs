@@ -17,8 +17,8 @@ use std::task::{Context, Poll, ready};
 
 use tokio::time::{Instant, Sleep, sleep, timeout_at};
 
+use super::hedge::{Hedges, Round, RoundEnd, RoundSlot};
 use super::running::{Fields, Phase, Rare, RareProj, not_admitted_now, widen_admission};
-use super::hedge::{Hedges, Round, RoundEnd};
 use super::{Call, LastError, Step};
 use crate::error::ErrorHandling;
 use crate::guard::{Admission, AttemptKind, Pending};
@@ -28,7 +28,8 @@ use crate::rejection::Rejection;
 
 /// Admission's wait for a place or a turn: the attempt's permits, or the
 /// rejection that ends the call.
-pub(super) type Waiting<'p> = Pin<Box<dyn Future<Output = Result<GuardPermits, Rejection>> + Send + Sync + 'p>>;
+pub(super) type Waiting<'p> =
+    Pin<Box<dyn Future<Output = Result<GuardPermits, Rejection>> + Send + Sync + 'p>>;
 
 /// What a wait holds (the throttle's permit, a place), handed back if the
 /// wait is dropped before it ends in an admission.
@@ -68,7 +69,11 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     /// call ends (see `cannot_run`).
     #[cold]
     #[inline(never)]
-    pub(super) fn refused<T, E, Fut>(&mut self, mut attempt: Pin<&mut Option<Fut>>, rejection: Rejection) -> Step<T, E>
+    pub(super) fn refused<T, E, Fut>(
+        &mut self,
+        mut attempt: Pin<&mut Option<Fut>>,
+        rejection: Rejection,
+    ) -> Step<T, E>
     where
         H: ErrorHandling<E>,
         S: LastError<E>,
@@ -90,7 +95,9 @@ async fn wait_then_admit(
     let mut held = Held { guards: &guards, pending: Some(pending) };
     if let Some(Pending::Place { .. }) = held.pending {
         let Some(Pending::Place { throttle }) = held.pending.take() else { unreachable!("just seen") };
-        let Some(bulkhead) = &guards.bulkhead else { unreachable!("only a bulkhead asks to wait for a place") };
+        let Some(bulkhead) = &guards.bulkhead else {
+            unreachable!("only a bulkhead asks to wait for a place")
+        };
         let waited = match &deadline {
             None => bulkhead.place_waiting().await.map_err(|_| bulkhead_full(&guards)),
             Some((deadline, rejection)) => match timeout_at(*deadline, bulkhead.place_waiting()).await {
@@ -158,13 +165,14 @@ impl Guards {
 /// a round, the round, the backoff. `Ready(None)`: the attempt is admitted
 /// (its permits in place) and runs next.
 #[inline(never)]
-pub(super) fn poll_rare<T, E, S, H, Fut, M, V>(
-    parts: Fields<'_, '_, '_, S, H, Fut, M, V>,
+pub(super) fn poll_rare<'p, T, E, S, H, Fut, M, V, R>(
+    parts: Fields<'_, '_, 'p, S, H, Fut, M, V, R>,
     cx: &mut Context<'_>,
 ) -> Poll<Option<Step<T, E>>>
 where
     Fut: Future<Output = Result<T, E>>,
     M: Hedges<Fut>,
+    R: RoundSlot<'p, Fut>,
     H: ErrorHandling<E>,
     S: LastError<E>,
     V: Shape,
@@ -211,7 +219,8 @@ where
                 }
             }
             Phase::Waiting | Phase::WaitingRound => {
-                let Some(RareProj::Waiting { waiting }) = rare.as_mut().map(|rare| rare.as_mut().project()) else {
+                let Some(RareProj::Waiting { waiting }) = rare.as_mut().map(|rare| rare.as_mut().project())
+                else {
                     unreachable!("a wait in its box")
                 };
                 let admitted = ready!(waiting.as_mut().poll(cx));
@@ -231,10 +240,11 @@ where
                 }
             }
             Phase::Hedging => {
-                let Some(RareProj::Round { round }) = rare.as_mut().map(|rare| rare.as_mut().project()) else {
+                let Some(RareProj::Round { round }) = rare.as_mut().map(|rare| rare.as_mut().project())
+                else {
                     unreachable!("a round in its box")
                 };
-                let end = ready!(round.poll(call, hedges, cx));
+                let end = ready!(round.poll_round(call, hedges, cx));
                 *rare = None;
                 let step = match end {
                     RoundEnd::Won(value) => Step::Done(Ok(value)),
@@ -260,24 +270,30 @@ where
 
 /// The first attempt of a round is admitted: the round starts with it,
 /// counted as one attempt.
-fn start_round<'p, T, E, S, H, Fut, M, V>(
+fn start_round<'p, T, E, S, H, Fut, M, V, R>(
     call: &mut Call<'p, S, H, V>,
     phase: &mut Phase,
     admitted: GuardPermits,
-    rare: &mut Option<Pin<Box<Rare<'p, Fut>>>>,
+    rare: &mut Option<Pin<Box<Rare<'p, R>>>>,
     hedges: &mut M,
 ) where
     Fut: Future<Output = Result<T, E>>,
     M: Hedges<Fut>,
+    R: RoundSlot<'p, Fut>,
     S: LastError<E>,
     V: Shape,
 {
-    let Some(hedge) = call.settings().hedge else { unreachable!("a round is started only by a call that hedges") };
+    let Some(hedge) = call.settings().hedge else {
+        unreachable!("a round is started only by a call that hedges")
+    };
     call.begin_attempt::<E>();
     // Allocated first, so that the round is built in place rather than
     // beside it and copied in.
     let slot = Box::new_uninit();
-    *rare = Some(Box::into_pin(Box::write(slot, Rare::Round { round: Round::new(call, hedge, admitted, hedges.make()) })));
+    *rare = Some(Box::into_pin(Box::write(
+        slot,
+        Rare::Round { round: R::hold(Round::new(call, hedge, admitted, hedges.make())) },
+    )));
     *phase = Phase::Hedging;
 }
 

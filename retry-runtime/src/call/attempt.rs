@@ -11,7 +11,9 @@ use std::task::{Context, Poll};
 use pin_project_lite::pin_project;
 use tokio::time::Instant;
 
-use super::hedge::Hedges;
+use std::convert::Infallible;
+
+use super::hedge::{Hedges, Round, RoundSlot};
 use super::plain::Parts;
 use super::running::{Phase, Running};
 use super::{Call, LastError, Step};
@@ -25,17 +27,23 @@ pin_project! {
     /// One attempt of a [`Call`], and the backoff after it fails: the future
     /// [`Call::next`] and [`Call::attempt`] return (a plain call's first
     /// attempt is a [`PlainAttempt`](super::PlainAttempt)).
-    pub struct Attempt<'c, 'p, S, H, Fut: Future, M = NoHedges, V: Shape = AnyShape> {
+    pub struct Attempt<'c, 'p, S, H, Fut: Future, M = NoHedges, V: Shape = AnyShape, R = Infallible> {
         #[pin]
-        running: Running<'c, 'p, S, H, Fut, M, V>,
+        running: Running<'c, 'p, S, H, Fut, M, V, R>,
     }
 }
 
-impl<'c, 'p, S, H, Fut: Future, M, V: Shape> Attempt<'c, 'p, S, H, Fut, M, V> {
+impl<'c, 'p, S, H, Fut: Future, M, V: Shape, R> Attempt<'c, 'p, S, H, Fut, M, V, R> {
     /// An attempt of `call`, waiting out first the backoff a plain first
     /// attempt's failure left it (see `Call::after_plain`), if any.
     #[inline(always)]
-    fn of(call: &'c mut Call<'p, S, H, V>, phase: Phase, attempt: Option<Fut>, hedges: M, sent: Option<&'c OnceLock<Instant>>) -> Self {
+    fn of(
+        call: &'c mut Call<'p, S, H, V>,
+        phase: Phase,
+        attempt: Option<Fut>,
+        hedges: M,
+        sent: Option<&'c OnceLock<Instant>>,
+    ) -> Self {
         // The timer is armed as the wait starts, on the first poll: armed
         // here, it would be built apart and copied into place on every call.
         let phase = if call.backs_off_first() { phase.delayed() } else { phase };
@@ -68,7 +76,7 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         policy: &'p Policy,
         parts: P,
         make: M,
-    ) -> Attempt<'c, 'p, S, H, Fut, M, V>
+    ) -> Attempt<'c, 'p, S, H, Fut, M, V, Round<'p, Fut>>
     where
         Fut: Future,
         M: FnMut() -> Fut,
@@ -97,7 +105,7 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
 
     /// [`next_hedged`](Self::next_hedged) for a call built already.
     #[inline]
-    pub fn attempt_hedged<Fut, M>(&mut self, make: M) -> Attempt<'_, 'p, S, H, Fut, M, V>
+    pub fn attempt_hedged<Fut, M>(&mut self, make: M) -> Attempt<'_, 'p, S, H, Fut, M, V, Round<'p, Fut>>
     where
         Fut: Future,
         M: FnMut() -> Fut,
@@ -136,10 +144,11 @@ fn built<'c, 'p, S, H, V: Shape, P: Parts<S, H>>(
     }
 }
 
-impl<T, E, S, H, Fut, M, V> Future for Attempt<'_, '_, S, H, Fut, M, V>
+impl<'p, T, E, S, H, Fut, M, V, R> Future for Attempt<'_, 'p, S, H, Fut, M, V, R>
 where
     Fut: Future<Output = Result<T, E>>,
     M: Hedges<Fut>,
+    R: RoundSlot<'p, Fut>,
     V: Shape,
     H: ErrorHandling<E>,
     S: LastError<E>,

@@ -53,11 +53,6 @@ use crate::settings::Hedge;
 pub trait Hedges<Fut>: Sized {
     /// Makes one more attempt.
     fn make(&mut self) -> Fut;
-    /// The maker of a function that does not hedge (whose first attempt may
-    /// be a plain call's), made anew when that attempt fails.
-    fn not_hedged() -> Option<Self> {
-        None
-    }
 }
 
 /// The maker of a function that does not hedge: its one attempt is given.
@@ -68,11 +63,6 @@ impl<Fut> Hedges<Fut> for NoHedges {
     fn make(&mut self) -> Fut {
         unreachable!("an attempt that does not hedge is given, not made")
     }
-
-    #[inline(always)]
-    fn not_hedged() -> Option<Self> {
-        Some(NoHedges)
-    }
 }
 
 impl<Fut, M: FnMut() -> Fut> Hedges<Fut> for M {
@@ -82,8 +72,65 @@ impl<Fut, M: FnMut() -> Fut> Hedges<Fut> for M {
     }
 }
 
+/// How an attempt holds a round of hedged attempts, behind its box: as a
+/// [`Round`] when its function hedges, as nothing (`Infallible`) when it
+/// does not, so that such an attempt holds no error across a wait it never
+/// makes, and is `Send` whatever its error is.
+pub trait RoundSlot<'p, Fut: Future>: Sized {
+    /// `round`, as the attempt holds it.
+    fn hold(round: Round<'p, Fut>) -> Self;
+
+    /// Polls the round held (see `Round::poll`).
+    fn poll_round<T, E, S, H, V: Shape, M: Hedges<Fut>>(
+        self: Pin<&mut Self>,
+        call: &mut Call<'p, S, H, V>,
+        make: &mut M,
+        cx: &mut Context<'_>,
+    ) -> Poll<RoundEnd<T, E>>
+    where
+        Fut: Future<Output = Result<T, E>>,
+        H: ErrorHandling<E>;
+}
+
+impl<'p, Fut: Future> RoundSlot<'p, Fut> for std::convert::Infallible {
+    fn hold(_round: Round<'p, Fut>) -> Self {
+        unreachable!("a function that does not hedge runs no round")
+    }
+
+    fn poll_round<T, E, S, H, V: Shape, M: Hedges<Fut>>(
+        self: Pin<&mut Self>,
+        _call: &mut Call<'p, S, H, V>,
+        _make: &mut M,
+        _cx: &mut Context<'_>,
+    ) -> Poll<RoundEnd<T, E>> {
+        match *self.get_mut() {}
+    }
+}
+
+impl<'p, Fut: Future> RoundSlot<'p, Fut> for Round<'p, Fut> {
+    #[inline(always)]
+    fn hold(round: Round<'p, Fut>) -> Self {
+        round
+    }
+
+    #[inline]
+    fn poll_round<T, E, S, H, V: Shape, M: Hedges<Fut>>(
+        self: Pin<&mut Self>,
+        call: &mut Call<'p, S, H, V>,
+        make: &mut M,
+        cx: &mut Context<'_>,
+    ) -> Poll<RoundEnd<T, E>>
+    where
+        Fut: Future<Output = Result<T, E>>,
+        H: ErrorHandling<E>,
+    {
+        self.poll(call, make, cx)
+    }
+}
+
 /// How a round of hedged attempts ended.
-pub(super) enum RoundEnd<T, E> {
+pub enum RoundEnd<T, E> {
+    /// An attempt succeeded with this.
     Won(T),
     /// Every attempt failed; this is the last error, and its class.
     Failed(ErrorClass, E),
@@ -128,7 +175,8 @@ impl<Fut: Future> Future for Racing<Fut> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
-        if let Poll::Ready(output) = context::poll_in(this.key, this.span.as_ref(), this.attempt.as_mut(), cx) {
+        if let Poll::Ready(output) = context::poll_in(this.key, this.span.as_ref(), this.attempt.as_mut(), cx)
+        {
             return Poll::Ready(Raced::Ran(output));
         }
         let Some(timer) = this.timer.as_pin_mut() else { return Poll::Pending };
@@ -153,7 +201,7 @@ pin_project! {
     /// A round of hedged attempts: the first, and hedges as they fall due
     /// (see the module docs). Its racers' permits are handed back when it
     /// is dropped, recording nothing.
-    pub(super) struct Round<'p, Fut: Future> {
+    pub struct Round<'p, Fut: Future> {
         hedge: Hedge,
         guards: GuardsRef<'p>,
         started: Instant,
@@ -217,7 +265,12 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
 
 impl<'p, T, E, Fut: Future<Output = Result<T, E>>> Round<'p, Fut> {
     /// A round whose first attempt, `first`, was admitted with `permits`.
-    pub(super) fn new<S, H, V: Shape>(call: &Call<'p, S, H, V>, hedge: Hedge, permits: GuardPermits, first: Fut) -> Self {
+    pub(super) fn new<S, H, V: Shape>(
+        call: &Call<'p, S, H, V>,
+        hedge: Hedge,
+        permits: GuardPermits,
+        first: Fut,
+    ) -> Self {
         let started = Instant::now();
         let mut racers = Vec::with_capacity(1 + hedge.max as usize);
         racers.push(Racer { run: call.racing(first), permits: Some(permits) });
@@ -288,7 +341,8 @@ impl<'p, T, E, Fut: Future<Output = Result<T, E>>> Round<'p, Fut> {
                     return Poll::Ready(RoundEnd::Failed(class, error));
                 }
                 if let ErrorClass::Throttled { retry_after: Some(after) } = class {
-                    *this.quiet_until = (*this.quiet_until).max(Some(this.started.elapsed().saturating_add(after)));
+                    *this.quiet_until =
+                        (*this.quiet_until).max(Some(this.started.elapsed().saturating_add(after)));
                 }
                 *this.last_failure = Some((class, Err(error)));
             }
@@ -299,7 +353,10 @@ impl<'p, T, E, Fut: Future<Output = Result<T, E>>> Round<'p, Fut> {
             if this.racers.is_empty()
                 && let Some((class, Err(error))) = this.last_failure.take()
             {
-                return Poll::Ready(RoundEnd::Failed(heeding(class, *this.quiet_until, *this.started), error));
+                return Poll::Ready(RoundEnd::Failed(
+                    heeding(class, *this.quiet_until, *this.started),
+                    error,
+                ));
             }
             let Some(due) = this.next_hedge.as_mut().as_pin_mut() else { return Poll::Pending };
             if due.poll(cx).is_pending() {
@@ -366,4 +423,3 @@ fn heeding(class: ErrorClass, quiet_until: Option<Duration>, started: Instant) -
         _ => ErrorClass::Throttled { retry_after: Some(left) },
     }
 }
-

@@ -51,6 +51,8 @@ impl<S: Default> More<'_, S> {
     #[cold]
     #[inline(never)]
     pub(super) fn build_plain(slot: &mut Option<Self>) {
+        #[cfg(test)]
+        built::count();
         *slot = Some(More {
             overridden: None,
             scoped: None,
@@ -106,5 +108,26 @@ impl<S> Drop for More<'_, S> {
         if self.withdrawn.is_some() {
             self.give_back_withdrawn();
         }
+    }
+}
+
+/// How many times this thread built a call's optional state: the tests'
+/// window on which calls need it, since a call drops it as it ends.
+#[cfg(test)]
+pub(super) mod built {
+    use std::cell::Cell;
+
+    thread_local! {
+        static BUILT: Cell<u32> = const { Cell::new(0) };
+    }
+
+    /// One more built.
+    pub(in crate::call) fn count() {
+        BUILT.with(|built| built.set(built.get() + 1));
+    }
+
+    /// How many were built so far.
+    pub(in crate::call) fn so_far() -> u32 {
+        BUILT.with(Cell::get)
     }
 }

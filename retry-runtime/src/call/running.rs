@@ -26,7 +26,9 @@ use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep, sleep, sleep_until};
 
 use super::admit::Waiting;
-use super::hedge::{Hedges, NoHedges, Round};
+use std::convert::Infallible;
+
+use super::hedge::{Hedges, NoHedges, RoundSlot};
 use super::settle::Next;
 use super::{Call, LastError, Limit, Step};
 use crate::context;
@@ -76,11 +78,11 @@ pin_project! {
     /// What only some attempts need, behind a box (pinned: a round's timer
     /// is polled where it lies).
     #[project = RareProj]
-    pub(super) enum Rare<'p, Fut: Future> {
+    pub(super) enum Rare<'p, R> {
         /// Admission waits for a place or a turn.
         Waiting { waiting: Waiting<'p> },
-        /// A hedging round.
-        Round { #[pin] round: Round<'p, Fut> },
+        /// A hedging round (see `Hedges::Round`).
+        Round { #[pin] round: R },
     }
 }
 
@@ -88,7 +90,7 @@ pin_project! {
     /// An attempt that is not a plain call's first (see the module docs):
     /// the [`Attempt`](super::Attempt)'s state then.
     #[project = RunningProj]
-    pub struct Running<'c, 'p, S, H, Fut: Future, M = NoHedges, V: Shape = AnyShape> {
+    pub struct Running<'c, 'p, S, H, Fut: Future, M = NoHedges, V: Shape = AnyShape, R = Infallible> {
         pub(super) call: &'c mut Call<'p, S, H, V>,
         pub(super) phase: Phase,
         // What the guards gave the running attempt; handed back exactly
@@ -103,7 +105,7 @@ pin_project! {
         pub(super) timer: Option<Sleep>,
         // Dropped by the attempt's own drop, behind one inline test (see
         // `Call::more`).
-        pub(super) rare: ManuallyDrop<Option<Pin<Box<Rare<'p, Fut>>>>>,
+        pub(super) rare: ManuallyDrop<Option<Pin<Box<Rare<'p, R>>>>>,
         // A hedged function's maker of attempts.
         pub(super) hedges: M,
         // When the attempt's request went out, if it did work of its own
@@ -111,7 +113,7 @@ pin_project! {
         pub(super) sent: Option<&'c OnceLock<Instant>>,
     }
 
-    impl<S, H, Fut: Future, M, V: Shape> PinnedDrop for Running<'_, '_, S, H, Fut, M, V> {
+    impl<S, H, Fut: Future, M, V: Shape, R> PinnedDrop for Running<'_, '_, S, H, Fut, M, V, R> {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
             // A finished attempt holds nothing: one test on the success path.
@@ -144,7 +146,7 @@ fn dropped<S, H, Fut, V: Shape>(
     call.drop_in_context(attempt);
 }
 
-impl<'c, 'p, S, H, Fut: Future, M, V: Shape> Running<'c, 'p, S, H, Fut, M, V> {
+impl<'c, 'p, S, H, Fut: Future, M, V: Shape, R> Running<'c, 'p, S, H, Fut, M, V, R> {
     /// An attempt of `call` in `phase`: `attempt` (`None` for a hedged
     /// function's, which `hedges` makes), the backoff in `timer` if it
     /// starts backing off, `sent` for the HTTP layers' attempts.
@@ -189,11 +191,12 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     }
 }
 
-impl<T, E, S, H, Fut, M, V> Future for Running<'_, '_, S, H, Fut, M, V>
+impl<'p, T, E, S, H, Fut, M, V, R> Future for Running<'_, 'p, S, H, Fut, M, V, R>
 where
     V: Shape,
     Fut: Future<Output = Result<T, E>>,
     M: Hedges<Fut>,
+    R: RoundSlot<'p, Fut>,
     H: ErrorHandling<E>,
     S: LastError<E>,
 {
@@ -214,14 +217,15 @@ where
 
 /// [`Running::poll`], before the call's end.
 #[inline(always)]
-fn poll_step<T, E, S, H, Fut, M, V>(
-    this: &mut RunningProj<'_, '_, '_, S, H, Fut, M, V>,
+fn poll_step<'p, T, E, S, H, Fut, M, V, R>(
+    this: &mut RunningProj<'_, '_, 'p, S, H, Fut, M, V, R>,
     cx: &mut Context<'_>,
 ) -> Poll<Step<T, E>>
 where
     V: Shape,
     Fut: Future<Output = Result<T, E>>,
     M: Hedges<Fut>,
+    R: RoundSlot<'p, Fut>,
     H: ErrorHandling<E>,
     S: LastError<E>,
 {
@@ -233,7 +237,12 @@ where
                 let admission = this.call.guards_ref().view::<V>().admit(kind);
                 match admission {
                     Admission::Go(permits) => *this.permits = Some(permits),
-                    other => match not_admitted_now(this.call, &mut **this.rare, widen_admission::<V>(other), false) {
+                    other => match not_admitted_now(
+                        this.call,
+                        &mut **this.rare,
+                        widen_admission::<V>(other),
+                        false,
+                    ) {
                         Ok(phase) => *this.phase = phase,
                         Err(rejection) => {
                             *this.phase = Phase::Finished;
@@ -302,9 +311,9 @@ pub(super) fn arm<S, H, V: Shape>(call: &Call<'_, S, H, V>, mut timer: Pin<&mut 
 /// refused.
 #[cold]
 #[inline(never)]
-pub(super) fn not_admitted_now<'p, S, H, Fut: Future, V: Shape>(
+pub(super) fn not_admitted_now<'p, S, H, R, V: Shape>(
     call: &mut Call<'p, S, H, V>,
-    rare: &mut Option<Pin<Box<Rare<'p, Fut>>>>,
+    rare: &mut Option<Pin<Box<Rare<'p, R>>>>,
     admission: crate::guards::GuardAdmission,
     round: bool,
 ) -> Result<Phase, crate::rejection::Rejection> {
@@ -321,7 +330,10 @@ pub(super) fn not_admitted_now<'p, S, H, Fut: Future, V: Shape>(
 /// `permits` with an adaptive bulkhead's sample started when the request
 /// went out, if the attempt says when.
 #[inline(always)]
-pub(super) fn measured<V: Shape>(permits: ShapedPermits<V>, sent: Option<&OnceLock<Instant>>) -> ShapedPermits<V> {
+pub(super) fn measured<V: Shape>(
+    permits: ShapedPermits<V>,
+    sent: Option<&OnceLock<Instant>>,
+) -> ShapedPermits<V> {
     match sent.and_then(OnceLock::get) {
         None => permits,
         Some(sent) => measured_from::<V>(permits, *sent),
@@ -339,7 +351,9 @@ fn measured_from<V: Shape>(permits: ShapedPermits<V>, sent: Instant) -> ShapedPe
 
 /// What admission said, as the whole set holds it.
 #[inline(always)]
-pub(super) fn widen_admission<V: Shape>(admission: crate::guards::ShapedAdmission<V>) -> crate::guards::GuardAdmission {
+pub(super) fn widen_admission<V: Shape>(
+    admission: crate::guards::ShapedAdmission<V>,
+) -> crate::guards::GuardAdmission {
     match admission {
         Admission::Go(permits) => Admission::Go(widen::<V>(permits)),
         Admission::Wait(pending) => Admission::Wait(widen_pending::<V>(pending)),
@@ -351,7 +365,11 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
     /// Polls `attempt` in its context (the call's key and span, or none),
     /// dropping it there as soon as it is done.
     #[inline(always)]
-    pub(super) fn poll_in_context<F: Future>(&mut self, attempt: Pin<&mut Option<F>>, cx: &mut Context<'_>) -> Poll<F::Output> {
+    pub(super) fn poll_in_context<F: Future>(
+        &mut self,
+        attempt: Pin<&mut Option<F>>,
+        cx: &mut Context<'_>,
+    ) -> Poll<F::Output> {
         match &mut *self.more {
             None => context::poll_keyless(attempt, cx),
             Some(more) => context::poll_in(&mut more.key, more.span.as_ref(), attempt, cx),
@@ -407,20 +425,20 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
 }
 
 /// The parts of an attempt its rare states work on.
-pub(super) struct Fields<'a, 'c, 'p, S, H, Fut: Future, M, V: Shape> {
+pub(super) struct Fields<'a, 'c, 'p, S, H, Fut: Future, M, V: Shape, R> {
     pub(super) call: &'a mut &'c mut Call<'p, S, H, V>,
     pub(super) phase: &'a mut Phase,
     pub(super) permits: &'a mut Option<ShapedPermits<V>>,
     pub(super) attempt: Pin<&'a mut Option<Fut>>,
     pub(super) timer: Pin<&'a mut Option<Sleep>>,
-    pub(super) rare: &'a mut Option<Pin<Box<Rare<'p, Fut>>>>,
+    pub(super) rare: &'a mut Option<Pin<Box<Rare<'p, R>>>>,
     pub(super) hedges: &'a mut M,
 }
 
-impl<'c, 'p, S, H, Fut: Future, M, V: Shape> RunningProj<'_, 'c, 'p, S, H, Fut, M, V> {
+impl<'c, 'p, S, H, Fut: Future, M, V: Shape, R> RunningProj<'_, 'c, 'p, S, H, Fut, M, V, R> {
     /// The projection's fields, for the out-of-line steps.
     #[inline(always)]
-    fn as_mut_parts(&mut self) -> Fields<'_, 'c, 'p, S, H, Fut, M, V> {
+    fn as_mut_parts(&mut self) -> Fields<'_, 'c, 'p, S, H, Fut, M, V, R> {
         Fields {
             call: self.call,
             phase: self.phase,

@@ -61,7 +61,11 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
     /// guards hear it, and the call ends with `DeadlineExceeded`.
     #[cold]
     #[inline(never)]
-    pub(super) fn cut<T, E>(&mut self, permits: Option<ShapedPermits<V>>, sent: Option<&OnceLock<Instant>>) -> Step<T, E>
+    pub(super) fn cut<T, E>(
+        &mut self,
+        permits: Option<ShapedPermits<V>>,
+        sent: Option<&OnceLock<Instant>>,
+    ) -> Step<T, E>
     where
         H: ErrorHandling<E>,
     {

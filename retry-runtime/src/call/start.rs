@@ -171,6 +171,8 @@ impl<'p, S: Default, H, V: Shape> Call<'p, S, H, V> {
         if overridden.is_none() && scoped.is_none() && key.is_none() && deadline.is_none() && span.is_none() {
             return;
         }
+        #[cfg(test)]
+        super::more::built::count();
         *self.more = Some(More {
             overridden,
             scoped,

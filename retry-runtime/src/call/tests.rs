@@ -12,7 +12,12 @@ use crate::{BreakerConfig, BulkheadConfig, RateLimitConfig, RatioBudget, Throttl
 
 /// Runs a future that never waits to its end.
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap().block_on(future)
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap()
+        .block_on(future)
 }
 
 /// Makes one successful attempt of a call of `policy`, and says whether the
@@ -22,10 +27,12 @@ fn plain(policy: &Policy) -> bool {
 }
 
 async fn plain_now(policy: &Policy) -> bool {
+    let built = super::more::built::so_far();
     let mut call = Call::new(policy, None, Kept::<std::io::Error>::default(), ByTraits);
     let step = call.attempt(async { Ok::<_, std::io::Error>(()) }).await;
     assert!(matches!(step, super::Step::Done(Ok(()))));
-    call.started == Started::Plain && call.more.is_none()
+    assert!(call.more.is_none(), "a call's optional state goes as it ends");
+    call.started == Started::Plain && super::more::built::so_far() == built
 }
 
 #[test]
@@ -55,9 +62,10 @@ fn only_a_deadline_a_key_a_scope_or_an_enabled_span_build_a_calls_optional_state
 
     let keyed = guarded().build().unwrap();
     let with_key = block_on(async {
+        let built = super::more::built::so_far();
         let mut call = Call::new(&keyed, Some("k".into()), Kept::<std::io::Error>::default(), ByTraits);
         let _ = call.attempt(async { Ok::<_, std::io::Error>(()) }).await;
-        call.more.is_some()
+        super::more::built::so_far() == built + 1
     });
     assert!(with_key, "a key is kept in the optional state");
 
@@ -77,8 +85,8 @@ fn an_override_that_tunes_the_retries_leaves_a_call_plain_one_with_a_deadline_or
     let tuned = Settings { max_attempts: 7, ..compiled };
     let holder = crate::Registry::new();
     let hold = |settings: Option<Settings>| {
-        let counted =
-            settings.map(|settings| ("call-unit-overridden".to_owned(), (settings, vec![policy.overrides()])));
+        let counted = settings
+            .map(|settings| ("call-unit-overridden".to_owned(), (settings, vec![policy.overrides()])));
         holder.replace_overrides(counted.into_iter().collect());
     };
 
@@ -98,8 +106,11 @@ fn an_override_that_tunes_the_retries_leaves_a_call_plain_one_with_a_deadline_or
 #[test]
 fn a_refused_call_is_counted_once_by_the_guard_that_refused_it_and_by_none_after_it() {
     let global = registry();
-    let trips_at_once =
-        BreakerConfig { failure_threshold: 1, open_for: Duration::from_secs(3_600), ..BreakerConfig::default() };
+    let trips_at_once = BreakerConfig {
+        failure_threshold: 1,
+        open_for: Duration::from_secs(3_600),
+        ..BreakerConfig::default()
+    };
     global.declare_breaker("call-unit-trips", trips_at_once).unwrap();
     global.declare_budget("call-unit-counts", RatioBudget::default()).unwrap();
     let one_place =
@@ -131,17 +142,4 @@ fn a_refused_call_is_counted_once_by_the_guard_that_refused_it_and_by_none_after
     assert!(call().is_err(), "an open breaker");
     assert_eq!(breaker.totals().rejections, 1, "one refusal, counted once");
     assert_eq!((first_attempts(), bulkhead.in_use()), (1, 0), "nothing counted after it, no place taken");
-}
-
-#[test]
-fn sizes() {
-    use crate::guards::GuardPermits;
-    eprintln!("Sleep {}", std::mem::size_of::<tokio::time::Sleep>());
-    eprintln!("GuardPermits {}", std::mem::size_of::<Option<GuardPermits>>());
-    eprintln!("Ticket {}", std::mem::size_of::<Option<crate::breaker::Ticket>>());
-    eprintln!("Withdrawal {}", std::mem::size_of::<Option<Option<crate::budget::Withdrawal>>>());
-    eprintln!("Place {}", std::mem::size_of::<Option<crate::bulkhead::guard::Place>>());
-    eprintln!("Call {}", std::mem::size_of::<Call<'static, Kept<std::io::Error>, ByTraits>>());
-    eprintln!("More {}", std::mem::size_of::<Option<super::more::More<'static, Kept<std::io::Error>>>>());
-    eprintln!("Attempt {}", std::mem::size_of::<super::Attempt<'static, 'static, Kept<std::io::Error>, ByTraits, std::future::Ready<Result<u64, std::io::Error>>>>());
 }

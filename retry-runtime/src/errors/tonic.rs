@@ -139,9 +139,7 @@ impl From<Rejection> for Status {
             Rejection::BulkheadFull { .. }
             | Rejection::Throttled { .. }
             | Rejection::RateLimited { .. }
-            | Rejection::BudgetExhausted { .. } => {
-                Code::ResourceExhausted
-            }
+            | Rejection::BudgetExhausted { .. } => Code::ResourceExhausted,
             Rejection::AttemptTimeout { .. } | Rejection::DeadlineExceeded { .. } => Code::DeadlineExceeded,
         };
         let mut status = Status::new(code, rejection.to_string());

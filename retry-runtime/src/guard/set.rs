@@ -184,7 +184,12 @@ impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> GuardSet<T, B, K, R, U> {
     /// that opened meanwhile ends the call with no turn spent), then the
     /// rate limit and the budget.
     #[inline]
-    pub fn after_place(&self, kind: AttemptKind, throttle: T::Permit, place: K::Permit) -> AdmissionOf<T, B, K, R, U> {
+    pub fn after_place(
+        &self,
+        kind: AttemptKind,
+        throttle: T::Permit,
+        place: K::Permit,
+    ) -> AdmissionOf<T, B, K, R, U> {
         let breaker = match self.breaker.admit(kind) {
             Admit::Go(permit) => permit,
             Admit::Wait | Admit::Refuse => {

@@ -19,9 +19,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::attempts::Attempts;
+use crate::call::{Call, Kept, Step};
 use crate::classify::ErrorClass;
 use crate::error::ErrorHandling;
-use crate::call::{Call, Kept, Step};
 use crate::policy::Policy;
 use crate::rejection::Rejection;
 
