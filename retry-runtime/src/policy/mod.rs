@@ -433,6 +433,47 @@ mod tests {
     const BARE: AttributeConfig = AttributeConfig::bare("policy-unit");
 
     #[test]
+    fn a_policy_knows_whether_its_first_attempt_may_be_plain_and_which_of_the_loops_guards_it_names() {
+        let of = |config| {
+            let policy = Policy::from_attribute(config);
+            (policy.plain_settings(), policy.loop_guards())
+        };
+        let guarded = AttributeConfig { breaker: Some("b"), budget: Some("g"), ..BARE };
+        assert_eq!(of(BARE), (true, LoopGuards::Unguarded), "nothing optional");
+        assert_eq!(of(guarded), (true, LoopGuards::BreakerBudget), "a breaker and a budget");
+        assert_eq!(
+            of(AttributeConfig { breaker: Some("b"), ..BARE }),
+            (true, LoopGuards::Breaker),
+            "a breaker"
+        );
+        assert_eq!(of(AttributeConfig { budget: Some("g"), ..BARE }), (true, LoopGuards::Budget), "a budget");
+        for (config, why) in [
+            (AttributeConfig { bulkhead: Some("h"), ..guarded }, "a bulkhead"),
+            (AttributeConfig { bulkhead: Some("h"), ..BARE }, "only a bulkhead"),
+            (AttributeConfig { throttle: Some("t"), ..guarded }, "a throttle"),
+            (AttributeConfig { rate_limit: Some("r"), ..BARE }, "a rate limit"),
+        ] {
+            assert_eq!(of(config), (true, LoopGuards::Other), "{why}: seen slot by slot");
+        }
+        for (config, why) in [
+            (AttributeConfig { attempt_timeout_ms: Some(50), ..guarded }, "an attempt timeout"),
+            (AttributeConfig { deadline_ms: Some(50), ..guarded }, "a deadline"),
+            (AttributeConfig { hedge_after_ms: Some(50), ..guarded }, "hedging"),
+        ] {
+            assert!(!of(config).0, "{why} makes a policy's first attempt never plain");
+        }
+        // A policy built in code says the same of the same names.
+        let built = |builder: crate::PolicyBuilder| builder.build().unwrap().loop_guards();
+        assert_eq!(built(Policy::builder()), LoopGuards::Unguarded);
+        assert_eq!(built(Policy::builder().breaker("b").budget("g")), LoopGuards::BreakerBudget);
+        assert_eq!(built(Policy::builder().breaker("b")), LoopGuards::Breaker);
+        assert_eq!(built(Policy::builder().budget("g")), LoopGuards::Budget);
+        assert_eq!(built(Policy::builder().breaker("b").bulkhead("h")), LoopGuards::Other);
+        assert_eq!(built(Policy::builder().rate_limit("r")), LoopGuards::Other);
+        assert_eq!(built(Policy::builder().throttle("t").budget("g")), LoopGuards::Other);
+    }
+
+    #[test]
     fn a_clone_keeps_the_attributes_idempotency_promises() {
         let unkeyed = Policy::from_attribute(AttributeConfig { max_attempts: 1, idempotent: false, ..BARE });
         let keyed = Policy::from_attribute(AttributeConfig { idempotent: false, has_key: true, ..BARE });

@@ -2,6 +2,8 @@
 //! success path builds no `More`), and that every guard hears of an
 //! attempt exactly once, whatever stops it.
 
+mod plain;
+
 use std::time::Duration;
 
 use super::{Call, Kept, Started};
