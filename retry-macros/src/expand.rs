@@ -19,36 +19,51 @@
 //!     use ::stormproof::__private as __stormproof;
 //!     static __RESILIENT_POLICY: __stormproof::Policy = __stormproof::Policy::from_attribute(
 //!         __stormproof::AttributeConfig { operation: concat!(module_path!(), "::", "load"), max_attempts: 3u32, .. });
-//!     // Nothing is looked up until the first attempt. The slot keeps the last
-//!     // error across waits when `DbError: Send` (see the runtime's `last_error`).
-//!     let mut call = __stormproof::Call::new(&__RESILIENT_POLICY, None,
-//!         (&__stormproof::ErrorProbe::<DbError>::new()).slot(), __stormproof::by_traits::<DbError>());
+//!     __stormproof::inventory::submit! { __stormproof::Operation::new(&__RESILIENT_POLICY) }
+//!     // Nothing is built until an attempt needs it: a first attempt that
+//!     // runs plain (see the runtime's `call::plain`) never builds the call.
+//!     let mut call = None;
 //!     loop {
 //!         let step = {
 //!             let id = Clone::clone(&id);        // owned parameters: a fresh clone per attempt
 //!             let __self = &mut *self;           // `&mut self`: a fresh reborrow per attempt
-//!             __stormproof::Call::attempt(&mut call, async {
+//!             let attempt = async {
 //!                 if false { let fake: Result<Row, DbError> = loop {}; return fake; } // fixes `?`'s target
 //!                 let id = id;
 //!                 let __self = __self;
 //!                 'body: { __self.query(&id).await } // the body, `self` renamed, labelled (see `attempt_block`)
-//!             }).await
+//!             };
+//!             // How to build the call: the key (`Keyed(|| (key.take(), ..))`
+//!             // when the function has one), the slot that keeps the last error
+//!             // across waits when `DbError: Send`, and how errors are handled.
+//!             let parts = __stormproof::Unkeyed(|| (
+//!                 (&__stormproof::ErrorProbe::<DbError>::new()).slot(), __stormproof::by_traits::<DbError>()));
+//!             // The shape: which guard slots the function names (throttle,
+//!             // breaker, bulkhead, rate limit, budget), so that the others cost nothing.
+//!             type Shape = (Unnamed, Named, Unnamed, Unnamed, Unnamed);
+//!             match __stormproof::Call::<_, _, Shape>::plain(&call, &__RESILIENT_POLICY, &parts) {
+//!                 Some(plain) => match plain.attempt(attempt).await {
+//!                     Ok(value) => break Ok(value),
+//!                     Err(failure) => __stormproof::Call::<_, _, Shape>::after_plain(&mut call, &__RESILIENT_POLICY, parts, failure),
+//!                 },
+//!                 None => __stormproof::Call::<_, _, Shape>::next(&mut call, &__RESILIENT_POLICY, parts, attempt).await,
+//!             }
 //!         };
 //!         match step { Step::Done(result) => break result, Step::Retry => {} }
 //!     }
 //! }
 //! ```
 //!
-//! Every combination of arguments expands to this one shape: the guards,
-//! the key (`Some(key)` in place of `None`), timeouts and the deadline are
-//! the runtime's business, read from the policy. With `max_attempts = 1`
-//! there is no loop (the body may move its parameters); with
+//! Every combination of arguments expands to this shape: the guards, the
+//! key, timeouts and the deadline are the runtime's business, read from the
+//! policy and the shape. With `max_attempts = 1` there is no loop (the body
+//! may move its parameters, so the attempt is an `async move` block). With
 //! `hedge_after_ms`, each attempt is made by a closure the runtime may call
-//! again while earlier attempts run (`Call::attempt_hedged`): the same
-//! fresh clones, in an `async move` block, and a fresh clone of an owned
-//! receiver such as `self: Arc<Self>` (the body's `self` renamed). With
-//! `fallback = path`, the loop's result is matched: an `Err` goes to
-//! `path(error).await`.
+//! again while earlier attempts run (`Call::next_hedged`, with no plain
+//! first attempt): the same fresh clones, in an `async move` block, and a
+//! fresh clone of an owned receiver such as `self: Arc<Self>` (the body's
+//! `self` renamed). With `fallback = path`, the loop's result is matched:
+//! an `Err` goes to `path(error).await`.
 
 use proc_macro2::{Group, Span, TokenStream, TokenTree};
 use quote::{quote, quote_spanned};

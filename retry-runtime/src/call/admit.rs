@@ -18,18 +18,13 @@ use std::task::{Context, Poll, ready};
 use tokio::time::{Instant, Sleep, sleep, timeout_at};
 
 use super::hedge::{Hedges, Round, RoundEnd, RoundSlot};
-use super::running::{Fields, Phase, Rare, RareProj, not_admitted_now, widen_admission};
+use super::phase::{Fields, Phase, Rare, RareProj, Waiting};
 use super::{Call, LastError, Step};
 use crate::error::ErrorHandling;
 use crate::guard::{Admission, AttemptKind, Pending};
-use crate::guards::{GuardPending, GuardPermits, Guards, GuardsRef, Shape, narrow, widen};
+use crate::guards::{GuardPending, GuardPermits, Guards, GuardsRef, Shape, narrow, widen, widen_pending};
 use crate::rate_limit::Late;
 use crate::rejection::Rejection;
-
-/// Admission's wait for a place or a turn: the attempt's permits, or the
-/// rejection that ends the call.
-pub(super) type Waiting<'p> =
-    Pin<Box<dyn Future<Output = Result<GuardPermits, Rejection>> + Send + Sync + 'p>>;
 
 /// What a wait holds (the throttle's permit, a place), handed back if the
 /// wait is dropped before it ends in an admission.
@@ -309,4 +304,37 @@ pub(super) fn poll_backoff<T, E>(
     ready!(sleep.poll(cx));
     *phase = Phase::Finished;
     Poll::Ready(Step::Retry)
+}
+
+/// The guards did not admit the attempt at once: it waits (for the first
+/// attempt of a round when `round`), going to the phase returned, or it was
+/// refused.
+#[cold]
+#[inline(never)]
+pub(super) fn not_admitted_now<'p, S, H, R, V: Shape>(
+    call: &mut Call<'p, S, H, V>,
+    rare: &mut Option<Pin<Box<Rare<'p, R>>>>,
+    admission: crate::guards::GuardAdmission,
+    round: bool,
+) -> Result<Phase, crate::rejection::Rejection> {
+    match admission {
+        Admission::Go(_) => unreachable!("an attempt admitted at once does not wait"),
+        Admission::Wait(pending) => {
+            *rare = Some(Box::pin(Rare::Waiting { waiting: call.wait_for(pending) }));
+            Ok(if round { Phase::WaitingRound } else { Phase::Waiting })
+        }
+        Admission::Refuse(rejection) => Err(rejection),
+    }
+}
+
+/// What admission said, as the whole set holds it.
+#[inline(always)]
+pub(super) fn widen_admission<V: Shape>(
+    admission: crate::guards::ShapedAdmission<V>,
+) -> crate::guards::GuardAdmission {
+    match admission {
+        Admission::Go(permits) => Admission::Go(widen::<V>(permits)),
+        Admission::Wait(pending) => Admission::Wait(widen_pending::<V>(pending)),
+        Admission::Refuse(rejection) => Admission::Refuse(rejection),
+    }
 }

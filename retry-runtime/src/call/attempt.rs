@@ -14,8 +14,9 @@ use tokio::time::Instant;
 use std::convert::Infallible;
 
 use super::hedge::{Hedges, Round, RoundSlot};
+use super::phase::Phase;
 use super::plain::Parts;
-use super::running::{Phase, Running};
+use super::running::Running;
 use super::{Call, LastError, Step};
 use crate::error::ErrorHandling;
 use crate::guards::{AnyShape, Shape};

@@ -23,68 +23,20 @@ use std::sync::OnceLock;
 use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
-use tokio::time::{Instant, Sleep, sleep, sleep_until};
+use tokio::time::{Instant, Sleep, sleep};
 
-use super::admit::Waiting;
+use super::admit::{not_admitted_now, widen_admission};
+use super::phase::{Fields, Phase, Rare};
 use std::convert::Infallible;
 
 use super::hedge::{Hedges, NoHedges, RoundSlot};
+use super::polled::arm;
 use super::settle::Next;
-use super::{Call, LastError, Limit, Step};
-use crate::context;
+use super::settle::measured;
+use super::{Call, LastError, Step};
 use crate::error::ErrorHandling;
 use crate::guard::{Admission, Answer, AttemptKind};
-use crate::guards::{AnyShape, GuardPermits, Shape, ShapedPermits, narrow, widen, widen_pending};
-
-/// Where an attempt is. `Copy`: moving between phases is a plain write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Phase {
-    /// The attempt runs, holding its permits; under its timeout or the
-    /// deadline when `timer` is armed.
-    Running,
-    /// Not polled yet: the guards have not been asked.
-    Admitting,
-    /// A hedged function's attempt, not polled yet: a round, unless the
-    /// call does not hedge (then made and admitted as any attempt).
-    Hedged,
-    /// As `Admitting`, for the first attempt of a hedging round.
-    AdmittingRound,
-    /// Waiting for a bulkhead place or a rate-limit turn (`Rare::Waiting`).
-    Waiting,
-    /// As `Waiting`, for the first attempt of a hedging round.
-    WaitingRound,
-    /// A hedging round runs (`Rare::Round`).
-    Hedging,
-    /// The attempt failed and a retry is planned: waiting out `timer`.
-    BackingOff,
-    /// Waiting out, in `timer`, the backoff a plain first attempt's failure
-    /// left (see `Call::after_plain`), then `Admitting`.
-    Delayed,
-    /// As `Delayed`, then `Hedged`.
-    DelayedHedged,
-    /// The step is over.
-    Finished,
-}
-
-impl Phase {
-    /// This starting phase, after the backoff a plain first attempt left.
-    #[inline]
-    pub(super) fn delayed(self) -> Phase {
-        if self == Phase::Hedged { Phase::DelayedHedged } else { Phase::Delayed }
-    }
-}
-
-pin_project! {
-    /// What only some attempts need, behind a box (pinned: a round's timer
-    /// is polled where it lies).
-    #[project = RareProj]
-    pub(super) enum Rare<'p, R> {
-        /// Admission waits for a place or a turn.
-        Waiting { waiting: Waiting<'p> },
-        /// A hedging round (see `Hedges::Round`).
-        Round { #[pin] round: R },
-    }
-}
+use crate::guards::{AnyShape, GuardPermits, Shape, ShapedPermits, widen};
 
 pin_project! {
     /// An attempt that is not a plain call's first (see the module docs):
@@ -296,143 +248,6 @@ where
             }
         }
     }
-}
-
-/// Arms the attempt's timer at the earlier of its timeout and the deadline.
-#[inline(never)]
-pub(super) fn arm<S, H, V: Shape>(call: &Call<'_, S, H, V>, mut timer: Pin<&mut Option<Sleep>>) {
-    if let Some((end, _)) = call.attempt_limit() {
-        timer.set(Some(sleep_until(end)));
-    }
-}
-
-/// The guards did not admit the attempt at once: it waits (for the first
-/// attempt of a round when `round`), going to the phase returned, or it was
-/// refused.
-#[cold]
-#[inline(never)]
-pub(super) fn not_admitted_now<'p, S, H, R, V: Shape>(
-    call: &mut Call<'p, S, H, V>,
-    rare: &mut Option<Pin<Box<Rare<'p, R>>>>,
-    admission: crate::guards::GuardAdmission,
-    round: bool,
-) -> Result<Phase, crate::rejection::Rejection> {
-    match admission {
-        Admission::Go(_) => unreachable!("an attempt admitted at once does not wait"),
-        Admission::Wait(pending) => {
-            *rare = Some(Box::pin(Rare::Waiting { waiting: call.wait_for(pending) }));
-            Ok(if round { Phase::WaitingRound } else { Phase::Waiting })
-        }
-        Admission::Refuse(rejection) => Err(rejection),
-    }
-}
-
-/// `permits` with an adaptive bulkhead's sample started when the request
-/// went out, if the attempt says when.
-#[inline(always)]
-pub(super) fn measured<V: Shape>(
-    permits: ShapedPermits<V>,
-    sent: Option<&OnceLock<Instant>>,
-) -> ShapedPermits<V> {
-    match sent.and_then(OnceLock::get) {
-        None => permits,
-        Some(sent) => measured_from::<V>(permits, *sent),
-    }
-}
-
-#[cold]
-fn measured_from<V: Shape>(permits: ShapedPermits<V>, sent: Instant) -> ShapedPermits<V> {
-    let mut wide = widen::<V>(permits);
-    if let Some(place) = wide.bulkhead.as_mut() {
-        place.measure_from(sent);
-    }
-    narrow::<V>(wide)
-}
-
-/// What admission said, as the whole set holds it.
-#[inline(always)]
-pub(super) fn widen_admission<V: Shape>(
-    admission: crate::guards::ShapedAdmission<V>,
-) -> crate::guards::GuardAdmission {
-    match admission {
-        Admission::Go(permits) => Admission::Go(widen::<V>(permits)),
-        Admission::Wait(pending) => Admission::Wait(widen_pending::<V>(pending)),
-        Admission::Refuse(rejection) => Admission::Refuse(rejection),
-    }
-}
-
-impl<S, H, V: Shape> Call<'_, S, H, V> {
-    /// Polls `attempt` in its context (the call's key and span, or none),
-    /// dropping it there as soon as it is done.
-    #[inline(always)]
-    pub(super) fn poll_in_context<F: Future>(
-        &mut self,
-        attempt: Pin<&mut Option<F>>,
-        cx: &mut Context<'_>,
-    ) -> Poll<F::Output> {
-        match &mut *self.more {
-            None => context::poll_keyless(attempt, cx),
-            Some(more) => context::poll_in(&mut more.key, more.span.as_ref(), attempt, cx),
-        }
-    }
-
-    /// Drops an attempt that has not finished, in its context.
-    #[inline]
-    pub(super) fn drop_in_context<F>(&mut self, attempt: Pin<&mut Option<F>>) {
-        match &mut *self.more {
-            None => context::drop_in(&mut None, None, attempt),
-            Some(more) => context::drop_in(&mut more.key, more.span.as_ref(), attempt),
-        }
-    }
-
-    /// The attempt is pending under its timeout or the deadline: if the
-    /// timer has fired, the attempt is dropped (cancelled) in its context.
-    /// A timeout gives the error `AttemptTimeout` and its class, which the
-    /// failure step then records and decides on as any other error; the
-    /// deadline (`Err`) ends the call. The attempt is polled before the
-    /// timer, so one that finishes as the timer fires counts.
-    #[inline(never)]
-    fn poll_timer<E, F>(
-        &mut self,
-        timer: Pin<&mut Option<Sleep>>,
-        attempt: Pin<&mut Option<F>>,
-        cx: &mut Context<'_>,
-    ) -> Option<Result<(crate::classify::ErrorClass, E), ()>>
-    where
-        H: ErrorHandling<E>,
-    {
-        let mut timer = timer.as_pin_mut()?;
-        if timer.as_mut().poll(cx).is_pending() {
-            return None;
-        }
-        self.drop_in_context(attempt);
-        // Armed at `attempt_limit`'s instant, which is the deadline exactly
-        // when the deadline is what cuts the attempt short.
-        match self.limit_at(timer.deadline()) {
-            Limit::Deadline => Some(Err(())),
-            Limit::Timeout(after) => Some(Ok(self.timed_out(after))),
-        }
-    }
-
-    /// What a timer armed for `end` by `attempt_limit` stands for.
-    fn limit_at(&self, end: Instant) -> Limit {
-        if self.deadline().is_some_and(|deadline| end >= deadline) {
-            Limit::Deadline
-        } else {
-            Limit::Timeout(self.settings().attempt_timeout.unwrap_or_default())
-        }
-    }
-}
-
-/// The parts of an attempt its rare states work on.
-pub(super) struct Fields<'a, 'c, 'p, S, H, Fut: Future, M, V: Shape, R> {
-    pub(super) call: &'a mut &'c mut Call<'p, S, H, V>,
-    pub(super) phase: &'a mut Phase,
-    pub(super) permits: &'a mut Option<ShapedPermits<V>>,
-    pub(super) attempt: Pin<&'a mut Option<Fut>>,
-    pub(super) timer: Pin<&'a mut Option<Sleep>>,
-    pub(super) rare: &'a mut Option<Pin<Box<Rare<'p, R>>>>,
-    pub(super) hedges: &'a mut M,
 }
 
 impl<'c, 'p, S, H, Fut: Future, M, V: Shape, R> RunningProj<'_, 'c, 'p, S, H, Fut, M, V, R> {

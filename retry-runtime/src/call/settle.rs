@@ -8,13 +8,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::running::measured;
 use super::{Call, LastError, Step};
 use crate::classify::{Classify, ErrorClass};
 use crate::decision::{Decision, decide};
 use crate::error::ErrorHandling;
 use crate::guard::Answer;
-use crate::guards::{Shape, ShapedPermits};
+use crate::guards::{Shape, ShapedPermits, narrow, widen};
 use crate::observe;
 use crate::rejection::Rejection;
 
@@ -181,4 +180,26 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
             None => self.handling.reject(rejection),
         }
     }
+}
+
+/// `permits` with an adaptive bulkhead's sample started when the request
+/// went out, if the attempt says when.
+#[inline(always)]
+pub(super) fn measured<V: Shape>(
+    permits: ShapedPermits<V>,
+    sent: Option<&OnceLock<Instant>>,
+) -> ShapedPermits<V> {
+    match sent.and_then(OnceLock::get) {
+        None => permits,
+        Some(sent) => measured_from::<V>(permits, *sent),
+    }
+}
+
+#[cold]
+fn measured_from<V: Shape>(permits: ShapedPermits<V>, sent: Instant) -> ShapedPermits<V> {
+    let mut wide = widen::<V>(permits);
+    if let Some(place) = wide.bulkhead.as_mut() {
+        place.measure_from(sent);
+    }
+    narrow::<V>(wide)
 }

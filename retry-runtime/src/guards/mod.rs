@@ -1,0 +1,202 @@
+//! The guards of one policy: named in the policy, resolved in a registry,
+//! cached so that calls never look a name up twice.
+//!
+//! A policy names its guards (breaker, budget, bulkhead, throttle, rate limit); which objects those
+//! names mean depends on the registry in effect (the global one, or a
+//! [`Registry::scope`](crate::Registry::scope) in tests). The global
+//! registry's handles are resolved once and borrowed by every call (no lock,
+//! no lookup, no reference count touched); a scoped registry's are resolved
+//! once per registry and kept in a small cache.
+
+use std::borrow::Cow;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::breaker::CircuitBreaker;
+use crate::budget::RetryBudget;
+use crate::bulkhead::Bulkhead;
+use crate::guard::{AdmissionOf, GuardSet, PendingOf, PermitsOf};
+use crate::rate_limit::RateLimit;
+use crate::registry::{self, GuardKind, Registry};
+use crate::throttle::Throttle;
+
+mod shape;
+
+pub use shape::{AnyShape, Named, Shape, Unnamed};
+pub(crate) use shape::{ShapedAdmission, ShapedPermits, narrow, widen, widen_pending};
+
+/// The guard names of a policy.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct GuardNames {
+    pub(crate) breaker: Option<Cow<'static, str>>,
+    pub(crate) budget: Option<Cow<'static, str>>,
+    pub(crate) bulkhead: Option<Cow<'static, str>>,
+    pub(crate) throttle: Option<Cow<'static, str>>,
+    pub(crate) rate_limit: Option<Cow<'static, str>>,
+}
+
+impl GuardNames {
+    /// Whether the policy names any guard at all.
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.breaker.is_none()
+            && self.budget.is_none()
+            && self.bulkhead.is_none()
+            && self.throttle.is_none()
+            && self.rate_limit.is_none()
+    }
+
+    /// The name of the guard of `kind`, if the policy names one.
+    pub(crate) fn get(&self, kind: GuardKind) -> Option<&str> {
+        match kind {
+            GuardKind::Breaker => self.breaker.as_deref(),
+            GuardKind::Budget => self.budget.as_deref(),
+            GuardKind::Bulkhead => self.bulkhead.as_deref(),
+            GuardKind::Throttle => self.throttle.as_deref(),
+            GuardKind::RateLimit => self.rate_limit.as_deref(),
+        }
+    }
+
+    /// The guards these names mean in `registry`; a name never declared
+    /// there is created with the defaults (and one warning).
+    fn resolve(&self, registry: &Registry) -> Guards {
+        GuardSet {
+            throttle: self.throttle.as_deref().map(|n| registry.throttle_or_default(n)),
+            breaker: self.breaker.as_deref().map(|n| registry.breaker_or_default(n)),
+            bulkhead: self.bulkhead.as_deref().map(|n| registry.bulkhead_or_default(n)),
+            rate_limit: self.rate_limit.as_deref().map(|n| registry.rate_limit_or_default(n)),
+            budget: self.budget.as_deref().map(|n| registry.budget_or_default(n)),
+        }
+    }
+}
+
+/// The guards a policy resolved from one registry, in the one order they
+/// are asked (see `guard::GuardSet`).
+pub(crate) type Guards = GuardSet<
+    Option<Arc<Throttle>>,
+    Option<Arc<CircuitBreaker>>,
+    Option<Arc<Bulkhead>>,
+    Option<Arc<RateLimit>>,
+    Option<Arc<RetryBudget>>,
+>;
+
+/// What an admitted attempt holds of `Guards`, every slot looked at.
+pub(crate) type GuardPermits = PermitsOf<
+    Option<Arc<Throttle>>,
+    Option<Arc<CircuitBreaker>>,
+    Option<Arc<Bulkhead>>,
+    Option<Arc<RateLimit>>,
+    Option<Arc<RetryBudget>>,
+>;
+
+/// What `Guards`' admission said, every slot looked at.
+pub(crate) type GuardAdmission = AdmissionOf<
+    Option<Arc<Throttle>>,
+    Option<Arc<CircuitBreaker>>,
+    Option<Arc<Bulkhead>>,
+    Option<Arc<RateLimit>>,
+    Option<Arc<RetryBudget>>,
+>;
+
+/// What an attempt of `Guards` waits for, every slot looked at.
+pub(crate) type GuardPending = PendingOf<Option<Arc<Throttle>>, Option<Arc<Bulkhead>>>;
+
+/// The guards of a policy that names none.
+static NO_GUARDS: Guards =
+    GuardSet { throttle: None, breaker: None, bulkhead: None, rate_limit: None, budget: None };
+
+impl Guards {
+    /// The guards of a policy that names none, in any registry.
+    #[inline]
+    pub(crate) fn none() -> &'static Guards {
+        &NO_GUARDS
+    }
+}
+
+/// The guards one call uses: the policy's cached handles for the global
+/// registry (borrowed), or a scoped registry's.
+#[derive(Debug)]
+pub(crate) enum GuardsRef<'p> {
+    Cached(&'p Guards),
+    Scoped(Arc<Guards>),
+}
+
+impl std::ops::Deref for GuardsRef<'_> {
+    type Target = Guards;
+
+    #[inline]
+    fn deref(&self) -> &Guards {
+        match self {
+            GuardsRef::Cached(guards) => guards,
+            GuardsRef::Scoped(guards) => guards,
+        }
+    }
+}
+
+/// How many scoped registries' guards one policy remembers (tests use one each).
+const SCOPED_CACHE_SIZE: usize = 16;
+
+/// Guard handles cached per registry.
+#[derive(Debug, Default)]
+pub(crate) struct GuardCache {
+    /// Whether the policy names any guard (known when it is built, so that
+    /// a call of a policy without guards reads one flag).
+    named: bool,
+    global: OnceLock<Guards>,
+    scoped: Mutex<Vec<(u64, Arc<Guards>)>>,
+}
+
+impl GuardCache {
+    pub(crate) const fn new(named: bool) -> Self {
+        GuardCache { named, global: OnceLock::new(), scoped: Mutex::new(Vec::new()) }
+    }
+
+    /// The guards `names` mean for a call made now: in the scoped registry
+    /// if the call runs inside [`Registry::scope`], else in the global one.
+    #[inline]
+    pub(crate) fn guards<'p>(&'p self, names: &GuardNames) -> GuardsRef<'p> {
+        if !self.named {
+            return GuardsRef::Cached(&NO_GUARDS);
+        }
+        match registry::with_scoped(|scoped| self.scoped(names, scoped)) {
+            Some(guards) => GuardsRef::Scoped(guards),
+            None => GuardsRef::Cached(self.global(names)),
+        }
+    }
+
+    /// The global registry's guards for `names`, unless a call made now
+    /// runs inside [`Registry::scope`] (then `None`): what a plain call uses,
+    /// without an `Arc` clone in a scope. `named`: the caller knows the
+    /// policy names a guard.
+    #[inline(always)]
+    pub(crate) fn global_unless_scoped<'p>(&'p self, names: &GuardNames, named: bool) -> Option<&'p Guards> {
+        if !named && !self.named {
+            return Some(&NO_GUARDS);
+        }
+        match registry::with_scoped(|_| ()) {
+            Some(()) => None,
+            None => Some(self.global(names)),
+        }
+    }
+
+    #[inline]
+    fn global(&self, names: &GuardNames) -> &Guards {
+        match self.global.get() {
+            Some(guards) => guards,
+            None => self.global.get_or_init(|| names.resolve(registry::registry())),
+        }
+    }
+
+    #[inline(never)]
+    fn scoped(&self, names: &GuardNames, registry: &Registry) -> Arc<Guards> {
+        let mut cache = self.scoped.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, guards)) = cache.iter().find(|(id, _)| *id == registry.id()) {
+            return guards.clone();
+        }
+        let guards = Arc::new(names.resolve(registry));
+        if cache.len() == SCOPED_CACHE_SIZE {
+            cache.remove(0);
+        }
+        cache.push((registry.id(), guards.clone()));
+        guards
+    }
+}
