@@ -17,35 +17,36 @@
 //! // Output (locals are hygienic; `__stormproof` is `::stormproof::__private`):
 //! async fn load(&mut self, id: String) -> Result<Row, DbError> {
 //!     use ::stormproof::__private as __stormproof;
-//!     use __stormproof::{ForgetOtherError as _, KeepSendError as _};
 //!     static __RESILIENT_POLICY: __stormproof::Policy = __stormproof::Policy::from_attribute(
 //!         __stormproof::AttributeConfig { operation: concat!(module_path!(), "::", "load"), max_attempts: 3u32, .. });
-//!     // Keeps the last error across waits when `DbError: Send` (see the runtime's `slot` module).
-//!     let parts = || ((&__stormproof::ErrorProbe::<DbError>::new()).slot(), __stormproof::by_traits::<DbError>());
-//!     let mut execution = None;                  // built only when a call needs it
+//!     __stormproof::inventory::submit! { __stormproof::Operation::new(&__RESILIENT_POLICY) }
+//!     // Nothing is built until an attempt needs it: a first attempt that
+//!     // runs plain (see the runtime's `call::plain`) never builds the call.
+//!     let mut call = None;
 //!     loop {
 //!         let step = {
 //!             let id = Clone::clone(&id);        // owned parameters: a fresh clone per attempt
 //!             let __self = &mut *self;           // `&mut self`: a fresh reborrow per attempt
-//!             // `BreakerBudget`: the guards named (`NoGuards` with none, `WithBulkhead` with a bulkhead).
-//!             let plain = __stormproof::plain_attempt::<__stormproof::BreakerBudget, _, _>(&__RESILIENT_POLICY, &execution);
 //!             let attempt = async {
 //!                 if false { let fake: Result<Row, DbError> = loop {}; return fake; } // fixes `?`'s target
 //!                 let id = id;
 //!                 let __self = __self;
 //!                 'body: { __self.query(&id).await } // the body, `self` renamed, labelled (see `attempt_block`)
 //!             };
-//!             match plain {
-//!                 // A plain call's first attempt: its value is the call's; a
-//!                 // failure is recorded and decided on (its wait is the next attempt's).
-//!                 // (`UnguardedRun` with no guard named: the attempt alone, its
-//!                 // error made a `PlainFailure::unguarded` once it failed.)
-//!                 Some(plain) => match __stormproof::PlainRun::new(plain, attempt).await {
+//!             // How to build the call: the key (`Keyed(|| (key.take(), ..))`
+//!             // when the function has one), the slot that keeps the last error
+//!             // across waits when `DbError: Send`, and how errors are handled.
+//!             let parts = __stormproof::Unkeyed(|| (
+//!                 (&__stormproof::ErrorProbe::<DbError>::new()).slot(), __stormproof::by_traits::<DbError>()));
+//!             // The shape: which guard slots the function names (throttle,
+//!             // breaker, bulkhead, rate limit, budget), so that the others cost nothing.
+//!             type Shape = (Unnamed, Named, Unnamed, Unnamed, Unnamed);
+//!             match __stormproof::Call::<_, _, Shape>::plain(&call, &__RESILIENT_POLICY, &parts) {
+//!                 Some(plain) => match plain.attempt(attempt).await {
 //!                     Ok(value) => break Ok(value),
-//!                     Err(failure) => __stormproof::after_plain_failure(&__RESILIENT_POLICY, &mut execution, parts, failure),
+//!                     Err(failure) => __stormproof::Call::<_, _, Shape>::after_plain(&mut call, &__RESILIENT_POLICY, parts, failure),
 //!                 },
-//!                 // Any other attempt: the step machine.
-//!                 None => __stormproof::Execution::attempt(__stormproof::started(&__RESILIENT_POLICY, &mut execution, parts), attempt).await,
+//!                 None => __stormproof::Call::<_, _, Shape>::next(&mut call, &__RESILIENT_POLICY, parts, attempt).await,
 //!             }
 //!         };
 //!         match step { Step::Done(result) => break result, Step::Retry => {} }
@@ -53,18 +54,16 @@
 //! }
 //! ```
 //!
-//! A function that can never be plain (a key, a throttle, a
-//! rate limit, an attempt timeout or a deadline: `Plan::may_be_plain`)
-//! builds its execution at once, in place (`let mut execution = None; let
-//! execution = started_at_once(&__RESILIENT_POLICY, &mut execution, key,
-//! slot, handling)`), and awaits `Execution::attempt` for every attempt.
-//!
-//! With `hedge_after_ms`, each attempt is made by a closure the runtime may
-//! call again while earlier attempts run (`Execution::attempt_hedged`):
-//! the same fresh clones, in an `async move` block, and a fresh clone of
-//! an owned receiver such as `self: Arc<Self>` (the body's `self` renamed).
-//! With `fallback = path`, the loop's result is matched: an `Err` goes to
-//! `path(error).await`.
+//! Every combination of arguments expands to this shape: the guards, the
+//! key, timeouts and the deadline are the runtime's business, read from the
+//! policy and the shape. With `max_attempts = 1` there is no loop (the body
+//! may move its parameters, so the attempt is an `async move` block). With
+//! `hedge_after_ms`, each attempt is made by a closure the runtime may call
+//! again while earlier attempts run (`Call::next_hedged`, with no plain
+//! first attempt): the same fresh clones, in an `async move` block, and a
+//! fresh clone of an owned receiver such as `self: Arc<Self>` (the body's
+//! `self` renamed). With `fallback = path`, the loop's result is matched:
+//! an `Err` goes to `path(error).await`.
 
 use proc_macro2::{Group, Span, TokenStream, TokenTree};
 use quote::{quote, quote_spanned};
@@ -94,7 +93,7 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
     let rt = quote!(#runtime);
     // Mixed-site hygiene: the body cannot see (or shadow) these locals.
     let policy = Ident::new(POLICY, Span::mixed_site());
-    let execution = Ident::new("__stormproof_execution", Span::mixed_site());
+    let call = Ident::new("__stormproof_call", Span::mixed_site());
     let step = Ident::new("__stormproof_step", Span::mixed_site());
     let result = Ident::new("__stormproof_result", Span::mixed_site());
 
@@ -114,11 +113,60 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
     let handling = error_handling(plan, &error_ty, error_span, &rt);
     // A missing `Classify` or `From<Rejection>` is reported at this call too:
     // point that at the error type, under the readable message, not at the attribute.
-    let callee = respan(quote!(#rt::Execution::attempt), error_span);
-    let attempt = |future: TokenStream| {
-        let call = quote_spanned!(error_span=> #callee(&mut *#execution, #future));
-        // The await is the attribute's: "await occurs here" points at `#[resilient]`.
-        quote!(#call.await)
+    // Which guards the function names, known here: a call pays nothing for
+    // a guard its function does not name (the runtime's `guards::Shape`),
+    // slot by slot in the guard set's order.
+    let slot_of = |named: bool| if named { quote!(#rt::Named) } else { quote!(#rt::Unnamed) };
+    let shape = [&plan.throttle, &plan.breaker, &plan.bulkhead, &plan.rate_limit, &plan.budget]
+        .map(|name| slot_of(name.is_some()));
+    let call_type = quote!(#rt::Call::<_, _, (#(#shape),*)>);
+    let attempt_of = respan(quote!(#call_type::next), error_span);
+    let plain_of = respan(quote!(#call_type::plain), error_span);
+    let after_plain_of = respan(quote!(#call_type::after_plain), error_span);
+    let hedged_of = respan(quote!(#call_type::next_hedged), error_span);
+    // What builds the call when it needs to be (a plain call's first
+    // attempt runs without it): its key, made once, and how its errors are
+    // kept and handled. The probe's borrow is what puts the fallback slot
+    // one auto-reference further away: it is not needless.
+    let key_slot = Ident::new("__stormproof_key", Span::mixed_site());
+    let (start, parts) = match &plan.key {
+        Some(_) => (
+            quote! {
+                let mut #call = ::core::option::Option::None;
+                let mut #key_slot = #key;
+            },
+            quote!(#rt::Keyed(|| (#key_slot.take(), #slot, #handling))),
+        ),
+        None => (
+            quote!(let mut #call = ::core::option::Option::None;),
+            quote!(#rt::Unkeyed(|| (#slot, #handling))),
+        ),
+    };
+    let parts = quote! {{
+        #[allow(clippy::needless_borrow)]
+        let parts = #parts;
+        parts
+    }};
+    // One attempt, `attempt`, made: a plain call's first runs as it is (see
+    // the runtime's `call::plain`), any other through `Call::next`; `won`
+    // is what a plain first attempt's success becomes.
+    let plain = Ident::new("__stormproof_plain", Span::mixed_site());
+    let failure = Ident::new("__stormproof_failure", Span::mixed_site());
+    let value = Ident::new("__stormproof_value", Span::mixed_site());
+    let attempt_var = Ident::new("__stormproof_attempt", Span::mixed_site());
+    let parts_var = Ident::new("__stormproof_parts", Span::mixed_site());
+    let one_attempt = |attempt: TokenStream, won: TokenStream| {
+        quote_spanned! {error_span=>
+            let #attempt_var = #attempt;
+            let #parts_var = #parts;
+            match #plain_of(&#call, &#policy, &#parts_var) {
+                ::core::option::Option::Some(#plain) => match #plain.attempt(#attempt_var).await {
+                    ::core::result::Result::Ok(#value) => #won,
+                    ::core::result::Result::Err(#failure) => #after_plain_of(&mut #call, &#policy, #parts_var, #failure),
+                },
+                ::core::option::Option::None => #attempt_of(&mut #call, &#policy, #parts_var, #attempt_var).await,
+            }
+        }
     };
     let retry_loop = |attempt_each: TokenStream, before: &[TokenStream]| {
         quote! {
@@ -134,18 +182,6 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
             }
         }
     };
-
-    // The execution, built as the call starts; a loop that may make a plain
-    // first attempt builds it lazily instead (below).
-    let mut start = quote! {
-        // Built and started in place: a value returned from the start
-        // would be copied into the call's future whole.
-        let mut #execution = ::core::option::Option::None;
-        // The probe's borrow is what puts the fallback slot one
-        // auto-reference further away: it is not needless.
-        #[allow(clippy::needless_borrow)]
-        let #execution = #rt::started_at_once(&#policy, &mut #execution, #key, #slot, #handling);
-    };
     let run = if plan.hedge_after_ms.is_some() {
         // Hedged: the attempts of a round run side by side, so each is made
         // by a call of a closure, owning fresh clones (`async move`) of the
@@ -157,9 +193,8 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         clone_receiver(&mut item.block, &mut item.sig, &mut fresh);
         let before = &fresh.before;
         let async_body = attempt_block(&item.sig, quote!(move), &fresh.inside, &item.block);
-        let hedged = respan(quote!(#rt::Execution::attempt_hedged), error_span);
         let call = quote_spanned! {error_span=>
-            #hedged(&mut *#execution, || {
+            #hedged_of(&mut #call, &#policy, #parts, || {
                 #(#before)*
                 #async_body
             })
@@ -172,9 +207,10 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         // `Send` but not `Sync` (a `Cell`, a `Box<dyn Fn() + Send>`). The price: those
         // the body names are dropped as the attempt ends, before a fallback runs (the
         // README says so, at "Fallback").
-        let attempt_once = attempt(attempt_block(&item.sig, quote!(move), &[], &item.block));
+        let body = attempt_block(&item.sig, quote!(move), &[], &item.block);
+        let attempt_once = one_attempt(body, quote!(#rt::Step::Done(::core::result::Result::Ok(#value))));
         quote! {
-            match #attempt_once {
+            match { #attempt_once } {
                 #rt::Step::Done(#result) => #result,
                 #rt::Step::Retry => ::core::unreachable!("#[resilient]: a retry was requested with `max_attempts = 1`"),
             }
@@ -186,63 +222,8 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         reborrow_receiver(&mut item.block, &mut item.sig, &mut fresh);
         let before = &fresh.before;
         let async_body = attempt_block(&item.sig, TokenStream::new(), &fresh.inside, &item.block);
-        if !plan.may_be_plain() {
-            // Never plain (a key, a throttle, a timeout, ...): the step machine throughout.
-            retry_loop(attempt(async_body), before)
-        } else {
-            // The first attempt of a plain call is awaited on its own
-            // (`plain_attempt`), its value breaking out of the loop, and the
-            // execution is built only when a call needs it: at a plain first
-            // attempt's failure, or at the first attempt of a call that is not
-            // plain. Nothing holding the error type lives across an `.await`
-            // but the attempt: the call's future is `Send` whenever the body's is.
-            let [parts, future, plain, value, failure] = ["parts", "attempt", "plain", "value", "failure"]
-                .map(|name| Ident::new(&format!("__stormproof_{name}"), Span::mixed_site()));
-            start = quote! {
-                // The probe's borrow: see above.
-                #[allow(clippy::needless_borrow)]
-                let #parts = || (#slot, #handling);
-                let mut #execution = ::core::option::Option::None;
-            };
-            let after_failure = respan(quote!(#rt::after_plain_failure), error_span);
-            let after_failure =
-                quote_spanned!(error_span=> #after_failure(&#policy, &mut #execution, #parts, #failure));
-            let general = quote_spanned!(error_span=> #callee(#rt::started(&#policy, &mut #execution, #parts), #future));
-            // Which guards the function names, known here: a plain call
-            // tests nothing for a guard its function does not name.
-            let place = if plan.bulkhead.is_some() {
-                quote!(#rt::WithBulkhead)
-            } else if plan.guarded() {
-                quote!(#rt::BreakerBudget)
-            } else {
-                quote!(#rt::NoGuards)
-            };
-            // No guard named: the attempt alone (`UnguardedRun`), its
-            // error made a plain failure only once it failed.
-            let (run, failure_of) = if plan.guarded() {
-                (quote!(#rt::PlainRun), quote!(#failure))
-            } else {
-                (quote!(#rt::UnguardedRun), quote!(#rt::PlainFailure::unguarded(#failure)))
-            };
-            // Asked before the attempt is made, so that nothing runs
-            // between the attempt's making and its move into either arm.
-            let attempt_each = quote! {
-                let #plain = #rt::plain_attempt::<#place, _, _>(&#policy, &#execution);
-                let #future = #async_body;
-                match #plain {
-                    ::core::option::Option::Some(#plain) => match #run::new(#plain, #future).await {
-                        ::core::result::Result::Ok(#value) => break ::core::result::Result::Ok(#value),
-                        // Nothing is awaited here: a retry's wait is the next attempt's.
-                        ::core::result::Result::Err(#failure) => {
-                            let #failure = #failure_of;
-                            #after_failure
-                        }
-                    },
-                    ::core::option::Option::None => #general.await,
-                }
-            };
-            retry_loop(attempt_each, before)
-        }
+        // The await is the attribute's: "await occurs here" points at `#[resilient]`.
+        retry_loop(one_attempt(async_body, quote!(break ::core::result::Result::Ok(#value))), before)
     };
     let run = match &plan.fallback {
         None => run,
@@ -336,8 +317,13 @@ fn error_type_tokens(sig: &Signature, error_type: &ErrorType, rt: &TokenStream) 
 fn error_handling(plan: &Plan, error_ty: &TokenStream, error_span: Span, rt: &TokenStream) -> TokenStream {
     match &plan.classify {
         None => {
-            let check = respan(quote!(#rt::by_traits::<#error_ty>), error_span);
-            quote!(#check())
+            // Its result, two function pointers, made when the call is built:
+            // the bound is then checked at this one call, and a missing trait
+            // is one error. (The function itself, a handling of no size,
+            // would carry the bound to every use of the handling's type, and
+            // repeat the error at each.)
+            let by_traits = respan(quote!(#rt::by_traits::<#error_ty>), error_span);
+            quote!(#by_traits())
         }
         Some(path) => {
             let new = respan(quote!(#rt::ClassifyWith::<#error_ty>::new), path.span());

@@ -55,28 +55,6 @@ pub(crate) struct Plan {
     pub classify: Option<syn::ExprPath>,
 }
 
-/// Checks the arguments and the function they annotate.
-impl Plan {
-    /// Whether a call may be plain, as the runtime's `plain_attempt` decides
-    /// it: no guard but a breaker, a budget and a bulkhead, no attempt
-    /// timeout, no deadline, no key (a configuration file's override may still make a
-    /// call not plain, which the runtime sees). Only for such a function
-    /// does the expansion await a plain first attempt on its own.
-    pub(crate) fn may_be_plain(&self) -> bool {
-        self.key.is_none()
-            && self.throttle.is_none()
-            && self.rate_limit.is_none()
-            && self.hedge_after_ms.is_none()
-            && self.attempt_timeout_ms.is_none()
-            && self.deadline_ms.is_none()
-    }
-
-    /// Whether the function names a guard: a breaker, a budget or a bulkhead.
-    pub(crate) fn guarded(&self) -> bool {
-        self.breaker.is_some() || self.budget.is_some() || self.bulkhead.is_some()
-    }
-}
-
 pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
     // Checked first and alone: the function was rewritten by the first, and
     // what the other checks would find in the rewrite is not what was written.

@@ -18,8 +18,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use pin_project_lite::pin_project;
-
 /// Which task an attempt belongs to: tokio's id of the task polling it
 /// (`None` under `block_on`, which is not a task).
 type TaskMark = Option<tokio::task::Id>;
@@ -124,46 +122,6 @@ pub(crate) fn nested() -> bool {
 #[inline(always)]
 pub(crate) fn outside_attempts() -> bool {
     ATTEMPT.get().place == Place::Outside
-}
-
-/// Runs `attempt` with `key` as the current attempt's context (and inside
-/// `span` unless it is disabled) on every poll, and while it is dropped.
-#[inline]
-pub(crate) fn scope<F: Future>(
-    key: Option<Arc<str>>,
-    span: Option<&tracing::Span>,
-    attempt: F,
-) -> InContext<'_, F> {
-    InContext { key, span, attempt: Some(attempt) }
-}
-
-pin_project! {
-    /// An attempt with its context; see [`scope`].
-    pub(crate) struct InContext<'a, F> {
-        // See `poll_in`.
-        key: Option<Arc<str>>,
-        span: Option<&'a tracing::Span>,
-        // `None` once the attempt has finished (it was dropped in its context).
-        #[pin]
-        attempt: Option<F>,
-    }
-
-    impl<F> PinnedDrop for InContext<'_, F> {
-        fn drop(this: Pin<&mut Self>) {
-            let this = this.project();
-            drop_in(this.key, *this.span, this.attempt);
-        }
-    }
-}
-
-impl<F: Future> Future for InContext<'_, F> {
-    type Output = F::Output;
-
-    #[inline]
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let this = self.project();
-        poll_in(this.key, *this.span, this.attempt, cx)
-    }
 }
 
 /// Polls `attempt` in its context, with `span` (if any) entered.

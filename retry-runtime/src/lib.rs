@@ -35,6 +35,7 @@ mod backoff;
 mod breaker;
 mod budget;
 mod bulkhead;
+mod call;
 mod classify;
 mod clock;
 mod config;
@@ -43,11 +44,11 @@ mod counter;
 mod decision;
 mod error;
 mod errors;
-mod execution;
 #[cfg(feature = "config")]
 mod file;
 #[cfg(feature = "redis")]
 pub mod fleet;
+pub mod guard;
 mod guards;
 #[cfg(feature = "reqwest")]
 pub mod http;
@@ -78,13 +79,13 @@ pub use breaker::{
 };
 pub use budget::{BudgetConfig, BudgetTotals, RatioBudget, RetryBudget, TokenBucket};
 pub use bulkhead::{AdaptiveLimit, Bulkhead, BulkheadConfig, BulkheadFull, BulkheadPermit, LimitCore};
+pub use call::{Attempt, Call, Classified, ClassifyInner, NoHedges, Step};
 pub use classify::{Classify, ErrorClass, parse_retry_after, parse_retry_after_at};
 pub use config::{ConfigError, PolicyError};
 pub use context::idempotency_key;
 pub use decision::StopReason;
 pub use error::ResilientError;
 pub use errors::Error;
-pub use execution::{Classified, ClassifyInner};
 #[cfg(feature = "config")]
 pub use file::{Change, ConfigFileError, Problem, Refusal, ReloadReport};
 pub use operations::{CheckReport, Undeclared, Unused};
@@ -100,16 +101,16 @@ pub use throttle::{Throttle, ThrottleConfig, ThrottleWindow};
 /// may change in any release.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::call::{
+        Call, ErrorProbe, ForgetOtherError, Forgotten, KeepSendError, Kept, KeyFromDisplay, KeyFromInteger,
+        KeyFromText, KeyProbe, KeyText, KeyWriter, LastError, Step, idempotency_key,
+    };
+    pub use crate::call::{Keyed, Unkeyed};
     pub use crate::error::{
         ByTraits, ClassifyWith, ConvertByFrom, ConvertByWrapping, ConvertNot, ErrorHandling, NoConverter,
         RejectProbe, RejectionConverter,
     };
-    pub use crate::execution::{
-        BreakerBudget, ErrorProbe, Execution, ForgetOtherError, Forgotten, Guarding, KeepSendError, Kept,
-        KeyFromDisplay, KeyFromInteger, KeyFromText, KeyProbe, KeyText, KeyWriter, LastError, NoGuards,
-        PlainFailure, PlainGuards, PlainRun, Step, UnguardedRun, WithBulkhead, after_plain_failure,
-        idempotency_key, plain_attempt, started, started_at_once,
-    };
+    pub use crate::guards::{Named, Unnamed};
     pub use crate::operations::Operation;
     pub use crate::policy::AttributeConfig;
     pub use inventory;

@@ -47,6 +47,13 @@ pub enum Rejection {
         /// The rate limiter's name.
         limiter: String,
     },
+    /// The named retry budget had no token for a retry or a hedge: retries
+    /// stop (the caller gets the last error; this appears in the trace and
+    /// the metrics), and a hedge it cannot pay for is not started.
+    BudgetExhausted {
+        /// The budget's name.
+        budget: String,
+    },
     /// The attempt ran longer than `attempt_timeout` and was cancelled. Transient: retried.
     AttemptTimeout {
         /// The per-attempt timeout that fired.
@@ -74,6 +81,9 @@ impl std::fmt::Display for Rejection {
             ),
             Rejection::RateLimited { limiter } => {
                 write!(f, "rate limit `{limiter}` had no turn for the attempt within its `max_wait`")
+            }
+            Rejection::BudgetExhausted { budget } => {
+                write!(f, "retry budget `{budget}` has no token for another attempt")
             }
             Rejection::AttemptTimeout { after } => {
                 write!(f, "the attempt timed out after {after:?}")
@@ -109,8 +119,25 @@ impl Rejection {
             Rejection::BulkheadFull { .. } => "bulkhead_full",
             Rejection::Throttled { .. } => "throttled",
             Rejection::RateLimited { .. } => "rate_limited",
+            Rejection::BudgetExhausted { .. } => "budget_exhausted",
             Rejection::AttemptTimeout { .. } => "attempt_timeout",
             Rejection::DeadlineExceeded { .. } => "deadline_exceeded",
+        }
+    }
+}
+
+impl Rejection {
+    /// Why a call stops when this rejection ends it: the reason in the
+    /// trace and the `stops` metric.
+    pub(crate) fn stop_reason(&self) -> crate::decision::StopReason {
+        use crate::decision::StopReason;
+        match self {
+            Rejection::CircuitOpen { .. } => StopReason::CircuitOpen,
+            Rejection::BulkheadFull { .. } => StopReason::BulkheadFull,
+            Rejection::Throttled { .. } => StopReason::Throttled,
+            Rejection::RateLimited { .. } => StopReason::RateLimited,
+            Rejection::BudgetExhausted { .. } => StopReason::BudgetExhausted,
+            Rejection::AttemptTimeout { .. } | Rejection::DeadlineExceeded { .. } => StopReason::Deadline,
         }
     }
 }
@@ -139,11 +166,12 @@ mod tests {
             Rejection::BulkheadFull { bulkhead: "b".into() },
             Rejection::Throttled { throttle: "t".into() },
             Rejection::RateLimited { limiter: "r".into() },
+            Rejection::BudgetExhausted { budget: "u".into() },
             Rejection::AttemptTimeout { after: Duration::from_secs(1) },
             Rejection::DeadlineExceeded { after: Duration::from_secs(1) },
         ];
         let retryable: Vec<_> = all.iter().filter(|r| r.classify().is_retryable()).collect();
-        assert_eq!(retryable, [&all[4]]);
+        assert_eq!(retryable, [&all[5]]);
         for r in &all {
             assert!(!r.to_string().is_empty());
         }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{TestError, ms};
-use stormproof_runtime::__private::{ByTraits, Execution, Kept, Step};
+use stormproof_runtime::__private::{ByTraits, Call, Kept, Step};
 use stormproof_runtime::{
     BreakerConfig, BreakerState, BulkheadConfig, ErrorClass, Jitter, Policy, Registry, Rejection,
     parse_retry_after, registry,
@@ -95,7 +95,7 @@ async fn deadlines_and_timeouts_too_far_to_represent_never_fire() {
 
 /// One step of `execution` on the direct path (`attempt`) or the general one.
 async fn step(
-    execution: &mut Execution<'_, Kept<TestError>, ByTraits>,
+    execution: &mut Call<'_, Kept<TestError>, ByTraits>,
     direct: bool,
     outcome: Result<u32, TestError>,
 ) -> Step<u32, TestError> {
@@ -114,7 +114,7 @@ async fn a_breaker_opened_during_the_backoff_ends_the_call_with_the_last_error()
         let config = BreakerConfig { failure_threshold: 2, ..Default::default() };
         registry().declare_breaker(&name, config).unwrap();
         let policy = no_jitter().base(ms(100)).breaker(name.clone()).build().unwrap();
-        let mut first = policy.execution(None, Kept::default(), ByTraits);
+        let mut first = policy.call(None, Kept::default(), ByTraits);
         assert!(matches!(step(&mut first, direct, Err(TestError::Transient)).await, Step::Retry));
         // Meanwhile another call's failure opens the breaker (2 failures in all).
         let breaker = registry().breaker(&name).unwrap();

@@ -163,7 +163,7 @@ async fn an_attempt_timeout_before_the_deadline_is_retried_not_taken_for_the_dea
 #[tokio::test(start_paused = true)]
 async fn the_step_form_counts_the_attempts_that_ran_and_not_a_refused_one() {
     let policy = Policy::builder().jitter(Jitter::None).base(ms(1)).max_attempts(5).build().unwrap();
-    let mut execution = policy.execution(None, Kept::<TestError>::default(), ByTraits);
+    let mut execution = policy.call(None, Kept::<TestError>::default(), ByTraits);
     assert_eq!(execution.attempts(), 0);
     for ran in 1..=2 {
         assert!(matches!(execution.attempt(async { Err::<u8, _>(TestError::Transient) }).await, Step::Retry));
@@ -179,7 +179,7 @@ async fn the_step_form_counts_the_attempts_that_ran_and_not_a_refused_one() {
         .scope(async {
             let tripped: Result<(), _> = guarded.run(|| async { Err(TestError::Transient) }).await;
             assert_eq!(tripped, Err(TestError::Transient));
-            let mut refused = guarded.execution(None, Kept::<TestError>::default(), ByTraits);
+            let mut refused = guarded.call(None, Kept::<TestError>::default(), ByTraits);
             let step = refused.attempt(async { Ok::<_, TestError>(()) }).await;
             assert!(matches!(step, Step::Done(Err(TestError::Rejected(Rejection::CircuitOpen { .. })))));
             assert_eq!(refused.attempts(), 0, "the open breaker refused the only attempt");

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use common::{TestError, ms};
-use stormproof_runtime::__private::{ByTraits, Execution, Kept, Step};
+use stormproof_runtime::__private::{ByTraits, Call, Kept, Step};
 use stormproof_runtime::{
     AdaptiveLimit, BreakerConfig, BreakerState, Bulkhead, BulkheadConfig, Jitter, Nested, Policy,
     PolicyBuilder, RateLimit, RateLimitConfig, Rejection, Throttle, ThrottleConfig, idempotency_key,
@@ -42,7 +42,7 @@ const PATHS: [Path; 2] = [Path::Direct, Path::General];
 
 /// One attempt of `execution`, the way `path` says.
 async fn step<T, F>(
-    execution: &mut Execution<'_, Kept<TestError>, ByTraits>,
+    execution: &mut Call<'_, Kept<TestError>, ByTraits>,
     path: Path,
     attempt: F,
 ) -> Step<T, TestError>
@@ -65,7 +65,7 @@ async fn call<T, F>(
 where
     F: Future<Output = Result<T, TestError>>,
 {
-    let mut execution = policy.execution(key.map(Arc::from), Kept::default(), ByTraits);
+    let mut execution = policy.call(key.map(Arc::from), Kept::default(), ByTraits);
     loop {
         if let Step::Done(result) = step(&mut execution, path, make()).await {
             return result;
@@ -643,7 +643,7 @@ async fn the_last_error_is_dropped_as_the_next_attempt_begins_not_held_while_it_
     for path in PATHS {
         let policy = Policy::builder().max_attempts(2).base(ms(10)).jitter(Jitter::None).build().unwrap();
         let token = Arc::new(());
-        let mut execution = policy.execution(None, Kept::default(), ByTraits);
+        let mut execution = policy.call(None, Kept::default(), ByTraits);
         let first = match path {
             Path::Direct => execution.attempt(async { Err::<usize, _>(Holding(token.clone())) }).await,
             Path::General => {

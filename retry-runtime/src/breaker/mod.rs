@@ -18,6 +18,7 @@
 mod announce;
 mod config;
 mod control;
+mod guard;
 mod outcome;
 mod permit;
 mod state;
@@ -303,13 +304,20 @@ impl CircuitBreaker {
 
     #[inline(never)]
     fn try_acquire_locked(&self) -> Option<BreakerPermit<'_>> {
+        self.admit_locked().map(|ticket| BreakerPermit::new(self, ticket))
+    }
+
+    /// Admission when the breaker is not closed (or was not, as the word
+    /// was read): under the lock, counting a refusal.
+    #[inline(never)]
+    fn admit_locked(&self) -> Option<Ticket> {
         let now = self.now();
         let mut core = self.lock();
         let (admission, transition) = core.admit(now);
         self.publish(&core);
         self.release(core, transition);
         match admission {
-            Admission::Allowed(ticket) => Some(BreakerPermit::new(self, ticket)),
+            Admission::Allowed(ticket) => Some(ticket),
             Admission::Rejected => {
                 self.counts.rejections.fetch_add(1, Ordering::Relaxed);
                 None
@@ -344,9 +352,28 @@ impl CircuitBreaker {
         self.record_locked(ticket, outcome);
     }
 
+    /// Records how the attempt `ticket` admitted ended: the success
+    /// path's count, then, unless the published word shows there is
+    /// nothing to change (one atomic load, inlined), the core's record.
+    #[inline(always)]
+    fn record_ticket(&self, ticket: Ticket, outcome: Outcome) {
+        self.count(outcome);
+        if !ticket.probe && self.nothing_to_record(outcome) {
+            return;
+        }
+        self.record_slow(ticket, outcome);
+    }
+
+    /// Frees the probe slot of an attempt dropped unfinished.
     #[inline(never)]
-    fn abandon(&self, ticket: Ticket) {
+    fn abandon_probe(&self, ticket: Ticket) {
         self.lock().abandon(ticket);
+    }
+
+    /// Gives back the probe slot of an attempt never sent (see `BreakerPermit::give_back`).
+    #[inline(never)]
+    fn give_back_probe(&self, ticket: Ticket) {
+        self.lock().give_back(ticket);
     }
 
     /// Counts an attempt that ran: the success path's one increment (of this thread's slot).

@@ -34,30 +34,11 @@ impl<'a> BreakerPermit<'a> {
         self.ticket.peek().is_some_and(|t| t.probe)
     }
 
-    /// Gives the permit back for an attempt that was certainly never made
-    /// (its admission waits for something else first): a half-open probe's
-    /// slot is freed and, unlike a dropped permit's, it counts no more
-    /// against the probes a trip allowed in all (see
-    /// [`trip_until`](CircuitBreaker::trip_until)).
-    pub(crate) fn give_back(mut self) {
-        if let Some(ticket) = self.ticket.take()
-            && ticket.probe
-        {
-            self.breaker.lock().give_back(ticket);
-        }
-    }
-
     /// Records the attempt's outcome.
     #[inline]
     pub fn record(mut self, outcome: Outcome) {
         if let Some(ticket) = self.ticket.take() {
-            self.breaker.count(outcome);
-            // The common case, inlined: a success or a permanent error of a
-            // closed-era attempt that leaves nothing to do (one atomic load).
-            if !ticket.probe && self.breaker.nothing_to_record(outcome) {
-                return;
-            }
-            self.breaker.record_slow(ticket, outcome);
+            self.breaker.record_ticket(ticket, outcome);
         }
     }
 }
@@ -68,7 +49,7 @@ impl Drop for BreakerPermit<'_> {
         if let Some(ticket) = self.ticket.take()
             && ticket.probe
         {
-            self.breaker.abandon(ticket);
+            self.breaker.abandon_probe(ticket);
         }
     }
 }

@@ -19,6 +19,7 @@
 //! refuses a fresh call, it only stops retries.
 
 mod bucket;
+mod guard;
 mod lease;
 mod ratio;
 mod withdrawal;

@@ -9,7 +9,7 @@ use super::{Form, RatioState, RetryBudget, lock};
 /// What [`RetryBudget::withdraw`] took for one retry: what giving it back
 /// puts back, where it was taken.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Withdrawal {
+pub struct Withdrawal {
     local: Local,
     /// The fleet's leased token, while a lease was held, and which lease.
     leased: Option<Taken>,

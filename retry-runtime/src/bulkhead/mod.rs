@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
+pub(crate) mod guard;
 mod limit;
 mod places;
 
@@ -119,18 +120,6 @@ impl BulkheadPermit<'_> {
     pub fn finish(self, overload: bool) {
         if let Some(started) = self.started {
             self.bulkhead.sample(started.elapsed(), overload);
-        }
-    }
-}
-
-impl BulkheadPermit<'_> {
-    /// Starts an adaptive limit's latency sample at `sent` (if later than
-    /// the admission): what the attempt did before its request went out
-    /// (its wait for a rate-limit turn, the HTTP layers' read of the failed
-    /// response before a retry) is the client's time, not the dependency's.
-    pub(crate) fn measure_from(&mut self, sent: Instant) {
-        if let Some(started) = &mut self.started {
-            *started = (*started).max(sent);
         }
     }
 }
@@ -249,25 +238,9 @@ impl Bulkhead {
         Ok(self.admitted())
     }
 
-    /// A place taken without a permit object, when one is free and the
-    /// limit is not adaptive (whose places carry the attempt's start time):
-    /// the direct path holds it as a plain fact and gives it back with
-    /// [`give_back_place`](Self::give_back_place) exactly once.
-    #[inline]
-    pub(crate) fn try_take_place(&self) -> bool {
-        if self.adaptive.load(Ordering::Relaxed) {
-            return false;
-        }
-        if !self.places.try_take() {
-            return false;
-        }
-        #[cfg(feature = "metrics")]
-        crate::observe::bulkhead_level(&self.gauge_key, self.in_use());
-        true
-    }
-
     /// Gives one place back, or, while a smaller limit is still owed
     /// places (see `resize_to`), retires it instead.
+    #[inline]
     pub(crate) fn give_back_place(&self) {
         if !(self.owed.load(Ordering::Relaxed) > 0 && self.retire_one()) {
             self.places.give_back();

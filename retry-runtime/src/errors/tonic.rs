@@ -136,9 +136,10 @@ impl From<Rejection> for Status {
         let code = match rejection {
             Rejection::CircuitOpen { .. } => Code::Unavailable,
             // Local refusals under load, as gRPC's own client-side limits say.
-            Rejection::BulkheadFull { .. } | Rejection::Throttled { .. } | Rejection::RateLimited { .. } => {
-                Code::ResourceExhausted
-            }
+            Rejection::BulkheadFull { .. }
+            | Rejection::Throttled { .. }
+            | Rejection::RateLimited { .. }
+            | Rejection::BudgetExhausted { .. } => Code::ResourceExhausted,
             Rejection::AttemptTimeout { .. } | Rejection::DeadlineExceeded { .. } => Code::DeadlineExceeded,
         };
         let mut status = Status::new(code, rejection.to_string());

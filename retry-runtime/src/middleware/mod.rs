@@ -19,9 +19,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::attempts::Attempts;
+use crate::call::{Call, Kept, Step};
 use crate::classify::ErrorClass;
 use crate::error::ErrorHandling;
-use crate::execution::{Execution, Kept, Step, started_at_once};
 use crate::policy::Policy;
 use crate::rejection::Rejection;
 
@@ -147,10 +147,8 @@ pub(crate) async fn call<T: Transport>(
     request: T::Request,
 ) -> Result<T::Response, T::Error> {
     let plan = T::plan(&request);
-    // Started in place (see `started_at_once`).
-    let mut execution = None;
-    let execution =
-        started_at_once(policy, &mut execution, plan.key, Kept::default(), ByTransport::<T>(PhantomData));
+    let mut call = Call::new(policy, plan.key, Kept::default(), ByTransport::<T>(PhantomData));
+    let execution = &mut call;
     if !plan.retry {
         tracing::debug!(
             target: crate::observe::target::HTTP,
@@ -237,9 +235,9 @@ fn finish<T: Transport>(mut response: T::Response, attempts: Attempts) -> T::Res
 /// The request for the next attempt: a copy while more attempts may
 /// follow, the original for the last one. A request that cannot be copied
 /// is sent as it is, and that attempt becomes the last.
-fn next_request<T: Transport, S, H>(
+fn next_request<T: Transport, S: Default, H>(
     original: &mut Option<T::Request>,
-    execution: &mut Execution<'_, S, H>,
+    execution: &mut Call<'_, S, H>,
 ) -> Option<T::Request> {
     if !execution.next_is_last() {
         if let Some(copy) = original.as_ref().and_then(T::try_copy) {

@@ -4,7 +4,7 @@ use std::borrow::Cow;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use super::{MAX_ATTEMPTS_LIMIT, Nested, Policy, Settings, plain_shape};
+use super::{LoopGuards, MAX_ATTEMPTS_LIMIT, Nested, Policy, Settings};
 use crate::backoff::{Backoff, Jitter};
 use crate::config::{ConfigError, PolicyError};
 use crate::guards::{GuardCache, GuardNames};
@@ -242,9 +242,17 @@ impl PolicyBuilder {
             deadline: self.deadline,
             hedge: self.hedge,
         };
+        let loop_guards = LoopGuards::of(
+            self.guard_names.breaker.is_some(),
+            self.guard_names.budget.is_some(),
+            self.guard_names.bulkhead.is_some()
+                || self.guard_names.throttle.is_some()
+                || self.guard_names.rate_limit.is_some(),
+        );
         Policy {
             operation: self.operation,
-            plain_shape: plain_shape(&settings, &self.guard_names),
+            plain_settings: settings.allow_plain(),
+            loop_guards,
             settings,
             guard_names: self.guard_names,
             idempotent: true,

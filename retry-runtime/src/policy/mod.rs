@@ -3,21 +3,22 @@
 //! The attribute builds one `static` policy per function; code that cannot
 //! carry an attribute (closures, trait objects, generated clients) builds
 //! one with [`Policy::builder`] and calls [`Policy::run`]. Both drive the
-//! same retry loop (see the `execution` module), which reads the settings
+//! same call (see the `call` module), which reads the settings
 //! here; this module knows nothing of the loop.
 
+mod attribute;
 mod builder;
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+pub use attribute::AttributeConfig;
 pub use builder::PolicyBuilder;
 
-use crate::backoff::{Backoff, Jitter, stream_seed};
+use crate::backoff::{Backoff, stream_seed};
 use crate::guards::{GuardCache, GuardNames, Guards, GuardsRef};
 use crate::registry::{GuardKind, PolicyOverrides};
-use crate::settings::Hedge;
 pub use crate::settings::Settings;
 
 /// Upper bound of `max_attempts`: a bound on amplification, not a target.
@@ -77,16 +78,48 @@ pub struct Policy {
     /// and the global registry's (see the registry's `overrides` module);
     /// while none does, calls read no override (one relaxed load).
     overrides: PolicyOverrides,
-    /// Whether a call may be plain as far as the policy's own settings and
-    /// guard names tell, and with a bulkhead place or not (see
-    /// [`Policy::plain_shape`]): worked out once, so that a call reads one
-    /// byte instead of six fields.
-    plain_shape: PlainShape,
+    /// Whether its settings let a call's first attempt be plain (no
+    /// deadline, attempt timeout or hedging: `Settings::allow_plain`),
+    /// worked out once, so that a call reads one byte instead of three fields.
+    plain_settings: bool,
+    /// Which guards it names, as far as `Policy::run` picks a shape by them.
+    loop_guards: LoopGuards,
     seed: Option<u64>,
     nested: Nested,
     /// Jitter streams handed out so far, when seeded.
     streams: AtomicU64,
     cache: GuardCache,
+}
+
+/// Which guards a policy names, when they are at most the retry loop's
+/// own (a breaker, a budget): `Policy::run` then sees them as the
+/// attribute would (see `guards::Shape`), and tests nothing for the
+/// others; any other set of guards is seen slot by slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LoopGuards {
+    /// No guard at all.
+    Unguarded,
+    /// A breaker alone.
+    Breaker,
+    /// A budget alone.
+    Budget,
+    /// A breaker and a budget.
+    BreakerBudget,
+    /// A bulkhead, a throttle or a rate limit, with any others.
+    Other,
+}
+
+impl LoopGuards {
+    /// The case of a policy naming a breaker, a budget, and any other guard.
+    pub(crate) const fn of(breaker: bool, budget: bool, other: bool) -> Self {
+        match (breaker, budget, other) {
+            (_, _, true) => LoopGuards::Other,
+            (false, false, false) => LoopGuards::Unguarded,
+            (true, false, false) => LoopGuards::Breaker,
+            (false, true, false) => LoopGuards::Budget,
+            (true, true, false) => LoopGuards::BreakerBudget,
+        }
+    }
 }
 
 impl std::fmt::Debug for Policy {
@@ -126,73 +159,6 @@ impl Clone for Policy {
     }
 }
 
-/// The attribute's arguments, checked at compile time by the macro.
-///
-/// Only the code `#[resilient]` generates builds one.
-#[doc(hidden)]
-#[derive(Debug, Clone, Copy)]
-pub struct AttributeConfig {
-    pub operation: &'static str,
-    pub max_attempts: u32,
-    pub base_ms: u64,
-    pub cap_ms: u64,
-    pub jitter: Jitter,
-    pub attempt_timeout_ms: Option<u64>,
-    pub deadline_ms: Option<u64>,
-    pub hedge_after_ms: Option<u64>,
-    pub max_hedges: u32,
-    pub breaker: Option<&'static str>,
-    pub budget: Option<&'static str>,
-    pub bulkhead: Option<&'static str>,
-    pub throttle: Option<&'static str>,
-    pub rate_limit: Option<&'static str>,
-    pub nested_retry: bool,
-    pub idempotent: bool,
-    pub has_key: bool,
-}
-
-/// What the policy's settings and guard names say of a plain call (see
-/// [`Policy::plain_shape`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PlainShape {
-    /// Never plain: a deadline, an attempt timeout, hedging, a throttle or a rate limit.
-    Never,
-    /// Plain, with no guard named (the attribute's marker of the same name).
-    NoGuards,
-    /// Plain with a breaker, a budget or both.
-    BreakerBudget,
-    /// Plain with a bulkhead place (and a breaker and a budget if named).
-    WithBulkhead,
-}
-
-/// See [`Policy::plain_shape`].
-pub(super) const fn plain_shape(settings: &Settings, names: &GuardNames) -> PlainShape {
-    let never = !settings.allow_plain() || names.throttle.is_some() || names.rate_limit.is_some();
-    if never {
-        PlainShape::Never
-    } else if names.bulkhead.is_some() {
-        PlainShape::WithBulkhead
-    } else if names.breaker.is_some() || names.budget.is_some() {
-        PlainShape::BreakerBudget
-    } else {
-        PlainShape::NoGuards
-    }
-}
-
-const fn millis(ms: Option<u64>) -> Option<Duration> {
-    match ms {
-        Some(ms) => Some(Duration::from_millis(ms)),
-        None => None,
-    }
-}
-
-const fn borrowed(name: Option<&'static str>) -> Option<Cow<'static, str>> {
-    match name {
-        Some(name) => Some(Cow::Borrowed(name)),
-        None => None,
-    }
-}
-
 impl Policy {
     /// A builder with every default: 4 attempts, base 100 ms, cap 20 s, full
     /// jitter, no timeouts, no guards.
@@ -214,52 +180,6 @@ impl Policy {
             guard_names: self.guard_names.clone(),
             seed: self.seed,
             nested: self.nested,
-        }
-    }
-
-    /// A policy from the attribute's (compile-time validated) arguments,
-    /// usable in a `static`.
-    #[doc(hidden)]
-    pub const fn from_attribute(cfg: AttributeConfig) -> Policy {
-        let settings = Settings {
-            max_attempts: cfg.max_attempts,
-            backoff: Backoff::new(
-                Duration::from_millis(cfg.base_ms),
-                Duration::from_millis(cfg.cap_ms),
-                cfg.jitter,
-            ),
-            attempt_timeout: millis(cfg.attempt_timeout_ms),
-            deadline: millis(cfg.deadline_ms),
-            hedge: match cfg.hedge_after_ms {
-                Some(after) => Some(Hedge { after: Duration::from_millis(after), max: cfg.max_hedges }),
-                None => None,
-            },
-        };
-        let guard_names = GuardNames {
-            breaker: borrowed(cfg.breaker),
-            budget: borrowed(cfg.budget),
-            bulkhead: borrowed(cfg.bulkhead),
-            throttle: borrowed(cfg.throttle),
-            rate_limit: borrowed(cfg.rate_limit),
-        };
-        Policy {
-            operation: Cow::Borrowed(cfg.operation),
-            plain_shape: plain_shape(&settings, &guard_names),
-            settings,
-            idempotent: cfg.idempotent,
-            has_key: cfg.has_key,
-            overrides: PolicyOverrides::new(),
-            guard_names,
-            seed: None,
-            nested: if cfg.nested_retry { Nested::Retry } else { Nested::Once },
-            streams: AtomicU64::new(0),
-            cache: GuardCache::new(
-                cfg.breaker.is_some()
-                    || cfg.budget.is_some()
-                    || cfg.bulkhead.is_some()
-                    || cfg.throttle.is_some()
-                    || cfg.rate_limit.is_some(),
-            ),
         }
     }
 
@@ -322,6 +242,19 @@ impl Policy {
         &self.settings
     }
 
+    /// Whether its settings let a call's first attempt be plain (see
+    /// `call::start`): no deadline, attempt timeout or hedging.
+    #[inline(always)]
+    pub(crate) fn plain_settings(&self) -> bool {
+        self.plain_settings
+    }
+
+    /// Which guards it names, as `Policy::run` picks a shape by them.
+    #[inline(always)]
+    pub(crate) fn loop_guards(&self) -> LoopGuards {
+        self.loop_guards
+    }
+
     /// Whether a registry may hold an override for this operation (then
     /// look it up). While no registry holds one, this is one relaxed load.
     #[inline]
@@ -336,17 +269,6 @@ impl Policy {
     #[inline]
     pub(crate) fn override_forbids_plain(&self) -> bool {
         self.overrides.forbid_plain()
-    }
-
-    /// Whether the policy's settings and guard names let a call be plain
-    /// (no deadline, attempt timeout or hedging, no throttle or rate limit),
-    /// and whether its plain attempts hold a bulkhead place (a named guard
-    /// always resolves to one). Whether a call made now is plain also
-    /// depends on what may change (an override, a scoped registry, DEBUG,
-    /// nesting, a free place): see `execution::plain`.
-    #[inline]
-    pub(crate) fn plain_shape(&self) -> PlainShape {
-        self.plain_shape
     }
 
     /// What the registries told this policy of its operation's overrides:
@@ -371,14 +293,14 @@ impl Policy {
     /// scoped registry.
     #[inline]
     pub(crate) fn global_guards(&self) -> Option<&Guards> {
-        self.cache.global_unless_scoped(&self.guard_names)
+        self.cache.global_unless_scoped(&self.guard_names, false)
     }
 
-    /// [`global_guards`](Self::global_guards) of a policy whose plain shape
-    /// names a guard (`BreakerBudget`, `WithBulkhead`): it names one.
+    /// [`global_guards`](Self::global_guards) for a caller that knows the
+    /// policy names a guard (the attribute's, for a function that does).
     #[inline]
-    pub(crate) fn named_global_guards(&self) -> Option<&Guards> {
-        self.cache.named_global_unless_scoped(&self.guard_names)
+    pub(crate) fn global_named_guards(&self) -> Option<&Guards> {
+        self.cache.global_unless_scoped(&self.guard_names, true)
     }
 
     /// The seed of the next call's jitter stream, when the policy is seeded.
@@ -389,71 +311,51 @@ impl Policy {
 }
 
 #[cfg(test)]
-impl AttributeConfig {
-    /// What `#[resilient]` with no arguments compiles to, named `operation`.
-    pub(crate) const fn bare(operation: &'static str) -> Self {
-        AttributeConfig {
-            operation,
-            max_attempts: 4,
-            base_ms: 100,
-            cap_ms: 20_000,
-            jitter: Jitter::Full,
-            attempt_timeout_ms: None,
-            deadline_ms: None,
-            hedge_after_ms: None,
-            max_hedges: 1,
-            breaker: None,
-            budget: None,
-            bulkhead: None,
-            throttle: None,
-            rate_limit: None,
-            nested_retry: false,
-            idempotent: true,
-            has_key: false,
-        }
-    }
-}
-
-#[cfg(test)]
 mod tests {
     use super::*;
 
     /// The attribute's arguments with nothing optional given.
     const BARE: AttributeConfig = AttributeConfig::bare("policy-unit");
 
-    // The builder's side is `execution::plain::tests`; this is the attribute's.
     #[test]
-    fn an_attribute_policy_is_plain_shaped_with_at_most_a_breaker_a_budget_and_a_bulkhead() {
-        let shape = |config| Policy::from_attribute(config).plain_shape();
+    fn a_policy_knows_whether_its_first_attempt_may_be_plain_and_which_of_the_loops_guards_it_names() {
+        let of = |config| {
+            let policy = Policy::from_attribute(config);
+            (policy.plain_settings(), policy.loop_guards())
+        };
         let guarded = AttributeConfig { breaker: Some("b"), budget: Some("g"), ..BARE };
-        assert_eq!(shape(BARE), PlainShape::NoGuards, "nothing optional");
-        assert_eq!(shape(guarded), PlainShape::BreakerBudget, "a breaker and a budget");
+        assert_eq!(of(BARE), (true, LoopGuards::Unguarded), "nothing optional");
+        assert_eq!(of(guarded), (true, LoopGuards::BreakerBudget), "a breaker and a budget");
         assert_eq!(
-            shape(AttributeConfig { breaker: Some("b"), ..BARE }),
-            PlainShape::BreakerBudget,
+            of(AttributeConfig { breaker: Some("b"), ..BARE }),
+            (true, LoopGuards::Breaker),
             "a breaker"
         );
-        assert_eq!(
-            shape(AttributeConfig { budget: Some("g"), ..BARE }),
-            PlainShape::BreakerBudget,
-            "a budget"
-        );
-        let with_place = AttributeConfig { bulkhead: Some("h"), ..guarded };
-        assert_eq!(shape(with_place), PlainShape::WithBulkhead, "a bulkhead");
-        assert_eq!(
-            shape(AttributeConfig { bulkhead: Some("h"), ..BARE }),
-            PlainShape::WithBulkhead,
-            "only a bulkhead"
-        );
+        assert_eq!(of(AttributeConfig { budget: Some("g"), ..BARE }), (true, LoopGuards::Budget), "a budget");
         for (config, why) in [
-            (AttributeConfig { throttle: Some("t"), ..with_place }, "a throttle"),
-            (AttributeConfig { rate_limit: Some("r"), ..guarded }, "a rate limit"),
-            (AttributeConfig { attempt_timeout_ms: Some(50), ..with_place }, "an attempt timeout"),
+            (AttributeConfig { bulkhead: Some("h"), ..guarded }, "a bulkhead"),
+            (AttributeConfig { bulkhead: Some("h"), ..BARE }, "only a bulkhead"),
+            (AttributeConfig { throttle: Some("t"), ..guarded }, "a throttle"),
+            (AttributeConfig { rate_limit: Some("r"), ..BARE }, "a rate limit"),
+        ] {
+            assert_eq!(of(config), (true, LoopGuards::Other), "{why}: seen slot by slot");
+        }
+        for (config, why) in [
+            (AttributeConfig { attempt_timeout_ms: Some(50), ..guarded }, "an attempt timeout"),
             (AttributeConfig { deadline_ms: Some(50), ..guarded }, "a deadline"),
             (AttributeConfig { hedge_after_ms: Some(50), ..guarded }, "hedging"),
         ] {
-            assert_eq!(shape(config), PlainShape::Never, "{why} makes a policy never plain");
+            assert!(!of(config).0, "{why} makes a policy's first attempt never plain");
         }
+        // A policy built in code says the same of the same names.
+        let built = |builder: crate::PolicyBuilder| builder.build().unwrap().loop_guards();
+        assert_eq!(built(Policy::builder()), LoopGuards::Unguarded);
+        assert_eq!(built(Policy::builder().breaker("b").budget("g")), LoopGuards::BreakerBudget);
+        assert_eq!(built(Policy::builder().breaker("b")), LoopGuards::Breaker);
+        assert_eq!(built(Policy::builder().budget("g")), LoopGuards::Budget);
+        assert_eq!(built(Policy::builder().breaker("b").bulkhead("h")), LoopGuards::Other);
+        assert_eq!(built(Policy::builder().rate_limit("r")), LoopGuards::Other);
+        assert_eq!(built(Policy::builder().throttle("t").budget("g")), LoopGuards::Other);
     }
 
     #[test]

@@ -16,6 +16,7 @@
 //! half of what it is sent sees no throttling; one that accepts nothing is
 //! soon spared almost everything, and recovers as soon as it accepts again.
 
+mod guard;
 mod window;
 pub use window::ThrottleWindow;
 use window::{saturating_nanos, tenth_of};

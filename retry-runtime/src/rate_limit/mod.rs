@@ -8,6 +8,8 @@
 //! the rate waits up to `max_wait` for its turn, then is refused locally
 //! with `RateLimited`, without reaching the dependency.
 
+mod guard;
+
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

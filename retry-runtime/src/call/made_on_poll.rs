@@ -20,7 +20,7 @@ pin_project! {
     /// `make`'s future, made when first polled (see the module docs).
     #[project = MadeOnPollProj]
     #[project_replace = MadeOnPollReplace]
-    pub(super) enum MadeOnPoll<M, Fut> {
+    pub enum MadeOnPoll<M, Fut> {
         /// Not polled yet: the attempt is not made.
         Waiting { make: M },
         /// Made, and running.
@@ -32,7 +32,7 @@ pin_project! {
 
 impl<M, Fut> MadeOnPoll<M, Fut> {
     #[inline]
-    pub(super) fn new(make: M) -> Self {
+    pub(crate) fn new(make: M) -> Self {
         MadeOnPoll::Waiting { make }
     }
 }

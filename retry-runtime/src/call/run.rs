@@ -5,14 +5,13 @@ use std::future::Future;
 use std::sync::Arc;
 
 use super::key::key_of;
-use super::lazy::MadeOnPoll;
-use super::plain::{AnyGuards, PlainRun, after_plain_failure, plain_attempt, started};
-use super::start::started_at_once;
-use super::{Execution, Kept, Step};
+use super::made_on_poll::MadeOnPoll;
+use super::{Call, Kept, Step, Unkeyed};
 use crate::classify::{Classify, ErrorClass};
 use crate::error::{ByTraits, ClassifyWith, ErrorHandling, ResilientError};
 use crate::errors::Error;
-use crate::policy::Policy;
+use crate::guards::{AnyShape, Named, Unnamed};
+use crate::policy::{LoopGuards, Policy};
 use crate::rejection::Rejection;
 
 impl Policy {
@@ -132,25 +131,13 @@ impl Policy {
         Classified { policy: self, handling: ClassifyInner { classify } }
     }
 
-    /// Starts one call: the state of its retry loop. `last` keeps the last
-    /// error across waits (see [`LastError`](super::LastError)); `handling`
-    /// classifies errors and makes rejections into them.
-    ///
-    /// Returned by value, for callers off the hot paths (the tests of the
-    /// step form): the attribute, `run` and the HTTP layers start theirs in
-    /// place (`started_at_once`), since a started execution returned by
-    /// value is copied whole.
+    /// One call of this policy: the state of its retry loop, driven with
+    /// [`Call::attempt`]. `last` keeps the last error across waits (see
+    /// [`LastError`](super::LastError)); `handling` classifies errors and
+    /// makes rejections into them.
     #[doc(hidden)]
-    pub fn execution<S: Default, H>(
-        &self,
-        key: Option<Arc<str>>,
-        last: S,
-        handling: H,
-    ) -> Execution<'_, S, H> {
-        drop(last);
-        let mut execution = Execution::unstarted(self, handling);
-        execution.start_with(key);
-        execution
+    pub fn call<S, H>(&self, key: Option<Arc<str>>, last: S, handling: H) -> Call<'_, S, H> {
+        Call::new(self, key, last, handling)
     }
 }
 
@@ -221,30 +208,49 @@ impl<X> ErrorHandling<Error<X>> for ClassifyInner<X> {
 /// by the caller: before its first poll the future holds only the
 /// arguments, and is that much cheaper to move into place.
 ///
-/// A call without a key may be plain, as the attribute's may (see
-/// `plain`): its first attempt runs as a `PlainRun`, and its execution is
-/// built only if that attempt fails or the call is not plain.
+/// Each attempt is made on its first poll, once admitted (see
+/// `made_on_poll`): `op` is never called for an attempt the guards refuse.
 async fn drive<T, E, H, F, Fut>(policy: &Policy, handling: H, mut op: F) -> Result<T, E>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
     H: ErrorHandling<E> + Copy,
 {
-    let parts = || (Kept::default(), handling);
-    let mut execution = None;
+    // The call, built when it needs to be: a plain call's first attempt runs without it.
+    let mut call: Option<Call<'_, Kept<E>, H>> = None;
     loop {
-        let step = match plain_attempt::<AnyGuards, _, _>(policy, &execution) {
-            // Made on its first poll, once admitted (see `lazy`), on every path.
-            // A closure of its own around `op`, at each of the two places it
-            // is made (here and `general_attempt`): `&mut op` would go
-            // through the standard library's `FnOnce for &mut F` shim, which
-            // LLVM stops inlining once the direct path's poll grows.
-            #[allow(clippy::redundant_closure)]
-            Some(plain) => match PlainRun::new(plain, MadeOnPoll::new(|| op())).await {
-                Ok(value) => return Ok(value),
-                Err(failure) => after_plain_failure(policy, &mut execution, parts, failure),
-            },
-            None => general_attempt(started(policy, &mut execution, parts), &mut op).await,
+        let parts = Unkeyed(|| (Kept::default(), handling));
+        // A closure of its own around `op`: `&mut op` would go through the
+        // standard library's `FnOnce for &mut F` shim, which LLVM stops
+        // inlining once the attempt's poll grows.
+        #[allow(clippy::redundant_closure)]
+        let step = 'step: {
+            if policy.compiled_settings().hedge.is_some() {
+                // Boxed: the round would make every call's future larger (and
+                // costlier to move) for a path few policies take.
+                break 'step Box::pin(Call::next_hedged(&mut call, policy, parts, || op())).await;
+            }
+            let attempt = MadeOnPoll::new(|| op());
+            // A plain first attempt, seeing the guards as the attribute
+            // would when they are at most a breaker and a budget.
+            macro_rules! plain_as {
+                ($shape:ty) => {
+                    if let Some(plain) = Call::plain_as::<_, $shape>(&call, policy, &parts) {
+                        break 'step match plain.attempt(attempt).await {
+                            Ok(value) => return Ok(value),
+                            Err(failure) => Call::after_plain(&mut call, policy, parts, failure),
+                        };
+                    }
+                };
+            }
+            match policy.loop_guards() {
+                LoopGuards::Unguarded => plain_as!((Unnamed, Unnamed, Unnamed, Unnamed, Unnamed)),
+                LoopGuards::Breaker => plain_as!((Unnamed, Named, Unnamed, Unnamed, Unnamed)),
+                LoopGuards::Budget => plain_as!((Unnamed, Unnamed, Unnamed, Unnamed, Named)),
+                LoopGuards::BreakerBudget => plain_as!((Unnamed, Named, Unnamed, Unnamed, Named)),
+                LoopGuards::Other => plain_as!(AnyShape),
+            }
+            Call::next(&mut call, policy, parts, attempt).await
         };
         if let Step::Done(result) = step {
             return result;
@@ -252,37 +258,24 @@ where
     }
 }
 
-/// A call with a key, which is never plain: its execution is started at
-/// once, in place (see `started_at_once`), and every attempt is general.
+/// [`drive`] for a call with a key, which is never plain: its call is
+/// built at its first attempt.
 async fn drive_keyed<T, E, H, F, Fut>(policy: &Policy, key: Arc<str>, handling: H, mut op: F) -> Result<T, E>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
     H: ErrorHandling<E> + Copy,
 {
-    let mut execution = None;
-    let execution = started_at_once(policy, &mut execution, Some(key), Kept::default(), handling);
+    let mut call = Call::new(policy, Some(key), Kept::default(), handling);
     loop {
-        if let Step::Done(result) = general_attempt(execution, &mut op).await {
+        #[allow(clippy::redundant_closure)] // see `drive`
+        let step = if policy.compiled_settings().hedge.is_some() {
+            Box::pin(call.attempt_hedged(|| op())).await
+        } else {
+            call.attempt(MadeOnPoll::new(|| op())).await
+        };
+        if let Step::Done(result) = step {
             return result;
         }
-    }
-}
-
-/// One attempt through the step machine, hedged if the policy hedges.
-async fn general_attempt<T, E, H, F, Fut>(execution: &mut Execution<'_, Kept<E>, H>, op: &mut F) -> Step<T, E>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
-    H: ErrorHandling<E>,
-{
-    // The hedged round's state is boxed: it would make every call's
-    // future larger (and costlier to move) for a path few policies take.
-    if execution.hedges() {
-        Box::pin(execution.attempt_hedged(op)).await
-    } else {
-        // So the attempt can take the direct path, as the attribute's does.
-        #[allow(clippy::redundant_closure)] // see `drive`
-        execution.attempt(MadeOnPoll::new(|| op())).await
     }
 }

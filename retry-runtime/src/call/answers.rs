@@ -4,16 +4,17 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::Execution;
+use super::Call;
 use super::more::Withdrawn;
 use crate::backoff::Jitter;
 use crate::backoff::JitterRng;
 use crate::decision::Answers;
+use crate::guards::Shape;
 use crate::policy::Policy;
 use crate::registry::{self, Registry};
 
 /// The retry decision's questions, answered by this call.
-impl<S: Default, H> Answers for Execution<'_, S, H> {
+impl<S: Default, H, V: Shape> Answers for Call<'_, S, H, V> {
     #[inline]
     fn backoff(&mut self) -> Duration {
         let backoff = self.settings().backoff;

@@ -27,9 +27,9 @@ pub(super) struct More<'p, S> {
     /// `None` without a deadline, or when it is too far to arm.
     pub(super) deadline: Option<Instant>,
     pub(super) previous_wait: Option<Duration>,
-    /// A backoff decided after a plain first attempt failed (see `plain`),
-    /// waited out by the next attempt before it is admitted.
-    pub(super) pending_wait: Option<Duration>,
+    /// The backoff a plain first attempt's failure decided, until the next
+    /// attempt takes it to wait out (see `Call::after_plain`).
+    pub(super) backoff: Option<Duration>,
     /// When the wait before the retry decided last ends, if that retry is
     /// admitted before it to do work of its own (see `ErrorHandling::lead`):
     /// its request goes out then.
@@ -51,13 +51,15 @@ impl<S: Default> More<'_, S> {
     #[cold]
     #[inline(never)]
     pub(super) fn build_plain(slot: &mut Option<Self>) {
+        #[cfg(test)]
+        built::count();
         *slot = Some(More {
             overridden: None,
             scoped: None,
             key: None,
             deadline: None,
             previous_wait: None,
-            pending_wait: None,
+            backoff: None,
             #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
             due: None,
             rng: None,
@@ -106,5 +108,26 @@ impl<S> Drop for More<'_, S> {
         if self.withdrawn.is_some() {
             self.give_back_withdrawn();
         }
+    }
+}
+
+/// How many times this thread built a call's optional state: the tests'
+/// window on which calls need it, since a call drops it as it ends.
+#[cfg(test)]
+pub(super) mod built {
+    use std::cell::Cell;
+
+    thread_local! {
+        static BUILT: Cell<u32> = const { Cell::new(0) };
+    }
+
+    /// One more built.
+    pub(in crate::call) fn count() {
+        BUILT.with(|built| built.set(built.get() + 1));
+    }
+
+    /// How many were built so far.
+    pub(in crate::call) fn so_far() -> u32 {
+        BUILT.with(Cell::get)
     }
 }

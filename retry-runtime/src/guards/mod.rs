@@ -14,9 +14,15 @@ use std::sync::{Arc, Mutex, OnceLock};
 use crate::breaker::CircuitBreaker;
 use crate::budget::RetryBudget;
 use crate::bulkhead::Bulkhead;
+use crate::guard::{AdmissionOf, GuardSet, PendingOf, PermitsOf};
 use crate::rate_limit::RateLimit;
 use crate::registry::{self, GuardKind, Registry};
 use crate::throttle::Throttle;
+
+mod shape;
+
+pub use shape::{AnyShape, Named, Shape, Unnamed};
+pub(crate) use shape::{ShapedAdmission, ShapedPermits, narrow, widen, widen_pending};
 
 /// The guard names of a policy.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -53,40 +59,50 @@ impl GuardNames {
     /// The guards these names mean in `registry`; a name never declared
     /// there is created with the defaults (and one warning).
     fn resolve(&self, registry: &Registry) -> Guards {
-        let mut guards = Guards {
-            breaker: self.breaker.as_deref().map(|n| registry.breaker_or_default(n)),
-            budget: self.budget.as_deref().map(|n| registry.budget_or_default(n)),
-            bulkhead: self.bulkhead.as_deref().map(|n| registry.bulkhead_or_default(n)),
+        GuardSet {
             throttle: self.throttle.as_deref().map(|n| registry.throttle_or_default(n)),
+            breaker: self.breaker.as_deref().map(|n| registry.breaker_or_default(n)),
+            bulkhead: self.bulkhead.as_deref().map(|n| registry.bulkhead_or_default(n)),
             rate_limit: self.rate_limit.as_deref().map(|n| registry.rate_limit_or_default(n)),
-            direct: false,
-        };
-        guards.direct = guards.rate_limit.is_none() || guards.bulkhead.is_none();
-        guards
+            budget: self.budget.as_deref().map(|n| registry.budget_or_default(n)),
+        }
     }
 }
 
-/// The guards a policy resolved from one registry.
-#[derive(Clone, Default, Debug)]
-pub(crate) struct Guards {
-    pub(crate) breaker: Option<Arc<CircuitBreaker>>,
-    pub(crate) budget: Option<Arc<RetryBudget>>,
-    pub(crate) bulkhead: Option<Arc<Bulkhead>>,
-    pub(crate) throttle: Option<Arc<Throttle>>,
-    pub(crate) rate_limit: Option<Arc<RateLimit>>,
-    /// Whether every guard of an attempt is one the direct path runs: a
-    /// throttle (its draw and its count never wait), a breaker, a budget,
-    /// a bulkhead (when it has a place free as the attempt is made: a wait
-    /// for one is the general path's), and a rate limit, but not with a
-    /// bulkhead: the general path serves a call with both (it asks the
-    /// throttle and the breaker before it takes the place, which it then
-    /// holds through a wait for the turn). Worked out once, read on every call.
-    pub(crate) direct: bool,
-}
+/// The guards a policy resolved from one registry, in the one order they
+/// are asked (see `guard::GuardSet`).
+pub(crate) type Guards = GuardSet<
+    Option<Arc<Throttle>>,
+    Option<Arc<CircuitBreaker>>,
+    Option<Arc<Bulkhead>>,
+    Option<Arc<RateLimit>>,
+    Option<Arc<RetryBudget>>,
+>;
+
+/// What an admitted attempt holds of `Guards`, every slot looked at.
+pub(crate) type GuardPermits = PermitsOf<
+    Option<Arc<Throttle>>,
+    Option<Arc<CircuitBreaker>>,
+    Option<Arc<Bulkhead>>,
+    Option<Arc<RateLimit>>,
+    Option<Arc<RetryBudget>>,
+>;
+
+/// What `Guards`' admission said, every slot looked at.
+pub(crate) type GuardAdmission = AdmissionOf<
+    Option<Arc<Throttle>>,
+    Option<Arc<CircuitBreaker>>,
+    Option<Arc<Bulkhead>>,
+    Option<Arc<RateLimit>>,
+    Option<Arc<RetryBudget>>,
+>;
+
+/// What an attempt of `Guards` waits for, every slot looked at.
+pub(crate) type GuardPending = PendingOf<Option<Arc<Throttle>>, Option<Arc<Bulkhead>>>;
 
 /// The guards of a policy that names none.
 static NO_GUARDS: Guards =
-    Guards { breaker: None, budget: None, bulkhead: None, throttle: None, rate_limit: None, direct: true };
+    GuardSet { throttle: None, breaker: None, bulkhead: None, rate_limit: None, budget: None };
 
 impl Guards {
     /// The guards of a policy that names none, in any registry.
@@ -147,21 +163,15 @@ impl GuardCache {
         }
     }
 
-    /// The global registry's guards for `names`, unless the call runs
-    /// inside [`Registry::scope`] (then `None`): what a plain call uses,
-    /// without an `Arc` clone in a scope.
-    #[inline]
-    pub(crate) fn global_unless_scoped<'p>(&'p self, names: &GuardNames) -> Option<&'p Guards> {
-        if !self.named {
+    /// The global registry's guards for `names`, unless a call made now
+    /// runs inside [`Registry::scope`] (then `None`): what a plain call uses,
+    /// without an `Arc` clone in a scope. `named`: the caller knows the
+    /// policy names a guard.
+    #[inline(always)]
+    pub(crate) fn global_unless_scoped<'p>(&'p self, names: &GuardNames, named: bool) -> Option<&'p Guards> {
+        if !named && !self.named {
             return Some(&NO_GUARDS);
         }
-        self.named_global_unless_scoped(names)
-    }
-
-    /// [`global_unless_scoped`](Self::global_unless_scoped) for a policy
-    /// known to name a guard (its plain shape says so).
-    #[inline]
-    pub(crate) fn named_global_unless_scoped<'p>(&'p self, names: &GuardNames) -> Option<&'p Guards> {
         match registry::with_scoped(|_| ()) {
             Some(()) => None,
             None => Some(self.global(names)),

@@ -1,0 +1,277 @@
+//! The first attempt of a plain call: the success path with nothing
+//! around the attempt but what it needs.
+//!
+//! Most calls are plain (no key, no deadline, attempt timeout or hedging,
+//! the global registry's guards, none of them asking for a wait, DEBUG off,
+//! not nested in another call's attempt) and most first attempts succeed.
+//! For those, the attempt is admitted quietly as it is made (see
+//! `GuardSet::admit_quietly`: a closed breaker's ticket, a free place, a
+//! first attempt's count, nothing that waits or counts a refusal) and runs
+//! in a small state of its own: the call itself is not built. Only if the
+//! attempt fails is the call built, as the plain call it was, and the
+//! failure recorded and decided on as any other's (`Call::after_plain`);
+//! the next attempt, through `Call::next`, waits out the backoff before it
+//! is admitted. A call that is not plain builds its call at its first
+//! attempt, and every attempt of it goes through `Call::next` (`running`).
+//!
+//! The first attempt is a future of its own, not a state of the one
+//! [`Attempt`](super::Attempt): the caller awaits one or the other, so the
+//! plain one holds only the guards, their permits and the attempt, and
+//! its caller's future writes those and nothing else (one enum of both
+//! wrote the slot, the policy and the parts too, and a discriminant: a
+//! quarter more instructions per plain call).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use pin_project_lite::pin_project;
+
+use super::{Call, LastError, Started, Step};
+use crate::context;
+use crate::error::ErrorHandling;
+use crate::guard::{Answer, AttemptKind};
+use crate::guards::{Shape, ShapedPermits};
+use crate::policy::Policy;
+
+/// What makes a call when it is built: its key, the slot that keeps its
+/// last error (which only selects a type) and its error handling; and
+/// whether it has a key at all, which makes a call never plain.
+pub trait Parts<S, H> {
+    /// Whether the call has a key.
+    const KEYED: bool;
+    /// The key, the slot and the handling.
+    fn make(self) -> (Option<Arc<str>>, S, H);
+}
+
+/// The parts of a call without a key: a function making the slot and the
+/// handling.
+#[derive(Debug, Clone, Copy)]
+pub struct Unkeyed<F>(pub F);
+
+/// The parts of a call with a key: a function making the key, the slot
+/// and the handling.
+#[derive(Debug, Clone, Copy)]
+pub struct Keyed<F>(pub F);
+
+impl<S, H, F: FnOnce() -> (S, H)> Parts<S, H> for Unkeyed<F> {
+    const KEYED: bool = false;
+
+    #[inline(always)]
+    fn make(self) -> (Option<Arc<str>>, S, H) {
+        let (last, handling) = (self.0)();
+        (None, last, handling)
+    }
+}
+
+impl<S, H, F: FnOnce() -> (Option<Arc<str>>, S, H)> Parts<S, H> for Keyed<F> {
+    const KEYED: bool = true;
+
+    #[inline(always)]
+    fn make(self) -> (Option<Arc<str>>, S, H) {
+        (self.0)()
+    }
+}
+
+/// A plain call's first attempt, admitted: what the guards gave it and
+/// where to hand it back. Made by [`Call::plain`].
+pub struct Plain<'p, V: Shape> {
+    held: V::Held<'p>,
+    permits: ShapedPermits<V>,
+}
+
+impl<'p, V: Shape> Plain<'p, V> {
+    /// The attempt, to run as this plain call's first.
+    #[inline(always)]
+    pub fn attempt<Fut>(self, attempt: Fut) -> PlainAttempt<'p, Fut, V> {
+        PlainAttempt { held: self.held, permits: Some(self.permits), attempt: Some(attempt) }
+    }
+}
+
+pin_project! {
+    /// A plain call's first attempt, as it runs (see the module docs): its
+    /// output is the call's success, or the failure to hand to
+    /// [`Call::after_plain`].
+    pub struct PlainAttempt<'p, Fut, V: Shape> {
+        // The guards, as the shape sees them: looked up once, at admission.
+        held: V::Held<'p>,
+        // What the guards gave it, handed back exactly once.
+        permits: Option<ShapedPermits<V>>,
+        // `None` once finished: dropped as soon as it is done, in its context.
+        #[pin]
+        attempt: Option<Fut>,
+    }
+
+    impl<Fut, V: Shape> PinnedDrop for PlainAttempt<'_, Fut, V> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            // The permits are held exactly while the attempt is: both
+            // are taken as it finishes.
+            if this.attempt.is_some() {
+                cancelled::<Fut, V>(*this.held, this.attempt, this.permits);
+            }
+        }
+    }
+}
+
+/// Permits a plain attempt holds, handed back as this drops unless taken
+/// first: what is not recorded (the attempt was cancelled, or its error's
+/// classification panicked) counts nothing.
+struct Holding<'p, V: Shape> {
+    held: V::Held<'p>,
+    permits: Option<ShapedPermits<V>>,
+}
+
+impl<V: Shape> Drop for Holding<'_, V> {
+    fn drop(&mut self) {
+        if let Some(permits) = self.permits.take() {
+            V::held_view(self.held).abandon(permits);
+        }
+    }
+}
+
+/// A plain attempt dropped unfinished: dropped in its context (no key, no
+/// span), then what it held handed back, counting nothing.
+#[cold]
+#[inline(never)]
+fn cancelled<Fut, V: Shape>(
+    held: V::Held<'_>,
+    attempt: Pin<&mut Option<Fut>>,
+    permits: &mut Option<ShapedPermits<V>>,
+) {
+    // Handed back after the attempt's drop, even if that drop panics.
+    let _back = Holding::<V> { held, permits: permits.take() };
+    context::drop_in(&mut None, None, attempt);
+}
+
+/// A plain call's first attempt failed: its error, and what the guards
+/// gave it (recorded with the failure by [`Call::after_plain`]).
+pub struct PlainFailure<'p, E, V: Shape> {
+    holding: Holding<'p, V>,
+    error: E,
+}
+
+impl<V: Shape> std::fmt::Debug for Plain<'_, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plain").finish_non_exhaustive()
+    }
+}
+
+impl<E: std::fmt::Debug, V: Shape> std::fmt::Debug for PlainFailure<'_, E, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlainFailure").field("error", &self.error).finish_non_exhaustive()
+    }
+}
+
+impl<'p, T, E, Fut, V> Future for PlainAttempt<'p, Fut, V>
+where
+    Fut: Future<Output = Result<T, E>>,
+    V: Shape,
+{
+    type Output = Result<T, PlainFailure<'p, E, V>>;
+
+    /// Polls the attempt (its context is the nesting mark alone); a success
+    /// is recorded, a failure handed on with the permits.
+    #[inline(always)]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        match context::poll_keyless(this.attempt, cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Ok(value)) => {
+                // Nothing to record for a function that names no guard:
+                // the permits (none) are left as they are, unwritten.
+                if !V::NONE
+                    && let Some(permits) = this.permits.take()
+                {
+                    V::held_view(*this.held).record(permits, Answer::Success);
+                }
+                Poll::Ready(Ok(value))
+            }
+            Poll::Ready(Err(error)) => Poll::Ready(Err(PlainFailure {
+                holding: Holding { held: *this.held, permits: this.permits.take() },
+                error,
+            })),
+        }
+    }
+}
+
+impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
+    /// The first attempt of a call of `policy` into `slot`, admitted
+    /// quietly, if the call is plain (see `Call::plain_guards`): `slot` is
+    /// empty (the call has not started), `parts` has no key, and the guards
+    /// admit at once (see `GuardSet::admit_quietly`: a closed breaker's
+    /// ticket, a free place, a first attempt's count, nothing that waits or
+    /// counts a refusal). Else `None`: the attempt goes through
+    /// [`next`](Self::next).
+    #[inline(always)]
+    pub fn plain<P: Parts<S, H>>(slot: &Option<Self>, policy: &'p Policy, parts: &P) -> Option<Plain<'p, V>> {
+        Self::plain_as::<P, V>(slot, policy, parts)
+    }
+
+    /// [`plain`](Self::plain) seeing the guards as shape `W` (which must
+    /// be the policy's: see `LoopGuards`), for a call that sees them as
+    /// another (`Policy::run`'s, which knows the policy only as it runs).
+    #[inline(always)]
+    pub(crate) fn plain_as<P: Parts<S, H>, W: Shape>(
+        slot: &Option<Self>,
+        policy: &'p Policy,
+        _parts: &P,
+    ) -> Option<Plain<'p, W>> {
+        if P::KEYED || slot.is_some() {
+            return None;
+        }
+        let held = W::hold(Self::plain_guards::<W>(policy)?);
+        let permits = W::held_view(held).admit_quietly(AttemptKind::First)?;
+        Some(Plain { held, permits })
+    }
+
+    /// A plain call's first attempt failed: the call is built into `slot`
+    /// (by `parts`) as the plain call it was, having made that attempt, and
+    /// the failure recorded and decided on as any other's. The step: the
+    /// call's end, or a retry, whose backoff the next attempt waits out
+    /// before it is admitted.
+    #[cold]
+    #[inline(never)]
+    pub fn after_plain<T, E, P, W>(
+        slot: &mut Option<Self>,
+        policy: &'p Policy,
+        parts: P,
+        failure: PlainFailure<'p, E, W>,
+    ) -> Step<T, E>
+    where
+        W: Shape,
+        P: Parts<S, H>,
+        H: ErrorHandling<E>,
+        S: LastError<E>,
+    {
+        let PlainFailure { mut holding, error } = failure;
+        let (key, last, handling) = parts.make();
+        let call = slot.insert(Call::shaped(policy, key, last, handling));
+        // The guards the attempt was admitted by: the global registry's,
+        // as a plain call's always are (see `plain_guards`).
+        call.cached = Self::global_guards_of::<W>(policy);
+        call.max_attempts = policy.compiled_settings().max_attempts;
+        call.attempts = 1;
+        call.started = if call.cached.is_some() { Started::Plain } else { Started::No };
+        // The permits stay held while the error is classified (user code,
+        // which may panic: then they are handed back, counting nothing).
+        let class = call.handling.class(&error);
+        if let Some(permits) = holding.permits.take() {
+            W::held_view(holding.held).record(permits, Answer::Failed(class));
+        }
+        let step = match call.after_failure(class, error) {
+            Err(error) => Step::Done(Err(error)),
+            // A zero wait is no wait (see `Call::failed`).
+            Ok(wait) if wait.is_zero() => Step::Retry,
+            Ok(wait) => {
+                call.more().backoff = Some(wait);
+                Step::Retry
+            }
+        };
+        if matches!(step, Step::Done(_)) {
+            call.end();
+        }
+        step
+    }
+}

@@ -1,0 +1,191 @@
+//! How a call starts, at its first attempt: the settings in force now,
+//! the guards of the registry in effect, the key and the nesting.
+//!
+//! The plain call (the global registry's cached guards, no key, no
+//! override possible, no deadline, DEBUG off) is recognised from what is
+//! at hand before anything optional is computed, so its success path
+//! neither builds nor drops the optional parts; every other call goes
+//! through the out-of-line `start_general`, which looks up its override,
+//! deadline and span and builds `More` when it needs any of them.
+
+use std::sync::Arc;
+
+use super::more::More;
+use super::{Call, Started};
+use crate::clock;
+use crate::context;
+use crate::guards::{GuardsRef, Shape};
+use crate::observe;
+use crate::policy::{Nested, Policy};
+use crate::registry;
+use crate::settings::Settings;
+
+/// The settings for a call of `policy` made now: the override the registry
+/// in effect holds for its operation, if any. The global registry's is
+/// the policy's own copy (no lock, no hash of the name). The one way an
+/// override (from a configuration file, or forced) reaches a call,
+/// whatever its entry point.
+#[inline(never)]
+fn settings_now(policy: &Policy) -> Option<Arc<Settings>> {
+    registry::with_scoped(|scoped| scoped.operation_override(policy.operation()))
+        .unwrap_or_else(|| policy.overrides().global())
+}
+
+/// Whether DEBUG may be enabled at all (a compile-time filter, then the
+/// subscribers' current maximum): the check `debug_span!` starts with,
+/// taken out so that the span's construction stays out of line.
+#[inline(always)]
+pub(super) fn debug_enabled() -> bool {
+    use tracing::level_filters::{LevelFilter, STATIC_MAX_LEVEL};
+    tracing::Level::DEBUG <= STATIC_MAX_LEVEL && tracing::Level::DEBUG <= LevelFilter::current()
+}
+
+/// The attempts a call may make: its settings', or one for a call nested
+/// in another's attempt when the policy says so (see [`Nested`]).
+#[inline(always)]
+fn max_attempts(policy: &Policy, settings: &Settings, nested: bool) -> u32 {
+    let max_attempts = settings.max_attempts;
+    if nested && policy.nested() == Nested::Once && max_attempts > 1 {
+        observe::retries_suppressed(policy.operation(), max_attempts);
+        return 1;
+    }
+    max_attempts
+}
+
+/// The call's span, unless no subscriber is interested in it.
+#[inline(never)]
+fn call_span(policy: &Policy) -> Option<tracing::Span> {
+    let span = tracing::debug_span!(target: observe::target::CALL, "stormproof.call", operation = %policy.operation());
+    (!span.is_disabled()).then_some(span)
+}
+
+impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
+    /// The guards of a call of `policy` made now whose first attempt is
+    /// plain: settings with no deadline, attempt timeout or hedging (an
+    /// override that only tunes the retries is looked up if the attempt
+    /// fails), DEBUG off, made outside any attempt (so not nested, and
+    /// inheriting no key), through the global registry. Decided from what
+    /// is at hand as the attempt is made, before anything of the call is
+    /// built (a call with a key of its own is never plain: see `Parts`).
+    #[inline(always)]
+    pub(super) fn plain_guards<W: Shape>(policy: &'p Policy) -> Option<&'p crate::guards::Guards> {
+        let plain = policy.plain_settings()
+            && !policy.override_forbids_plain()
+            && !debug_enabled()
+            && context::outside_attempts();
+        if !plain {
+            return None;
+        }
+        Self::global_guards_of::<W>(policy)
+    }
+
+    /// The global registry's guards for a call of `policy`, unless it runs
+    /// inside a scoped registry.
+    #[inline(always)]
+    pub(super) fn global_guards_of<W: Shape>(policy: &'p Policy) -> Option<&'p crate::guards::Guards> {
+        // No guard named: none to look up, in any registry.
+        if W::NONE {
+            Some(crate::guards::Guards::none())
+        } else if W::EXACT {
+            policy.global_named_guards()
+        } else {
+            policy.global_guards()
+        }
+    }
+}
+
+impl<'p, S: Default, H, V: Shape> Call<'p, S, H, V> {
+    /// Starts the call if it has not started: at its first attempt, or
+    /// when an entry point first asks what it allows.
+    #[inline(always)]
+    pub(super) fn start_if_new(&mut self) {
+        if self.started == Started::No {
+            self.start();
+        }
+    }
+
+    /// Starts the call now: the plain call (see the module docs) is
+    /// recognised from what is at hand, and none of the optional parts is
+    /// computed for it.
+    #[inline(always)]
+    fn start(&mut self) {
+        let policy = self.policy;
+        // A call without a key of its own inherits the key of the call it is nested in.
+        let (nested, key) = context::inherit(self.key.take());
+        let settings = policy.compiled_settings();
+        match policy.guards() {
+            // An override that only tunes the retries leaves the call plain:
+            // it is looked up if an attempt fails (`adopt_override`).
+            GuardsRef::Cached(cached)
+                if key.is_none()
+                    && !nested
+                    && !policy.override_forbids_plain()
+                    && settings.deadline.is_none()
+                    && !debug_enabled() =>
+            {
+                self.cached = Some(cached);
+                self.max_attempts = settings.max_attempts;
+                self.started = Started::Plain;
+            }
+            guards => self.start_general(guards, nested, key),
+        }
+    }
+
+    /// After a failed attempt of a call that started plain: the override
+    /// in force now, if any, governs its retries (one set by a reload while
+    /// the attempt ran applies whole, its deadline counted from now). Looked
+    /// up once, by a call that fails, rather than by every call.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn adopt_override(&mut self) {
+        self.started = Started::General;
+        if let Some(settings) = settings_now(self.policy) {
+            self.max_attempts = settings.max_attempts;
+            let deadline = settings.deadline.and_then(clock::instant_after);
+            let more = self.more();
+            more.deadline = deadline;
+            more.overridden = Some(settings);
+        }
+    }
+
+    /// Any call not recognised as plain at once: its override, deadline and
+    /// span are looked up, and `more` built in place when it needs any of them.
+    #[inline(never)]
+    fn start_general(&mut self, guards: GuardsRef<'p>, nested: bool, key: Option<Arc<str>>) {
+        let policy = self.policy;
+        self.started = Started::General;
+        let overridden = if policy.may_be_overridden() { settings_now(policy) } else { None };
+        let settings = overridden.as_deref().unwrap_or(policy.compiled_settings());
+        self.max_attempts = max_attempts(policy, settings, nested);
+        let deadline = settings.deadline.and_then(clock::instant_after);
+        let span = if debug_enabled() { call_span(policy) } else { None };
+        let scoped = match guards {
+            GuardsRef::Cached(guards) => {
+                self.cached = Some(guards);
+                None
+            }
+            GuardsRef::Scoped(guards) => Some(guards),
+        };
+        // Plain after all: the override is another operation's, the
+        // deadline too far to arm, or no subscriber wants the span.
+        if overridden.is_none() && scoped.is_none() && key.is_none() && deadline.is_none() && span.is_none() {
+            return;
+        }
+        #[cfg(test)]
+        super::more::built::count();
+        *self.more = Some(More {
+            overridden,
+            scoped,
+            key,
+            deadline,
+            previous_wait: None,
+            backoff: None,
+            #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+            due: None,
+            rng: None,
+            withdrawn: None,
+            span,
+            last: S::default(),
+        });
+    }
+}

@@ -1,0 +1,131 @@
+//! A policy from the attribute's arguments, which the macro checked when
+//! the function was compiled: built in a `const`, so that each annotated
+//! function's policy is a `static`.
+
+use std::borrow::Cow;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use super::{LoopGuards, Nested, Policy};
+use crate::backoff::{Backoff, Jitter};
+use crate::guards::{GuardCache, GuardNames};
+use crate::registry::PolicyOverrides;
+use crate::settings::{Hedge, Settings};
+
+/// The attribute's arguments, checked at compile time by the macro.
+///
+/// Only the code `#[resilient]` generates builds one.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct AttributeConfig {
+    pub operation: &'static str,
+    pub max_attempts: u32,
+    pub base_ms: u64,
+    pub cap_ms: u64,
+    pub jitter: Jitter,
+    pub attempt_timeout_ms: Option<u64>,
+    pub deadline_ms: Option<u64>,
+    pub hedge_after_ms: Option<u64>,
+    pub max_hedges: u32,
+    pub breaker: Option<&'static str>,
+    pub budget: Option<&'static str>,
+    pub bulkhead: Option<&'static str>,
+    pub throttle: Option<&'static str>,
+    pub rate_limit: Option<&'static str>,
+    pub nested_retry: bool,
+    pub idempotent: bool,
+    pub has_key: bool,
+}
+
+const fn millis(ms: Option<u64>) -> Option<Duration> {
+    match ms {
+        Some(ms) => Some(Duration::from_millis(ms)),
+        None => None,
+    }
+}
+
+const fn borrowed(name: Option<&'static str>) -> Option<Cow<'static, str>> {
+    match name {
+        Some(name) => Some(Cow::Borrowed(name)),
+        None => None,
+    }
+}
+
+impl Policy {
+    /// A policy from the attribute's (compile-time validated) arguments,
+    /// usable in a `static`.
+    #[doc(hidden)]
+    pub const fn from_attribute(cfg: AttributeConfig) -> Policy {
+        let settings = Settings {
+            max_attempts: cfg.max_attempts,
+            backoff: Backoff::new(
+                Duration::from_millis(cfg.base_ms),
+                Duration::from_millis(cfg.cap_ms),
+                cfg.jitter,
+            ),
+            attempt_timeout: millis(cfg.attempt_timeout_ms),
+            deadline: millis(cfg.deadline_ms),
+            hedge: match cfg.hedge_after_ms {
+                Some(after) => Some(Hedge { after: Duration::from_millis(after), max: cfg.max_hedges }),
+                None => None,
+            },
+        };
+        let guard_names = GuardNames {
+            breaker: borrowed(cfg.breaker),
+            budget: borrowed(cfg.budget),
+            bulkhead: borrowed(cfg.bulkhead),
+            throttle: borrowed(cfg.throttle),
+            rate_limit: borrowed(cfg.rate_limit),
+        };
+        Policy {
+            operation: Cow::Borrowed(cfg.operation),
+            plain_settings: settings.allow_plain(),
+            loop_guards: LoopGuards::of(
+                cfg.breaker.is_some(),
+                cfg.budget.is_some(),
+                cfg.bulkhead.is_some() || cfg.throttle.is_some() || cfg.rate_limit.is_some(),
+            ),
+            settings,
+            idempotent: cfg.idempotent,
+            has_key: cfg.has_key,
+            overrides: PolicyOverrides::new(),
+            guard_names,
+            seed: None,
+            nested: if cfg.nested_retry { Nested::Retry } else { Nested::Once },
+            streams: AtomicU64::new(0),
+            cache: GuardCache::new(
+                cfg.breaker.is_some()
+                    || cfg.budget.is_some()
+                    || cfg.bulkhead.is_some()
+                    || cfg.throttle.is_some()
+                    || cfg.rate_limit.is_some(),
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+impl AttributeConfig {
+    /// What `#[resilient]` with no arguments compiles to, named `operation`.
+    pub(crate) const fn bare(operation: &'static str) -> Self {
+        AttributeConfig {
+            operation,
+            max_attempts: 4,
+            base_ms: 100,
+            cap_ms: 20_000,
+            jitter: Jitter::Full,
+            attempt_timeout_ms: None,
+            deadline_ms: None,
+            hedge_after_ms: None,
+            max_hedges: 1,
+            breaker: None,
+            budget: None,
+            bulkhead: None,
+            throttle: None,
+            rate_limit: None,
+            nested_retry: false,
+            idempotent: true,
+            has_key: false,
+        }
+    }
+}

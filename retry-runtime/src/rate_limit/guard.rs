@@ -1,0 +1,33 @@
+//! The rate limit as a [`Guard`]: it admits while a turn is free, and
+//! otherwise lets the attempt wait for one (at most `max_wait`, never past
+//! the call's deadline). A turn, once taken, is spent: it cannot be given
+//! back (see the guard set's docs).
+
+use super::RateLimit;
+use crate::guard::{Admit, Answer, AttemptKind, Guard};
+use crate::rejection::Rejection;
+
+impl Guard for RateLimit {
+    type Permit = ();
+
+    #[inline(always)]
+    fn admit(&self, _kind: AttemptKind) -> Admit<()> {
+        if self.try_acquire() { Admit::Go(()) } else { Admit::Wait }
+    }
+
+    #[inline(always)]
+    fn admit_quietly(&self, _kind: AttemptKind) -> Option<()> {
+        self.try_acquire().then_some(())
+    }
+
+    #[inline(always)]
+    fn record(&self, (): (), _answer: Answer) {}
+
+    #[inline(always)]
+    fn abandon(&self, (): ()) {}
+
+    #[cold]
+    fn rejection(&self) -> Rejection {
+        Rejection::RateLimited { limiter: self.name().to_owned() }
+    }
+}

@@ -1,0 +1,38 @@
+//! The throttle as a [`Guard`]: it refuses a request locally with the
+//! probability the SRE book's formula gives, and counts every answered
+//! request, as an accept when the answer was not overload.
+
+use super::Throttle;
+use crate::guard::{Admit, Answer, AttemptKind, Guard};
+use crate::rejection::Rejection;
+
+impl Guard for Throttle {
+    type Permit = ();
+
+    #[inline(always)]
+    fn admit(&self, _kind: AttemptKind) -> Admit<()> {
+        if Throttle::admit(self) { Admit::Go(()) } else { Admit::Refuse }
+    }
+
+    /// An accept is an answer that is not overload: a success, a conflict,
+    /// a permanent error (the breaker's non-failures); a deadline's cut is
+    /// a request sent and not answered in time.
+    #[inline(always)]
+    fn record(&self, (): (), answer: Answer) {
+        let accepted = match answer {
+            Answer::Success => true,
+            Answer::Failed(class) => !class.is_failure(),
+            Answer::Cut => false,
+        };
+        self.answered(accepted);
+    }
+
+    /// A request dropped unanswered is not counted.
+    #[inline(always)]
+    fn abandon(&self, (): ()) {}
+
+    #[cold]
+    fn rejection(&self) -> Rejection {
+        Rejection::Throttled { throttle: self.name().to_owned() }
+    }
+}
