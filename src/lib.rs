@@ -43,6 +43,10 @@
 pub use stormproof_macros::resilient;
 pub use stormproof_runtime::*;
 
+#[cfg(feature = "axum")]
+#[doc(inline)]
+pub use stormproof_admin as admin;
+
 /// Support for the code `#[resilient]` generates. Not a public API: it may
 /// change in any release.
 #[doc(hidden)]

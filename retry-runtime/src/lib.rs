@@ -14,13 +14,13 @@
 //!
 //! Dependencies point one way, from the entry points down to pure logic;
 //! no module uses a sibling that uses it back, directly or through others,
-//! at any depth of the tree (`scripts/module-deps.sh` checks it;
-//! `scripts/module-circles.allow` names the circles still being taken apart).
+//! at any depth of the tree (`scripts/module-deps.sh` checks it, its allow-list
+//! `scripts/module-circles.allow` empty).
 //!
 //! | layer | modules |
 //! |---|---|
-//! | entry points | `execution::run` (`Policy::run`), the attribute's expansion, `sim`, `tower` and `reqwest_middleware` (through `middleware`: one HTTP call driven through the loop, and the HTTP rules), `admin` (feature `axum`: the dashboard and manual control) |
-//! | the loop | `execution` (one attempt: admission, run, record, decide, back off), `context` (key and nesting per attempt) |
+//! | entry points | `Policy::run` (`call::run`), the attribute's expansion, `sim`, `tower` and `reqwest_middleware` (through `middleware`: one HTTP call driven through the loop, and the HTTP rules); the dashboard is a crate of its own (`stormproof-admin`) on the public API |
+//! | the call | `call` (one `Call`, one `Attempt` future: admission, run, record, decide, back off), `guard` (the `Guard` trait and the guard set's one admission and recording), `context` (key and nesting per attempt) |
 //! | wiring | `fleet` (feature `redis`: guards shared through Redis by a background task), `operations` (every annotated fn, listed at link time; `Registry::check`), `file` (the TOML file: read, parse, check, apply, one way), `policy` (settings), `guards` (names resolved and cached per registry), `registry` (named guards, operation overrides) |
 //! | guards | `breaker` (pure core + atomic wrapper), `budget`, `bulkhead` (with its adaptive limit), `throttle`, `rate_limit` |
 //! | pure logic | `decision` (the retry decision), `backoff`, `classify`, `http` (feature `reqwest`: `reqwest::Error`'s class), `rejection`, `error` (what the loop needs of an error type), `errors` (the ecosystem's error types, and `Error<E>`), `settings`, `suggest`, `clock`, `config` |
@@ -28,8 +28,6 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
-#[cfg(feature = "axum")]
-pub mod admin;
 mod attempts;
 mod backoff;
 mod breaker;

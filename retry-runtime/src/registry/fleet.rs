@@ -11,11 +11,9 @@ use crate::config::fleet::FleetConfig;
 /// The fleet a registry joined.
 #[derive(Debug)]
 pub(crate) struct JoinedFleet {
-    /// Read by a reload (feature `config`) and the admin snapshot (feature `axum`).
-    #[cfg_attr(not(any(feature = "config", feature = "axum")), allow(dead_code))]
+    /// Read by a reload (feature `config`) and the fleet's report.
     pub(crate) config: FleetConfig,
-    /// Read by the admin snapshot (feature `axum`).
-    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
+    /// Read by the fleet's report.
     pub(crate) status: Arc<FleetStatus>,
 }
 
@@ -50,8 +48,42 @@ impl FleetStatus {
     }
 
     /// The last key replaced, if any.
-    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
     pub(crate) fn last_replaced_key(&self) -> Option<String> {
         self.last_replaced_key.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// How the fleet a registry is in fares, as its background task last
+/// reported: see [`Registry::fleet_report`](crate::Registry::fleet_report).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FleetReport {
+    /// The fleet's key prefix in Redis.
+    pub prefix: String,
+    /// Whether the last flush got through, so that the guards follow the
+    /// fleet (else they run on their local state).
+    pub linked: bool,
+    /// Flushes that got through.
+    pub flushes: u64,
+    /// Flushes that failed or timed out.
+    pub failed_flushes: u64,
+    /// Keys of the fleet's found holding another type than a hash (another
+    /// program's value), each replaced by the flush that found it.
+    pub replaced_keys: u64,
+    /// The last of those keys, if any.
+    pub last_replaced_key: Option<String>,
+}
+
+impl JoinedFleet {
+    /// What the fleet's task last reported.
+    pub(crate) fn report(&self) -> FleetReport {
+        FleetReport {
+            prefix: self.config.prefix.clone(),
+            linked: self.status.linked.load(Ordering::Acquire),
+            flushes: self.status.flushes.load(Ordering::Relaxed),
+            failed_flushes: self.status.failed_flushes.load(Ordering::Relaxed),
+            replaced_keys: self.status.replaced_keys(),
+            last_replaced_key: self.status.last_replaced_key(),
+        }
     }
 }

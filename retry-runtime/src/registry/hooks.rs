@@ -37,30 +37,51 @@ impl Registry {
     /// # registry.declare_breaker("b", BreakerConfig::default()).unwrap();
     /// ```
     pub fn on_transition(&self, hook: impl Fn(&BreakerTransition<'_>) + Send + Sync + 'static) {
-        self.add_hook(Arc::new(hook));
+        self.add_transition_hook(Arc::new(hook));
     }
 
-    /// Adds `hook`, which [`remove_hook`](Self::remove_hook) can take out.
-    pub(crate) fn add_hook(&self, hook: TransitionHook) {
+    /// Adds `hook` as [`on_transition`](Self::on_transition) does, keeping
+    /// it in a shared [`TransitionHook`] so that
+    /// [`remove_transition_hook`](Self::remove_transition_hook) can take it
+    /// out again (the dashboard's router does, when dropped).
+    ///
+    /// ```
+    /// # use stormproof_runtime as stormproof;
+    /// use std::sync::Arc;
+    /// use stormproof::{Registry, TransitionHook};
+    /// let registry = Registry::new();
+    /// let hook: TransitionHook = Arc::new(|t| println!("{} went {:?}", t.breaker, t.to));
+    /// registry.add_transition_hook(hook.clone());
+    /// registry.remove_transition_hook(&hook);
+    /// ```
+    pub fn add_transition_hook(&self, hook: TransitionHook) {
         let mut hooks = self.inner.hooks.write().unwrap_or_else(|e| e.into_inner());
         *hooks = hooks.iter().cloned().chain([hook]).collect();
     }
 
-    /// Takes out a hook added with [`add_hook`](Self::add_hook) (the same
-    /// `Arc`): a transition announced after this no longer reaches it. One
-    /// being announced now, with the list taken before, may still.
-    // Only the admin router (feature `axum`) takes its hook out.
-    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
-    pub(crate) fn remove_hook(&self, hook: &TransitionHook) {
+    /// Takes out a hook added with
+    /// [`add_transition_hook`](Self::add_transition_hook) (the same `Arc`):
+    /// a transition announced after this no longer reaches it. One being
+    /// announced now, with the list taken before, may still. A hook it
+    /// does not hold is no error: nothing changes.
+    pub fn remove_transition_hook(&self, hook: &TransitionHook) {
         let mut hooks = self.inner.hooks.write().unwrap_or_else(|e| e.into_inner());
         if hooks.iter().any(|kept| Arc::ptr_eq(kept, hook)) {
             *hooks = hooks.iter().filter(|kept| !Arc::ptr_eq(kept, hook)).cloned().collect();
         }
     }
 
-    /// How many hooks it holds.
-    #[cfg(test)]
-    pub(crate) fn hook_count(&self) -> usize {
+    /// How many transition hooks it holds: a component that adds one for
+    /// as long as it lives (the dashboard's router) can be checked to take
+    /// it out.
+    ///
+    /// ```
+    /// # use stormproof_runtime as stormproof;
+    /// let registry = stormproof::Registry::new();
+    /// registry.on_transition(|_| {});
+    /// assert_eq!(registry.transition_hook_count(), 1);
+    /// ```
+    pub fn transition_hook_count(&self) -> usize {
         self.inner.hooks.read().unwrap_or_else(|e| e.into_inner()).len()
     }
 }

@@ -29,6 +29,8 @@ mod overrides;
 mod table;
 
 #[cfg(feature = "redis")]
+pub use fleet::FleetReport;
+#[cfg(feature = "redis")]
 pub(crate) use fleet::{FleetStatus, JoinedFleet};
 use overrides::Overrides;
 pub(crate) use overrides::{OverriddenPolicies, PolicyOverrides};
@@ -322,11 +324,18 @@ impl Registry {
         self.lock_joined_fleet().as_ref().map(|joined| joined.config.clone())
     }
 
-    /// The key prefix and the status of the fleet this registry is in, if
-    /// it is in one (read by the admin snapshot).
-    #[cfg(all(feature = "redis", feature = "axum"))]
-    pub(crate) fn fleet_status(&self) -> Option<(String, Arc<FleetStatus>)> {
-        self.lock_joined_fleet().as_ref().map(|joined| (joined.config.prefix.clone(), joined.status.clone()))
+    /// How the fleet this registry is in fares (feature `redis`), as its
+    /// background task last reported; `None` while it is in none. The
+    /// dashboard shows it.
+    ///
+    /// ```
+    /// # use stormproof_runtime as stormproof;
+    /// let registry = stormproof::Registry::new();
+    /// assert_eq!(registry.fleet_report(), None);
+    /// ```
+    #[cfg(feature = "redis")]
+    pub fn fleet_report(&self) -> Option<fleet::FleetReport> {
+        self.lock_joined_fleet().as_ref().map(JoinedFleet::report)
     }
 
     #[cfg(feature = "redis")]

@@ -12,11 +12,11 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 pub use super::fleet_view::FleetView;
-use crate::breaker::{BreakerConfig, BreakerState, BreakerTotals, CircuitBreaker};
-use crate::budget::{BudgetConfig, RetryBudget};
-use crate::bulkhead::Bulkhead;
-use crate::rate_limit::RateLimit;
-use crate::throttle::Throttle;
+use stormproof_runtime::Bulkhead;
+use stormproof_runtime::RateLimit;
+use stormproof_runtime::Throttle;
+use stormproof_runtime::{BreakerConfig, BreakerState, BreakerTotals, CircuitBreaker};
+use stormproof_runtime::{BudgetConfig, RetryBudget};
 
 /// Everything the dashboard shows, at one moment.
 ///
@@ -221,6 +221,8 @@ pub enum BudgetConfigView {
         /// Tokens one success returns.
         refill_per_success: u32,
     },
+    /// A form of budget this dashboard does not know yet.
+    Other,
 }
 
 impl From<BudgetConfig> for BudgetConfigView {
@@ -236,6 +238,9 @@ impl From<BudgetConfig> for BudgetConfigView {
                 retry_cost: c.retry_cost,
                 refill_per_success: c.refill_per_success,
             },
+            // A form of budget the runtime added after this dashboard: shown
+            // by its state, its settings unnamed.
+            _ => BudgetConfigView::Other,
         }
     }
 }

@@ -24,7 +24,7 @@
 //! `/snapshot` (`forced`) until reset.
 //!
 //! ```no_run
-//! # use stormproof_runtime as stormproof;
+//! # mod stormproof { pub use stormproof_runtime::*; pub use stormproof_admin as admin; }
 //! # async fn serve() -> std::io::Result<()> {
 //! use stormproof::{admin, registry};
 //! let token = std::env::var("ADMIN_TOKEN").expect("a long random token");
@@ -61,7 +61,7 @@
 //! gracefully would wait for every open page. [`EventStreams::close`]
 //! (from [`Admin::event_streams`]) ends them; call it when shutdown starts.
 //!
-//! [`CircuitBreaker::totals`]: crate::breaker::CircuitBreaker::totals
+//! [`CircuitBreaker::totals`]: stormproof_runtime::CircuitBreaker::totals
 
 mod control;
 mod events;
@@ -80,8 +80,8 @@ use axum::routing::{get, post};
 use tokio::sync::{broadcast, watch};
 use tokio::task::AbortHandle;
 
-use crate::breaker::TransitionHook;
-use crate::registry::Registry;
+use stormproof_runtime::Registry;
+use stormproof_runtime::TransitionHook;
 
 pub use snapshot::{
     AdaptiveView, BreakerConfigView, BreakerView, BudgetConfigView, BudgetView, BulkheadView, Counts,
@@ -99,7 +99,7 @@ const TRANSITIONS_QUEUED: usize = 1024;
 /// The admin routes for every guard of `registry`; see the module docs.
 ///
 /// ```
-/// # use stormproof_runtime as stormproof;
+/// # mod stormproof { pub use stormproof_runtime::*; pub use stormproof_admin as admin; }
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// use stormproof::{Registry, admin};
 /// let registry = Registry::new();
@@ -171,7 +171,7 @@ impl Admin {
     /// printable ASCII without spaces; use a long random one.
     ///
     /// ```
-    /// # use stormproof_runtime as stormproof;
+    /// # mod stormproof { pub use stormproof_runtime::*; pub use stormproof_admin as admin; }
     /// use stormproof::{Registry, admin::{self, TokenError}};
     /// let registry = Registry::new();
     /// assert_eq!(admin::router(&registry).with_token("").unwrap_err(), TokenError::Empty);
@@ -228,7 +228,7 @@ async fn snapshot_route(
 /// Ends the event streams of one admin router: from [`Admin::event_streams`].
 ///
 /// ```
-/// # use stormproof_runtime as stormproof;
+/// # mod stormproof { pub use stormproof_runtime::*; pub use stormproof_admin as admin; }
 /// use stormproof::{Registry, admin};
 /// let admin = admin::router(&Registry::new());
 /// let streams = admin.event_streams();
@@ -349,7 +349,7 @@ impl Drop for Shared {
         // a service that builds a router per reload or per test would
         // otherwise leave one dead hook per router, each called on every
         // transition.
-        self.registry.remove_hook(&self.hook);
+        self.registry.remove_transition_hook(&self.hook);
     }
 }
 
@@ -366,7 +366,7 @@ impl Shared {
                     shared.on_transition(t);
                 }
             });
-            registry.add_hook(hook.clone());
+            registry.add_transition_hook(hook.clone());
             Shared { registry, token, channel, history, sampler: OnceLock::new(), hook }
         });
         shared.ensure_sampler();

@@ -2,12 +2,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::registry::Registry;
+use stormproof_runtime::Registry;
 
 /// The fleet the registry shares its guards with (see
 /// [`Registry::join_fleet`]), as its background task last reported.
 ///
-/// [`Registry::join_fleet`]: crate::registry::Registry::join_fleet
+/// [`Registry::join_fleet`]: stormproof_runtime::Registry::join_fleet
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct FleetView {
@@ -31,15 +31,14 @@ impl FleetView {
     /// The fleet `registry` is in now; `None` when it is in none.
     #[cfg(feature = "redis")]
     pub(crate) fn of(registry: &Registry) -> Option<Self> {
-        use std::sync::atomic::Ordering;
-        let (prefix, status) = registry.fleet_status()?;
+        let report = registry.fleet_report()?;
         Some(FleetView {
-            prefix,
-            linked: status.linked.load(Ordering::Acquire),
-            flushes: status.flushes.load(Ordering::Relaxed),
-            failed_flushes: status.failed_flushes.load(Ordering::Relaxed),
-            replaced_keys: status.replaced_keys(),
-            last_replaced_key: status.last_replaced_key(),
+            prefix: report.prefix,
+            linked: report.linked,
+            flushes: report.flushes,
+            failed_flushes: report.failed_flushes,
+            replaced_keys: report.replaced_keys,
+            last_replaced_key: report.last_replaced_key,
         })
     }
 

@@ -6,8 +6,8 @@ use std::time::Duration;
 use super::sampler::PERIOD;
 use super::snapshot::{Counts, State};
 use super::{Shared, router, routes};
-use crate::breaker::{BreakerConfig, Outcome};
-use crate::registry::Registry;
+use stormproof_runtime::Registry;
+use stormproof_runtime::{BreakerConfig, Outcome};
 
 pub(super) fn registry_with(breaker: &str) -> Registry {
     let registry = Registry::new();
@@ -97,7 +97,7 @@ async fn forcing_a_breaker_into_the_state_it_is_held_in_is_no_transition() {
 /// admits, not the fraction, and never a number it does not admit.
 #[tokio::test(start_paused = true)]
 async fn the_dashboard_shows_the_adaptive_limit_the_bulkhead_admits() {
-    use crate::bulkhead::{AdaptiveLimit, BulkheadConfig};
+    use stormproof_runtime::{AdaptiveLimit, BulkheadConfig};
 
     let registry = Registry::new();
     let config =
@@ -138,7 +138,7 @@ async fn dropping_the_router_ends_its_sampler_and_silences_its_hook() {
     settle().await;
     assert!(sampler.is_finished(), "the sampler ended with the router, without waiting for its next tick");
     // Its hook is gone from the registry, which outlives it.
-    assert_eq!(registry.hook_count(), 0, "the router's hook is left in the registry");
+    assert_eq!(registry.transition_hook_count(), 0, "the router's hook is left in the registry");
     calls(&registry, "db", 0, 3);
     registry.breaker("db").unwrap().reset();
 }
@@ -149,15 +149,19 @@ async fn routers_built_and_dropped_one_after_another_leave_no_hooks_behind() {
     registry.on_transition(|_| {});
     for _ in 0..3 {
         let router = router(&registry).into_router();
-        assert_eq!(registry.hook_count(), 2, "the user's hook and this router's");
+        assert_eq!(registry.transition_hook_count(), 2, "the user's hook and this router's");
         drop(router);
         settle().await;
     }
-    assert_eq!(registry.hook_count(), 1, "only the user's hook is left");
+    assert_eq!(registry.transition_hook_count(), 1, "only the user's hook is left");
     let kept = router(&registry).into_router();
     let shared = Shared::start(router(&registry));
     drop(shared);
-    assert_eq!(registry.hook_count(), 2, "dropping one router takes out its own hook, not another's");
+    assert_eq!(
+        registry.transition_hook_count(),
+        2,
+        "dropping one router takes out its own hook, not another's"
+    );
     drop(kept);
 }
 
