@@ -47,6 +47,10 @@ pub use stormproof_runtime::*;
 #[doc(inline)]
 pub use stormproof_admin as admin;
 
+#[cfg(feature = "sim")]
+#[doc(inline)]
+pub use stormproof_sim as sim;
+
 /// Support for the code `#[resilient]` generates. Not a public API: it may
 /// change in any release.
 #[doc(hidden)]

@@ -31,7 +31,7 @@ impl FleetView {
     /// The fleet `registry` is in now; `None` when it is in none.
     #[cfg(feature = "redis")]
     pub(crate) fn of(registry: &Registry) -> Option<Self> {
-        let report = registry.fleet_report()?;
+        let report = registry.fleet_sync()?;
         Some(FleetView {
             prefix: report.prefix,
             linked: report.linked,

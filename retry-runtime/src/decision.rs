@@ -2,7 +2,7 @@
 //! stop and why.
 //!
 //! One pure function, [`decide`], used by the runtime's retry loop and by
-//! the simulator alike, so that what the simulator measures is what the
+//! the simulator (`stormproof-sim`, through this public module) alike, so that what the simulator measures is what the
 //! library does by construction. It asks its questions in a fixed order
 //! through [`Answers`], and the order is the contract:
 //!
@@ -95,7 +95,7 @@ impl std::fmt::Display for StopReason {
 
 /// What to do after a failed attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Decision {
+pub enum Decision {
     /// Make another attempt after this wait (a budget token is already taken).
     Retry(Duration),
     /// End the call with the last error.
@@ -103,7 +103,7 @@ pub(crate) enum Decision {
 }
 
 /// The questions [`decide`] asks about the world, in its order.
-pub(crate) trait Answers {
+pub trait Answers {
     /// The jittered backoff wait for the retry about to be planned; called
     /// at most once per decision, and only when an attempt is left.
     fn backoff(&mut self) -> Duration;
@@ -117,15 +117,29 @@ pub(crate) trait Answers {
 
 /// The decision after attempt number `attempts` (1 for the first) failed
 /// with an error of `class`; see the module docs for the order.
+///
+/// ```
+/// # use stormproof_runtime as stormproof;
+/// use std::time::Duration;
+/// use stormproof::ErrorClass;
+/// use stormproof::decision::{Answers, Decision, decide};
+///
+/// /// A world with a 100 ms backoff, no deadline, a closed breaker and an empty budget.
+/// struct NoTokens;
+/// impl Answers for NoTokens {
+///     fn backoff(&mut self) -> Duration { Duration::from_millis(100) }
+///     fn until_deadline(&self) -> Option<Duration> { None }
+///     fn breaker_open_for(&self) -> Option<Duration> { None }
+///     fn take_budget(&mut self) -> bool { false }
+/// }
+/// let stop = decide(ErrorClass::Transient, 1, 4, &mut NoTokens);
+/// assert_eq!(stop, Decision::Stop(stormproof::StopReason::BudgetExhausted));
+/// assert_eq!(decide(ErrorClass::Permanent, 1, 4, &mut NoTokens), Decision::Stop(stormproof::StopReason::Permanent));
+/// ```
 // Inline: it runs once per failed attempt, inside the caller's own
 // out-of-line failure step, where its questions inline in turn.
 #[inline]
-pub(crate) fn decide(
-    class: ErrorClass,
-    attempts: u32,
-    max_attempts: u32,
-    answers: &mut impl Answers,
-) -> Decision {
+pub fn decide(class: ErrorClass, attempts: u32, max_attempts: u32, answers: &mut impl Answers) -> Decision {
     if !class.is_retryable() {
         return Decision::Stop(StopReason::Permanent);
     }

@@ -39,7 +39,7 @@ mod clock;
 mod config;
 mod context;
 mod counter;
-mod decision;
+pub mod decision;
 mod error;
 mod errors;
 #[cfg(feature = "config")]
@@ -62,7 +62,6 @@ mod rejection;
 #[cfg(feature = "reqwest-middleware")]
 pub mod reqwest_middleware;
 mod settings;
-pub mod sim;
 mod suggest;
 mod throttle;
 #[cfg(feature = "tower")]
@@ -70,12 +69,12 @@ pub mod tower;
 
 pub use attempts::Attempts;
 
-pub use backoff::{Backoff, Jitter, JitterRng, UnknownJitter};
+pub use backoff::{Backoff, Jitter, JitterRng, UnknownJitter, stream_seed};
 pub use breaker::{
     Admission, BreakerConfig, BreakerCore, BreakerPermit, BreakerState, BreakerTotals, BreakerTransition,
     CircuitBreaker, Outcome, Ticket, Transition, TransitionHook,
 };
-pub use budget::{BudgetConfig, BudgetTotals, RatioBudget, RetryBudget, TokenBucket};
+pub use budget::{BudgetConfig, BudgetTotals, RatioBudget, RatioWindow, RetryBudget, TokenBucket};
 pub use bulkhead::{AdaptiveLimit, Bulkhead, BulkheadConfig, BulkheadFull, BulkheadPermit, LimitCore};
 pub use call::{Attempt, Call, Classified, ClassifyInner, NoHedges, Step};
 pub use classify::{Classify, ErrorClass, parse_retry_after, parse_retry_after_at};
@@ -93,7 +92,7 @@ pub use rate_limit::{OverRate, RateLimit, RateLimitConfig};
 pub use registry::{GuardKind, Registry, RegistryError, registry};
 pub use rejection::Rejection;
 pub use settings::{Hedge, MAX_HEDGES_LIMIT};
-pub use throttle::{Throttle, ThrottleConfig, ThrottleWindow};
+pub use throttle::{Throttle, ThrottleConfig, ThrottleCore, ThrottleWindow};
 
 /// What only the code `#[resilient]` generates uses. Not a public API: it
 /// may change in any release.

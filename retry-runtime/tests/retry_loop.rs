@@ -392,7 +392,7 @@ async fn without_jitter_a_herd_retries_in_one_bucket_and_full_jitter_spreads_it(
         assert_eq!(times.len(), 100);
         times
     }
-    let peak = |times: &[Duration]| stormproof_runtime::sim::peak_in_bucket(times, ms(10));
+    let peak = |times: &[Duration]| stormproof_sim::peak_in_bucket(times, ms(10));
     assert_eq!(peak(&first_retries(Jitter::None).await), 100);
     let spread = peak(&first_retries(Jitter::Full).await);
     assert!(spread < 50, "busiest bucket {spread}");

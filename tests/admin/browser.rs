@@ -19,7 +19,9 @@ use stormproof::admin::{self, Snapshot};
 use tokio::sync::mpsc;
 use tower::ServiceExt;
 
-use super::support::{Events, PATIENCE, TOKEN, call, guards, post, serve, snapshot};
+#[cfg(feature = "redis")]
+use super::support::snapshot;
+use super::support::{Events, PATIENCE, TOKEN, call, guards, post, serve};
 
 /// The browser, as Debian installs it; `STORMPROOF_CHROMIUM` overrides.
 fn chromium() -> String {

@@ -31,7 +31,7 @@ use tokio::time::Instant;
 
 pub use bucket::TokenBucket;
 pub use ratio::RatioBudget;
-pub(crate) use ratio::RatioWindow;
+pub use ratio::RatioWindow;
 pub(crate) use withdrawal::Withdrawal;
 
 use crate::config::ConfigError;

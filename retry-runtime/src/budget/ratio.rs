@@ -83,8 +83,24 @@ struct Slice {
 /// first attempts are passed in. First attempts are counted by the caller
 /// with no clock (one increment on the success path); they are placed in
 /// time here, on the retry path, by the count each slice began with.
+///
+/// [`RetryBudget`](crate::RetryBudget) runs it under a lock on tokio's
+/// clock; the simulator runs it on its own. Public so that a model can
+/// drive it without a clock:
+///
+/// ```
+/// # use stormproof_runtime as stormproof;
+/// use std::time::Duration;
+/// use stormproof::{RatioBudget, RatioWindow};
+/// let config = RatioBudget { ratio: 0.1, window: Duration::from_secs(10), min_per_sec: 0 };
+/// let mut window = RatioWindow::new(Duration::ZERO, 0);
+/// // 20 first attempts allow 2 retries.
+/// assert!(window.try_withdraw(&config, Duration::from_secs(1), 20));
+/// assert!(window.try_withdraw(&config, Duration::from_secs(1), 20));
+/// assert!(!window.try_withdraw(&config, Duration::from_secs(1), 20));
+/// ```
 #[derive(Debug, Clone)]
-pub(crate) struct RatioWindow {
+pub struct RatioWindow {
     /// Oldest first; the first may have begun before the window (the
     /// baseline its first attempts are counted from).
     slices: VecDeque<Slice>,
@@ -92,21 +108,21 @@ pub(crate) struct RatioWindow {
 
 impl RatioWindow {
     /// A window opened at `now`, with `first_attempts` counted so far.
-    pub(crate) fn new(now: Duration, first_attempts: u64) -> Self {
+    pub fn new(now: Duration, first_attempts: u64) -> Self {
         RatioWindow {
             slices: VecDeque::from([Slice { start: now, first_attempts_before: first_attempts, retries: 0 }]),
         }
     }
 
     /// Retries still allowed at `now` (floored).
-    pub(crate) fn available(&mut self, config: &RatioBudget, now: Duration, first_attempts: u64) -> u64 {
+    pub fn available(&mut self, config: &RatioBudget, now: Duration, first_attempts: u64) -> u64 {
         let (allowed, used) = self.account(config, now, first_attempts);
         (allowed - used as f64).max(0.0) as u64
     }
 
     /// Takes one retry at `now`; `false` (and nothing taken) when the
     /// window has none left.
-    pub(crate) fn try_withdraw(&mut self, config: &RatioBudget, now: Duration, first_attempts: u64) -> bool {
+    pub fn try_withdraw(&mut self, config: &RatioBudget, now: Duration, first_attempts: u64) -> bool {
         let (allowed, used) = self.account(config, now, first_attempts);
         if used as f64 + 1.0 > allowed {
             return false;
@@ -126,7 +142,7 @@ impl RatioWindow {
     /// slice that counted it: not the latest retry, which may be another's
     /// in a later slice, still in the window when this one's has left it.
     /// A slice dropped since counts nothing any more: nothing to forget.
-    pub(crate) fn give_back(&mut self, at: Duration) {
+    pub fn give_back(&mut self, at: Duration) {
         if let Some(slice) = self.slices.iter_mut().rev().find(|slice| slice.start <= at)
             && slice.retries > 0
         {

@@ -31,7 +31,15 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    pub(crate) fn new(field: &'static str, problem: impl Into<String>) -> Self {
+    /// The error for `field`, saying `problem`: for code that checks
+    /// settings of its own the way this library does (the simulator's).
+    ///
+    /// ```
+    /// # use stormproof_runtime as stormproof;
+    /// let error = stormproof::ConfigError::new("clients", "must be greater than zero");
+    /// assert_eq!(error.to_string(), "invalid `clients`: must be greater than zero");
+    /// ```
+    pub fn new(field: &'static str, problem: impl Into<String>) -> Self {
         ConfigError { field, problem: problem.into() }
     }
 }

@@ -87,7 +87,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 pub use crate::config::fleet::{FleetConfig, FleetError};
-pub use crate::registry::FleetReport;
+pub use crate::registry::FleetSync;
 
 use crate::breaker::CircuitBreaker;
 use crate::budget::BudgetConfig;

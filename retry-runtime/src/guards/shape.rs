@@ -41,7 +41,7 @@ pub trait Slot<X: 'static> {
         X: Guard;
 }
 
-/// A slot the function names (see [`Slot`]): its guard is always there
+/// A slot the function names (see `Slot`): its guard is always there
 /// (a name resolves to a guard, declared or made with the defaults).
 #[derive(Debug, Clone, Copy)]
 pub enum Named {}
@@ -51,7 +51,7 @@ pub enum Named {}
 #[derive(Debug, Clone, Copy)]
 pub enum Maybe {}
 
-/// A slot the function does not name (see [`Slot`]).
+/// A slot the function does not name (see `Slot`).
 #[derive(Debug, Clone, Copy)]
 pub enum Unnamed {}
 
@@ -123,7 +123,7 @@ impl<X: Guard + 'static> Slot<X> for Unnamed {
 }
 
 /// Which guards a function names, slot by slot in the set's order:
-/// a tuple of [`Named`] and [`Unnamed`] (see [`Slot`]).
+/// a tuple of [`Named`] and [`Unnamed`] (see `Slot`).
 pub trait Shape: 'static {
     /// The throttle's slot.
     type Throttle: Slot<Throttle>;

@@ -53,11 +53,11 @@ impl FleetStatus {
     }
 }
 
-/// How the fleet a registry is in fares, as its background task last
-/// reported: see [`Registry::fleet_report`](crate::Registry::fleet_report).
+/// How the fleet a registry is in keeps in sync, as its background task last
+/// reported: see [`Registry::fleet_sync`](crate::Registry::fleet_sync).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct FleetReport {
+pub struct FleetSync {
     /// The fleet's key prefix in Redis.
     pub prefix: String,
     /// Whether the last flush got through, so that the guards follow the
@@ -76,8 +76,8 @@ pub struct FleetReport {
 
 impl JoinedFleet {
     /// What the fleet's task last reported.
-    pub(crate) fn report(&self) -> FleetReport {
-        FleetReport {
+    pub(crate) fn report(&self) -> FleetSync {
+        FleetSync {
             prefix: self.config.prefix.clone(),
             linked: self.status.linked.load(Ordering::Acquire),
             flushes: self.status.flushes.load(Ordering::Relaxed),

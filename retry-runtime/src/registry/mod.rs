@@ -29,7 +29,7 @@ mod overrides;
 mod table;
 
 #[cfg(feature = "redis")]
-pub use fleet::FleetReport;
+pub use fleet::FleetSync;
 #[cfg(feature = "redis")]
 pub(crate) use fleet::{FleetStatus, JoinedFleet};
 use overrides::Overrides;
@@ -331,10 +331,10 @@ impl Registry {
     /// ```
     /// # use stormproof_runtime as stormproof;
     /// let registry = stormproof::Registry::new();
-    /// assert_eq!(registry.fleet_report(), None);
+    /// assert_eq!(registry.fleet_sync(), None);
     /// ```
     #[cfg(feature = "redis")]
-    pub fn fleet_report(&self) -> Option<fleet::FleetReport> {
+    pub fn fleet_sync(&self) -> Option<fleet::FleetSync> {
         self.lock_joined_fleet().as_ref().map(JoinedFleet::report)
     }
 

@@ -133,28 +133,44 @@ pub struct Throttle {
 /// A throttle as pure logic: settings, counts and seeded draws, the time
 /// passed in. [`Throttle`] runs the same window and admission on tokio's
 /// clock, the simulator runs this on its own.
+///
+/// ```
+/// # use stormproof_runtime as stormproof;
+/// use std::time::Duration;
+/// use stormproof::{ThrottleConfig, ThrottleCore};
+/// let mut core = ThrottleCore::new(ThrottleConfig::default(), 7);
+/// // Nothing counted yet: nothing refused.
+/// assert_eq!(core.admit(Duration::ZERO), (true, 0.0));
+/// core.answered(Duration::ZERO, true);
+/// ```
 #[derive(Debug)]
-pub(crate) struct ThrottleCore {
+pub struct ThrottleCore {
     config: ThrottleConfig,
     window: ThrottleWindow,
     draws: SmallRng,
 }
 
 impl ThrottleCore {
-    pub(crate) fn new(config: ThrottleConfig, draws: SmallRng) -> Self {
-        ThrottleCore { config, window: ThrottleWindow::default(), draws }
+    /// A throttle on `config` with nothing counted; `seed` makes its
+    /// draws reproducible.
+    pub fn new(config: ThrottleConfig, seed: u64) -> Self {
+        ThrottleCore { config, window: ThrottleWindow::default(), draws: SmallRng::seed_from_u64(seed) }
     }
 
-    /// Whether a request may go out at `now`, and the refusal probability
-    /// (see [`admit_at`]).
-    pub(crate) fn admit(&mut self, now: Duration) -> (bool, f64) {
+    /// Whether a request may go out at `now` (time since any origin the
+    /// caller keeps), and the probability of refusal it was drawn against:
+    /// Google SRE's `max(0, (requests - k * accepts) / (requests + 1))`
+    /// over the window, drawn only when above zero. A refused request is
+    /// counted at once; one that goes out is counted by
+    /// [`answered`](Self::answered).
+    pub fn admit(&mut self, now: Duration) -> (bool, f64) {
         let (config, draws) = (&self.config, &mut self.draws);
         admit_at(&self.window, saturating_nanos(now), tenth_of(config.window), config.k, || draws.random())
     }
 
     /// Counts a request that went out, once answered; `accepted` when the
     /// answer was not overload.
-    pub(crate) fn answered(&mut self, now: Duration, accepted: bool) {
+    pub fn answered(&mut self, now: Duration, accepted: bool) {
         self.window.count_at(saturating_nanos(now), tenth_of(self.config.window), accepted);
     }
 }
@@ -309,7 +325,7 @@ mod tests {
         // among them. (The throttle's own clock stays within the window's
         // first tenth, where the core's time stands still.)
         let config = ThrottleConfig::default();
-        let mut core = ThrottleCore::new(config, SmallRng::seed_from_u64(9));
+        let mut core = ThrottleCore::new(config, 9);
         let throttle = Throttle::new("t", config, Some(9)).unwrap();
         let mut refused = 0;
         for call in 0..400 {

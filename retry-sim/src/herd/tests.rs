@@ -1,12 +1,12 @@
 use std::time::Duration;
 
 use super::*;
-use crate::backoff::Jitter;
-use crate::breaker::BreakerConfig;
-use crate::budget::TokenBucket;
-use crate::bulkhead::{AdaptiveLimit, BulkheadConfig};
-use crate::throttle::ThrottleConfig;
 use report::nanos;
+use stormproof_runtime::BreakerConfig;
+use stormproof_runtime::Jitter;
+use stormproof_runtime::ThrottleConfig;
+use stormproof_runtime::TokenBucket;
+use stormproof_runtime::{AdaptiveLimit, BulkheadConfig};
 
 fn ms(v: u64) -> Duration {
     Duration::from_millis(v)

@@ -11,10 +11,10 @@
 //!   one client's draws do not shift when another client's events move;
 //! - simultaneous events are processed in the order they were scheduled.
 //!
-//! The strategies run on the library's own parts: [`Backoff::wait`](crate::Backoff::wait) for
+//! The strategies run on the library's own parts: [`Backoff::wait`](stormproof_runtime::Backoff::wait) for
 //! every wait and the retry loop's own decision after every failure; for
 //! [`Strategy::Recommended`] the library's budget and the pure breaker
-//! [`BreakerCore`](crate::BreakerCore) fed virtual instants; for [`Strategy::Adaptive`] the
+//! [`BreakerCore`](stormproof_runtime::BreakerCore) fed virtual instants; for [`Strategy::Adaptive`] the
 //! budget, the adaptive limit [`LimitCore`] behind a first-come,
 //! first-served queue of permits, and optionally the throttle's
 //! [`ThrottleWindow`]. They are applied in the order of the retry loop:
@@ -40,7 +40,7 @@ mod validate;
 pub use config::{HerdConfig, Latency, Model, Strategy};
 pub use report::HerdReport;
 
-use crate::config::ConfigError;
+use stormproof_runtime::ConfigError;
 
 /// Runs `strategy` against the herd described by `config`.
 ///
@@ -63,7 +63,7 @@ use crate::config::ConfigError;
 /// far less work than backoff without jitter, and immediate retries the most.
 ///
 /// ```
-/// # use stormproof_runtime as stormproof;
+/// # mod stormproof { pub use stormproof_runtime::*; pub use stormproof_sim as sim; }
 /// use stormproof::Jitter;
 /// use stormproof::sim::{HerdConfig, Strategy, simulate};
 ///

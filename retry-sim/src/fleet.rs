@@ -24,9 +24,9 @@ use std::time::Duration;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
-use crate::breaker::{Admission, BreakerConfig, BreakerCore, BreakerState, Outcome, Ticket, Transition};
-use crate::config::ConfigError;
-use crate::sim::queue::EventQueue;
+use crate::queue::EventQueue;
+use stormproof_runtime::ConfigError;
+use stormproof_runtime::{Admission, BreakerConfig, BreakerCore, BreakerState, Outcome, Ticket, Transition};
 
 /// A fleet simulation's settings; every field has a default.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -210,7 +210,7 @@ struct Run<'c> {
 /// the same report. An invalid config is an error naming the field.
 ///
 /// ```
-/// # use stormproof_runtime as stormproof;
+/// # mod stormproof { pub use stormproof_runtime::*; pub use stormproof_sim as sim; }
 /// use stormproof::sim::{FleetSimConfig, Guards, simulate_fleet};
 /// let config = FleetSimConfig { replicas: 5, ..Default::default() };
 /// let local = simulate_fleet(&config, Guards::Local).unwrap();

@@ -9,13 +9,13 @@ use rand_distr::{Distribution, Normal};
 
 use super::config::{HerdConfig, Model, Strategy};
 use super::guards::{Budget, Guards, Permits, trips};
-use crate::backoff::{Backoff, Jitter, JitterRng, stream_seed};
-use crate::breaker::{BreakerCore, Outcome, Ticket};
-use crate::classify::ErrorClass;
-use crate::config::ConfigError;
-use crate::decision::{Answers, Decision, StopReason, decide};
-use crate::sim::queue::EventQueue;
-use crate::throttle::ThrottleCore;
+use crate::queue::EventQueue;
+use stormproof_runtime::ConfigError;
+use stormproof_runtime::ErrorClass;
+use stormproof_runtime::ThrottleCore;
+use stormproof_runtime::decision::{Answers, Decision, StopReason, decide};
+use stormproof_runtime::{Backoff, Jitter, JitterRng, stream_seed};
+use stormproof_runtime::{BreakerCore, Outcome, Ticket};
 
 /// Something that happens to one client at one instant.
 #[derive(Debug, Clone, Copy)]
@@ -118,10 +118,7 @@ impl<'c> Run<'c> {
                 budget: Budget::new(config.budget)?,
                 throttle: config.throttle.map(|config| {
                     // A stream of its own, past every client's.
-                    ThrottleCore::new(
-                        config,
-                        SmallRng::seed_from_u64(stream_seed(seed, u64::from(u32::MAX) + 1)),
-                    )
+                    ThrottleCore::new(config, stream_seed(seed, u64::from(u32::MAX) + 1))
                 }),
                 bulkhead: Some(Permits::new(config.bulkhead)),
             }),
@@ -319,12 +316,9 @@ impl<'c> Run<'c> {
                 StopReason::BudgetExhausted => self.budget_stopped += 1,
                 StopReason::CircuitOpen => self.breaker_stopped += 1,
                 StopReason::Deadline => self.deadline_stopped += 1,
-                StopReason::Permanent
-                | StopReason::BulkheadFull
-                | StopReason::Throttled
-                | StopReason::RateLimited => {
-                    unreachable!("a simulated failure is retryable and admission is not decided here")
-                }
+                // Permanent, BulkheadFull, Throttled, RateLimited and any
+                // reason added later: `decide` gives none of them here.
+                _ => unreachable!("a simulated failure is retryable and admission is not decided here"),
             },
         }
     }

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::classify::{Classify, ErrorClass};
-use crate::rejection::Rejection;
+use stormproof_runtime::Rejection;
+use stormproof_runtime::{Classify, ErrorClass};
 
 /// A dependency that fails with a transient [`StormError`] until a point in
 /// (tokio) time, then succeeds; it records the instant of every call.
@@ -22,7 +22,7 @@ use crate::rejection::Rejection;
 /// storm and one log, so a storm can be handed to spawned tasks.
 ///
 /// ```
-/// # use stormproof_runtime as stormproof;
+/// # mod stormproof { pub use stormproof_runtime::*; pub use stormproof_sim as sim; }
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::time::Duration;

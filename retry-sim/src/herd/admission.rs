@@ -4,7 +4,7 @@
 use super::config::Model;
 use super::engine::{Event, Run};
 use super::guards::trips;
-use crate::breaker::Admission;
+use stormproof_runtime::Admission;
 
 impl Run<'_> {
     /// Admission, in the retry loop's order: the throttle, the breaker,

@@ -6,7 +6,7 @@
 //! The seed is the storm example's, so these are the README's rows.
 
 use super::*;
-use crate::backoff::Jitter;
+use stormproof_runtime::Jitter;
 
 /// The storm example's seed.
 const SEED: u64 = 2015;

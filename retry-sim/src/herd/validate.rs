@@ -5,13 +5,19 @@
 use std::time::Duration;
 
 use super::config::{HerdConfig, Model};
-use crate::config::{ConfigError, positive};
+use stormproof_runtime::ConfigError;
+
+/// Rejects zero for a count that must be positive, as the library's own
+/// settings do.
+fn positive(field: &'static str, value: u64) -> Result<(), ConfigError> {
+    if value == 0 { Err(ConfigError::new(field, "must be greater than zero")) } else { Ok(()) }
+}
 
 impl HerdConfig {
     /// Checks the settings; the error names the first invalid field.
     ///
     /// ```
-    /// # use stormproof_runtime as stormproof;
+    /// # mod stormproof { pub use stormproof_runtime::*; pub use stormproof_sim as sim; }
     /// use stormproof::sim::HerdConfig;
     /// let err = HerdConfig { clients: 0, ..Default::default() }.validate().unwrap_err();
     /// assert_eq!(err.field, "clients");
@@ -75,7 +81,7 @@ fn nonzero(field: &'static str, value: Duration) -> Result<(), ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::herd::{Strategy, simulate};
+    use crate::herd::{Strategy, simulate};
 
     /// A herd larger than the documented cap is refused by name before
     /// anything is allocated: `u32::MAX` clients would ask for hundreds of GiB.

@@ -5,11 +5,11 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use crate::breaker::{BreakerCore, BreakerState, Transition};
-use crate::budget::{BudgetConfig, RatioBudget, RatioWindow, RetryBudget};
-use crate::bulkhead::{BulkheadConfig, LimitCore};
-use crate::config::ConfigError;
-use crate::throttle::ThrottleCore;
+use stormproof_runtime::ConfigError;
+use stormproof_runtime::ThrottleCore;
+use stormproof_runtime::{BreakerCore, BreakerState, Transition};
+use stormproof_runtime::{BudgetConfig, RatioBudget, RatioWindow, RetryBudget};
+use stormproof_runtime::{BulkheadConfig, LimitCore};
 
 /// The guards shared by all clients: [`Strategy::Recommended`](super::Strategy::Recommended)'s breaker
 /// and budget, [`Strategy::Adaptive`](super::Strategy::Adaptive)'s budget, throttle and bulkhead.

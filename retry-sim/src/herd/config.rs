@@ -2,11 +2,11 @@
 
 use std::time::Duration;
 
-use crate::backoff::Jitter;
-use crate::breaker::BreakerConfig;
-use crate::budget::BudgetConfig;
-use crate::bulkhead::{AdaptiveLimit, BulkheadConfig};
-use crate::throttle::ThrottleConfig;
+use stormproof_runtime::BreakerConfig;
+use stormproof_runtime::BudgetConfig;
+use stormproof_runtime::Jitter;
+use stormproof_runtime::ThrottleConfig;
+use stormproof_runtime::{AdaptiveLimit, BulkheadConfig};
 
 // For doc links only. The report is linked by its path instead: report.rs
 // uses these settings, so an import of it here would make the two modules
@@ -55,7 +55,7 @@ pub enum Model {
     /// `service_time * max(1, n / capacity)`: latency grows with concurrent
     /// load. An attempt whose reply has not come `timeout` after it left
     /// the client fails with a transient error (the library's
-    /// [`AttemptTimeout`](crate::Rejection::AttemptTimeout)), but the
+    /// [`AttemptTimeout`](stormproof_runtime::Rejection::AttemptTimeout)), but the
     /// dependency, which cannot know, finishes the work: it is wasted and
     /// still slows everyone else, which is how a brownout feeds on its own
     /// retries.
@@ -98,7 +98,7 @@ pub enum Strategy {
     Immediate,
     /// Capped exponential backoff with the given jitter, and nothing else.
     Backoff(Jitter),
-    /// What this library recommends: full jitter, plus one [`RetryBudget`](crate::RetryBudget)
+    /// What this library recommends: full jitter, plus one [`RetryBudget`](stormproof_runtime::RetryBudget)
     /// and one circuit breaker shared by all clients (configured by
     /// [`HerdConfig::budget`] and [`HerdConfig::breaker`]). An attempt the
     /// breaker refuses fails fast: it puts no load on the dependency and,
@@ -110,7 +110,7 @@ pub enum Strategy {
     /// breaker (5 failures) is opened by the first wave of a large herd, and
     /// the clients behind it fail fast instead of succeeding late. In the
     /// [`Contention`](Model::Contention) model failures are conflicts
-    /// ([`ErrorClass::Conflict`](crate::ErrorClass::Conflict)), neutral to
+    /// ([`ErrorClass::Conflict`](stormproof_runtime::ErrorClass::Conflict)), neutral to
     /// the breaker but paid for from the budget, which a large herd drains.
     Recommended,
     /// The adaptive protection: full jitter and a share-of-traffic budget
@@ -122,7 +122,7 @@ pub enum Strategy {
     /// What it does, in the retry loop's order:
     ///
     /// - **An adaptive concurrency limit** (the library's AIMD core,
-    ///   [`LimitCore`](crate::LimitCore)): by default at most 20 attempts in
+    ///   [`LimitCore`](stormproof_runtime::LimitCore)): by default at most 20 attempts in
     ///   flight, the limit moving within `[1, 20]`, one step up per limit's
     ///   worth of successes, times 0.7 on every overload answer. An attempt
     ///   that finds the limit reached waits for a permit, first come, first
@@ -214,7 +214,7 @@ impl Default for Latency {
 /// public, so variants read well:
 ///
 /// ```
-/// # use stormproof_runtime as stormproof;
+/// # mod stormproof { pub use stormproof_runtime::*; pub use stormproof_sim as sim; }
 /// use stormproof::sim::HerdConfig;
 /// let cfg = HerdConfig { clients: 190, seed: 7, ..HerdConfig::overload() };
 /// assert!(cfg.validate().is_ok());

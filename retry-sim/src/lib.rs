@@ -13,7 +13,7 @@
 //! **One caller against a [`Storm`]** ("does *this* policy behave?"). A
 //! `Storm` is a fake dependency that fails with a transient error until a
 //! point in time and then succeeds. It runs on tokio's clock, so under
-//! `#[tokio::test(start_paused = true)]` the real [`Policy`](crate::Policy)
+//! `#[tokio::test(start_paused = true)]` the real [`Policy`](stormproof_runtime::Policy)
 //! retry loop, with its real sleeps, is exercised in microseconds, and the
 //! storm records the instant of every call: a test asserts the exact
 //! schedule (0, 100, 300, 700, 1500 ms) instead of "it eventually worked".
@@ -28,10 +28,10 @@
 //! a priority queue of events keyed by `(time, sequence number)`, so ties
 //! are broken by the order events were scheduled and a run is reproducible
 //! bit for bit from its seed. It reuses the library's own arithmetic
-//! ([`Backoff`](crate::Backoff), the retry decision, the budgets, the pure
-//! breaker state machine [`BreakerCore`](crate::BreakerCore), the adaptive
-//! concurrency limit [`LimitCore`](crate::LimitCore) and the throttle's
-//! [`ThrottleWindow`](crate::ThrottleWindow), all of which take the time as
+//! ([`Backoff`](stormproof_runtime::Backoff), the retry decision, the budgets, the pure
+//! breaker state machine [`BreakerCore`](stormproof_runtime::BreakerCore), the adaptive
+//! concurrency limit [`LimitCore`](stormproof_runtime::LimitCore) and the throttle's
+//! [`ThrottleWindow`](stormproof_runtime::ThrottleWindow), all of which take the time as
 //! an argument), so what it measures is what the library does, not a
 //! re-implementation of it. Three models of the dependency are offered (see
 //! [`Model`]): the optimistic-concurrency contention model of the AWS study
@@ -64,7 +64,7 @@ pub use storm::{Storm, StormError};
 /// never panics.
 ///
 /// ```
-/// # use stormproof_runtime as stormproof;
+/// # mod stormproof { pub use stormproof_runtime::*; pub use stormproof_sim as sim; }
 /// use std::time::Duration;
 /// use stormproof::sim::peak_in_bucket;
 ///

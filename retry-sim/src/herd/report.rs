@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::config::{Model, Strategy};
 #[allow(unused_imports)]
-use crate::sim::peak_in_bucket;
+use crate::peak_in_bucket;
 
 /// What one run of a strategy did.
 ///
@@ -83,7 +83,7 @@ impl HerdReport {
     /// of the completion times; `None` when no client succeeded.
     ///
     /// ```
-    /// # use stormproof_runtime as stormproof;
+    /// # mod stormproof { pub use stormproof_runtime::*; pub use stormproof_sim as sim; }
     /// use stormproof::sim::{simulate, HerdConfig, Strategy};
     /// let report = simulate(&HerdConfig { clients: 10, ..HerdConfig::contention() }, Strategy::Recommended)?;
     /// assert!(report.percentile(0.5) <= report.percentile(0.99));
@@ -132,7 +132,7 @@ impl HerdReport {
     /// is bounded by the number of arrivals however long the run.
     ///
     /// ```
-    /// # use stormproof_runtime as stormproof;
+    /// # mod stormproof { pub use stormproof_runtime::*; pub use stormproof_sim as sim; }
     /// use stormproof::sim::{simulate, HerdConfig, Strategy};
     /// let report = simulate(&HerdConfig::overload(), Strategy::Immediate)?;
     /// let total: usize = report.load_by_bucket().iter().map(|&(_, n)| n).sum();
