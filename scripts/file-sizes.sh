@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fails when a source file of the library or the macro crate has more than
+# Fails when a source file of any crate of the workspace has more than
 # 400 lines before its tests (issue 11: small files, one concern each).
 # A file's tests are what follows its first `#[cfg(test)]` line.
 #
@@ -15,5 +15,5 @@ while IFS= read -r file; do
     echo "$file: $lines lines before its tests (at most $limit)" >&2
     status=1
   fi
-done < <(find src retry-runtime/src retry-macros/src -name '*.rs' | sort)
+done < <(find src retry-*/src -name '*.rs' | sort)
 exit "$status"
