@@ -18,7 +18,9 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use stormproof::{BreakerConfig, Classify, ErrorClass, RatioBudget, Rejection, admin, registry, resilient};
+use stormproof::{
+    Classify, ErrorClass, Rejection, admin, breaker::BreakerConfig, budget::RatioBudget, registry, resilient,
+};
 
 #[derive(Debug)]
 enum BenchError {

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use backon::Retryable;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use failsafe::futures::CircuitBreaker as _;
-use stormproof::{Outcome, registry, resilient};
+use stormproof::{breaker::Outcome, registry, resilient};
 
 #[macro_use]
 mod shared;

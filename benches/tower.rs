@@ -29,7 +29,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use http::{Method, Request, Response, Uri};
 use http_body_util::Full;
 use stormproof::tower::ResilientLayer;
-use stormproof::{BreakerConfig, BudgetConfig, Policy, registry};
+use stormproof::{Policy, breaker::BreakerConfig, budget::BudgetConfig, registry};
 use tower::{Layer, Service, ServiceExt, service_fn};
 
 type Body = Full<Bytes>;

@@ -42,7 +42,7 @@ use std::time::Duration;
 
 use plotters::prelude::*;
 use stormproof::sim::{HerdConfig, HerdReport, Strategy, simulate};
-use stormproof::{Jitter, RatioBudget};
+use stormproof::{Jitter, budget::RatioBudget};
 
 const CLIENTS: [u32; 4] = [10, 50, 100, 190];
 /// The herd size the findings (and the README) are about.

@@ -23,7 +23,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use stormproof::tower::{BoxError, ResilientLayer};
-use stormproof::{Attempts, BreakerConfig, Policy, Rejection, registry};
+use stormproof::{Attempts, Policy, Rejection, breaker::BreakerConfig, registry};
 use tower::{ServiceBuilder, ServiceExt};
 
 /// What the server counts.
@@ -176,7 +176,7 @@ async fn main() -> Result<ExitCode, BoxError> {
     if let Some(state) = state {
         println!("breaker `payments` is now {state}");
     }
-    checks.push(("the outage opened the breaker", state == Some(stormproof::BreakerState::Open)));
+    checks.push(("the outage opened the breaker", state == Some(stormproof::breaker::BreakerState::Open)));
     let after =
         send("GET /quote/A-2 (breaker open)", request(Method::GET, format!("{base}/quote/A-2"), None)).await;
     checks.push(("the open breaker turned the next call away", after.is_none()));

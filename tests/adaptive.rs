@@ -5,7 +5,10 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use stormproof::{Classify, ErrorClass, RateLimitConfig, Registry, Rejection, ThrottleConfig, resilient};
+use stormproof::{
+    Classify, ErrorClass, Registry, Rejection, rate_limit::RateLimitConfig, resilient,
+    throttle::ThrottleConfig,
+};
 use tokio::time::{Instant, sleep};
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use stormproof::admin::{self, BreakerView, Counts, Snapshot, State, TransitionView};
-use stormproof::{BreakerState, Rejection};
+use stormproof::{Rejection, breaker::BreakerState};
 use support::{Events, Flaky, TOKEN, call, guards, post, serve, snapshot, totals};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

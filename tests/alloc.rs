@@ -13,7 +13,8 @@ use std::cell::Cell;
 use std::sync::Once;
 
 use stormproof::{
-    BreakerConfig, BudgetConfig, BulkheadConfig, Classify, ErrorClass, Policy, Rejection, registry, resilient,
+    Classify, ErrorClass, Policy, Rejection, breaker::BreakerConfig, budget::BudgetConfig,
+    bulkhead::BulkheadConfig, registry, resilient,
 };
 
 struct Counting;
@@ -140,7 +141,7 @@ async fn a_successful_call_with_breaker_and_budget_allocates_nothing() {
     let n = allocations_in_calls(guarded).await;
     assert_eq!(n, 0, "{n} allocations in {CALLS} successful calls");
     let breaker = registry().breaker("alloc-breaker").unwrap();
-    assert_eq!(breaker.state(), stormproof::BreakerState::Closed);
+    assert_eq!(breaker.state(), stormproof::breaker::BreakerState::Closed);
 }
 
 #[resilient(breaker = "alloc-breaker", budget = "alloc-budget", bulkhead = "alloc-bulkhead")]

@@ -12,7 +12,10 @@ use std::time::Duration;
 
 use stormproof::sim::{Storm, StormError, peak_in_bucket};
 use stormproof::{
-    BreakerConfig, BreakerState, BulkheadConfig, Classify, ErrorClass, Registry, Rejection, TokenBucket,
+    Classify, ErrorClass, Registry, Rejection,
+    breaker::{BreakerConfig, BreakerState},
+    budget::TokenBucket,
+    bulkhead::BulkheadConfig,
     resilient,
 };
 use tokio::time::Instant;

@@ -6,7 +6,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use stormproof::{BreakerState, Classify, ErrorClass, Outcome, Registry, Rejection, TokenBucket, resilient};
+use stormproof::{
+    Classify, ErrorClass, Registry, Rejection,
+    breaker::{BreakerState, Outcome},
+    budget::TokenBucket,
+    resilient,
+};
 use tokio::time::{Instant, sleep};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -364,9 +369,9 @@ async fn a_bulkhead_shrunk_under_load_loses_no_permit() {
 }
 
 async fn futures_like_acquire(
-    bulkhead: &stormproof::Bulkhead,
+    bulkhead: &stormproof::bulkhead::Bulkhead,
     n: usize,
-) -> Vec<stormproof::BulkheadPermit<'_>> {
+) -> Vec<stormproof::bulkhead::BulkheadPermit<'_>> {
     let mut permits = Vec::new();
     for _ in 0..n {
         permits.push(bulkhead.acquire().await.unwrap());
@@ -429,7 +434,7 @@ async fn tuned(calls: &AtomicU32) -> Result<(), Fault> {
 /// attempt fails. One that sets a deadline is armed as the call starts.
 #[tokio::test(start_paused = true)]
 async fn an_override_in_the_global_registry_governs_the_retries_after_a_plain_first_attempt() {
-    let breaker = stormproof::BreakerConfig { failure_threshold: 1_000, ..Default::default() };
+    let breaker = stormproof::breaker::BreakerConfig { failure_threshold: 1_000, ..Default::default() };
     stormproof::registry().declare_breaker("payment", breaker).unwrap();
     let calls = AtomicU32::new(0);
     let start = Instant::now();
@@ -603,7 +608,7 @@ async fn reloads_racing_calls_lose_no_permit_and_never_panic() {
 fn a_budget_table_gives_one_form_and_a_reload_keeps_it() {
     let registry = Registry::new();
     registry.load_toml("[budgets.api]\nratio = 0.2\nwindow_ms = 5_000\nmin_per_sec = 1").unwrap();
-    let ratio = stormproof::RatioBudget { ratio: 0.2, window: ms(5_000), min_per_sec: 1 };
+    let ratio = stormproof::budget::RatioBudget { ratio: 0.2, window: ms(5_000), min_per_sec: 1 };
     assert_eq!(registry.budget("api").unwrap().config(), ratio.into());
     assert_eq!(
         error("[budgets.api]\nratio = 0.2\ncapacity = 5"),

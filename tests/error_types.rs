@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use stormproof::{
-    BreakerConfig, BreakerState, Classify, Error, ErrorClass, Policy, Registry, Rejection, TokenBucket,
+    Classify, Error, ErrorClass, Policy, Registry, Rejection,
+    breaker::{BreakerConfig, BreakerState},
+    budget::TokenBucket,
     resilient,
 };
 
@@ -19,7 +21,7 @@ type BoxError = Box<dyn StdError + Send + Sync>;
 fn with_open_breaker() -> Registry {
     let registry = Registry::new();
     registry.declare_breaker("dep", BreakerConfig { failure_threshold: 1, ..Default::default() }).unwrap();
-    registry.breaker("dep").unwrap().try_acquire().unwrap().record(stormproof::Outcome::Failure);
+    registry.breaker("dep").unwrap().try_acquire().unwrap().record(stormproof::breaker::Outcome::Failure);
     registry
 }
 

@@ -7,7 +7,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use stormproof::{BreakerConfig, Registry, resilient};
+use stormproof::{Registry, breaker::BreakerConfig, resilient};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id};
 use tracing::{Event, Metadata, Subscriber};

@@ -8,8 +8,13 @@ use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use stormproof::{
-    AdaptiveLimit, BreakerConfig, BreakerState, BulkheadConfig, Classify, ErrorClass, Policy,
-    RateLimitConfig, Registry, Rejection, ThrottleConfig, TokenBucket, resilient,
+    Classify, ErrorClass, Policy, Registry, Rejection,
+    breaker::{BreakerConfig, BreakerState},
+    budget::TokenBucket,
+    bulkhead::{AdaptiveLimit, BulkheadConfig},
+    rate_limit::RateLimitConfig,
+    resilient,
+    throttle::ThrottleConfig,
 };
 
 #[derive(Debug, Clone, PartialEq)]

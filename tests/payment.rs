@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use scenario::{Api, OrderOutcome, Tally};
-use stormproof::{BreakerState, Registry};
+use stormproof::{Registry, breaker::BreakerState};
 use tracing_subscriber::layer::SubscriberExt;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -19,7 +19,10 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use stormproof::{
-    BreakerConfig, BreakerState, BulkheadConfig, Classify, ErrorClass, RatioBudget, Rejection, TokenBucket,
+    Classify, ErrorClass, Rejection,
+    breaker::{BreakerConfig, BreakerState},
+    budget::{RatioBudget, TokenBucket},
+    bulkhead::BulkheadConfig,
     registry, resilient,
 };
 use tokio::time::Instant;

@@ -25,8 +25,9 @@ use reqwest::StatusCode;
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware, Next};
 use stormproof::reqwest_middleware::ResilientMiddleware;
 use stormproof::{
-    Attempts, BreakerConfig, BreakerState, Classify, ErrorClass, Jitter, Policy, PolicyBuilder, Registry,
-    Rejection, resilient,
+    Attempts, Classify, ErrorClass, Jitter, Policy, PolicyBuilder, Registry, Rejection,
+    breaker::{BreakerConfig, BreakerState},
+    resilient,
 };
 
 fn ms(n: u64) -> Duration {

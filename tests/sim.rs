@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use stormproof::BudgetConfig;
+use stormproof::budget::BudgetConfig;
 use stormproof::sim::{HerdConfig, Latency, Model, Storm, StormError, Strategy, peak_in_bucket, simulate};
 use stormproof::{Classify, ErrorClass, Jitter, Policy, Rejection};
 
@@ -214,4 +214,50 @@ fn bad_configs_are_errors() {
     let zero_tick =
         HerdConfig { model: Model::Overload { capacity: 10, tick: Duration::ZERO }, ..Default::default() };
     assert_eq!(simulate(&zero_tick, Strategy::Recommended).unwrap_err().field, "tick");
+}
+
+// --- A herd through the real retry loop (moved from the runtime's retry_loop.rs) ---
+
+#[tokio::test(start_paused = true)]
+async fn without_jitter_a_herd_retries_in_one_bucket_and_full_jitter_spreads_it() {
+    async fn first_retries(jitter: Jitter) -> Vec<Duration> {
+        let registry = stormproof::Registry::with_seed(2024);
+        let policy = std::sync::Arc::new(
+            Policy::builder().jitter(jitter).max_attempts(2).base(ms(100)).cap(ms(100)).build().unwrap(),
+        );
+        let start = tokio::time::Instant::now();
+        let second_attempts = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut clients = Vec::new();
+        for _ in 0..100 {
+            let policy = policy.clone();
+            let seen = second_attempts.clone();
+            let registry = registry.clone();
+            clients.push(tokio::spawn(async move {
+                let mut n = 0;
+                registry
+                    .scope(policy.run(|| {
+                        n += 1;
+                        let second = n == 2;
+                        let seen = seen.clone();
+                        async move {
+                            if second {
+                                seen.lock().unwrap().push(start.elapsed());
+                            }
+                            Err::<(), _>(std::io::Error::from(std::io::ErrorKind::TimedOut))
+                        }
+                    }))
+                    .await
+            }));
+        }
+        for client in clients {
+            client.await.unwrap().unwrap_err();
+        }
+        let times = second_attempts.lock().unwrap().clone();
+        assert_eq!(times.len(), 100);
+        times
+    }
+    let peak = |times: &[Duration]| peak_in_bucket(times, ms(10));
+    assert_eq!(peak(&first_retries(Jitter::None).await), 100);
+    let spread = peak(&first_retries(Jitter::Full).await);
+    assert!(spread < 50, "busiest bucket {spread}");
 }

@@ -31,8 +31,11 @@ use hyper_util::rt::TokioExecutor;
 use loopback::{Payload, Server, status, throttled, unavailable};
 use stormproof::tower::{BoxError, ResilientLayer};
 use stormproof::{
-    AdaptiveLimit, Attempts, BreakerConfig, BreakerState, BulkheadConfig, Jitter, LimitCore, Policy,
-    PolicyBuilder, Registry, Rejection, TokenBucket, resilient,
+    Attempts, Jitter, Policy, PolicyBuilder, Registry, Rejection,
+    breaker::{BreakerConfig, BreakerState},
+    budget::TokenBucket,
+    bulkhead::{AdaptiveLimit, BulkheadConfig, LimitCore},
+    resilient,
 };
 use tower::{Layer, Service, ServiceBuilder, ServiceExt, service_fn};
 

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use backon::ExponentialBuilder;
 use stormproof::{
-    BreakerConfig, BulkheadConfig, Classify, ErrorClass, Policy, RateLimitConfig, RatioBudget, Rejection,
-    ThrottleConfig, registry, resilient,
+    Classify, ErrorClass, Policy, Rejection, breaker::BreakerConfig, budget::RatioBudget,
+    bulkhead::BulkheadConfig, rate_limit::RateLimitConfig, registry, resilient, throttle::ThrottleConfig,
 };
 
 pub const BREAKER: &str = "bench-breaker";
@@ -89,7 +89,7 @@ pub async fn floor_guarded(x: u64) -> Result<u64, BenchError> {
     budget.on_first_attempt();
     let result = floor::Marked(async move { Ok(black_box(x)) }).await;
     if result.is_ok() {
-        permit.record(stormproof::Outcome::Success);
+        permit.record(stormproof::breaker::Outcome::Success);
         budget.deposit();
     }
     result
@@ -104,7 +104,7 @@ mod floor {
     use std::sync::{Arc, OnceLock};
     use std::task::{Context, Poll};
 
-    use stormproof::{CircuitBreaker, RetryBudget};
+    use stormproof::{breaker::CircuitBreaker, budget::RetryBudget};
 
     use tracing::level_filters::{LevelFilter, STATIC_MAX_LEVEL};
 

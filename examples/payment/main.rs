@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use scenario::{Api, OrderOutcome, Tally};
-use stormproof::{BreakerState, registry};
+use stormproof::{breaker::BreakerState, registry};
 use tracing_subscriber::Layer;
 use tracing_subscriber::layer::SubscriberExt;
 

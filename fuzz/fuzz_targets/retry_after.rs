@@ -8,7 +8,7 @@
 use std::time::{Duration, SystemTime};
 
 use libfuzzer_sys::fuzz_target;
-use stormproof_runtime::{ErrorClass, parse_retry_after, parse_retry_after_at};
+use stormproof_runtime::{ErrorClass, classify::{parse_retry_after, parse_retry_after_at}};
 
 /// 2026-12-05; two seconds before 2050 (where 00-49 and 50-99 read in
 /// other centuries), before 10000 and before 1970: no year ends in the

@@ -61,7 +61,7 @@
 //! gracefully would wait for every open page. [`EventStreams::close`]
 //! (from [`Admin::event_streams`]) ends them; call it when shutdown starts.
 //!
-//! [`CircuitBreaker::totals`]: stormproof_runtime::CircuitBreaker::totals
+//! [`CircuitBreaker::totals`]: stormproof_runtime::breaker::CircuitBreaker::totals
 
 mod control;
 mod events;
@@ -81,7 +81,7 @@ use tokio::sync::{broadcast, watch};
 use tokio::task::AbortHandle;
 
 use stormproof_runtime::Registry;
-use stormproof_runtime::TransitionHook;
+use stormproof_runtime::breaker::TransitionHook;
 
 pub use snapshot::{
     AdaptiveView, BreakerConfigView, BreakerView, BudgetConfigView, BudgetView, BulkheadView, Counts,

@@ -17,8 +17,8 @@ use super::snapshot::{
     TRANSITIONS_KEPT, ThrottleView, TransitionView, millis, unix_ms,
 };
 use super::{Numbered, Shared, WeakShared};
-use stormproof_runtime::BreakerTransition;
 use stormproof_runtime::Registry;
+use stormproof_runtime::breaker::BreakerTransition;
 
 /// How often the sampler reads the totals.
 pub(super) const PERIOD: Duration = Duration::from_secs(1);

@@ -12,11 +12,11 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 pub use super::fleet_view::FleetView;
-use stormproof_runtime::Bulkhead;
-use stormproof_runtime::RateLimit;
-use stormproof_runtime::Throttle;
-use stormproof_runtime::{BreakerConfig, BreakerState, BreakerTotals, CircuitBreaker};
-use stormproof_runtime::{BudgetConfig, RetryBudget};
+use stormproof_runtime::breaker::{BreakerConfig, BreakerState, BreakerTotals, CircuitBreaker};
+use stormproof_runtime::budget::{BudgetConfig, RetryBudget};
+use stormproof_runtime::bulkhead::Bulkhead;
+use stormproof_runtime::rate_limit::RateLimit;
+use stormproof_runtime::throttle::Throttle;
 
 /// Everything the dashboard shows, at one moment.
 ///

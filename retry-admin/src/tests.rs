@@ -7,7 +7,7 @@ use super::sampler::PERIOD;
 use super::snapshot::{Counts, State};
 use super::{Shared, router, routes};
 use stormproof_runtime::Registry;
-use stormproof_runtime::{BreakerConfig, Outcome};
+use stormproof_runtime::breaker::{BreakerConfig, Outcome};
 
 pub(super) fn registry_with(breaker: &str) -> Registry {
     let registry = Registry::new();
@@ -97,7 +97,7 @@ async fn forcing_a_breaker_into_the_state_it_is_held_in_is_no_transition() {
 /// admits, not the fraction, and never a number it does not admit.
 #[tokio::test(start_paused = true)]
 async fn the_dashboard_shows_the_adaptive_limit_the_bulkhead_admits() {
-    use stormproof_runtime::{AdaptiveLimit, BulkheadConfig};
+    use stormproof_runtime::bulkhead::{AdaptiveLimit, BulkheadConfig};
 
     let registry = Registry::new();
     let config =

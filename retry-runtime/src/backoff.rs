@@ -109,7 +109,7 @@ impl std::str::FromStr for Jitter {
 /// ```
 /// # use stormproof_runtime as stormproof;
 /// use std::time::Duration;
-/// use stormproof::{Backoff, Jitter};
+/// use stormproof::{backoff::Backoff, Jitter};
 ///
 /// let backoff = Backoff::new(Duration::from_millis(100), Duration::from_millis(800), Jitter::None);
 /// let waits: Vec<u128> = (0..6).map(|n| backoff.exp(n).as_millis()).collect();
@@ -155,7 +155,7 @@ impl Backoff {
     /// ```
     /// # use stormproof_runtime as stormproof;
     /// use std::time::Duration;
-    /// use stormproof::{Backoff, Jitter};
+    /// use stormproof::{backoff::Backoff, Jitter};
     /// let b = Backoff::new(Duration::from_millis(u64::MAX), Duration::from_secs(1), Jitter::None);
     /// assert_eq!(b.exp(100), Duration::from_secs(1));
     /// ```
@@ -181,7 +181,7 @@ impl Backoff {
     /// ```
     /// # use stormproof_runtime as stormproof;
     /// use std::time::Duration;
-    /// use stormproof::{Backoff, Jitter, JitterRng};
+    /// use stormproof::{backoff::{Backoff, JitterRng}, Jitter};
     /// let b = Backoff::new(Duration::from_millis(100), Duration::from_secs(20), Jitter::Full);
     /// let mut rng = JitterRng::seeded(7);
     /// let wait = b.wait(3, None, &mut rng);
@@ -215,7 +215,7 @@ impl Backoff {
 ///
 /// ```
 /// # use stormproof_runtime as stormproof;
-/// use stormproof::JitterRng;
+/// use stormproof::backoff::JitterRng;
 /// let mut a = JitterRng::seeded(42);
 /// let mut b = JitterRng::seeded(42);
 /// assert_eq!(a.uniform(0, 1_000), b.uniform(0, 1_000));
@@ -273,7 +273,7 @@ impl JitterRng {
 ///
 /// ```
 /// # use stormproof_runtime as stormproof;
-/// use stormproof::stream_seed;
+/// use stormproof::backoff::stream_seed;
 /// assert_ne!(stream_seed(42, 0), stream_seed(42, 1));
 /// assert_eq!(stream_seed(42, 1), stream_seed(42, 1));
 /// ```

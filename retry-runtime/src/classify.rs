@@ -147,7 +147,7 @@ impl ErrorClass {
 /// ```
 /// # use stormproof_runtime as stormproof;
 /// use std::time::Duration;
-/// use stormproof::parse_retry_after;
+/// use stormproof::classify::parse_retry_after;
 /// assert_eq!(parse_retry_after(" 120 "), Some(Duration::from_secs(120)));
 /// assert_eq!(parse_retry_after("120, 120"), Some(Duration::from_secs(120)));
 /// assert_eq!(parse_retry_after("5, 120"), Some(Duration::from_secs(120)), "the longest");
@@ -164,7 +164,7 @@ pub fn parse_retry_after(value: &str) -> Option<Duration> {
 /// ```
 /// # use stormproof_runtime as stormproof;
 /// use std::time::{Duration, SystemTime};
-/// use stormproof::parse_retry_after_at;
+/// use stormproof::classify::parse_retry_after_at;
 /// let now = httpdate_now();
 /// # fn httpdate_now() -> SystemTime { SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_470) }
 /// // 2015-10-21 07:28:00 GMT is 10 s after `now`.

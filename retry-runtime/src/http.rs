@@ -52,7 +52,7 @@ fn body_read_failure(error: &reqwest::Error) -> Option<ErrorClass> {
 
 /// The class of a response: its status plus its `Retry-After` header (two
 /// lines of it read as one list, as a proxy merges them: see
-/// [`parse_retry_after`](crate::parse_retry_after)). A success status
+/// [`parse_retry_after`](crate::classify::parse_retry_after)). A success status
 /// classifies as permanent (there is nothing to retry).
 ///
 /// ```no_run

@@ -29,12 +29,12 @@
 #![forbid(unsafe_code)]
 
 mod attempts;
-mod backoff;
-mod breaker;
-mod budget;
-mod bulkhead;
+pub mod backoff;
+pub mod breaker;
+pub mod budget;
+pub mod bulkhead;
 mod call;
-mod classify;
+pub mod classify;
 mod clock;
 mod config;
 mod context;
@@ -55,44 +55,35 @@ mod http_date;
 mod middleware;
 pub mod observe;
 mod operations;
-mod policy;
-mod rate_limit;
+pub mod policy;
+pub mod rate_limit;
 mod registry;
 mod rejection;
 #[cfg(feature = "reqwest-middleware")]
 pub mod reqwest_middleware;
 mod settings;
 mod suggest;
-mod throttle;
+pub mod throttle;
 #[cfg(feature = "tower")]
 pub mod tower;
 
+// What a user writes daily is at the root; the rest is in the concern
+// modules above (`breaker::`, `budget::`, `policy::`, ...), one name each.
 pub use attempts::Attempts;
-
-pub use backoff::{Backoff, Jitter, JitterRng, UnknownJitter, stream_seed};
-pub use breaker::{
-    Admission, BreakerConfig, BreakerCore, BreakerPermit, BreakerState, BreakerTotals, BreakerTransition,
-    CircuitBreaker, Outcome, Ticket, Transition, TransitionHook,
-};
-pub use budget::{BudgetConfig, BudgetTotals, RatioBudget, RatioWindow, RetryBudget, TokenBucket};
-pub use bulkhead::{AdaptiveLimit, Bulkhead, BulkheadConfig, BulkheadFull, BulkheadPermit, LimitCore};
-pub use call::{Attempt, Call, Classified, ClassifyInner, NoHedges, Step};
-pub use classify::{Classify, ErrorClass, parse_retry_after, parse_retry_after_at};
-pub use config::{ConfigError, PolicyError};
+pub use backoff::Jitter;
+pub use call::{Classified, ClassifyInner};
+pub use classify::{Classify, ErrorClass};
+pub use config::ConfigError;
 pub use context::idempotency_key;
 pub use decision::StopReason;
 pub use error::ResilientError;
 pub use errors::Error;
 #[cfg(feature = "config")]
 pub use file::{Change, ConfigFileError, Problem, Refusal, ReloadReport};
-pub use operations::{CheckReport, Undeclared, Unused};
-pub use operations::{OperationInfo, operations};
-pub use policy::{MAX_ATTEMPTS_LIMIT, Nested, Policy, PolicyBuilder, Settings};
-pub use rate_limit::{OverRate, RateLimit, RateLimitConfig};
+pub use operations::{CheckReport, OperationInfo, Undeclared, Unused, operations};
+pub use policy::{Nested, Policy, PolicyBuilder};
 pub use registry::{GuardKind, Registry, RegistryError, registry};
 pub use rejection::Rejection;
-pub use settings::{Hedge, MAX_HEDGES_LIMIT};
-pub use throttle::{Throttle, ThrottleConfig, ThrottleCore, ThrottleWindow};
 
 /// What only the code `#[resilient]` generates uses. Not a public API: it
 /// may change in any release.

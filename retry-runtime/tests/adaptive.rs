@@ -10,8 +10,13 @@ use std::sync::{Arc, Mutex};
 
 use common::{Attempts, TestError, ms};
 use stormproof_runtime::{
-    AdaptiveLimit, BreakerConfig, Bulkhead, BulkheadConfig, CircuitBreaker, Nested, Policy, RateLimit,
-    RateLimitConfig, Registry, Rejection, ThrottleConfig, TokenBucket, idempotency_key,
+    Nested, Policy, Registry, Rejection,
+    breaker::{BreakerConfig, CircuitBreaker},
+    budget::TokenBucket,
+    bulkhead::{AdaptiveLimit, Bulkhead, BulkheadConfig},
+    idempotency_key,
+    rate_limit::{RateLimit, RateLimitConfig},
+    throttle::ThrottleConfig,
 };
 use tokio::time::{Instant, sleep};
 

@@ -7,7 +7,9 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
-use stormproof_runtime::{Admission, BreakerConfig, BreakerCore, BreakerState, CircuitBreaker, Outcome};
+use stormproof_runtime::breaker::{
+    Admission, BreakerConfig, BreakerCore, BreakerState, CircuitBreaker, Outcome,
+};
 
 /// The contract, as literally as possible: every failure kept with its
 /// time, forgotten by filtering; a generation counter instead of epochs.

@@ -17,8 +17,11 @@ use std::time::Duration;
 use common::{TestError, ms};
 use stormproof_runtime::__private::{ByTraits, Call, Kept, Step};
 use stormproof_runtime::{
-    BreakerConfig, BreakerState, BulkheadConfig, ErrorClass, Jitter, Policy, Registry, Rejection,
-    parse_retry_after, registry,
+    ErrorClass, Jitter, Policy, Registry, Rejection,
+    breaker::{BreakerConfig, BreakerState},
+    bulkhead::BulkheadConfig,
+    classify::parse_retry_after,
+    registry,
 };
 use tokio::sync::Notify;
 use tokio::time::{Instant, sleep};
@@ -118,7 +121,7 @@ async fn a_breaker_opened_during_the_backoff_ends_the_call_with_the_last_error()
         assert!(matches!(step(&mut first, direct, Err(TestError::Transient)).await, Step::Retry));
         // Meanwhile another call's failure opens the breaker (2 failures in all).
         let breaker = registry().breaker(&name).unwrap();
-        breaker.try_acquire().unwrap().record(stormproof_runtime::Outcome::Failure);
+        breaker.try_acquire().unwrap().record(stormproof_runtime::breaker::Outcome::Failure);
         assert_eq!(breaker.state(), BreakerState::Open);
         let Step::Done(result) = step(&mut first, direct, Ok(1)).await else { panic!("the breaker refuses") };
         assert_eq!(result, Err(TestError::Transient), "direct path: {direct}");
@@ -129,7 +132,12 @@ async fn a_breaker_opened_during_the_backoff_ends_the_call_with_the_last_error()
 async fn the_first_attempt_refused_by_an_open_breaker_gets_circuit_open() {
     let registry = Registry::new();
     registry.declare_breaker("down", BreakerConfig { failure_threshold: 1, ..Default::default() }).unwrap();
-    registry.breaker("down").unwrap().try_acquire().unwrap().record(stormproof_runtime::Outcome::Failure);
+    registry
+        .breaker("down")
+        .unwrap()
+        .try_acquire()
+        .unwrap()
+        .record(stormproof_runtime::breaker::Outcome::Failure);
     let policy = no_jitter().breaker("down").build().unwrap();
     let result: Result<(), TestError> = registry.scope(policy.run(|| async { Ok(()) })).await;
     let rejection = Rejection::CircuitOpen { breaker: "down".into() };
@@ -225,7 +233,7 @@ async fn a_half_open_probe_slot_is_not_held_while_its_attempt_queues_for_the_bul
     };
     registry.declare_breaker("api", config).unwrap();
     let breaker = registry.breaker("api").unwrap();
-    breaker.try_acquire().unwrap().record(stormproof_runtime::Outcome::Failure);
+    breaker.try_acquire().unwrap().record(stormproof_runtime::breaker::Outcome::Failure);
     sleep(ms(100)).await;
     assert_eq!(breaker.state(), BreakerState::HalfOpen);
 

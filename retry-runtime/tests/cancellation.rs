@@ -15,8 +15,10 @@ use common::{TestError, ms};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use stormproof_runtime::{
-    BreakerConfig, BreakerState, BudgetConfig, BulkheadConfig, CircuitBreaker, Jitter, Outcome, Policy,
-    RatioBudget, Registry, Rejection, TokenBucket,
+    Jitter, Policy, Registry, Rejection,
+    breaker::{BreakerConfig, BreakerState, CircuitBreaker, Outcome},
+    budget::{BudgetConfig, RatioBudget, TokenBucket},
+    bulkhead::BulkheadConfig,
 };
 use tokio::sync::mpsc;
 use tokio::time::{sleep, timeout};

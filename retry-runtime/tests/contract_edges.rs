@@ -11,9 +11,10 @@ use std::time::Duration;
 use common::{Attempts, TestError, ms};
 use stormproof_runtime::__private::{ByTraits, Kept, Step};
 use stormproof_runtime::{
-    Admission, BreakerConfig, BreakerCore, BreakerState, BudgetConfig, Bulkhead, BulkheadConfig,
-    BulkheadFull, CircuitBreaker, Classify, ErrorClass, Jitter, Outcome, Policy, RatioBudget, Registry,
-    Rejection, RetryBudget, StopReason, TokenBucket,
+    Classify, ErrorClass, Jitter, Policy, Registry, Rejection, StopReason,
+    breaker::{Admission, BreakerConfig, BreakerCore, BreakerState, CircuitBreaker, Outcome},
+    budget::{BudgetConfig, RatioBudget, RetryBudget, TokenBucket},
+    bulkhead::{Bulkhead, BulkheadConfig, BulkheadFull},
 };
 use tokio::time::{Instant, sleep};
 
@@ -22,7 +23,7 @@ fn s(v: u64) -> Duration {
 }
 
 /// Admits an attempt that must be allowed.
-fn admitted(core: &mut BreakerCore, now: Duration) -> stormproof_runtime::Ticket {
+fn admitted(core: &mut BreakerCore, now: Duration) -> stormproof_runtime::breaker::Ticket {
     match core.admit(now).0 {
         Admission::Allowed(ticket) => ticket,
         Admission::Rejected => panic!("rejected at {now:?}"),
@@ -340,8 +341,8 @@ fn a_ratio_budgets_window_may_be_exactly_one_day_and_no_longer() {
 
 #[test]
 fn an_adaptive_limit_reports_its_floor_and_algorithm_as_the_dashboard_shows_them() {
-    let aimd = stormproof_runtime::AdaptiveLimit::aimd(3);
-    let gradient = stormproof_runtime::AdaptiveLimit::gradient(5);
+    let aimd = stormproof_runtime::bulkhead::AdaptiveLimit::aimd(3);
+    let gradient = stormproof_runtime::bulkhead::AdaptiveLimit::gradient(5);
     assert_eq!((aimd.min(), aimd.algorithm()), (3, "aimd"));
     assert_eq!((gradient.min(), gradient.algorithm()), (5, "gradient"));
     let config = BulkheadConfig { max_concurrent: 8, adaptive: Some(aimd), ..Default::default() };
@@ -353,7 +354,7 @@ fn an_adaptive_limit_reports_its_floor_and_algorithm_as_the_dashboard_shows_them
 fn an_adaptive_limits_floor_may_equal_max_concurrent_and_not_exceed_it() {
     let with_floor = |min| BulkheadConfig {
         max_concurrent: 4,
-        adaptive: Some(stormproof_runtime::AdaptiveLimit::aimd(min)),
+        adaptive: Some(stormproof_runtime::bulkhead::AdaptiveLimit::aimd(min)),
         ..Default::default()
     };
     assert!(Bulkhead::new("edges-floor", with_floor(4)).is_ok(), "a floor at the maximum: a fixed limit");

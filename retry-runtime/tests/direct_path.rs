@@ -26,9 +26,13 @@ use std::time::Duration;
 use common::{TestError, ms};
 use stormproof_runtime::__private::{ByTraits, Call, Kept, Step};
 use stormproof_runtime::{
-    AdaptiveLimit, BreakerConfig, BreakerState, Bulkhead, BulkheadConfig, Jitter, Nested, Policy,
-    PolicyBuilder, RateLimit, RateLimitConfig, Rejection, Throttle, ThrottleConfig, idempotency_key,
+    Jitter, Nested, Policy, PolicyBuilder, Rejection,
+    breaker::{BreakerConfig, BreakerState},
+    bulkhead::{AdaptiveLimit, Bulkhead, BulkheadConfig},
+    idempotency_key,
+    rate_limit::{RateLimit, RateLimitConfig},
     registry,
+    throttle::{Throttle, ThrottleConfig},
 };
 use tokio::time::{Instant, sleep, timeout};
 

@@ -8,8 +8,12 @@ use std::time::Duration;
 
 use common::{Attempts, TestError, ms};
 use stormproof_runtime::{
-    BreakerConfig, BreakerState, BudgetConfig, BulkheadConfig, Jitter, Outcome, Policy, RateLimitConfig,
-    RatioBudget, Registry, RegistryError, Rejection, RetryBudget, ThrottleConfig, TokenBucket,
+    Jitter, Policy, Registry, RegistryError, Rejection,
+    breaker::{BreakerConfig, BreakerState, Outcome},
+    budget::{BudgetConfig, RatioBudget, RetryBudget, TokenBucket},
+    bulkhead::BulkheadConfig,
+    rate_limit::RateLimitConfig,
+    throttle::ThrottleConfig,
 };
 use tokio::time::{Instant, sleep};
 

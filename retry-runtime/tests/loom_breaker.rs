@@ -8,7 +8,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use stormproof_runtime::{BreakerConfig, BreakerState, CircuitBreaker, Outcome, Registry};
+use stormproof_runtime::{
+    Registry,
+    breaker::{BreakerConfig, BreakerState, CircuitBreaker, Outcome},
+};
 
 /// `loom::model`, with the body on a loom thread of a 1 MiB stack: a
 /// breaker built on the model's main coroutine (whose stack is small)

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use stormproof_runtime::{ThrottleConfig, ThrottleWindow};
+use stormproof_runtime::throttle::{ThrottleConfig, ThrottleWindow};
 
 /// Ten tenths of 10 ns.
 fn config() -> ThrottleConfig {

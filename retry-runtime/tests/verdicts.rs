@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use stormproof_runtime::{
-    BreakerConfig, BreakerState, CircuitBreaker, Outcome, RatioBudget, Registry, RetryBudget,
+    Registry,
+    breaker::{BreakerConfig, BreakerState, CircuitBreaker, Outcome},
+    budget::{RatioBudget, RetryBudget},
 };
 use tokio::time::{Instant, advance};
 

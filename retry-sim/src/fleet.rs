@@ -26,7 +26,9 @@ use rand::{RngExt, SeedableRng};
 
 use crate::queue::EventQueue;
 use stormproof_runtime::ConfigError;
-use stormproof_runtime::{Admission, BreakerConfig, BreakerCore, BreakerState, Outcome, Ticket, Transition};
+use stormproof_runtime::breaker::{
+    Admission, BreakerConfig, BreakerCore, BreakerState, Outcome, Ticket, Transition,
+};
 
 /// A fleet simulation's settings; every field has a default.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -28,10 +28,10 @@
 //! a priority queue of events keyed by `(time, sequence number)`, so ties
 //! are broken by the order events were scheduled and a run is reproducible
 //! bit for bit from its seed. It reuses the library's own arithmetic
-//! ([`Backoff`](stormproof_runtime::Backoff), the retry decision, the budgets, the pure
-//! breaker state machine [`BreakerCore`](stormproof_runtime::BreakerCore), the adaptive
-//! concurrency limit [`LimitCore`](stormproof_runtime::LimitCore) and the throttle's
-//! [`ThrottleWindow`](stormproof_runtime::ThrottleWindow), all of which take the time as
+//! ([`Backoff`](stormproof_runtime::backoff::Backoff), the retry decision, the budgets, the pure
+//! breaker state machine [`BreakerCore`](stormproof_runtime::breaker::BreakerCore), the adaptive
+//! concurrency limit [`LimitCore`](stormproof_runtime::bulkhead::LimitCore) and the throttle's
+//! [`ThrottleWindow`](stormproof_runtime::throttle::ThrottleWindow), all of which take the time as
 //! an argument), so what it measures is what the library does, not a
 //! re-implementation of it. Three models of the dependency are offered (see
 //! [`Model`]): the optimistic-concurrency contention model of the AWS study

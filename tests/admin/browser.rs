@@ -14,8 +14,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use stormproof::BreakerConfig;
 use stormproof::admin::{self, Snapshot};
+use stormproof::breaker::BreakerConfig;
 use tokio::sync::mpsc;
 use tower::ServiceExt;
 

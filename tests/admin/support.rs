@@ -7,8 +7,12 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use stormproof::admin::{Counts, Snapshot};
 use stormproof::{
-    AdaptiveLimit, BreakerConfig, BulkheadConfig, Classify, ErrorClass, Policy, RateLimitConfig, Registry,
-    Rejection, ThrottleConfig, TokenBucket,
+    Classify, ErrorClass, Policy, Registry, Rejection,
+    breaker::BreakerConfig,
+    budget::TokenBucket,
+    bulkhead::{AdaptiveLimit, BulkheadConfig},
+    rate_limit::RateLimitConfig,
+    throttle::ThrottleConfig,
 };
 
 /// The token of the routers that accept manual control.

@@ -5,7 +5,10 @@
 use std::time::Duration;
 
 use stormproof::fleet::FleetConfig;
-use stormproof::{BreakerState, Outcome, Registry};
+use stormproof::{
+    Registry,
+    breaker::{BreakerState, Outcome},
+};
 
 use super::{error, ms};
 

@@ -1,6 +1,11 @@
 //! Throttles, rate limits and adaptive bulkhead limits in the file.
 
-use stormproof::{AdaptiveLimit, BulkheadConfig, RateLimitConfig, Registry, ThrottleConfig};
+use stormproof::{
+    Registry,
+    bulkhead::{AdaptiveLimit, BulkheadConfig},
+    rate_limit::RateLimitConfig,
+    throttle::ThrottleConfig,
+};
 use tokio::time::Instant;
 
 use super::{error, futures_like_acquire, ms};

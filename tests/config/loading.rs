@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
 
-use stormproof::{BudgetConfig, Policy, Registry, resilient};
+use stormproof::{Policy, Registry, budget::BudgetConfig, resilient};
 
 use super::{Fault, error};
 

@@ -13,7 +13,7 @@ use super::CircuitBreaker;
 /// ```
 /// # use stormproof_runtime as stormproof;
 /// use std::time::Duration;
-/// use stormproof::BreakerConfig;
+/// use stormproof::breaker::BreakerConfig;
 /// let cfg = BreakerConfig { failure_threshold: 3, open_for: Duration::from_secs(10), ..Default::default() };
 /// assert_eq!(cfg.window, Duration::from_secs(10));
 /// assert!(cfg.validate().is_ok());
@@ -67,7 +67,7 @@ impl BreakerConfig {
     ///
     /// ```
     /// # use stormproof_runtime as stormproof;
-    /// use stormproof::BreakerConfig;
+    /// use stormproof::breaker::BreakerConfig;
     /// let err = BreakerConfig { success_threshold: 0, ..Default::default() }.validate().unwrap_err();
     /// assert_eq!(err.field, "success_threshold");
     /// ```

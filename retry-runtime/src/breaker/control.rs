@@ -49,7 +49,7 @@ impl CircuitBreaker {
     /// ```
     /// # use stormproof_runtime as stormproof;
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-    /// use stormproof::{BreakerConfig, BreakerState, CircuitBreaker};
+    /// use stormproof::{breaker::{BreakerConfig, BreakerState, CircuitBreaker}};
     /// let breaker = CircuitBreaker::new("db", BreakerConfig::default()).unwrap();
     /// breaker.force_open();
     /// assert!(breaker.try_acquire().is_none());
@@ -86,7 +86,7 @@ impl CircuitBreaker {
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// use std::time::Duration;
     /// use tokio::time::Instant;
-    /// use stormproof::{BreakerConfig, BreakerState, CircuitBreaker};
+    /// use stormproof::{breaker::{BreakerConfig, BreakerState, CircuitBreaker}};
     /// let breaker = CircuitBreaker::new("db", BreakerConfig::default()).unwrap();
     /// breaker.trip_until(Instant::now().checked_add(Duration::from_secs(3)).unwrap(), Some(1));
     /// assert_eq!(breaker.remaining_open(), Some(Duration::from_secs(3)));
@@ -162,7 +162,7 @@ mod tests {
 
     use tokio::time::Instant;
 
-    use crate::{BreakerConfig, BreakerState, CircuitBreaker, Outcome};
+    use crate::breaker::{BreakerConfig, BreakerState, CircuitBreaker, Outcome};
 
     #[tokio::test(start_paused = true)]
     async fn a_probe_of_a_round_a_fleet_ended_is_not_counted_as_one() {

@@ -61,7 +61,7 @@ use crate::counter::PerThreadCounter;
 /// ```
 /// # use stormproof_runtime as stormproof;
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-/// use stormproof::{BreakerConfig, BreakerState, CircuitBreaker, Outcome};
+/// use stormproof::{breaker::{BreakerConfig, BreakerState, CircuitBreaker, Outcome}};
 /// let breaker = CircuitBreaker::new("payment", BreakerConfig { failure_threshold: 1, ..Default::default() }).unwrap();
 /// let permit = breaker.try_acquire().expect("closed breakers admit");
 /// permit.record(Outcome::Failure);
@@ -107,7 +107,7 @@ struct Counts {
 ///
 /// ```
 /// # use stormproof_runtime as stormproof;
-/// use stormproof::{BreakerConfig, CircuitBreaker, Outcome};
+/// use stormproof::{breaker::{BreakerConfig, CircuitBreaker, Outcome}};
 /// let breaker = CircuitBreaker::new("db", BreakerConfig::default()).unwrap();
 /// breaker.try_acquire().unwrap().record(Outcome::Success);
 /// breaker.try_acquire().unwrap().record(Outcome::Failure);
@@ -252,7 +252,7 @@ impl CircuitBreaker {
     /// # use stormproof_runtime as stormproof;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// use std::time::Duration;
-    /// use stormproof::{BreakerConfig, CircuitBreaker, Outcome};
+    /// use stormproof::{breaker::{BreakerConfig, CircuitBreaker, Outcome}};
     /// let config = BreakerConfig { failure_threshold: 1, open_for: Duration::from_secs(1), ..Default::default() };
     /// let breaker = CircuitBreaker::new("db", config).unwrap();
     /// breaker.try_acquire().unwrap().record(Outcome::Failure);

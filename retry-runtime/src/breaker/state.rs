@@ -69,7 +69,7 @@ enum Phase {
 /// ```
 /// # use stormproof_runtime as stormproof;
 /// use std::time::Duration;
-/// use stormproof::{BreakerConfig, BreakerCore, BreakerState, Admission, Outcome};
+/// use stormproof::{breaker::{BreakerConfig, BreakerCore, BreakerState, Admission, Outcome}};
 ///
 /// let cfg = BreakerConfig { failure_threshold: 2, open_for: Duration::from_secs(5), ..Default::default() };
 /// let mut core = BreakerCore::new(cfg);
@@ -295,7 +295,7 @@ impl BreakerCore {
     /// ```
     /// # use stormproof_runtime as stormproof;
     /// use std::time::Duration;
-    /// use stormproof::{Admission, BreakerConfig, BreakerCore, BreakerState};
+    /// use stormproof::{breaker::{Admission, BreakerConfig, BreakerCore, BreakerState}};
     /// let s = Duration::from_secs;
     /// let mut core = BreakerCore::new(BreakerConfig::default());
     /// core.trip(s(0), s(5), Some(1));
@@ -345,7 +345,7 @@ impl BreakerCore {
     /// ```
     /// # use stormproof_runtime as stormproof;
     /// use std::time::Duration;
-    /// use stormproof::{Admission, BreakerConfig, BreakerCore, BreakerState, Outcome};
+    /// use stormproof::{breaker::{Admission, BreakerConfig, BreakerCore, BreakerState, Outcome}};
     /// let s = Duration::from_secs;
     /// let mut core = BreakerCore::new(BreakerConfig { failure_threshold: 1, open_for: s(30), ..Default::default() });
     /// let (Admission::Allowed(ticket), _) = core.admit(s(0)) else { unreachable!() };

@@ -8,7 +8,7 @@ use crate::config::{ConfigError, positive};
 ///
 /// ```
 /// # use stormproof_runtime as stormproof;
-/// use stormproof::TokenBucket;
+/// use stormproof::budget::TokenBucket;
 /// let cfg = TokenBucket { capacity: 20, ..Default::default() };
 /// assert_eq!((cfg.retry_cost, cfg.refill_per_success), (1, 1));
 /// ```
@@ -33,7 +33,7 @@ impl TokenBucket {
     ///
     /// ```
     /// # use stormproof_runtime as stormproof;
-    /// use stormproof::TokenBucket;
+    /// use stormproof::budget::TokenBucket;
     /// let err = TokenBucket { capacity: 1, retry_cost: 2, ..Default::default() }.validate().unwrap_err();
     /// assert_eq!(err.field, "retry_cost");
     /// ```

@@ -41,7 +41,7 @@ use crate::counter::PerThreadCounter;
 ///
 /// ```
 /// # use stormproof_runtime as stormproof;
-/// use stormproof::{BudgetConfig, RatioBudget, TokenBucket};
+/// use stormproof::{budget::{BudgetConfig, RatioBudget, TokenBucket}};
 /// assert_eq!(BudgetConfig::default(), BudgetConfig::Ratio(RatioBudget::default()));
 /// let bucket: BudgetConfig = TokenBucket { capacity: 50, ..Default::default() }.into();
 /// assert!(bucket.validate().is_ok());
@@ -118,7 +118,7 @@ struct RatioState {
 ///
 /// ```
 /// # use stormproof_runtime as stormproof;
-/// use stormproof::{RetryBudget, TokenBucket};
+/// use stormproof::{budget::{RetryBudget, TokenBucket}};
 /// let budget = RetryBudget::new("db", TokenBucket { capacity: 2, ..Default::default() }).unwrap();
 /// assert!(budget.try_withdraw());
 /// assert!(budget.try_withdraw());
@@ -142,7 +142,7 @@ pub struct RetryBudget {
 ///
 /// ```
 /// # use stormproof_runtime as stormproof;
-/// use stormproof::{RatioBudget, RetryBudget};
+/// use stormproof::{budget::{RatioBudget, RetryBudget}};
 /// let budget = RetryBudget::new("db", RatioBudget::default()).unwrap();
 /// budget.on_first_attempt();
 /// assert!(budget.try_withdraw());
@@ -227,7 +227,7 @@ impl RetryBudget {
     ///
     /// ```
     /// # use stormproof_runtime as stormproof;
-    /// use stormproof::{RatioBudget, RetryBudget};
+    /// use stormproof::{budget::{RatioBudget, RetryBudget}};
     /// let budget = RetryBudget::new("db", RatioBudget::default()).unwrap();
     /// budget.lease(1);
     /// assert!(budget.try_withdraw());
@@ -327,7 +327,7 @@ impl RetryBudget {
     ///
     /// ```
     /// # use stormproof_runtime as stormproof;
-    /// use stormproof::{RetryBudget, TokenBucket};
+    /// use stormproof::{budget::{RetryBudget, TokenBucket}};
     /// let budget = RetryBudget::new("db", TokenBucket { capacity: 10, ..Default::default() }).unwrap();
     /// budget.try_withdraw();
     /// budget.reconfigure(TokenBucket { capacity: 20, ..Default::default() }).unwrap();

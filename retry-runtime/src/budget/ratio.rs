@@ -23,7 +23,7 @@ use crate::config::ConfigError;
 /// ```
 /// # use stormproof_runtime as stormproof;
 /// use std::time::Duration;
-/// use stormproof::RatioBudget;
+/// use stormproof::budget::RatioBudget;
 /// let cfg = RatioBudget { ratio: 0.2, ..Default::default() };
 /// assert_eq!((cfg.window, cfg.min_per_sec), (Duration::from_secs(10), 10));
 /// assert!(cfg.validate().is_ok());
@@ -84,14 +84,14 @@ struct Slice {
 /// with no clock (one increment on the success path); they are placed in
 /// time here, on the retry path, by the count each slice began with.
 ///
-/// [`RetryBudget`](crate::RetryBudget) runs it under a lock on tokio's
+/// [`RetryBudget`](crate::budget::RetryBudget) runs it under a lock on tokio's
 /// clock; the simulator runs it on its own. Public so that a model can
 /// drive it without a clock:
 ///
 /// ```
 /// # use stormproof_runtime as stormproof;
 /// use std::time::Duration;
-/// use stormproof::{RatioBudget, RatioWindow};
+/// use stormproof::{budget::{RatioBudget, RatioWindow}};
 /// let config = RatioBudget { ratio: 0.1, window: Duration::from_secs(10), min_per_sec: 0 };
 /// let mut window = RatioWindow::new(Duration::ZERO, 0);
 /// // 20 first attempts allow 2 retries.

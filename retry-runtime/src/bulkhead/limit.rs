@@ -18,7 +18,7 @@ use crate::config::ConfigError;
 ///
 /// ```
 /// # use stormproof_runtime as stormproof;
-/// use stormproof::{AdaptiveLimit, BulkheadConfig};
+/// use stormproof::{bulkhead::{AdaptiveLimit, BulkheadConfig}};
 /// let config = BulkheadConfig { max_concurrent: 64, adaptive: Some(AdaptiveLimit::aimd(4).backoff_ratio(0.8)), ..Default::default() };
 /// assert!(config.validate().is_ok());
 /// ```
@@ -110,7 +110,7 @@ impl AdaptiveLimit {
     ///
     /// ```
     /// # use stormproof_runtime as stormproof;
-    /// use stormproof::AdaptiveLimit;
+    /// use stormproof::bulkhead::AdaptiveLimit;
     /// assert_eq!((AdaptiveLimit::aimd(2).algorithm(), AdaptiveLimit::gradient(2).algorithm()), ("aimd", "gradient"));
     /// ```
     pub fn algorithm(&self) -> &'static str {
@@ -210,7 +210,7 @@ impl LimitCore {
     /// ```
     /// # use stormproof_runtime as stormproof;
     /// use std::time::Duration;
-    /// use stormproof::{AdaptiveLimit, LimitCore};
+    /// use stormproof::{bulkhead::{AdaptiveLimit, LimitCore}};
     /// let mut core = LimitCore::new(AdaptiveLimit::aimd(1), 10);
     /// let ms = Duration::from_millis;
     /// assert_eq!(core.sample(ms(5), true, 10), 9, "10 * 0.9");

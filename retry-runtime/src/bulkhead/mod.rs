@@ -29,7 +29,7 @@ use crate::config::{ConfigError, positive};
 /// ```
 /// # use stormproof_runtime as stormproof;
 /// use std::time::Duration;
-/// use stormproof::BulkheadConfig;
+/// use stormproof::bulkhead::BulkheadConfig;
 /// let cfg = BulkheadConfig { max_concurrent: 4, max_wait: Some(Duration::from_millis(50)), ..Default::default() };
 /// assert!(cfg.validate().is_ok());
 /// ```
@@ -74,7 +74,7 @@ impl BulkheadConfig {
 /// ```
 /// # use stormproof_runtime as stormproof;
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// use stormproof::{Bulkhead, BulkheadConfig};
+/// use stormproof::{bulkhead::{Bulkhead, BulkheadConfig}};
 /// let bulkhead = Bulkhead::new("db", BulkheadConfig { max_concurrent: 1, ..Default::default() }).unwrap();
 /// let permit = bulkhead.acquire().await.unwrap();
 /// assert_eq!(bulkhead.in_use(), 1);
@@ -190,7 +190,7 @@ impl Bulkhead {
     ///
     /// ```
     /// # use stormproof_runtime as stormproof;
-    /// use stormproof::{AdaptiveLimit, Bulkhead, BulkheadConfig};
+    /// use stormproof::{bulkhead::{AdaptiveLimit, Bulkhead, BulkheadConfig}};
     /// let config = BulkheadConfig { max_concurrent: 8, adaptive: Some(AdaptiveLimit::aimd(2)), ..Default::default() };
     /// let bulkhead = Bulkhead::new("db", config).unwrap();
     /// assert_eq!(bulkhead.limit(), 8, "an adaptive limit starts at the maximum");
@@ -312,7 +312,7 @@ impl Bulkhead {
     /// ```
     /// # use stormproof_runtime as stormproof;
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-    /// use stormproof::{Bulkhead, BulkheadConfig};
+    /// use stormproof::{bulkhead::{Bulkhead, BulkheadConfig}};
     /// let bulkhead = Bulkhead::new("db", BulkheadConfig { max_concurrent: 3, ..Default::default() }).unwrap();
     /// let (a, b, c) = (bulkhead.acquire().await.unwrap(), bulkhead.acquire().await.unwrap(), bulkhead.acquire().await.unwrap());
     /// bulkhead.reconfigure(BulkheadConfig { max_concurrent: 1, ..Default::default() }).unwrap();

@@ -4,7 +4,7 @@
 //!
 //! A [`Call`] holds what lasts across attempts (the policy, the guards, the
 //! attempts made, the backoff's state, the last error); each attempt is one
-//! [`Attempt`] future, which runs these steps, in this order:
+//! [`Attempt`](attempt::Attempt) future, which runs these steps, in this order:
 //!
 //! 1. **Admission** (the guard set's one admission function, see
 //!    `guard::set`): the throttle, the breaker, the bulkhead, the rate
@@ -70,7 +70,6 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-pub use attempt::{Attempt, NoHedges};
 pub use key::{KeyFromDisplay, KeyFromInteger, KeyFromText, KeyProbe, KeyText, KeyWriter, idempotency_key};
 pub use last_error::{ErrorProbe, ForgetOtherError, Forgotten, KeepSendError, Kept, LastError};
 pub use made_on_poll::MadeOnPoll;

@@ -15,7 +15,7 @@
 //! attempt, and every attempt of it goes through `Call::next` (`running`).
 //!
 //! The first attempt is a future of its own, not a state of the one
-//! [`Attempt`](super::Attempt): the caller awaits one or the other, so the
+//! [`Attempt`](super::attempt::Attempt): the caller awaits one or the other, so the
 //! plain one holds only the guards, their permits and the attempt, and
 //! its caller's future writes those and nothing else (one enum of both
 //! wrote the slot, the policy and the parts too, and a discriminant: a

@@ -40,7 +40,7 @@ use crate::guards::{AnyShape, GuardPermits, Shape, ShapedPermits, widen};
 
 pin_project! {
     /// An attempt that is not a plain call's first (see the module docs):
-    /// the [`Attempt`](super::Attempt)'s state then.
+    /// the [`Attempt`](super::attempt::Attempt)'s state then.
     #[project = RunningProj]
     pub struct Running<'c, 'p, S, H, Fut: Future, M = NoHedges, V: Shape = AnyShape, R = Infallible> {
         pub(super) call: &'c mut Call<'p, S, H, V>,

@@ -52,9 +52,6 @@ impl std::fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// The error of [`PolicyBuilder::build`](crate::PolicyBuilder::build): the field it names was invalid.
-pub type PolicyError = ConfigError;
-
 /// Rejects zero for a count that must be positive.
 pub(crate) fn positive(field: &'static str, value: u64) -> Result<(), ConfigError> {
     if value == 0 { Err(ConfigError::new(field, "must be greater than zero")) } else { Ok(()) }

@@ -60,7 +60,7 @@
 //! # use stormproof_runtime as stormproof;
 //! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use stormproof::fleet::FleetConfig;
-//! use stormproof::{BreakerConfig, RatioBudget, registry};
+//! use stormproof::{breaker::BreakerConfig, budget::RatioBudget, registry};
 //!
 //! registry().declare_breaker("payment", BreakerConfig { failure_rate_percent: Some(50), ..Default::default() })?;
 //! registry().declare_budget("payment", RatioBudget::default())?;
@@ -183,7 +183,7 @@ impl Registry {
     /// the ratio form (a token bucket refills per success, which the
     /// success path does not report).
     ///
-    /// [`CircuitBreaker::reconfigure`]: crate::CircuitBreaker::reconfigure
+    /// [`CircuitBreaker::reconfigure`]: crate::breaker::CircuitBreaker::reconfigure
     pub fn join_fleet(&self, config: FleetConfig) -> Result<Fleet, FleetError> {
         config.validate().map_err(FleetError::InvalidConfig)?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| FleetError::NoRuntime)?;
@@ -308,7 +308,7 @@ fn time_enabled() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::BreakerConfig;
+    use crate::breaker::BreakerConfig;
 
     fn config() -> FleetConfig {
         // Nothing listens there: these tests are about joining, not linking.

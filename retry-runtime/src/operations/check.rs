@@ -86,7 +86,7 @@ impl Registry {
     ///
     /// ```
     /// # use stormproof_runtime as stormproof;
-    /// use stormproof::{BreakerConfig, Registry};
+    /// use stormproof::{breaker::BreakerConfig, Registry};
     /// let registry = Registry::new();
     /// registry.declare_breaker("never-used-in-docs", BreakerConfig::default()).unwrap();
     /// let report = registry.check();

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::{LoopGuards, MAX_ATTEMPTS_LIMIT, Nested, Policy, Settings};
 use crate::backoff::{Backoff, Jitter};
-use crate::config::{ConfigError, PolicyError};
+use crate::config::ConfigError;
 use crate::guards::{GuardCache, GuardNames};
 use crate::registry::{GuardKind, PolicyOverrides};
 use crate::settings::Hedge;
@@ -141,13 +141,13 @@ impl PolicyBuilder {
     }
 
     /// Refuses attempts locally with the named client-side throttle while
-    /// the dependency refuses most of what it is sent (see [`Throttle`](crate::Throttle)).
+    /// the dependency refuses most of what it is sent (see [`Throttle`](crate::throttle::Throttle)).
     pub fn throttle(mut self, name: impl Into<Cow<'static, str>>) -> Self {
         self.guard_names.throttle = Some(name.into());
         self
     }
 
-    /// Paces attempts with the named rate limiter (see [`RateLimit`](crate::RateLimit)).
+    /// Paces attempts with the named rate limiter (see [`RateLimit`](crate::rate_limit::RateLimit)).
     pub fn rate_limit(mut self, name: impl Into<Cow<'static, str>>) -> Self {
         self.guard_names.rate_limit = Some(name.into());
         self
@@ -183,7 +183,7 @@ impl PolicyBuilder {
     }
 
     /// Checks every setting; the error names the first invalid field.
-    pub fn build(self) -> Result<Policy, PolicyError> {
+    pub fn build(self) -> Result<Policy, ConfigError> {
         if !(1..=MAX_ATTEMPTS_LIMIT).contains(&self.max_attempts) {
             return Err(ConfigError::new(
                 "max_attempts",

@@ -19,7 +19,7 @@ pub use builder::PolicyBuilder;
 use crate::backoff::{Backoff, stream_seed};
 use crate::guards::{GuardCache, GuardNames, Guards, GuardsRef};
 use crate::registry::{GuardKind, PolicyOverrides};
-pub use crate::settings::Settings;
+pub use crate::settings::{Hedge, MAX_HEDGES_LIMIT, Settings};
 
 /// Upper bound of `max_attempts`: a bound on amplification, not a target.
 pub const MAX_ATTEMPTS_LIMIT: u32 = 100;

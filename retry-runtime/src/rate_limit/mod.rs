@@ -26,7 +26,7 @@ use crate::config::{ConfigError, positive};
 ///
 /// ```
 /// # use stormproof_runtime as stormproof;
-/// use stormproof::RateLimitConfig;
+/// use stormproof::rate_limit::RateLimitConfig;
 /// let cfg = RateLimitConfig { per_second: 100, ..Default::default() };
 /// assert_eq!((cfg.burst, cfg.max_wait), (10, None));
 /// ```
@@ -100,7 +100,7 @@ type Limiter = RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<D
 /// ```
 /// # use stormproof_runtime as stormproof;
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-/// use stormproof::{RateLimit, RateLimitConfig};
+/// use stormproof::{rate_limit::{RateLimit, RateLimitConfig}};
 /// let limit = RateLimit::new("api", RateLimitConfig { per_second: 2, burst: 2, max_wait: None }).unwrap();
 /// assert!(limit.acquire().await.is_ok());
 /// assert!(limit.acquire().await.is_ok());
@@ -163,7 +163,7 @@ impl RateLimit {
     /// # use stormproof_runtime as stormproof;
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
     /// use std::time::Duration;
-    /// use stormproof::{RateLimit, RateLimitConfig};
+    /// use stormproof::{rate_limit::{RateLimit, RateLimitConfig}};
     /// let limit = RateLimit::new("api", RateLimitConfig::default()).unwrap();
     /// let longer = RateLimitConfig { max_wait: Some(Duration::from_millis(50)), ..Default::default() };
     /// limit.reconfigure(longer).unwrap();

@@ -29,7 +29,7 @@ impl Registry {
     /// ```
     /// # use stormproof_runtime as stormproof;
     /// use std::sync::{Arc, Mutex};
-    /// use stormproof::{BreakerConfig, Registry};
+    /// use stormproof::{breaker::BreakerConfig, Registry};
     /// let registry = Registry::new();
     /// let seen = Arc::new(Mutex::new(Vec::new()));
     /// let log = seen.clone();
@@ -48,7 +48,7 @@ impl Registry {
     /// ```
     /// # use stormproof_runtime as stormproof;
     /// use std::sync::Arc;
-    /// use stormproof::{Registry, TransitionHook};
+    /// use stormproof::{Registry, breaker::TransitionHook};
     /// let registry = Registry::new();
     /// let hook: TransitionHook = Arc::new(|t| println!("{} went {:?}", t.breaker, t.to));
     /// registry.add_transition_hook(hook.clone());

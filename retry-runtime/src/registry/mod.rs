@@ -46,9 +46,9 @@ pub enum GuardKind {
     Budget,
     /// A [`Bulkhead`].
     Bulkhead,
-    /// A [`Throttle`](crate::Throttle).
+    /// A [`Throttle`](crate::throttle::Throttle).
     Throttle,
-    /// A [`RateLimit`](crate::RateLimit).
+    /// A [`RateLimit`](crate::rate_limit::RateLimit).
     RateLimit,
 }
 
@@ -140,7 +140,7 @@ struct Inner {
 ///
 /// ```
 /// # use stormproof_runtime as stormproof;
-/// use stormproof::{BreakerConfig, Registry};
+/// use stormproof::{breaker::BreakerConfig, Registry};
 /// let registry = Registry::new();
 /// registry.declare_breaker("payment", BreakerConfig { failure_threshold: 3, ..Default::default() }).unwrap();
 /// assert!(registry.breaker("payment").is_some());
@@ -180,7 +180,7 @@ static SCOPES_USED: AtomicBool = AtomicBool::new(false);
 ///
 /// ```
 /// # use stormproof_runtime as stormproof;
-/// use stormproof::{registry, BulkheadConfig};
+/// use stormproof::{registry, bulkhead::BulkheadConfig};
 /// registry().declare_bulkhead("docs-example-db", BulkheadConfig::default()).unwrap();
 /// assert_eq!(registry().bulkhead("docs-example-db").unwrap().in_use(), 0);
 /// ```

@@ -37,7 +37,7 @@ impl Registry {
     /// ```
     /// # use stormproof_runtime as stormproof;
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-    /// use stormproof::{Registry, ThrottleConfig};
+    /// use stormproof::{Registry, throttle::ThrottleConfig};
     /// let registry = Registry::new();
     /// registry.declare_throttle("search", ThrottleConfig { k: 1.5, ..Default::default() }).unwrap();
     /// assert_eq!(registry.throttle("search").unwrap().refusal_probability(), 0.0);
@@ -53,7 +53,7 @@ impl Registry {
     /// ```
     /// # use stormproof_runtime as stormproof;
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-    /// use stormproof::{RateLimitConfig, Registry};
+    /// use stormproof::{rate_limit::RateLimitConfig, Registry};
     /// let registry = Registry::new();
     /// registry.declare_rate_limit("geo-api", RateLimitConfig { per_second: 50, burst: 5, max_wait: None }).unwrap();
     /// assert_eq!(registry.rate_limit("geo-api").unwrap().config().per_second, 50);
@@ -146,7 +146,7 @@ impl Registry {
     ///
     /// ```
     /// # use stormproof_runtime as stormproof;
-    /// use stormproof::{BreakerConfig, Registry};
+    /// use stormproof::{breaker::BreakerConfig, Registry};
     /// let registry = Registry::new();
     /// registry.declare_breaker("b", BreakerConfig::default()).unwrap();
     /// registry.declare_breaker("a", BreakerConfig::default()).unwrap();

@@ -36,7 +36,7 @@ use crate::config::ConfigError;
 /// ```
 /// # use stormproof_runtime as stormproof;
 /// use std::time::Duration;
-/// use stormproof::ThrottleConfig;
+/// use stormproof::throttle::ThrottleConfig;
 /// let cfg = ThrottleConfig { k: 1.5, ..Default::default() };
 /// assert_eq!(cfg.window, Duration::from_secs(120));
 /// assert!(cfg.validate().is_ok());
@@ -100,7 +100,7 @@ fn admit_at(
 /// ```
 /// # use stormproof_runtime as stormproof;
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-/// use stormproof::{Throttle, ThrottleConfig};
+/// use stormproof::{throttle::{Throttle, ThrottleConfig}};
 /// let throttle = Throttle::new("db", ThrottleConfig::default(), Some(7)).unwrap();
 /// // A dependency that refuses everything: the throttle soon refuses most calls itself.
 /// let mut refused = 0;
@@ -137,7 +137,7 @@ pub struct Throttle {
 /// ```
 /// # use stormproof_runtime as stormproof;
 /// use std::time::Duration;
-/// use stormproof::{ThrottleConfig, ThrottleCore};
+/// use stormproof::{throttle::{ThrottleConfig, ThrottleCore}};
 /// let mut core = ThrottleCore::new(ThrottleConfig::default(), 7);
 /// // Nothing counted yet: nothing refused.
 /// assert_eq!(core.admit(Duration::ZERO), (true, 0.0));

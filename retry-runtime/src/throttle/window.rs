@@ -177,7 +177,7 @@ impl ThrottleWindow {
     /// ```
     /// # use stormproof_runtime as stormproof;
     /// use std::time::Duration;
-    /// use stormproof::{ThrottleConfig, ThrottleWindow};
+    /// use stormproof::{throttle::{ThrottleConfig, ThrottleWindow}};
     /// let cfg = ThrottleConfig::default();
     /// let window = ThrottleWindow::default();
     /// let now = Duration::ZERO;

@@ -4,7 +4,11 @@
 use std::time::Duration;
 
 use stormproof_runtime::fleet::{Fleet, FleetConfig};
-use stormproof_runtime::{BreakerConfig, BreakerState, Outcome, Policy, RatioBudget, Registry};
+use stormproof_runtime::{
+    Policy, Registry,
+    breaker::{BreakerConfig, BreakerState, Outcome},
+    budget::RatioBudget,
+};
 use tokio::time::{Instant, sleep};
 
 use super::server::Server;

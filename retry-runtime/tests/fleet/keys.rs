@@ -4,7 +4,10 @@
 use std::time::Duration;
 
 use stormproof_runtime::fleet::{Fleet, FleetConfig};
-use stormproof_runtime::{BreakerConfig, BreakerState, Outcome, Registry};
+use stormproof_runtime::{
+    Registry,
+    breaker::{BreakerConfig, BreakerState, Outcome},
+};
 
 use super::SYNC_MS;
 use super::faults::{serially, until};

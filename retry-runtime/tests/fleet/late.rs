@@ -4,7 +4,10 @@
 use std::time::Duration;
 
 use stormproof_runtime::fleet::{Fleet, FleetConfig};
-use stormproof_runtime::{BreakerConfig, Outcome, Registry};
+use stormproof_runtime::{
+    Registry,
+    breaker::{BreakerConfig, Outcome},
+};
 use tokio::time::{Instant, sleep};
 
 use super::SYNC_MS;

@@ -4,7 +4,11 @@
 use std::time::Duration;
 
 use stormproof_runtime::fleet::{Fleet, FleetConfig};
-use stormproof_runtime::{BreakerConfig, Outcome, RatioBudget, Registry};
+use stormproof_runtime::{
+    Registry,
+    breaker::{BreakerConfig, Outcome},
+    budget::RatioBudget,
+};
 use tokio::time::{Instant, sleep};
 
 use super::SYNC_MS;

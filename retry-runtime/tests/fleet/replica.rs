@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use stormproof_runtime::fleet::{Fleet, FleetConfig};
 use stormproof_runtime::{
-    BreakerConfig, BreakerState, Classify, ErrorClass, Outcome, Policy, RatioBudget, Rejection, registry,
+    Classify, ErrorClass, Policy, Rejection,
+    breaker::{BreakerConfig, BreakerState, Outcome},
+    budget::RatioBudget,
+    registry,
 };
 
 use super::processes::wall_ms;

@@ -7,7 +7,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use stormproof_runtime::fleet::{Fleet, FleetConfig};
-use stormproof_runtime::{BreakerConfig, Outcome, RatioBudget, Registry};
+use stormproof_runtime::{
+    Registry,
+    breaker::{BreakerConfig, Outcome},
+    budget::RatioBudget,
+};
 
 use super::SYNC_MS;
 use super::faults::{open, until};

@@ -4,7 +4,7 @@
 use super::config::Model;
 use super::engine::{Event, Run};
 use super::guards::trips;
-use stormproof_runtime::Admission;
+use stormproof_runtime::breaker::Admission;
 
 impl Run<'_> {
     /// Admission, in the retry loop's order: the throttle, the breaker,

@@ -2,11 +2,11 @@
 
 use std::time::Duration;
 
-use stormproof_runtime::BreakerConfig;
-use stormproof_runtime::BudgetConfig;
 use stormproof_runtime::Jitter;
-use stormproof_runtime::ThrottleConfig;
-use stormproof_runtime::{AdaptiveLimit, BulkheadConfig};
+use stormproof_runtime::breaker::BreakerConfig;
+use stormproof_runtime::budget::BudgetConfig;
+use stormproof_runtime::bulkhead::{AdaptiveLimit, BulkheadConfig};
+use stormproof_runtime::throttle::ThrottleConfig;
 
 // For doc links only. The report is linked by its path instead: report.rs
 // uses these settings, so an import of it here would make the two modules
@@ -98,7 +98,7 @@ pub enum Strategy {
     Immediate,
     /// Capped exponential backoff with the given jitter, and nothing else.
     Backoff(Jitter),
-    /// What this library recommends: full jitter, plus one [`RetryBudget`](stormproof_runtime::RetryBudget)
+    /// What this library recommends: full jitter, plus one [`RetryBudget`](stormproof_runtime::budget::RetryBudget)
     /// and one circuit breaker shared by all clients (configured by
     /// [`HerdConfig::budget`] and [`HerdConfig::breaker`]). An attempt the
     /// breaker refuses fails fast: it puts no load on the dependency and,
@@ -122,7 +122,7 @@ pub enum Strategy {
     /// What it does, in the retry loop's order:
     ///
     /// - **An adaptive concurrency limit** (the library's AIMD core,
-    ///   [`LimitCore`](stormproof_runtime::LimitCore)): by default at most 20 attempts in
+    ///   [`LimitCore`](stormproof_runtime::bulkhead::LimitCore)): by default at most 20 attempts in
     ///   flight, the limit moving within `[1, 20]`, one step up per limit's
     ///   worth of successes, times 0.7 on every overload answer. An attempt
     ///   that finds the limit reached waits for a permit, first come, first

@@ -12,10 +12,13 @@ use super::guards::{Budget, Guards, Permits, trips};
 use crate::queue::EventQueue;
 use stormproof_runtime::ConfigError;
 use stormproof_runtime::ErrorClass;
-use stormproof_runtime::ThrottleCore;
+use stormproof_runtime::breaker::{BreakerCore, Outcome, Ticket};
 use stormproof_runtime::decision::{Answers, Decision, StopReason, decide};
-use stormproof_runtime::{Backoff, Jitter, JitterRng, stream_seed};
-use stormproof_runtime::{BreakerCore, Outcome, Ticket};
+use stormproof_runtime::throttle::ThrottleCore;
+use stormproof_runtime::{
+    Jitter,
+    backoff::{Backoff, JitterRng, stream_seed},
+};
 
 /// Something that happens to one client at one instant.
 #[derive(Debug, Clone, Copy)]

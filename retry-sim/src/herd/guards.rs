@@ -6,10 +6,10 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use stormproof_runtime::ConfigError;
-use stormproof_runtime::ThrottleCore;
-use stormproof_runtime::{BreakerCore, BreakerState, Transition};
-use stormproof_runtime::{BudgetConfig, RatioBudget, RatioWindow, RetryBudget};
-use stormproof_runtime::{BulkheadConfig, LimitCore};
+use stormproof_runtime::breaker::{BreakerCore, BreakerState, Transition};
+use stormproof_runtime::budget::{BudgetConfig, RatioBudget, RatioWindow, RetryBudget};
+use stormproof_runtime::bulkhead::{BulkheadConfig, LimitCore};
+use stormproof_runtime::throttle::ThrottleCore;
 
 /// The guards shared by all clients: [`Strategy::Recommended`](super::Strategy::Recommended)'s breaker
 /// and budget, [`Strategy::Adaptive`](super::Strategy::Adaptive)'s budget, throttle and bulkhead.

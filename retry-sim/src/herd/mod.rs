@@ -11,10 +11,10 @@
 //!   one client's draws do not shift when another client's events move;
 //! - simultaneous events are processed in the order they were scheduled.
 //!
-//! The strategies run on the library's own parts: [`Backoff::wait`](stormproof_runtime::Backoff::wait) for
+//! The strategies run on the library's own parts: [`Backoff::wait`](stormproof_runtime::backoff::Backoff::wait) for
 //! every wait and the retry loop's own decision after every failure; for
 //! [`Strategy::Recommended`] the library's budget and the pure breaker
-//! [`BreakerCore`](stormproof_runtime::BreakerCore) fed virtual instants; for [`Strategy::Adaptive`] the
+//! [`BreakerCore`](stormproof_runtime::breaker::BreakerCore) fed virtual instants; for [`Strategy::Adaptive`] the
 //! budget, the adaptive limit [`LimitCore`] behind a first-come,
 //! first-served queue of permits, and optionally the throttle's
 //! [`ThrottleWindow`]. They are applied in the order of the retry loop:

@@ -2,11 +2,11 @@ use std::time::Duration;
 
 use super::*;
 use report::nanos;
-use stormproof_runtime::BreakerConfig;
 use stormproof_runtime::Jitter;
-use stormproof_runtime::ThrottleConfig;
-use stormproof_runtime::TokenBucket;
-use stormproof_runtime::{AdaptiveLimit, BulkheadConfig};
+use stormproof_runtime::breaker::BreakerConfig;
+use stormproof_runtime::budget::TokenBucket;
+use stormproof_runtime::bulkhead::{AdaptiveLimit, BulkheadConfig};
+use stormproof_runtime::throttle::ThrottleConfig;
 
 fn ms(v: u64) -> Duration {
     Duration::from_millis(v)

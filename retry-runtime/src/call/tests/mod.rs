@@ -10,7 +10,10 @@ use super::{Call, Kept, Started};
 use crate::error::ByTraits;
 use crate::policy::Policy;
 use crate::settings::Settings;
-use crate::{BreakerConfig, BulkheadConfig, RateLimitConfig, RatioBudget, ThrottleConfig, registry};
+use crate::{
+    breaker::BreakerConfig, budget::RatioBudget, bulkhead::BulkheadConfig, rate_limit::RateLimitConfig,
+    registry, throttle::ThrottleConfig,
+};
 
 /// Runs a future that never waits to its end.
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
@@ -139,8 +142,8 @@ fn a_refused_call_is_counted_once_by_the_guard_that_refused_it_and_by_none_after
     assert_eq!(first_attempts(), 1, "refused by the bulkhead: the budget, after it, counts nothing");
     drop(held);
 
-    breaker.try_acquire().expect("closed").record(crate::Outcome::Failure);
-    assert_eq!(breaker.state(), crate::BreakerState::Open);
+    breaker.try_acquire().expect("closed").record(crate::breaker::Outcome::Failure);
+    assert_eq!(breaker.state(), crate::breaker::BreakerState::Open);
     assert!(call().is_err(), "an open breaker");
     assert_eq!(breaker.totals().rejections, 1, "one refusal, counted once");
     assert_eq!((first_attempts(), bulkhead.in_use()), (1, 0), "nothing counted after it, no place taken");

@@ -16,7 +16,10 @@ use crate::error::ByTraits;
 use crate::guards::{AnyShape, Named, Shape, Unnamed};
 use crate::policy::Policy;
 use crate::settings::Settings;
-use crate::{BreakerConfig, BulkheadConfig, RateLimitConfig, RatioBudget, ThrottleConfig, registry};
+use crate::{
+    breaker::BreakerConfig, budget::RatioBudget, bulkhead::BulkheadConfig, rate_limit::RateLimitConfig,
+    registry, throttle::ThrottleConfig,
+};
 
 /// No guard named.
 type NoGuards = (Unnamed, Unnamed, Unnamed, Unnamed, Unnamed);
@@ -162,8 +165,10 @@ fn a_full_bulkhead_makes_a_call_not_plain_and_takes_nothing_an_adaptive_one_does
     assert!(plain_as::<BulkheadAlone>(&policy), "a place free again");
     assert_eq!(bulkhead.in_use(), 0);
 
-    let adaptive =
-        BulkheadConfig { adaptive: Some(crate::AdaptiveLimit::aimd(4)), ..BulkheadConfig::default() };
+    let adaptive = BulkheadConfig {
+        adaptive: Some(crate::bulkhead::AdaptiveLimit::aimd(4)),
+        ..BulkheadConfig::default()
+    };
     global.declare_bulkhead("plain-unit-adaptive", adaptive).unwrap();
     let policy = Policy::builder().bulkhead("plain-unit-adaptive").build().unwrap();
     let held = first::<BulkheadAlone>(&policy).expect("an adaptive bulkhead's place carries its start time");
@@ -204,8 +209,8 @@ fn a_breaker_not_closed_or_a_full_bulkhead_makes_a_call_not_plain_having_counted
     assert_eq!(first_attempts(), 1, "a call sent down the general path is counted there, not here");
     drop(place);
 
-    breaker.try_acquire().expect("closed").record(crate::Outcome::Failure);
-    assert_eq!(breaker.state(), crate::BreakerState::Open);
+    breaker.try_acquire().expect("closed").record(crate::breaker::Outcome::Failure);
+    assert_eq!(breaker.state(), crate::breaker::BreakerState::Open);
     assert!(!plain_as::<WithBulkhead>(&policy), "an open breaker");
     assert_eq!(breaker.totals().rejections, 0, "the general path asks it again: one refusal counted there");
     assert_eq!((first_attempts(), bulkhead.in_use()), (1, 0), "nothing counted, no place taken");
