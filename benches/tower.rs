@@ -28,7 +28,7 @@ use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
 use http::{Method, Request, Response, Uri};
 use http_body_util::Full;
-use stormproof::tower::ResilientLayer;
+use stormproof::http::tower::ResilientLayer;
 use stormproof::{Policy, breaker::BreakerConfig, budget::BudgetConfig, registry};
 use tower::{Layer, Service, ServiceExt, service_fn};
 

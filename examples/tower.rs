@@ -22,8 +22,8 @@ use http::{Method, Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use stormproof::tower::{BoxError, ResilientLayer};
-use stormproof::{Attempts, Policy, Rejection, breaker::BreakerConfig, registry};
+use stormproof::http::tower::{BoxError, ResilientLayer};
+use stormproof::{Policy, Rejection, breaker::BreakerConfig, http::Attempts, registry};
 use tower::{ServiceBuilder, ServiceExt};
 
 /// What the server counts.

@@ -23,10 +23,11 @@ use http_body_util::StreamBody;
 use loopback::{Payload, Server, status, throttled, unavailable};
 use reqwest::StatusCode;
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware, Next};
-use stormproof::reqwest_middleware::ResilientMiddleware;
+use stormproof::http::reqwest_middleware::ResilientMiddleware;
 use stormproof::{
-    Attempts, Classify, ErrorClass, Jitter, Policy, PolicyBuilder, Registry, Rejection,
+    Classify, ErrorClass, Jitter, Policy, PolicyBuilder, Registry, Rejection,
     breaker::{BreakerConfig, BreakerState},
+    http::Attempts,
     resilient,
 };
 
@@ -213,6 +214,30 @@ async fn classify_response_reads_a_merged_or_repeated_retry_after_as_one_list() 
         ("/merged", after(120)),
         ("/twice", after(120)),
         ("/spoilt", ErrorClass::Throttled { retry_after: None }),
+    ] {
+        let response = client.get(server.url(path)).send().await.unwrap();
+        assert_eq!(stormproof::http::classify_response(&response), class, "{path}");
+    }
+}
+
+/// `classify_response` classifies a response as the layers do, by the same
+/// rule, except that a success (below 400, which the layers do not retry)
+/// is permanent: there is nothing to retry.
+#[tokio::test]
+async fn classify_response_is_the_layers_rule_with_a_success_permanent() {
+    let server = Server::start(&[
+        ("/unavailable", &[status(503)]),
+        ("/teapot", &[status(418)]),
+        ("/created", &[status(201)]),
+    ])
+    .await;
+    let client = reqwest::Client::new();
+    for (path, class) in [
+        ("/unavailable", ErrorClass::Transient),
+        ("/teapot", ErrorClass::Permanent),
+        ("/created", ErrorClass::Permanent),
+        // Past the scripted replies the server answers 200.
+        ("/unavailable", ErrorClass::Permanent),
     ] {
         let response = client.get(server.url(path)).send().await.unwrap();
         assert_eq!(stormproof::http::classify_response(&response), class, "{path}");

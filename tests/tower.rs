@@ -29,12 +29,13 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use loopback::{Payload, Server, status, throttled, unavailable};
-use stormproof::tower::{BoxError, ResilientLayer};
+use stormproof::http::tower::{BoxError, ResilientLayer};
 use stormproof::{
-    Attempts, Jitter, Policy, PolicyBuilder, Registry, Rejection,
+    Jitter, Policy, PolicyBuilder, Registry, Rejection,
     breaker::{BreakerConfig, BreakerState},
     budget::TokenBucket,
     bulkhead::{AdaptiveLimit, BulkheadConfig, LimitCore},
+    http::Attempts,
     resilient,
 };
 use tower::{Layer, Service, ServiceBuilder, ServiceExt, service_fn};
@@ -432,7 +433,7 @@ async fn the_breaker_is_shared_with_an_annotated_function_and_opens_for_both() {
 
 #[resilient(max_attempts = 4, base_ms = 1)]
 async fn outer(
-    service: &stormproof::tower::ResilientService<HttpClient>,
+    service: &stormproof::http::tower::ResilientService<HttpClient>,
     url: &str,
 ) -> Result<u32, BoxError> {
     let response = service.clone().oneshot(get(url)).await?;
@@ -883,7 +884,7 @@ async fn cloning_serves_any_clone_request_and_classifies_only_errors() {
 #[derive(Debug)]
 struct Counted(Arc<AtomicU32>);
 
-impl stormproof::tower::CloneRequest for Counted {}
+impl stormproof::http::tower::CloneRequest for Counted {}
 
 impl Clone for Counted {
     fn clone(&self) -> Self {

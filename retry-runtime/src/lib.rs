@@ -19,16 +19,15 @@
 //!
 //! | layer | modules |
 //! |---|---|
-//! | entry points | `Policy::run` (`call::run`), the attribute's expansion, `sim`, `tower` and `reqwest_middleware` (through `middleware`: one HTTP call driven through the loop, and the HTTP rules); the dashboard is a crate of its own (`stormproof-admin`) on the public API |
+//! | entry points | `Policy::run` (`call::run`), the attribute's expansion, `http` (the tower layer and the reqwest middleware: one HTTP call driven through the loop, one set of HTTP rules); the dashboard is a crate of its own (`stormproof-admin`) on the public API |
 //! | the call | `call` (one `Call`, one `Attempt` future: admission, run, record, decide, back off), `guard` (the `Guard` trait and the guard set's one admission and recording), `context` (key and nesting per attempt) |
 //! | wiring | `fleet` (feature `redis`: guards shared through Redis by a background task), `operations` (every annotated fn, listed at link time; `Registry::check`), `file` (the TOML file: read, parse, check, apply, one way), `policy` (settings), `guards` (names resolved and cached per registry), `registry` (named guards, operation overrides) |
 //! | guards | `breaker` (pure core + atomic wrapper), `budget`, `bulkhead` (with its adaptive limit), `throttle`, `rate_limit` |
-//! | pure logic | `decision` (the retry decision), `backoff`, `classify`, `http` (feature `reqwest`: `reqwest::Error`'s class), `rejection`, `error` (what the loop needs of an error type), `errors` (the ecosystem's error types, and `Error<E>`), `settings`, `suggest`, `clock`, `config` |
+//! | pure logic | `decision` (the retry decision), `backoff`, `classify`, `rejection`, `error` (what the loop needs of an error type), `errors` (the ecosystem's error types, and `Error<E>`), `settings`, `suggest`, `clock`, `config` |
 //! | leaf | `observe` (traces and metrics, from plain labels), `attempts`, `counter` (per-thread counts of the success path) |
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
-mod attempts;
 pub mod backoff;
 pub mod breaker;
 pub mod budget;
@@ -48,28 +47,21 @@ mod file;
 pub mod fleet;
 pub mod guard;
 mod guards;
-#[cfg(feature = "reqwest")]
+#[cfg(any(feature = "reqwest", feature = "tower", feature = "reqwest-middleware"))]
 pub mod http;
 mod http_date;
-#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-mod middleware;
 pub mod observe;
 mod operations;
 pub mod policy;
 pub mod rate_limit;
 mod registry;
 mod rejection;
-#[cfg(feature = "reqwest-middleware")]
-pub mod reqwest_middleware;
 mod settings;
 mod suggest;
 pub mod throttle;
-#[cfg(feature = "tower")]
-pub mod tower;
 
 // What a user writes daily is at the root; the rest is in the concern
 // modules above (`breaker::`, `budget::`, `policy::`, ...), one name each.
-pub use attempts::Attempts;
 pub use backoff::Jitter;
 pub use call::{Classified, ClassifyInner};
 pub use classify::{Classify, ErrorClass};

@@ -1,6 +1,6 @@
 // A request body `CloneBody` does not cover is named, with the ways out.
 use stormproof::Policy;
-use stormproof::tower::ResilientLayer;
+use stormproof::http::tower::ResilientLayer;
 use tower::{Layer, Service, service_fn};
 
 struct Upload;

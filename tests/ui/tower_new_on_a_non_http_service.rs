@@ -1,7 +1,7 @@
 // `ResilientLayer::new` serves HTTP; handing its service to code that
 // needs a service of other requests names `ResilientLayer::cloning`.
 use stormproof::Policy;
-use stormproof::tower::ResilientLayer;
+use stormproof::http::tower::ResilientLayer;
 use tower::{Layer, Service, service_fn};
 
 async fn lookup(sku: String) -> Result<usize, std::io::Error> {

@@ -43,7 +43,7 @@
 //! # use stormproof_runtime as stormproof;
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
-//! use stormproof::{Attempts, Policy, reqwest_middleware::ResilientMiddleware};
+//! use stormproof::{http::Attempts, Policy, http::reqwest_middleware::ResilientMiddleware};
 //!
 //! let policy = Policy::builder().max_attempts(4).base(Duration::from_millis(50)).breaker("inventory").build()?;
 //! let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
@@ -62,10 +62,11 @@ use std::time::Duration;
 use ::reqwest_middleware::{Error, Middleware, Next};
 use http::Extensions;
 
-use crate::attempts::Attempts;
+use super::attempts::Attempts;
+use super::exchange::{self, Plan, Transport};
+use super::{drain, rules};
 use crate::classify::{Classify, ErrorClass};
 use crate::errors::classify_chain;
-use crate::middleware::{self, Plan, Transport, drain, rules};
 use crate::policy::Policy;
 use crate::rejection::Rejection;
 
@@ -96,7 +97,7 @@ impl Middleware for ResilientMiddleware {
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> Result<reqwest::Response, Error> {
-        middleware::call(&self.policy, &mut Chain { next, extensions }, request).await
+        exchange::run(&self.policy, &mut Chain { next, extensions }, request).await
     }
 }
 

@@ -11,22 +11,29 @@
 //!   classified by [`ErrorClass::from_http`] with its `Retry-After` (two
 //!   lines of it read as one, joined with a comma, as a proxy merges them).
 
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use std::sync::Arc;
 
 use http::header::RETRY_AFTER;
-use http::{HeaderMap, HeaderName, Method, StatusCode};
+use http::{HeaderMap, StatusCode};
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+use http::{HeaderName, Method};
 
-use super::Plan;
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+use super::exchange::Plan;
 use crate::classify::{ErrorClass, retry_after_lines};
 
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 /// The header that makes a non-idempotent request retryable.
 pub(crate) const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 /// Whether RFC 9110 (section 9.2.2) defines `method` as idempotent.
 pub(crate) fn idempotent_method(method: &Method) -> bool {
     matches!(method.as_str(), "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE")
 }
 
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 /// The request's `Idempotency-Key`, if it carries a non-empty one (bytes
 /// that are not UTF-8 are replaced, as the key only has to be the same on
 /// every attempt).
@@ -38,6 +45,7 @@ pub(crate) fn idempotency_key(headers: &HeaderMap) -> Option<Arc<str>> {
 }
 
 /// The plan for a request with this method and these headers.
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 pub(crate) fn plan(method: &Method, headers: &HeaderMap) -> Plan {
     let key = idempotency_key(headers);
     Plan { retry: idempotent_method(method) || key.is_some(), key }
@@ -53,7 +61,9 @@ pub(crate) fn response_class(status: StatusCode, headers: &HeaderMap) -> Option<
     Some(ErrorClass::from_http(status.as_u16(), retry_after_lines(lines).as_deref()))
 }
 
-#[cfg(test)]
+// The method rule is the layers'; the classification of a response is
+// tested through it and through `classify_response`'s own tests.
+#[cfg(all(test, any(feature = "tower", feature = "reqwest-middleware")))]
 mod tests {
     use std::time::Duration;
 

@@ -11,7 +11,7 @@
 //!   attempts end with a failed response, the caller gets **the last
 //!   response**, as `Ok`; when the last attempt failed with an error, that
 //!   error. The attempts made are in the response's extensions
-//!   ([`Attempts`](crate::attempts::Attempts)).
+//!   ([`Attempts`](super::Attempts)).
 //! - [`ResilientLayer::cloning`] serves any request that is `Clone` and
 //!   says whether it may be sent again ([`CloneRequest`]: your own request
 //!   types, gRPC messages behind a codec, the plain types, and
@@ -91,7 +91,7 @@
 //! use bytes::Bytes;
 //! use http::{Request, Response, StatusCode};
 //! use http_body_util::Full;
-//! use stormproof::{Attempts, Policy, tower::ResilientLayer};
+//! use stormproof::{http::Attempts, Policy, http::tower::ResilientLayer};
 //! use tower_layer::Layer;
 //! use tower_service::Service;
 //!
@@ -139,7 +139,7 @@ use tower_service::Service;
 pub use body::CloneBody;
 pub use request::CloneRequest;
 
-use crate::middleware;
+use crate::http::exchange;
 use crate::policy::Policy;
 use transport::{CloneTransport, HttpTransport, Inner};
 
@@ -341,7 +341,7 @@ where
         let request = request.into_request();
         ResponseFuture::new(async move {
             let mut transport = transport;
-            middleware::call(&policy, &mut transport, request).await
+            exchange::run(&policy, &mut transport, request).await
         })
     }
 }
@@ -368,7 +368,7 @@ where
         let policy = self.policy.clone();
         ResponseFuture::new(async move {
             let mut transport = transport;
-            middleware::call(&policy, &mut transport, request).await
+            exchange::run(&policy, &mut transport, request).await
         })
     }
 }

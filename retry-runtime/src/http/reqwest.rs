@@ -1,6 +1,6 @@
 //! Classification of the HTTP client errors users actually have (feature `reqwest`).
 
-use crate::classify::{Classify, ErrorClass, retry_after_lines};
+use crate::classify::{Classify, ErrorClass};
 
 /// Connect errors, timeouts and broken requests or bodies are transient
 /// (the next attempt may reach a healthy server); an error status is
@@ -65,6 +65,6 @@ fn body_read_failure(error: &reqwest::Error) -> Option<ErrorClass> {
 /// # Ok(()) }
 /// ```
 pub fn classify_response(response: &reqwest::Response) -> ErrorClass {
-    let lines = response.headers().get_all(reqwest::header::RETRY_AFTER).into_iter().map(|v| v.to_str().ok());
-    ErrorClass::from_http(response.status().as_u16(), retry_after_lines(lines).as_deref())
+    // The layers' rule, whose success (below 400) is permanent here.
+    super::rules::response_class(response.status(), response.headers()).unwrap_or(ErrorClass::Permanent)
 }

@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::middleware::{Plan, rules};
+use crate::http::exchange::Plan;
+use crate::http::rules;
 
 /// A request [`ResilientLayer::cloning`](super::ResilientLayer::cloning)
 /// serves: `Clone`, so that each attempt sends a copy, and sent more than
@@ -28,7 +29,7 @@ use crate::middleware::{Plan, rules};
 /// #[derive(Clone)]
 /// struct StockQuery { sku: String }
 ///
-/// impl stormproof::tower::CloneRequest for StockQuery {}
+/// impl stormproof::http::tower::CloneRequest for StockQuery {}
 /// ```
 ///
 /// Why not every `Clone` request: an `http::Request` with a buffered body
@@ -40,7 +41,7 @@ use crate::middleware::{Plan, rules};
 #[diagnostic::on_unimplemented(
     message = "`{Self}` does not say whether `ResilientLayer::cloning` may send it more than once",
     label = "the requests this service takes",
-    note = "if `{Self}` is `Clone` and safe to send twice, implement `stormproof::tower::CloneRequest` for it: `impl CloneRequest for {Self} {{}}`",
+    note = "if `{Self}` is `Clone` and safe to send twice, implement `stormproof::http::tower::CloneRequest` for it: `impl CloneRequest for {Self} {{}}`",
     note = "`http::Request<B>` implements it with the HTTP rule (idempotent methods, or an `Idempotency-Key`); a request type of another crate can be wrapped in a type of your own"
 )]
 pub trait CloneRequest: Clone {

@@ -27,7 +27,7 @@ use http_body_util::{Either, Empty, Full, StreamBody};
 ///
 /// ```
 /// # use stormproof_runtime as stormproof;
-/// use stormproof::tower::CloneBody;
+/// use stormproof::http::tower::CloneBody;
 ///
 /// /// A body that is either in memory or streamed from a file.
 /// enum Upload { InMemory(bytes::Bytes), File(std::path::PathBuf) }
@@ -44,7 +44,7 @@ use http_body_util::{Either, Empty, Full, StreamBody};
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a request body `ResilientLayer::new` knows how to copy for a retry",
     label = "the body of the requests this service takes",
-    note = "implement `stormproof::tower::CloneBody` for `{Self}`: return `Some(copy)` for a buffered body, `None` for a stream (one attempt)",
+    note = "implement `stormproof::http::tower::CloneBody` for `{Self}`: return `Some(copy)` for a buffered body, `None` for a stream (one attempt)",
     note = "a body type of another crate can be boxed (`http_body_util::BodyExt::boxed`: one attempt) or collected into `http_body_util::Full` (retried)"
 )]
 pub trait CloneBody: Sized {

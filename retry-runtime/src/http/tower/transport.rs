@@ -8,9 +8,10 @@ use std::time::Duration;
 use tower_service::Service;
 
 use super::{BoxError, CloneBody, CloneRequest};
-use crate::attempts::Attempts;
 use crate::classify::{Classify, ErrorClass};
-use crate::middleware::{Plan, Transport, drain, rules};
+use crate::http::attempts::Attempts;
+use crate::http::exchange::{Plan, Transport};
+use crate::http::{drain, rules};
 use crate::rejection::Rejection;
 
 /// The inner service as one call's transport: `ready` while the service

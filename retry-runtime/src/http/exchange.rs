@@ -1,15 +1,11 @@
-//! What the tower layer and the reqwest middleware share: one call driven
-//! through the retry loop ([`call`]), the HTTP rules ([`rules`]), and the
-//! drain of a failed response's body before a retry ([`drain`]).
+//! One HTTP call driven through the retry loop ([`run`]), for the tower
+//! layer and the reqwest middleware alike.
 //!
 //! The call is driven the way `Policy::run` drives a closure: every
 //! decision (guards, what a class means, backoff, deadline, budget) is the
 //! loop's. A [`Transport`] only says what an attempt sends, whether a
 //! request may be sent twice, what a response means, and how a failed
 //! response is discarded.
-
-pub(crate) mod drain;
-pub(crate) mod rules;
 
 use std::future::Future;
 use std::marker::PhantomData;
@@ -18,7 +14,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::attempts::Attempts;
+use super::attempts::Attempts;
+use super::drain;
 use crate::call::{Call, Kept, Step};
 use crate::classify::ErrorClass;
 use crate::error::ErrorHandling;
@@ -76,12 +73,12 @@ pub(crate) trait Transport {
 }
 
 /// How an attempt failed: with a response that says so (of this class; the
-/// response itself is kept by [`call`]), or an error.
+/// response itself is kept by [`run`]), or an error.
 ///
 /// The loop keeps the last failure across the wait for the next attempt,
 /// where its state is borrowed shared, so a response kept there would have
 /// to be `Sync`; and the retry must discard the response, which the loop
-/// would drop unread. So the loop keeps only the class, and `call` the
+/// would drop unread. So the loop keeps only the class, and `run` the
 /// response.
 enum Failure<E> {
     Response(ErrorClass),
@@ -107,7 +104,7 @@ impl<T: Transport> ErrorHandling<Failure<T::Error>> for ByTransport<T> {
 
     /// A retry after a failed response is admitted before its wait ends,
     /// so that the response is discarded and the pool given its moment
-    /// inside the wait (see `call`); one after an error has nothing to do.
+    /// inside the wait (see `run`); one after an error has nothing to do.
     #[inline]
     fn lead(&self, failure: &Failure<T::Error>, attempt_timeout: Option<Duration>) -> Duration {
         match failure {
@@ -141,7 +138,7 @@ impl<T: Transport> ErrorHandling<Failure<T::Error>> for ByTransport<T> {
 /// is admitted a moment before its wait ends (`drain::lead`, asked through
 /// `ErrorHandling::lead`), and its request goes out when the wait ends
 /// (`drain::until_due`); only a body slower than that moment delays it.
-pub(crate) async fn call<T: Transport>(
+pub(crate) async fn run<T: Transport>(
     policy: &Policy,
     transport: &mut T,
     request: T::Request,
