@@ -14,7 +14,7 @@
 # behaviour tests (tests/attribute.rs, tests/metrics.rs, tests/adaptive.rs,
 # tests/config.rs for reconfigure and resize_to, tests/tower.rs for the HTTP
 # layers' use of the loop, tests/call_span.rs for the call's DEBUG span,
-# tests/plain_first_attempt.rs for the plain first attempt's guards;
+# tests/first_attempt/ for the first attempt's guards;
 # each under 0.2 s). Left out, as slow or not about
 # these modules: the trybuild suite, the doctests, the payment example, the
 # allocation counter, the simulator, the middleware and error-type tests,
@@ -43,8 +43,8 @@ export CARGO_TERM_COLOR=never
 command -v cargo-mutants >/dev/null || cargo install --locked cargo-mutants
 
 targets=(--lib
-  --test attribute --test metrics --test config --test tower --test call_span --test plain_first_attempt
-  --test breaker_model --test caller_gets --test cancellation --test direct_path
+  --test attribute --test metrics --test config --test tower --test call_span --test first_attempt
+  --test breaker_model --test caller_gets --test cancellation --test call
   --test guards --test properties --test retry_loop --test adaptive --test contract_edges)
 
 export STORMPROOF_STRESS_CALLS="${STORMPROOF_STRESS_CALLS:-20000}"
