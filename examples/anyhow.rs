@@ -16,7 +16,9 @@ use stormproof::resilient;
 #[resilient(max_attempts = 4, base_ms = 50, breaker = "inventory")]
 async fn stock(client: &reqwest::Client, base: &str, sku: &str) -> anyhow::Result<u32> {
     let url = format!("{base}/stock/{sku}");
-    Ok(client.get(url).send().await?.error_for_status()?.json().await?)
+    // Not `.error_for_status()`: that drops a 429's `Retry-After`.
+    let response = stormproof::http::error_for_status(client.get(url).send().await?)?;
+    Ok(response.json().await?)
 }
 
 /// 503 for the first two requests, then the stock level.

@@ -75,6 +75,8 @@ fn known_class(error: &(dyn StdError + 'static)) -> Option<ErrorClass> {
         std::io::Error,
         #[cfg(feature = "reqwest")]
         reqwest::Error,
+        #[cfg(feature = "reqwest")]
+        crate::http::StatusError,
         #[cfg(feature = "tonic")]
         ::tonic::Status,
         #[cfg(feature = "hyper-util")]

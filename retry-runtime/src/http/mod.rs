@@ -1,5 +1,6 @@
 //! HTTP, in one place: the classification of a response and of reqwest's
-//! errors, the rule of which requests may be sent twice, and the two ways
+//! errors ([`error_for_status`] keeps a response's `Retry-After`, which
+//! reqwest's own `error_for_status()` drops), the rule of which requests may be sent twice, and the two ways
 //! to put a policy around an HTTP client without an attribute: the tower
 //! layer ([`tower`], feature `tower`) and the reqwest middleware
 //! ([`reqwest_middleware`], feature `reqwest-middleware`).
@@ -24,9 +25,13 @@ mod reqwest;
 #[cfg(feature = "reqwest-middleware")]
 pub mod reqwest_middleware;
 mod rules;
+#[cfg(feature = "reqwest")]
+mod status;
 #[cfg(feature = "tower")]
 pub mod tower;
 
 pub use attempts::Attempts;
 #[cfg(feature = "reqwest")]
 pub use reqwest::classify_response;
+#[cfg(feature = "reqwest")]
+pub use status::{StatusError, error_for_status};
