@@ -288,7 +288,8 @@ struct Foreign {
 
 fn classify_foreign(error: &Error<Foreign>) -> ErrorClass {
     match error {
-        Error::Inner(foreign) => ErrorClass::from_http(foreign.code, None),
+        // `Stopped` holds an attempt's error too (the loop marks one only as a call ends).
+        Error::Inner(foreign) | Error::Stopped(foreign, _) => ErrorClass::from_http(foreign.code, None),
         Error::Rejected(rejection) => rejection.classify(),
     }
 }

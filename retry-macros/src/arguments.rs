@@ -81,6 +81,8 @@ pub(crate) const ARGUMENTS: &[Argument] = &[
     },
     Argument { name: "name", kind: Kind::Name, default: Default::Derived, example: "\"shop::charge\"" },
     Argument { name: "classify", kind: Kind::FnPath, default: Default::None, example: "classify_db_error" },
+    Argument { name: "on_retry", kind: Kind::FnPath, default: Default::None, example: "log_retry" },
+    Argument { name: "on_stop", kind: Kind::FnPath, default: Default::None, example: "count_give_up" },
     Argument { name: "crate", kind: Kind::CratePath, default: Default::Derived, example: "\"::stormproof\"" },
 ];
 

@@ -57,6 +57,8 @@ use parse::{Args, Errors};
 /// | `key` | a parameter's name (or a binding of a destructured one) | none | the idempotency key; required when `idempotent = false` and `max_attempts > 1` |
 /// | `nested` | `"once"`, `"retry"` | `"once"` | inside another annotated call's attempt, `"once"` makes a single attempt, without hedges |
 /// | `classify` | path to a `fn(&E) -> ErrorClass` | `Classify` | classifies this function's errors instead of the trait |
+/// | `on_retry` | path to a `fn(&stormproof::hooks::RetryEvent)` | none | told of each retry, before its wait (never on success) |
+/// | `on_stop` | path to a `fn(&stormproof::hooks::StopEvent)` | none | told of each call that gives up, with why |
 /// | `name` | string | `module_path::fn` | the operation's name in traces and metrics (two methods of the same name in one module need it) |
 /// | `crate` | string path | the name Cargo.toml gives `stormproof` | where the facade is, when it is reached through a re-export |
 ///

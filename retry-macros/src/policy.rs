@@ -4,7 +4,8 @@
 //! lists every argument the runtime receives.
 
 use proc_macro2::{Literal, Span, TokenStream};
-use quote::quote;
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
 use syn::{Ident, Signature};
 
 use crate::validate::Plan;
@@ -38,6 +39,13 @@ pub(crate) fn attribute_config(sig: &Signature, plan: &Plan, rt: &TokenStream) -
     let nested_retry = plan.nested_retry;
     let idempotent = plan.idempotent;
     let has_key = plan.key.is_some();
+    // Spanned at the path: a function of the wrong type is reported there.
+    let hook = |path: &Option<syn::ExprPath>| match path {
+        Some(path) => quote_spanned!(path.span()=> ::core::option::Option::Some(#path)),
+        None => quote!(::core::option::Option::None),
+    };
+    let on_retry = hook(&plan.on_retry);
+    let on_stop = hook(&plan.on_stop);
     quote! {
         #rt::AttributeConfig {
             operation: #operation,
@@ -57,6 +65,8 @@ pub(crate) fn attribute_config(sig: &Signature, plan: &Plan, rt: &TokenStream) -
             nested_retry: #nested_retry,
             idempotent: #idempotent,
             has_key: #has_key,
+            on_retry: #on_retry,
+            on_stop: #on_stop,
         }
     }
 }

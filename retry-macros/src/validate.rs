@@ -53,6 +53,10 @@ pub(crate) struct Plan {
     pub error_type: ErrorType,
     /// `classify = path`: classifies the errors instead of `Classify`.
     pub classify: Option<syn::ExprPath>,
+    /// `on_retry = path`: a `fn(&RetryEvent)` told of each retry.
+    pub on_retry: Option<syn::ExprPath>,
+    /// `on_stop = path`: a `fn(&StopEvent)` told of each call that gives up.
+    pub on_stop: Option<syn::ExprPath>,
 }
 
 pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
@@ -222,6 +226,8 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
         idempotent: idempotent.is_none_or(|(value, _)| value),
         error_type,
         classify: args.fn_path("classify").cloned(),
+        on_retry: args.fn_path("on_retry").cloned(),
+        on_stop: args.fn_path("on_stop").cloned(),
     };
     errors.finish(plan)
 }

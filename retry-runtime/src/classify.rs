@@ -260,6 +260,29 @@ pub(crate) fn retry_after_lines<'a>(
 pub trait Classify {
     /// The class of this error.
     fn classify(&self) -> ErrorClass;
+
+    /// This error, the last attempt's, marked with why a guard or the
+    /// deadline stopped the retries (see [`Stopped`](crate::Stopped)),
+    /// once, as such a call ends. Unchanged by default; an `anyhow::Error`
+    /// gains a `Stopped` context layer. (A `stormproof::Error<E>` becomes
+    /// its `Stopped` variant.)
+    fn mark_stopped(self, stopped: crate::Stopped) -> Self
+    where
+        Self: Sized,
+    {
+        let _ = stopped;
+        self
+    }
+
+    /// This error as a `std::error::Error`, when it is one: what the
+    /// `on_retry` hook's [`RetryEvent::error`](crate::hooks::RetryEvent::error)
+    /// shows. `None` by default; the error types the library knows
+    /// (`anyhow::Error`, boxed errors, `io::Error`, `reqwest::Error`,
+    /// `tonic::Status`, ...) return themselves. Return `Some(self)` from
+    /// your own error type's implementation to show it there.
+    fn as_error(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        None
+    }
 }
 
 impl Classify for ErrorClass {
@@ -272,17 +295,29 @@ impl<T: Classify + ?Sized> Classify for &T {
     fn classify(&self) -> ErrorClass {
         (**self).classify()
     }
+
+    fn as_error(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        (**self).as_error()
+    }
 }
 
 impl<T: Classify + ?Sized> Classify for Box<T> {
     fn classify(&self) -> ErrorClass {
         (**self).classify()
     }
+
+    fn as_error(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        (**self).as_error()
+    }
 }
 
 impl<T: Classify + ?Sized> Classify for std::sync::Arc<T> {
     fn classify(&self) -> ErrorClass {
         (**self).classify()
+    }
+
+    fn as_error(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        (**self).as_error()
     }
 }
 

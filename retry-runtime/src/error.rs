@@ -8,10 +8,11 @@
 //! given with `classify = path` (or [`Policy::classify`](crate::Policy::classify))
 //! replaces the classification.
 
+use std::error::Error as StdError;
 use std::time::Duration;
 
 use crate::classify::{Classify, ErrorClass};
-use crate::errors::Error;
+use crate::errors::{Error, Stopped};
 use crate::rejection::Rejection;
 
 /// What the retry loop needs of an error type; implemented for every type
@@ -33,6 +34,11 @@ pub trait ResilientError: Sized {
     fn error_class(&self) -> ErrorClass;
     /// The error a rejection becomes (`From<Rejection>`).
     fn from_rejection(rejection: Rejection) -> Self;
+    /// This error marked with why a guard stopped the retries
+    /// ([`Classify::mark_stopped`]).
+    fn mark_stopped(self, stopped: Stopped) -> Self;
+    /// This error as a `std::error::Error`, if it is one ([`Classify::as_error`]).
+    fn as_error(&self) -> Option<&(dyn StdError + 'static)>;
 }
 
 impl<E: Classify + From<Rejection>> ResilientError for E {
@@ -44,6 +50,14 @@ impl<E: Classify + From<Rejection>> ResilientError for E {
     #[inline]
     fn from_rejection(rejection: Rejection) -> Self {
         E::from(rejection)
+    }
+
+    fn mark_stopped(self, stopped: Stopped) -> Self {
+        Classify::mark_stopped(self, stopped)
+    }
+
+    fn as_error(&self) -> Option<&(dyn StdError + 'static)> {
+        Classify::as_error(self)
     }
 }
 
@@ -57,6 +71,17 @@ impl<E: Classify> ResilientError for Error<E> {
     #[inline]
     fn from_rejection(rejection: Rejection) -> Self {
         Error::Rejected(rejection)
+    }
+
+    fn mark_stopped(self, stopped: Stopped) -> Self {
+        Error::mark_stopped(self, stopped)
+    }
+
+    fn as_error(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            Error::Inner(error) | Error::Stopped(error, _) => error.as_error(),
+            Error::Rejected(rejection) => Some(rejection),
+        }
     }
 }
 
@@ -79,6 +104,20 @@ pub trait ErrorHandling<E> {
         let _ = (error, attempt_timeout);
         Duration::ZERO
     }
+
+    /// `error`, the last attempt's, marked with why a guard or the
+    /// deadline stopped the retries (see [`Stopped`]); unchanged by default.
+    fn stopped(&self, error: E, stopped: Stopped) -> E {
+        let _ = stopped;
+        error
+    }
+
+    /// `error` as a `std::error::Error`, for the `on_retry` hook, if the
+    /// handling can show it as one; `None` by default.
+    fn view<'e>(&self, error: &'e E) -> Option<&'e (dyn StdError + 'static)> {
+        let _ = error;
+        None
+    }
 }
 
 /// Classifies with [`Classify`] and converts with `From<Rejection>`, through
@@ -96,20 +135,52 @@ impl<E: ResilientError> ErrorHandling<E> for ByTraits {
     fn reject(&self, rejection: Rejection) -> E {
         E::from_rejection(rejection)
     }
+
+    fn stopped(&self, error: E, stopped: Stopped) -> E {
+        error.mark_stopped(stopped)
+    }
+
+    fn view<'e>(&self, error: &'e E) -> Option<&'e (dyn StdError + 'static)> {
+        error.as_error()
+    }
 }
 
 /// Classifies with a function (`classify = path`); converts rejections with
-/// another.
+/// another, and marks a stopped call's error with a third.
 pub struct ClassifyWith<E> {
     classify: fn(&E) -> ErrorClass,
     reject: fn(Rejection) -> E,
+    stopped: fn(E, Stopped) -> E,
+    view: for<'e> fn(&'e E) -> Option<&'e (dyn StdError + 'static)>,
 }
 
 impl<E> ClassifyWith<E> {
-    /// Classification by `classify`, rejections made by `reject`.
+    /// Classification by `classify`, rejections made by `reject`, which
+    /// also says how a stopped call's error is marked.
     pub fn new(classify: fn(&E) -> ErrorClass, reject: impl RejectionConverter<E>) -> Self {
-        ClassifyWith { classify, reject: reject.converter() }
+        ClassifyWith { classify, reject: reject.converter(), stopped: reject.stopper(), view: no_view::<E> }
     }
+
+    /// Everything by `E`'s traits.
+    pub(crate) fn by_traits() -> Self
+    where
+        E: ResilientError,
+    {
+        ClassifyWith {
+            classify: E::error_class,
+            reject: E::from_rejection,
+            stopped: E::mark_stopped,
+            view: <E as ResilientError>::as_error,
+        }
+    }
+}
+
+fn no_view<E>(_: &E) -> Option<&(dyn StdError + 'static)> {
+    None
+}
+
+fn unmarked<E>(error: E, _: Stopped) -> E {
+    error
 }
 
 impl<E> Clone for ClassifyWith<E> {
@@ -136,6 +207,14 @@ impl<E> ErrorHandling<E> for ClassifyWith<E> {
     fn reject(&self, rejection: Rejection) -> E {
         (self.reject)(rejection)
     }
+
+    fn stopped(&self, error: E, stopped: Stopped) -> E {
+        (self.stopped)(error, stopped)
+    }
+
+    fn view<'e>(&self, error: &'e E) -> Option<&'e (dyn StdError + 'static)> {
+        (self.view)(error)
+    }
 }
 
 /// Turns rejections into `E`: a `fn(Rejection) -> E`.
@@ -146,12 +225,31 @@ impl<E> ErrorHandling<E> for ClassifyWith<E> {
 )]
 pub trait RejectionConverter<E> {
     /// The conversion.
-    fn converter(self) -> fn(Rejection) -> E;
+    fn converter(&self) -> fn(Rejection) -> E;
+    /// How the last error of a call a guard stopped is marked: unchanged
+    /// unless `E` can say so (a `stormproof::Error<X>`).
+    fn stopper(&self) -> fn(E, Stopped) -> E {
+        unmarked::<E>
+    }
 }
 
 impl<E> RejectionConverter<E> for fn(Rejection) -> E {
-    fn converter(self) -> fn(Rejection) -> E {
-        self
+    fn converter(&self) -> fn(Rejection) -> E {
+        *self
+    }
+}
+
+/// What [`RejectProbe`] finds for a [`stormproof::Error<X>`](Error):
+/// rejections are `Error::Rejected`, and a stopped call's error `Error::Stopped`.
+pub struct WrapInError<X>(std::marker::PhantomData<fn() -> X>);
+
+impl<X> RejectionConverter<Error<X>> for WrapInError<X> {
+    fn converter(&self) -> fn(Rejection) -> Error<X> {
+        Error::Rejected
+    }
+
+    fn stopper(&self) -> fn(Error<X>, Stopped) -> Error<X> {
+        Error::mark_stopped
     }
 }
 
@@ -182,14 +280,14 @@ impl<E: From<Rejection>> ConvertByFrom<E> for &&RejectProbe<E> {
 }
 
 /// Second choice: `E` is `Error<X>`.
-pub trait ConvertByWrapping<E> {
-    /// `Error::Rejected`.
-    fn converter(&self) -> fn(Rejection) -> E;
+pub trait ConvertByWrapping<X> {
+    /// `Error::Rejected`, and `Error::Stopped`.
+    fn converter(&self) -> WrapInError<X>;
 }
 
-impl<X> ConvertByWrapping<Error<X>> for &RejectProbe<Error<X>> {
-    fn converter(&self) -> fn(Rejection) -> Error<X> {
-        Error::Rejected
+impl<X> ConvertByWrapping<X> for &RejectProbe<Error<X>> {
+    fn converter(&self) -> WrapInError<X> {
+        WrapInError(std::marker::PhantomData)
     }
 }
 

@@ -47,6 +47,7 @@ mod file;
 pub mod fleet;
 pub mod guard;
 mod guards;
+pub mod hooks;
 #[cfg(any(feature = "reqwest", feature = "tower", feature = "reqwest-middleware"))]
 pub mod http;
 mod http_date;
@@ -69,7 +70,7 @@ pub use config::ConfigError;
 pub use context::idempotency_key;
 pub use decision::StopReason;
 pub use error::ResilientError;
-pub use errors::Error;
+pub use errors::{Error, Stopped};
 #[cfg(feature = "config")]
 pub use file::{Change, ConfigFileError, Problem, Refusal, ReloadReport};
 pub use operations::{CheckReport, OperationInfo, Undeclared, Unused, operations};
@@ -88,7 +89,7 @@ pub mod __private {
     pub use crate::call::{Keyed, Unkeyed};
     pub use crate::error::{
         ByTraits, ClassifyWith, ConvertByFrom, ConvertByWrapping, ConvertNot, ErrorHandling, NoConverter,
-        RejectProbe, RejectionConverter,
+        RejectProbe, RejectionConverter, WrapInError,
     };
     pub use crate::guards::{Named, Unnamed};
     pub use crate::operations::Operation;
@@ -101,7 +102,7 @@ pub mod __private {
     /// is, so a missing trait is one error in words, not a cascade.
     #[inline(always)]
     pub fn by_traits<E: crate::ResilientError>() -> ClassifyWith<E> {
-        ClassifyWith::new(E::error_class, E::from_rejection as fn(crate::Rejection) -> E)
+        ClassifyWith::by_traits()
     }
 
     /// The error type of a `Result`, named through an alias (`io::Result<T>`).

@@ -315,3 +315,9 @@ pub(crate) fn fleet_link(fleet: &str, change: FleetLink<'_>) {
         }
     }
 }
+
+/// A hook (`on_retry`, `on_stop`) panicked: the call went on without it.
+#[cold]
+pub(crate) fn hook_panicked(operation: &str, hook: &'static str) {
+    tracing::warn!(target: target::CALL, operation, hook, "a hook panicked; the call goes on as if it had returned");
+}

@@ -98,6 +98,10 @@ impl std::fmt::Display for Rejection {
 impl std::error::Error for Rejection {}
 
 impl Classify for Rejection {
+    fn as_error(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(self)
+    }
+
     fn classify(&self) -> ErrorClass {
         match self {
             Rejection::AttemptTimeout { .. } => ErrorClass::Transient,

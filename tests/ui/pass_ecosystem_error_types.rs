@@ -37,7 +37,7 @@ struct NotOurs;
 
 fn by_hand(error: &Error<NotOurs>) -> ErrorClass {
     match error {
-        Error::Inner(NotOurs) => ErrorClass::Transient,
+        Error::Inner(NotOurs) | Error::Stopped(NotOurs, _) => ErrorClass::Transient,
         Error::Rejected(rejection) => stormproof::Classify::classify(rejection),
     }
 }

@@ -37,8 +37,10 @@
 //! [`Rejection`](crate::Rejection) when no attempt could run (`CircuitOpen`,
 //! `BulkheadFull`, `DeadlineExceeded` while queued, ...) or the deadline cut
 //! one short (`DeadlineExceeded`). Once an attempt has produced an error, a
-//! retry that cannot run ends the call with that error. Why it stopped is
-//! in the trace.
+//! retry that cannot run ends the call with that error, marked with why
+//! when a guard or the deadline stopped it (the handling's `stopped`: see
+//! [`Stopped`](crate::Stopped)); the `on_stop` hook, the trace and the
+//! metrics hear why every call gave up (see [`hooks`](crate::hooks)).
 //!
 //! **The success path stays small.** What only some calls need (an
 //! override's settings, a scoped registry's guards, a key, a deadline, an

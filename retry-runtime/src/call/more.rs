@@ -42,6 +42,8 @@ pub(super) struct More<'p, S> {
     pub(super) withdrawn: Option<Withdrawn<'p>>,
     /// The call's span, when enabled.
     pub(super) span: Option<tracing::Span>,
+    /// When the call started, if an `on_stop` hook will ask how long it took.
+    pub(super) started_at: Option<Instant>,
     pub(super) last: S,
 }
 
@@ -65,6 +67,7 @@ impl<S: Default> More<'_, S> {
             rng: None,
             withdrawn: None,
             span: None,
+            started_at: None,
             last: S::default(),
         });
     }

@@ -194,13 +194,17 @@ impl<X> std::fmt::Debug for ClassifyInner<X> {
 impl<X> ErrorHandling<Error<X>> for ClassifyInner<X> {
     fn class(&self, error: &Error<X>) -> ErrorClass {
         match error {
-            Error::Inner(inner) => (self.classify)(inner),
+            Error::Inner(inner) | Error::Stopped(inner, _) => (self.classify)(inner),
             Error::Rejected(rejection) => rejection.classify(),
         }
     }
 
     fn reject(&self, rejection: Rejection) -> Error<X> {
         Error::Rejected(rejection)
+    }
+
+    fn stopped(&self, error: Error<X>, stopped: crate::Stopped) -> Error<X> {
+        error.mark_stopped(stopped)
     }
 }
 

@@ -10,10 +10,12 @@ use tokio::time::Instant;
 
 use super::{Call, LastError, Step};
 use crate::classify::{Classify, ErrorClass};
-use crate::decision::{Decision, decide};
+use crate::decision::{Decision, StopReason, decide};
 use crate::error::ErrorHandling;
+use crate::errors::Stopped;
 use crate::guard::Answer;
 use crate::guards::{Shape, ShapedPermits, narrow, widen};
+use crate::hooks::{RetryEvent, StopEvent};
 use crate::observe;
 use crate::rejection::Rejection;
 
@@ -104,15 +106,48 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
         match decide(class, self.attempts, self.max_attempts, self) {
             Decision::Retry(wait) => {
                 observe::retry(self.policy.operation(), self.attempts, wait, class.label());
+                if let Some(hook) = &self.policy.hooks().on_retry {
+                    let error = self.handling.view(&error);
+                    let (operation, attempt) = (self.policy.operation(), self.attempts);
+                    hook.tell(&RetryEvent { operation, attempt, class, wait, error });
+                }
                 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
                 let wait = self.take_lead(wait, &error);
                 self.more().last.keep(error);
                 Ok(wait)
             }
-            Decision::Stop(reason) => {
-                observe::stop(self.policy.operation(), self.attempts, reason.label());
-                Err(error)
-            }
+            Decision::Stop(reason) => Err(self.give_up(reason, error)),
+        }
+    }
+
+    /// The call ends with `error`, the last attempt's, for `reason`: told
+    /// to the trace, the metrics and the `on_stop` hook, and, when a guard
+    /// or the deadline stopped the retries rather than the operation's own
+    /// answer, marked with why (see [`Stopped`]).
+    #[cold]
+    #[inline(never)]
+    fn give_up<E>(&mut self, reason: StopReason, error: E) -> E
+    where
+        H: ErrorHandling<E>,
+    {
+        self.tell_stop(reason);
+        if Stopped::stopped_early(reason) {
+            self.handling.stopped(error, Stopped::new(reason, self.attempts))
+        } else {
+            error
+        }
+    }
+
+    /// Tells the trace, the metrics and the `on_stop` hook that the call
+    /// gives up for `reason`.
+    #[cold]
+    fn tell_stop(&self, reason: StopReason) {
+        observe::stop(self.policy.operation(), self.attempts, reason.label());
+        if let Some(hook) = &self.policy.hooks().on_stop {
+            let started_at = self.more.as_ref().and_then(|more| more.started_at);
+            let elapsed = started_at.map(|at| at.elapsed()).unwrap_or_default();
+            let (operation, attempts) = (self.policy.operation(), self.attempts);
+            hook.tell(&StopEvent { operation, attempts, reason, elapsed });
         }
     }
 
@@ -156,7 +191,7 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
         H: ErrorHandling<E>,
     {
         let rejection = self.deadline_rejection();
-        observe::stop(self.policy.operation(), self.attempts, rejection.stop_reason().label());
+        self.tell_stop(rejection.stop_reason());
         self.handling.reject(rejection)
     }
 
@@ -168,7 +203,6 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
         H: ErrorHandling<E>,
         S: LastError<E>,
     {
-        observe::stop(self.policy.operation(), self.attempts, rejection.stop_reason().label());
         // A retry whose budget withdrawal the decision took (see
         // `decision`) did not run: it gives back what it took, and the
         // budget pays only for retries that happen.
@@ -176,8 +210,11 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
             more.give_back_withdrawn();
         }
         match self.more.as_mut().and_then(|more| more.last.take()) {
-            Some(error) => error,
-            None => self.handling.reject(rejection),
+            Some(error) => self.give_up(rejection.stop_reason(), error),
+            None => {
+                self.tell_stop(rejection.stop_reason());
+                self.handling.reject(rejection)
+            }
         }
     }
 }

@@ -120,7 +120,7 @@ impl<'p, S: Default, H, V: Shape> Call<'p, S, H, V> {
                 if key.is_none()
                     && !nested
                     && !policy.override_forbids_plain()
-                    && settings.deadline.is_none()
+                    && policy.plain_start()
                     && !debug_enabled() =>
             {
                 self.cached = Some(cached);
@@ -159,6 +159,8 @@ impl<'p, S: Default, H, V: Shape> Call<'p, S, H, V> {
         self.max_attempts = max_attempts(policy, settings, nested);
         let deadline = settings.deadline.and_then(clock::instant_after);
         let span = if debug_enabled() { call_span(policy) } else { None };
+        // Timed only for a hook that reports the time the call took.
+        let started_at = policy.hooks().on_stop.is_some().then(tokio::time::Instant::now);
         let scoped = match guards {
             GuardsRef::Cached(guards) => {
                 self.cached = Some(guards);
@@ -168,7 +170,13 @@ impl<'p, S: Default, H, V: Shape> Call<'p, S, H, V> {
         };
         // Plain after all: the override is another operation's, the
         // deadline too far to arm, or no subscriber wants the span.
-        if overridden.is_none() && scoped.is_none() && key.is_none() && deadline.is_none() && span.is_none() {
+        if overridden.is_none()
+            && scoped.is_none()
+            && key.is_none()
+            && deadline.is_none()
+            && span.is_none()
+            && started_at.is_none()
+        {
             return;
         }
         #[cfg(test)]
@@ -185,6 +193,7 @@ impl<'p, S: Default, H, V: Shape> Call<'p, S, H, V> {
             rng: None,
             withdrawn: None,
             span,
+            started_at,
             last: S::default(),
         });
     }

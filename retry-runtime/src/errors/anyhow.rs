@@ -23,6 +23,15 @@ use crate::classify::{Classify, ErrorClass};
 /// assert_eq!(anyhow::Error::from(open).classify(), ErrorClass::Permanent);
 /// ```
 impl Classify for anyhow::Error {
+    /// A [`Stopped`](crate::Stopped) context layer on top: `downcast_ref`
+    /// finds it, and the last error under it, as before.
+    fn mark_stopped(self, stopped: crate::Stopped) -> Self {
+        self.context(stopped)
+    }
+    fn as_error(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(self.as_ref())
+    }
+
     fn classify(&self) -> ErrorClass {
         // `anyhow!(boxed)` and `Error::from_boxed` keep a boxed error in a
         // wrapper of anyhow's own, whose `source()` is the boxed error's

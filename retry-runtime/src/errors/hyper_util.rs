@@ -13,6 +13,10 @@ use crate::classify::{Classify, ErrorClass};
 /// Any other error is classified by what it carries (its `source()`
 /// chain, as a boxed error is), transient when nothing there says.
 impl Classify for hyper_util::client::legacy::Error {
+    fn as_error(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(self)
+    }
+
     fn classify(&self) -> ErrorClass {
         if self.is_connect() {
             return ErrorClass::Transient;

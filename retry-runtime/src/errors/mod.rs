@@ -25,6 +25,7 @@
 //! retry every error by default. Wrap errors you know to be permanent in one
 //! of those types, or classify them yourself with `classify = ...`.
 
+mod stopped;
 mod wrapper;
 
 #[cfg(feature = "anyhow")]
@@ -36,6 +37,7 @@ mod tonic;
 
 use std::error::Error as StdError;
 
+pub use stopped::Stopped;
 pub use wrapper::Error;
 
 use crate::classify::{Classify, ErrorClass};
@@ -99,6 +101,10 @@ fn known_class(error: &(dyn StdError + 'static)) -> Option<ErrorClass> {
 /// assert_eq!(open.classify(), ErrorClass::Permanent);
 /// ```
 impl Classify for Box<dyn StdError + Send + Sync> {
+    fn as_error(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&**self)
+    }
+
     fn classify(&self) -> ErrorClass {
         classify_chain(&**self)
     }
@@ -106,6 +112,10 @@ impl Classify for Box<dyn StdError + Send + Sync> {
 
 /// As `Box<dyn Error + Send + Sync>`.
 impl Classify for Box<dyn StdError> {
+    fn as_error(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&**self)
+    }
+
     fn classify(&self) -> ErrorClass {
         classify_chain(&**self)
     }
@@ -125,6 +135,10 @@ impl Classify for Box<dyn StdError> {
 /// assert_eq!(cut.classify(), ErrorClass::Permanent, "a deadline is not retried, although its kind is TimedOut");
 /// ```
 impl Classify for std::io::Error {
+    fn as_error(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(self)
+    }
+
     fn classify(&self) -> ErrorClass {
         use std::io::ErrorKind::*;
         if let Some(rejection) = self.get_ref().and_then(|inner| inner.downcast_ref::<Rejection>()) {

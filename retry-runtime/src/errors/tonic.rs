@@ -38,6 +38,10 @@ const PUSHBACK: &str = "grpc-retry-pushback-ms";
 /// assert_eq!(busy.classify(), ErrorClass::Throttled { retry_after: Some(std::time::Duration::from_millis(250)) });
 /// ```
 impl Classify for Status {
+    fn as_error(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(self)
+    }
+
     fn classify(&self) -> ErrorClass {
         if let Some(rejection) = std::error::Error::source(self).and_then(|e| e.downcast_ref::<Rejection>()) {
             return rejection.classify();

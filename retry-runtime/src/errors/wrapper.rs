@@ -1,11 +1,15 @@
 //! [`Error<E>`]: a foreign error type `E`, or the retry loop's rejection.
 
+use super::Stopped;
 use crate::classify::{Classify, ErrorClass};
+use crate::decision::StopReason;
 use crate::rejection::Rejection;
 
 /// The error type of a resilient call whose own error type `E` cannot carry
 /// a [`Rejection`] (a foreign type such as `reqwest::Error`): either the
-/// attempt's `E`, or the rejection the loop ended the call with.
+/// attempt's `E`, or the rejection the loop ended the call with, or the
+/// last attempt's `E` with why a guard or the deadline stopped the retries
+/// ([`stop_reason`](Self::stop_reason)).
 ///
 /// `?` on a `Result<_, E>` converts into it, so the body of an annotated
 /// function reads as before:
@@ -39,13 +43,18 @@ pub enum Error<E> {
     Inner(E),
     /// The loop ended the call: no attempt could run, or the deadline cut one.
     Rejected(Rejection),
+    /// The last attempt's error, when a guard or the deadline stopped the
+    /// retries (the breaker opened during the backoff, the budget was
+    /// empty, the deadline would pass, ...): not the operation's own final
+    /// answer, which is `Inner`. See [`Stopped`].
+    Stopped(E, Stopped),
 }
 
 impl<E> Error<E> {
     /// The attempt's error, if this is one.
     pub fn into_inner(self) -> Option<E> {
         match self {
-            Error::Inner(error) => Some(error),
+            Error::Inner(error) | Error::Stopped(error, _) => Some(error),
             Error::Rejected(_) => None,
         }
     }
@@ -53,7 +62,7 @@ impl<E> Error<E> {
     /// The attempt's error, by reference.
     pub fn inner(&self) -> Option<&E> {
         match self {
-            Error::Inner(error) => Some(error),
+            Error::Inner(error) | Error::Stopped(error, _) => Some(error),
             Error::Rejected(_) => None,
         }
     }
@@ -61,8 +70,50 @@ impl<E> Error<E> {
     /// The loop's rejection, if this is one.
     pub fn rejection(&self) -> Option<&Rejection> {
         match self {
-            Error::Inner(_) => None,
+            Error::Inner(_) | Error::Stopped(..) => None,
             Error::Rejected(rejection) => Some(rejection),
+        }
+    }
+
+    /// Why a guard or the deadline stopped the retries, when one did
+    /// (the error is then the last attempt's, [`inner`](Self::inner)):
+    /// `None` when the call ended on the operation's own answer (a
+    /// permanent error, the last attempt) or with a rejection.
+    ///
+    /// ```
+    /// # use stormproof_runtime as stormproof;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// use std::time::Duration;
+    /// use stormproof::{Error, Policy, StopReason};
+    ///
+    /// let policy = Policy::builder().max_attempts(5).base(Duration::from_millis(100))
+    ///     .jitter(stormproof::Jitter::None).deadline(Duration::from_millis(150)).build().unwrap();
+    /// let reset = || std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+    /// let result: Result<(), Error<std::io::Error>> = policy.run(|| async { Err(reset().into()) }).await;
+    /// let error = result.unwrap_err();
+    /// assert_eq!(error.stop_reason(), Some(StopReason::Deadline));
+    /// assert_eq!(error.inner().unwrap().kind(), std::io::ErrorKind::ConnectionReset);
+    /// # }
+    /// ```
+    pub fn stop_reason(&self) -> Option<StopReason> {
+        self.stopped().map(Stopped::reason)
+    }
+
+    /// Why and after how many attempts a guard or the deadline stopped the
+    /// retries, when one did (see [`stop_reason`](Self::stop_reason)).
+    pub fn stopped(&self) -> Option<&Stopped> {
+        match self {
+            Error::Stopped(_, stopped) => Some(stopped),
+            Error::Inner(_) | Error::Rejected(_) => None,
+        }
+    }
+
+    /// This error marked as stopped by a guard: an attempt's error becomes
+    /// `Stopped`; a rejection, or one already marked, stays as it is.
+    pub(crate) fn mark_stopped(self, stopped: Stopped) -> Self {
+        match self {
+            Error::Inner(error) => Error::Stopped(error, stopped),
+            other => other,
         }
     }
 
@@ -72,7 +123,7 @@ impl<E> Error<E> {
         E: Classify,
     {
         match self {
-            Error::Inner(error) => error.classify(),
+            Error::Inner(error) | Error::Stopped(error, _) => error.classify(),
             Error::Rejected(rejection) => rejection.classify(),
         }
     }
@@ -87,7 +138,7 @@ impl<E> From<E> for Error<E> {
 impl<E: std::fmt::Display> std::fmt::Display for Error<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Error::Inner(error) => error.fmt(f),
+            Error::Inner(error) | Error::Stopped(error, _) => error.fmt(f),
             Error::Rejected(rejection) => rejection.fmt(f),
         }
     }
@@ -96,7 +147,7 @@ impl<E: std::fmt::Display> std::fmt::Display for Error<E> {
 impl<E: std::error::Error> std::error::Error for Error<E> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Inner(error) => error.source(),
+            Error::Inner(error) | Error::Stopped(error, _) => error.source(),
             Error::Rejected(rejection) => std::error::Error::source(rejection),
         }
     }

@@ -13,6 +13,10 @@ use crate::classify::{Classify, ErrorClass};
 /// error is a broken body, classified by its cause, and only a body that
 /// arrived whole but did not decode is permanent.
 impl Classify for reqwest::Error {
+    fn as_error(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(self)
+    }
+
     fn classify(&self) -> ErrorClass {
         if let Some(status) = self.status() {
             return ErrorClass::from_http(status.as_u16(), None);

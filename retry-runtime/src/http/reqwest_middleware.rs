@@ -119,6 +119,10 @@ impl Middleware for ResilientMiddleware {
 /// assert_eq!(boxed.classify(), ErrorClass::Permanent);
 /// ```
 impl Classify for Error {
+    fn as_error(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(self)
+    }
+
     fn classify(&self) -> ErrorClass {
         match self {
             Error::Reqwest(error) => error.classify(),

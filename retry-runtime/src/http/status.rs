@@ -65,6 +65,10 @@ impl fmt::Display for StatusError {
 impl std::error::Error for StatusError {}
 
 impl Classify for StatusError {
+    fn as_error(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(self)
+    }
+
     fn classify(&self) -> ErrorClass {
         self.class
     }

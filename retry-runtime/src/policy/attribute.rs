@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::{LoopGuards, Nested, Policy};
 use crate::backoff::{Backoff, Jitter};
 use crate::guards::{GuardCache, GuardNames};
+use crate::hooks::{Hooks, OnRetry, OnStop, RetryEvent, StopEvent};
 use crate::registry::PolicyOverrides;
 use crate::settings::{Hedge, Settings};
 
@@ -35,6 +36,8 @@ pub struct AttributeConfig {
     pub nested_retry: bool,
     pub idempotent: bool,
     pub has_key: bool,
+    pub on_retry: Option<fn(&RetryEvent<'_>)>,
+    pub on_stop: Option<fn(&StopEvent<'_>)>,
 }
 
 const fn millis(ms: Option<u64>) -> Option<Duration> {
@@ -79,7 +82,18 @@ impl Policy {
         };
         Policy {
             operation: Cow::Borrowed(cfg.operation),
-            plain_settings: settings.allow_plain(),
+            plain_settings: settings.allow_plain() && cfg.on_stop.is_none(),
+            plain_start: settings.deadline.is_none() && cfg.on_stop.is_none(),
+            hooks: Hooks {
+                on_retry: match cfg.on_retry {
+                    Some(hook) => Some(OnRetry::Fn(hook)),
+                    None => None,
+                },
+                on_stop: match cfg.on_stop {
+                    Some(hook) => Some(OnStop::Fn(hook)),
+                    None => None,
+                },
+            },
             loop_guards: LoopGuards::of(
                 cfg.breaker.is_some(),
                 cfg.budget.is_some(),
@@ -126,6 +140,8 @@ impl AttributeConfig {
             nested_retry: false,
             idempotent: true,
             has_key: false,
+            on_retry: None,
+            on_stop: None,
         }
     }
 }

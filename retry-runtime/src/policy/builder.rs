@@ -1,6 +1,7 @@
 //! [`PolicyBuilder`]: every setting of a [`Policy`], checked by `build`.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
@@ -8,6 +9,7 @@ use super::{LoopGuards, MAX_ATTEMPTS_LIMIT, Nested, Policy, Settings};
 use crate::backoff::{Backoff, Jitter};
 use crate::config::ConfigError;
 use crate::guards::{GuardCache, GuardNames};
+use crate::hooks::{Hooks, OnRetry, OnStop, RetryEvent, StopEvent};
 use crate::registry::{GuardKind, PolicyOverrides};
 use crate::settings::Hedge;
 
@@ -25,7 +27,7 @@ use crate::settings::Hedge;
 /// | `hedge` | none (`after` > 0, `max` in 1..=3) |
 /// | `seed` | none (the registry's seed, else entropy) |
 /// | `nested` | [`Nested::Once`] |
-/// | `name` | `"anonymous"` (must not be empty) |
+/// | `name` | where `Policy::builder()` was called, `src/orders.rs:42` (must not be empty) |
 ///
 /// Durations too long to represent as an instant (such as
 /// `Duration::MAX`) are accepted and mean "never": such a deadline or
@@ -52,6 +54,7 @@ pub struct PolicyBuilder {
     pub(super) guard_names: GuardNames,
     pub(super) seed: Option<u64>,
     pub(super) nested: Nested,
+    pub(super) hooks: Hooks,
 }
 
 /// The defaults, shared with the attribute (its test checks they agree).
@@ -59,10 +62,14 @@ pub(crate) const DEFAULT_MAX_ATTEMPTS: u32 = 4;
 pub(crate) const DEFAULT_BASE: Duration = Duration::from_millis(100);
 pub(crate) const DEFAULT_CAP: Duration = Duration::from_secs(20);
 
+/// A builder with every default, named after the place it is called from
+/// (see [`Policy::builder`]).
 impl Default for PolicyBuilder {
+    #[track_caller]
     fn default() -> Self {
+        let at = std::panic::Location::caller();
         PolicyBuilder {
-            operation: Cow::Borrowed("anonymous"),
+            operation: Cow::Owned(format!("{}:{}", at.file(), at.line())),
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             base: DEFAULT_BASE,
             cap: DEFAULT_CAP,
@@ -73,12 +80,14 @@ impl Default for PolicyBuilder {
             guard_names: GuardNames::default(),
             seed: None,
             nested: Nested::Once,
+            hooks: Hooks::NONE,
         }
     }
 }
 
 impl PolicyBuilder {
-    /// The operation's name in traces and metrics.
+    /// The operation's name in traces, metrics and hooks; without one, the
+    /// place `Policy::builder()` was called from (`src/orders.rs:42`).
     pub fn name(mut self, name: impl Into<Cow<'static, str>>) -> Self {
         self.operation = name.into();
         self
@@ -182,6 +191,23 @@ impl PolicyBuilder {
         self
     }
 
+    /// Calls `hook` once per retry, before its wait, with the failed
+    /// attempt, its error's class, the wait and, where the error type
+    /// allows it, the error (see [`hooks`](crate::hooks)). Never on
+    /// success; a panic in it is caught and the call goes on.
+    pub fn on_retry(mut self, hook: impl Fn(&RetryEvent<'_>) + Send + Sync + 'static) -> Self {
+        self.hooks.on_retry = Some(OnRetry::Shared(Arc::new(hook)));
+        self
+    }
+
+    /// Calls `hook` once per call that gives up, with why, the attempts it
+    /// made and the time it took (see [`hooks`](crate::hooks)). Never on
+    /// success; a panic in it is caught and the call's error is returned.
+    pub fn on_stop(mut self, hook: impl Fn(&StopEvent<'_>) + Send + Sync + 'static) -> Self {
+        self.hooks.on_stop = Some(OnStop::Shared(Arc::new(hook)));
+        self
+    }
+
     /// Checks every setting; the error names the first invalid field.
     pub fn build(self) -> Result<Policy, ConfigError> {
         if !(1..=MAX_ATTEMPTS_LIMIT).contains(&self.max_attempts) {
@@ -249,9 +275,12 @@ impl PolicyBuilder {
                 || self.guard_names.throttle.is_some()
                 || self.guard_names.rate_limit.is_some(),
         );
+        let on_stop = self.hooks.on_stop.is_some();
         Policy {
             operation: self.operation,
-            plain_settings: settings.allow_plain(),
+            plain_settings: settings.allow_plain() && !on_stop,
+            plain_start: settings.deadline.is_none() && !on_stop,
+            hooks: self.hooks,
             loop_guards,
             settings,
             guard_names: self.guard_names,

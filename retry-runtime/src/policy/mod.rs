@@ -18,6 +18,7 @@ pub use builder::PolicyBuilder;
 
 use crate::backoff::{Backoff, stream_seed};
 use crate::guards::{GuardCache, GuardNames, Guards, GuardsRef};
+use crate::hooks::Hooks;
 use crate::registry::{GuardKind, PolicyOverrides};
 pub use crate::settings::{Hedge, MAX_HEDGES_LIMIT, Settings};
 
@@ -89,6 +90,11 @@ pub struct Policy {
     /// Jitter streams handed out so far, when seeded.
     streams: AtomicU64,
     cache: GuardCache,
+    /// `on_retry` and `on_stop`.
+    hooks: Hooks,
+    /// Whether a call may start plain as far as the compiled policy says:
+    /// no deadline to arm, no `on_stop` hook to time the call for.
+    plain_start: bool,
 }
 
 /// Which guards a policy names, when they are at most the retry loop's
@@ -161,7 +167,17 @@ impl Clone for Policy {
 
 impl Policy {
     /// A builder with every default: 4 attempts, base 100 ms, cap 20 s, full
-    /// jitter, no timeouts, no guards.
+    /// jitter, no timeouts, no guards, and named after the place it is
+    /// called from, so that a policy without a [`name`](PolicyBuilder::name)
+    /// reports its traces, metrics and hooks there:
+    ///
+    /// ```
+    /// # use stormproof_runtime as stormproof;
+    /// let policy = stormproof::Policy::builder().build().unwrap();
+    /// assert_eq!(policy.operation(), format!("{}:{}", file!(), line!() - 1));
+    /// assert_eq!(stormproof::Policy::builder().name("charge").build().unwrap().operation(), "charge");
+    /// ```
+    #[track_caller]
     pub fn builder() -> PolicyBuilder {
         PolicyBuilder::default()
     }
@@ -180,6 +196,7 @@ impl Policy {
             guard_names: self.guard_names.clone(),
             seed: self.seed,
             nested: self.nested,
+            hooks: self.hooks.clone(),
         }
     }
 
@@ -247,6 +264,19 @@ impl Policy {
     #[inline(always)]
     pub(crate) fn plain_settings(&self) -> bool {
         self.plain_settings
+    }
+
+    /// Whether a call may start plain as far as the compiled policy says
+    /// (see `call::start`): no deadline, no `on_stop` hook.
+    #[inline(always)]
+    pub(crate) fn plain_start(&self) -> bool {
+        self.plain_start
+    }
+
+    /// Its `on_retry` and `on_stop` hooks.
+    #[inline(always)]
+    pub(crate) fn hooks(&self) -> &Hooks {
+        &self.hooks
     }
 
     /// Which guards it names, as `Policy::run` picks a shape by them.
