@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs benches/dashboard.rs (the same call with and without an admin
-# router's sampler watching it) and writes the two medians into README.md,
+# router's sampler watching it) and writes the two medians into docs/dashboard.md,
 # between the `dashboard-bench` markers.
 #
-#   scripts/bench-dashboard.sh             # run, then write the README's lines
+#   scripts/bench-dashboard.sh             # run, then write the page's lines
 #   scripts/bench-dashboard.sh --no-run    # only rewrite them from the last run
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,4 +32,4 @@ print(f"({diff:+.1f} ns, {100 * diff / alone:+.1f}%). One criterion run of `benc
 print(f"development VM (load average {load} before it: compare the two lines with each other, not with")
 print("BENCHMARKS.md), written here by `scripts/bench-dashboard.sh`.")
 PY
-echo "README.md: dashboard benchmark lines written"
+echo "docs/dashboard.md: dashboard benchmark lines written"

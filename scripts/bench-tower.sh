@@ -66,12 +66,14 @@ print(summary)
 
 if os.environ["WRITE"] == "1":
     block = f"<!-- tower-bench -->\n```text\n{summary}\n```\n<!-- /tower-bench -->"
-    with open("README.md") as f:
+    # The block lives in the guide's HTTP page.
+    page = "docs/http.md"
+    with open(page) as f:
         readme = f.read()
     new, n = re.subn(r"<!-- tower-bench -->.*?<!-- /tower-bench -->", lambda _: block, readme, flags=re.S)
     if n != 1:
-        raise SystemExit("README.md needs one <!-- tower-bench --> ... <!-- /tower-bench --> block")
-    with open("README.md", "w") as f:
+        raise SystemExit(f"{page} needs one <!-- tower-bench --> ... <!-- /tower-bench --> block")
+    with open(page, "w") as f:
         f.write(new)
-    print("README.md updated")
+    print(f"{page} updated")
 PY

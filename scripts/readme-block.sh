@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Replaces what README.md holds between `<!-- NAME -->` and `<!-- /NAME -->`
-# with standard input. Used by the scripts that write generated figures into
-# the README (readme-payment.sh, readme-storm.sh, rust-version.sh).
+# Replaces what README.md, or the page of docs/ that holds the block, holds
+# between `<!-- NAME -->` and `<!-- /NAME -->` with standard input. Used by
+# the scripts that write generated figures into the README and the guide
+# (readme-payment.sh, readme-storm.sh, rust-version.sh, ...).
 #
 #   some-command | scripts/readme-block.sh NAME
 set -euo pipefail
@@ -9,13 +10,19 @@ cd "$(dirname "$0")/.."
 name="${1:?usage: scripts/readme-block.sh NAME < content}"
 content="$(cat)"
 [ -n "$content" ] || { echo "readme-block.sh: no content for $name" >&2; exit 1; }
-grep -qxF "<!-- $name -->" README.md && grep -qxF "<!-- /$name -->" README.md ||
-  { echo "README.md has no <!-- $name --> ... <!-- /$name --> markers" >&2; exit 1; }
-trap 'rm -f README.md.new' EXIT
+file=""
+for candidate in README.md docs/*.md; do
+  if grep -qxF "<!-- $name -->" "$candidate" && grep -qxF "<!-- /$name -->" "$candidate"; then
+    file="$candidate"
+    break
+  fi
+done
+[ -n "$file" ] || { echo "neither README.md nor docs/*.md has <!-- $name --> ... <!-- /$name --> markers" >&2; exit 1; }
+trap 'rm -f "$file.new"' EXIT
 # The content goes through the environment: awk -v would interpret backslashes.
 CONTENT="$content" awk -v first="<!-- $name -->" -v last="<!-- /$name -->" '
   $0 == first {print; print ENVIRON["CONTENT"]; skip = 1; next}
   $0 == last {skip = 0}
   !skip {print}
-' README.md >README.md.new
-mv README.md.new README.md
+'  "$file" >"$file.new"
+mv "$file.new" "$file"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the storm example (deterministic: seeded, virtual time) and writes its
 # 100-client rows of every model, its findings, and how `adaptive` fares on
-# the targets of issue 15 into README.md, between the `storm-table`,
+# the targets of issue 15 into docs/simulation.md, between the `storm-table`,
 # `storm-findings` and `storm-targets` markers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,5 +21,5 @@ sed -n '/^findings /,/^$/{/^- /p}' "$out" | scripts/readme-block.sh storm-findin
   sed -n '/^targets /,/^$/{/^- /s/^- //p}' "$out"
   echo '```'
 } | scripts/readme-block.sh storm-targets
-echo "README.md: storm table, findings and targets written:"
+echo "docs/simulation.md: storm table, findings and targets written:"
 sed -n '/^findings /,/^$/p;/^targets /,/^$/p' "$out"

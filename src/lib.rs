@@ -1,42 +1,8 @@
-//! # stormproof
+#![doc = include_str!("../README.md")]
 //!
-//! Make calls to flaky dependencies safe with one attribute: retries with
-//! capped exponential backoff and jitter, error classification (with
-//! `Retry-After`), deadlines and per-attempt timeouts, retry budgets,
-//! circuit breakers and bulkheads held in a named registry, and idempotency
-//! keys that the compiler insists on for non-idempotent operations.
-//!
-//! ```
-//! use stormproof::{Classify, ErrorClass, Rejection, resilient};
-//!
-//! #[derive(Debug)]
-//! enum ApiError { Unavailable, NotFound, Rejected(Rejection) }
-//!
-//! impl Classify for ApiError {
-//!     fn classify(&self) -> ErrorClass {
-//!         match self {
-//!             ApiError::Unavailable => ErrorClass::Transient,
-//!             ApiError::NotFound => ErrorClass::Permanent,
-//!             ApiError::Rejected(r) => r.classify(),
-//!         }
-//!     }
-//! }
-//! impl From<Rejection> for ApiError {
-//!     fn from(r: Rejection) -> Self { ApiError::Rejected(r) }
-//! }
-//!
-//! #[resilient(max_attempts = 4, base_ms = 100, cap_ms = 20_000, breaker = "inventory")]
-//! async fn stock(sku: &str) -> Result<u32, ApiError> {
-//!     if sku.is_empty() { Err(ApiError::NotFound) } else { Ok(7) }
-//! }
-//!
-//! # #[tokio::main(flavor = "current_thread")] async fn main() {
-//! assert_eq!(stock("A-1").await.unwrap(), 7);
-//! # }
-//! ```
-//!
-//! See the README for the full contract: the attribute's arguments, the
-//! backoff formulas, what the caller gets back, and the guarantees.
+//! ## Feature flags of this crate
+#![doc = document_features::document_features!()]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -57,4 +23,44 @@ pub use stormproof_sim as sim;
 pub mod __private {
     pub use stormproof_runtime::__private::*;
     pub use stormproof_runtime::{Classify, Jitter, Policy, Rejection, ResilientError};
+}
+
+/// The guide's pages (`docs/`), compiled and run as doc tests: every Rust
+/// block in them is checked, as the README's are on the crate's front page.
+#[cfg(doctest)]
+mod guide {
+    #[doc = include_str!("../docs/attribute.md")]
+    struct Attribute;
+    #[doc = include_str!("../docs/errors.md")]
+    struct Errors;
+    #[doc = include_str!("../docs/guards.md")]
+    struct Guards;
+    // Pages whose examples need features beyond the default ones and those
+    // the tests turn on (`axum`, `sim`, `anyhow`, `reqwest`) are checked
+    // with them, as `scripts/test.sh` (`--all-features`) does.
+    #[cfg(all(feature = "tower", feature = "hyper-util", feature = "reqwest-middleware"))]
+    #[doc = include_str!("../docs/http.md")]
+    struct Http;
+    #[cfg(feature = "redis")]
+    #[doc = include_str!("../docs/configuration.md")]
+    struct Configuration;
+    #[doc = include_str!("../docs/observability.md")]
+    struct Observability;
+    #[doc = include_str!("../docs/payment-example.md")]
+    struct PaymentExample;
+    #[doc = include_str!("../docs/dashboard.md")]
+    struct Dashboard;
+    #[doc = include_str!("../docs/simulation.md")]
+    struct Simulation;
+    #[cfg(feature = "redis")]
+    #[doc = include_str!("../docs/fleet.md")]
+    struct Fleet;
+    #[doc = include_str!("../docs/guarantees.md")]
+    struct Guarantees;
+    #[doc = include_str!("../docs/performance.md")]
+    struct Performance;
+    #[doc = include_str!("../docs/architecture.md")]
+    struct Architecture;
+    #[doc = include_str!("../docs/design-notes.md")]
+    struct DesignNotes;
 }

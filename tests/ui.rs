@@ -26,14 +26,14 @@ fn ui() {
     }
 }
 
-/// The README shows the compiler's real message and span for a
+/// The guide shows the compiler's real message and span for a
 /// non-idempotent function without a key: its `.stderr`, which `ui` above
 /// checks against the compiler, verbatim.
 #[test]
-fn the_readmes_compile_error_sample_is_the_real_one() {
-    let readme = std::fs::read_to_string("README.md").expect("README.md is readable");
+fn the_guides_compile_error_sample_is_the_real_one() {
+    let readme = std::fs::read_to_string("docs/attribute.md").expect("docs/attribute.md is readable");
     let stderr =
         std::fs::read_to_string("tests/ui/non_idempotent_without_key.stderr").expect("the .stderr exists");
     let sample = format!("```text\n{}\n```", stderr.trim_end());
-    assert!(readme.contains(&sample), "README.md must show, verbatim:\n{sample}");
+    assert!(readme.contains(&sample), "docs/attribute.md must show, verbatim:\n{sample}");
 }

@@ -103,3 +103,28 @@ pub(crate) fn default_integer(name: &str) -> u64 {
         _ => unreachable!("`{name}` has an integer default in the table"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The argument names of a Markdown table whose rows start with
+    /// `| \`name\` |` (after `prefix`), in order.
+    fn table_names(text: &str, prefix: &str) -> Vec<String> {
+        text.lines()
+            .filter_map(|line| line.strip_prefix(prefix)?.strip_prefix("| `"))
+            .filter_map(|row| row.split('`').next().map(str::to_owned))
+            .collect()
+    }
+
+    /// The attribute's rustdoc lists every argument of the table the
+    /// macro parses by, in its order, and nothing else; so does the
+    /// guide's page of the attribute.
+    #[test]
+    fn the_docs_list_every_argument_of_the_table() {
+        let names = super::names();
+        assert_eq!(table_names(include_str!("lib.rs"), "/// "), names, "the attribute's rustdoc");
+        let guide = include_str!("../../docs/attribute.md");
+        let section = &guide[guide.find("## The attribute's arguments").expect("the section")..];
+        let section = &section[..section[3..].find("\n## ").map_or(section.len(), |end| end + 3)];
+        assert_eq!(table_names(section, ""), names, "docs/attribute.md");
+    }
+}

@@ -53,13 +53,18 @@ use parse::{Args, Errors};
 /// | `breaker` | string | none | named circuit breaker in the registry |
 /// | `budget` | string | none | named retry budget |
 /// | `bulkhead` | string | none | named concurrency limit |
+/// | `throttle` | string | none | named client-side throttle (adaptive: refuses locally when the dependency rejects) |
+/// | `rate_limit` | string | none | named rate limiter |
+/// | `hedge_after_ms` | integer > 0 | none | start another attempt beside one not finished by then; the first success wins |
+/// | `max_hedges` | integer 1..=3 | 1 | hedges per round (needs `hedge_after_ms`) |
+/// | `fallback` | path to an `async fn(E) -> Result<T, E>` | none | called with the final error; what it returns is the call's result |
 /// | `idempotent` | bool | true | `false` declares a non-idempotent operation |
 /// | `key` | a parameter's name (or a binding of a destructured one) | none | the idempotency key; required when `idempotent = false` and `max_attempts > 1` |
 /// | `nested` | `"once"`, `"retry"` | `"once"` | inside another annotated call's attempt, `"once"` makes a single attempt, without hedges |
+/// | `name` | string | `module_path::fn` | the operation's name in traces and metrics (two methods of the same name in one module need it) |
 /// | `classify` | path to a `fn(&E) -> ErrorClass` | `Classify` | classifies this function's errors instead of the trait |
 /// | `on_retry` | path to a `fn(&stormproof::hooks::RetryEvent)` | none | told of each retry, before its wait (never on success) |
 /// | `on_stop` | path to a `fn(&stormproof::hooks::StopEvent)` | none | told of each call that gives up, with why |
-/// | `name` | string | `module_path::fn` | the operation's name in traces and metrics (two methods of the same name in one module need it) |
 /// | `crate` | string path | the name Cargo.toml gives `stormproof` | where the facade is, when it is reached through a re-export |
 ///
 /// The function must be an `async fn` returning `Result<T, E>` (or an alias

@@ -188,13 +188,13 @@ async fn a_reload_retunes_an_adaptive_limit_from_where_it_is_and_loses_no_permit
 }
 
 #[test]
-fn the_readme_example_file_loads() {
-    let readme = include_str!("../../README.md");
-    let section = &readme[readme.find("### Configuration").expect("the section")..];
+fn the_guides_example_file_loads() {
+    let readme = include_str!("../../docs/configuration.md");
+    let section = &readme[readme.find("# Configuration").expect("the section")..];
     let start = section.find("```toml\n").expect("its example file") + "```toml\n".len();
     let example = &section[start..start + section[start..].find("```").expect("closed")];
     let registry = Registry::new();
-    registry.load_toml(example).unwrap_or_else(|e| panic!("the README's example file: {e}"));
+    registry.load_toml(example).unwrap_or_else(|e| panic!("the guide's example file: {e}"));
     assert_eq!(registry.throttle("search").unwrap().config().k, 2.0);
     assert_eq!(registry.bulkhead("payments").unwrap().config().adaptive, Some(AdaptiveLimit::aimd(4)));
 }
