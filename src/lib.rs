@@ -22,7 +22,7 @@ pub use stormproof_sim as sim;
 #[doc(hidden)]
 pub mod __private {
     pub use stormproof_runtime::__private::*;
-    pub use stormproof_runtime::{Classify, Jitter, Policy, Rejection, ResilientError};
+    pub use stormproof_runtime::{Classify, ErrorClass, Jitter, Policy, Rejection, ResilientError};
 }
 
 /// The guide's pages (`docs/`), compiled and run as doc tests: every Rust

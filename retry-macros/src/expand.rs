@@ -103,7 +103,7 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
             let key_of = respan(quote!(#rt::idempotency_key), key.span());
             // The probe picks the cheapest way to the key's `Display` text for its type.
             let writer = quote!((&&&#rt::KeyProbe::of(&#key)).key_writer());
-            quote_spanned!(key.span()=> ::core::option::Option::Some(#key_of(&#key, #writer)))
+            quote_spanned!(key.span()=> ::core::option::Option::Some(#key_of(&#key, &#key, #writer)))
         }
         None => quote!(::core::option::Option::None),
     };
@@ -322,12 +322,21 @@ fn error_handling(plan: &Plan, error_ty: &TokenStream, error_span: Span, rt: &To
             // is one error. (The function itself, a handling of no size,
             // would carry the bound to every use of the handling's type, and
             // repeat the error at each.)
-            let by_traits = respan(quote!(#rt::by_traits::<#error_ty>), error_span);
+            let by_traits = respan(quote!(<#error_ty as #rt::ResilientError>::handling), error_span);
             quote!(#by_traits())
         }
         Some(path) => {
-            let new = respan(quote!(#rt::ClassifyWith::<#error_ty>::new), path.span());
-            quote!(#new(#path, (&&&#rt::RejectProbe::<#error_ty>::new()).converter()))
+            // The function is given to a binding of the type it must have,
+            // and the conversion asked of the trait by name: a function of
+            // another type, or an error type that cannot carry a rejection,
+            // is one error at the user's tokens, naming no function of the
+            // library.
+            let fn_type = respan(quote!(fn(&#error_ty) -> #rt::ErrorClass), path.span());
+            let handling = respan(quote!(#rt::RejectionConverter::<#error_ty>::classify_with), path.span());
+            quote!({
+                let classify: #fn_type = #path;
+                #handling((&&&#rt::RejectProbe::<#error_ty>::new()).converter(), classify)
+            })
         }
     }
 }

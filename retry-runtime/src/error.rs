@@ -39,7 +39,33 @@ pub trait ResilientError: Sized {
     fn mark_stopped(self, stopped: Stopped) -> Self;
     /// This error as a `std::error::Error`, if it is one ([`Classify::as_error`]).
     fn as_error(&self) -> Option<&(dyn StdError + 'static)>;
+
+    /// The handling of this error type through these traits, for the code
+    /// `#[resilient]` generates: called as `<E as ResilientError>::handling()`,
+    /// so that an error type without the traits is one error at that type,
+    /// which names no function of the library.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn handling() -> ClassifyWith<Self> {
+        ClassifyWith::by_traits()
+    }
 }
+
+/// [`ResilientError`], as `Policy::run` and its kin ask it of the
+/// closure's error type: implemented for every type that has it, so you
+/// never implement it yourself. It exists so that a type without it is
+/// one compile error in words, at the call, that speaks of `Policy::run`.
+#[diagnostic::on_unimplemented(
+    message = "the closure given to `Policy::run` returns errors of type `{Self}`, which the retry loop cannot classify or cannot turn its rejections into",
+    label = "`{Self}` needs `Classify` and `From<stormproof::Rejection>`",
+    note = "the retry loop classifies each error (transient, throttled, conflict, permanent) and turns its own rejections (open breaker, timeouts) into the error type",
+    note = "the ways out: return `stormproof::Error<{Self}>` from the closure (`?` converts into it; `{Self}` then needs `Classify`), or call `.classify(fn(&{Self}) -> ErrorClass)` on the policy first and run that; or, if `{Self}` is your own type, implement `Classify` and `From<stormproof::Rejection>` for it",
+    note = "`anyhow::Error`, `Box<dyn Error + Send + Sync>` and `io::Error` work as they are, and so does `tonic::Status`: `anyhow::Error` and `tonic::Status` need the feature of that name"
+)]
+pub trait RunError: ResilientError {}
+
+#[diagnostic::do_not_recommend]
+impl<E: ResilientError> RunError for E {}
 
 impl<E: Classify + From<Rejection>> ResilientError for E {
     #[inline]
@@ -62,6 +88,7 @@ impl<E: Classify + From<Rejection>> ResilientError for E {
 }
 
 /// `Error<E>` is classified by `E` (or by the rejection it carries).
+#[diagnostic::do_not_recommend]
 impl<E: Classify> ResilientError for Error<E> {
     #[inline]
     fn error_class(&self) -> ErrorClass {
@@ -231,8 +258,17 @@ pub trait RejectionConverter<E> {
     fn stopper(&self) -> fn(E, Stopped) -> E {
         unmarked::<E>
     }
+
+    /// The handling that classifies with `classify` and converts with this.
+    fn classify_with(self, classify: fn(&E) -> ErrorClass) -> ClassifyWith<E>
+    where
+        Self: Sized,
+    {
+        ClassifyWith::new(classify, self)
+    }
 }
 
+#[diagnostic::do_not_recommend]
 impl<E> RejectionConverter<E> for fn(Rejection) -> E {
     fn converter(&self) -> fn(Rejection) -> E {
         *self
@@ -243,6 +279,7 @@ impl<E> RejectionConverter<E> for fn(Rejection) -> E {
 /// rejections are `Error::Rejected`, and a stopped call's error `Error::Stopped`.
 pub struct WrapInError<X>(std::marker::PhantomData<fn() -> X>);
 
+#[diagnostic::do_not_recommend]
 impl<X> RejectionConverter<Error<X>> for WrapInError<X> {
     fn converter(&self) -> fn(Rejection) -> Error<X> {
         Error::Rejected

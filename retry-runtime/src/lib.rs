@@ -69,7 +69,7 @@ pub use classify::{Classify, ErrorClass};
 pub use config::ConfigError;
 pub use context::idempotency_key;
 pub use decision::StopReason;
-pub use error::ResilientError;
+pub use error::{ResilientError, RunError};
 pub use errors::{Error, Stopped};
 #[cfg(feature = "config")]
 pub use file::{Change, ConfigFileError, Problem, Refusal, ReloadReport};

@@ -8,7 +8,7 @@ use super::key::key_of;
 use super::made_on_poll::MadeOnPoll;
 use super::{Call, Kept, Step, Unkeyed};
 use crate::classify::{Classify, ErrorClass};
-use crate::error::{ByTraits, ClassifyWith, ErrorHandling, ResilientError};
+use crate::error::{ByTraits, ClassifyWith, ErrorHandling, RunError};
 use crate::errors::Error;
 use crate::guards::{AnyShape, Named, Unnamed};
 use crate::policy::{LoopGuards, Policy};
@@ -34,7 +34,7 @@ impl Policy {
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
-        E: ResilientError,
+        E: RunError,
     {
         drive(self, ByTraits, op).await
     }
@@ -60,7 +60,7 @@ impl Policy {
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
-        E: ResilientError,
+        E: RunError,
         G: FnOnce(E) -> GFut,
         GFut: Future<Output = Result<T, E>>,
     {
@@ -85,7 +85,7 @@ impl Policy {
         K: std::fmt::Display,
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
-        E: ResilientError,
+        E: RunError,
     {
         drive_keyed(self, key_of(&key), ByTraits, op).await
     }

@@ -1,0 +1,16 @@
+// `Policy::run` with a closure whose error type cannot be classified: one
+// error per use, in words that speak of `Policy::run`, not of the attribute.
+use stormproof::Policy;
+
+#[derive(Debug)]
+struct Opaque;
+
+async fn fetch() -> Result<u32, Opaque> {
+    Err(Opaque)
+}
+
+async fn call(policy: &Policy) -> Result<u32, Opaque> {
+    policy.run(fetch).await
+}
+
+fn main() {}
