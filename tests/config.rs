@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use stormproof::policy::{SettingSource, SettingSources};
+
 use stormproof::{
     Classify, ErrorClass, Registry, Rejection,
     breaker::{BreakerState, Outcome},
@@ -443,6 +445,13 @@ async fn an_override_in_the_global_registry_governs_the_retries_after_a_plain_fi
 
     let table = "[operations.\"config::tuned\"]\nmax_attempts = 4\nbase_ms = 100\n";
     stormproof::registry().reload_toml(table).unwrap();
+    let info = tuned_info();
+    assert_eq!((info.settings.max_attempts, info.effective.max_attempts), (2, 4), "compiled, and in effect");
+    assert_eq!(info.effective.backoff.base, ms(100));
+    let at = |line| SettingSource::File { file: "<toml>".into(), line };
+    assert_eq!((info.sources.max_attempts.clone(), info.sources.base.clone()), (at(2), at(3)));
+    assert_eq!(info.sources.cap, SettingSource::Compiled, "a key the table leaves out");
+    assert_eq!(info.sources.base.to_string(), "<toml>:3");
     let start = Instant::now();
     let _ = tuned(&calls).await;
     assert_eq!(calls.swap(0, Ordering::SeqCst), 4, "the override's attempts");
@@ -473,7 +482,14 @@ async fn an_override_in_the_global_registry_governs_the_retries_after_a_plain_fi
     let start = Instant::now();
     let _ = tuned(&calls).await;
     assert_eq!((calls.load(Ordering::SeqCst), start.elapsed()), (2, ms(1)), "compiled again");
+    let info = tuned_info();
+    assert_eq!((info.effective, info.sources), (info.settings, SettingSources::COMPILED), "compiled again");
     drop(elsewhere);
+}
+
+/// What `operations()` says of `config::tuned`.
+fn tuned_info() -> stormproof::OperationInfo {
+    stormproof::operations().into_iter().find(|op| op.name == "config::tuned").expect("linked")
 }
 
 #[test]

@@ -31,6 +31,61 @@ impl Settings {
     }
 }
 
+/// Where one setting of an operation in effect comes from: what the
+/// function was compiled with (or the builder set), or a configuration
+/// file's `[operations."..."]` table, at this line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SettingSource {
+    /// The attribute's argument, the builder's setting, or their default.
+    Compiled,
+    /// A configuration file's key.
+    File {
+        /// The file, as it was named when loaded.
+        file: String,
+        /// The key's line, from 1.
+        line: usize,
+    },
+}
+
+impl std::fmt::Display for SettingSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SettingSource::Compiled => f.write_str("compiled"),
+            SettingSource::File { file, line } => write!(f, "{file}:{line}"),
+        }
+    }
+}
+
+/// Where each of an operation's settings in effect comes from (see
+/// [`OperationInfo`](crate::OperationInfo)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingSources {
+    /// Of `max_attempts`.
+    pub max_attempts: SettingSource,
+    /// Of the backoff's base (`base_ms`).
+    pub base: SettingSource,
+    /// Of the backoff's cap (`cap_ms`).
+    pub cap: SettingSource,
+    /// Of the jitter.
+    pub jitter: SettingSource,
+    /// Of the attempt timeout (`attempt_timeout_ms`).
+    pub attempt_timeout: SettingSource,
+    /// Of the deadline (`deadline_ms`).
+    pub deadline: SettingSource,
+}
+
+impl SettingSources {
+    /// Every setting as compiled.
+    pub const COMPILED: SettingSources = SettingSources {
+        max_attempts: SettingSource::Compiled,
+        base: SettingSource::Compiled,
+        cap: SettingSource::Compiled,
+        jitter: SettingSource::Compiled,
+        attempt_timeout: SettingSource::Compiled,
+        deadline: SettingSource::Compiled,
+    };
+}
+
 /// Hedging: when an attempt has not finished `after` it started, another
 /// starts beside it (up to `max` more, one every `after`); the first
 /// success wins and the others are dropped (cancelled).

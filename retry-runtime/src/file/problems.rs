@@ -67,6 +67,13 @@ impl<'t> Problems<'t> {
     }
 
     /// A problem about `field` (if any) at `span`.
+    /// Where `span` is, as the source of a setting: the file and the line.
+    pub(crate) fn source_of(&self, span: &Span) -> crate::settings::SettingSource {
+        let before = &self.text.as_bytes()[..span.start.min(self.text.len())];
+        let line = 1 + before.iter().filter(|&&byte| byte == b'\n').count();
+        crate::settings::SettingSource::File { file: self.file.clone(), line }
+    }
+
     pub(crate) fn push(&mut self, span: &Span, field: Option<&str>, message: impl Into<String>) {
         self.found.push((span.start, field.map(str::to_owned), message.into()));
     }

@@ -15,7 +15,7 @@ pub use check::{CheckReport, Undeclared, Unused};
 
 use crate::policy::Policy;
 use crate::registry::GuardKind;
-use crate::settings::Settings;
+use crate::settings::{SettingSources, Settings};
 
 /// One annotated function's entry in the link-time list; only the code
 /// `#[resilient]` generates makes one.
@@ -38,9 +38,13 @@ inventory::collect!(Operation);
 ///
 /// ```
 /// # use stormproof_runtime as stormproof;
-/// // Lists every `#[resilient]` function linked into the program.
+/// // Lists every `#[resilient]` function linked into the program, with
+/// // the settings in effect and where each comes from.
 /// for operation in stormproof::operations() {
-///     println!("{} retries up to {} times", operation.name, operation.settings.max_attempts);
+///     println!(
+///         "{} makes up to {} attempts ({})",
+///         operation.name, operation.effective.max_attempts, operation.sources.max_attempts
+///     );
 /// }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +54,13 @@ pub struct OperationInfo {
     pub name: String,
     /// The settings it was compiled with.
     pub settings: Settings,
+    /// The settings its calls run on now, outside a scoped registry: the
+    /// compiled ones with the global registry's override from a
+    /// configuration file, if it holds one.
+    pub effective: Settings,
+    /// Where each of the settings in effect comes from: compiled, or a
+    /// file's key (file and line).
+    pub sources: SettingSources,
     /// Its named breaker, if any.
     pub breaker: Option<String>,
     /// Its named budget, if any.
@@ -71,9 +82,14 @@ pub fn operations() -> Vec<OperationInfo> {
     let mut all: Vec<OperationInfo> = registered()
         .map(|policy| {
             let name = |kind| policy.guard_name(kind).map(str::to_owned);
+            let (effective, sources) = crate::registry()
+                .operation_override_with_sources(policy.operation())
+                .unwrap_or_else(|| (policy.settings(), SettingSources::COMPILED));
             OperationInfo {
                 name: policy.operation().to_owned(),
                 settings: policy.settings(),
+                effective,
+                sources,
                 breaker: name(GuardKind::Breaker),
                 budget: name(GuardKind::Budget),
                 bulkhead: name(GuardKind::Bulkhead),

@@ -20,7 +20,7 @@ use crate::backoff::{Backoff, stream_seed};
 use crate::guards::{GuardCache, GuardNames, Guards, GuardsRef};
 use crate::hooks::Hooks;
 use crate::registry::{GuardKind, PolicyOverrides};
-pub use crate::settings::{Hedge, MAX_HEDGES_LIMIT, Settings};
+pub use crate::settings::{Hedge, MAX_HEDGES_LIMIT, SettingSource, SettingSources, Settings};
 
 /// Upper bound of `max_attempts`: a bound on amplification, not a target.
 pub const MAX_ATTEMPTS_LIMIT: u32 = 100;

@@ -285,6 +285,15 @@ impl Registry {
         self.inner.overrides.get(operation)
     }
 
+    /// The override this registry holds for `operation`, with where each
+    /// of its settings comes from.
+    pub(crate) fn operation_override_with_sources(
+        &self,
+        operation: &str,
+    ) -> Option<(Settings, crate::settings::SettingSources)> {
+        self.inner.overrides.get_with_sources(operation)
+    }
+
     /// The operations this registry holds an override for, sorted.
     pub(crate) fn overridden_operations(&self) -> Vec<String> {
         self.inner.overrides.names()
@@ -293,7 +302,10 @@ impl Registry {
     /// Replaces every operation override; beside each, what its
     /// operation's policies know of their overrides, which it updates.
     #[cfg_attr(not(feature = "config"), allow(dead_code))]
-    pub(crate) fn replace_overrides(&self, new: HashMap<String, (Settings, OverriddenPolicies)>) {
+    pub(crate) fn replace_overrides(
+        &self,
+        new: HashMap<String, (Settings, crate::settings::SettingSources, OverriddenPolicies)>,
+    ) {
         self.inner.overrides.replace(new, Arc::ptr_eq(&self.inner, &registry().inner));
     }
 

@@ -27,7 +27,7 @@ use std::sync::{Arc, RwLock};
 
 use arc_swap::ArcSwapOption;
 
-use crate::settings::Settings;
+use crate::settings::{SettingSources, Settings};
 
 /// What the registries tell a policy of the overrides of its operation.
 pub(crate) struct PolicyOverrides {
@@ -81,12 +81,25 @@ fn weight(settings: &Settings) -> u32 {
 
 #[derive(Default)]
 pub(super) struct Overrides {
-    by_operation: RwLock<HashMap<String, (Arc<Settings>, OverriddenPolicies)>>,
+    by_operation: RwLock<HashMap<String, Override>>,
+}
+
+/// One operation's override: its settings, where each comes from, and the
+/// counters of the operation's policies.
+struct Override {
+    settings: Arc<Settings>,
+    sources: SettingSources,
+    policies: OverriddenPolicies,
 }
 
 impl Overrides {
     pub(super) fn get(&self, operation: &str) -> Option<Arc<Settings>> {
-        self.by_operation.read().unwrap_or_else(|e| e.into_inner()).get(operation).map(|(s, _)| s.clone())
+        self.by_operation.read().unwrap_or_else(|e| e.into_inner()).get(operation).map(|o| o.settings.clone())
+    }
+
+    pub(super) fn get_with_sources(&self, operation: &str) -> Option<(Settings, SettingSources)> {
+        let current = self.by_operation.read().unwrap_or_else(|e| e.into_inner());
+        current.get(operation).map(|o| (*o.settings, o.sources.clone()))
     }
 
     /// The operation names with an override, sorted.
@@ -101,10 +114,14 @@ impl Overrides {
     /// the operations it gains, out for those it loses, and again for those
     /// whose override changes weight. The global registry (`global`) also
     /// hands each policy its new override, or takes back the one it lost.
-    pub(super) fn replace(&self, new: HashMap<String, (Settings, OverriddenPolicies)>, global: bool) {
+    pub(super) fn replace(
+        &self,
+        new: HashMap<String, (Settings, SettingSources, OverriddenPolicies)>,
+        global: bool,
+    ) {
         let mut current = self.by_operation.write().unwrap_or_else(|e| e.into_inner());
-        for (name, (settings, policies)) in current.iter() {
-            let kept = new.get(name).is_some_and(|(new, _)| weight(new) == weight(settings));
+        for (name, Override { settings, policies, .. }) in current.iter() {
+            let kept = new.get(name).is_some_and(|(new, ..)| weight(new) == weight(settings));
             if !kept {
                 policies.iter().for_each(|policy| count_out(&policy.count, weight(settings)));
             }
@@ -112,8 +129,8 @@ impl Overrides {
                 policies.iter().for_each(|policy| policy.global.store(None));
             }
         }
-        for (name, (settings, policies)) in &new {
-            let kept = current.get(name).is_some_and(|(old, _)| weight(old) == weight(settings));
+        for (name, (settings, _, policies)) in &new {
+            let kept = current.get(name).is_some_and(|old| weight(&old.settings) == weight(settings));
             if !kept {
                 policies.iter().for_each(|policy| {
                     policy.count.fetch_add(weight(settings), Ordering::Relaxed);
@@ -122,10 +139,12 @@ impl Overrides {
         }
         *current = new
             .into_iter()
-            .map(|(name, (settings, policies))| (name, (Arc::new(settings), policies)))
+            .map(|(name, (settings, sources, policies))| {
+                (name, Override { settings: Arc::new(settings), sources, policies })
+            })
             .collect();
         if global {
-            for (settings, policies) in current.values() {
+            for Override { settings, policies, .. } in current.values() {
                 policies.iter().for_each(|policy| policy.global.store(Some(Arc::clone(settings))));
             }
         }
@@ -140,7 +159,7 @@ impl Drop for Overrides {
     // Only a registry that is not the global one goes: it hands out no overrides.
     fn drop(&mut self) {
         let current = self.by_operation.get_mut().unwrap_or_else(|e| e.into_inner());
-        for (settings, policies) in current.values() {
+        for Override { settings, policies, .. } in current.values() {
             policies.iter().for_each(|policy| count_out(&policy.count, weight(settings)));
         }
     }

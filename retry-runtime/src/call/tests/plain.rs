@@ -133,8 +133,10 @@ fn an_override_that_tunes_the_retries_leaves_a_call_plain_one_with_a_deadline_or
     let tuned = Settings { max_attempts: 7, ..compiled };
     let holder = crate::Registry::new();
     let hold = |settings: Option<Settings>| {
-        let counted = settings
-            .map(|settings| ("plain-unit-overridden".to_owned(), (settings, vec![policy.overrides()])));
+        let counted = settings.map(|settings| {
+            let sources = crate::settings::SettingSources::COMPILED;
+            ("plain-unit-overridden".to_owned(), (settings, sources, vec![policy.overrides()]))
+        });
         holder.replace_overrides(counted.into_iter().collect());
     };
 

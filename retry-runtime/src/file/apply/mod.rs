@@ -19,7 +19,7 @@ use crate::config::ConfigError;
 use crate::operations;
 use crate::policy::Policy;
 use crate::registry::Registry;
-use crate::settings::Settings;
+use crate::settings::{SettingSources, Settings};
 use report::settings_diff;
 
 /// Applies a checked file to `registry` for a `mode`; `problems` places
@@ -35,13 +35,14 @@ pub(super) fn apply(
     // The guards, then the overrides: the guards' step is the last
     // that can refuse the file (see `declare`).
     let mut report = registry.declare_guards(&file, mode, problems)?;
-    let before: HashMap<String, Settings> = registry
+    let before: HashMap<String, (Settings, SettingSources)> = registry
         .overridden_operations()
         .into_iter()
-        .filter_map(|name| Some((name.clone(), *registry.operation_override(&name)?)))
+        .filter_map(|name| Some((name.clone(), registry.operation_override_with_sources(&name)?)))
         .collect();
-    for (name, settings) in &overrides {
-        let compiled = before.get(name).copied().or_else(|| compiled(name).map(Policy::settings));
+    for (name, (settings, _)) in &overrides {
+        let compiled =
+            before.get(name).map(|(settings, _)| *settings).or_else(|| compiled(name).map(Policy::settings));
         let details = match compiled {
             Some(old) if old == *settings && before.contains_key(name) => continue,
             // A new override that repeats the compiled settings changes
@@ -65,9 +66,9 @@ pub(super) fn apply(
     }
     let counted = overrides
         .into_iter()
-        .map(|(name, settings)| {
+        .map(|(name, (settings, sources))| {
             let counters = operations::named(&name).map(Policy::overrides).collect();
-            (name, (settings, counters))
+            (name, (settings, sources, counters))
         })
         .collect();
     registry.replace_overrides(counted);

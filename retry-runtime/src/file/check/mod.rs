@@ -28,7 +28,7 @@ use std::collections::HashMap;
 use super::parse::{ConfigFile, Named, Parsed};
 use super::{ConfigFileError, Mode, Problems};
 use crate::registry::{GuardKind, Registry};
-use crate::settings::Settings;
+use crate::settings::{SettingSources, Settings};
 
 #[cfg(feature = "redis")]
 use crate::fleet::FleetConfig;
@@ -38,7 +38,7 @@ pub(super) use operations::compiled;
 /// overrides with its settings once the overrides are applied.
 pub(super) struct Checked {
     pub(super) file: ConfigFile,
-    pub(super) operations: HashMap<String, Settings>,
+    pub(super) operations: HashMap<String, (Settings, SettingSources)>,
 }
 
 /// The fleet a file declares (its `[fleet]` table and the guards with

@@ -7,7 +7,7 @@ use crate::file::parse::{Named, OperationOverride};
 use crate::file::{Problems, Span};
 use crate::operations;
 use crate::policy::{MAX_ATTEMPTS_LIMIT, Policy};
-use crate::settings::Settings;
+use crate::settings::{SettingSources, Settings};
 
 /// The first annotated function with this operation name.
 pub(crate) fn compiled(name: &str) -> Option<&'static Policy> {
@@ -16,11 +16,11 @@ pub(crate) fn compiled(name: &str) -> Option<&'static Policy> {
 
 /// Each operation's settings with its overrides applied, checked as the
 /// attribute checks its arguments, and against every compile-time promise
-/// of the functions of that name.
+/// of the functions of that name; with where each setting comes from.
 pub(crate) fn merged_operations(
     operations: &[Named<OperationOverride>],
     problems: &mut Problems<'_>,
-) -> HashMap<String, Settings> {
+) -> HashMap<String, (Settings, SettingSources)> {
     let mut merged = HashMap::new();
     for Named { name, span, value, .. } in operations {
         let policies: Vec<&'static Policy> = operations::named(name).collect();
@@ -108,8 +108,25 @@ pub(crate) fn merged_operations(
             }
         }
         if problems.len() == before {
-            merged.insert(name.clone(), settings);
+            merged.insert(name.clone(), (settings, sources(value, problems)));
         }
     }
     merged
+}
+
+/// Where each setting of an overridden operation comes from: the table's
+/// key, or what the function was compiled with.
+fn sources(value: &OperationOverride, problems: &Problems<'_>) -> SettingSources {
+    let source = |given: Option<&Span>| match given {
+        Some(span) => problems.source_of(span),
+        None => crate::settings::SettingSource::Compiled,
+    };
+    SettingSources {
+        max_attempts: source(value.max_attempts.as_ref().map(|(_, s)| s)),
+        base: source(value.base.as_ref().map(|(_, s)| s)),
+        cap: source(value.cap.as_ref().map(|(_, s)| s)),
+        jitter: source(value.jitter.as_ref().map(|(_, s)| s)),
+        attempt_timeout: source(value.attempt_timeout.as_ref().map(|(_, s)| s)),
+        deadline: source(value.deadline.as_ref().map(|(_, s)| s)),
+    }
 }
