@@ -24,6 +24,13 @@ use stormproof::admin::{self, BreakerView, Counts, Snapshot, State, TransitionVi
 use stormproof::{Rejection, breaker::BreakerState};
 use support::{Events, Flaky, TOKEN, call, guards, post, serve, snapshot, totals};
 
+/// An annotated function, for the page's operations: declared, never called.
+#[stormproof::resilient(name = "admin::quote", max_attempts = 2, base_ms = 25)]
+#[expect(dead_code, reason = "declared for its operation entry, never called")]
+async fn quote() -> Result<(), std::io::Error> {
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_snapshot_matches_the_registry_while_calls_run() {
     let registry = guards();
@@ -291,4 +298,28 @@ async fn a_key_of_the_fleets_of_another_type_replaced_is_a_line_on_the_dashboard
         return;
     };
     browser::shows_a_key_of_the_fleets_of_another_type_replaced(&server).await;
+}
+
+/// `/snapshot` lists each annotated function with the settings in effect in
+/// the router's registry, and where each came from.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_snapshot_lists_each_operation_with_its_settings_and_their_sources() {
+    let registry = guards();
+    registry.load_toml("[operations.\"admin::quote\"]\njitter = \"none\"\nmax_attempts = 3\n").unwrap();
+    let addr = serve(admin::router(&registry).into_router()).await;
+    let snap = snapshot(addr).await;
+    let quote = snap.operations.iter().find(|op| op.name == "admin::quote").expect("listed");
+    let rows: Vec<(&str, &str, &str)> =
+        quote.settings.iter().map(|s| (s.key.as_str(), s.value.as_str(), s.source.as_str())).collect();
+    assert_eq!(
+        rows,
+        [
+            ("max_attempts", "3", "<toml>:3"),
+            ("base_ms", "25", "compiled"),
+            ("cap_ms", "20000", "compiled"),
+            ("jitter", "none", "<toml>:2"),
+            ("attempt_timeout_ms", "none", "compiled"),
+            ("deadline_ms", "none", "compiled"),
+        ]
+    );
 }

@@ -63,9 +63,11 @@
 //!
 //! [`CircuitBreaker::totals`]: stormproof_runtime::breaker::CircuitBreaker::totals
 
+mod clock;
 mod control;
 mod events;
 mod fleet_view;
+mod operations_view;
 mod page;
 mod sampler;
 mod snapshot;
@@ -83,9 +85,10 @@ use tokio::task::AbortHandle;
 use stormproof_runtime::Registry;
 use stormproof_runtime::breaker::TransitionHook;
 
+pub use operations_view::SettingView;
 pub use snapshot::{
     AdaptiveView, BreakerConfigView, BreakerView, BudgetConfigView, BudgetView, BulkheadView, Counts,
-    FleetView, RateLimitView, Snapshot, State, TRANSITIONS_KEPT, ThrottleView, TransitionView,
+    FleetView, OperationView, RateLimitView, Snapshot, State, TRANSITIONS_KEPT, ThrottleView, TransitionView,
 };
 
 use sampler::History;

@@ -12,9 +12,10 @@ use std::time::Duration;
 use axum::response::sse::Event;
 use tokio::time::MissedTickBehavior;
 
+use super::clock::{millis, unix_ms};
 use super::snapshot::{
     BreakerView, BudgetView, BulkheadView, Counts, FleetView, RateLimitView, Snapshot, State,
-    TRANSITIONS_KEPT, ThrottleView, TransitionView, millis, unix_ms,
+    TRANSITIONS_KEPT, ThrottleView, TransitionView,
 };
 use super::{Numbered, Shared, WeakShared};
 use stormproof_runtime::Registry;
@@ -145,6 +146,7 @@ impl Shared {
         };
         let mut snapshot = self.guards(|name| periods.remove(name).unwrap_or_default());
         snapshot.transitions = transitions;
+        snapshot.operations = self.registry.operations().iter().map(crate::OperationView::of).collect();
         snapshot
     }
 
@@ -193,6 +195,7 @@ impl Shared {
                 .collect(),
             transitions: Vec::new(),
             fleet: FleetView::of(registry),
+            operations: Vec::new(),
         }
     }
 

@@ -7,11 +7,11 @@
 //! time in milliseconds (`at_unix_ms`), states are the lower-case labels
 //! traces and metrics use (`closed`, `open`, `half_open`).
 
-use std::time::{Duration, SystemTime};
-
 use serde::{Deserialize, Serialize};
 
+use super::clock::millis;
 pub use super::fleet_view::FleetView;
+pub use super::operations_view::OperationView;
 use stormproof_runtime::breaker::{BreakerConfig, BreakerState, BreakerTotals, CircuitBreaker};
 use stormproof_runtime::budget::{BudgetConfig, RetryBudget};
 use stormproof_runtime::bulkhead::Bulkhead;
@@ -43,7 +43,10 @@ use stormproof_runtime::throttle::Throttle;
 ///   "transitions": [{ "seq": 1, "at_unix_ms": 1767225599412, "breaker": "payments",
 ///                     "from": "closed", "to": "open", "forced": null }],
 ///   "fleet": { "prefix": "shop", "linked": true, "flushes": 5120, "failed_flushes": 2,
-///              "replaced_keys": 1, "last_replaced_key": "shop:budget:payments:1767225599" }
+///              "replaced_keys": 1, "last_replaced_key": "shop:budget:payments:1767225599" },
+///   "operations": [{ "name": "shop::charge", "settings": [
+///     { "key": "max_attempts", "value": "3", "source": "stormproof.toml:12" },
+///     { "key": "base_ms", "value": "100", "source": "compiled" }] }]
 /// }
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -72,6 +75,12 @@ pub struct Snapshot {
     /// The fleet the registry is in (feature `redis`); `null` when none.
     #[serde(default)]
     pub fleet: Option<FleetView>,
+    /// Every `#[resilient]` function linked into the program, sorted by
+    /// name, with the settings its calls run on in this registry and where
+    /// each came from (the compiled code, or a file's line). In a `tick`
+    /// event: empty (they change only when a file is loaded).
+    #[serde(default)]
+    pub operations: Vec<OperationView>,
 }
 
 /// How many transitions a snapshot lists at most.
@@ -381,14 +390,4 @@ impl RateLimitView {
             max_wait_ms: config.max_wait.map(millis),
         }
     }
-}
-
-/// Whole milliseconds, saturating.
-pub(crate) fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// Unix time now, in milliseconds (0 on a clock set before 1970).
-pub(crate) fn unix_ms() -> u64 {
-    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(millis).unwrap_or(0)
 }

@@ -262,11 +262,11 @@ pub trait Classify {
     fn classify(&self) -> ErrorClass;
 
     /// This error, the last attempt's, marked with why a guard or the
-    /// deadline stopped the retries (see [`Stopped`](crate::Stopped)),
+    /// deadline stopped the retries (see [`Stopped`](crate::stop::Stopped)),
     /// once, as such a call ends. Unchanged by default; an `anyhow::Error`
     /// gains a `Stopped` context layer. (A `stormproof::Error<E>` becomes
     /// its `Stopped` variant.)
-    fn mark_stopped(self, stopped: crate::Stopped) -> Self
+    fn mark_stopped(self, stopped: crate::stop::Stopped) -> Self
     where
         Self: Sized,
     {

@@ -12,8 +12,9 @@ use std::error::Error as StdError;
 use std::time::Duration;
 
 use crate::classify::{Classify, ErrorClass};
-use crate::errors::{Error, Stopped};
+use crate::errors::Error;
 use crate::rejection::Rejection;
+use crate::stop::Stopped;
 
 /// What the retry loop needs of an error type; implemented for every type
 /// that is [`Classify`] and `From<`[`Rejection`](Rejection)`>`, and for

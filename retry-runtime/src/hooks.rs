@@ -49,8 +49,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::classify::ErrorClass;
-use crate::decision::StopReason;
 use crate::observe;
+use crate::stop::StopReason;
 
 /// A retry about to be made: what the `on_retry` hook hears.
 #[derive(Clone, Copy)]

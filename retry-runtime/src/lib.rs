@@ -58,6 +58,7 @@ pub mod rate_limit;
 mod registry;
 mod rejection;
 mod settings;
+mod stop;
 mod suggest;
 pub mod throttle;
 
@@ -68,15 +69,15 @@ pub use call::{Classified, ClassifyInner};
 pub use classify::{Classify, ErrorClass};
 pub use config::ConfigError;
 pub use context::idempotency_key;
-pub use decision::StopReason;
 pub use error::{ResilientError, RunError};
-pub use errors::{Error, Stopped};
+pub use errors::Error;
 #[cfg(feature = "config")]
 pub use file::{Change, ConfigFileError, Problem, Refusal, ReloadReport};
 pub use operations::{CheckReport, OperationInfo, Undeclared, Unused, operations};
 pub use policy::{Nested, Policy, PolicyBuilder};
 pub use registry::{GuardKind, Registry, RegistryError, registry};
 pub use rejection::Rejection;
+pub use stop::{StopReason, Stopped};
 
 /// What only the code `#[resilient]` generates uses. Not a public API: it
 /// may change in any release.

@@ -133,8 +133,8 @@ impl Rejection {
 impl Rejection {
     /// Why a call stops when this rejection ends it: the reason in the
     /// trace and the `stops` metric.
-    pub(crate) fn stop_reason(&self) -> crate::decision::StopReason {
-        use crate::decision::StopReason;
+    pub(crate) fn stop_reason(&self) -> crate::stop::StopReason {
+        use crate::stop::StopReason;
         match self {
             Rejection::CircuitOpen { .. } => StopReason::CircuitOpen,
             Rejection::BulkheadFull { .. } => StopReason::BulkheadFull,

@@ -40,6 +40,8 @@ pub async fn renders_each_breaker_and_its_state() {
     let registry = guards();
     registry.declare_breaker("gamma", BreakerConfig::default()).unwrap();
     registry.breaker("gamma").unwrap().force_closed();
+    // An operation whose attempts a file sets: the page says where from.
+    registry.load_toml("[operations.\"admin::quote\"]\nmax_attempts = 3\n").unwrap();
     let admin = admin::router(&registry).with_token(TOKEN).unwrap();
     let streams = admin.event_streams();
     let (router, mut page_connected) = signalling_event_streams(admin.into_router());
@@ -95,6 +97,12 @@ pub async fn renders_each_breaker_and_its_state() {
     let rate = card(&dom, "rate-limit", "alpha");
     assert!(rate.html.contains("50 per second, bursts of 5"), "{}", rate.html);
     assert!(dom.contains("alpha</b> closed → open (forced open)"), "the transition is listed:\n{dom}");
+    let quote = card(&dom, "operation", "admin::quote");
+    let from_file = r#"<tr class="from-file" data-key="max_attempts"><td>max_attempts</td><td>3</td><td class="source">&lt;toml&gt;:2</td></tr>"#;
+    assert!(quote.html.contains(from_file), "the file's value and its line: {}", quote.html);
+    let compiled =
+        r#"<tr class="" data-key="base_ms"><td>base_ms</td><td>25</td><td class="source">compiled</td></tr>"#;
+    assert!(quote.html.contains(compiled), "a compiled value: {}", quote.html);
 }
 
 /// The page of a service that restarts while it is open: the new process

@@ -203,7 +203,7 @@ impl<X> ErrorHandling<Error<X>> for ClassifyInner<X> {
         Error::Rejected(rejection)
     }
 
-    fn stopped(&self, error: Error<X>, stopped: crate::Stopped) -> Error<X> {
+    fn stopped(&self, error: Error<X>, stopped: crate::stop::Stopped) -> Error<X> {
         error.mark_stopped(stopped)
     }
 }

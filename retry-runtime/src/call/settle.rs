@@ -10,14 +10,14 @@ use tokio::time::Instant;
 
 use super::{Call, LastError, Step};
 use crate::classify::{Classify, ErrorClass};
-use crate::decision::{Decision, StopReason, decide};
+use crate::decision::{Decision, decide};
 use crate::error::ErrorHandling;
-use crate::errors::Stopped;
 use crate::guard::Answer;
 use crate::guards::{Shape, ShapedPermits, narrow, widen};
 use crate::hooks::{RetryEvent, StopEvent};
 use crate::observe;
 use crate::rejection::Rejection;
+use crate::stop::{StopReason, Stopped};
 
 /// What follows a failed attempt.
 pub(super) enum Next<T, E> {

@@ -23,9 +23,9 @@ use crate::classify::{Classify, ErrorClass};
 /// assert_eq!(anyhow::Error::from(open).classify(), ErrorClass::Permanent);
 /// ```
 impl Classify for anyhow::Error {
-    /// A [`Stopped`](crate::Stopped) context layer on top: `downcast_ref`
+    /// A [`Stopped`](crate::stop::Stopped) context layer on top: `downcast_ref`
     /// finds it, and the last error under it, as before.
-    fn mark_stopped(self, stopped: crate::Stopped) -> Self {
+    fn mark_stopped(self, stopped: crate::stop::Stopped) -> Self {
         self.context(stopped)
     }
     fn as_error(&self) -> Option<&(dyn std::error::Error + 'static)> {

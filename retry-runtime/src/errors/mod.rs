@@ -25,7 +25,8 @@
 //! retry every error by default. Wrap errors you know to be permanent in one
 //! of those types, or classify them yourself with `classify = ...`.
 
-mod stopped;
+#[cfg(feature = "reqwest")]
+mod status_error;
 mod wrapper;
 
 #[cfg(feature = "anyhow")]
@@ -37,7 +38,8 @@ mod tonic;
 
 use std::error::Error as StdError;
 
-pub use stopped::Stopped;
+#[cfg(feature = "reqwest")]
+pub use status_error::StatusError;
 pub use wrapper::Error;
 
 use crate::classify::{Classify, ErrorClass};
@@ -78,7 +80,7 @@ fn known_class(error: &(dyn StdError + 'static)) -> Option<ErrorClass> {
         #[cfg(feature = "reqwest")]
         reqwest::Error,
         #[cfg(feature = "reqwest")]
-        crate::http::StatusError,
+        StatusError,
         #[cfg(feature = "tonic")]
         ::tonic::Status,
         #[cfg(feature = "hyper-util")]

@@ -1,9 +1,8 @@
 //! [`Error<E>`]: a foreign error type `E`, or the retry loop's rejection.
 
-use super::Stopped;
 use crate::classify::{Classify, ErrorClass};
-use crate::decision::StopReason;
 use crate::rejection::Rejection;
+use crate::stop::{StopReason, Stopped};
 
 /// The error type of a resilient call whose own error type `E` cannot carry
 /// a [`Rejection`] (a foreign type such as `reqwest::Error`): either the

@@ -77,12 +77,28 @@ pub struct OperationInfo {
     pub has_key: bool,
 }
 
-/// Every `#[resilient]` function linked into this program, sorted by name.
+/// Every `#[resilient]` function linked into this program, sorted by name,
+/// with the settings its calls run on outside a scoped registry (see
+/// [`Registry::operations`](crate::Registry::operations) for another registry's).
 pub fn operations() -> Vec<OperationInfo> {
+    crate::registry().operations()
+}
+
+impl crate::Registry {
+    /// Every `#[resilient]` function linked into this program, sorted by
+    /// name, with the settings its calls run on in this registry: the
+    /// compiled ones with this registry's file override, and where each
+    /// came from.
+    pub fn operations(&self) -> Vec<OperationInfo> {
+        operations_in(self)
+    }
+}
+
+fn operations_in(registry: &crate::Registry) -> Vec<OperationInfo> {
     let mut all: Vec<OperationInfo> = registered()
         .map(|policy| {
             let name = |kind| policy.guard_name(kind).map(str::to_owned);
-            let (effective, sources) = crate::registry()
+            let (effective, sources) = registry
                 .operation_override_with_sources(policy.operation())
                 .unwrap_or_else(|| (policy.settings(), SettingSources::COMPILED));
             OperationInfo {

@@ -1,7 +1,73 @@
-//! [`Stopped`]: why a call's retries ended before the operation gave its
-//! own final answer, carried with the last attempt's error.
+//! Why a call stopped: [`StopReason`], and [`Stopped`], the reason with
+//! the attempts made, carried beside the last attempt's error. Plain
+//! values at the bottom of the crate: the decision, the classification,
+//! the errors and the hooks all name them.
 
-use crate::decision::StopReason;
+/// Why a call stopped without success: the `reason` field of the
+/// `giving up` trace event and the `reason` label of the
+/// `stormproof_stops_total` metric.
+///
+/// ```
+/// # use stormproof_runtime as stormproof;
+/// assert_eq!(stormproof::StopReason::BudgetExhausted.label(), "budget_exhausted");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StopReason {
+    /// The error was permanent.
+    Permanent,
+    /// `max_attempts` attempts were made.
+    AttemptsExhausted,
+    /// The next wait would have ended at or past the deadline (without a
+    /// deadline: past 30 years, tokio's horizon, which only a server's
+    /// `Retry-After` can ask for), the deadline passed while the next
+    /// attempt waited for a bulkhead permit, or it cut an attempt short.
+    Deadline,
+    /// The breaker was open, or would still be open when the wait ended.
+    CircuitOpen,
+    /// The retry budget had no tokens for another retry.
+    BudgetExhausted,
+    /// No bulkhead permit came free within `max_wait`.
+    BulkheadFull,
+    /// The client-side throttle refused the next attempt.
+    Throttled,
+    /// The rate limiter had no turn for the next attempt within `max_wait`.
+    RateLimited,
+}
+
+impl StopReason {
+    /// Every reason, in the order the docs list them.
+    pub const ALL: [StopReason; 8] = [
+        StopReason::Permanent,
+        StopReason::AttemptsExhausted,
+        StopReason::Deadline,
+        StopReason::CircuitOpen,
+        StopReason::BudgetExhausted,
+        StopReason::BulkheadFull,
+        StopReason::Throttled,
+        StopReason::RateLimited,
+    ];
+
+    /// Lower-case label, e.g. `budget_exhausted`.
+    pub fn label(self) -> &'static str {
+        match self {
+            StopReason::Permanent => "permanent",
+            StopReason::AttemptsExhausted => "attempts_exhausted",
+            StopReason::Deadline => "deadline",
+            StopReason::CircuitOpen => "circuit_open",
+            StopReason::BudgetExhausted => "budget_exhausted",
+            StopReason::BulkheadFull => "bulkhead_full",
+            StopReason::Throttled => "throttled",
+            StopReason::RateLimited => "rate_limited",
+        }
+    }
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.label())
+    }
+}
 
 /// Why a call gave up while it still had attempts left and its last error
 /// was not permanent: a guard or the deadline stopped it (the breaker
