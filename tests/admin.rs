@@ -317,6 +317,7 @@ async fn the_snapshot_lists_each_operation_with_its_settings_and_their_sources()
             ("max_attempts", "3", "<toml>:3"),
             ("base_ms", "25", "compiled"),
             ("cap_ms", "20000", "compiled"),
+            ("factor", "2", "compiled"),
             ("jitter", "none", "<toml>:2"),
             ("attempt_timeout_ms", "none", "compiled"),
             ("deadline_ms", "none", "compiled"),

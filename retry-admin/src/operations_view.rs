@@ -15,7 +15,7 @@ pub struct OperationView {
     /// Its operation name.
     pub name: String,
     /// Each setting in effect, in the attribute's order: `max_attempts`,
-    /// `base_ms`, `cap_ms`, `jitter`, `attempt_timeout_ms`, `deadline_ms`.
+    /// `base_ms`, `cap_ms`, `factor`, `jitter`, `attempt_timeout_ms`, `deadline_ms`.
     pub settings: Vec<SettingView>,
 }
 
@@ -48,6 +48,7 @@ impl OperationView {
                 row("max_attempts", settings.max_attempts.to_string(), &sources.max_attempts),
                 row("base_ms", millis(settings.backoff.base).to_string(), &sources.base),
                 row("cap_ms", millis(settings.backoff.cap).to_string(), &sources.cap),
+                row("factor", settings.backoff.factor().to_string(), &sources.factor),
                 row("jitter", settings.backoff.jitter.name().to_owned(), &sources.jitter),
                 row("attempt_timeout_ms", optional(settings.attempt_timeout), &sources.attempt_timeout),
                 row("deadline_ms", optional(settings.deadline), &sources.deadline),

@@ -17,6 +17,8 @@ pub(crate) enum Kind {
     OneOf(&'static [&'static str]),
     /// `true` or `false`.
     Bool,
+    /// A decimal literal (`1.5`, or `2`), kept in thousandths.
+    Decimal,
     /// The name of one of the function's parameters.
     Parameter,
     /// A path to the runtime, written as a string (`"::stormproof"`).
@@ -55,6 +57,7 @@ pub(crate) const ARGUMENTS: &[Argument] = &[
     Argument { name: "max_attempts", kind: Kind::Integer, default: Default::Integer(4), example: "4" },
     Argument { name: "base_ms", kind: Kind::Integer, default: Default::Integer(100), example: "100" },
     Argument { name: "cap_ms", kind: Kind::Integer, default: Default::Integer(20_000), example: "20_000" },
+    Argument { name: "factor", kind: Kind::Decimal, default: Default::Integer(2), example: "1.5" },
     Argument {
         name: "jitter",
         kind: Kind::OneOf(JITTERS),

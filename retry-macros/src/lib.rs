@@ -47,6 +47,7 @@ use parse::{Args, Errors};
 /// | `max_attempts` | integer 1..=100 | 4 | attempts in all, the first included (1 = never retry) |
 /// | `base_ms` | integer | 100 | backoff base |
 /// | `cap_ms` | integer >= `base_ms` | 20_000 | backoff ceiling |
+/// | `factor` | decimal 1.0..=10.0, at most three decimals | 2 | how much each wait grows (1.5: by half) |
 /// | `jitter` | `"full"`, `"equal"`, `"decorrelated"`, `"none"` | `"full"` | how waits are spread |
 /// | `attempt_timeout_ms` | integer > 0 | none | each attempt is cancelled after this |
 /// | `deadline_ms` | integer > 0 | none | the whole call, waits included, ends by then |

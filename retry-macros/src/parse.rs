@@ -15,11 +15,13 @@ use syn::{Expr, ExprPath, Ident, Path, Token};
 
 use crate::arguments::{self, Argument, Kind};
 use crate::suggest;
-use crate::values::{boolean, fn_path, integer, one_of, parameter, path, string};
+use crate::values::{boolean, decimal, fn_path, integer, one_of, parameter, path, string};
 
 /// A value as the user wrote it, typed by its argument's kind.
 pub(crate) enum Value {
     Integer(i128),
+    /// A decimal, in thousandths.
+    Decimal(i128),
     Name(String),
     Choice(&'static str),
     Bool(bool),
@@ -55,6 +57,14 @@ impl Args {
     pub(crate) fn integer(&self, name: &str) -> Option<(i128, &Setting)> {
         self.get(name).and_then(|s| match s.value {
             Value::Integer(v) => Some((v, s)),
+            _ => None,
+        })
+    }
+
+    /// A decimal argument's value, in thousandths, and setting.
+    pub(crate) fn decimal(&self, name: &str) -> Option<(i128, &Setting)> {
+        self.get(name).and_then(|s| match s.value {
+            Value::Decimal(v) => Some((v, s)),
             _ => None,
         })
     }
@@ -192,6 +202,7 @@ impl Args {
         self.seen.push(name.to_owned());
         let parsed = match argument.kind {
             Kind::Integer => Value::Integer(integer(argument, value)?),
+            Kind::Decimal => Value::Decimal(decimal(argument, value)?),
             Kind::Name => Value::Name(string(argument, value)?.value()),
             Kind::OneOf(choices) => Value::Choice(one_of(argument, value, choices)?),
             Kind::Bool => Value::Bool(boolean(name, value)?),

@@ -26,6 +26,7 @@ pub(crate) fn attribute_config(sig: &Signature, plan: &Plan, rt: &TokenStream) -
     let max_attempts = Literal::u32_suffixed(plan.max_attempts);
     let base_ms = Literal::u64_suffixed(plan.base_ms);
     let cap_ms = Literal::u64_suffixed(plan.cap_ms);
+    let factor_milli = Literal::u32_suffixed(plan.factor_milli);
     let jitter = Ident::new(&capitalized(plan.jitter), Span::call_site());
     let attempt_timeout_ms = option(plan.attempt_timeout_ms.map(Literal::u64_suffixed));
     let deadline_ms = option(plan.deadline_ms.map(Literal::u64_suffixed));
@@ -53,6 +54,7 @@ pub(crate) fn attribute_config(sig: &Signature, plan: &Plan, rt: &TokenStream) -
             base_ms: #base_ms,
             cap_ms: #cap_ms,
             jitter: #rt::Jitter::#jitter,
+            factor_milli: #factor_milli,
             attempt_timeout_ms: #attempt_timeout_ms,
             deadline_ms: #deadline_ms,
             hedge_after_ms: #hedge_after_ms,

@@ -31,6 +31,8 @@ pub(crate) struct Plan {
     pub max_attempts: u32,
     pub base_ms: u64,
     pub cap_ms: u64,
+    /// How much each wait grows, in thousandths (2000: doubling).
+    pub factor_milli: u32,
     /// One of `arguments::JITTERS`.
     pub jitter: &'static str,
     pub attempt_timeout_ms: Option<u64>,
@@ -106,6 +108,21 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
         None => default_max_attempts,
     };
 
+    let factor_milli = match args.decimal("factor") {
+        Some((value, s)) if !(1000..=10_000).contains(&value) => {
+            check(Err(at(
+                s,
+                format!(
+                    "`factor` must be in 1.0..=10.0 (waits that never shrink, and grow at most tenfold a step), got {}",
+                    value as f64 / 1000.0
+                ),
+            )));
+            2000
+        }
+        // In range, so it fits.
+        Some((value, _)) => u32::try_from(value).unwrap_or(2000),
+        None => 2000,
+    };
     let base_ms = millis(&args, "base_ms", &mut check);
     let cap_ms = millis(&args, "cap_ms", &mut check);
     check(backoff_range(&args, base_ms, cap_ms));
@@ -210,6 +227,7 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
         max_attempts,
         base_ms: base_ms.unwrap_or(arguments::default_integer("base_ms")),
         cap_ms: cap_ms.unwrap_or(arguments::default_integer("cap_ms")),
+        factor_milli,
         jitter: choice("jitter"),
         attempt_timeout_ms,
         deadline_ms,

@@ -153,6 +153,29 @@ pub(crate) fn one_of(
     })
 }
 
+/// A decimal literal (`1.5`, `2`, `1.125`), in thousandths: at most three
+/// decimals, no suffix but `f64`/`f32` on a float.
+pub(crate) fn decimal(argument: &Argument, expr: &Expr) -> syn::Result<i128> {
+    let (name, example) = (argument.name, argument.example);
+    let digits = match literal(expr) {
+        Some(Lit::Float(lit)) if matches!(lit.suffix(), "" | "f64" | "f32") => lit.base10_digits().to_owned(),
+        Some(Lit::Int(lit)) if lit.suffix().is_empty() => lit.base10_digits().to_owned(),
+        _ => {
+            let message = format!("expected a decimal number for `{name}`, like `{name} = {example}`");
+            return Err(syn::Error::new_spanned(expr, message));
+        }
+    };
+    let (whole, fraction) = digits.split_once('.').unwrap_or((&digits, ""));
+    if fraction.len() > 3 || digits.contains(['e', 'E']) {
+        let message = format!("`{name}` takes at most three decimals, got {digits}");
+        return Err(syn::Error::new_spanned(expr, message));
+    }
+    let too_large = || syn::Error::new_spanned(expr, format!("`{name}` is too large: {digits}"));
+    let whole: i128 = whole.parse().map_err(|_| too_large())?;
+    let fraction: i128 = format!("{fraction:0<3}").parse().unwrap_or(0);
+    whole.checked_mul(1000).and_then(|w| w.checked_add(fraction)).ok_or_else(too_large)
+}
+
 pub(crate) fn boolean(name: &str, expr: &Expr) -> syn::Result<bool> {
     match literal(expr) {
         Some(Lit::Bool(b)) => Ok(b.value),

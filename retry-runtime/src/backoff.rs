@@ -9,8 +9,12 @@
 //! recommends.
 //!
 //! `n` counts the waits: `n = 0` is the wait after the first failure.
-//! `exp(n) = min(cap, base * 2^n)`, computed with saturating arithmetic, so
-//! no `n`, base or cap overflows or panics.
+//! `exp(n) = min(cap, base * factor^n)`: with the default factor of 2,
+//! exactly `base * 2^n`; with another (kept in thousandths, 1.000 to
+//! 10.000), each step is `exp(n + 1) = exp(n) * factor_milli / 1000` in
+//! whole nanoseconds, rounded down (and at least a nanosecond more), so the
+//! same settings give the same waits on every machine. Saturating arithmetic: no `n`, base, cap or
+//! factor overflows or panics.
 
 use std::time::Duration;
 
@@ -24,7 +28,7 @@ use rand::{RngExt, SeedableRng};
 /// | `None` | `exp(n)` |
 /// | `Full` | uniform in `[0, exp(n)]` |
 /// | `Equal` | `exp(n)/2 + uniform in [0, exp(n)/2]` |
-/// | `Decorrelated` | `min(cap, uniform in [base, prev * 3])`, `prev` starting at `base` |
+/// | `Decorrelated` | `min(cap, uniform in [base, prev * (factor + 1)])`, `prev` starting at `base` (`prev * 3` with the default factor 2, as AWS's) |
 ///
 /// ```
 /// # use stormproof_runtime as stormproof;
@@ -123,7 +127,18 @@ pub struct Backoff {
     pub cap: Duration,
     /// How waits are randomised.
     pub jitter: Jitter,
+    /// How much each wait grows, in thousandths: 2000 doubles (the
+    /// default), 1500 grows by half; 1000..=10000 (see
+    /// [`validate_factor`](Self::validate_factor)).
+    pub factor_milli: u32,
 }
+
+/// The default growth: each wait twice the one before.
+pub const DOUBLING: u32 = 2000;
+/// The least growth factor, in thousandths: waits that never shrink.
+pub const MIN_FACTOR_MILLI: u32 = 1000;
+/// The greatest growth factor, in thousandths.
+pub const MAX_FACTOR_MILLI: u32 = 10_000;
 
 const NANOS_PER_SEC: u128 = 1_000_000_000;
 
@@ -147,7 +162,42 @@ fn from_nanos(n: u128) -> Duration {
 impl Backoff {
     /// A curve from `base`, doubling up to `cap`.
     pub const fn new(base: Duration, cap: Duration, jitter: Jitter) -> Self {
-        Backoff { base, cap, jitter }
+        Backoff { base, cap, jitter, factor_milli: DOUBLING }
+    }
+
+    /// This curve growing by `factor_milli` thousandths a step instead.
+    ///
+    /// ```
+    /// # use stormproof_runtime as stormproof;
+    /// use std::time::Duration;
+    /// use stormproof::{backoff::Backoff, Jitter};
+    /// let backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(1), Jitter::None).with_factor(1500);
+    /// let waits: Vec<u128> = (0..7).map(|n| backoff.exp(n).as_micros()).collect();
+    /// assert_eq!(waits, [100_000, 150_000, 225_000, 337_500, 506_250, 759_375, 1_000_000]);
+    /// ```
+    pub const fn with_factor(self, factor_milli: u32) -> Self {
+        Backoff { factor_milli, ..self }
+    }
+
+    /// How much each wait grows (`factor_milli` as a number: 2, 1.5).
+    pub fn factor(&self) -> f64 {
+        f64::from(self.factor_milli) / 1000.0
+    }
+
+    /// Checks a growth factor in thousandths: 1000 (waits that never grow)
+    /// to 10000.
+    pub fn validate_factor(factor_milli: u32) -> Result<(), crate::config::ConfigError> {
+        if (MIN_FACTOR_MILLI..=MAX_FACTOR_MILLI).contains(&factor_milli) {
+            Ok(())
+        } else {
+            Err(crate::config::ConfigError::new(
+                "factor",
+                format!(
+                    "must be in 1.0..=10.0 (waits that never shrink, and grow at most tenfold a step), got {}",
+                    f64::from(factor_milli) / 1000.0
+                ),
+            ))
+        }
     }
 
     /// `min(cap, base * 2^n)` without jitter; saturates instead of overflowing.
@@ -160,6 +210,9 @@ impl Backoff {
     /// assert_eq!(b.exp(100), Duration::from_secs(1));
     /// ```
     pub fn exp(&self, n: u32) -> Duration {
+        if self.factor_milli != DOUBLING {
+            return self.exp_by_factor(n);
+        }
         // `base * 2^n` in `Duration`'s own arithmetic (no 128-bit
         // multiplication), at most 31 doublings a step: a non-zero base
         // passes any cap within five steps, so the loop is short whatever `n`.
@@ -173,6 +226,28 @@ impl Backoff {
         grown.min(self.cap)
     }
 
+    /// `exp(n)` for a factor other than 2: one step at a time, in whole
+    /// nanoseconds rounded down, and at least one nanosecond more (so that
+    /// a wait of a few nanoseconds grows too). A factor of 1 never grows;
+    /// any other passes the cap within the loop's bound (a wait grows by at
+    /// least 0.1% a step, and no `Duration` needs 65,000 such steps to pass
+    /// any cap), so the loop ends whatever `n`.
+    #[cold]
+    fn exp_by_factor(&self, n: u32) -> Duration {
+        let (factor, cap) = (u128::from(self.factor_milli.max(MIN_FACTOR_MILLI)), to_nanos(self.cap));
+        let mut grown = to_nanos(self.base);
+        if factor == u128::from(MIN_FACTOR_MILLI) {
+            return from_nanos(grown.min(cap));
+        }
+        for _ in 0..n {
+            if grown == 0 || grown >= cap {
+                break;
+            }
+            // Below the cap, which is a Duration's nanos: no overflow.
+            grown = (grown * factor / 1000).max(grown + 1);
+        }
+        from_nanos(grown.min(cap))
+    }
     /// The jittered wait for wait-index `n`.
     ///
     /// `prev` is the previous jittered wait (only `Decorrelated` reads it; pass
@@ -201,7 +276,8 @@ impl Backoff {
                 let base = to_nanos(self.base);
                 let cap = to_nanos(self.cap);
                 let prev = prev.map_or(base, to_nanos);
-                let high = prev.saturating_mul(3).max(base);
+                // `prev * (factor + 1)`: `prev * 3` with the default factor.
+                let high = (prev.saturating_mul(u128::from(self.factor_milli) + 1000) / 1000).max(base);
                 from_nanos(rng.uniform(base, high).min(cap))
             }
         }

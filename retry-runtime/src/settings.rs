@@ -66,6 +66,8 @@ pub struct SettingSources {
     pub base: SettingSource,
     /// Of the backoff's cap (`cap_ms`).
     pub cap: SettingSource,
+    /// Of the backoff's growth (`factor`).
+    pub factor: SettingSource,
     /// Of the jitter.
     pub jitter: SettingSource,
     /// Of the attempt timeout (`attempt_timeout_ms`).
@@ -80,6 +82,7 @@ impl SettingSources {
         max_attempts: SettingSource::Compiled,
         base: SettingSource::Compiled,
         cap: SettingSource::Compiled,
+        factor: SettingSource::Compiled,
         jitter: SettingSource::Compiled,
         attempt_timeout: SettingSource::Compiled,
         deadline: SettingSource::Compiled,

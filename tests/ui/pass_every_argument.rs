@@ -7,6 +7,7 @@ use stormproof::{Rejection, resilient};
     max_attempts = 5,
     base_ms = 50u64,
     cap_ms = 2_000u16, // a narrower type than `u64` that holds the value
+    factor = 1.5,
     jitter = "decorrelated",
     attempt_timeout_ms = 250,
     deadline_ms = 10_000,

@@ -24,6 +24,7 @@ pub struct AttributeConfig {
     pub base_ms: u64,
     pub cap_ms: u64,
     pub jitter: Jitter,
+    pub factor_milli: u32,
     pub attempt_timeout_ms: Option<u64>,
     pub deadline_ms: Option<u64>,
     pub hedge_after_ms: Option<u64>,
@@ -65,7 +66,8 @@ impl Policy {
                 Duration::from_millis(cfg.base_ms),
                 Duration::from_millis(cfg.cap_ms),
                 cfg.jitter,
-            ),
+            )
+            .with_factor(cfg.factor_milli),
             attempt_timeout: millis(cfg.attempt_timeout_ms),
             deadline: millis(cfg.deadline_ms),
             hedge: match cfg.hedge_after_ms {
@@ -128,6 +130,7 @@ impl AttributeConfig {
             base_ms: 100,
             cap_ms: 20_000,
             jitter: Jitter::Full,
+            factor_milli: crate::backoff::DOUBLING,
             attempt_timeout_ms: None,
             deadline_ms: None,
             hedge_after_ms: None,

@@ -48,6 +48,8 @@ pub struct PolicyBuilder {
     pub(super) base: Duration,
     pub(super) cap: Duration,
     pub(super) jitter: Jitter,
+    /// As given: checked (and kept in thousandths) by `build`.
+    pub(super) factor: f64,
     pub(super) attempt_timeout: Option<Duration>,
     pub(super) deadline: Option<Duration>,
     pub(super) hedge: Option<Hedge>,
@@ -74,6 +76,7 @@ impl Default for PolicyBuilder {
             base: DEFAULT_BASE,
             cap: DEFAULT_CAP,
             jitter: Jitter::Full,
+            factor: 2.0,
             attempt_timeout: None,
             deadline: None,
             hedge: None,
@@ -114,6 +117,24 @@ impl PolicyBuilder {
     /// How waits are randomised.
     pub fn jitter(mut self, jitter: Jitter) -> Self {
         self.jitter = jitter;
+        self
+    }
+
+    /// How much each wait grows: 2 (the default) doubles it, 1.5 grows it
+    /// by half; 1.0..=10.0, with at most three decimals (see
+    /// [`Backoff`](crate::backoff::Backoff) for the exact formula of each
+    /// jitter).
+    ///
+    /// ```
+    /// # use stormproof_runtime as stormproof;
+    /// use std::time::Duration;
+    /// let policy = stormproof::Policy::builder().base(Duration::from_millis(100)).factor(1.5).build().unwrap();
+    /// assert_eq!(policy.backoff().exp(2), Duration::from_millis(225));
+    /// let err = stormproof::Policy::builder().factor(0.5).build().unwrap_err();
+    /// assert_eq!(err.field, "factor");
+    /// ```
+    pub fn factor(mut self, factor: f64) -> Self {
+        self.factor = factor;
         self
     }
 
@@ -226,6 +247,7 @@ impl PolicyBuilder {
                 format!("must not exceed `cap` ({:?}), got {:?}{default}", self.cap, self.base),
             ));
         }
+        Backoff::validate_factor(factor_milli(self.factor)?)?;
         if self.attempt_timeout.is_some_and(|t| t.is_zero()) {
             return Err(ConfigError::new("attempt_timeout", "must be greater than zero"));
         }
@@ -263,7 +285,9 @@ impl PolicyBuilder {
         let named = !self.guard_names.is_empty();
         let settings = Settings {
             max_attempts: self.max_attempts,
-            backoff: Backoff::new(self.base, self.cap, self.jitter),
+            // Checked by `build`; `to_builder` gives back a valid one.
+            backoff: Backoff::new(self.base, self.cap, self.jitter)
+                .with_factor(factor_milli(self.factor).unwrap_or(crate::backoff::DOUBLING)),
             attempt_timeout: self.attempt_timeout,
             deadline: self.deadline,
             hedge: self.hedge,
@@ -295,6 +319,24 @@ impl PolicyBuilder {
     }
 }
 
+/// A growth factor as given (`1.5`) in thousandths (`1500`): refused when
+/// it is not a number or has more than three decimals, which the curve
+/// would otherwise round without a word.
+pub(crate) fn factor_milli(factor: f64) -> Result<u32, ConfigError> {
+    let milli = (factor * 1000.0).round();
+    if !factor.is_finite()
+        || (milli / 1000.0 - factor).abs() > 1e-9
+        || !(0.0..=f64::from(u32::MAX)).contains(&milli)
+    {
+        return Err(ConfigError::new(
+            "factor",
+            format!("must be a number in 1.0..=10.0 with at most three decimals, got {factor}"),
+        ));
+    }
+    // In range and whole: the cast is exact.
+    Ok(milli as u32)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -317,6 +359,10 @@ mod tests {
             (Policy::builder().hedge(ms(0), 1), "hedge_after"),
             (Policy::builder().hedge(ms(10), 0), "max_hedges"),
             (Policy::builder().name(""), "name"),
+            (Policy::builder().factor(0.5), "factor"),
+            (Policy::builder().factor(10.5), "factor"),
+            (Policy::builder().factor(1.2345), "factor"),
+            (Policy::builder().factor(f64::NAN), "factor"),
             (Policy::builder().name("  "), "name"),
         ];
         for (builder, field) in cases {

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 pub use attribute::AttributeConfig;
 pub use builder::PolicyBuilder;
+pub(crate) use builder::factor_milli;
 
 use crate::backoff::{Backoff, stream_seed};
 use crate::guards::{GuardCache, GuardNames, Guards, GuardsRef};
@@ -190,6 +191,7 @@ impl Policy {
             base: self.settings.backoff.base,
             cap: self.settings.backoff.cap,
             jitter: self.settings.backoff.jitter,
+            factor: self.settings.backoff.factor(),
             attempt_timeout: self.settings.attempt_timeout,
             deadline: self.settings.deadline,
             hedge: self.settings.hedge,

@@ -153,6 +153,7 @@ pub(super) fn settings_diff(old: &Settings, new: &Settings) -> Vec<String> {
         ("max_attempts", old.max_attempts.to_string(), new.max_attempts.to_string()),
         ("base_ms", ms(old.backoff.base), ms(new.backoff.base)),
         ("cap_ms", ms(old.backoff.cap), ms(new.backoff.cap)),
+        ("factor", old.backoff.factor().to_string(), new.backoff.factor().to_string()),
         ("jitter", old.backoff.jitter.to_string(), new.backoff.jitter.to_string()),
         ("attempt_timeout_ms", maybe(old.attempt_timeout, ms), maybe(new.attempt_timeout, ms)),
         ("deadline_ms", maybe(old.deadline, ms), maybe(new.deadline, ms)),

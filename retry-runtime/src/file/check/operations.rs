@@ -37,6 +37,9 @@ pub(crate) fn merged_operations(
         if let Some((d, _)) = &value.cap {
             settings.backoff.cap = *d;
         }
+        if let Some((f, _)) = &value.factor {
+            settings.backoff.factor_milli = *f;
+        }
         if let Some((j, _)) = &value.jitter {
             settings.backoff.jitter = *j;
         }
@@ -48,6 +51,11 @@ pub(crate) fn merged_operations(
         }
         let at = |key: Option<Span>| key.unwrap_or_else(|| span.clone());
         let before = problems.len();
+        if let (Err(error), Some((_, given))) =
+            (crate::backoff::Backoff::validate_factor(settings.backoff.factor_milli), &value.factor)
+        {
+            problems.push(given, Some("factor"), format!("`factor` {}", error.problem));
+        }
         if !(1..=MAX_ATTEMPTS_LIMIT).contains(&settings.max_attempts) {
             let message =
                 format!("`max_attempts` must be in 1..={MAX_ATTEMPTS_LIMIT}, got {}", settings.max_attempts);
@@ -125,6 +133,7 @@ fn sources(value: &OperationOverride, problems: &Problems<'_>) -> SettingSources
         max_attempts: source(value.max_attempts.as_ref().map(|(_, s)| s)),
         base: source(value.base.as_ref().map(|(_, s)| s)),
         cap: source(value.cap.as_ref().map(|(_, s)| s)),
+        factor: source(value.factor.as_ref().map(|(_, s)| s)),
         jitter: source(value.jitter.as_ref().map(|(_, s)| s)),
         attempt_timeout: source(value.attempt_timeout.as_ref().map(|(_, s)| s)),
         deadline: source(value.deadline.as_ref().map(|(_, s)| s)),

@@ -34,12 +34,12 @@ use tables::{
     BREAKER_KEYS, BUDGET_KEYS, BULKHEAD_KEYS, RATE_LIMIT_KEYS, THROTTLE_KEYS, breaker, budget, bulkhead,
     rate_limit, throttle,
 };
-use values::{Entry, count, millis, unknown_key};
+use values::{Entry, count, millis, number, unknown_key};
 
 const SECTIONS: &[&str] =
     &["breakers", "budgets", "bulkheads", "throttles", "rate_limits", "operations", "fleet"];
 const OPERATION_KEYS: &[&str] =
-    &["max_attempts", "base_ms", "cap_ms", "jitter", "attempt_timeout_ms", "deadline_ms"];
+    &["max_attempts", "base_ms", "cap_ms", "factor", "jitter", "attempt_timeout_ms", "deadline_ms"];
 
 /// A file's tables as parse read them, with the positions the checks
 /// point at.
@@ -103,6 +103,8 @@ pub(crate) struct OperationOverride {
     pub(crate) max_attempts: Option<(u32, Span)>,
     pub(crate) base: Option<(Duration, Span)>,
     pub(crate) cap: Option<(Duration, Span)>,
+    /// In thousandths, read whole (its range is the check's).
+    pub(crate) factor: Option<(u32, Span)>,
     pub(crate) jitter: Option<(Jitter, Span)>,
     pub(crate) attempt_timeout: Option<(Duration, Span)>,
     pub(crate) deadline: Option<(Duration, Span)>,
@@ -273,9 +275,23 @@ fn operation(entries: &[Entry<'_>], _table: &Span, problems: &mut Problems<'_>) 
         max_attempts: count(entries, "max_attempts", problems),
         base: millis(entries, "base_ms", problems),
         cap: millis(entries, "cap_ms", problems),
+        factor: factor(entries, problems),
         jitter,
         attempt_timeout: millis(entries, "attempt_timeout_ms", problems),
         deadline: millis(entries, "deadline_ms", problems),
     };
     (problems.len() == before).then_some(operation)
+}
+
+/// `factor`, if given: a number with at most three decimals, in thousandths.
+fn factor(entries: &[Entry<'_>], problems: &mut Problems<'_>) -> Option<(u32, Span)> {
+    let span = values::span_of(entries, "factor")?;
+    let number = number(entries, "factor", problems)?;
+    match crate::policy::factor_milli(number) {
+        Ok(milli) => Some((milli, span)),
+        Err(error) => {
+            problems.push(&span, Some("factor"), format!("`factor` {}", error.problem));
+            None
+        }
+    }
 }
