@@ -62,6 +62,8 @@
 //! (from [`Admin::event_streams`]) ends them; call it when shutdown starts.
 //!
 //! [`CircuitBreaker::totals`]: stormproof_runtime::breaker::CircuitBreaker::totals
+// docs.rs marks what feature `redis` adds.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod clock;
 mod control;

@@ -26,6 +26,8 @@
 //! | pure logic | `decision` (the retry decision), `backoff`, `classify`, `rejection`, `error` (what the loop needs of an error type), `errors` (the ecosystem's error types, and `Error<E>`), `settings`, `suggest`, `clock`, `config` |
 //! | leaf | `observe` (traces and metrics, from plain labels), `attempts`, `counter` (per-thread counts of the success path) |
 #![deny(missing_docs)]
+// docs.rs marks what each feature adds.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 
 pub mod backoff;

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 pub use attribute::AttributeConfig;
 pub use builder::PolicyBuilder;
+#[cfg(feature = "config")]
 pub(crate) use builder::factor_milli;
 
 use crate::backoff::{Backoff, stream_seed};
