@@ -248,3 +248,30 @@ async fn the_attributes_hooks_hear_the_same() {
     assert_eq!(*STOPS.lock().unwrap(), ["annotated stop: attempts_exhausted after 3 attempts, 300ms"]);
     assert_eq!(StopReason::AttemptsExhausted.label(), "attempts_exhausted");
 }
+
+fn by_kind(error: &IoError) -> ErrorClass {
+    if error.kind() == ErrorKind::NotFound { ErrorClass::Permanent } else { ErrorClass::Transient }
+}
+
+static CLASSIFIED_RETRIES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn remember_classified_retry(event: &RetryEvent) {
+    CLASSIFIED_RETRIES.lock().unwrap().push(retry_line(event));
+}
+
+#[resilient(max_attempts = 2, base_ms = 100, jitter = "none", name = "classified", classify = by_kind, on_retry = remember_classified_retry)]
+async fn classified() -> Result<u32, IoError> {
+    Err(IoError::from(ErrorKind::ConnectionReset))
+}
+
+/// With `classify = path`, the hook still sees the error where its type
+/// shows one.
+#[tokio::test(start_paused = true)]
+async fn a_classify_function_leaves_the_error_visible_to_the_hook() {
+    let _ = classified().await;
+    let reset = IoError::from(ErrorKind::ConnectionReset).to_string();
+    assert_eq!(
+        *CLASSIFIED_RETRIES.lock().unwrap(),
+        [format!("classified retry: attempt 1 failed (Transient), next in 100ms: {reset}")]
+    );
+}

@@ -163,3 +163,21 @@ async fn anyhow_has_no_stopped_layer_for_the_operations_own_answer() {
         assert_eq!(error.to_string(), IoError::from(kind).to_string());
     }
 }
+
+fn always_transient(_: &anyhow::Error) -> stormproof::ErrorClass {
+    stormproof::ErrorClass::Transient
+}
+
+#[resilient(max_attempts = 4, base_ms = 100, jitter = "none", deadline_ms = 250, classify = always_transient)]
+async fn classified_by_a_function() -> anyhow::Result<u32> {
+    Err(anyhow::anyhow!("connection reset"))
+}
+
+/// A `classify = path` function replaces the classification only: the
+/// error type still marks a stopped call its own way.
+#[tokio::test(start_paused = true)]
+async fn a_classify_function_keeps_the_stopped_layer() {
+    let error = classified_by_a_function().await.unwrap_err();
+    let stopped = error.downcast_ref::<Stopped>().expect("a Stopped layer");
+    assert_eq!((stopped.reason(), stopped.attempts()), (StopReason::Deadline, 2));
+}

@@ -86,7 +86,8 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         use #krate::__private as #runtime;
         #[allow(unused_imports)]
         use #runtime::{
-            ConvertByFrom as _, ConvertByWrapping as _, ConvertNot as _, ForgetOtherError as _, KeepSendError as _,
+            ConvertByFrom as _, ConvertByTraits as _, ConvertByWrapping as _, ConvertNot as _, ForgetOtherError as _,
+            KeepSendError as _,
             KeyFromDisplay as _, KeyFromInteger as _, KeyFromText as _,
         };
     };
@@ -335,7 +336,7 @@ fn error_handling(plan: &Plan, error_ty: &TokenStream, error_span: Span, rt: &To
             let handling = respan(quote!(#rt::RejectionConverter::<#error_ty>::classify_with), path.span());
             quote!({
                 let classify: #fn_type = #path;
-                #handling((&&&#rt::RejectProbe::<#error_ty>::new()).converter(), classify)
+                #handling((&&&&#rt::RejectProbe::<#error_ty>::new()).converter(), classify)
             })
         }
     }

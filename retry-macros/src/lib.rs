@@ -258,6 +258,31 @@ mod tests {
         assert!(out.contains("__stormproof :: Policy :: from_attribute"), "{out}");
     }
 
+    /// `factor`'s literal in thousandths: the decimals that count, at most
+    /// three; a negative number read as one (for the range check); no
+    /// exponent.
+    #[test]
+    fn a_factor_is_read_in_thousandths() {
+        let factor = crate::arguments::find("factor").unwrap();
+        let read = |text: &str| {
+            crate::values::decimal(factor, &syn::parse_str(text).unwrap()).map_err(|e| e.to_string())
+        };
+        for (text, milli) in [
+            ("1.5", 1500),
+            ("2", 2000),
+            ("2.0000", 2000),
+            ("1.", 1000),
+            ("1.125", 1125),
+            ("1.5f32", 1500),
+            ("-1.5", -1500),
+        ] {
+            assert_eq!(read(text), Ok(milli), "{text}");
+        }
+        assert_eq!(read("1.2345"), Err("`factor` takes at most three decimals, got 1.2345".to_owned()));
+        assert!(read("1e3").unwrap_err().contains("a plain decimal number"), "{:?}", read("1e3"));
+        assert!(read("\"1.5\"").unwrap_err().contains("expected a decimal number"), "a string");
+    }
+
     #[test]
     fn the_attributes_defaults_are_the_builders() {
         use crate::arguments::{Default, find};
@@ -273,6 +298,7 @@ mod tests {
         assert_eq!(integer("max_attempts"), u64::from(policy.max_attempts()));
         assert_eq!(integer("base_ms"), policy.backoff().base.as_millis() as u64);
         assert_eq!(integer("cap_ms"), policy.backoff().cap.as_millis() as u64);
+        assert_eq!(integer("factor") as f64, policy.backoff().factor());
         assert_eq!(choice("jitter"), policy.backoff().jitter.name());
         assert_eq!(choice("nested") == "retry", policy.nested() == stormproof::Nested::Retry);
         for unset in ["attempt_timeout_ms", "deadline_ms", "breaker", "budget", "bulkhead", "key"] {

@@ -156,6 +156,10 @@ pub(crate) fn one_of(
 /// A decimal literal (`1.5`, `2`, `1.125`), in thousandths: at most three
 /// decimals, no suffix but `f64`/`f32` on a float.
 pub(crate) fn decimal(argument: &Argument, expr: &Expr) -> syn::Result<i128> {
+    // A negative number is read as one, for the range check to refuse in words.
+    if let Expr::Unary(ExprUnary { op: UnOp::Neg(_), expr: inner, .. }) = peel(expr) {
+        return decimal(argument, inner).map(|value| -value);
+    }
     let (name, example) = (argument.name, argument.example);
     let digits = match literal(expr) {
         Some(Lit::Float(lit)) if matches!(lit.suffix(), "" | "f64" | "f32") => lit.base10_digits().to_owned(),
@@ -165,8 +169,16 @@ pub(crate) fn decimal(argument: &Argument, expr: &Expr) -> syn::Result<i128> {
             return Err(syn::Error::new_spanned(expr, message));
         }
     };
+    if digits.contains(['e', 'E']) {
+        let message = format!(
+            "expected a plain decimal number for `{name}`, like `{name} = {example}`, found {digits}"
+        );
+        return Err(syn::Error::new_spanned(expr, message));
+    }
     let (whole, fraction) = digits.split_once('.').unwrap_or((&digits, ""));
-    if fraction.len() > 3 || digits.contains(['e', 'E']) {
+    // `2.0000` is 2: only the decimals that count are limited.
+    let fraction = fraction.trim_end_matches('0');
+    if fraction.len() > 3 {
         let message = format!("`{name}` takes at most three decimals, got {digits}");
         return Err(syn::Error::new_spanned(expr, message));
     }

@@ -186,7 +186,12 @@ impl<E> ClassifyWith<E> {
     /// Classification by `classify`, rejections made by `reject`, which
     /// also says how a stopped call's error is marked.
     pub fn new(classify: fn(&E) -> ErrorClass, reject: impl RejectionConverter<E>) -> Self {
-        ClassifyWith { classify, reject: reject.converter(), stopped: reject.stopper(), view: no_view::<E> }
+        ClassifyWith {
+            classify,
+            reject: reject.converter(),
+            stopped: reject.stopper(),
+            view: reject.viewer(),
+        }
     }
 
     /// Everything by `E`'s traits.
@@ -260,6 +265,12 @@ pub trait RejectionConverter<E> {
         unmarked::<E>
     }
 
+    /// How the `on_retry` hook sees an error as a `std::error::Error`:
+    /// not at all unless `E` can say (its `Classify::as_error`).
+    fn viewer(&self) -> for<'e> fn(&'e E) -> Option<&'e (dyn StdError + 'static)> {
+        no_view::<E>
+    }
+
     /// The handling that classifies with `classify` and converts with this.
     fn classify_with(self, classify: fn(&E) -> ErrorClass) -> ClassifyWith<E>
     where
@@ -273,6 +284,38 @@ pub trait RejectionConverter<E> {
 impl<E> RejectionConverter<E> for fn(Rejection) -> E {
     fn converter(&self) -> fn(Rejection) -> E {
         *self
+    }
+}
+
+/// What [`RejectProbe`] finds for a type that is [`Classify`] and
+/// `From<Rejection>` (a `classify = path` that overrides a type's own
+/// classification): its `From`, and its own marking and view of an error.
+pub struct ByTraitsConverter<E>(std::marker::PhantomData<fn() -> E>);
+
+#[diagnostic::do_not_recommend]
+impl<E: Classify + From<Rejection>> RejectionConverter<E> for ByTraitsConverter<E> {
+    fn converter(&self) -> fn(Rejection) -> E {
+        E::from
+    }
+
+    fn stopper(&self) -> fn(E, Stopped) -> E {
+        <E as Classify>::mark_stopped
+    }
+
+    fn viewer(&self) -> for<'e> fn(&'e E) -> Option<&'e (dyn StdError + 'static)> {
+        <E as Classify>::as_error
+    }
+}
+
+/// First choice: `E` is `Classify` and `From<Rejection>`.
+pub trait ConvertByTraits<E> {
+    /// `E::from`, `E`'s marking and view.
+    fn converter(&self) -> ByTraitsConverter<E>;
+}
+
+impl<E: Classify + From<Rejection>> ConvertByTraits<E> for &&&RejectProbe<E> {
+    fn converter(&self) -> ByTraitsConverter<E> {
+        ByTraitsConverter(std::marker::PhantomData)
     }
 }
 
@@ -292,7 +335,8 @@ impl<X> RejectionConverter<Error<X>> for WrapInError<X> {
 }
 
 /// Finds how rejections become `E` for `classify = path`:
-/// `(&&&RejectProbe::<E>::new()).converter()` is `From<Rejection>` when `E`
+/// `(&&&&RejectProbe::<E>::new()).converter()` is `E`'s traits when `E` is
+/// `Classify` and `From<Rejection>`, `From<Rejection>` when `E`
 /// has it, `Error::Rejected` when `E` is an [`Error<X>`], and otherwise a
 /// [`NoConverter`] the compiler refuses in words.
 pub struct RejectProbe<E>(std::marker::PhantomData<fn() -> E>);
@@ -305,7 +349,7 @@ impl<E> RejectProbe<E> {
     }
 }
 
-/// First choice: `E: From<Rejection>`.
+/// Second choice: `E: From<Rejection>`.
 pub trait ConvertByFrom<E> {
     /// `E::from`.
     fn converter(&self) -> fn(Rejection) -> E;
@@ -317,7 +361,7 @@ impl<E: From<Rejection>> ConvertByFrom<E> for &&RejectProbe<E> {
     }
 }
 
-/// Second choice: `E` is `Error<X>`.
+/// Third choice: `E` is `Error<X>`.
 pub trait ConvertByWrapping<X> {
     /// `Error::Rejected`, and `Error::Stopped`.
     fn converter(&self) -> WrapInError<X>;

@@ -7,7 +7,11 @@
 //! resilience4j's event publisher give their users.
 //!
 //! A hook runs on the call's task, between the failed attempt and the
-//! wait: keep it short (count, log, record). One that panics is caught: the
+//! wait: keep it short (count, log, record). `on_retry` is told when a
+//! retry is decided, before its wait, as backon's `notify` and Polly's
+//! `OnRetry` are; a retry that a guard then refuses at its admission (the
+//! breaker opened, the bulkhead stayed full) is not made: the call ends,
+//! and `on_stop` says why, after as many attempts as were made. One that panics is caught: the
 //! call goes on and ends as it would have, and the panic is reported as a
 //! `stormproof::call` warning. Unset, a hook costs a call nothing: its
 //! success path never reaches one.

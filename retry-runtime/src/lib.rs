@@ -91,8 +91,8 @@ pub mod __private {
     };
     pub use crate::call::{Keyed, Unkeyed};
     pub use crate::error::{
-        ByTraits, ClassifyWith, ConvertByFrom, ConvertByWrapping, ConvertNot, ErrorHandling, NoConverter,
-        RejectProbe, RejectionConverter, WrapInError,
+        ByTraits, ByTraitsConverter, ClassifyWith, ConvertByFrom, ConvertByTraits, ConvertByWrapping,
+        ConvertNot, ErrorHandling, NoConverter, RejectProbe, RejectionConverter, WrapInError,
     };
     pub use crate::guards::{Named, Unnamed};
     pub use crate::operations::Operation;

@@ -14,7 +14,8 @@ use reqwest::header::RETRY_AFTER;
 use crate::classify::{parse_retry_after, retry_after_lines};
 pub use crate::errors::StatusError;
 
-/// The response if its status is a success (below 400), else a
+/// The response if its status is not an error (outside 400..=599, as
+/// reqwest's own `error_for_status` reads it), else a
 /// [`StatusError`] that keeps its `Retry-After`: use it where you would
 /// write `response.error_for_status()`, which loses that header.
 ///
@@ -35,6 +36,11 @@ pub use crate::errors::StatusError;
 /// # Ok(()) }
 /// ```
 pub fn error_for_status(response: reqwest::Response) -> Result<reqwest::Response, StatusError> {
+    // reqwest's range: a status outside 400..=599 (a non-standard 999, say)
+    // is not an error there, nor here.
+    if !(400..600).contains(&response.status().as_u16()) {
+        return Ok(response);
+    }
     let Some(class) = super::rules::response_class(response.status(), response.headers()) else {
         return Ok(response);
     };
