@@ -56,7 +56,7 @@ mod without_redis {
 }
 
 #[cfg(feature = "redis")]
-mod with_redis {
+pub(super) mod with_redis {
     use toml::Spanned;
     use toml::de::DeValue;
 
@@ -64,7 +64,8 @@ mod with_redis {
     use crate::file::{Problems, Span};
     use crate::fleet::FleetConfig;
 
-    const FLEET_KEYS: &[&str] = &["url", "prefix", "sync_every_ms", "store_timeout_ms", "lease_size"];
+    pub(in crate::file::parse) const FLEET_KEYS: &[&str] =
+        &["url", "prefix", "sync_every_ms", "store_timeout_ms", "lease_size"];
 
     /// The `[fleet]` table, read and checked.
     #[derive(Debug)]

@@ -295,3 +295,49 @@ fn factor(entries: &[Entry<'_>], problems: &mut Problems<'_>) -> Option<(u32, Sp
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The keys of the guide's schema table that follows `heading`, in order.
+    fn schema_keys(guide: &str, heading: &str) -> Vec<String> {
+        let at = guide.find(heading).unwrap_or_else(|| panic!("docs/configuration.md has no {heading}"));
+        guide[at..]
+            .lines()
+            .skip_while(|line| !line.starts_with("| key |"))
+            .skip(2)
+            .take_while(|line| line.starts_with("| `"))
+            .filter_map(|line| line.split('`').nth(1).map(str::to_owned))
+            .collect()
+    }
+
+    /// The guide's full schema lists every key the parser reads, table by
+    /// table, and no other: a key added to the parser without its row, or
+    /// a row for a key the parser refuses, fails here.
+    #[test]
+    fn the_guides_schema_is_the_parsers() {
+        let guide = include_str!("../../../../docs/configuration.md");
+        let guide = &guide[guide.find("## The full schema").expect("the schema section")..];
+        let tables: [(&str, &[&str]); 6] = [
+            ("`[breakers.NAME]`", BREAKER_KEYS),
+            ("`[budgets.NAME]`", BUDGET_KEYS),
+            ("`[bulkheads.NAME]`", BULKHEAD_KEYS),
+            ("`[throttles.NAME]`", THROTTLE_KEYS),
+            ("`[rate_limits.NAME]`", RATE_LIMIT_KEYS),
+            ("`[operations.\"NAME\"]`", OPERATION_KEYS),
+        ];
+        for (heading, keys) in tables {
+            assert_eq!(schema_keys(guide, heading), keys, "{heading}");
+        }
+        let fleet = ["url", "prefix", "sync_every_ms", "store_timeout_ms", "lease_size"];
+        assert_eq!(schema_keys(guide, "`[fleet]`"), fleet);
+        #[cfg(feature = "redis")]
+        assert_eq!(fleet, fleet::with_redis::FLEET_KEYS);
+        let sections: Vec<&str> = SECTIONS.to_vec();
+        assert_eq!(
+            sections,
+            ["breakers", "budgets", "bulkheads", "throttles", "rate_limits", "operations", "fleet"]
+        );
+    }
+}
