@@ -373,7 +373,7 @@ impl<X> ConvertByWrapping<X> for &RejectProbe<Error<X>> {
     }
 }
 
-/// Last resort: no conversion, which [`ClassifyWith::new`] refuses.
+/// Last resort: no conversion, which `RejectionConverter::classify_with` refuses.
 pub trait ConvertNot<E> {
     /// A value that is not a [`RejectionConverter`].
     fn converter(&self) -> NoConverter<E>;

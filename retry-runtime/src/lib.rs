@@ -85,28 +85,24 @@ pub use stop::{StopReason, Stopped};
 /// may change in any release.
 #[doc(hidden)]
 pub mod __private {
+    // Only what the expansion names (or imports, for its probes' methods),
+    // the two traits `Call`'s methods are bound by (`LastError`,
+    // `ErrorHandling`), and the three types the call's own tests drive it
+    // with (`ByTraits`, `Kept`, `Step`); `NoConverter` is here so that the
+    // compiler's message for a type that cannot carry a rejection names it
+    // by this path.
     pub use crate::call::{
-        Call, ErrorProbe, ForgetOtherError, Forgotten, KeepSendError, Kept, KeyFromDisplay, KeyFromInteger,
-        KeyFromText, KeyProbe, KeyText, KeyWriter, LastError, Step, idempotency_key,
+        Call, ErrorProbe, ForgetOtherError, KeepSendError, Kept, KeyFromDisplay, KeyFromInteger, KeyFromText,
+        KeyProbe, Keyed, LastError, Step, Unkeyed, idempotency_key,
     };
-    pub use crate::call::{Keyed, Unkeyed};
     pub use crate::error::{
-        ByTraits, ByTraitsConverter, ClassifyWith, ConvertByFrom, ConvertByTraits, ConvertByWrapping,
-        ConvertNot, ErrorHandling, NoConverter, RejectProbe, RejectionConverter, WrapInError,
+        ByTraits, ConvertByFrom, ConvertByTraits, ConvertByWrapping, ConvertNot, ErrorHandling, NoConverter,
+        RejectProbe, RejectionConverter,
     };
     pub use crate::guards::{Named, Unnamed};
     pub use crate::operations::Operation;
     pub use crate::policy::AttributeConfig;
     pub use inventory;
-
-    /// The handling of an error type through its traits. The bound is
-    /// checked here, once, at the error type (the expansion spans the call
-    /// there), and nowhere else: what this returns handles `E` whatever `E`
-    /// is, so a missing trait is one error in words, not a cascade.
-    #[inline(always)]
-    pub fn by_traits<E: crate::ResilientError>() -> ClassifyWith<E> {
-        ClassifyWith::by_traits()
-    }
 
     /// The error type of a `Result`, named through an alias (`io::Result<T>`).
     pub trait ResultType {

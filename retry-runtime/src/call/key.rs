@@ -118,7 +118,7 @@ pub fn idempotency_key<T: ?Sized>(value: &T, text: &dyn Display, writer: KeyWrit
     }
 }
 
-/// A probe for the key's type, asked for its [`KeyWriter`] through
+/// A probe for the key's type, asked for its `KeyWriter` through
 /// autoref: `(&&&KeyProbe::of(&key)).key_writer()` takes the first of
 /// [`KeyFromText`], [`KeyFromInteger`] and [`KeyFromDisplay`] whose bound
 /// the type meets. The last has none, so the probe itself never fails.

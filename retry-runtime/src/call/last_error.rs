@@ -78,7 +78,7 @@ impl<E> LastError<E> for Forgotten<E> {
 }
 
 /// Chooses the slot for error type `E`: `(&ErrorProbe::<E>::new()).slot()`
-/// is a [`Kept`] when `E: Send` and a [`Forgotten`] otherwise, with both
+/// is a [`Kept`] when `E: Send` and a `Forgotten` otherwise, with both
 /// [`KeepSendError`] and [`ForgetOtherError`] in scope.
 pub struct ErrorProbe<E>(PhantomData<fn() -> E>);
 

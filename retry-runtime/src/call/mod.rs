@@ -72,8 +72,8 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-pub use key::{KeyFromDisplay, KeyFromInteger, KeyFromText, KeyProbe, KeyText, KeyWriter, idempotency_key};
-pub use last_error::{ErrorProbe, ForgetOtherError, Forgotten, KeepSendError, Kept, LastError};
+pub use key::{KeyFromDisplay, KeyFromInteger, KeyFromText, KeyProbe, idempotency_key};
+pub use last_error::{ErrorProbe, ForgetOtherError, KeepSendError, Kept, LastError};
 pub use made_on_poll::MadeOnPoll;
 pub use plain::{Keyed, Unkeyed};
 pub use run::{Classified, ClassifyInner};
