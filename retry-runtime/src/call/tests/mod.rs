@@ -81,8 +81,17 @@ fn only_a_deadline_a_key_a_scope_or_an_enabled_span_build_a_calls_optional_state
 
 #[test]
 fn an_override_that_tunes_the_retries_leaves_a_call_plain_one_with_a_deadline_or_timeout_does_not() {
-    registry().declare_breaker("call-unit-overridden", BreakerConfig::default()).unwrap();
-    let built = Policy::builder().breaker("call-unit-overridden").build().unwrap();
+    overrides_and_plain("call-unit-overridden", plain);
+}
+
+/// An override that tunes the retries leaves a call of a policy naming a
+/// breaker `name` plain as `plain` sees it; one with a deadline or an
+/// attempt timeout does not; a registry that goes counts itself out. Both
+/// ways of seeing a first attempt plain (the call's, and the plain
+/// attempt's own, `plain::plain_as`) are held to it.
+fn overrides_and_plain(name: &str, plain: impl Fn(&'static Policy) -> bool) {
+    registry().declare_breaker(name, BreakerConfig::default()).unwrap();
+    let built = Policy::builder().breaker(name.to_owned()).build().unwrap();
     // The registry counts itself into the policy's 'static counter.
     let policy: &'static Policy = Box::leak(Box::new(built));
     let second = Some(Duration::from_secs(1));
@@ -92,7 +101,7 @@ fn an_override_that_tunes_the_retries_leaves_a_call_plain_one_with_a_deadline_or
     let hold = |settings: Option<Settings>| {
         let counted = settings.map(|settings| {
             let sources = crate::settings::SettingSources::COMPILED;
-            ("call-unit-overridden".to_owned(), (settings, sources, vec![policy.overrides()]))
+            (name.to_owned(), (settings, sources, vec![policy.overrides()]))
         });
         holder.replace_overrides(counted.into_iter().collect());
     };

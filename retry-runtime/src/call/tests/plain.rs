@@ -15,7 +15,6 @@ use crate::call::{Call, Kept};
 use crate::error::ByTraits;
 use crate::guards::{AnyShape, Named, Shape, Unnamed};
 use crate::policy::Policy;
-use crate::settings::Settings;
 use crate::{
     breaker::BreakerConfig, budget::RatioBudget, bulkhead::BulkheadConfig, rate_limit::RateLimitConfig,
     registry, throttle::ThrottleConfig,
@@ -123,34 +122,9 @@ fn guards_that_admit_quietly_and_no_timeout_deadline_or_hedging_make_a_call_plai
 
 #[test]
 fn an_override_that_tunes_the_retries_leaves_a_call_plain_one_with_a_deadline_or_timeout_does_not() {
-    registry().declare_breaker("plain-unit-overridden", BreakerConfig::default()).unwrap();
-    let built = Policy::builder().breaker("plain-unit-overridden").build().unwrap();
-    // The registry counts itself into the policy's 'static counter.
-    let policy: &'static Policy = Box::leak(Box::new(built));
-    let plain = |policy| plain_as::<(Unnamed, Named, Unnamed, Unnamed, Unnamed)>(policy);
-    let second = Some(Duration::from_secs(1));
-    let compiled = policy.settings();
-    let tuned = Settings { max_attempts: 7, ..compiled };
-    let holder = crate::Registry::new();
-    let hold = |settings: Option<Settings>| {
-        let counted = settings.map(|settings| {
-            let sources = crate::settings::SettingSources::COMPILED;
-            ("plain-unit-overridden".to_owned(), (settings, sources, vec![policy.overrides()]))
-        });
-        holder.replace_overrides(counted.into_iter().collect());
-    };
-
-    hold(Some(tuned));
-    assert!(policy.may_be_overridden() && plain(policy), "retries tuned: still plain");
-    hold(Some(Settings { deadline: second, ..tuned }));
-    assert!(!plain(policy), "a deadline is armed as the call starts");
-    hold(Some(Settings { attempt_timeout: second, ..tuned }));
-    assert!(!plain(policy), "so is an attempt timeout (the same weight, replacing the deadline)");
-    hold(Some(compiled));
-    assert!(policy.may_be_overridden() && plain(policy), "plain again, the override still counted");
-    hold(Some(Settings { deadline: second, ..tuned }));
-    drop(holder);
-    assert!(!policy.may_be_overridden() && plain(policy), "a registry that goes counts itself out whole");
+    super::overrides_and_plain("plain-unit-overridden", |policy| {
+        plain_as::<(Unnamed, Named, Unnamed, Unnamed, Unnamed)>(policy)
+    });
 }
 
 #[test]
