@@ -66,17 +66,19 @@ fn fixture(calls: u64) -> (Runtime, u64) {
 /// happens once per run, so its cost cancels between the two runs of a row.
 #[cfg(feature = "redis")]
 fn join_fleet(rt: &Runtime) {
-    use stormproof::fleet::FleetConfig;
+    use stormproof::fleet::{Fleet, FleetConfig};
     let _entered = rt.enter();
-    let fleet = stormproof::registry()
-        .join_fleet(FleetConfig {
+    let fleet = Fleet::join(
+        stormproof::registry(),
+        FleetConfig {
             url: "redis://127.0.0.1:1/".into(),
             sync_every: std::time::Duration::from_secs(3_600),
             breakers: vec![shared::BREAKER.into()],
             budgets: vec![shared::BUDGET.into()],
             ..Default::default()
-        })
-        .expect("a valid fleet");
+        },
+    )
+    .expect("a valid fleet");
     // Shared for the whole process.
     std::mem::forget(fleet);
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the distribution's redis-server when it is missing: the fleet
-# tests (retry-runtime/tests/fleet, feature `redis`) start their own server
+# tests (retry-fleet/tests/fleet) start their own server
 # on a free loopback port, with persistence off, and need only the binary.
 # Nothing is started here, and a service the package may start is left alone.
 #

@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-published=(stormproof-macros stormproof-runtime stormproof-admin stormproof-sim stormproof)
+published=(stormproof-macros stormproof-runtime stormproof-admin stormproof-sim stormproof-fleet stormproof)
 
 cargo metadata --format-version 1 --no-deps | PUBLISHED="${published[*]}" python3 -c '
 import json, os, sys

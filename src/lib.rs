@@ -17,6 +17,10 @@ pub use stormproof_admin as admin;
 #[doc(inline)]
 pub use stormproof_sim as sim;
 
+#[cfg(feature = "redis")]
+#[doc(inline)]
+pub use stormproof_fleet as fleet;
+
 /// Support for the code `#[resilient]` generates. Not a public API: it may
 /// change in any release.
 #[doc(hidden)]

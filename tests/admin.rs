@@ -12,7 +12,7 @@ mod browser;
 /// The fleet tests' `redis-server` (a free loopback port, no persistence).
 #[cfg(feature = "redis")]
 #[allow(dead_code)]
-#[path = "../retry-runtime/tests/fleet/server.rs"]
+#[path = "../retry-fleet/tests/fleet/server.rs"]
 mod server;
 #[path = "admin/support.rs"]
 mod support;

@@ -57,7 +57,7 @@ mod no_fleet;
 /// The fleet tests' `redis-server` (a free loopback port, no persistence).
 #[cfg(feature = "redis")]
 #[allow(dead_code)]
-#[path = "../retry-runtime/tests/fleet/server.rs"]
+#[path = "../retry-fleet/tests/fleet/server.rs"]
 mod server;
 
 fn ms(v: u64) -> Duration {

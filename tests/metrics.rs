@@ -45,7 +45,7 @@ impl From<Rejection> for Fault {
 /// The fleet tests' `redis-server` (a free loopback port, no persistence).
 #[cfg(feature = "redis")]
 #[allow(dead_code)]
-#[path = "../retry-runtime/tests/fleet/server.rs"]
+#[path = "../retry-fleet/tests/fleet/server.rs"]
 mod server;
 
 /// A metric's labels, sorted.
@@ -401,9 +401,11 @@ fn the_name_argument_tells_two_methods_of_the_same_name_apart() {
 fn joined(config: stormproof::fleet::FleetConfig) -> (Registry, stormproof::fleet::Fleet) {
     let registry = Registry::new();
     registry.declare_breaker("dep", BreakerConfig::default()).unwrap();
-    let fleet = registry
-        .join_fleet(stormproof::fleet::FleetConfig { breakers: vec!["dep".into()], ..config })
-        .unwrap();
+    let fleet = stormproof::fleet::Fleet::join(
+        &registry,
+        stormproof::fleet::FleetConfig { breakers: vec!["dep".into()], ..config },
+    )
+    .unwrap();
     (registry, fleet)
 }
 

@@ -1,13 +1,12 @@
-//! The fleet the registry is in (feature `redis`), as the snapshot shows it.
+//! The fleet the registry is in (feature `fleet`), as the snapshot shows it.
 
 use serde::{Deserialize, Serialize};
 
 use stormproof_runtime::Registry;
 
-/// The fleet the registry shares its guards with (see
-/// [`Registry::join_fleet`]), as its background task last reported.
-///
-/// [`Registry::join_fleet`]: stormproof_runtime::Registry::join_fleet
+/// The fleet the registry shares its guards with (joined with
+/// `stormproof::fleet::Fleet::join`), as its background task last reported
+/// ([`Registry::fleet_sync`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct FleetView {
@@ -29,7 +28,7 @@ pub struct FleetView {
 
 impl FleetView {
     /// The fleet `registry` is in now; `None` when it is in none.
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "fleet")]
     pub(crate) fn of(registry: &Registry) -> Option<Self> {
         let report = registry.fleet_sync()?;
         Some(FleetView {
@@ -42,8 +41,8 @@ impl FleetView {
         })
     }
 
-    /// Without feature `redis` a registry is in no fleet.
-    #[cfg(not(feature = "redis"))]
+    /// Without feature `fleet` a registry is in no fleet.
+    #[cfg(not(feature = "fleet"))]
     pub(crate) fn of(_: &Registry) -> Option<Self> {
         None
     }

@@ -8,7 +8,7 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `GET /` | one self-contained HTML page (inline CSS and JS, nothing fetched from elsewhere, works offline) that follows `/events`: a card per breaker (state, forced state, calls, failures and rejections per second over the last 60 s, time left open, probes in flight), budgets, bulkheads (with their adaptive limit), throttles, rate limits, the last transitions, and the fleet the registry is in (feature `redis`: linked or not, flushes, and a line for the keys of the fleet's found holding another type, the last one named) |
+//! | `GET /` | one self-contained HTML page (inline CSS and JS, nothing fetched from elsewhere, works offline) that follows `/events`: a card per breaker (state, forced state, calls, failures and rejections per second over the last 60 s, time left open, probes in flight), budgets, bulkheads (with their adaptive limit), throttles, rate limits, the last transitions, and the fleet the registry is in (feature `fleet`, the facade's `redis`: linked or not, flushes, and a line for the keys of the fleet's found holding another type, the last one named) |
 //! | `GET /snapshot` | the same data as JSON: a [`Snapshot`] (its docs list every field) |
 //! | `GET /events` | server-sent events: `snapshot` (a [`Snapshot`], first, and again whenever this client fell more than 1024 transitions behind), `transition` (a [`TransitionView`], as it happens) and `tick` (a [`Snapshot`] once a second, each breaker's `per_second` holding the second just ended; a client that cannot keep up gets the latest tick, not every one it missed) |
 //! | `POST /breakers/{name}/force-open` | holds the breaker open until reset: every call fails fast |
@@ -62,7 +62,7 @@
 //! (from [`Admin::event_streams`]) ends them; call it when shutdown starts.
 //!
 //! [`CircuitBreaker::totals`]: stormproof_runtime::breaker::CircuitBreaker::totals
-// docs.rs marks what feature `redis` adds.
+// docs.rs marks what feature `fleet` adds.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod clock;

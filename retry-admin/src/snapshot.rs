@@ -72,7 +72,7 @@ pub struct Snapshot {
     /// (at most [`TRANSITIONS_KEPT`]), oldest first. In a `tick` event:
     /// empty, since each transition has its own event.
     pub transitions: Vec<TransitionView>,
-    /// The fleet the registry is in (feature `redis`); `null` when none.
+    /// The fleet the registry is in (feature `fleet`, the facade's `redis`); `null` when none.
     #[serde(default)]
     pub fleet: Option<FleetView>,
     /// Every `#[resilient]` function linked into the program, sorted by

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 /// Durations longer than this (about 30 years, tokio's own horizon for
 /// `sleep`) never end: no deadline or timer is armed for them.
-pub(crate) const HORIZON: Duration = Duration::from_secs(86_400 * 365 * 30);
+pub const HORIZON: Duration = Duration::from_secs(86_400 * 365 * 30);
 
 /// The instant `after` from now, or `None` when that is beyond the horizon.
 #[inline]

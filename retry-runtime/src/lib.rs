@@ -21,7 +21,7 @@
 //! |---|---|
 //! | entry points | `Policy::run` (`call::run`), the attribute's expansion, `http` (the tower layer and the reqwest middleware: one HTTP call driven through the loop, one set of HTTP rules); the dashboard is a crate of its own (`stormproof-admin`) on the public API |
 //! | the call | `call` (one `Call`, one `Attempt` future: admission, run, record, decide, back off), `guard` (the `Guard` trait and the guard set's one admission and recording), `context` (key and nesting per attempt) |
-//! | wiring | `fleet` (feature `redis`: guards shared through Redis by a background task), `operations` (every annotated fn, listed at link time; `Registry::check`), `file` (the TOML file: read, parse, check, apply, one way), `policy` (settings), `guards` (names resolved and cached per registry), `registry` (named guards, operation overrides) |
+//! | wiring | `fleet` (feature `fleet`: the seam a store that shares guards between processes uses; the Redis fleet is the `stormproof-fleet` crate), `operations` (every annotated fn, listed at link time; `Registry::check`), `file` (the TOML file: read, parse, check, apply, one way), `policy` (settings), `guards` (names resolved and cached per registry), `registry` (named guards, operation overrides) |
 //! | guards | `breaker` (pure core + atomic wrapper), `budget`, `bulkhead` (with its adaptive limit), `throttle`, `rate_limit` |
 //! | pure logic | `decision` (the retry decision), `backoff`, `classify`, `rejection`, `error` (what the loop needs of an error type), `errors` (the ecosystem's error types, and `Error<E>`), `settings`, `suggest`, `clock`, `config` |
 //! | leaf | `observe` (traces and metrics, from plain labels), `attempts`, `counter` (per-thread counts of the success path) |
@@ -45,7 +45,7 @@ mod error;
 mod errors;
 #[cfg(feature = "config")]
 mod file;
-#[cfg(feature = "redis")]
+#[cfg(feature = "fleet")]
 pub mod fleet;
 pub mod guard;
 mod guards;

@@ -16,7 +16,7 @@
 //! instant, probe slots per round, probe outcomes that close or reopen;
 //! every replica flushes every `sync_every` at its own phase, and the store
 //! answers at once (the real one in a millisecond or so). The tests of the
-//! real script against a real Redis are in `retry-runtime/tests/fleet`.
+//! real script against a real Redis are in `retry-fleet/tests/fleet`.
 
 use std::collections::HashMap;
 use std::time::Duration;

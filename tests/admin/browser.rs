@@ -162,21 +162,23 @@ pub async fn shows_the_transitions_of_a_restarted_service() {
 #[cfg(feature = "redis")]
 pub async fn shows_a_key_of_the_fleets_of_another_type_replaced(server: &super::server::Server) {
     use stormproof::Registry;
-    use stormproof::fleet::FleetConfig;
+    use stormproof::fleet::{Fleet, FleetConfig};
     let chromium = chromium();
     server.command(&["SET", "dash:breaker:dep", "x"]);
     let registry = Registry::new();
     registry.declare_breaker("dep", BreakerConfig::default()).unwrap();
-    let fleet = registry
-        .join_fleet(FleetConfig {
+    let fleet = Fleet::join(
+        &registry,
+        FleetConfig {
             url: server.url(),
             prefix: "dash".into(),
             // Long enough that a busy machine's slow flush is no loss.
             store_timeout: std::time::Duration::from_secs(2),
             breakers: vec!["dep".into()],
             ..Default::default()
-        })
-        .unwrap();
+        },
+    )
+    .unwrap();
     let replaced = async {
         while !(fleet.is_linked() && fleet.replaced_keys() == 1) {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use stormproof::fleet::FleetConfig;
+use stormproof::fleet::{Fleet, FleetConfig};
 use stormproof::{
     Registry,
     breaker::{BreakerState, Outcome},
@@ -138,7 +138,7 @@ async fn a_fleet_started_from_the_file_shares_its_breaker_and_a_reload_cannot_ch
     for registry in [&a, &b] {
         registry.load_file(&path).unwrap();
         let config = FleetConfig::from_file(&path).unwrap().unwrap();
-        fleets.push(registry.join_fleet(config).unwrap());
+        fleets.push(Fleet::join(registry, config).unwrap());
     }
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while !fleets.iter().all(|f| f.is_linked()) {

@@ -116,12 +116,26 @@ impl CircuitBreaker {
         self.release(core, transition);
     }
 
-    /// Marks it shared by a fleet if its settings keep the fleet's rule
-    /// (see [`fleet_rule`]), which every reconfiguration must keep from
-    /// then on, until [`leave_fleet`](Self::leave_fleet); else the error
-    /// names the setting, and it is not shared.
-    #[cfg(feature = "redis")]
-    pub(crate) fn join_fleet(&self) -> Result<(), ConfigError> {
+    /// Marks it shared by a fleet (feature `fleet`) if its settings keep
+    /// the fleet's rule, `success_threshold <= half_open_max_calls` (the
+    /// fleet's probes per round are `half_open_max_calls`, so more
+    /// successes could never come), which every reconfiguration must keep
+    /// from then on (a configuration file's too), until
+    /// [`unshare`](Self::unshare); else the error names the setting, and it
+    /// is not shared.
+    ///
+    /// ```
+    /// # use stormproof_runtime as stormproof;
+    /// use stormproof::breaker::{BreakerConfig, CircuitBreaker};
+    /// let breaker = CircuitBreaker::new(BreakerConfig::default());
+    /// breaker.share().unwrap();
+    /// let more = BreakerConfig { success_threshold: 3, ..breaker.config() };
+    /// assert_eq!(breaker.reconfigure(more).unwrap_err().field, "success_threshold");
+    /// breaker.unshare();
+    /// breaker.reconfigure(more).unwrap();
+    /// ```
+    #[cfg(feature = "fleet")]
+    pub fn share(&self) -> Result<(), ConfigError> {
         let core = self.lock();
         fleet_rule(core.config(), core.config())?;
         self.shared.store(true, super::Ordering::Relaxed);
@@ -131,8 +145,8 @@ impl CircuitBreaker {
     /// Whether [`reconfigure`](Self::reconfigure) would take `config` as
     /// far as the fleet's rule goes (see [`fleet_rule`]): always, unless a
     /// fleet shares it. What a configuration file checks before applying
-    /// anything, its join waiting for the file (see `Registry::join_fleet`).
-    #[cfg(all(feature = "redis", feature = "config"))]
+    /// anything, its join waiting for the file (see `the fleet's join`).
+    #[cfg(all(feature = "fleet", feature = "config"))]
     pub(crate) fn check_fleet_rule(&self, config: &BreakerConfig) -> Result<(), ConfigError> {
         let core = self.lock();
         if self.shared.load(super::Ordering::Relaxed) {
@@ -141,9 +155,10 @@ impl CircuitBreaker {
         Ok(())
     }
 
-    /// No fleet shares it any more: its settings are its own again.
-    #[cfg(feature = "redis")]
-    pub(crate) fn leave_fleet(&self) {
+    /// No fleet shares it any more (feature `fleet`): its settings are its
+    /// own again.
+    #[cfg(feature = "fleet")]
+    pub fn unshare(&self) {
         let _core = self.lock();
         self.shared.store(false, super::Ordering::Relaxed);
     }

@@ -94,8 +94,8 @@ impl FleetConfig {
         if self.lease_size == 0 {
             problems.push(ConfigError::new("lease_size", "must be greater than zero"));
         }
-        if let Err(e) = redis::Client::open(self.url.as_str()) {
-            problems.push(ConfigError::new("url", format!("is not a Redis URL ({e})")));
+        if let Some(problem) = url_problem(&self.url) {
+            problems.push(ConfigError::new("url", format!("is not a Redis URL ({problem})")));
         }
         // Synced twice per flush under one record of the replica's, a
         // guard would count once but lease twice (the second request reads
@@ -109,6 +109,20 @@ impl FleetConfig {
         }
         problems
     }
+}
+
+/// The schemes of a Redis URL without TLS, as the `redis` crate reads them.
+const SCHEMES: [&str; 3] = ["redis://", "redis+unix://", "unix://"];
+
+/// What is wrong with `url` as far as the core can tell without a Redis
+/// client: its scheme and that it names a place. The fleet's store parses
+/// the whole URL with the `redis` crate when it joins, and a URL it
+/// refuses is the same `url` error there.
+fn url_problem(url: &str) -> Option<String> {
+    let Some(rest) = SCHEMES.iter().find_map(|scheme| url.strip_prefix(scheme)) else {
+        return Some(format!("it must start with `redis://` or `unix://` (no TLS), got {url:?}"));
+    };
+    rest.trim_start_matches('/').is_empty().then(|| format!("it names no host or socket: {url:?}"))
 }
 
 /// Why a registry could not join a fleet.
@@ -188,6 +202,8 @@ mod tests {
             (FleetConfig { store_timeout: Duration::from_micros(10), ..Default::default() }, "store_timeout"),
             (FleetConfig { lease_size: 0, ..Default::default() }, "lease_size"),
             (FleetConfig { url: "http://example.invalid".into(), ..Default::default() }, "url"),
+            (FleetConfig { url: "rediss://example.invalid".into(), ..Default::default() }, "url"),
+            (FleetConfig { url: "redis://".into(), ..Default::default() }, "url"),
         ] {
             assert_eq!(config.validate().unwrap_err().field, field);
         }

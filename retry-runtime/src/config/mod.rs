@@ -6,7 +6,7 @@
 //! configuration file checks against them), and `fleet` builds on the
 //! registry, so the type must sit below both.
 
-#[cfg(feature = "redis")]
+#[cfg(feature = "fleet")]
 pub(crate) mod fleet;
 
 /// A configuration value was rejected; `field` names it.

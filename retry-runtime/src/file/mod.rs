@@ -33,10 +33,10 @@
 //! Durations are integer milliseconds, named as in the attribute. A guard's
 //! table is its whole configuration: keys left out take the defaults. An
 //! operation's table overrides only the keys it gives. With feature
-//! `redis`, a `[fleet]` table and `fleet = true` on breakers and budgets
+//! `fleet` (the facade's `redis`), a `[fleet]` table and `fleet = true` on breakers and budgets
 //! share them with a fleet (read in `parse/fleet.rs`, checked in
 //! `check/fleet.rs`, joined with `FleetConfig::from_file` and
-//! `Registry::join_fleet`).
+//! `Fleet::join` of the fleet crate).
 //!
 //! The file is read with the `toml` crate's spanned document API rather than
 //! `serde` derive: every key and value keeps its position, so each error
@@ -80,7 +80,7 @@ pub use problems::{ConfigFileError, Problem};
 use std::fmt;
 use std::path::Path;
 
-#[cfg(feature = "redis")]
+#[cfg(feature = "fleet")]
 use crate::fleet::FleetConfig;
 use crate::registry::Registry;
 pub(crate) use problems::{Problems, Span};
@@ -179,7 +179,7 @@ impl Registry {
     }
 }
 
-#[cfg(feature = "redis")]
+#[cfg(feature = "fleet")]
 impl FleetConfig {
     /// The fleet a configuration text declares (its `[fleet]` table and
     /// the guards with `fleet = true`), or `None` when it has no
@@ -209,19 +209,23 @@ impl FleetConfig {
 
 /// Runs `body` while a fleet shares the breaker `dep` of `registry`, then
 /// leaves the fleet: for the tests of a file's settings that break the
-/// fleet's rule. Its store is a port nothing listens on: the fleet shares
-/// the breaker from the join on, whatever the store answers.
-#[cfg(all(test, feature = "redis"))]
+/// fleet's rule. The registry's membership and the breaker's sharing are
+/// what a fleet's join takes (no store is needed for them).
+#[cfg(all(test, feature = "fleet"))]
 fn while_a_fleet_shares_dep(registry: &crate::Registry, body: impl AsyncFnOnce()) {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
-        let config = crate::fleet::FleetConfig {
+        let config = FleetConfig {
             url: "redis://127.0.0.1:1/".into(),
             breakers: vec!["dep".into()],
             ..Default::default()
         };
-        let fleet = registry.join_fleet(config).unwrap();
+        let claim = registry.claim_fleet().expect("in no fleet");
+        let breaker = registry.breaker("dep").expect("declared");
+        breaker.share().expect("within the fleet's rule");
+        let membership = claim.join(config, std::sync::Arc::default());
         body().await;
-        fleet.leave().await;
+        breaker.unshare();
+        drop(membership);
     });
 }

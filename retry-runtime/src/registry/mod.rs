@@ -21,17 +21,17 @@ use crate::rate_limit::RateLimit;
 use crate::settings::Settings;
 use crate::throttle::Throttle;
 
-#[cfg(feature = "redis")]
+#[cfg(feature = "fleet")]
 mod fleet;
 mod hooks;
 mod named;
 mod overrides;
 mod table;
 
-#[cfg(feature = "redis")]
-pub use fleet::FleetSync;
-#[cfg(feature = "redis")]
-pub(crate) use fleet::{FleetStatus, JoinedFleet};
+#[cfg(feature = "fleet")]
+use fleet::JoinedFleet;
+#[cfg(feature = "fleet")]
+pub use fleet::{FleetClaim, FleetMembership, FleetStatus, FleetSync};
 use overrides::Overrides;
 pub(crate) use overrides::{OverriddenPolicies, PolicyOverrides};
 use table::Table;
@@ -127,11 +127,11 @@ struct Inner {
     #[cfg_attr(not(feature = "config"), allow(dead_code))]
     applying: std::sync::Mutex<()>,
     /// Whether a fleet's background task runs for this registry (one at most).
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    #[cfg_attr(not(feature = "fleet"), allow(dead_code))]
     in_fleet: AtomicBool,
     /// The fleet it is in: what it was joined with (a reload checks
     /// against it), and how its task fares.
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "fleet")]
     joined_fleet: std::sync::Mutex<Option<JoinedFleet>>,
 }
 
@@ -216,7 +216,7 @@ impl Registry {
                 overrides: Overrides::default(),
                 applying: std::sync::Mutex::new(()),
                 in_fleet: AtomicBool::new(false),
-                #[cfg(feature = "redis")]
+                #[cfg(feature = "fleet")]
                 joined_fleet: std::sync::Mutex::new(None),
             }),
         }
@@ -314,50 +314,6 @@ impl Registry {
     #[cfg_attr(not(feature = "config"), allow(dead_code))]
     pub(crate) fn applying(&self) -> std::sync::MutexGuard<'_, ()> {
         self.inner.applying.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Claims the registry's one fleet membership; `false` when taken.
-    #[cfg(feature = "redis")]
-    pub(crate) fn claim_fleet(&self) -> bool {
-        !self.inner.in_fleet.swap(true, Ordering::AcqRel)
-    }
-
-    /// Gives the fleet membership back (its task ended).
-    #[cfg(feature = "redis")]
-    pub(crate) fn leave_fleet(&self) {
-        self.set_joined_fleet(None);
-        self.inner.in_fleet.store(false, Ordering::Release);
-    }
-
-    /// What the fleet this registry is in was joined with, if it is in one
-    /// (read by a reload of the configuration file).
-    #[cfg(all(feature = "redis", feature = "config"))]
-    pub(crate) fn joined_fleet(&self) -> Option<crate::config::fleet::FleetConfig> {
-        self.lock_joined_fleet().as_ref().map(|joined| joined.config.clone())
-    }
-
-    /// How the fleet this registry is in fares (feature `redis`), as its
-    /// background task last reported; `None` while it is in none. The
-    /// dashboard shows it.
-    ///
-    /// ```
-    /// # use stormproof_runtime as stormproof;
-    /// let registry = stormproof::Registry::new();
-    /// assert_eq!(registry.fleet_sync(), None);
-    /// ```
-    #[cfg(feature = "redis")]
-    pub fn fleet_sync(&self) -> Option<fleet::FleetSync> {
-        self.lock_joined_fleet().as_ref().map(JoinedFleet::report)
-    }
-
-    #[cfg(feature = "redis")]
-    pub(crate) fn set_joined_fleet(&self, joined: Option<JoinedFleet>) {
-        *self.lock_joined_fleet() = joined;
-    }
-
-    #[cfg(feature = "redis")]
-    fn lock_joined_fleet(&self) -> std::sync::MutexGuard<'_, Option<JoinedFleet>> {
-        self.inner.joined_fleet.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(crate) fn id(&self) -> u64 {

@@ -277,7 +277,7 @@ mod tests {
     /// rule of a fleet that shares the breaker (a `success_threshold` above
     /// `half_open_max_calls`), with the file's checks, which ask the
     /// breaker first and would refuse the file whole, left out.
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "fleet")]
     #[test]
     fn a_change_the_guard_refuses_as_it_is_made_is_reported_with_its_key() {
         let registry = Registry::new();

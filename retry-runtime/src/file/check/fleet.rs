@@ -6,21 +6,19 @@
 //! and, on a reload, of the fleet the registry joined.
 //!
 //! Loading the file declares the guards; joining is a separate step
-//! ([`FleetConfig::from_file`] then [`Registry::join_fleet`]), because it
+//! ([`FleetConfig::from_file`] then `Fleet::join` of `stormproof::fleet`), because it
 //! needs a tokio runtime and returns the handle that keeps the fleet. A
 //! reload cannot join, leave or change a fleet: the background task runs
 //! on the settings it was started with, so a file that differs from them is
 //! refused at the key that differs rather than half applied.
-//!
-//! [`Registry::join_fleet`]: crate::Registry::join_fleet
 
-#[cfg(feature = "redis")]
+#[cfg(feature = "fleet")]
 pub(crate) use with_redis::{cross_check, fleet_config, reload_check};
 
-#[cfg(not(feature = "redis"))]
+#[cfg(not(feature = "fleet"))]
 pub(crate) use without_redis::cross_check;
 
-#[cfg(not(feature = "redis"))]
+#[cfg(not(feature = "fleet"))]
 mod without_redis {
     use crate::file::Problems;
     use crate::file::parse::ConfigFile;
@@ -28,7 +26,7 @@ mod without_redis {
     pub(crate) fn cross_check(_file: &ConfigFile, _problems: &mut Problems<'_>) {}
 }
 
-#[cfg(feature = "redis")]
+#[cfg(feature = "fleet")]
 mod with_redis {
     use crate::budget::BudgetConfig;
     use crate::file::parse::{ConfigFile, Named};
@@ -42,7 +40,7 @@ mod with_redis {
     }
 
     /// What `fleet = true` asks of the file and of the guard: a `[fleet]`
-    /// table, and a guard the fleet can share (as `join_fleet` checks).
+    /// table, and a guard the fleet can share (as `Fleet::join` checks).
     pub(crate) fn cross_check(file: &ConfigFile, problems: &mut Problems<'_>) {
         let no_table =
             "`fleet = true` needs a `[fleet]` table saying where Redis is (`url = \"redis://...\"`)";
@@ -84,7 +82,7 @@ mod with_redis {
         })
     }
 
-    const NOT_JOINED: &str = "this registry is in no fleet, and a reload cannot join one (join with `FleetConfig::from_file` and `Registry::join_fleet`)";
+    const NOT_JOINED: &str = "this registry is in no fleet, and a reload cannot join one (join with `FleetConfig::from_file` and `Fleet::join`)";
     const REJOIN: &str = "a reload cannot change the fleet a registry joined (leave with `Fleet::leave().await` and join again, or restart)";
 
     /// A reload's problems with the fleet: the file must say what the

@@ -30,7 +30,7 @@ use super::{ConfigFileError, Mode, Problems};
 use crate::registry::{GuardKind, Registry};
 use crate::settings::{SettingSources, Settings};
 
-#[cfg(feature = "redis")]
+#[cfg(feature = "fleet")]
 use crate::fleet::FleetConfig;
 pub(super) use operations::compiled;
 
@@ -44,7 +44,7 @@ pub(super) struct Checked {
 /// The fleet a file declares (its `[fleet]` table and the guards with
 /// `fleet = true`), or `None` when it has no `[fleet]` table: the file
 /// checked on its own, its tables against each other, with no registry.
-#[cfg(feature = "redis")]
+#[cfg(feature = "fleet")]
 pub(super) fn declared_fleet(parsed: Parsed<'_>) -> Result<Option<FleetConfig>, ConfigFileError> {
     let Parsed { file, mut problems } = parsed;
     fleet::cross_check(&file, &mut problems);
@@ -88,7 +88,7 @@ pub(super) fn check(registry: &Registry, parsed: Parsed<'_>, mode: Mode) -> Resu
             table.refused(format_args!("rate limit `{}`{origin}: ", table.name), error, &mut problems);
         }
     }
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "fleet")]
     {
         if mode == Mode::Reload {
             fleet::reload_check(registry.joined_fleet().as_ref(), &file, &mut problems);
@@ -154,7 +154,7 @@ mod tests {
     /// (`success_threshold <= half_open_max_calls`) is refused at the key,
     /// with nothing applied: the breaker would refuse them, and a load has
     /// no report to say so in.
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "fleet")]
     #[test]
     fn a_file_that_breaks_the_rule_of_a_fleet_sharing_a_breaker_is_refused_at_the_key() {
         use crate::breaker::BreakerConfig;
@@ -180,7 +180,7 @@ mod tests {
     /// A breaker the file shares (`fleet = true`), which the registry's
     /// fleet shares too, is held to the fleet's rule once: the file's own
     /// check says it breaks it, and the registry's does not say it again.
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "fleet")]
     #[test]
     fn a_shared_breaker_that_breaks_the_fleets_rule_is_said_once() {
         use crate::breaker::BreakerConfig;
@@ -204,7 +204,7 @@ mod tests {
     /// A breaker whose `fleet` cannot be read is said to be wrong there,
     /// and not taken for local: a reload under a fleet that shares it does
     /// not also say the file makes it local.
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "fleet")]
     #[test]
     fn a_breaker_whose_fleet_cannot_be_read_is_not_taken_for_local() {
         use crate::breaker::BreakerConfig;

@@ -14,10 +14,10 @@ use toml::de::DeValue;
 use super::values::{Entry, flag};
 use crate::file::{Problems, Span};
 
-#[cfg(feature = "redis")]
+#[cfg(feature = "fleet")]
 pub(crate) use with_redis::FleetTable;
 
-#[cfg(not(feature = "redis"))]
+#[cfg(not(feature = "fleet"))]
 pub(crate) use without_redis::FleetTable;
 
 const NEEDS_REDIS: &str = "needs feature `redis`: built without it, no guard is shared, and a guard the file calls fleet-wide would stay local to this process";
@@ -25,7 +25,7 @@ const NEEDS_REDIS: &str = "needs feature `redis`: built without it, no guard is 
 /// `fleet = true | false` on a guard's table.
 pub(crate) fn guard_flag(entries: &[Entry<'_>], problems: &mut Problems<'_>) -> Option<(bool, Span)> {
     let (shared, span) = flag(entries, "fleet", problems)?;
-    if cfg!(not(feature = "redis")) {
+    if cfg!(not(feature = "fleet")) {
         problems.push(&span, Some("fleet"), format!("`fleet` {NEEDS_REDIS}"));
         return None;
     }
@@ -38,9 +38,9 @@ pub(crate) fn section(
     value: &Spanned<DeValue<'_>>,
     problems: &mut Problems<'_>,
 ) -> Option<FleetTable> {
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "fleet")]
     return with_redis::section(span, value, problems);
-    #[cfg(not(feature = "redis"))]
+    #[cfg(not(feature = "fleet"))]
     {
         let _ = value;
         problems.push(span, Some("fleet"), format!("`[fleet]` {NEEDS_REDIS}"));
@@ -48,14 +48,14 @@ pub(crate) fn section(
     }
 }
 
-#[cfg(not(feature = "redis"))]
+#[cfg(not(feature = "fleet"))]
 mod without_redis {
     /// Never made: without feature `redis` a `[fleet]` table is a problem.
     #[derive(Debug)]
     pub(crate) enum FleetTable {}
 }
 
-#[cfg(feature = "redis")]
+#[cfg(feature = "fleet")]
 pub(super) mod with_redis {
     use toml::Spanned;
     use toml::de::DeValue;

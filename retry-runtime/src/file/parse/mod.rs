@@ -54,7 +54,7 @@ pub(crate) struct ConfigFile {
     /// The `[fleet]` table, if any and valid (feature `redis`).
     pub(crate) fleet: Option<FleetTable>,
     /// Whether the file has a `[fleet]` table, valid or not.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    #[cfg_attr(not(feature = "fleet"), allow(dead_code))]
     pub(crate) fleet_given: bool,
 }
 
@@ -66,7 +66,7 @@ pub(crate) struct Named<T> {
     pub(crate) value: T,
     /// `fleet = true | false` and where, on the kinds that have the key
     /// (always `None` without feature `redis`: the key is a problem there).
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    #[cfg_attr(not(feature = "fleet"), allow(dead_code))]
     pub(crate) fleet: Option<(bool, Span)>,
     /// Where the value of each key the table gives is, for checks made
     /// once the registry is known.
@@ -332,7 +332,7 @@ mod tests {
         }
         let fleet = ["url", "prefix", "sync_every_ms", "store_timeout_ms", "lease_size"];
         assert_eq!(schema_keys(guide, "`[fleet]`"), fleet);
-        #[cfg(feature = "redis")]
+        #[cfg(feature = "fleet")]
         assert_eq!(fleet, fleet::with_redis::FLEET_KEYS);
         let sections: Vec<&str> = SECTIONS.to_vec();
         assert_eq!(

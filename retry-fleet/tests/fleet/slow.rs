@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use stormproof_runtime::fleet::FleetConfig;
+use stormproof_fleet::{Fleet, FleetConfig};
 use stormproof_runtime::{
     Registry,
     breaker::{BreakerConfig, Outcome},
@@ -46,16 +46,18 @@ async fn slow_store_probes() {
         ..Default::default()
     };
     registry.declare_breaker("dep", config).unwrap();
-    let fleet = registry
-        .join_fleet(FleetConfig {
+    let fleet = Fleet::join(
+        &registry,
+        FleetConfig {
             url: server.url(),
             prefix: "slow".into(),
             sync_every: Duration::from_millis(SYNC_MS),
             store_timeout: Duration::from_secs(2),
             breakers: vec!["dep".into()],
             ..Default::default()
-        })
-        .unwrap();
+        },
+    )
+    .unwrap();
     until("linked", Duration::from_secs(5), || fleet.is_linked()).await;
     let breaker = registry.breaker("dep").unwrap();
     breaker.try_acquire().unwrap().record(Outcome::Failure);

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use stormproof_runtime::fleet::{Fleet, FleetConfig};
+use stormproof_fleet::{Fleet, FleetConfig};
 use stormproof_runtime::{
     Registry,
     breaker::{BreakerConfig, Outcome},
@@ -24,8 +24,9 @@ fn replica(server: &Server) -> (Registry, Fleet) {
     let registry = Registry::new();
     registry.declare_breaker("dep", BreakerConfig { failure_threshold: 3, ..Default::default() }).unwrap();
     registry.declare_budget("dep", RatioBudget::default()).unwrap();
-    let fleet = registry
-        .join_fleet(FleetConfig {
+    let fleet = Fleet::join(
+        &registry,
+        FleetConfig {
             url: server.url(),
             prefix: "types".into(),
             sync_every: Duration::from_millis(SYNC_MS),
@@ -33,8 +34,9 @@ fn replica(server: &Server) -> (Registry, Fleet) {
             breakers: vec!["dep".into()],
             budgets: vec!["dep".into()],
             ..Default::default()
-        })
-        .unwrap();
+        },
+    )
+    .unwrap();
     (registry, fleet)
 }
 

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use super::backlog::Backlog;
 use super::script::{BreakerReport, BreakerVerdict, FleetState};
-use crate::breaker::{BreakerState, BreakerTotals, CircuitBreaker};
+use stormproof_runtime::breaker::{BreakerState, BreakerTotals, CircuitBreaker};
 
 /// The fleet's state as this replica last heard it: what the store's state
 /// is rebuilt from if it was lost. Kept while the store is gone, so that a
@@ -176,7 +176,7 @@ impl BreakerSync {
 
     /// The fleet is left for good: the breaker's settings are its own again.
     pub(super) fn leave(&self) {
-        self.breaker.leave_fleet();
+        self.breaker.unshare();
     }
 
     /// The store is gone: the local breaker runs on its own rules again. A
@@ -195,8 +195,8 @@ impl BreakerSync {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::breaker::BreakerConfig;
-    use crate::fleet::script::BreakerVerdict;
+    use crate::script::BreakerVerdict;
+    use stormproof_runtime::breaker::BreakerConfig;
 
     /// A replica the fleet holds open, whose callers are refused, asks for
     /// probe slots, unless its flush asks for nothing (the last one, as it
@@ -253,7 +253,7 @@ mod tests {
         tokio::time::advance(Duration::from_secs(1)).await;
         assert_eq!(sync.report(true).view, FleetState::HalfOpen, "over, and nothing known since");
         tokio::time::advance(Duration::from_millis(200)).await;
-        breaker.try_acquire().expect("its own probe").record(crate::breaker::Outcome::Success);
+        breaker.try_acquire().expect("its own probe").record(stormproof_runtime::breaker::Outcome::Success);
         assert_eq!(sync.report(true).view, FleetState::Closed, "its own probe found the dependency back");
     }
 }

@@ -5,7 +5,7 @@
 use super::serial;
 use super::server::Server;
 
-const SCRIPT: &str = include_str!("../../src/fleet/flush.lua");
+const SCRIPT: &str = include_str!("../../src/flush.lua");
 
 /// The script's answer: its numbers, and the keys it replaced (its last
 /// element, see fleet/script.rs).

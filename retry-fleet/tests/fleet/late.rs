@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use stormproof_runtime::fleet::{Fleet, FleetConfig};
+use stormproof_fleet::{Fleet, FleetConfig};
 use stormproof_runtime::{
     Registry,
     breaker::{BreakerConfig, Outcome},
@@ -29,16 +29,18 @@ fn replica(server: &Server) -> (Registry, Fleet) {
         ..Default::default()
     };
     registry.declare_breaker("dep", config).unwrap();
-    let fleet = registry
-        .join_fleet(FleetConfig {
+    let fleet = Fleet::join(
+        &registry,
+        FleetConfig {
             url: server.url(),
             prefix: "late".into(),
             sync_every: Duration::from_millis(SYNC_MS),
             store_timeout: STORE_TIMEOUT,
             breakers: vec!["dep".into()],
             ..Default::default()
-        })
-        .unwrap();
+        },
+    )
+    .unwrap();
     (registry, fleet)
 }
 

@@ -11,9 +11,9 @@ use super::breaker::BreakerSync;
 use super::budget::BudgetSync;
 use super::script::{answer, arguments};
 use super::store::{Store, StoreError};
-use crate::clock::HORIZON;
-use crate::observe::FleetLink;
-use crate::registry::{FleetStatus, Registry};
+use crate::observe::{self, FleetLink};
+use stormproof_runtime::fleet::HORIZON;
+use stormproof_runtime::fleet::{FleetMembership, FleetStatus};
 
 /// Whether a flush asks the fleet for probe slots and retry tokens.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -46,8 +46,9 @@ pub(super) struct Task {
     pub(super) breakers: Vec<BreakerSync>,
     pub(super) budgets: Vec<BudgetSync>,
     pub(super) shared: Arc<Shared>,
-    /// Keeps the registry's claim on its one fleet until the task ends.
-    pub(super) registry: Registry,
+    /// The registry's one fleet membership, given back when the task ends
+    /// (after `end`: dropped with the task's other fields).
+    pub(super) _membership: FleetMembership,
     /// The server's clock (ms) as a flush that got through ran, and when
     /// that flush was sent: the replica's reckoning of the server's clock,
     /// which dates what it counted while later flushes failed. The sending
@@ -63,7 +64,7 @@ pub(super) struct Task {
 impl Task {
     /// Runs until told to stop; whether the last flush got through.
     pub(super) async fn run(mut self) -> bool {
-        crate::observe::fleet_link(&self.prefix, FleetLink::Joined);
+        observe::fleet_link(&self.prefix, FleetLink::Joined);
         let mut ticks = tokio::time::interval(self.sync_every);
         ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
@@ -111,7 +112,7 @@ impl Task {
                 // Said once each: the flush that found such a key replaced it.
                 for key in &answer.replaced {
                     self.shared.status.key_replaced(key);
-                    crate::observe::fleet_key_replaced(&self.prefix, key);
+                    observe::fleet_key_replaced(&self.prefix, key);
                 }
                 self.shared.status.flushes.fetch_add(1, Ordering::Relaxed);
                 self.clock = Some((answer.now, sent));
@@ -135,7 +136,7 @@ impl Task {
                     sync.apply(granted);
                 }
                 if !self.shared.status.linked.swap(true, Ordering::AcqRel) {
-                    crate::observe::fleet_link(&self.prefix, FleetLink::Linked);
+                    observe::fleet_link(&self.prefix, FleetLink::Linked);
                 }
                 true
             }
@@ -147,12 +148,12 @@ impl Task {
         }
     }
 
-    /// Local state again for good, and the registry free to join again.
+    /// Local state again for good; the membership, dropped with the task
+    /// right after, leaves the registry free to join again.
     fn end(&mut self) {
         self.leaving = true;
         self.fall_back(None);
         self.breakers.iter().for_each(BreakerSync::leave);
-        self.registry.leave_fleet();
     }
 
     /// Local state again, said once per change (`error`: the store failed;
@@ -165,15 +166,15 @@ impl Task {
                 && self.clock.is_none()
                 && !std::mem::replace(&mut self.said_unreachable, true)
             {
-                crate::observe::fleet_link(&self.prefix, FleetLink::Unreachable(error));
+                observe::fleet_link(&self.prefix, FleetLink::Unreachable(error));
             }
             return;
         }
         self.breakers.iter_mut().for_each(BreakerSync::release);
         self.budgets.iter_mut().for_each(BudgetSync::release);
         match error {
-            Some(error) if !self.leaving => crate::observe::fleet_link(&self.prefix, FleetLink::Lost(error)),
-            _ => crate::observe::fleet_link(&self.prefix, FleetLink::Left),
+            Some(error) if !self.leaving => observe::fleet_link(&self.prefix, FleetLink::Lost(error)),
+            _ => observe::fleet_link(&self.prefix, FleetLink::Left),
         }
     }
 }
@@ -202,7 +203,7 @@ pub(super) fn heard(fleet: String, run: impl Future<Output = bool>) -> impl Futu
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run.as_mut().poll(cx))) {
             Ok(poll) => poll,
             Err(_) => {
-                crate::observe::fleet_task_panicked(&fleet);
+                observe::fleet_task_panicked(&fleet);
                 std::task::Poll::Ready(false)
             }
         }

@@ -56,15 +56,19 @@
 //!   `stormproof_fleet_keys_replaced_total` counter,
 //!   [`Fleet::replaced_keys`], and a line on the admin dashboard.
 //!
+//! This crate uses the core through its public API only (the seam
+//! `stormproof_runtime::fleet` lists it): a fleet breaker is the registry's
+//! breaker, told the fleet's verdicts.
+//!
 //! ```no_run
 //! # use stormproof_runtime as stormproof;
 //! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use stormproof::fleet::FleetConfig;
+//! use stormproof_fleet::{Fleet, FleetConfig};
 //! use stormproof::{breaker::BreakerConfig, budget::RatioBudget, registry};
 //!
 //! registry().declare_breaker("payment", BreakerConfig { failure_rate_percent: Some(50), ..Default::default() })?;
 //! registry().declare_budget("payment", RatioBudget::default())?;
-//! let fleet = registry().join_fleet(FleetConfig {
+//! let fleet = Fleet::join(registry(), FleetConfig {
 //!     url: "redis://10.0.0.5:6379/".into(),
 //!     prefix: "shop".into(),
 //!     breakers: vec!["payment".into()],
@@ -76,9 +80,13 @@
 //! # Ok(()) }
 //! ```
 
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
 mod backlog;
 mod breaker;
 mod budget;
+mod observe;
 mod script;
 mod store;
 mod task;
@@ -86,12 +94,12 @@ mod task;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-pub use crate::config::fleet::{FleetConfig, FleetError};
-pub use crate::registry::FleetSync;
+pub use stormproof_runtime::fleet::{FleetConfig, FleetError, FleetSync};
 
-use crate::breaker::CircuitBreaker;
-use crate::budget::BudgetConfig;
-use crate::registry::{JoinedFleet, Registry};
+use stormproof_runtime::ConfigError;
+use stormproof_runtime::Registry;
+use stormproof_runtime::breaker::CircuitBreaker;
+use stormproof_runtime::budget::BudgetConfig;
 use task::{Shared, Task};
 
 /// A registry's membership of a fleet: the background task runs while it
@@ -158,10 +166,10 @@ impl Drop for Fleet {
     }
 }
 
-impl Registry {
-    /// Shares the breakers and budgets `config` names with every replica
-    /// that joins the same Redis under the same prefix (see the
-    /// [`fleet`](crate::fleet) module). Returns at once: the background task
+impl Fleet {
+    /// Shares the breakers and budgets of `registry` that `config` names
+    /// with every replica that joins the same Redis under the same prefix
+    /// (see the [crate docs](crate)). Returns at once: the background task
     /// connects by itself, and the guards stay local until its first flush
     /// gets through. Must be called inside a tokio runtime with IO and
     /// timers enabled (`enable_io()` and `enable_time()`, or `enable_all()`,
@@ -183,8 +191,8 @@ impl Registry {
     /// the ratio form (a token bucket refills per success, which the
     /// success path does not report).
     ///
-    /// [`CircuitBreaker::reconfigure`]: crate::breaker::CircuitBreaker::reconfigure
-    pub fn join_fleet(&self, config: FleetConfig) -> Result<Fleet, FleetError> {
+    /// [`CircuitBreaker::reconfigure`]: stormproof_runtime::breaker::CircuitBreaker::reconfigure
+    pub fn join(registry: &Registry, config: FleetConfig) -> Result<Fleet, FleetError> {
         config.validate().map_err(FleetError::InvalidConfig)?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| FleetError::NoRuntime)?;
         if !io_enabled() {
@@ -195,14 +203,16 @@ impl Registry {
         }
         let mut breakers = Vec::new();
         for name in &config.breakers {
-            let breaker =
-                self.breaker(name).ok_or(FleetError::NotDeclared { kind: "breaker", name: name.clone() })?;
+            let breaker = registry
+                .breaker(name)
+                .ok_or(FleetError::NotDeclared { kind: "breaker", name: name.clone() })?;
             breakers.push((name.clone(), breaker));
         }
         let mut budgets = Vec::new();
         for name in &config.budgets {
-            let budget =
-                self.budget(name).ok_or(FleetError::NotDeclared { kind: "budget", name: name.clone() })?;
+            let budget = registry
+                .budget(name)
+                .ok_or(FleetError::NotDeclared { kind: "budget", name: name.clone() })?;
             if !matches!(budget.config(), BudgetConfig::Ratio(_)) {
                 return Err(FleetError::Unsupported {
                     kind: "budget",
@@ -215,26 +225,19 @@ impl Registry {
             budgets.push(budget::BudgetSync::new(name.clone(), budget, config.lease_size));
         }
         let store = store::Store::new(&config.url, config.store_timeout, config.sync_every)
-            .map_err(|e| FleetError::InvalidConfig(crate::config::ConfigError::new("url", e)))?;
-        // Not while a configuration file is checked and applied: the file
+            .map_err(|e| FleetError::InvalidConfig(ConfigError::new("url", e)))?;
+        // Not while a configuration file is checked and applied (the claim
+        // waits for one and holds the next off until the join): the file
         // checks its breakers against the rule of the fleet that shares
         // them, which must not start sharing one between its checks and
         // its changes (its breaker would refuse what the file was let do).
-        let _applying = self.applying();
-        if !self.claim_fleet() {
-            return Err(FleetError::AlreadyJoined);
-        }
+        let claim = registry.claim_fleet().ok_or(FleetError::AlreadyJoined)?;
         // Claimed first: a join refused as the registry's second must not
-        // unshare the breakers of its first.
-        let breakers = match share(breakers) {
-            Ok(breakers) => breakers,
-            Err(error) => {
-                self.leave_fleet();
-                return Err(error);
-            }
-        };
+        // unshare the breakers of its first. A refused one drops the claim,
+        // which gives the membership back.
+        let breakers = share(breakers)?;
         let shared = Arc::new(Shared::default());
-        self.set_joined_fleet(Some(JoinedFleet { config: config.clone(), status: shared.status.clone() }));
+        let membership = claim.join(config.clone(), shared.status.clone());
         let replica = rand::random::<u64>();
         let task = Task {
             prefix: config.prefix,
@@ -245,7 +248,7 @@ impl Registry {
             breakers,
             budgets,
             shared: shared.clone(),
-            registry: self.clone(),
+            _membership: membership,
             clock: None,
             said_unreachable: false,
             leaving: false,
@@ -255,14 +258,14 @@ impl Registry {
     }
 }
 
-/// Each breaker shared by the fleet (see `CircuitBreaker::join_fleet`:
+/// Each breaker shared by the fleet (see `CircuitBreaker::share`:
 /// checked against the fleet's rule with its lock held, so that no
 /// reconfiguration slips in between), or none: the first that breaks the
 /// rule is the error, and those shared before it are local again.
 fn share(breakers: Vec<(String, Arc<CircuitBreaker>)>) -> Result<Vec<breaker::BreakerSync>, FleetError> {
     let mut shared: Vec<breaker::BreakerSync> = Vec::with_capacity(breakers.len());
     for (name, breaker) in breakers {
-        if let Err(error) = breaker.join_fleet() {
+        if let Err(error) = breaker.share() {
             shared.iter().for_each(breaker::BreakerSync::leave);
             let why = format!("its `{}` {}", error.field, error.problem);
             return Err(FleetError::Unsupported { kind: "breaker", name, why });
@@ -308,7 +311,7 @@ fn time_enabled() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::breaker::BreakerConfig;
+    use stormproof_runtime::breaker::BreakerConfig;
 
     fn config() -> FleetConfig {
         // Nothing listens there: these tests are about joining, not linking.
@@ -329,14 +332,14 @@ mod tests {
     fn joining_on_a_runtime_without_io_is_an_error_that_says_to_enable_it() {
         let registry = registry();
         let no_io = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
-        let error = no_io.block_on(async { registry.join_fleet(config()) }).unwrap_err();
+        let error = no_io.block_on(async { Fleet::join(&registry, config()) }).unwrap_err();
         assert_eq!(error, FleetError::RuntimeWithoutIo);
         let message = error.to_string();
         assert!(message.contains("IO disabled"), "{message}");
         assert!(message.contains("enable_io()") && message.contains("enable_all()"), "{message}");
 
         let io = tokio::runtime::Builder::new_current_thread().enable_io().enable_time().build().unwrap();
-        let fleet = io.block_on(async { registry.join_fleet(config()) }).expect("joins where there is IO");
+        let fleet = io.block_on(async { Fleet::join(&registry, config()) }).expect("joins where there is IO");
         drop(fleet);
     }
 
@@ -347,7 +350,7 @@ mod tests {
     fn joining_on_a_runtime_without_time_is_an_error_that_says_to_enable_it() {
         let registry = registry();
         let no_time = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
-        let error = no_time.block_on(async { registry.join_fleet(config()) }).unwrap_err();
+        let error = no_time.block_on(async { Fleet::join(&registry, config()) }).unwrap_err();
         assert_eq!(error, FleetError::RuntimeWithoutTime);
         let message = error.to_string();
         assert!(message.contains("enable_time()") && message.contains("enable_all()"), "{message}");
@@ -368,7 +371,7 @@ mod tests {
         let fewer_probes = BreakerConfig { half_open_max_calls: 1, ..before };
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         runtime.block_on(async {
-            let fleet = registry.join_fleet(config()).expect("joins");
+            let fleet = Fleet::join(&registry, config()).expect("joins");
             let error = breaker.reconfigure(more_successes).unwrap_err();
             assert_eq!(error.field, "success_threshold", "{error}");
             assert!(error.problem.contains("half_open_max_calls (2)"), "{error}");
@@ -396,7 +399,7 @@ mod tests {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         runtime.block_on(async {
             let both = FleetConfig { breakers: vec!["dep".into(), "strict".into()], ..config() };
-            let error = registry.join_fleet(both).unwrap_err();
+            let error = Fleet::join(&registry, both).unwrap_err();
             assert!(matches!(&error, FleetError::Unsupported { name, .. } if name == "strict"), "{error}");
             let message = error.to_string();
             assert!(
@@ -405,8 +408,8 @@ mod tests {
             );
             dep.reconfigure(more_successes).expect("not shared: the join was refused");
             dep.reconfigure(BreakerConfig::default()).unwrap();
-            let fleet = registry.join_fleet(config()).expect("the registry is free");
-            assert_eq!(registry.join_fleet(config()).unwrap_err(), FleetError::AlreadyJoined);
+            let fleet = Fleet::join(&registry, config()).expect("the registry is free");
+            assert_eq!(Fleet::join(&registry, config()).unwrap_err(), FleetError::AlreadyJoined);
             assert!(dep.reconfigure(more_successes).is_err(), "still shared by the first fleet");
             fleet.leave().await;
         });
@@ -451,7 +454,7 @@ mod tests {
         tracing::subscriber::with_default(errors.subscriber(), || {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             let fleet = runtime.block_on(async {
-                let fleet = registry.join_fleet(config()).expect("joins");
+                let fleet = Fleet::join(&registry, config()).expect("joins");
                 tokio::task::yield_now().await;
                 fleet
             });
@@ -463,7 +466,7 @@ mod tests {
         });
         assert_eq!(*errors.0.lock().unwrap(), Vec::<String>::new());
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        assert!(runtime.block_on(async { registry.join_fleet(config()) }).is_ok(), "the task ended");
+        assert!(runtime.block_on(async { Fleet::join(&registry, config()) }).is_ok(), "the task ended");
     }
 
     /// A panic in the task's future is the task's, logged as such.
@@ -489,19 +492,19 @@ mod tests {
         let registry = registry();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         runtime.block_on(async {
-            drop(registry.join_fleet(config()).expect("joins"));
-            let error = registry.join_fleet(config()).unwrap_err();
+            drop(Fleet::join(&registry, config()).expect("joins"));
+            let error = Fleet::join(&registry, config()).unwrap_err();
             assert_eq!(error, FleetError::AlreadyJoined);
             assert!(error.to_string().contains("`Fleet::leave().await`"), "{error}");
             let fleet = loop {
-                match registry.join_fleet(config()) {
+                match Fleet::join(&registry, config()) {
                     Ok(fleet) => break fleet,
                     Err(FleetError::AlreadyJoined) => tokio::task::yield_now().await,
                     Err(other) => panic!("{other}"),
                 }
             };
             assert!(!fleet.leave().await, "never linked: no last flush");
-            registry.join_fleet(config()).expect("left: joins again at once").leave().await;
+            Fleet::join(&registry, config()).expect("left: joins again at once").leave().await;
         });
     }
 
@@ -514,14 +517,14 @@ mod tests {
         let runtime = || tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let first = runtime();
         let fleet = first.block_on(async {
-            let fleet = registry.join_fleet(config()).expect("joins");
+            let fleet = Fleet::join(&registry, config()).expect("joins");
             // The task runs: it has started, and tries the store.
             tokio::task::yield_now().await;
             fleet
         });
         drop(first);
         let second = runtime();
-        let again = second.block_on(async { registry.join_fleet(config()) });
+        let again = second.block_on(async { Fleet::join(&registry, config()) });
         assert!(again.is_ok(), "the first fleet ended with its runtime: {:?}", again.err());
         drop((fleet, again));
     }

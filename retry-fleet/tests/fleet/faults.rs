@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use stormproof_runtime::fleet::{Fleet, FleetConfig};
+use stormproof_fleet::{Fleet, FleetConfig};
 use stormproof_runtime::{
     Policy, Registry,
     breaker::{BreakerConfig, BreakerState, Outcome},
@@ -26,8 +26,9 @@ fn replica_open_for(server: &Server, open_for: Duration) -> (Registry, Fleet) {
     let breaker = BreakerConfig { failure_threshold: 3, open_for, ..Default::default() };
     registry.declare_breaker("dep", breaker).unwrap();
     registry.declare_budget("dep", RatioBudget::default()).unwrap();
-    let fleet = registry
-        .join_fleet(FleetConfig {
+    let fleet = Fleet::join(
+        &registry,
+        FleetConfig {
             url: server.url(),
             prefix: "faults".into(),
             sync_every: Duration::from_millis(SYNC_MS),
@@ -35,8 +36,9 @@ fn replica_open_for(server: &Server, open_for: Duration) -> (Registry, Fleet) {
             breakers: vec!["dep".into()],
             budgets: vec!["dep".into()],
             ..Default::default()
-        })
-        .unwrap();
+        },
+    )
+    .unwrap();
     (registry, fleet)
 }
 
@@ -219,11 +221,11 @@ async fn huge_sync_period() {
         breakers: vec!["dep".into()],
         ..Default::default()
     };
-    let fleet = registry.join_fleet(config.clone()).unwrap();
+    let fleet = Fleet::join(&registry, config.clone()).unwrap();
     until("the first flush", Duration::from_secs(5), || fleet.flushes() >= 1).await;
     sleep(Duration::from_millis(50)).await;
     assert!(fleet.leave().await, "the task lived to make its last flush");
-    let again = registry.join_fleet(config).expect("the registry left the fleet and may join again");
+    let again = Fleet::join(&registry, config).expect("the registry left the fleet and may join again");
     again.leave().await;
 }
 
@@ -256,7 +258,7 @@ async fn huge_window_and_open_for() {
             breakers: vec!["dep".into()],
             ..Default::default()
         };
-        let fleet = registry.join_fleet(config).unwrap();
+        let fleet = Fleet::join(&registry, config).unwrap();
         (registry, fleet)
     };
     let ((a, fleet_a), (b, fleet_b)) = (replica(), replica());
@@ -285,8 +287,9 @@ async fn leaving_asks_for_nothing() {
     let Some(server) = Server::start("a_replica_leaving_asks_...") else { return };
     let registry = Registry::new();
     registry.declare_budget("dep", RatioBudget::default()).unwrap();
-    let fleet = registry
-        .join_fleet(FleetConfig {
+    let fleet = Fleet::join(
+        &registry,
+        FleetConfig {
             url: server.url(),
             prefix: "leaving".into(),
             // One flush at once, and then only the last one.
@@ -295,8 +298,9 @@ async fn leaving_asks_for_nothing() {
             budgets: vec!["dep".into()],
             lease_size: 20,
             ..Default::default()
-        })
-        .unwrap();
+        },
+    )
+    .unwrap();
     let budget = registry.budget("dep").unwrap();
     until("the first lease", Duration::from_secs(5), || budget.leased().is_some()).await;
     let leased = server.sum_field("leaving:budget:dep:*", "leased");

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use stormproof_runtime::fleet::{Fleet, FleetConfig};
+use stormproof_fleet::{Fleet, FleetConfig};
 use stormproof_runtime::{
     Classify, ErrorClass, Policy, Rejection,
     breaker::{BreakerConfig, BreakerState, Outcome},
@@ -107,7 +107,7 @@ async fn run(role: String) {
         }
         other => panic!("unknown role {other}"),
     }
-    let fleet = registry().join_fleet(config).expect("joins");
+    let fleet = Fleet::join(registry(), config).expect("joins");
     wait_linked(&fleet).await;
     say("READY");
     let mut line = String::new();

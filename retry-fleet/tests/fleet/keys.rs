@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use stormproof_runtime::fleet::{Fleet, FleetConfig};
+use stormproof_fleet::{Fleet, FleetConfig};
 use stormproof_runtime::{
     Registry,
     breaker::{BreakerConfig, BreakerState, Outcome},
@@ -22,16 +22,18 @@ fn joined(server: &Server, prefix: &str, names: &[&str], window: Duration) -> (R
             .declare_breaker(name, BreakerConfig { failure_threshold: 1, window, ..Default::default() })
             .unwrap();
     }
-    let fleet = registry
-        .join_fleet(FleetConfig {
+    let fleet = Fleet::join(
+        &registry,
+        FleetConfig {
             url: server.url(),
             prefix: prefix.into(),
             sync_every: Duration::from_millis(SYNC_MS),
             store_timeout: Duration::from_secs(2),
             breakers: names.iter().map(|name| name.to_string()).collect(),
             ..Default::default()
-        })
-        .unwrap();
+        },
+    )
+    .unwrap();
     (registry, fleet)
 }
 

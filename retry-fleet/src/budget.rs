@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use super::backlog::Backlog;
 use super::script::BudgetReport;
-use crate::budget::{BudgetConfig, RetryBudget};
+use stormproof_runtime::budget::{BudgetConfig, RetryBudget};
 
 pub(super) struct BudgetSync {
     name: String,
@@ -120,7 +120,7 @@ impl BudgetSync {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::budget::RatioBudget;
+    use stormproof_runtime::budget::RatioBudget;
 
     /// The tokens left when the store went away are sent as a cumulative
     /// total until a flush is acknowledged; a replica leaving ends its

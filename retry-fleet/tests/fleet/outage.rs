@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use stormproof_runtime::fleet::{Fleet, FleetConfig};
+use stormproof_fleet::{Fleet, FleetConfig};
 use stormproof_runtime::{
     Registry,
     breaker::{BreakerConfig, Outcome},
@@ -24,8 +24,9 @@ fn replica(server: &Server) -> (Registry, Fleet) {
     let breaker = BreakerConfig { failure_threshold: 3, window, ..Default::default() };
     registry.declare_breaker("dep", breaker).unwrap();
     registry.declare_budget("dep", RatioBudget { ratio: 0.1, window, min_per_sec: 0 }).unwrap();
-    let fleet = registry
-        .join_fleet(FleetConfig {
+    let fleet = Fleet::join(
+        &registry,
+        FleetConfig {
             url: server.url(),
             prefix: "faults".into(),
             sync_every: Duration::from_millis(SYNC_MS),
@@ -33,8 +34,9 @@ fn replica(server: &Server) -> (Registry, Fleet) {
             breakers: vec!["dep".into()],
             budgets: vec!["dep".into()],
             lease_size: 1_000,
-        })
-        .unwrap();
+        },
+    )
+    .unwrap();
     (registry, fleet)
 }
 
@@ -96,8 +98,9 @@ async fn tokens_handed_back_on_the_thaw() {
     let registry = Registry::new();
     let budget = RatioBudget { ratio: 0.1, window: Duration::from_secs(10), min_per_sec: 2 };
     registry.declare_budget("dep", budget).unwrap();
-    let fleet = registry
-        .join_fleet(FleetConfig {
+    let fleet = Fleet::join(
+        &registry,
+        FleetConfig {
             url: server.url(),
             prefix: "thaw".into(),
             sync_every: Duration::from_millis(SYNC_MS),
@@ -105,8 +108,9 @@ async fn tokens_handed_back_on_the_thaw() {
             budgets: vec!["dep".into()],
             lease_size: 20,
             ..Default::default()
-        })
-        .unwrap();
+        },
+    )
+    .unwrap();
     let budget = registry.budget("dep").unwrap();
     until("the first lease", Duration::from_secs(5), || budget.leased() == Some(20)).await;
 

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use redis::{Script, Value};
 
-use crate::clock::HORIZON;
+use stormproof_runtime::fleet::HORIZON;
 
 /// How long the fleet's state outlives the last flush that touched it.
 pub(super) const STATE_TTL: Duration = Duration::from_secs(3_600);
