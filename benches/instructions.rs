@@ -33,9 +33,9 @@ use tokio::runtime::Runtime;
 mod shared;
 use shared::{
     backon_defaults, bare, bare_small, breaker_budget, breaker_budget_out_of_line,
-    breaker_budget_small_out_of_line, call_out_of_line_functions_once, declare, defaults, fails_once, floor,
-    floor_guarded, keyed, overridden, overridden_deadline, policy, runtime, with_bulkhead, with_deadline,
-    with_hedge, with_rate_limit, with_throttle, with_timeout,
+    breaker_budget_small_out_of_line, budget_alone, call_out_of_line_functions_once, declare, defaults,
+    fails_once, floor, floor_budgeted, floor_guarded, keyed, overridden, overridden_deadline, policy,
+    runtime, with_bulkhead, with_deadline, with_hedge, with_rate_limit, with_throttle, with_timeout,
 };
 
 /// Calls in the shorter run; the longer one makes twice as many. A multiple
@@ -113,6 +113,20 @@ fn attribute_defaults(f: (Runtime, u64)) -> Runtime {
 #[bench::twice_n(args = (2 * N,), setup = fixture)]
 fn floor_call(f: (Runtime, u64)) -> Runtime {
     drive(f, || used!(floor(black_box(1))))
+}
+
+#[library_benchmark]
+#[bench::n(args = (N,), setup = fixture)]
+#[bench::twice_n(args = (2 * N,), setup = fixture)]
+fn floor_budgeted_call(f: (Runtime, u64)) -> Runtime {
+    drive(f, || used!(floor_budgeted(black_box(1))))
+}
+
+#[library_benchmark]
+#[bench::n(args = (N,), setup = fixture)]
+#[bench::twice_n(args = (2 * N,), setup = fixture)]
+fn budget_call(f: (Runtime, u64)) -> Runtime {
+    drive(f, || used!(budget_alone(black_box(1))))
 }
 
 #[library_benchmark]
@@ -264,7 +278,7 @@ fn fail_once_then_succeed(f: (Runtime, u64)) -> Runtime {
 
 library_benchmark_group!(
     name = success;
-    benchmarks = bare_call, floor_call, attribute_defaults, floor_guarded_call, breaker_budget_call, breaker_budget_out_of_line_call, bare_small_error_call,
+    benchmarks = bare_call, floor_call, attribute_defaults, floor_budgeted_call, budget_call, floor_guarded_call, breaker_budget_call, breaker_budget_out_of_line_call, bare_small_error_call,
         breaker_budget_small_error_out_of_line_call, breaker_budget_overridden, breaker_budget_overridden_deadline, breaker_budget_deadline, breaker_budget_keyed, breaker_budget_bulkhead,
         breaker_budget_bulkhead_timeout, breaker_budget_hedge, breaker_budget_throttle, breaker_budget_rate_limit,
         policy_run, policy_run_keyed, backon_retry, failsafe_breaker, fail_once_then_succeed

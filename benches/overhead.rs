@@ -42,9 +42,9 @@ use stormproof::{breaker::Outcome, registry, resilient};
 mod shared;
 use shared::{
     BREAKER, BenchError, backon_defaults, bare, bare_small, breaker_budget, breaker_budget_out_of_line,
-    breaker_budget_small_out_of_line, call_out_of_line_functions_once, declare, defaults, fails_once, floor,
-    floor_guarded, keyed, overridden, overridden_deadline, policy, runtime, with_bulkhead, with_deadline,
-    with_hedge, with_rate_limit, with_throttle, with_timeout,
+    breaker_budget_small_out_of_line, budget_alone, call_out_of_line_functions_once, declare, defaults,
+    fails_once, floor, floor_budgeted, floor_guarded, keyed, overridden, overridden_deadline, policy,
+    runtime, with_bulkhead, with_deadline, with_hedge, with_rate_limit, with_throttle, with_timeout,
 };
 
 /// `breaker_budget` for the contention benchmark: the same function, but its
@@ -69,6 +69,8 @@ fn success(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
     group.bench_function("bare", |b| b.to_async(rt).iter(|| used!(bare(black_box(1)))));
     group.bench_function("floor", |b| b.to_async(rt).iter(|| used!(floor(black_box(1)))));
     group.bench_function("attribute_defaults", |b| b.to_async(rt).iter(|| used!(defaults(black_box(1)))));
+    group.bench_function("floor_budgeted", |b| b.to_async(rt).iter(|| used!(floor_budgeted(black_box(1)))));
+    group.bench_function("budget_alone", |b| b.to_async(rt).iter(|| used!(budget_alone(black_box(1)))));
     group.bench_function("floor_guarded", |b| b.to_async(rt).iter(|| used!(floor_guarded(black_box(1)))));
     group.bench_function("breaker_budget", |b| b.to_async(rt).iter(|| used!(breaker_budget(black_box(1)))));
     group.bench_function("breaker_budget_overridden", |b| {

@@ -73,6 +73,24 @@ pub async fn floor(x: u64) -> Result<u64, BenchError> {
     floor::Marked(async move { Ok(black_box(x)) }).await
 }
 
+/// [`floor`] with a ratio budget alone, the one every operation has unless
+/// it says `budget = "none"` (`defaults`' own, `budget_alone`'s named one):
+/// the handle cached once, the first attempt counted, and on success the
+/// budget refilled. What `defaults` spends above it is the attribute's own
+/// structure.
+pub async fn floor_budgeted(x: u64) -> Result<u64, BenchError> {
+    if !floor::plain() {
+        return floor::not_plain();
+    }
+    let (_, budget) = floor::guards();
+    budget.on_first_attempt();
+    let result = floor::Marked(async move { Ok(black_box(x)) }).await;
+    if result.is_ok() {
+        budget.deposit();
+    }
+    result
+}
+
 /// [`floor`] with `breaker_budget`'s guards, through their public calls:
 /// the handles cached once (as the attribute caches them), the breaker
 /// asked, the ratio budget's first attempt counted, and on success the
@@ -173,6 +191,13 @@ mod floor {
             MARK.set(self.0);
         }
     }
+}
+
+/// A named budget alone: what `defaults` (the operation's own budget) must
+/// cost no more than.
+#[resilient(budget = "bench-budget")]
+pub async fn budget_alone(x: u64) -> Result<u64, BenchError> {
+    Ok(black_box(x))
 }
 
 #[resilient(breaker = "bench-breaker", budget = "bench-budget")]

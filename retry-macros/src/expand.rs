@@ -118,8 +118,15 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
     // a guard its function does not name (the runtime's `guards::Shape`),
     // slot by slot in the guard set's order.
     let slot_of = |named: bool| if named { quote!(#rt::Named) } else { quote!(#rt::Unnamed) };
-    let shape = [&plan.throttle, &plan.breaker, &plan.bulkhead, &plan.rate_limit, &plan.budget]
-        .map(|name| slot_of(name.is_some()));
+    let budget = plan.budget.is_some() || plan.default_budget;
+    let shape = [
+        plan.throttle.is_some(),
+        plan.breaker.is_some(),
+        plan.bulkhead.is_some(),
+        plan.rate_limit.is_some(),
+        budget,
+    ]
+    .map(slot_of);
     let call_type = quote!(#rt::Call::<_, _, (#(#shape),*)>);
     let attempt_of = respan(quote!(#call_type::next), error_span);
     let plain_of = respan(quote!(#call_type::plain), error_span);

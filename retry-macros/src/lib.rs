@@ -52,7 +52,7 @@ use parse::{Args, Errors};
 /// | `attempt_timeout_ms` | integer > 0 | none | each attempt is cancelled after this |
 /// | `deadline_ms` | integer > 0 | none | the whole call, waits included, ends by then |
 /// | `breaker` | string | none | named circuit breaker in the registry |
-/// | `budget` | string | none | named retry budget |
+/// | `budget` | string, or `"none"` | the operation's own | named retry budget; without it the operation has its own (a share of its traffic: retries stay under 10 % of its calls over 10 s, or 10 a second), `"none"` for no budget |
 /// | `bulkhead` | string | none | named concurrency limit |
 /// | `throttle` | string | none | named client-side throttle (adaptive: refuses locally when the dependency rejects) |
 /// | `rate_limit` | string | none | named rate limiter |
@@ -301,9 +301,12 @@ mod tests {
         assert_eq!(integer("factor") as f64, policy.backoff().factor());
         assert_eq!(choice("jitter"), policy.backoff().jitter.name());
         assert_eq!(choice("nested") == "retry", policy.nested() == stormproof::Nested::Retry);
-        for unset in ["attempt_timeout_ms", "deadline_ms", "breaker", "budget", "bulkhead", "key"] {
+        for unset in ["attempt_timeout_ms", "deadline_ms", "breaker", "bulkhead", "key"] {
             assert_eq!(find(unset).map(|a| a.default), Some(Default::None), "{unset}");
         }
+        assert_eq!(find("budget").map(|a| a.default), Some(Default::Derived), "the operation's own");
+        assert!(policy.has_default_budget());
+        assert_eq!(policy.guard_name(stormproof::GuardKind::Budget), Some(policy.operation()));
         assert_eq!((policy.attempt_timeout(), policy.deadline()), (None, None));
     }
 

@@ -32,6 +32,7 @@ pub(crate) fn attribute_config(sig: &Signature, plan: &Plan, rt: &TokenStream) -
     let deadline_ms = option(plan.deadline_ms.map(Literal::u64_suffixed));
     let breaker = option(plan.breaker.as_deref().map(Literal::string));
     let budget = option(plan.budget.as_deref().map(Literal::string));
+    let default_budget = plan.default_budget;
     let bulkhead = option(plan.bulkhead.as_deref().map(Literal::string));
     let throttle = option(plan.throttle.as_deref().map(Literal::string));
     let rate_limit = option(plan.rate_limit.as_deref().map(Literal::string));
@@ -61,6 +62,7 @@ pub(crate) fn attribute_config(sig: &Signature, plan: &Plan, rt: &TokenStream) -
             max_hedges: #max_hedges,
             breaker: #breaker,
             budget: #budget,
+            default_budget: #default_budget,
             bulkhead: #bulkhead,
             throttle: #throttle,
             rate_limit: #rate_limit,

@@ -38,7 +38,12 @@ pub(crate) struct Plan {
     pub attempt_timeout_ms: Option<u64>,
     pub deadline_ms: Option<u64>,
     pub breaker: Option<String>,
+    /// The budget the function names (`None` for `"none"` and when it
+    /// names none).
     pub budget: Option<String>,
+    /// Whether the operation has its own budget: it names none, and does
+    /// not say `"none"`.
+    pub default_budget: bool,
     pub bulkhead: Option<String>,
     pub throttle: Option<String>,
     pub rate_limit: Option<String>,
@@ -150,6 +155,8 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
         {
             let without = if name == "name" {
                 "the default, `module_path::fn`".to_owned()
+            } else if name == "budget" {
+                "the operation's own budget, or say `\"none\"` for none".to_owned()
             } else {
                 format!("no {}", name.replace('_', " "))
             };
@@ -232,7 +239,8 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
         attempt_timeout_ms,
         deadline_ms,
         breaker: owned("breaker"),
-        budget: owned("budget"),
+        budget: owned("budget").filter(|name| name != NO_BUDGET),
+        default_budget: args.name("budget").is_none(),
         bulkhead: owned("bulkhead"),
         throttle: owned("throttle"),
         rate_limit: owned("rate_limit"),
@@ -249,6 +257,9 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
     };
     errors.finish(plan)
 }
+
+/// The budget name that means no budget (the runtime's `budget::NO_BUDGET`).
+const NO_BUDGET: &str = "none";
 
 const TWICE: &str = "#[resilient] is on this function twice: the retries would multiply (every attempt of one running all of the other's); keep one, with every argument in it";
 

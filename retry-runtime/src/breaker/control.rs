@@ -127,7 +127,7 @@ impl CircuitBreaker {
     /// ```
     /// # use stormproof_runtime as stormproof;
     /// use stormproof::breaker::{BreakerConfig, CircuitBreaker};
-    /// let breaker = CircuitBreaker::new(BreakerConfig::default());
+    /// let breaker = CircuitBreaker::new("payment", BreakerConfig::default()).unwrap();
     /// breaker.share().unwrap();
     /// let more = BreakerConfig { success_threshold: 3, ..breaker.config() };
     /// assert_eq!(breaker.reconfigure(more).unwrap_err().field, "success_threshold");

@@ -34,6 +34,22 @@ pub use ratio::RatioBudget;
 pub use ratio::RatioWindow;
 pub(crate) use withdrawal::Withdrawal;
 
+/// The budget name that means no budget at all: `budget = "none"` in the
+/// attribute and in an `[operations]` table, `.budget(NO_BUDGET)` on the
+/// builder. Every other operation has a retry budget: the one it names, or
+/// else its own (the registry's budget named after the operation, with
+/// [`BudgetConfig::default`]'s settings unless one of that name is
+/// declared), so that a plain `#[resilient]` cannot turn an outage into a
+/// retry storm. A budget cannot be declared under this name.
+///
+/// ```
+/// # use stormproof_runtime as stormproof;
+/// use stormproof::{Registry, budget::{NO_BUDGET, RatioBudget}};
+/// let error = Registry::new().declare_budget(NO_BUDGET, RatioBudget::default()).unwrap_err();
+/// assert!(error.to_string().contains("reserved"), "{error}");
+/// ```
+pub const NO_BUDGET: &str = "none";
+
 use crate::config::ConfigError;
 use crate::counter::PerThreadCounter;
 

@@ -32,6 +32,11 @@ pub(crate) struct GuardNames {
     pub(crate) bulkhead: Option<Cow<'static, str>>,
     pub(crate) throttle: Option<Cow<'static, str>>,
     pub(crate) rate_limit: Option<Cow<'static, str>>,
+    /// Whether `budget` is the operation's own budget, which every
+    /// operation has unless it names one or says `budget = "none"` (see
+    /// [`NO_BUDGET`](crate::budget::NO_BUDGET)): created quietly, and
+    /// not reported as undeclared.
+    pub(crate) budget_by_default: bool,
 }
 
 impl GuardNames {
@@ -64,7 +69,10 @@ impl GuardNames {
             breaker: self.breaker.as_deref().map(|n| registry.breaker_or_default(n)),
             bulkhead: self.bulkhead.as_deref().map(|n| registry.bulkhead_or_default(n)),
             rate_limit: self.rate_limit.as_deref().map(|n| registry.rate_limit_or_default(n)),
-            budget: self.budget.as_deref().map(|n| registry.budget_or_default(n)),
+            budget: self.budget.as_deref().map(|n| match self.budget_by_default {
+                true => registry.operation_budget(n),
+                false => registry.budget_or_default(n),
+            }),
         }
     }
 }

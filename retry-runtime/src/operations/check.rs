@@ -102,7 +102,9 @@ impl Registry {
             for (guard_kind, kind, declared, _) in &tables {
                 let Some(name) = policy.guard_name(*guard_kind) else { continue };
                 used.push((kind, name.to_owned()));
-                if !declared.iter().any(|d| d == name) {
+                // An operation's own budget is not meant to be declared.
+                let expected = *guard_kind == GuardKind::Budget && policy.has_default_budget();
+                if !expected && !declared.iter().any(|d| d == name) {
                     report.undeclared.push(Undeclared {
                         kind,
                         name: name.to_owned(),

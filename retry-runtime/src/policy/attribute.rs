@@ -31,6 +31,9 @@ pub struct AttributeConfig {
     pub max_hedges: u32,
     pub breaker: Option<&'static str>,
     pub budget: Option<&'static str>,
+    /// Whether the operation has its own budget: `budget` is not named and
+    /// not `"none"`.
+    pub default_budget: bool,
     pub bulkhead: Option<&'static str>,
     pub throttle: Option<&'static str>,
     pub rate_limit: Option<&'static str>,
@@ -75,9 +78,15 @@ impl Policy {
                 None => None,
             },
         };
+        let budget = match (cfg.budget, cfg.default_budget) {
+            (Some(name), _) => Some(name),
+            (None, true) => Some(cfg.operation),
+            (None, false) => None,
+        };
         let guard_names = GuardNames {
             breaker: borrowed(cfg.breaker),
-            budget: borrowed(cfg.budget),
+            budget: borrowed(budget),
+            budget_by_default: cfg.budget.is_none() && cfg.default_budget,
             bulkhead: borrowed(cfg.bulkhead),
             throttle: borrowed(cfg.throttle),
             rate_limit: borrowed(cfg.rate_limit),
@@ -98,7 +107,7 @@ impl Policy {
             },
             loop_guards: LoopGuards::of(
                 cfg.breaker.is_some(),
-                cfg.budget.is_some(),
+                budget.is_some(),
                 cfg.bulkhead.is_some() || cfg.throttle.is_some() || cfg.rate_limit.is_some(),
             ),
             settings,
@@ -111,7 +120,7 @@ impl Policy {
             streams: AtomicU64::new(0),
             cache: GuardCache::new(
                 cfg.breaker.is_some()
-                    || cfg.budget.is_some()
+                    || budget.is_some()
                     || cfg.bulkhead.is_some()
                     || cfg.throttle.is_some()
                     || cfg.rate_limit.is_some(),
@@ -137,6 +146,7 @@ impl AttributeConfig {
             max_hedges: 1,
             breaker: None,
             budget: None,
+            default_budget: true,
             bulkhead: None,
             throttle: None,
             rate_limit: None,

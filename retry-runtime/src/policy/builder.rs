@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::{LoopGuards, MAX_ATTEMPTS_LIMIT, Nested, Policy, Settings};
 use crate::backoff::{Backoff, Jitter};
+use crate::budget::NO_BUDGET;
 use crate::config::ConfigError;
 use crate::guards::{GuardCache, GuardNames};
 use crate::hooks::{Hooks, OnRetry, OnStop, RetryEvent, StopEvent};
@@ -80,7 +81,7 @@ impl Default for PolicyBuilder {
             attempt_timeout: None,
             deadline: None,
             hedge: None,
-            guard_names: GuardNames::default(),
+            guard_names: GuardNames { budget_by_default: true, ..GuardNames::default() },
             seed: None,
             nested: Nested::Once,
             hooks: Hooks::NONE,
@@ -158,9 +159,18 @@ impl PolicyBuilder {
         self
     }
 
-    /// Pays for retries from the named retry budget.
+    /// Pays for retries from the named retry budget instead of the
+    /// operation's own; [`NO_BUDGET`] (`"none"`) for no budget at all.
+    ///
+    /// Every operation has a budget unless it says otherwise: without this,
+    /// the registry's budget named after the operation (see
+    /// [`Policy::has_default_budget`]), so that retries stay a share of the
+    /// operation's traffic (10 % over 10 s, and at least 10 a second, by
+    /// default) and a failing dependency is not sent a storm.
     pub fn budget(mut self, name: impl Into<Cow<'static, str>>) -> Self {
-        self.guard_names.budget = Some(name.into());
+        let name = name.into();
+        self.guard_names.budget_by_default = false;
+        self.guard_names.budget = (name != NO_BUDGET).then_some(name);
         self
     }
 
@@ -281,7 +291,10 @@ impl PolicyBuilder {
         Ok(self.into_policy())
     }
 
-    pub(super) fn into_policy(self) -> Policy {
+    pub(super) fn into_policy(mut self) -> Policy {
+        if self.guard_names.budget_by_default && self.guard_names.budget.is_none() {
+            self.guard_names.budget = Some(self.operation.clone());
+        }
         let named = !self.guard_names.is_empty();
         let settings = Settings {
             max_attempts: self.max_attempts,

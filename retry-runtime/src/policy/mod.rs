@@ -196,7 +196,16 @@ impl Policy {
             attempt_timeout: self.settings.attempt_timeout,
             deadline: self.settings.deadline,
             hedge: self.settings.hedge,
-            guard_names: self.guard_names.clone(),
+            // The operation's own budget is named when the builder builds
+            // (its name may change before that).
+            guard_names: GuardNames {
+                budget: if self.guard_names.budget_by_default {
+                    None
+                } else {
+                    self.guard_names.budget.clone()
+                },
+                ..self.guard_names.clone()
+            },
             seed: self.seed,
             nested: self.nested,
             hooks: self.hooks.clone(),
@@ -244,6 +253,25 @@ impl Policy {
     /// ```
     pub fn guard_name(&self, kind: GuardKind) -> Option<&str> {
         self.guard_names.get(kind)
+    }
+
+    /// Whether its budget is the operation's own, which every operation has
+    /// unless it names a budget or says `budget = "none"`
+    /// ([`NO_BUDGET`](crate::budget::NO_BUDGET)): the registry's budget named
+    /// after the operation, with the default settings unless one of that
+    /// name is declared.
+    ///
+    /// ```
+    /// # use stormproof_runtime as stormproof;
+    /// use stormproof::{GuardKind, Policy, budget::NO_BUDGET};
+    /// let policy = Policy::builder().name("orders").build().unwrap();
+    /// assert!(policy.has_default_budget());
+    /// assert_eq!(policy.guard_name(GuardKind::Budget), Some("orders"));
+    /// let off = Policy::builder().name("orders").budget(NO_BUDGET).build().unwrap();
+    /// assert_eq!((off.has_default_budget(), off.guard_name(GuardKind::Budget)), (false, None));
+    /// ```
+    pub fn has_default_budget(&self) -> bool {
+        self.guard_names.budget_by_default
     }
 
     /// Whether retries are allowed without a key: `false` for an operation
@@ -346,6 +374,7 @@ impl Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::budget::NO_BUDGET;
 
     /// The attribute's arguments with nothing optional given.
     const BARE: AttributeConfig = AttributeConfig::bare("policy-unit");
@@ -357,19 +386,23 @@ mod tests {
             (policy.plain_settings(), policy.loop_guards())
         };
         let guarded = AttributeConfig { breaker: Some("b"), budget: Some("g"), ..BARE };
-        assert_eq!(of(BARE), (true, LoopGuards::Unguarded), "nothing optional");
+        let no_budget = AttributeConfig { default_budget: false, ..BARE };
+        assert_eq!(of(BARE), (true, LoopGuards::Budget), "nothing optional: the operation's own budget");
+        assert_eq!(of(no_budget), (true, LoopGuards::Unguarded), "`budget = \"none\"`");
+        let breaker_alone = AttributeConfig { breaker: Some("b"), ..no_budget };
+        assert_eq!(of(breaker_alone), (true, LoopGuards::Breaker), "a breaker, budget none");
         assert_eq!(of(guarded), (true, LoopGuards::BreakerBudget), "a breaker and a budget");
         assert_eq!(
             of(AttributeConfig { breaker: Some("b"), ..BARE }),
-            (true, LoopGuards::Breaker),
-            "a breaker"
+            (true, LoopGuards::BreakerBudget),
+            "a breaker, and the operation's own budget"
         );
         assert_eq!(of(AttributeConfig { budget: Some("g"), ..BARE }), (true, LoopGuards::Budget), "a budget");
         for (config, why) in [
             (AttributeConfig { bulkhead: Some("h"), ..guarded }, "a bulkhead"),
-            (AttributeConfig { bulkhead: Some("h"), ..BARE }, "only a bulkhead"),
+            (AttributeConfig { bulkhead: Some("h"), ..no_budget }, "only a bulkhead"),
             (AttributeConfig { throttle: Some("t"), ..guarded }, "a throttle"),
-            (AttributeConfig { rate_limit: Some("r"), ..BARE }, "a rate limit"),
+            (AttributeConfig { rate_limit: Some("r"), ..no_budget }, "a rate limit"),
         ] {
             assert_eq!(of(config), (true, LoopGuards::Other), "{why}: seen slot by slot");
         }
@@ -382,13 +415,39 @@ mod tests {
         }
         // A policy built in code says the same of the same names.
         let built = |builder: crate::PolicyBuilder| builder.build().unwrap().loop_guards();
-        assert_eq!(built(Policy::builder()), LoopGuards::Unguarded);
+        assert_eq!(built(Policy::builder()), LoopGuards::Budget, "the operation's own budget");
+        assert_eq!(built(Policy::builder().budget(NO_BUDGET)), LoopGuards::Unguarded);
         assert_eq!(built(Policy::builder().breaker("b").budget("g")), LoopGuards::BreakerBudget);
-        assert_eq!(built(Policy::builder().breaker("b")), LoopGuards::Breaker);
+        assert_eq!(built(Policy::builder().breaker("b")), LoopGuards::BreakerBudget);
+        assert_eq!(built(Policy::builder().breaker("b").budget(NO_BUDGET)), LoopGuards::Breaker);
         assert_eq!(built(Policy::builder().budget("g")), LoopGuards::Budget);
         assert_eq!(built(Policy::builder().breaker("b").bulkhead("h")), LoopGuards::Other);
         assert_eq!(built(Policy::builder().rate_limit("r")), LoopGuards::Other);
         assert_eq!(built(Policy::builder().throttle("t").budget("g")), LoopGuards::Other);
+    }
+
+    /// Every operation has its own retry budget unless it names one or
+    /// says `budget = "none"`: the registry's budget named after the
+    /// operation, which a builder derived from the policy with another
+    /// name follows.
+    #[test]
+    fn an_operation_without_a_named_budget_has_its_own() {
+        let own = Policy::from_attribute(BARE);
+        assert_eq!(own.guard_name(GuardKind::Budget), Some("policy-unit"));
+        assert!(own.has_default_budget());
+        let none = Policy::from_attribute(AttributeConfig { default_budget: false, ..BARE });
+        assert_eq!(none.guard_name(GuardKind::Budget), None);
+        assert!(!none.has_default_budget());
+        let named = Policy::from_attribute(AttributeConfig { budget: Some("g"), ..BARE });
+        assert_eq!(named.guard_name(GuardKind::Budget), Some("g"));
+        assert!(!named.has_default_budget());
+        let renamed = own.to_builder().name("renamed").build().unwrap();
+        assert_eq!(renamed.guard_name(GuardKind::Budget), Some("renamed"), "follows the name");
+        let built = Policy::builder().name("orders").build().unwrap();
+        assert_eq!(built.guard_name(GuardKind::Budget), Some("orders"));
+        assert!(built.has_default_budget());
+        let off = built.to_builder().budget(NO_BUDGET).build().unwrap();
+        assert_eq!(off.guard_name(GuardKind::Budget), None);
     }
 
     #[test]

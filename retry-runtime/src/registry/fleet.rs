@@ -176,11 +176,13 @@ impl Registry {
     /// assert!(registry.claim_fleet().is_some(), "given back");
     /// ```
     pub fn claim_fleet(&self) -> Option<FleetClaim<'_>> {
-        let applying = self.applying();
+        // Claimed before the file lock is taken: a second claim while the
+        // first is held (on this thread too) is `None`, not a wait on the
+        // first's lock. A file reads only what the join sets, under it.
         if self.inner.in_fleet.swap(true, Ordering::AcqRel) {
             return None;
         }
-        Some(FleetClaim { registry: self, joined: false, _applying: applying })
+        Some(FleetClaim { registry: self, joined: false, _applying: self.applying() })
     }
 
     /// Gives the fleet membership back (its task ended).

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::table::{Held, Kept};
 use super::{GuardKind, Registry, RegistryError, invalid};
 use crate::breaker::{BreakerConfig, CircuitBreaker};
-use crate::budget::{BudgetConfig, RetryBudget};
+use crate::budget::{BudgetConfig, NO_BUDGET, RetryBudget};
 use crate::bulkhead::{Bulkhead, BulkheadConfig};
 use crate::config::ConfigError;
 use crate::rate_limit::{RateLimit, RateLimitConfig};
@@ -21,6 +21,12 @@ impl Registry {
 
     /// Declares a named retry budget.
     pub fn declare_budget(&self, name: &str, config: impl Into<BudgetConfig>) -> Result<(), RegistryError> {
+        if name == NO_BUDGET {
+            let why = format!(
+                "`{NO_BUDGET}` is reserved: `budget = \"{NO_BUDGET}\"` means an operation has no budget"
+            );
+            return Err(invalid(name, ConfigError::new("name", why)));
+        }
         let budget = self.new_budget(name, config.into()).map_err(|error| invalid(name, error))?;
         self.inner.budgets.insert(name, budget)
     }
@@ -224,6 +230,15 @@ impl Registry {
     pub(crate) fn budget_or_default(&self, name: &str) -> Arc<RetryBudget> {
         self.inner.budgets.get_or_default(name, || {
             RetryBudget::unmeasured(name, BudgetConfig::default())
+                .unwrap_or_else(|_| unreachable!("the default budget config is valid"))
+        })
+    }
+
+    /// An operation's own budget (see [`NO_BUDGET`]): the budget named
+    /// after it, made with the defaults, quietly, when none was declared.
+    pub(crate) fn operation_budget(&self, operation: &str) -> Arc<RetryBudget> {
+        self.inner.budgets.get_or_make_quietly(operation, || {
+            RetryBudget::unmeasured(operation, BudgetConfig::default())
                 .unwrap_or_else(|_| unreachable!("the default budget config is valid"))
         })
     }

@@ -111,6 +111,23 @@ impl<T> Table<T> {
     where
         T: Kept,
     {
+        self.get_or_make(name, make, Undeclared::Said)
+    }
+
+    /// As [`get_or_default`](Self::get_or_default), for a guard every
+    /// operation has by default (its own budget): made without a warning,
+    /// since no one was meant to declare it.
+    pub(super) fn get_or_make_quietly(&self, name: &str, make: impl FnOnce() -> T) -> Arc<T>
+    where
+        T: Kept,
+    {
+        self.get_or_make(name, make, Undeclared::Expected)
+    }
+
+    fn get_or_make(&self, name: &str, make: impl FnOnce() -> T, undeclared: Undeclared) -> Arc<T>
+    where
+        T: Kept,
+    {
         if let Some(entry) = self.read().get(name) {
             entry.resolved.store(true, Ordering::Relaxed);
             return entry.guard.clone();
@@ -119,12 +136,14 @@ impl<T> Table<T> {
         entries
             .entry(name.to_owned())
             .or_insert_with(|| {
-                tracing::warn!(
+                if undeclared == Undeclared::Said {
+                    tracing::warn!(
                     target: crate::observe::target::REGISTRY,
                     kind = self.kind,
                     name,
                     "`{name}` was used but never declared: created with the default settings; declare it at start-up to choose them"
-                );
+                    );
+                }
                 let guard = make();
                 guard.kept();
                 Entry { guard: Arc::new(guard), declared: false, resolved: AtomicBool::new(true) }
@@ -132,6 +151,14 @@ impl<T> Table<T> {
             .guard
             .clone()
     }
+}
+
+/// Whether a guard made when a call first names it is said to be
+/// undeclared (one warning), or was expected to be made so.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Undeclared {
+    Said,
+    Expected,
 }
 
 /// A table held by a configuration file while it declares its guards: a
