@@ -134,6 +134,8 @@ async fn the_event_stream_sends_a_snapshot_then_transitions_as_they_happen_and_c
         assert_eq!(alpha.state, State::Open, "open for a minute");
         assert_eq!(alpha.totals, totals(&registry, "alpha"));
         assert!(alpha.remaining_open_ms.is_some_and(|ms| ms > 0 && ms <= 60_000));
+        assert_eq!(alpha.open_period_ms, 60_000, "open_for above max_open_for: no growth");
+        assert_eq!((beta.open_period_ms, beta.config.max_open_for_ms), (1_000, 30_000), "closed: open_for");
     }
     assert_eq!(counted, Counts { calls: made, failures: 0, rejections: 0 }, "no call counted twice");
     let quiet: Snapshot = events.next_named("tick").await;

@@ -322,6 +322,29 @@ async fn a_reload_keeps_an_open_breaker_open_and_recomputes_its_end() {
     assert_eq!(breaker.state(), BreakerState::HalfOpen);
 }
 
+/// `max_open_for_ms` bounds the doubling of the open period by failed
+/// probes; a reload that lowers it shortens the period in force, counted
+/// from when the breaker opened (as a new `open_for_ms` does).
+#[tokio::test(start_paused = true)]
+async fn a_file_bounds_the_open_periods_growth_and_a_reload_moves_it() {
+    let registry = Registry::new();
+    let text = "[breakers.db]\nfailure_threshold = 1\nopen_for_ms = 1_000\nmax_open_for_ms = 8_000";
+    registry.load_toml(text).unwrap();
+    let breaker = registry.breaker("db").unwrap();
+    assert_eq!(breaker.config().max_open_for, ms(8_000));
+    breaker.try_acquire().unwrap().record(Outcome::Failure);
+    for period in [2_000, 4_000, 8_000, 8_000] {
+        sleep(breaker.remaining_open().unwrap()).await;
+        breaker.try_acquire().expect("a probe").record(Outcome::Failure);
+        assert_eq!(breaker.remaining_open(), Some(ms(period)), "a failed probe doubles it, up to 8 s");
+    }
+    sleep(ms(1_000)).await;
+    let lower = "[breakers.db]\nfailure_threshold = 1\nopen_for_ms = 1_000\nmax_open_for_ms = 3_000";
+    let report = registry.reload_toml(lower).unwrap();
+    assert_eq!(report.to_string(), "breaker `db`: max_open_for_ms 8000 -> 3000");
+    assert_eq!(breaker.remaining_open(), Some(ms(2_000)), "3 s from when it opened, 1 s ago");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_reload_keeps_the_failure_history_and_judges_it_by_the_new_threshold() {
     let registry = Registry::new();

@@ -27,8 +27,8 @@ use stormproof_runtime::throttle::Throttle;
 ///   "control": true,
 ///   "breakers": [{
 ///     "name": "payments", "state": "open", "forced": null, "remaining_open_ms": 312,
-///     "probes_in_flight": 0,
-///     "config": { "failure_threshold": 8, "window_ms": 1000, "open_for_ms": 400,
+///     "open_period_ms": 400, "probes_in_flight": 0,
+///     "config": { "failure_threshold": 8, "window_ms": 1000, "open_for_ms": 400, "max_open_for_ms": 30000,
 ///                 "success_threshold": 2, "half_open_max_calls": 2,
 ///                 "failure_rate_percent": null, "minimum_calls": 10 },
 ///     "totals": { "calls": 734, "failures": 61, "rejections": 212 },
@@ -120,6 +120,11 @@ pub struct BreakerView {
     pub forced: Option<State>,
     /// While open: milliseconds until probes are admitted; else `null`.
     pub remaining_open_ms: Option<u64>,
+    /// The open period in force, in milliseconds: while open, the current
+    /// one; while half-open, the one a failed probe would open it for
+    /// (each failed probe doubles it, up to `max_open_for_ms`); while
+    /// closed, `open_for_ms`.
+    pub open_period_ms: u64,
     /// Half-open probes running now.
     pub probes_in_flight: u32,
     /// Its settings.
@@ -169,8 +174,10 @@ pub struct BreakerConfigView {
     pub failure_threshold: u32,
     /// How long a failure is remembered.
     pub window_ms: u64,
-    /// How long it stays open before probing.
+    /// How long it stays open before probing, the first time.
     pub open_for_ms: u64,
+    /// The longest open period failed probes double it to.
+    pub max_open_for_ms: u64,
     /// Consecutive probe successes that close it.
     pub success_threshold: u32,
     /// Probes allowed at once while half-open.
@@ -187,6 +194,7 @@ impl From<BreakerConfig> for BreakerConfigView {
             failure_threshold: c.failure_threshold,
             window_ms: millis(c.window),
             open_for_ms: millis(c.open_for),
+            max_open_for_ms: millis(c.max_open_for),
             success_threshold: c.success_threshold,
             half_open_max_calls: c.half_open_max_calls,
             failure_rate_percent: c.failure_rate_percent,
@@ -338,6 +346,7 @@ impl BreakerView {
             state: breaker.state().into(),
             forced: breaker.forced().map(State::from),
             remaining_open_ms: breaker.remaining_open().map(millis),
+            open_period_ms: millis(breaker.open_period()),
             probes_in_flight: breaker.probes_in_flight(),
             config: breaker.config().into(),
             totals: breaker.totals().into(),

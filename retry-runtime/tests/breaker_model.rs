@@ -20,6 +20,8 @@ struct Reference {
     failures: Vec<Duration>,
     successes: Vec<Duration>,
     generation: u64,
+    /// Probes failed in a row since it last opened from closed.
+    failed_probes: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -46,7 +48,14 @@ struct RefTicket {
 
 impl Reference {
     fn new(cfg: BreakerConfig) -> Self {
-        Reference { cfg, state: RefState::Closed, failures: vec![], successes: vec![], generation: 0 }
+        Reference {
+            cfg,
+            state: RefState::Closed,
+            failures: vec![],
+            successes: vec![],
+            generation: 0,
+            failed_probes: 0,
+        }
     }
 
     fn go(&mut self, state: RefState) {
@@ -93,8 +102,19 @@ impl Reference {
         }
     }
 
+    /// Open for `open_for`, doubled for each probe failed in a row since
+    /// the breaker opened from closed, but never longer than `max_open_for`
+    /// unless `open_for` itself is.
     fn open(&mut self, now: Duration) {
-        self.go(RefState::Open { until: now + self.cfg.open_for, allowance: None });
+        let mut period = self.cfg.open_for;
+        for _ in 0..self.failed_probes {
+            if period * 2 > self.cfg.max_open_for {
+                period = self.cfg.max_open_for.max(self.cfg.open_for);
+                break;
+            }
+            period *= 2;
+        }
+        self.go(RefState::Open { until: now + period, allowance: None });
     }
 
     /// A verdict from outside: open until `until`, then `allowance` probes in all.
@@ -107,6 +127,7 @@ impl Reference {
 
     fn close(&mut self) {
         if self.state != RefState::Closed {
+            self.failed_probes = 0;
             self.go(RefState::Closed);
         }
     }
@@ -121,11 +142,15 @@ impl Reference {
                 self.abandon(t);
                 match outcome {
                     Outcome::Neutral => {}
-                    Outcome::Failure => self.open(now),
+                    Outcome::Failure => {
+                        self.failed_probes += 1;
+                        self.open(now)
+                    }
                     Outcome::Success => {
                         let RefState::HalfOpen { successes, .. } = &mut self.state else { unreachable!() };
                         *successes += 1;
                         if *successes >= self.cfg.success_threshold {
+                            self.failed_probes = 0;
                             self.go(RefState::Closed);
                         }
                     }
@@ -149,6 +174,7 @@ impl Reference {
                     (Outcome::Failure, None) => {
                         self.failures.push(now);
                         if self.failures.len() as u32 >= self.cfg.failure_threshold {
+                            self.failed_probes = 0;
                             self.open(now);
                         }
                     }
@@ -163,6 +189,7 @@ impl Reference {
                     if calls >= u64::from(self.cfg.minimum_calls)
                         && failed * 100 >= calls * u64::from(percent)
                     {
+                        self.failed_probes = 0;
                         self.open(now);
                     }
                 }
@@ -200,11 +227,12 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn config() -> impl Strategy<Value = BreakerConfig> {
-    (1u32..5, 1u64..3, 1u64..3, 1u32..4, 1u32..4, prop::option::of(1u8..=100), 1u32..6).prop_map(
-        |(threshold, window_s, open_s, success, probes, rate, minimum)| BreakerConfig {
+    (1u32..5, 1u64..3, 1u64..3, 0u64..9, 1u32..4, 1u32..4, prop::option::of(1u8..=100), 1u32..6).prop_map(
+        |(threshold, window_s, open_s, max_open_s, success, probes, rate, minimum)| BreakerConfig {
             failure_threshold: threshold,
             window: Duration::from_secs(window_s),
             open_for: Duration::from_secs(open_s),
+            max_open_for: Duration::from_secs(max_open_s),
             success_threshold: success,
             half_open_max_calls: probes,
             failure_rate_percent: rate,

@@ -33,9 +33,12 @@ fn admitted(core: &mut BreakerCore, now: Duration) -> stormproof_runtime::breake
 // Kills `BreakerCore::abandon`: `||` -> `&&` (a stale probe would pass the epoch check).
 #[test]
 fn a_probe_of_an_earlier_half_open_period_cannot_free_a_slot_of_the_current_one() {
+    // Every open period 10 s: no growth after the failed probe (this test
+    // is about the periods' slots, not their length).
     let cfg = BreakerConfig {
         failure_threshold: 1,
         open_for: s(10),
+        max_open_for: s(10),
         half_open_max_calls: 2,
         success_threshold: 2,
         ..Default::default()
@@ -82,6 +85,7 @@ fn each_guard_reports_the_name_and_the_settings_it_was_declared_with() {
         failure_threshold: 7,
         window: s(3),
         open_for: s(4),
+        max_open_for: s(11),
         success_threshold: 5,
         half_open_max_calls: 6,
         failure_rate_percent: Some(40),

@@ -29,7 +29,11 @@ async fn a_tripped_breaker_admits_only_the_granted_probes_and_counts_their_outco
     let totals = b.totals();
     assert_eq!((totals.probe_successes, totals.probe_failures, totals.calls, totals.failures), (1, 1, 2, 1));
     assert_eq!(b.state(), BreakerState::Open, "a failed probe reopens, on the local rule");
-    assert_eq!(b.remaining_open(), Some(Duration::from_secs(30)));
+    assert_eq!(
+        b.remaining_open(),
+        Some(Duration::from_secs(2)),
+        "open_for (1 s), doubled by the failed probe"
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -82,6 +82,8 @@ pub async fn renders_each_breaker_and_its_state() {
     );
     assert!(beta.html.contains(r#"<span class="state closed">closed</span>"#), "{}", beta.html);
     assert!(beta.html.contains(r#"data-series="ok""#), "a bar of the successful calls: {}", beta.html);
+    assert!(beta.html.contains("open period 1.0 s (1.0 s doubling to 30.0 s)"), "{}", beta.html);
+    assert!(alpha.html.contains("open period 60.0 s (fixed)"), "{}", alpha.html);
     let gamma = card(&dom, "breaker", "gamma");
     assert!(
         gamma.opening.contains(r#"data-forced="closed""#) && gamma.html.contains(">forced closed<"),

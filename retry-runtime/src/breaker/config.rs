@@ -16,6 +16,7 @@ use super::CircuitBreaker;
 /// use stormproof::breaker::BreakerConfig;
 /// let cfg = BreakerConfig { failure_threshold: 3, open_for: Duration::from_secs(10), ..Default::default() };
 /// assert_eq!(cfg.window, Duration::from_secs(10));
+/// assert_eq!((cfg.max_open_for, cfg.open_period_after(1)), (Duration::from_secs(30), Duration::from_secs(20)));
 /// assert!(cfg.validate().is_ok());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,8 +30,16 @@ pub struct BreakerConfig {
     pub failure_threshold: u32,
     /// How long a failure is remembered (`now - t >= window` forgets it). Default 10 s.
     pub window: Duration,
-    /// How long the breaker stays open before probing. Default 30 s.
+    /// How long the breaker stays open before probing, the first time it
+    /// opens. Default 1 s: a dependency back on its feet is let back in
+    /// within a second. Each failed probe doubles the next open period, up
+    /// to `max_open_for`; closing starts again from `open_for`.
     pub open_for: Duration,
+    /// The longest open period the doubling reaches while probes keep
+    /// failing: a dependency that stays down is probed this rarely (at 1,
+    /// 2, 4, 8, 16 s, then every 30 s with the defaults). At or below
+    /// `open_for`, every open period is `open_for`. Default 30 s.
+    pub max_open_for: Duration,
     /// Consecutive probe successes that close a half-open breaker. Default 2.
     pub success_threshold: u32,
     /// Probes allowed in flight at once while half-open. Default 2.
@@ -53,7 +62,8 @@ impl Default for BreakerConfig {
         BreakerConfig {
             failure_threshold: 5,
             window: Duration::from_secs(10),
-            open_for: Duration::from_secs(30),
+            open_for: Duration::from_secs(1),
+            max_open_for: Duration::from_secs(30),
             success_threshold: 2,
             half_open_max_calls: 2,
             failure_rate_percent: None,
@@ -63,6 +73,23 @@ impl Default for BreakerConfig {
 }
 
 impl BreakerConfig {
+    /// The open period after `failed_probes` probes failed in a row since
+    /// the breaker last opened from closed: `open_for` doubled that many
+    /// times, up to `max_open_for` (never below `open_for`).
+    ///
+    /// ```
+    /// # use stormproof_runtime as stormproof;
+    /// use std::time::Duration;
+    /// use stormproof::breaker::BreakerConfig;
+    /// let cfg = BreakerConfig::default();
+    /// let periods: Vec<u64> = (0..7).map(|n| cfg.open_period_after(n).as_secs()).collect();
+    /// assert_eq!(periods, [1, 2, 4, 8, 16, 30, 30]);
+    /// ```
+    pub fn open_period_after(&self, failed_probes: u32) -> Duration {
+        let grown = self.open_for.saturating_mul(2u32.saturating_pow(failed_probes.min(31)));
+        grown.min(self.max_open_for).max(self.open_for)
+    }
+
     /// Checks the settings; a zero threshold or duration would make the breaker meaningless.
     ///
     /// ```

@@ -245,6 +245,28 @@ impl CircuitBreaker {
         self.lock().open_until().map(|until| until.saturating_sub(now)).filter(|d| !d.is_zero())
     }
 
+    /// The open period in force: while open, the current one; while
+    /// half-open, the one a failed probe would open it for; while closed,
+    /// `open_for` (see [`BreakerCore::open_period`]). The dashboard shows it.
+    ///
+    /// ```
+    /// # use stormproof_runtime as stormproof;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// use std::time::Duration;
+    /// use stormproof::breaker::{BreakerConfig, CircuitBreaker, Outcome};
+    /// let breaker = CircuitBreaker::new("db", BreakerConfig { failure_threshold: 1, ..Default::default() }).unwrap();
+    /// assert_eq!(breaker.open_period(), Duration::from_secs(1));
+    /// breaker.try_acquire().unwrap().record(Outcome::Failure);
+    /// tokio::time::advance(Duration::from_secs(1)).await;
+    /// breaker.try_acquire().unwrap().record(Outcome::Failure); // a failed probe
+    /// assert_eq!((breaker.open_period(), breaker.remaining_open()), (Duration::from_secs(2), Some(Duration::from_secs(2))));
+    /// # }
+    /// ```
+    pub fn open_period(&self) -> Duration {
+        let now = self.now();
+        self.lock().open_period(now)
+    }
+
     /// Half-open probes running now; 0 unless half-open. (Read for
     /// dashboards: a closed breaker answers from its published word.)
     ///

@@ -89,17 +89,58 @@ pub struct BreakerCore {
     epoch: u64,
     /// What the closed breaker remembers (empty in other phases).
     window: FailureWindow,
+    /// Probes failed in a row since it last opened from closed: the open
+    /// period is `open_for` doubled that many times, up to `max_open_for`.
+    failed_probes: u32,
 }
 
 impl BreakerCore {
     /// A closed breaker with no history.
     pub fn new(config: BreakerConfig) -> Self {
-        BreakerCore { window: FailureWindow::new(&config), config, phase: Phase::Closed, epoch: 0 }
+        BreakerCore {
+            window: FailureWindow::new(&config),
+            config,
+            phase: Phase::Closed,
+            epoch: 0,
+            failed_probes: 0,
+        }
     }
 
     /// The settings it runs on.
     pub fn config(&self) -> &BreakerConfig {
         &self.config
+    }
+
+    /// The open period in force: while open, the current one; while
+    /// half-open, the one a failed probe would open it for; while closed,
+    /// `open_for` (each failed probe in a row doubles it, up to
+    /// `max_open_for`; a close starts again from `open_for`).
+    ///
+    /// ```
+    /// # use stormproof_runtime as stormproof;
+    /// use std::time::Duration;
+    /// use stormproof::breaker::{Admission, BreakerConfig, BreakerCore, BreakerState, Outcome};
+    /// let s = Duration::from_secs;
+    /// let mut core = BreakerCore::new(BreakerConfig { failure_threshold: 1, ..Default::default() });
+    /// let mut fail = |core: &mut BreakerCore, now| {
+    ///     let (Admission::Allowed(ticket), _) = core.admit(now) else { panic!("refused at {now:?}") };
+    ///     core.record(ticket, Outcome::Failure, now);
+    /// };
+    /// fail(&mut core, s(0));
+    /// assert_eq!(core.open_period(s(0)), s(1));
+    /// fail(&mut core, s(1)); // a failed probe: open for 2 s
+    /// assert_eq!((core.open_period(s(2)), core.state(s(2))), (s(2), BreakerState::Open));
+    /// assert_eq!(core.open_period(s(3)), s(4), "half-open: what a failed probe would bring");
+    /// fail(&mut core, s(3)); // another: 4 s
+    /// assert_eq!(core.state(s(7)), BreakerState::HalfOpen);
+    /// ```
+    pub fn open_period(&self, now: Duration) -> Duration {
+        let failed_probes = match (&self.phase, self.state(now)) {
+            (Phase::ForcedOpen | Phase::ForcedClosed, _) | (_, BreakerState::Closed) => 0,
+            (_, BreakerState::Open) => self.failed_probes,
+            (_, BreakerState::HalfOpen) => self.failed_probes.saturating_add(1),
+        };
+        self.config.open_period_after(failed_probes)
     }
 
     /// The current epoch; it grows by one on every transition.
@@ -261,13 +302,19 @@ impl BreakerCore {
             return None;
         }
         match self.phase {
-            Phase::Closed => self.window.record(&self.config, outcome, now).then(|| self.open(now)),
+            Phase::Closed => self.window.record(&self.config, outcome, now).then(|| {
+                self.failed_probes = 0;
+                self.open(now)
+            }),
             Phase::Open { .. } | Phase::ForcedOpen | Phase::ForcedClosed => None,
             Phase::HalfOpen { .. } => {
                 self.abandon(ticket);
                 match outcome {
                     Outcome::Neutral => None,
-                    Outcome::Failure => Some(self.open(now)),
+                    Outcome::Failure => {
+                        self.failed_probes = self.failed_probes.saturating_add(1);
+                        Some(self.open(now))
+                    }
                     Outcome::Success => {
                         let Phase::HalfOpen { successes, .. } = &mut self.phase else {
                             return None;
@@ -281,7 +328,7 @@ impl BreakerCore {
     }
 
     fn open(&mut self, now: Duration) -> Transition {
-        let until = now.saturating_add(self.config.open_for);
+        let until = now.saturating_add(self.config.open_period_after(self.failed_probes));
         self.enter(Phase::Open { since: now, until, probes: None })
     }
 
@@ -327,6 +374,10 @@ impl BreakerCore {
     }
 
     fn enter(&mut self, phase: Phase) -> Transition {
+        if phase == Phase::Closed {
+            // Closing resets the growth: the next outage starts short.
+            self.failed_probes = 0;
+        }
         let from = self.stored_state();
         self.phase = phase;
         self.epoch += 1;
@@ -358,10 +409,11 @@ impl BreakerCore {
         if config.failure_rate_percent.is_some() != self.config.failure_rate_percent.is_some() {
             self.window = FailureWindow::new(&config);
         }
-        if let Phase::Open { since, until, .. } = &mut self.phase {
-            *until = since.saturating_add(config.open_for);
-        }
         self.config = config;
+        let period = self.config.open_period_after(self.failed_probes);
+        if let Phase::Open { since, until, .. } = &mut self.phase {
+            *until = since.saturating_add(period);
+        }
     }
 
     /// Whether the stored phase is closed (no clock needed to say so).

@@ -104,6 +104,7 @@ pub(super) fn breaker_diff(old: &BreakerConfig, new: &BreakerConfig) -> Vec<Stri
         ("failure_threshold", old.failure_threshold.to_string(), new.failure_threshold.to_string()),
         ("window_ms", ms(old.window), ms(new.window)),
         ("open_for_ms", ms(old.open_for), ms(new.open_for)),
+        ("max_open_for_ms", ms(old.max_open_for), ms(new.max_open_for)),
         ("success_threshold", old.success_threshold.to_string(), new.success_threshold.to_string()),
         ("half_open_max_calls", old.half_open_max_calls.to_string(), new.half_open_max_calls.to_string()),
         (

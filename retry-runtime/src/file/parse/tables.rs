@@ -14,6 +14,7 @@ pub(crate) const BREAKER_KEYS: &[&str] = &[
     "failure_threshold",
     "window_ms",
     "open_for_ms",
+    "max_open_for_ms",
     "success_threshold",
     "half_open_max_calls",
     "failure_rate_percent",
@@ -60,6 +61,9 @@ pub(crate) fn breaker(
     }
     if let Some((d, _)) = millis(entries, "open_for_ms", problems) {
         config.open_for = d;
+    }
+    if let Some((d, _)) = millis(entries, "max_open_for_ms", problems) {
+        config.max_open_for = d;
     }
     if let Some((n, _)) = count(entries, "success_threshold", problems) {
         config.success_threshold = n;
