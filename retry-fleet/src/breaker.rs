@@ -100,7 +100,11 @@ impl BreakerSync {
             failure_threshold: config.failure_threshold,
             rate_percent: config.failure_rate_percent.unwrap_or(0),
             minimum_calls: config.minimum_calls,
-            open_for: config.open_for,
+            // The period its breaker is in (or would open for): a replica
+            // whose probe failed reports the doubled one, and the store
+            // reopens the fleet for that, so the fleet's rounds grow as a
+            // local breaker's do.
+            open_for: self.breaker.open_period(),
             half_open_max_calls: config.half_open_max_calls,
             success_threshold: config.success_threshold,
             seen: self.seen,
@@ -235,6 +239,33 @@ mod tests {
         sync.apply(BreakerVerdict { epoch: 1, state: FleetState::HalfOpen, granted: 2 }, hold);
         assert!(breaker.try_acquire().is_some(), "probing with the slots granted the first time");
         assert_eq!(sync.report(true).seq, asked.seq + 1, "answered: the next request is a new one");
+    }
+
+    /// A replica whose probe failed reports the doubled open period, which
+    /// the store reopens the fleet for: the fleet's rounds grow as a local
+    /// breaker's do (1, 2, 4 s with the defaults), and start again from
+    /// `open_for` once the fleet has closed.
+    #[tokio::test(start_paused = true)]
+    async fn a_replica_whose_probes_fail_reports_the_growing_open_period() {
+        let config = BreakerConfig { half_open_max_calls: 1, success_threshold: 1, ..Default::default() };
+        let breaker = Arc::new(CircuitBreaker::new("dep", config).unwrap());
+        let mut sync = BreakerSync::new("dep".into(), breaker.clone());
+        let hold = Duration::from_millis(200);
+        assert_eq!(sync.report(true).open_for, Duration::from_secs(1), "closed: open_for");
+        let mut epoch = 1;
+        for period in [2, 4, 8] {
+            sync.apply(BreakerVerdict { epoch, state: FleetState::HalfOpen, granted: 1 }, hold);
+            let probe = breaker.try_acquire().expect("a granted probe");
+            probe.record(stormproof_runtime::breaker::Outcome::Failure);
+            assert_eq!(sync.report(true).open_for, Duration::from_secs(period), "after a failed probe");
+            let open = FleetState::Open { remaining: Duration::from_secs(period) };
+            epoch += 1;
+            sync.apply(BreakerVerdict { epoch, state: open, granted: 0 }, hold);
+            tokio::time::advance(Duration::from_secs(period)).await;
+            epoch += 1;
+        }
+        sync.apply(BreakerVerdict { epoch, state: FleetState::Closed, granted: 0 }, hold);
+        assert_eq!(sync.report(true).open_for, Duration::from_secs(1), "closed again: open_for");
     }
 
     /// What a lost fleet state is rebuilt from: the open period while it
