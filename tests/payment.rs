@@ -4,8 +4,9 @@
 //! attempt), retries happen, and the breaker opens during the outage.
 //!
 //! Real sockets need the real clock, so this test runs in real time (a few
-//! seconds); its assertions depend only on the server's request-ordered
-//! fault plan, never on how fast the machine is.
+//! seconds). Every fault spell starts at a numbered request and that request
+//! always has the fault, so what the assertions need happens however fast
+//! the machine is.
 
 #[path = "../examples/payment/scenario.rs"]
 mod scenario;

@@ -1,12 +1,13 @@
 //! A payment service on loopback that fails on a schedule.
 //!
-//! Faults are keyed to the order in which requests arrive (not to wall-clock
-//! time), so a run is the same however fast the machine is; only the outage
-//! is a stretch of time, because it must outlast the breaker's probes.
+//! Each fault is a spell: it starts with a request's sequence number, so it
+//! comes at the same point of the run however fast the machine is, and it
+//! lasts a stretch of time, as real faults do. (A spell counted in requests
+//! would last as long as the breaker's probes take to use it up, a few
+//! requests per open period, and the open period grows while probes fail.)
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -20,52 +21,79 @@ use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 use tokio::time::Instant;
 
-/// When the server misbehaves, by the sequence number of the request.
+/// When the server misbehaves: spells that start with a request's sequence
+/// number and last a stretch of time.
 #[derive(Debug, Clone)]
 pub struct FaultPlan {
     /// 503 Service Unavailable.
-    pub unavailable: Range<u64>,
+    pub unavailable: Spell,
     /// 429 with `Retry-After: 1` (delta-seconds).
-    pub throttled_seconds: Range<u64>,
+    pub throttled_seconds: Spell,
     /// 429 with `Retry-After` as an HTTP-date one second ahead.
-    pub throttled_date: Range<u64>,
+    pub throttled_date: Spell,
     /// Charges (numbered among charge requests only) that are made, but
     /// answered after `slow_for`: longer than the client's attempt timeout,
     /// so the client retries a charge that already happened.
-    pub slow_charges: Range<u64>,
+    pub slow_charges: Spell,
     /// How late a slow response is.
     pub slow_for: Duration,
-    /// From this request on, every request fails with 500 for `outage_for`.
-    pub outage_from: u64,
-    /// How long the outage lasts.
-    pub outage_for: Duration,
+    /// 500 Internal Server Error: the long spell, which opens the breaker.
+    pub outage: Spell,
+}
+
+/// A spell of one fault: it starts with the request numbered `from` and
+/// lasts `lasting`; the request that starts it always has the fault.
+#[derive(Debug, Clone)]
+pub struct Spell {
+    /// The sequence number of the first request with the fault.
+    pub from: u64,
+    /// How long from that request on every request has it.
+    pub lasting: Duration,
 }
 
 impl FaultPlan {
     /// The schedule of the main example, for a few hundred orders.
     pub fn example() -> Self {
         FaultPlan {
-            unavailable: 40..90,
-            throttled_seconds: 200..230,
-            throttled_date: 260..280,
-            slow_charges: 100..130,
+            unavailable: spell(40, 300),
+            throttled_seconds: spell(200, 100),
+            throttled_date: spell(260, 100),
+            slow_charges: spell(100, 150),
             slow_for: Duration::from_millis(900),
-            outage_from: 450,
-            outage_for: Duration::from_millis(2_500),
+            outage: spell(450, 2_500),
         }
     }
 
     /// A quicker schedule for the integration test.
     pub fn small() -> Self {
         FaultPlan {
-            unavailable: 5..15,
-            throttled_seconds: 20..23,
-            throttled_date: 26..28,
-            slow_charges: 10..16,
+            unavailable: spell(5, 150),
+            throttled_seconds: spell(60, 50),
+            throttled_date: spell(75, 50),
+            slow_charges: spell(10, 100),
             slow_for: Duration::from_millis(600),
-            outage_from: 45,
-            outage_for: Duration::from_millis(1_200),
+            outage: spell(100, 1_200),
         }
+    }
+}
+
+fn spell(from: u64, lasting_ms: u64) -> Spell {
+    Spell { from, lasting: Duration::from_millis(lasting_ms) }
+}
+
+/// When a spell started, once its first request has come.
+#[derive(Default)]
+struct SpellClock(Mutex<Option<Instant>>);
+
+impl SpellClock {
+    /// Whether request `n` falls in `spell`, starting the spell's clock at
+    /// its first request.
+    fn covers(&self, spell: &Spell, n: u64) -> bool {
+        let mut started = self.0.lock().unwrap();
+        if n >= spell.from && started.is_none() {
+            *started = Some(Instant::now());
+        }
+        started.is_some_and(|start| start.elapsed() < spell.lasting)
     }
 }
 
@@ -154,7 +182,12 @@ struct Server {
     plan: FaultPlan,
     ledger: Arc<Ledger>,
     next_charge: AtomicU64,
-    outage_started: Mutex<Option<Instant>>,
+    /// When each spell of the plan started.
+    outage: SpellClock,
+    unavailable: SpellClock,
+    throttled_seconds: SpellClock,
+    throttled_date: SpellClock,
+    slow_charges: SpellClock,
 }
 
 /// A running server: its address and what it saw.
@@ -172,7 +205,11 @@ pub async fn start(plan: FaultPlan) -> std::io::Result<Running> {
         plan,
         ledger: ledger.clone(),
         next_charge: AtomicU64::new(1),
-        outage_started: Mutex::new(None),
+        outage: SpellClock::default(),
+        unavailable: SpellClock::default(),
+        throttled_seconds: SpellClock::default(),
+        throttled_date: SpellClock::default(),
+        slow_charges: SpellClock::default(),
     });
     let app = Router::new().route("/quote", get(quote)).route("/charges", post(charge)).with_state(state);
     let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
@@ -193,20 +230,20 @@ impl Server {
     fn fault(&self) -> Fault {
         let n = self.ledger.requests.fetch_add(1, Ordering::SeqCst);
         let plan = &self.plan;
-        {
-            let mut outage = self.outage_started.lock().unwrap();
-            if n >= plan.outage_from && outage.is_none() {
-                *outage = Some(Instant::now());
-            }
-            if outage.is_some_and(|start| start.elapsed() < plan.outage_for) {
-                return Fault::Status(StatusCode::INTERNAL_SERVER_ERROR, None);
-            }
-        }
-        if plan.unavailable.contains(&n) {
+        // One fault per request, the first spell that covers it; a later
+        // spell's clock starts only at a request no earlier spell covers, so
+        // spells never overlap and each has its first request.
+        let outage = || self.outage.covers(&plan.outage, n);
+        let unavailable = || self.unavailable.covers(&plan.unavailable, n);
+        let throttled_seconds = || self.throttled_seconds.covers(&plan.throttled_seconds, n);
+        let throttled_date = || self.throttled_date.covers(&plan.throttled_date, n);
+        if outage() {
+            Fault::Status(StatusCode::INTERNAL_SERVER_ERROR, None)
+        } else if unavailable() {
             Fault::Status(StatusCode::SERVICE_UNAVAILABLE, None)
-        } else if plan.throttled_seconds.contains(&n) {
+        } else if throttled_seconds() {
             Fault::Status(StatusCode::TOO_MANY_REQUESTS, Some(HeaderValue::from_static("1")))
-        } else if plan.throttled_date.contains(&n) {
+        } else if throttled_date() {
             let date = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(1));
             Fault::Status(StatusCode::TOO_MANY_REQUESTS, HeaderValue::from_str(&date).ok())
         } else {
@@ -254,7 +291,7 @@ async fn charge(
         return failure(status, retry_after);
     }
     let seq = server.ledger.charge_requests.fetch_add(1, Ordering::SeqCst);
-    let slow = server.plan.slow_charges.contains(&seq);
+    let slow = server.slow_charges.covers(&server.plan.slow_charges, seq);
     let Some(key) = key else {
         return (StatusCode::BAD_REQUEST, "an Idempotency-Key header is required").into_response();
     };
