@@ -122,3 +122,34 @@ async fn the_operations_own_budget_is_the_budget_named_after_it() {
     assert!(!report.to_string().contains("default_budget::plain"), "{report}");
     assert!(report.undeclared.iter().all(|u| u.name != "orders"), "{report}");
 }
+
+/// A configuration file turns an operation's budget off without a rebuild
+/// (`budget = "none"` in its `[operations."..."]` table) and back on when
+/// the key goes; the reload says so; any other value is refused at the key.
+#[tokio::test(start_paused = true)]
+async fn a_file_turns_an_operations_budget_off_and_on() {
+    let registry = Registry::new();
+    let off = "[operations.\"default_budget::plain\"]\nmax_attempts = 4\nbudget = \"none\"\n";
+    let on = "[operations.\"default_budget::plain\"]\nmax_attempts = 4\n";
+    registry.load_toml(off).unwrap();
+    let storm = crowd(&registry, plain, &PLAIN_ATTEMPTS).await;
+    assert_eq!(storm, 8_000, "the file's budget = \"none\": four attempts each");
+
+    let report = registry.reload_toml(on).unwrap();
+    // The budget counted the storm's calls all along (as it would count its
+    // successes); with no retry taken from it since, its window spreads
+    // them evenly over the time since its last retry, so past its 10 s it
+    // still counts part of them: at most the 2,000 new calls' 10 % and the
+    // storm's, beside the floor.
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    assert!(report.to_string().contains("budget none -> on"), "{report}");
+    let attempts = crowd(&registry, plain, &PLAIN_ATTEMPTS).await;
+    assert!(attempts <= 2_000 + 400 + 100, "the budget is back: {attempts} attempts for 2,000 calls");
+
+    let report = registry.reload_toml(off).unwrap();
+    assert!(report.to_string().contains("budget on -> none"), "{report}");
+
+    let named = "[operations.\"default_budget::plain\"]\nbudget = \"payments\"\n";
+    let error = registry.reload_toml(named).unwrap_err().to_string();
+    assert!(error.contains(":2:10") && error.contains("`budget` can only be \"none\" here"), "{error}");
+}

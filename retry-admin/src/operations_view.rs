@@ -52,6 +52,7 @@ impl OperationView {
                 row("jitter", settings.backoff.jitter.name().to_owned(), &sources.jitter),
                 row("attempt_timeout_ms", optional(settings.attempt_timeout), &sources.attempt_timeout),
                 row("deadline_ms", optional(settings.deadline), &sources.deadline),
+                row("budget", if settings.budget { "on" } else { "none" }.to_owned(), &sources.budget),
             ],
         }
     }

@@ -19,6 +19,11 @@ pub struct Settings {
     pub deadline: Option<Duration>,
     /// Hedged attempts, if any.
     pub hedge: Option<Hedge>,
+    /// Whether retries (and hedges) are paid from the operation's retry
+    /// budget: `true` for an operation with a budget (its own by default,
+    /// or a named one), `false` for one compiled with `budget = "none"` or
+    /// whose `[operations."..."]` table says `budget = "none"`.
+    pub budget: bool,
 }
 
 impl Settings {
@@ -74,6 +79,8 @@ pub struct SettingSources {
     pub attempt_timeout: SettingSource,
     /// Of the deadline (`deadline_ms`).
     pub deadline: SettingSource,
+    /// Of whether retries are paid from a budget (`budget`).
+    pub budget: SettingSource,
 }
 
 impl SettingSources {
@@ -86,6 +93,7 @@ impl SettingSources {
         jitter: SettingSource::Compiled,
         attempt_timeout: SettingSource::Compiled,
         deadline: SettingSource::Compiled,
+        budget: SettingSource::Compiled,
     };
 }
 

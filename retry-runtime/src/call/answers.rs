@@ -43,8 +43,15 @@ impl<S: Default, H, V: Shape> Answers for Call<'_, S, H, V> {
 
     /// What it took is kept until the retry is admitted, to be given back
     /// exactly if it cannot run or the call is dropped first.
+    ///
+    /// An operation whose file override says `budget = "none"` keeps its
+    /// budget in the guard set (its successes still refill it) but takes
+    /// nothing from it.
     #[inline]
     fn take_budget(&mut self) -> bool {
+        if !self.settings().budget {
+            return true;
+        }
         let guards = self.guards();
         let Some(budget) = &guards.budget else {
             return true;

@@ -63,6 +63,11 @@ impl Policy {
     /// usable in a `static`.
     #[doc(hidden)]
     pub const fn from_attribute(cfg: AttributeConfig) -> Policy {
+        let budget = match (cfg.budget, cfg.default_budget) {
+            (Some(name), _) => Some(name),
+            (None, true) => Some(cfg.operation),
+            (None, false) => None,
+        };
         let settings = Settings {
             max_attempts: cfg.max_attempts,
             backoff: Backoff::new(
@@ -77,11 +82,7 @@ impl Policy {
                 Some(after) => Some(Hedge { after: Duration::from_millis(after), max: cfg.max_hedges }),
                 None => None,
             },
-        };
-        let budget = match (cfg.budget, cfg.default_budget) {
-            (Some(name), _) => Some(name),
-            (None, true) => Some(cfg.operation),
-            (None, false) => None,
+            budget: budget.is_some(),
         };
         let guard_names = GuardNames {
             breaker: borrowed(cfg.breaker),

@@ -304,6 +304,7 @@ impl PolicyBuilder {
             attempt_timeout: self.attempt_timeout,
             deadline: self.deadline,
             hedge: self.hedge,
+            budget: self.guard_names.budget.is_some(),
         };
         let loop_guards = LoopGuards::of(
             self.guard_names.breaker.is_some(),

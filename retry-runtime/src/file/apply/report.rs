@@ -158,5 +158,11 @@ pub(super) fn settings_diff(old: &Settings, new: &Settings) -> Vec<String> {
         ("jitter", old.backoff.jitter.to_string(), new.backoff.jitter.to_string()),
         ("attempt_timeout_ms", maybe(old.attempt_timeout, ms), maybe(new.attempt_timeout, ms)),
         ("deadline_ms", maybe(old.deadline, ms), maybe(new.deadline, ms)),
+        ("budget", budget_use(old.budget).to_owned(), budget_use(new.budget).to_owned()),
     ])
+}
+
+/// How an operation's `budget` reads in a report: paid from one, or `"none"`.
+pub(crate) fn budget_use(budget: bool) -> &'static str {
+    if budget { "on" } else { "none" }
 }

@@ -49,6 +49,9 @@ pub(crate) fn merged_operations(
         if let Some((d, _)) = &value.deadline {
             settings.deadline = Some(*d);
         }
+        if value.no_budget.is_some() {
+            settings.budget = false;
+        }
         let at = |key: Option<Span>| key.unwrap_or_else(|| span.clone());
         let before = problems.len();
         if let (Err(error), Some((_, given))) =
@@ -137,5 +140,6 @@ fn sources(value: &OperationOverride, problems: &Problems<'_>) -> SettingSources
         jitter: source(value.jitter.as_ref().map(|(_, s)| s)),
         attempt_timeout: source(value.attempt_timeout.as_ref().map(|(_, s)| s)),
         deadline: source(value.deadline.as_ref().map(|(_, s)| s)),
+        budget: source(value.no_budget.as_ref()),
     }
 }

@@ -39,7 +39,7 @@ use values::{Entry, count, millis, number, unknown_key};
 const SECTIONS: &[&str] =
     &["breakers", "budgets", "bulkheads", "throttles", "rate_limits", "operations", "fleet"];
 const OPERATION_KEYS: &[&str] =
-    &["max_attempts", "base_ms", "cap_ms", "factor", "jitter", "attempt_timeout_ms", "deadline_ms"];
+    &["max_attempts", "base_ms", "cap_ms", "factor", "jitter", "attempt_timeout_ms", "deadline_ms", "budget"];
 
 /// A file's tables as parse read them, with the positions the checks
 /// point at.
@@ -108,6 +108,8 @@ pub(crate) struct OperationOverride {
     pub(crate) jitter: Option<(Jitter, Span)>,
     pub(crate) attempt_timeout: Option<(Duration, Span)>,
     pub(crate) deadline: Option<(Duration, Span)>,
+    /// `budget = "none"`: retries take nothing from the operation's budget.
+    pub(crate) no_budget: Option<Span>,
 }
 
 /// What parse made of a file: the tables it read, and the problems it
@@ -279,8 +281,26 @@ fn operation(entries: &[Entry<'_>], _table: &Span, problems: &mut Problems<'_>) 
         jitter,
         attempt_timeout: millis(entries, "attempt_timeout_ms", problems),
         deadline: millis(entries, "deadline_ms", problems),
+        no_budget: no_budget(entries, problems),
     };
     (problems.len() == before).then_some(operation)
+}
+
+/// `budget`, if given: only `"none"`, since a function's budget is named
+/// in its code.
+fn no_budget(entries: &[Entry<'_>], problems: &mut Problems<'_>) -> Option<Span> {
+    let (_, value) = entries.iter().find(|(k, _)| k.get_ref().as_ref() == "budget")?;
+    match value.get_ref() {
+        DeValue::String(name) if name.as_ref() == crate::budget::NO_BUDGET => Some(value.span()),
+        _ => {
+            problems.push(
+                &value.span(),
+                Some("budget"),
+                "`budget` can only be \"none\" here (retries take nothing from a budget): a function's budget is named in its code".to_owned(),
+            );
+            None
+        }
+    }
 }
 
 /// `factor`, if given: a number with at most three decimals, in thousandths.
