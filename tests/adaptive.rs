@@ -108,7 +108,10 @@ async fn search(calls: &AtomicU32) -> Result<(), ApiError> {
 #[tokio::test(start_paused = true)]
 async fn a_throttled_function_stops_calling_a_dependency_that_refuses_everything() {
     let registry = Registry::with_seed(3);
-    registry.declare_throttle("search", ThrottleConfig::default()).unwrap();
+    // Uncapped: the book's formula stops calling it (the default lets one
+    // request in five through as a probe: tests/throttle_recovery.rs).
+    let uncapped = ThrottleConfig { max_refusal_percent: 100, ..Default::default() };
+    registry.declare_throttle("search", uncapped).unwrap();
     let calls = AtomicU32::new(0);
     let mut throttled = 0;
     for _ in 0..200 {

@@ -91,7 +91,7 @@ async fn the_snapshot_matches_the_registry_while_calls_run() {
     assert_eq!(algorithm, Some(("aimd", 2)));
     let throttle = &snap.throttles[0];
     assert_eq!(throttle.refusal_probability, registry.throttle("alpha").unwrap().refusal_probability());
-    assert_eq!((throttle.k, throttle.window_ms), (1.5, 120_000));
+    assert_eq!((throttle.k, throttle.window_ms, throttle.max_refusal_percent), (1.5, 500, 80));
     let rate = &snap.rate_limits[0];
     assert_eq!((rate.per_second, rate.burst, rate.max_wait_ms), (50, 5, Some(20)));
     assert_eq!(snap.breakers[1].totals, Counts::default());
@@ -307,7 +307,9 @@ async fn a_key_of_the_fleets_of_another_type_replaced_is_a_line_on_the_dashboard
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_snapshot_lists_each_operation_with_its_settings_and_their_sources() {
     let registry = guards();
-    registry.load_toml("[operations.\"admin::quote\"]\njitter = \"none\"\nmax_attempts = 3\n").unwrap();
+    registry
+        .load_toml("[operations.\"admin::quote\"]\njitter = \"none\"\nmax_attempts = 3\nbudget = \"none\"\n")
+        .unwrap();
     let addr = serve(admin::router(&registry).into_router()).await;
     let snap = snapshot(addr).await;
     let quote = snap.operations.iter().find(|op| op.name == "admin::quote").expect("listed");
@@ -323,6 +325,7 @@ async fn the_snapshot_lists_each_operation_with_its_settings_and_their_sources()
             ("jitter", "none", "<toml>:2"),
             ("attempt_timeout_ms", "none", "compiled"),
             ("deadline_ms", "none", "compiled"),
+            ("budget", "none", "<toml>:4"),
         ]
     );
 }

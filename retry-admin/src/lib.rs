@@ -65,6 +65,7 @@
 // docs.rs marks what feature `fleet` adds.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod breaker_view;
 mod clock;
 mod control;
 mod events;

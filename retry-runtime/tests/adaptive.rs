@@ -154,7 +154,11 @@ async fn a_permanent_error_ends_the_round_at_once() {
 #[tokio::test(start_paused = true)]
 async fn the_throttle_refuses_locally_once_the_dependency_refuses_most_requests() {
     let registry = Registry::with_seed(9);
-    registry.declare_throttle("dep", ThrottleConfig::default()).unwrap();
+    // The formula uncapped, whose numbers these are (the default refuses
+    // at most 80 %: tests/throttle_recovery.rs).
+    registry
+        .declare_throttle("dep", ThrottleConfig { max_refusal_percent: 100, ..Default::default() })
+        .unwrap();
     let policy = Policy::builder().max_attempts(1).throttle("dep").build().unwrap();
     let sent = AtomicU32::new(0);
     let mut throttled = 0;
@@ -191,7 +195,11 @@ async fn the_throttle_refuses_locally_once_the_dependency_refuses_most_requests(
 #[tokio::test(start_paused = true)]
 async fn a_cold_burst_is_not_throttled_before_its_first_answers() {
     let registry = Registry::with_seed(9);
-    registry.declare_throttle("dep", ThrottleConfig::default()).unwrap();
+    // The formula uncapped, whose numbers these are (the default refuses
+    // at most 80 %: tests/throttle_recovery.rs).
+    registry
+        .declare_throttle("dep", ThrottleConfig { max_refusal_percent: 100, ..Default::default() })
+        .unwrap();
     let policy = Policy::builder().max_attempts(1).throttle("dep").build().unwrap();
     let sent = AtomicU32::new(0);
     let burst = (0..100).map(|_| {

@@ -12,7 +12,7 @@ use stormproof_runtime::throttle::{ThrottleConfig, ThrottleWindow};
 
 /// Ten tenths of 10 ns.
 fn config() -> ThrottleConfig {
-    ThrottleConfig { k: 2.0, window: Duration::from_nanos(100) }
+    ThrottleConfig { k: 2.0, window: Duration::from_nanos(100), max_refusal_percent: 100 }
 }
 
 fn at(nanos: u64) -> Duration {

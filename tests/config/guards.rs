@@ -14,6 +14,7 @@ const GUARDS: &str = r#"
 [throttles.search]
 k = 1.5
 window_ms = 60_000
+max_refusal_percent = 80
 
 [rate_limits.geo-api]
 per_second = 50
@@ -37,7 +38,10 @@ backoff_ratio = 0.8
 fn a_file_declares_throttles_rate_limits_and_adaptive_bulkheads() {
     let registry = Registry::new();
     registry.load_toml(GUARDS).unwrap();
-    assert_eq!(registry.throttle("search").unwrap().config(), ThrottleConfig { k: 1.5, window: ms(60_000) });
+    assert_eq!(
+        registry.throttle("search").unwrap().config(),
+        ThrottleConfig { k: 1.5, window: ms(60_000), max_refusal_percent: 80 }
+    );
     assert_eq!(
         registry.rate_limit("geo-api").unwrap().config(),
         RateLimitConfig { per_second: 50, burst: 5, max_wait: Some(ms(20)) }
@@ -70,6 +74,10 @@ fn errors_in_the_new_tables_say_where_and_suggest_the_closest_key() {
     assert_eq!(
         error("[throttles.a]\nwindow_ms = 0"),
         "<toml>:2:13: `window_ms` must be in (0, 1 day], got 0ns"
+    );
+    assert_eq!(
+        error("[throttles.a]\nmax_refusal_percent = 0"),
+        "<toml>:2:23: `max_refusal_percent` must be in 1..=100, got 0"
     );
     assert_eq!(
         error("[rate_limits.a]\nper_second = 0"),
@@ -131,6 +139,9 @@ async fn a_reload_keeps_a_throttles_counts_and_judges_them_by_the_new_k() {
     let report = registry.reload_toml("[throttles.search]\nk = 1").unwrap();
     assert_eq!(report.to_string(), "throttle `search`: k 2 -> 1");
     assert_eq!(throttle.refusal_probability(), 5.0 / 11.0, "the same counts, (10 - 1 x 5) / 11");
+    let report = registry.reload_toml("[throttles.search]\nk = 1\nmax_refusal_percent = 40").unwrap();
+    assert_eq!(report.to_string(), "throttle `search`: max_refusal_percent 80 -> 40");
+    assert_eq!(throttle.refusal_probability(), 0.4, "the same counts, capped at the new share");
 }
 
 #[tokio::test(start_paused = true)]

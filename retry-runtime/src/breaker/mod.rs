@@ -15,6 +15,7 @@
 //! read. Everything else (failures, open and half-open breakers, the
 //! failure-rate mode, which counts every call) takes a short mutex.
 
+mod admission;
 mod announce;
 mod config;
 mod control;
@@ -47,11 +48,12 @@ use std::sync::{
 
 use tokio::time::Instant;
 
+pub use admission::{Admission, Ticket, Transition};
 pub(crate) use config::Hooks;
 pub use config::{BreakerConfig, BreakerState, BreakerTransition, TransitionHook};
 pub use outcome::Outcome;
 pub use permit::BreakerPermit;
-pub use state::{Admission, BreakerCore, Ticket, Transition};
+pub use state::BreakerCore;
 
 use crate::config::ConfigError;
 use crate::counter::PerThreadCounter;

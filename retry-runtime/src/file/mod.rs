@@ -18,7 +18,8 @@
 //!
 //! [throttles.search]
 //! k = 2.0
-//! window_ms = 120_000
+//! window_ms = 500
+//! max_refusal_percent = 80
 //!
 //! [rate_limits.geo-api]
 //! per_second = 50

@@ -178,25 +178,27 @@ impl ThrottleWindow {
     /// # use stormproof_runtime as stormproof;
     /// use std::time::Duration;
     /// use stormproof::{throttle::{ThrottleConfig, ThrottleWindow}};
-    /// let cfg = ThrottleConfig::default();
+    /// let cfg = ThrottleConfig { max_refusal_percent: 100, ..Default::default() };
     /// let window = ThrottleWindow::default();
     /// let now = Duration::ZERO;
     /// for _ in 0..99 { window.request(&cfg, now); }
     /// assert_eq!(window.refusal_probability(&cfg, now), 99.0 / 100.0, "no accept at all");
+    /// let capped = ThrottleConfig::default();
+    /// assert_eq!(window.refusal_probability(&capped, now), 0.8, "at most max_refusal_percent");
     /// for _ in 0..50 { window.accept(&cfg, now); }
     /// assert_eq!(window.refusal_probability(&cfg, now), 0.0, "99 requests <= 2 * 50 accepts");
     /// ```
     pub fn refusal_probability(&self, config: &ThrottleConfig, now: Duration) -> f64 {
-        self.probability_at(saturating_nanos(now), tenth_of(config.window), config.k)
+        self.probability_at(saturating_nanos(now), tenth_of(config.window), config.k, config.max_refusal())
     }
 
     /// `max(0, (requests - k * accepts) / (requests + 1))` over the window
-    /// at `now` (nanoseconds), for tenths `tenth` nanoseconds wide.
+    /// at `now` (nanoseconds), for tenths `tenth` nanoseconds wide, at most `cap`.
     #[inline]
-    pub(super) fn probability_at(&self, now: u64, tenth: u64, k: f64) -> f64 {
+    pub(super) fn probability_at(&self, now: u64, tenth: u64, k: f64, cap: f64) -> f64 {
         let (requests, accepts) = self.sums_at(now, tenth);
         let requests = requests as f64;
-        ((requests - k * accepts as f64) / (requests + 1.0)).max(0.0)
+        ((requests - k * accepts as f64) / (requests + 1.0)).clamp(0.0, cap)
     }
 
     /// Counts a request at `now` (answered, or refused here).
@@ -335,7 +337,7 @@ mod tests {
 
     #[test]
     fn counts_leave_the_window_a_tenth_at_a_time() {
-        let cfg = ThrottleConfig { k: 2.0, window: Duration::from_secs(10) };
+        let cfg = ThrottleConfig { k: 2.0, window: Duration::from_secs(10), max_refusal_percent: 100 };
         let w = ThrottleWindow::default();
         for _ in 0..100 {
             w.request(&cfg, Duration::ZERO);
@@ -385,7 +387,7 @@ mod tests {
 
     #[test]
     fn the_probability_follows_the_sre_formula() {
-        let cfg = ThrottleConfig { k: 2.0, window: Duration::from_secs(60) };
+        let cfg = ThrottleConfig { k: 2.0, window: Duration::from_secs(60), max_refusal_percent: 100 };
         let w = ThrottleWindow::default();
         let t = Duration::from_secs(1);
         for _ in 0..300 {
@@ -413,7 +415,7 @@ mod tests {
         w.count_at(2, tenth, true);
         let (requests, accepts) = w.sums_at(2, tenth);
         assert!(requests >= full.0 && accepts <= requests, "{full:?} then {:?}", (requests, accepts));
-        assert!(w.probability_at(2, tenth, 2.0) > 0.99, "a refusing dependency stays throttled");
+        assert!(w.probability_at(2, tenth, 2.0, 1.0) > 0.99, "a refusing dependency stays throttled");
         // The same with every request accepted: the accepts must not carry
         // into the requests.
         w.slices[0].counts.store(u64::MAX, Ordering::Relaxed);

@@ -141,7 +141,11 @@ pub(super) fn bulkhead_diff(old: &BulkheadConfig, new: &BulkheadConfig) -> Vec<S
 }
 
 pub(super) fn throttle_diff(old: &ThrottleConfig, new: &ThrottleConfig) -> Vec<String> {
-    changes(&[("k", old.k.to_string(), new.k.to_string()), ("window_ms", ms(old.window), ms(new.window))])
+    changes(&[
+        ("k", old.k.to_string(), new.k.to_string()),
+        ("window_ms", ms(old.window), ms(new.window)),
+        ("max_refusal_percent", old.max_refusal_percent.to_string(), new.max_refusal_percent.to_string()),
+    ])
 }
 
 /// Only `max_wait_ms` can change: the quota is checked before.

@@ -43,7 +43,7 @@ const ADAPTIVE_KEYS: &[(&str, Option<&str>)] = &[
     ("tolerance", Some("gradient")),
     ("smoothing", Some("gradient")),
 ];
-pub(crate) const THROTTLE_KEYS: &[&str] = &["k", "window_ms"];
+pub(crate) const THROTTLE_KEYS: &[&str] = &["k", "window_ms", "max_refusal_percent"];
 pub(crate) const RATE_LIMIT_KEYS: &[&str] = &["per_second", "burst", "max_wait_ms"];
 
 pub(crate) fn breaker(
@@ -230,6 +230,9 @@ pub(crate) fn throttle(
     }
     if let Some((d, _)) = millis(entries, "window_ms", problems) {
         config.window = d;
+    }
+    if let Some((n, _)) = integer(entries, "max_refusal_percent", 100, problems) {
+        config.max_refusal_percent = n as u8;
     }
     finish(config.validate().map(|()| config), before, entries, table, problems)
 }
