@@ -26,6 +26,31 @@ async fn plain() -> Result<(), Error<IoError>> {
     Err(IoError::from(ErrorKind::ConnectionReset))?
 }
 
+/// The same, for the test of a lone caller: each test counts its own
+/// attempts, since `cargo test` runs a binary's tests at once.
+static LONE_ATTEMPTS: AtomicU64 = AtomicU64::new(0);
+#[resilient(max_attempts = 4, base_ms = 100, name = "default_budget::lone")]
+async fn lone() -> Result<(), Error<IoError>> {
+    LONE_ATTEMPTS.fetch_add(1, Ordering::SeqCst);
+    Err(IoError::from(ErrorKind::ConnectionReset))?
+}
+
+/// The same, for the test of a budget declared under its name.
+static DECLARED_ATTEMPTS: AtomicU64 = AtomicU64::new(0);
+#[resilient(max_attempts = 4, base_ms = 100, name = "default_budget::declared")]
+async fn declared() -> Result<(), Error<IoError>> {
+    DECLARED_ATTEMPTS.fetch_add(1, Ordering::SeqCst);
+    Err(IoError::from(ErrorKind::ConnectionReset))?
+}
+
+/// The same, for the test of a file that turns its budget off.
+static FILED_ATTEMPTS: AtomicU64 = AtomicU64::new(0);
+#[resilient(max_attempts = 4, base_ms = 100, name = "default_budget::filed")]
+async fn filed() -> Result<(), Error<IoError>> {
+    FILED_ATTEMPTS.fetch_add(1, Ordering::SeqCst);
+    Err(IoError::from(ErrorKind::ConnectionReset))?
+}
+
 /// The same, with the budget turned off.
 #[resilient(max_attempts = 4, base_ms = 100, budget = "none")]
 async fn unbudgeted() -> Result<(), Error<IoError>> {
@@ -77,9 +102,9 @@ async fn a_plain_attribute_does_not_storm_a_dependency_that_is_down() {
 async fn a_lone_caller_keeps_its_retries() {
     let registry = Registry::new();
     for round in 1..=5 {
-        PLAIN_ATTEMPTS.store(0, Ordering::SeqCst);
-        assert!(registry.scope(plain()).await.is_err());
-        assert_eq!(PLAIN_ATTEMPTS.load(Ordering::SeqCst), 4, "round {round}: all four attempts");
+        LONE_ATTEMPTS.store(0, Ordering::SeqCst);
+        assert!(registry.scope(lone()).await.is_err());
+        assert_eq!(LONE_ATTEMPTS.load(Ordering::SeqCst), 4, "round {round}: all four attempts");
     }
 }
 
@@ -93,13 +118,13 @@ async fn the_operations_own_budget_is_the_budget_named_after_it() {
     let registry = Registry::new();
     registry
         .declare_budget(
-            "default_budget::plain",
+            "default_budget::declared",
             RatioBudget { ratio: 0.0, min_per_sec: 0, ..Default::default() },
         )
         .unwrap();
-    PLAIN_ATTEMPTS.store(0, Ordering::SeqCst);
-    assert!(registry.scope(plain()).await.is_err());
-    assert_eq!(PLAIN_ATTEMPTS.load(Ordering::SeqCst), 1, "a budget of nothing: no retry");
+    DECLARED_ATTEMPTS.store(0, Ordering::SeqCst);
+    assert!(registry.scope(declared()).await.is_err());
+    assert_eq!(DECLARED_ATTEMPTS.load(Ordering::SeqCst), 1, "a budget of nothing: no retry");
 
     let attempts = Arc::new(AtomicU64::new(0));
     let policy =
@@ -119,7 +144,7 @@ async fn the_operations_own_budget_is_the_budget_named_after_it() {
     assert_eq!(none.guard_name(GuardKind::Budget), None);
 
     let report = registry.check();
-    assert!(!report.to_string().contains("default_budget::plain"), "{report}");
+    assert!(!report.to_string().contains("default_budget::declared"), "{report}");
     assert!(report.undeclared.iter().all(|u| u.name != "orders"), "{report}");
 }
 
@@ -129,10 +154,10 @@ async fn the_operations_own_budget_is_the_budget_named_after_it() {
 #[tokio::test(start_paused = true)]
 async fn a_file_turns_an_operations_budget_off_and_on() {
     let registry = Registry::new();
-    let off = "[operations.\"default_budget::plain\"]\nmax_attempts = 4\nbudget = \"none\"\n";
-    let on = "[operations.\"default_budget::plain\"]\nmax_attempts = 4\n";
+    let off = "[operations.\"default_budget::filed\"]\nmax_attempts = 4\nbudget = \"none\"\n";
+    let on = "[operations.\"default_budget::filed\"]\nmax_attempts = 4\n";
     registry.load_toml(off).unwrap();
-    let storm = crowd(&registry, plain, &PLAIN_ATTEMPTS).await;
+    let storm = crowd(&registry, filed, &FILED_ATTEMPTS).await;
     assert_eq!(storm, 8_000, "the file's budget = \"none\": four attempts each");
 
     let report = registry.reload_toml(on).unwrap();
@@ -143,13 +168,13 @@ async fn a_file_turns_an_operations_budget_off_and_on() {
     // storm's, beside the floor.
     tokio::time::sleep(Duration::from_secs(11)).await;
     assert!(report.to_string().contains("budget none -> on"), "{report}");
-    let attempts = crowd(&registry, plain, &PLAIN_ATTEMPTS).await;
+    let attempts = crowd(&registry, filed, &FILED_ATTEMPTS).await;
     assert!(attempts <= 2_000 + 400 + 100, "the budget is back: {attempts} attempts for 2,000 calls");
 
     let report = registry.reload_toml(off).unwrap();
     assert!(report.to_string().contains("budget on -> none"), "{report}");
 
-    let named = "[operations.\"default_budget::plain\"]\nbudget = \"payments\"\n";
+    let named = "[operations.\"default_budget::filed\"]\nbudget = \"payments\"\n";
     let error = registry.reload_toml(named).unwrap_err().to_string();
     assert!(error.contains(":2:10") && error.contains("`budget` can only be \"none\" here"), "{error}");
 }
