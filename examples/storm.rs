@@ -288,12 +288,13 @@ fn chart_path(file: &str) -> std::io::Result<PathBuf> {
 const WIDTH: u32 = 1000;
 const HEIGHT: u32 = 820;
 const LEGEND_WIDTH: u32 = 250;
-const COLORS: [RGBColor; 7] = [
+const COLORS: [RGBColor; 8] = [
     RGBColor(214, 39, 40),   // immediate
     RGBColor(255, 127, 14),  // none
     RGBColor(44, 160, 44),   // full
     RGBColor(31, 119, 180),  // equal
     RGBColor(148, 103, 189), // decorrelated
+    RGBColor(140, 86, 75),   // defaults
     RGBColor(23, 23, 23),    // recommended
     RGBColor(227, 119, 194), // adaptive
 ];

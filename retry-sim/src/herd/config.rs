@@ -98,6 +98,12 @@ pub enum Strategy {
     Immediate,
     /// Capped exponential backoff with the given jitter, and nothing else.
     Backoff(Jitter),
+    /// What a plain `#[resilient(max_attempts = .., base_ms = ..)]` does:
+    /// full jitter (the library's default) and the operation's own retry
+    /// budget, shared by every client as one operation's is (the library's
+    /// default budget, [`BudgetConfig::default`], whatever
+    /// [`HerdConfig::budget`] says), and nothing else.
+    Defaults,
     /// What this library recommends: full jitter, plus one [`RetryBudget`](stormproof_runtime::budget::RetryBudget)
     /// and one circuit breaker shared by all clients (configured by
     /// [`HerdConfig::budget`] and [`HerdConfig::breaker`]). An attempt the
@@ -163,22 +169,25 @@ pub enum Strategy {
 
 impl Strategy {
     /// Every strategy, in the order the example's table prints them.
-    pub const ALL: [Strategy; 7] = [
+    pub const ALL: [Strategy; 8] = [
         Strategy::Immediate,
         Strategy::Backoff(Jitter::None),
         Strategy::Backoff(Jitter::Full),
         Strategy::Backoff(Jitter::Equal),
         Strategy::Backoff(Jitter::Decorrelated),
+        Strategy::Defaults,
         Strategy::Recommended,
         Strategy::Adaptive,
     ];
 
     /// A short name: `immediate`, the jitter's name (`none`, `full`,
-    /// `equal`, `decorrelated`) for plain backoff, `recommended` or `adaptive`.
+    /// `equal`, `decorrelated`) for plain backoff, `defaults`, `recommended`
+    /// or `adaptive`.
     pub fn name(&self) -> &'static str {
         match self {
             Strategy::Immediate => "immediate",
             Strategy::Backoff(jitter) => jitter.name(),
+            Strategy::Defaults => "defaults",
             Strategy::Recommended => "recommended",
             Strategy::Adaptive => "adaptive",
         }

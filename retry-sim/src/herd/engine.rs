@@ -13,6 +13,7 @@ use crate::queue::EventQueue;
 use stormproof_runtime::ConfigError;
 use stormproof_runtime::ErrorClass;
 use stormproof_runtime::breaker::{BreakerCore, Outcome, Ticket};
+use stormproof_runtime::budget::BudgetConfig;
 use stormproof_runtime::decision::{Answers, Decision, StopReason, decide};
 use stormproof_runtime::throttle::ThrottleCore;
 use stormproof_runtime::{
@@ -105,11 +106,17 @@ impl<'c> Run<'c> {
         let backoff = match strategy {
             Strategy::Immediate => None,
             Strategy::Backoff(jitter) => Some(Backoff::new(config.base, config.cap, jitter)),
-            Strategy::Recommended | Strategy::Adaptive => {
+            Strategy::Defaults | Strategy::Recommended | Strategy::Adaptive => {
                 Some(Backoff::new(config.base, config.cap, Jitter::Full))
             }
         };
         let guards = match strategy {
+            Strategy::Defaults => Some(Guards {
+                breaker: None,
+                budget: Budget::new(BudgetConfig::default())?,
+                throttle: None,
+                bulkhead: None,
+            }),
             Strategy::Recommended => Some(Guards {
                 breaker: Some(BreakerCore::new(config.breaker)),
                 budget: Budget::new(config.budget)?,

@@ -11,8 +11,9 @@ use stormproof_runtime::budget::{BudgetConfig, RatioBudget, RatioWindow, RetryBu
 use stormproof_runtime::bulkhead::{BulkheadConfig, LimitCore};
 use stormproof_runtime::throttle::ThrottleCore;
 
-/// The guards shared by all clients: [`Strategy::Recommended`](super::Strategy::Recommended)'s breaker
-/// and budget, [`Strategy::Adaptive`](super::Strategy::Adaptive)'s budget, throttle and bulkhead.
+/// The guards shared by all clients: [`Strategy::Defaults`](super::Strategy::Defaults)'s
+/// budget, [`Strategy::Recommended`](super::Strategy::Recommended)'s breaker and budget,
+/// [`Strategy::Adaptive`](super::Strategy::Adaptive)'s budget, throttle and bulkhead.
 #[derive(Debug)]
 pub(super) struct Guards {
     pub(super) breaker: Option<BreakerCore>,

@@ -26,7 +26,8 @@ pub struct HerdReport {
     pub succeeded: u32,
     /// Clients that used up `max_attempts`.
     pub exhausted: u32,
-    /// Clients whose retry the budget refused ([`Strategy::Recommended`] only).
+    /// Clients whose retry the budget refused ([`Strategy::Defaults`],
+    /// [`Strategy::Recommended`] and [`Strategy::Adaptive`]).
     pub budget_stopped: u32,
     /// Clients stopped by the breaker ([`Strategy::Recommended`] only):
     /// either an attempt was refused (a fast failure, no load), or the
