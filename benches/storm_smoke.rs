@@ -53,7 +53,15 @@ fn retries_reach_the_server_during_the_trigger_and_are_counted() {
         let received = metrics::sum(&counts.received, from, to);
         assert!(offered > 0, "{strategy:?}: calls were offered during the trigger");
         match strategy {
-            Strategy::NoRetries => assert!(received <= offered, "{strategy:?}: one attempt a call"),
+            // Over the whole run: an attempt sent just before the trigger
+            // may arrive in it, more so on a busy machine.
+            Strategy::NoRetries => {
+                let total = |c: &[u64]| c.iter().sum::<u64>();
+                assert!(
+                    total(&counts.received) <= total(&counts.offered),
+                    "{strategy:?}: one attempt a call"
+                );
+            }
             // The guarded strategies may spare the server even first attempts.
             Strategy::OursGuarded | Strategy::OursAdaptive => {}
             _ => assert!(
