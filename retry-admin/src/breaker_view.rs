@@ -106,6 +106,8 @@ pub struct BreakerConfigView {
     pub failure_rate_percent: Option<u8>,
     /// Rate mode: calls in the window before the rate is judged.
     pub minimum_calls: u32,
+    /// Rate mode over the last this many calls instead of `window_ms`; else `null`.
+    pub window_calls: Option<u32>,
 }
 
 impl From<BreakerConfig> for BreakerConfigView {
@@ -119,6 +121,7 @@ impl From<BreakerConfig> for BreakerConfigView {
             half_open_max_calls: c.half_open_max_calls,
             failure_rate_percent: c.failure_rate_percent,
             minimum_calls: c.minimum_calls,
+            window_calls: c.window_calls,
         }
     }
 }

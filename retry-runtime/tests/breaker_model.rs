@@ -19,6 +19,8 @@ struct Reference {
     state: RefState,
     failures: Vec<Duration>,
     successes: Vec<Duration>,
+    /// With `window_calls`: the last outcomes, oldest first (`true`: failed).
+    last: std::collections::VecDeque<bool>,
     generation: u64,
     /// Probes failed in a row since it last opened from closed.
     failed_probes: u32,
@@ -53,6 +55,7 @@ impl Reference {
             state: RefState::Closed,
             failures: vec![],
             successes: vec![],
+            last: Default::default(),
             generation: 0,
             failed_probes: 0,
         }
@@ -63,6 +66,7 @@ impl Reference {
         self.generation += 1;
         self.failures.clear();
         self.successes.clear();
+        self.last.clear();
     }
 
     fn state(&self, now: Duration) -> BreakerState {
@@ -156,6 +160,26 @@ impl Reference {
                     }
                 }
             }
+            RefState::Closed if self.cfg.window_calls.is_some() => {
+                // A window of the last calls, however old: no time in it.
+                let (Some(size), Some(percent)) = (self.cfg.window_calls, self.cfg.failure_rate_percent)
+                else {
+                    unreachable!("validated: window_calls comes with failure_rate_percent")
+                };
+                if outcome == Outcome::Neutral {
+                    return;
+                }
+                self.last.push_back(outcome == Outcome::Failure);
+                if self.last.len() > size as usize {
+                    self.last.pop_front();
+                }
+                let failed = self.last.iter().filter(|&&failed| failed).count() as u64;
+                let calls = self.last.len() as u64;
+                if calls >= u64::from(self.cfg.minimum_calls) && failed * 100 >= calls * u64::from(percent) {
+                    self.failed_probes = 0;
+                    self.open(now);
+                }
+            }
             RefState::Closed => {
                 let window = self.cfg.window;
                 if self.cfg.failure_rate_percent.is_some() {
@@ -227,8 +251,9 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn config() -> impl Strategy<Value = BreakerConfig> {
-    (1u32..5, 1u64..3, 1u64..3, 0u64..9, 1u32..4, 1u32..4, prop::option::of(1u8..=100), 1u32..6).prop_map(
-        |(threshold, window_s, open_s, max_open_s, success, probes, rate, minimum)| BreakerConfig {
+    let shape = (1u32..5, 1u64..3, 1u64..3, 0u64..9, 1u32..4, 1u32..4, prop::option::of(1u8..=100), 1u32..6);
+    (shape, prop::option::of(1u32..9)).prop_map(
+        |((threshold, window_s, open_s, max_open_s, success, probes, rate, minimum), calls)| BreakerConfig {
             failure_threshold: threshold,
             window: Duration::from_secs(window_s),
             open_for: Duration::from_secs(open_s),
@@ -237,6 +262,8 @@ fn config() -> impl Strategy<Value = BreakerConfig> {
             half_open_max_calls: probes,
             failure_rate_percent: rate,
             minimum_calls: minimum,
+            // A window of calls only in rate mode, holding at least `minimum_calls`.
+            window_calls: rate.and(calls).map(|calls| calls.max(minimum)),
         },
     )
 }

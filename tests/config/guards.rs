@@ -209,3 +209,27 @@ fn the_guides_example_file_loads() {
     assert_eq!(registry.throttle("search").unwrap().config().k, 2.0);
     assert_eq!(registry.bulkhead("payments").unwrap().config().adaptive, Some(AdaptiveLimit::aimd(4)));
 }
+
+/// A breaker's count-based window from the file: read, checked against
+/// the rate mode it belongs to, and reported on reload.
+#[test]
+fn a_breakers_window_of_calls_is_read_checked_and_reported() {
+    let registry = Registry::new();
+    let text = "[breakers.search]\nfailure_rate_percent = 50\nminimum_calls = 20\nwindow_calls = 100\n";
+    registry.load_toml(text).unwrap();
+    assert_eq!(registry.breaker("search").unwrap().config().window_calls, Some(100));
+    let report = registry.reload_toml(&text.replace("100", "200")).unwrap();
+    assert_eq!(report.to_string(), "breaker `search`: window_calls 100 -> 200");
+    assert_eq!(
+        error("[breakers.a]\nwindow_calls = 100"),
+        "<toml>:2:16: `window_calls` sets the rate mode's window of calls: give `failure_rate_percent` too"
+    );
+    assert!(
+        error("[breakers.a]\nfailure_rate_percent = 50\nwindow_calls = 10001").contains("`window_calls`"),
+        "over 10,000 is refused at the key"
+    );
+    assert_eq!(
+        error("[breakers.a]\nfailure_rate_percent = 50\nminimum_calls = 20\nwindow_calls = 10"),
+        "<toml>:3:17: `minimum_calls` must be at most window_calls (10), got 20: the window would never hold enough calls to judge"
+    );
+}

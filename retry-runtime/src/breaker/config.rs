@@ -55,6 +55,11 @@ pub struct BreakerConfig {
     pub failure_rate_percent: Option<u8>,
     /// Calls inside the window before the failure rate is judged. Default 10.
     pub minimum_calls: u32,
+    /// Failure-rate mode over the last this many calls instead of over
+    /// `window` (resilience4j's `COUNT_BASED` window), 1 to 10,000; needs
+    /// `failure_rate_percent`. One bit a call: 10,000 calls take 1.25 KiB,
+    /// whatever the traffic. Default `None` (the time window).
+    pub window_calls: Option<u32>,
 }
 
 impl Default for BreakerConfig {
@@ -68,6 +73,7 @@ impl Default for BreakerConfig {
             half_open_max_calls: 2,
             failure_rate_percent: None,
             minimum_calls: 10,
+            window_calls: None,
         }
     }
 }
@@ -117,9 +123,35 @@ impl BreakerConfig {
             }
             positive("minimum_calls", self.minimum_calls.into())?;
         }
+        if let Some(calls) = self.window_calls {
+            if self.failure_rate_percent.is_none() {
+                return Err(ConfigError::new(
+                    "window_calls",
+                    "sets the rate mode's window of calls: give failure_rate_percent too",
+                ));
+            }
+            if !(1..=MAX_WINDOW_CALLS).contains(&calls) {
+                return Err(ConfigError::new(
+                    "window_calls",
+                    format!("must be in 1..={MAX_WINDOW_CALLS}, got {calls}"),
+                ));
+            }
+            if self.minimum_calls > calls {
+                return Err(ConfigError::new(
+                    "minimum_calls",
+                    format!(
+                        "must be at most window_calls ({calls}), got {}: the window would never hold enough calls to judge",
+                        self.minimum_calls
+                    ),
+                ));
+            }
+        }
         Ok(())
     }
 }
+
+/// The most calls a count-based window (`window_calls`) remembers.
+pub const MAX_WINDOW_CALLS: u32 = 10_000;
 
 /// The three states of a breaker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

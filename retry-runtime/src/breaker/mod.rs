@@ -50,7 +50,7 @@ use tokio::time::Instant;
 
 pub use admission::{Admission, Ticket, Transition};
 pub(crate) use config::Hooks;
-pub use config::{BreakerConfig, BreakerState, BreakerTransition, TransitionHook};
+pub use config::{BreakerConfig, BreakerState, BreakerTransition, MAX_WINDOW_CALLS, TransitionHook};
 pub use outcome::Outcome;
 pub use permit::BreakerPermit;
 pub use state::BreakerCore;

@@ -380,7 +380,10 @@ impl BreakerCore {
     /// assert_eq!(core.state(s(5)), BreakerState::HalfOpen, "5 s after it opened, not 30");
     /// ```
     pub fn reconfigure(&mut self, config: BreakerConfig) {
-        if config.failure_rate_percent.is_some() != self.config.failure_rate_percent.is_some() {
+        // A window of another kind or size starts empty; the same kind
+        // keeps what it counted.
+        let kind = |c: &BreakerConfig| (c.failure_rate_percent.is_some(), c.window_calls);
+        if kind(&config) != kind(&self.config) {
             self.window = FailureWindow::new(&config);
         }
         self.config = config;
@@ -526,6 +529,77 @@ mod tests {
             assert!(c.window.slices() <= crate::breaker::window::MAX_SLICES, "{} slices", c.window.slices());
         }
         assert!(c.is_closed(), "a third of the calls failed, below 90%");
+    }
+
+    // The count-based window (resilience4j's COUNT_BASED), its reference
+    // behaviour: the rate over the last `window_calls` calls, judged once
+    // `minimum_calls` are held, whatever time passes between them.
+    fn last_calls(window_calls: u32, minimum_calls: u32) -> BreakerCore {
+        let config = BreakerConfig {
+            failure_rate_percent: Some(50),
+            minimum_calls,
+            window_calls: Some(window_calls),
+            ..cfg()
+        };
+        BreakerCore::new(config)
+    }
+
+    #[test]
+    fn a_window_of_calls_judges_the_last_calls_however_old() {
+        let mut c = last_calls(4, 4);
+        // Three failures an hour apart, then a success: 3 of 4, 75 %.
+        let hour = Duration::from_secs(3_600);
+        assert_eq!(run(&mut c, Outcome::Success, s(0)), None);
+        for i in 1..=2u32 {
+            assert_eq!(run(&mut c, Outcome::Failure, hour * i), None, "not yet minimum_calls");
+        }
+        assert_eq!(run(&mut c, Outcome::Failure, hour * 3), Some((BreakerState::Closed, BreakerState::Open)));
+    }
+
+    #[test]
+    fn a_window_of_calls_forgets_the_oldest_as_new_calls_come() {
+        let mut c = last_calls(4, 4);
+        // S S S F holds 25 %; one more failure pushes out the first S: S S F F, 50 %.
+        for outcome in [Outcome::Success, Outcome::Success, Outcome::Success, Outcome::Failure] {
+            assert_eq!(run(&mut c, outcome, s(0)), None);
+        }
+        assert_eq!(run(&mut c, Outcome::Failure, s(0)), Some((BreakerState::Closed, BreakerState::Open)));
+        let mut c = last_calls(4, 4);
+        for outcome in [Outcome::Failure, Outcome::Success, Outcome::Success, Outcome::Success] {
+            assert_eq!(run(&mut c, outcome, s(0)), None, "25 %");
+        }
+        // The failure rolls out: S S S S, then S S S F.
+        assert_eq!(run(&mut c, Outcome::Success, s(0)), None);
+        assert_eq!(run(&mut c, Outcome::Failure, s(0)), None, "1 of the last 4");
+        assert!(c.is_closed());
+    }
+
+    #[test]
+    fn a_window_of_calls_holds_a_bit_a_call_whatever_the_traffic() {
+        let mut c = last_calls(10_000, 100);
+        assert_eq!(c.window.call_words(), 10_000usize.div_ceil(64));
+        for i in 0..1_000_000u64 {
+            // A failure in three: a third, below 50 %.
+            let outcome = if i % 3 == 0 { Outcome::Failure } else { Outcome::Success };
+            run(&mut c, outcome, Duration::from_micros(i));
+        }
+        assert_eq!(c.window.call_words(), 157, "10,000 bits, however many calls");
+        assert!(c.is_closed());
+    }
+
+    #[test]
+    fn a_window_of_calls_starts_afresh_on_each_transition() {
+        let mut c = last_calls(4, 2);
+        run(&mut c, Outcome::Failure, s(0));
+        assert_eq!(run(&mut c, Outcome::Failure, s(0)), Some((BreakerState::Closed, BreakerState::Open)));
+        // Probes close it; the window is empty again: one failure of one
+        // call does not reopen it (minimum_calls 2).
+        run(&mut c, Outcome::Success, s(30));
+        assert_eq!(
+            run(&mut c, Outcome::Success, s(30)),
+            Some((BreakerState::HalfOpen, BreakerState::Closed))
+        );
+        assert_eq!(run(&mut c, Outcome::Failure, s(31)), None);
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! Two modes: **count** (the last `failure_threshold` transient failures
 //! within `window`; a success clears them) and **rate** (the share of calls
 //! that failed within `window`, once at least `minimum_calls` ended there,
-//! as resilience4j counts). Rate mode counts per tenth of the window, as
+//! as resilience4j counts; or within the last `window_calls` calls, as its
+//! `COUNT_BASED` window does, one bit a call in a ring). Rate mode counts per tenth of the window, as
 //! resilience4j's time-based window counts per bucket: a slice is forgotten
 //! once the window has elapsed since it began, so memory stays constant at
 //! any traffic.
@@ -37,13 +38,68 @@ pub(super) enum FailureWindow {
     /// Outcomes per slice of the window, oldest first; at most
     /// `RATE_SLICES + 1` slices, whatever the traffic.
     Rate(VecDeque<Slice>),
+    /// The last `window_calls` outcomes, one bit each (set: failed).
+    Calls(CallRing),
+}
+
+/// The outcomes of the last `size` calls, a bit each, in a ring: memory is
+/// `size / 8` bytes whatever the traffic, and the counts are kept as the
+/// ring turns, so judging the rate reads two numbers.
+#[derive(Debug, Clone)]
+pub(super) struct CallRing {
+    bits: Box<[u64]>,
+    size: u32,
+    /// Where the next outcome goes.
+    next: u32,
+    /// Outcomes held (up to `size`), and how many of them failed.
+    calls: u32,
+    failures: u32,
+}
+
+impl CallRing {
+    fn new(size: u32) -> Self {
+        let size = size.max(1);
+        let words = size.div_ceil(64) as usize;
+        CallRing { bits: vec![0; words].into_boxed_slice(), size, next: 0, calls: 0, failures: 0 }
+    }
+
+    /// Records one outcome, dropping the oldest once the ring is full.
+    fn push(&mut self, failed: bool) {
+        let (word, bit) = ((self.next / 64) as usize, self.next % 64);
+        let mask = 1u64 << bit;
+        if self.calls == self.size {
+            if self.bits[word] & mask != 0 {
+                self.failures -= 1;
+            }
+        } else {
+            self.calls += 1;
+        }
+        if failed {
+            self.bits[word] |= mask;
+            self.failures += 1;
+        } else {
+            self.bits[word] &= !mask;
+        }
+        self.next = (self.next + 1) % self.size;
+    }
+
+    fn clear(&mut self) {
+        self.bits.fill(0);
+        (self.next, self.calls, self.failures) = (0, 0, 0);
+    }
+
+    /// Whether the failures held reach `percent` of at least `minimum` calls.
+    fn exceeds(&self, percent: u8, minimum: u32) -> bool {
+        self.calls >= minimum && u64::from(self.failures) * 100 >= u64::from(self.calls) * u64::from(percent)
+    }
 }
 
 impl FailureWindow {
     pub(super) fn new(config: &BreakerConfig) -> Self {
-        match config.failure_rate_percent {
-            None => FailureWindow::Count(VecDeque::new()),
-            Some(_) => FailureWindow::Rate(VecDeque::new()),
+        match (config.failure_rate_percent, config.window_calls) {
+            (None, _) => FailureWindow::Count(VecDeque::new()),
+            (Some(_), None) => FailureWindow::Rate(VecDeque::new()),
+            (Some(_), Some(calls)) => FailureWindow::Calls(CallRing::new(calls)),
         }
     }
 
@@ -52,6 +108,7 @@ impl FailureWindow {
         match self {
             FailureWindow::Count(failures) => failures.clear(),
             FailureWindow::Rate(slices) => slices.clear(),
+            FailureWindow::Calls(ring) => ring.clear(),
         }
     }
 
@@ -60,12 +117,14 @@ impl FailureWindow {
     pub(super) fn success_matters(&self) -> bool {
         match self {
             FailureWindow::Count(failures) => !failures.is_empty(),
-            FailureWindow::Rate(_) => true,
+            FailureWindow::Rate(_) | FailureWindow::Calls(_) => true,
         }
     }
 
     /// Whether recording `outcome` uses the time: in count mode a success
-    /// only clears, so the clock need not be read.
+    /// only clears, so the clock need not be read. (A window of calls has
+    /// no time in it, but any outcome may open the breaker, which starts
+    /// its open period now.)
     pub(super) fn needs_time(&self, outcome: Outcome) -> bool {
         !matches!((self, outcome), (FailureWindow::Count(_), Outcome::Success))
     }
@@ -103,6 +162,10 @@ impl FailureWindow {
                 // complete a rate that the failures before it reached.
                 rate_exceeded(slices, config)
             }
+            (FailureWindow::Calls(ring), outcome) => {
+                ring.push(outcome == Outcome::Failure);
+                ring.exceeds(config.failure_rate_percent.unwrap_or(100), config.minimum_calls)
+            }
         }
     }
 
@@ -122,6 +185,8 @@ impl FailureWindow {
                     slices.pop_front();
                 }
             }
+            // The last calls, however old.
+            FailureWindow::Calls(_) => {}
         }
     }
 
@@ -129,8 +194,17 @@ impl FailureWindow {
     #[cfg(test)]
     pub(super) fn slices(&self) -> usize {
         match self {
-            FailureWindow::Count(_) => 0,
+            FailureWindow::Count(_) | FailureWindow::Calls(_) => 0,
             FailureWindow::Rate(slices) => slices.len(),
+        }
+    }
+
+    /// The words a window of calls holds, for the memory test.
+    #[cfg(test)]
+    pub(super) fn call_words(&self) -> usize {
+        match self {
+            FailureWindow::Calls(ring) => ring.bits.len(),
+            _ => 0,
         }
     }
 }

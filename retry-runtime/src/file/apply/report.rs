@@ -113,6 +113,11 @@ pub(super) fn breaker_diff(old: &BreakerConfig, new: &BreakerConfig) -> Vec<Stri
             maybe(new.failure_rate_percent, |p| p.to_string()),
         ),
         ("minimum_calls", old.minimum_calls.to_string(), new.minimum_calls.to_string()),
+        (
+            "window_calls",
+            maybe(old.window_calls, |n| n.to_string()),
+            maybe(new.window_calls, |n| n.to_string()),
+        ),
     ])
 }
 

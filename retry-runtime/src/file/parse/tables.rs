@@ -19,6 +19,7 @@ pub(crate) const BREAKER_KEYS: &[&str] = &[
     "half_open_max_calls",
     "failure_rate_percent",
     "minimum_calls",
+    "window_calls",
     "fleet",
 ];
 pub(crate) const BUDGET_KEYS: &[&str] =
@@ -83,6 +84,20 @@ pub(crate) fn breaker(
                 Some("minimum_calls"),
                 "`minimum_calls` sets the rate mode's floor: give `failure_rate_percent` too",
             );
+        }
+    }
+    if let Some((n, span)) =
+        integer(entries, "window_calls", u64::from(crate::breaker::MAX_WINDOW_CALLS), problems)
+    {
+        config.window_calls = Some(n as u32);
+        // As `minimum_calls`: count mode would ignore it.
+        if span_of(entries, "failure_rate_percent").is_none() {
+            problems.push(
+                &span,
+                Some("window_calls"),
+                "`window_calls` sets the rate mode's window of calls: give `failure_rate_percent` too",
+            );
+            config.window_calls = None;
         }
     }
     finish(config.validate().map(|()| config), before, entries, table, problems)
