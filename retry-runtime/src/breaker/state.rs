@@ -380,8 +380,7 @@ impl BreakerCore {
     /// assert_eq!(core.state(s(5)), BreakerState::HalfOpen, "5 s after it opened, not 30");
     /// ```
     pub fn reconfigure(&mut self, config: BreakerConfig) {
-        // A window of another kind or size starts empty; the same kind
-        // keeps what it counted.
+        // A window of another kind or size starts empty; the same keeps its counts.
         let kind = |c: &BreakerConfig| (c.failure_rate_percent.is_some(), c.window_calls);
         if kind(&config) != kind(&self.config) {
             self.window = FailureWindow::new(&config);
