@@ -61,5 +61,15 @@ done
 
 args=()
 for name in "${published[@]}"; do args+=(-p "$name"); done
+# cargo unpacks the local registry's crates under ~/.cargo/registry/src/-HASH/
+# and reuses an unpacked NAME-VERSION it finds there: on a machine that ran
+# this before, the verify step would build against the sources of an earlier
+# run (the version does not change between commits). Those copies are this
+# script's own; they go, with the local registry they came from.
+cargo_home="${CARGO_HOME:-$HOME/.cargo}"
+for name in "${published[@]}"; do
+  rm -rf "$cargo_home"/registry/src/-*/"$name"-[0-9]* "$cargo_home"/registry/cache/-*/"$name"-[0-9]*
+done
+rm -rf "${CARGO_TARGET_DIR:-target}/package"
 cargo package "${args[@]}" --allow-dirty --quiet
 echo "cargo package: ${published[*]} packed and verified, in dependency order"
