@@ -49,7 +49,8 @@ fi
   echo "it; goodput is successful calls a second; *back within 95 %* is the time from the trigger's end"
   echo "until a second's goodput is back within 95 % of before's."
   echo
-  echo "- $(grep -m1 -o 'CPU.*' BENCHMARKS.md || echo "CPU: $(nproc) cores"), load average before the run: $load"
+  cpu="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
+  echo "- CPU: ${cpu:-unknown}, \`nproc\` = $(nproc), load average before the run: $load"
   echo "- $(rustc --version)"
   echo
   grep '^bottleneck check' "$out/table.md" | sed 's/^/- /'
