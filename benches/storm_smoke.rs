@@ -2,26 +2,19 @@
 //! it, in the test suite. It asserts what the harness must count, never a
 //! time or a rate: those are the benchmark's (scripts/bench-storm.sh).
 
-#[path = "storm/chart.rs"]
-#[allow(dead_code)]
-mod chart;
-#[path = "storm/metrics.rs"]
-mod metrics;
-#[path = "storm/peers.rs"]
-mod peers;
-#[path = "storm/report.rs"]
-mod report;
-#[path = "storm/run.rs"]
-mod run;
-#[path = "storm/server.rs"]
-mod server;
-#[path = "storm/strategies.rs"]
-mod strategies;
+#[path = "storm/mod.rs"]
+#[allow(dead_code)] // the smoke run uses part of it
+mod storm;
 
 use std::time::Duration;
 
-use run::{RunConfig, run};
+use run::run;
 use server::Trigger;
+use storm::{
+    metrics, report,
+    run::{self, RunConfig},
+    server, strategies,
+};
 use strategies::Strategy;
 
 const LENGTH: Duration = Duration::from_secs(3);

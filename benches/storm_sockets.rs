@@ -15,20 +15,8 @@
 //! (trigger, strategy), and writes one SVG chart per trigger into
 //! `target/storm/` (`--out DIR` elsewhere).
 
-#[path = "storm/chart.rs"]
-mod chart;
-#[path = "storm/metrics.rs"]
-mod metrics;
-#[path = "storm/peers.rs"]
-mod peers;
-#[path = "storm/report.rs"]
-mod report;
-#[path = "storm/run.rs"]
-mod run;
-#[path = "storm/server.rs"]
-mod server;
-#[path = "storm/strategies.rs"]
-mod strategies;
+#[path = "storm/mod.rs"]
+mod storm;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -36,6 +24,7 @@ use std::time::Duration;
 use report::Summary;
 use run::{RunConfig, RunCounts};
 use server::Trigger;
+use storm::{chart, metrics, report, run, server, strategies};
 use strategies::Strategy;
 
 /// Calls offered per second: 0.7 of the server's nominal capacity.

@@ -54,12 +54,11 @@ impl std::fmt::Display for AttemptError {
 
 impl std::error::Error for AttemptError {}
 
-/// Max attempts in all (1 original + 3 retries).
-pub const MAX_ATTEMPTS: usize = 4;
-/// Base (first) backoff delay.
-pub const BASE_DELAY: Duration = Duration::from_millis(100);
+/// Attempts in all and the first wait: the benchmark's, as every strategy's.
+const MAX_ATTEMPTS: usize = super::strategies::MAX_ATTEMPTS as usize;
+const BASE_DELAY: Duration = super::strategies::BASE;
 /// Cap on a single backoff delay.
-pub const MAX_DELAY: Duration = Duration::from_secs(2);
+const MAX_DELAY: Duration = Duration::from_secs(2);
 
 /// The inner "service" for all three libraries: run the attempt once.
 #[derive(Clone, Copy, Debug, Default)]
@@ -174,33 +173,17 @@ pub mod tower_peer {
 
     impl TowerRetry {
         pub fn new() -> Self {
-            Self::with_base_delay(BASE_DELAY)
-        }
-
-        pub fn with_base_delay(base: Duration) -> Self {
             let budget = Arc::new(TpsBudget::new(BUDGET_TTL, BUDGET_MIN_PER_SEC, BUDGET_RETRY_PERCENT));
-            let maker = ExponentialBackoffMaker::new(base, MAX_DELAY, JITTER, FreshRng(HasherRng::default()))
-                .expect("valid backoff");
+            let maker =
+                ExponentialBackoffMaker::new(BASE_DELAY, MAX_DELAY, JITTER, FreshRng(HasherRng::default()))
+                    .expect("valid backoff");
             let policy = TowerPolicy { budget, maker, backoff: None, attempts: 0 };
             let svc = tower::retry::Retry::new(policy, RunAttempt);
             Self { svc }
         }
 
-        pub async fn call_shared(&self, attempt: Attempt) -> Result<(), AttemptError> {
+        pub async fn call(&self, attempt: Attempt) -> Result<(), AttemptError> {
             self.svc.clone().oneshot(attempt).await
-        }
-
-        pub async fn call(
-            &self,
-            attempt: impl Fn() -> AttemptFuture + Send + Sync + 'static,
-        ) -> Result<(), AttemptError> {
-            self.call_shared(Attempt::new(attempt)).await
-        }
-    }
-
-    impl Default for TowerRetry {
-        fn default() -> Self {
-            Self::new()
         }
     }
 }
@@ -231,17 +214,13 @@ pub mod tower_resilience_peer {
 
     impl TowerResilienceRetry {
         pub fn new() -> Self {
-            Self::with_base_delay(BASE_DELAY)
-        }
-
-        pub fn with_base_delay(base: Duration) -> Self {
             let budget = RetryBudgetBuilder::new()
                 .token_bucket()
                 .tokens_per_second(BUDGET_TOKENS_PER_SEC)
                 .max_tokens(BUDGET_MAX_TOKENS)
                 .build()
                 .expect("valid budget");
-            let backoff = ExponentialRandomBackoff::new(base, RANDOMIZATION_FACTOR)
+            let backoff = ExponentialRandomBackoff::new(BASE_DELAY, RANDOMIZATION_FACTOR)
                 .expect("valid backoff")
                 .max_interval(MAX_DELAY);
             let layer = RetryLayer::<Attempt, (), AttemptError>::builder()
@@ -255,21 +234,8 @@ pub mod tower_resilience_peer {
             Self { svc }
         }
 
-        pub async fn call_shared(&self, attempt: Attempt) -> Result<(), AttemptError> {
+        pub async fn call(&self, attempt: Attempt) -> Result<(), AttemptError> {
             self.svc.clone().oneshot(attempt).await
-        }
-
-        pub async fn call(
-            &self,
-            attempt: impl Fn() -> AttemptFuture + Send + Sync + 'static,
-        ) -> Result<(), AttemptError> {
-            self.call_shared(Attempt::new(attempt)).await
-        }
-    }
-
-    impl Default for TowerResilienceRetry {
-        fn default() -> Self {
-            Self::new()
         }
     }
 }
@@ -298,11 +264,8 @@ pub mod seatbelt_peer {
         /// Uses `tick::Clock::new_tokio()`: must be called inside a Tokio runtime (it spawns the
         /// clock's timer-driver task).
         pub fn new() -> Self {
-            Self::with_clock(&Clock::new_tokio(), BASE_DELAY)
-        }
-
-        pub fn with_clock(clock: &Clock, base: Duration) -> Self {
-            let context: ResilienceContext<Attempt, Out> = ResilienceContext::new(clock).name("peers");
+            let context: ResilienceContext<Attempt, Out> =
+                ResilienceContext::new(Clock::new_tokio()).name("peers");
             let svc = (
                 Retry::layer("seatbelt_retry", &context)
                     .clone_input() // Arc clone per attempt
@@ -312,7 +275,7 @@ pub mod seatbelt_peer {
                     })
                     .max_retry_attempts((MAX_ATTEMPTS - 1) as u32) // retries, not attempts
                     .backoff(Backoff::Exponential)
-                    .base_delay(base)
+                    .base_delay(BASE_DELAY)
                     .max_delay(MAX_DELAY)
                     .use_jitter(true),
                 RunAttempt,
@@ -321,23 +284,9 @@ pub mod seatbelt_peer {
             Self { svc }
         }
 
-        pub async fn call_shared(&self, attempt: Attempt) -> Result<(), AttemptError> {
+        pub async fn call(&self, attempt: Attempt) -> Result<(), AttemptError> {
             self.svc.execute(attempt).await
         }
-
-        pub async fn call(
-            &self,
-            attempt: impl Fn() -> AttemptFuture + Send + Sync + 'static,
-        ) -> Result<(), AttemptError> {
-            self.call_shared(Attempt::new(attempt)).await
-        }
-    }
-}
-
-impl Default for seatbelt_peer::SeatbeltRetry {
-    /// Same as `new()`: panics outside a Tokio runtime.
-    fn default() -> Self {
-        Self::new()
     }
 }
 
@@ -367,6 +316,7 @@ impl Peers {
 
     /// One call through the peer: whether it succeeded.
     pub async fn call(&self, attempt: impl Fn() -> AttemptFuture + Send + Sync + 'static) -> bool {
+        let attempt = Attempt::new(attempt);
         match self {
             Peers::Tower(peer) => peer.call(attempt).await.is_ok(),
             Peers::TowerResilience(peer) => peer.call(attempt).await.is_ok(),
