@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use stormproof::breaker::NO_BREAKER;
 use stormproof::budget::{NO_BUDGET, RatioBudget};
 use stormproof::{Error, GuardKind, Policy, Registry, resilient};
 
@@ -19,8 +20,10 @@ use stormproof::{Error, GuardKind, Policy, Registry, resilient};
 static PLAIN_ATTEMPTS: AtomicU64 = AtomicU64::new(0);
 static UNBUDGETED_ATTEMPTS: AtomicU64 = AtomicU64::new(0);
 
-/// The README's first example, against a dependency that is down.
-#[resilient(max_attempts = 4, base_ms = 100, name = "default_budget::plain")]
+/// The README's first example, against a dependency that is down, with
+/// its breaker off: the budget alone (`tests/default_breaker.rs` has the
+/// two together).
+#[resilient(max_attempts = 4, base_ms = 100, name = "default_budget::plain", breaker = "none")]
 async fn plain() -> Result<(), Error<IoError>> {
     PLAIN_ATTEMPTS.fetch_add(1, Ordering::SeqCst);
     Err(IoError::from(ErrorKind::ConnectionReset))?
@@ -29,7 +32,7 @@ async fn plain() -> Result<(), Error<IoError>> {
 /// The same, for the test of a lone caller: each test counts its own
 /// attempts, since `cargo test` runs a binary's tests at once.
 static LONE_ATTEMPTS: AtomicU64 = AtomicU64::new(0);
-#[resilient(max_attempts = 4, base_ms = 100, name = "default_budget::lone")]
+#[resilient(max_attempts = 4, base_ms = 100, name = "default_budget::lone", breaker = "none")]
 async fn lone() -> Result<(), Error<IoError>> {
     LONE_ATTEMPTS.fetch_add(1, Ordering::SeqCst);
     Err(IoError::from(ErrorKind::ConnectionReset))?
@@ -45,14 +48,15 @@ async fn declared() -> Result<(), Error<IoError>> {
 
 /// The same, for the test of a file that turns its budget off.
 static FILED_ATTEMPTS: AtomicU64 = AtomicU64::new(0);
-#[resilient(max_attempts = 4, base_ms = 100, name = "default_budget::filed")]
+#[resilient(max_attempts = 4, base_ms = 100, name = "default_budget::filed", breaker = "none")]
 async fn filed() -> Result<(), Error<IoError>> {
     FILED_ATTEMPTS.fetch_add(1, Ordering::SeqCst);
     Err(IoError::from(ErrorKind::ConnectionReset))?
 }
 
-/// The same, with the budget turned off.
-#[resilient(max_attempts = 4, base_ms = 100, budget = "none")]
+/// The same, with the budget turned off (and the breaker: nothing stops
+/// the retries).
+#[resilient(max_attempts = 4, base_ms = 100, budget = "none", breaker = "none")]
 async fn unbudgeted() -> Result<(), Error<IoError>> {
     UNBUDGETED_ATTEMPTS.fetch_add(1, Ordering::SeqCst);
     Err(IoError::from(ErrorKind::ConnectionReset))?
@@ -81,7 +85,7 @@ where
 /// operation's own budget it sees the calls plus at most 10 % of them and
 /// the floor (10 a second over the 10 s window): 2,000 + 200 + 100.
 #[tokio::test(start_paused = true)]
-async fn a_plain_attribute_does_not_storm_a_dependency_that_is_down() {
+async fn the_operations_own_budget_keeps_a_dead_dependency_from_a_storm() {
     let unbudgeted = crowd(&Registry::new(), unbudgeted, &UNBUDGETED_ATTEMPTS).await;
     assert_eq!(unbudgeted, 8_000, "budget = \"none\": four attempts each");
     let registry = Registry::new();
@@ -127,8 +131,13 @@ async fn the_operations_own_budget_is_the_budget_named_after_it() {
     assert_eq!(DECLARED_ATTEMPTS.load(Ordering::SeqCst), 1, "a budget of nothing: no retry");
 
     let attempts = Arc::new(AtomicU64::new(0));
-    let policy =
-        Policy::builder().name("orders").max_attempts(3).base(Duration::from_millis(10)).build().unwrap();
+    let policy = Policy::builder()
+        .name("orders")
+        .max_attempts(3)
+        .base(Duration::from_millis(10))
+        .breaker(NO_BREAKER)
+        .build()
+        .unwrap();
     assert_eq!(policy.guard_name(GuardKind::Budget), Some("orders"));
     let count = attempts.clone();
     let _: Result<(), IoError> = registry

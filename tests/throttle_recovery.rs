@@ -24,7 +24,7 @@ struct Dependency {
     sent: AtomicU32,
 }
 
-#[resilient(max_attempts = 1, throttle = "recovery", budget = "none")]
+#[resilient(max_attempts = 1, throttle = "recovery", budget = "none", breaker = "none")]
 async fn call(dependency: Arc<Dependency>) -> Result<(), Error<IoError>> {
     dependency.sent.fetch_add(1, Ordering::SeqCst);
     if dependency.up.load(Ordering::SeqCst) {

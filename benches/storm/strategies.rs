@@ -39,11 +39,13 @@ pub enum Strategy {
     TowerResilience,
     /// seatbelt's retry (Polly's design, Microsoft's crate).
     Seatbelt,
-    /// `#[resilient(max_attempts = 4, base_ms = 100, attempt_timeout_ms = 200)]`: the defaults.
+    /// `#[resilient(max_attempts = 4, base_ms = 100, attempt_timeout_ms = 200)]`: the defaults
+    /// (the operation's own breaker and budget).
     OursDefaults,
     /// The same with the README's breaker and budget.
     OursGuarded,
-    /// The same with an adaptive throttle and an adaptive concurrency limit.
+    /// The same with an adaptive throttle and an adaptive concurrency limit
+    /// (beside the operation's own breaker and budget).
     OursAdaptive,
 }
 

@@ -35,8 +35,8 @@ pub(crate) enum Default {
     Bool(bool),
     /// No value: the feature is off.
     None,
-    /// Computed from the function (`name`, and `budget`: the operation's
-    /// own) or a fixed path (`crate`).
+    /// Computed from the function (`name`, and `breaker` and `budget`: the
+    /// operation's own) or a fixed path (`crate`).
     Derived,
 }
 
@@ -67,7 +67,7 @@ pub(crate) const ARGUMENTS: &[Argument] = &[
     },
     Argument { name: "attempt_timeout_ms", kind: Kind::Integer, default: Default::None, example: "500" },
     Argument { name: "deadline_ms", kind: Kind::Integer, default: Default::None, example: "5_000" },
-    Argument { name: "breaker", kind: Kind::Name, default: Default::None, example: "\"payment\"" },
+    Argument { name: "breaker", kind: Kind::Name, default: Default::Derived, example: "\"payment\"" },
     Argument { name: "budget", kind: Kind::Name, default: Default::Derived, example: "\"payment\"" },
     Argument { name: "bulkhead", kind: Kind::Name, default: Default::None, example: "\"payment\"" },
     Argument { name: "throttle", kind: Kind::Name, default: Default::None, example: "\"payment\"" },

@@ -119,14 +119,10 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
     // slot by slot in the guard set's order.
     let slot_of = |named: bool| if named { quote!(#rt::Named) } else { quote!(#rt::Unnamed) };
     let budget = plan.budget.is_some() || plan.default_budget;
-    let shape = [
-        plan.throttle.is_some(),
-        plan.breaker.is_some(),
-        plan.bulkhead.is_some(),
-        plan.rate_limit.is_some(),
-        budget,
-    ]
-    .map(slot_of);
+    let breaker = plan.breaker.is_some() || plan.default_breaker;
+    let shape =
+        [plan.throttle.is_some(), breaker, plan.bulkhead.is_some(), plan.rate_limit.is_some(), budget]
+            .map(slot_of);
     let call_type = quote!(#rt::Call::<_, _, (#(#shape),*)>);
     let attempt_of = respan(quote!(#call_type::next), error_span);
     let plain_of = respan(quote!(#call_type::plain), error_span);

@@ -51,7 +51,7 @@ use parse::{Args, Errors};
 /// | `jitter` | `"full"`, `"equal"`, `"decorrelated"`, `"none"` | `"full"` | how waits are spread |
 /// | `attempt_timeout_ms` | integer > 0 | none | each attempt is cancelled after this |
 /// | `deadline_ms` | integer > 0 | none | the whole call, waits included, ends by then |
-/// | `breaker` | string | none | named circuit breaker in the registry |
+/// | `breaker` | string, or `"none"` | the operation's own | named circuit breaker in the registry; without it the operation has its own (opens when half of its last 100 attempts failed), `"none"` for no breaker |
 /// | `budget` | string, or `"none"` | the operation's own | named retry budget; without it the operation has its own (a share of its traffic: retries stay under 10 % of its calls over 10 s, or 10 a second), `"none"` for no budget |
 /// | `bulkhead` | string | none | named concurrency limit |
 /// | `throttle` | string | none | named client-side throttle (adaptive: refuses locally when the dependency rejects) |
@@ -301,11 +301,14 @@ mod tests {
         assert_eq!(integer("factor") as f64, policy.backoff().factor());
         assert_eq!(choice("jitter"), policy.backoff().jitter.name());
         assert_eq!(choice("nested") == "retry", policy.nested() == stormproof::Nested::Retry);
-        for unset in ["attempt_timeout_ms", "deadline_ms", "breaker", "bulkhead", "key"] {
+        for unset in ["attempt_timeout_ms", "deadline_ms", "bulkhead", "key"] {
             assert_eq!(find(unset).map(|a| a.default), Some(Default::None), "{unset}");
         }
         assert_eq!(find("budget").map(|a| a.default), Some(Default::Derived), "the operation's own");
         assert!(policy.has_default_budget());
+        assert_eq!(find("breaker").map(|a| a.default), Some(Default::Derived), "the operation's own");
+        assert!(policy.has_default_breaker());
+        assert_eq!(policy.guard_name(stormproof::GuardKind::Breaker), Some(policy.operation()));
         assert_eq!(policy.guard_name(stormproof::GuardKind::Budget), Some(policy.operation()));
         assert_eq!((policy.attempt_timeout(), policy.deadline()), (None, None));
     }

@@ -33,6 +33,7 @@ pub(crate) fn attribute_config(sig: &Signature, plan: &Plan, rt: &TokenStream) -
     let breaker = option(plan.breaker.as_deref().map(Literal::string));
     let budget = option(plan.budget.as_deref().map(Literal::string));
     let default_budget = plan.default_budget;
+    let default_breaker = plan.default_breaker;
     let bulkhead = option(plan.bulkhead.as_deref().map(Literal::string));
     let throttle = option(plan.throttle.as_deref().map(Literal::string));
     let rate_limit = option(plan.rate_limit.as_deref().map(Literal::string));
@@ -61,6 +62,7 @@ pub(crate) fn attribute_config(sig: &Signature, plan: &Plan, rt: &TokenStream) -
             hedge_after_ms: #hedge_after_ms,
             max_hedges: #max_hedges,
             breaker: #breaker,
+            default_breaker: #default_breaker,
             budget: #budget,
             default_budget: #default_budget,
             bulkhead: #bulkhead,

@@ -37,7 +37,12 @@ pub(crate) struct Plan {
     pub jitter: &'static str,
     pub attempt_timeout_ms: Option<u64>,
     pub deadline_ms: Option<u64>,
+    /// The breaker the function names (`None` for `"none"` and when it
+    /// names none).
     pub breaker: Option<String>,
+    /// Whether the operation has its own breaker: it names none, and does
+    /// not say `"none"`.
+    pub default_breaker: bool,
     /// The budget the function names (`None` for `"none"` and when it
     /// names none).
     pub budget: Option<String>,
@@ -155,8 +160,8 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
         {
             let without = if name == "name" {
                 "the default, `module_path::fn`".to_owned()
-            } else if name == "budget" {
-                "the operation's own budget, or say `\"none\"` for none".to_owned()
+            } else if name == "budget" || name == "breaker" {
+                format!("the operation's own {name}, or say `\"none\"` for none")
             } else {
                 format!("no {}", name.replace('_', " "))
             };
@@ -238,8 +243,9 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
         jitter: choice("jitter"),
         attempt_timeout_ms,
         deadline_ms,
-        breaker: owned("breaker"),
-        budget: owned("budget").filter(|name| name != NO_BUDGET),
+        breaker: owned("breaker").filter(|name| name != NO_GUARD),
+        default_breaker: args.name("breaker").is_none(),
+        budget: owned("budget").filter(|name| name != NO_GUARD),
         default_budget: args.name("budget").is_none(),
         bulkhead: owned("bulkhead"),
         throttle: owned("throttle"),
@@ -258,8 +264,9 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
     errors.finish(plan)
 }
 
-/// The budget name that means no budget (the runtime's `budget::NO_BUDGET`).
-const NO_BUDGET: &str = "none";
+/// The budget or breaker name that means none at all (the runtime's
+/// `budget::NO_BUDGET` and `breaker::NO_BREAKER`).
+const NO_GUARD: &str = "none";
 
 const TWICE: &str = "#[resilient] is on this function twice: the retries would multiply (every attempt of one running all of the other's); keep one, with every argument in it";
 

@@ -14,6 +14,7 @@ use std::time::Duration;
 use common::{TestError, ms};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
+use stormproof_runtime::breaker::NO_BREAKER;
 use stormproof_runtime::{
     Jitter, Policy, Registry, Rejection,
     breaker::{BreakerConfig, BreakerState, CircuitBreaker, Outcome},
@@ -365,8 +366,11 @@ async fn aborted_calls_on_the_direct_path_give_every_bulkhead_place_back() {
     };
     registry.declare_bulkhead("cancel-direct", config).unwrap();
     let policy = Arc::new(
+        // No breaker: the timed-out attempts would open the operation's own
+        // and end the calls before they reach the bulkhead.
         Policy::builder()
             .bulkhead("cancel-direct")
+            .breaker(NO_BREAKER)
             .attempt_timeout(Duration::from_millis(1))
             .max_attempts(3)
             .base(Duration::from_micros(100))

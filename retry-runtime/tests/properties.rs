@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use common::{Attempts, TestError, ms};
 use proptest::prelude::*;
+use stormproof_runtime::breaker::NO_BREAKER;
 use stormproof_runtime::{Jitter, Policy};
 use tokio::time::{Instant, sleep};
 
@@ -112,7 +113,10 @@ proptest! {
         seed: u64,
         outcomes in prop::collection::vec(outcome(), 1..16),
     ) {
+        // No breaker: the cases share the registry, and their failures
+        // would open the operation's own; these properties are the loop's.
         let policy = Policy::builder()
+            .breaker(NO_BREAKER)
             .max_attempts(max_attempts)
             .base(ms(base))
             .cap(ms(base + extra))
@@ -138,6 +142,7 @@ proptest! {
         outcomes in prop::collection::vec(outcome(), 1..16),
     ) {
         let mut builder = Policy::builder()
+            .breaker(NO_BREAKER)
             .max_attempts(max_attempts)
             .base(ms(base))
             .cap(ms(base * 8))
@@ -165,7 +170,7 @@ proptest! {
         outcomes in prop::collection::vec(hostile_outcome(), 1..8),
     ) {
         let mut builder =
-            Policy::builder().max_attempts(max_attempts).base(a.min(b)).cap(a.max(b)).jitter(jitter).seed(seed);
+            Policy::builder().breaker(NO_BREAKER).max_attempts(max_attempts).base(a.min(b)).cap(a.max(b)).jitter(jitter).seed(seed);
         if let Some(deadline) = deadline.filter(|d| !d.is_zero()) {
             builder = builder.deadline(deadline);
         }

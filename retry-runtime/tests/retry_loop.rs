@@ -5,6 +5,7 @@ mod common;
 use std::time::Duration;
 
 use common::{Attempts, TestError, ms};
+use stormproof_runtime::breaker::NO_BREAKER;
 use stormproof_runtime::budget::NO_BUDGET;
 use stormproof_runtime::{Jitter, Policy, Registry, Rejection, idempotency_key};
 use tokio::time::{Instant, sleep};
@@ -262,8 +263,14 @@ async fn a_seeded_registry_reproduces_the_waits() {
 /// retries in 10 s): the waits are what this test reads, so it has none.
 #[tokio::test(start_paused = true)]
 async fn without_a_seed_full_jitter_draws_uniform_waits() {
-    let policy =
-        Policy::builder().max_attempts(2).base(ms(100)).cap(ms(100)).budget(NO_BUDGET).build().unwrap();
+    let policy = Policy::builder()
+        .max_attempts(2)
+        .base(ms(100))
+        .cap(ms(100))
+        .budget(NO_BUDGET)
+        .breaker(NO_BREAKER)
+        .build()
+        .unwrap();
     let mut waits = Vec::new();
     for _ in 0..400 {
         let attempts = Attempts::new();

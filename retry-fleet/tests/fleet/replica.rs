@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use stormproof_fleet::{Fleet, FleetConfig};
+use stormproof_runtime::breaker::NO_BREAKER;
 use stormproof_runtime::{
     Classify, ErrorClass, Policy, Rejection,
     breaker::{BreakerConfig, BreakerState, Outcome},
@@ -218,8 +219,10 @@ async fn probe(t0: u64, down: u64, end: u64) -> String {
 /// Calls that always fail, each allowed three retries: counts the retries
 /// the budget let through.
 async fn retry(end: u64) -> String {
+    // No breaker: it would stop the failing calls before the budget does.
     let policy = Policy::builder()
         .budget("dep")
+        .breaker(NO_BREAKER)
         .max_attempts(4)
         .base(Duration::ZERO)
         .cap(Duration::ZERO)

@@ -79,6 +79,37 @@ impl Default for BreakerConfig {
 }
 
 impl BreakerConfig {
+    /// The settings of an operation's own breaker (see [`NO_BREAKER`]):
+    /// resilience4j's defaults, open when half of the last 100 attempts
+    /// failed (judged once 100 are held), then the default open periods
+    /// (1 s, doubling to 30 s while probes fail).
+    ///
+    /// A share of recent attempts rather than a count of failures in a row,
+    /// so that a dependency that fails now and then is never cut off
+    /// (retries and the budget are for that), only one that mostly fails or
+    /// times out. Over attempts rather than over 10 s, as resilience4j's
+    /// default window is: at a thousand calls a second, a time window
+    /// remembers ten thousand successes from before an outage and opens
+    /// seconds into it; the last 100 attempts are its last tenth of a
+    /// second. A hundred to judge, so that a short burst of failures (a
+    /// herd meeting a restart) at low traffic is left to the retries.
+    ///
+    /// ```
+    /// # use stormproof_runtime as stormproof;
+    /// use stormproof::breaker::BreakerConfig;
+    /// let own = BreakerConfig::per_operation();
+    /// assert_eq!((own.failure_rate_percent, own.window_calls, own.minimum_calls), (Some(50), Some(100), 100));
+    /// assert!(own.validate().is_ok());
+    /// ```
+    pub fn per_operation() -> Self {
+        BreakerConfig {
+            failure_rate_percent: Some(50),
+            window_calls: Some(100),
+            minimum_calls: 100,
+            ..BreakerConfig::default()
+        }
+    }
+
     /// The open period after `failed_probes` probes failed in a row since
     /// the breaker last opened from closed: `open_for` doubled that many
     /// times, up to `max_open_for` (never below `open_for`).
@@ -149,6 +180,23 @@ impl BreakerConfig {
         Ok(())
     }
 }
+
+/// The breaker name that means no breaker at all: `breaker = "none"` in
+/// the attribute, `.breaker(NO_BREAKER)` on the builder. Every other
+/// operation has a circuit breaker: the one it names, or else its own (the
+/// registry's breaker named after the operation, with
+/// [`BreakerConfig::per_operation`]'s settings unless one of that name is
+/// declared), so that a plain `#[resilient]` stops calling a dependency that
+/// mostly fails, and a queue behind a slow one can drain. A breaker cannot
+/// be declared under this name.
+///
+/// ```
+/// # use stormproof_runtime as stormproof;
+/// use stormproof::{Registry, breaker::{BreakerConfig, NO_BREAKER}};
+/// let error = Registry::new().declare_breaker(NO_BREAKER, BreakerConfig::default()).unwrap_err();
+/// assert!(error.to_string().contains("reserved"), "{error}");
+/// ```
+pub const NO_BREAKER: &str = "none";
 
 /// The most calls a count-based window (`window_calls`) remembers.
 pub const MAX_WINDOW_CALLS: u32 = 10_000;

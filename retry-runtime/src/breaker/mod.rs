@@ -22,6 +22,7 @@ mod control;
 mod guard;
 mod outcome;
 mod permit;
+mod phase;
 mod state;
 mod window;
 mod word;
@@ -50,7 +51,9 @@ use tokio::time::Instant;
 
 pub use admission::{Admission, Ticket, Transition};
 pub(crate) use config::Hooks;
-pub use config::{BreakerConfig, BreakerState, BreakerTransition, MAX_WINDOW_CALLS, TransitionHook};
+pub use config::{
+    BreakerConfig, BreakerState, BreakerTransition, MAX_WINDOW_CALLS, NO_BREAKER, TransitionHook,
+};
 pub use outcome::Outcome;
 pub use permit::BreakerPermit;
 pub use state::BreakerCore;
@@ -93,6 +96,11 @@ struct Counts {
     /// plain increment of this thread's slot.
     calls: PerThreadCounter,
     failures: std::sync::atomic::AtomicU64,
+    /// Outcomes neutral to the breaker (permanent errors, conflicts).
+    neutrals: std::sync::atomic::AtomicU64,
+    /// Successes of attempts admitted in an earlier epoch, which change
+    /// nothing.
+    stale_successes: std::sync::atomic::AtomicU64,
     rejections: std::sync::atomic::AtomicU64,
     /// Probes' outcomes, counted off the success path (probes take the lock).
     probe_successes: std::sync::atomic::AtomicU64,
@@ -353,24 +361,37 @@ impl CircuitBreaker {
     /// nothing, decided from the published word alone: the common case,
     /// inlined into the caller.
     #[inline]
-    fn nothing_to_record(&self, outcome: Outcome) -> bool {
+    fn nothing_to_record(&self, ticket: Ticket, outcome: Outcome) -> bool {
         match outcome {
             // A permanent error outside half-open is neutral.
             Outcome::Neutral => true,
-            Outcome::Success => word::closed_and_quiet(self.published.load(Ordering::Acquire)),
+            // Closed, quiet, and still in the ticket's epoch: one compare.
+            // A stale success goes the slow way, to be counted as stale.
+            Outcome::Success => {
+                word::closed_and_quiet_in(self.published.load(Ordering::Acquire), ticket.epoch)
+            }
             Outcome::Failure => false,
         }
+    }
+
+    /// Counts a success of an attempt admitted in an earlier epoch: the
+    /// core ignores it, and so must a window of calls counting successes
+    /// apart ([`successes`](Self::successes)).
+    fn stale_success(&self) {
+        self.counts.stale_successes.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Records what [`nothing_to_record`](Self::nothing_to_record) could
     /// not rule out. A success of an attempt admitted in an earlier epoch
     /// would be ignored under the lock, so it is ignored before it (a
-    /// breaker that just opened hears many such successes at once). Out of
-    /// line, so that the common case does not carry the epoch test.
+    /// breaker that just opened hears many such successes at once), and
+    /// counted as stale. Out of line, so that the common case does not
+    /// carry it.
     #[inline(never)]
     fn record_slow(&self, ticket: Ticket, outcome: Outcome) {
         let stale = || word::epoch(self.published.load(Ordering::Acquire)) != ticket.epoch;
         if outcome == Outcome::Success && !ticket.probe && stale() {
+            self.stale_success();
             return;
         }
         self.record_locked(ticket, outcome);
@@ -382,7 +403,7 @@ impl CircuitBreaker {
     #[inline(always)]
     fn record_ticket(&self, ticket: Ticket, outcome: Outcome) {
         self.count(outcome);
-        if !ticket.probe && self.nothing_to_record(outcome) {
+        if !ticket.probe && self.nothing_to_record(ticket, outcome) {
             return;
         }
         self.record_slow(ticket, outcome);
@@ -404,9 +425,21 @@ impl CircuitBreaker {
     #[inline]
     fn count(&self, outcome: Outcome) {
         self.counts.calls.increment();
-        if outcome == Outcome::Failure {
-            self.counts.failures.fetch_add(1, Ordering::Relaxed);
+        match outcome {
+            Outcome::Success => {}
+            Outcome::Failure => _ = self.counts.failures.fetch_add(1, Ordering::Relaxed),
+            Outcome::Neutral => _ = self.counts.neutrals.fetch_add(1, Ordering::Relaxed),
         }
+    }
+
+    /// Successes counted since the breaker was made (a window of calls
+    /// reads them at each failure, rather than take the lock at each
+    /// success).
+    fn successes(&self) -> u64 {
+        let not_successes = self.counts.failures.load(Ordering::Relaxed)
+            + self.counts.neutrals.load(Ordering::Relaxed)
+            + self.counts.stale_successes.load(Ordering::Relaxed);
+        self.counts.calls.total().saturating_sub(not_successes)
     }
 
     fn record_locked(&self, ticket: Ticket, outcome: Outcome) {
@@ -419,7 +452,19 @@ impl CircuitBreaker {
         // nothing and is no probe of the period now: a fleet counts these
         // totals toward closing the round its replica last saw.
         let current = ticket.epoch == core.epoch();
+        if !current && outcome == Outcome::Success {
+            self.stale_success();
+        }
+        // A window of calls hears of the successes counted apart before
+        // this outcome (which `count` has counted already, if a success of
+        // this epoch: a stale one was counted as stale just above).
+        let this_success = u64::from(current && outcome == Outcome::Success);
+        core.catch_up_successes(|| self.successes().saturating_sub(this_success));
         let transition = core.record(ticket, outcome, now);
+        if transition.is_some() {
+            // Counted from here, if the transition closed it afresh.
+            core.catch_up_successes(|| self.successes());
+        }
         self.publish(&core);
         if ticket.probe && current {
             let probes = match outcome {

@@ -11,32 +11,9 @@ use std::time::Duration;
 
 use super::admission::{Admission, Ticket, Transition};
 use super::outcome::Outcome;
+use super::phase::Phase;
 use super::window::FailureWindow;
 use super::{BreakerConfig, BreakerState};
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Phase {
-    Closed,
-    /// Opened at `since`; admits probes from `until = since + open_for`
-    /// (or from an `until` given by [`BreakerCore::trip`]). `probes` is the
-    /// half-open period's allowance given with a trip, if any.
-    Open {
-        since: Duration,
-        until: Duration,
-        probes: Option<u32>,
-    },
-    /// Held open by hand until reset: every call is refused.
-    ForcedOpen,
-    /// Held closed by hand until reset: every call runs, nothing is counted.
-    ForcedClosed,
-    HalfOpen {
-        in_flight: u32,
-        successes: u32,
-        /// Probes still allowed in this period, in all (not only at once),
-        /// when a trip said so; `None`: only `half_open_max_calls` at once.
-        allowance: Option<u32>,
-    },
-}
 
 /// The pure breaker state machine.
 ///
@@ -189,15 +166,22 @@ impl BreakerCore {
         }
     }
 
-    /// Whether recording a success of an attempt admitted in this epoch
-    /// while closed could change anything (failures to clear, or a rate
-    /// that counts every call). When it could not, the concurrent wrapper
-    /// skips the lock.
+    /// Whether recording a success of this epoch could change anything
+    /// (see `FailureWindow::success_matters`); when it could not, the
+    /// concurrent wrapper skips the lock.
     pub fn success_matters(&self) -> bool {
         match self.phase {
-            Phase::Closed => self.window.success_matters(),
+            Phase::Closed => self.window.success_matters(&self.config),
             Phase::ForcedClosed => false,
             _ => true,
+        }
+    }
+
+    /// Hands over the successes the concurrent breaker counted apart (a
+    /// window of calls, while closed): `total()` is their running count.
+    pub(crate) fn catch_up_successes(&mut self, total: impl FnOnce() -> u64) {
+        if self.phase == Phase::Closed && self.window.counts_successes_apart() {
+            self.window.catch_up(total());
         }
     }
 

@@ -54,13 +54,24 @@ pub(super) struct CallRing {
     /// Outcomes held (up to `size`), and how many of them failed.
     calls: u32,
     failures: u32,
+    /// The concurrent breaker's total of successes up to which this ring
+    /// has counted them (see [`FailureWindow::catch_up`]); `None` until the
+    /// first catch-up after the ring was made or cleared.
+    synced: Option<u64>,
 }
 
 impl CallRing {
     fn new(size: u32) -> Self {
         let size = size.max(1);
         let words = size.div_ceil(64) as usize;
-        CallRing { bits: vec![0; words].into_boxed_slice(), size, next: 0, calls: 0, failures: 0 }
+        CallRing {
+            bits: vec![0; words].into_boxed_slice(),
+            size,
+            next: 0,
+            calls: 0,
+            failures: 0,
+            synced: None,
+        }
     }
 
     /// Records one outcome, dropping the oldest once the ring is full.
@@ -83,9 +94,22 @@ impl CallRing {
         self.next = (self.next + 1) % self.size;
     }
 
+    /// Records `count` successes at once: past `size` of them, the ring
+    /// holds nothing else.
+    fn push_successes(&mut self, count: u64) {
+        if count >= u64::from(self.size) {
+            self.bits.fill(0);
+            (self.next, self.calls, self.failures) = (0, self.size, 0);
+            return;
+        }
+        for _ in 0..count {
+            self.push(false);
+        }
+    }
+
     fn clear(&mut self) {
         self.bits.fill(0);
-        (self.next, self.calls, self.failures) = (0, 0, 0);
+        (self.next, self.calls, self.failures, self.synced) = (0, 0, 0, None);
     }
 
     /// Whether the failures held reach `percent` of at least `minimum` calls.
@@ -112,12 +136,37 @@ impl FailureWindow {
         }
     }
 
-    /// Whether a success would change anything: there are failures to
-    /// clear (count mode), or every call counts (rate mode).
-    pub(super) fn success_matters(&self) -> bool {
+    /// Whether a success must be recorded as it happens: there are
+    /// failures to clear (count mode), every call counts (rate mode over
+    /// time), or the window of calls holds fewer than `minimum_calls`, so
+    /// that a success may complete a rate the failures before it reached.
+    /// A window of calls that holds enough has its successes counted apart
+    /// and handed over at the next failure ([`catch_up`](Self::catch_up)):
+    /// a success lowers the rate, so only a failure can open it.
+    pub(super) fn success_matters(&self, config: &BreakerConfig) -> bool {
         match self {
             FailureWindow::Count(failures) => !failures.is_empty(),
-            FailureWindow::Rate(_) | FailureWindow::Calls(_) => true,
+            FailureWindow::Rate(_) => true,
+            FailureWindow::Calls(ring) => ring.calls < config.minimum_calls,
+        }
+    }
+
+    /// Whether successes may be counted apart, without the breaker's lock,
+    /// and handed over with [`catch_up`](Self::catch_up).
+    pub(super) fn counts_successes_apart(&self) -> bool {
+        matches!(self, FailureWindow::Calls(_))
+    }
+
+    /// Counts the successes the concurrent breaker counted apart since the
+    /// last catch-up, given their running `total` (a window of calls only):
+    /// they are older than the outcome about to be recorded. The first
+    /// catch-up after the window was made or cleared only notes the total.
+    pub(super) fn catch_up(&mut self, total: u64) {
+        if let FailureWindow::Calls(ring) = self {
+            if let Some(synced) = ring.synced {
+                ring.push_successes(total.saturating_sub(synced));
+            }
+            ring.synced = Some(ring.synced.map_or(total, |synced| synced.max(total)));
         }
     }
 
@@ -164,6 +213,10 @@ impl FailureWindow {
             }
             (FailureWindow::Calls(ring), outcome) => {
                 ring.push(outcome == Outcome::Failure);
+                if outcome == Outcome::Success {
+                    // Recorded here, so no longer among those counted apart.
+                    ring.synced = ring.synced.map(|synced| synced + 1);
+                }
                 ring.exceeds(config.failure_rate_percent.unwrap_or(100), config.minimum_calls)
             }
         }

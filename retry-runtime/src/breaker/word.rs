@@ -60,10 +60,11 @@ pub(super) fn state(word: u64) -> BreakerState {
     }
 }
 
-/// Whether a published word says: closed, and a success changes nothing.
+/// Whether a published word says: closed in `epoch`, and a success
+/// changes nothing (the word with no flag set).
 #[inline]
-pub(super) fn closed_and_quiet(word: u64) -> bool {
-    word & (STATE | SLOW_SUCCESS) == 0
+pub(super) fn closed_and_quiet_in(word: u64, epoch: u64) -> bool {
+    word == pack(epoch, 0)
 }
 
 /// A [`Ticket`] in one word, so that a permit is two words (cheap to move
@@ -102,7 +103,9 @@ mod tests {
                 for slow in [false, true] {
                     let word = published(epoch, state, slow);
                     assert_eq!((super::epoch(word), super::state(word)), (epoch, state));
-                    assert_eq!(closed_and_quiet(word), state == BreakerState::Closed && !slow);
+                    let quiet = state == BreakerState::Closed && !slow;
+                    assert_eq!(closed_and_quiet_in(word, epoch), quiet);
+                    assert!(!closed_and_quiet_in(word, epoch + 1), "another epoch's word");
                 }
             }
             for probe in [false, true] {

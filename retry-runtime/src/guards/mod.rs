@@ -37,6 +37,10 @@ pub(crate) struct GuardNames {
     /// [`NO_BUDGET`](crate::budget::NO_BUDGET)): created quietly, and
     /// not reported as undeclared.
     pub(crate) budget_by_default: bool,
+    /// Whether `breaker` is the operation's own breaker, as
+    /// `budget_by_default` is for the budget (see
+    /// [`NO_BREAKER`](crate::breaker::NO_BREAKER)).
+    pub(crate) breaker_by_default: bool,
 }
 
 impl GuardNames {
@@ -66,7 +70,10 @@ impl GuardNames {
     fn resolve(&self, registry: &Registry) -> Guards {
         GuardSet {
             throttle: self.throttle.as_deref().map(|n| registry.throttle_or_default(n)),
-            breaker: self.breaker.as_deref().map(|n| registry.breaker_or_default(n)),
+            breaker: self.breaker.as_deref().map(|n| match self.breaker_by_default {
+                true => registry.operation_breaker(n),
+                false => registry.breaker_or_default(n),
+            }),
             bulkhead: self.bulkhead.as_deref().map(|n| registry.bulkhead_or_default(n)),
             rate_limit: self.rate_limit.as_deref().map(|n| registry.rate_limit_or_default(n)),
             budget: self.budget.as_deref().map(|n| match self.budget_by_default {

@@ -102,8 +102,12 @@ impl Registry {
             for (guard_kind, kind, declared, _) in &tables {
                 let Some(name) = policy.guard_name(*guard_kind) else { continue };
                 used.push((kind, name.to_owned()));
-                // An operation's own budget is not meant to be declared.
-                let expected = *guard_kind == GuardKind::Budget && policy.has_default_budget();
+                // An operation's own budget and breaker are not meant to be declared.
+                let expected = match guard_kind {
+                    GuardKind::Budget => policy.has_default_budget(),
+                    GuardKind::Breaker => policy.has_default_breaker(),
+                    _ => false,
+                };
                 if !expected && !declared.iter().any(|d| d == name) {
                     report.undeclared.push(Undeclared {
                         kind,

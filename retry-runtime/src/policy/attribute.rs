@@ -30,6 +30,9 @@ pub struct AttributeConfig {
     pub hedge_after_ms: Option<u64>,
     pub max_hedges: u32,
     pub breaker: Option<&'static str>,
+    /// Whether the operation has its own breaker: `breaker` is not named
+    /// and not `"none"`.
+    pub default_breaker: bool,
     pub budget: Option<&'static str>,
     /// Whether the operation has its own budget: `budget` is not named and
     /// not `"none"`.
@@ -68,6 +71,11 @@ impl Policy {
             (None, true) => Some(cfg.operation),
             (None, false) => None,
         };
+        let breaker = match (cfg.breaker, cfg.default_breaker) {
+            (Some(name), _) => Some(name),
+            (None, true) => Some(cfg.operation),
+            (None, false) => None,
+        };
         let settings = Settings {
             max_attempts: cfg.max_attempts,
             backoff: Backoff::new(
@@ -85,7 +93,8 @@ impl Policy {
             budget: budget.is_some(),
         };
         let guard_names = GuardNames {
-            breaker: borrowed(cfg.breaker),
+            breaker: borrowed(breaker),
+            breaker_by_default: cfg.breaker.is_none() && cfg.default_breaker,
             budget: borrowed(budget),
             budget_by_default: cfg.budget.is_none() && cfg.default_budget,
             bulkhead: borrowed(cfg.bulkhead),
@@ -107,7 +116,7 @@ impl Policy {
                 },
             },
             loop_guards: LoopGuards::of(
-                cfg.breaker.is_some(),
+                breaker.is_some(),
                 budget.is_some(),
                 cfg.bulkhead.is_some() || cfg.throttle.is_some() || cfg.rate_limit.is_some(),
             ),
@@ -120,7 +129,7 @@ impl Policy {
             nested: if cfg.nested_retry { Nested::Retry } else { Nested::Once },
             streams: AtomicU64::new(0),
             cache: GuardCache::new(
-                cfg.breaker.is_some()
+                breaker.is_some()
                     || budget.is_some()
                     || cfg.bulkhead.is_some()
                     || cfg.throttle.is_some()
@@ -146,6 +155,7 @@ impl AttributeConfig {
             hedge_after_ms: None,
             max_hedges: 1,
             breaker: None,
+            default_breaker: true,
             budget: None,
             default_budget: true,
             bulkhead: None,

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::{LoopGuards, MAX_ATTEMPTS_LIMIT, Nested, Policy, Settings};
 use crate::backoff::{Backoff, Jitter};
+use crate::breaker::NO_BREAKER;
 use crate::budget::NO_BUDGET;
 use crate::config::ConfigError;
 use crate::guards::{GuardCache, GuardNames};
@@ -81,7 +82,11 @@ impl Default for PolicyBuilder {
             attempt_timeout: None,
             deadline: None,
             hedge: None,
-            guard_names: GuardNames { budget_by_default: true, ..GuardNames::default() },
+            guard_names: GuardNames {
+                budget_by_default: true,
+                breaker_by_default: true,
+                ..GuardNames::default()
+            },
             seed: None,
             nested: Nested::Once,
             hooks: Hooks::NONE,
@@ -153,9 +158,19 @@ impl PolicyBuilder {
         self
     }
 
-    /// Guards every attempt with the named circuit breaker.
+    /// Guards every attempt with the named circuit breaker instead of the
+    /// operation's own; [`NO_BREAKER`] (`"none"`) for no breaker at all.
+    ///
+    /// Every operation has a breaker unless it says otherwise: without
+    /// this, the registry's breaker named after the operation (see
+    /// [`Policy::has_default_breaker`]), which opens when half of the last
+    /// 100 attempts failed ([`BreakerConfig::per_operation`](crate::breaker::BreakerConfig::per_operation)),
+    /// so that a dependency that is down, or so slow that every attempt
+    /// times out, is given time to recover.
     pub fn breaker(mut self, name: impl Into<Cow<'static, str>>) -> Self {
-        self.guard_names.breaker = Some(name.into());
+        let name = name.into();
+        self.guard_names.breaker_by_default = false;
+        self.guard_names.breaker = (name != NO_BREAKER).then_some(name);
         self
     }
 
@@ -294,6 +309,9 @@ impl PolicyBuilder {
     pub(super) fn into_policy(mut self) -> Policy {
         if self.guard_names.budget_by_default && self.guard_names.budget.is_none() {
             self.guard_names.budget = Some(self.operation.clone());
+        }
+        if self.guard_names.breaker_by_default && self.guard_names.breaker.is_none() {
+            self.guard_names.breaker = Some(self.operation.clone());
         }
         let named = !self.guard_names.is_empty();
         let settings = Settings {

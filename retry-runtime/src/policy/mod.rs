@@ -196,13 +196,18 @@ impl Policy {
             attempt_timeout: self.settings.attempt_timeout,
             deadline: self.settings.deadline,
             hedge: self.settings.hedge,
-            // The operation's own budget is named when the builder builds
-            // (its name may change before that).
+            // The operation's own budget and breaker are named when the
+            // builder builds (its name may change before that).
             guard_names: GuardNames {
                 budget: if self.guard_names.budget_by_default {
                     None
                 } else {
                     self.guard_names.budget.clone()
+                },
+                breaker: if self.guard_names.breaker_by_default {
+                    None
+                } else {
+                    self.guard_names.breaker.clone()
                 },
                 ..self.guard_names.clone()
             },
@@ -272,6 +277,26 @@ impl Policy {
     /// ```
     pub fn has_default_budget(&self) -> bool {
         self.guard_names.budget_by_default
+    }
+
+    /// Whether its breaker is the operation's own, which every operation
+    /// has unless it names a breaker or says `breaker = "none"`
+    /// ([`NO_BREAKER`](crate::breaker::NO_BREAKER)): the registry's breaker
+    /// named after the operation, with
+    /// [`BreakerConfig::per_operation`](crate::breaker::BreakerConfig::per_operation)'s
+    /// settings unless one of that name is declared.
+    ///
+    /// ```
+    /// # use stormproof_runtime as stormproof;
+    /// use stormproof::{GuardKind, Policy, breaker::NO_BREAKER};
+    /// let policy = Policy::builder().name("orders").build().unwrap();
+    /// assert!(policy.has_default_breaker());
+    /// assert_eq!(policy.guard_name(GuardKind::Breaker), Some("orders"));
+    /// let off = Policy::builder().name("orders").breaker(NO_BREAKER).build().unwrap();
+    /// assert_eq!((off.has_default_breaker(), off.guard_name(GuardKind::Breaker)), (false, None));
+    /// ```
+    pub fn has_default_breaker(&self) -> bool {
+        self.guard_names.breaker_by_default
     }
 
     /// Whether retries are allowed without a key: `false` for an operation
@@ -374,6 +399,7 @@ impl Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::breaker::NO_BREAKER;
     use crate::budget::NO_BUDGET;
 
     /// The attribute's arguments with nothing optional given.
@@ -386,10 +412,14 @@ mod tests {
             (policy.plain_settings(), policy.loop_guards())
         };
         let guarded = AttributeConfig { breaker: Some("b"), budget: Some("g"), ..BARE };
-        let no_budget = AttributeConfig { default_budget: false, ..BARE };
-        assert_eq!(of(BARE), (true, LoopGuards::Budget), "nothing optional: the operation's own budget");
-        assert_eq!(of(no_budget), (true, LoopGuards::Unguarded), "`budget = \"none\"`");
-        let breaker_alone = AttributeConfig { breaker: Some("b"), ..no_budget };
+        let plain = AttributeConfig { default_budget: false, default_breaker: false, ..BARE };
+        assert_eq!(of(BARE), (true, LoopGuards::BreakerBudget), "nothing optional: the operation's own two");
+        assert_eq!(of(plain), (true, LoopGuards::Unguarded), "`budget = \"none\", breaker = \"none\"`");
+        let own_budget = AttributeConfig { default_breaker: false, ..BARE };
+        assert_eq!(of(own_budget), (true, LoopGuards::Budget), "`breaker = \"none\"`");
+        let own_breaker = AttributeConfig { default_budget: false, ..BARE };
+        assert_eq!(of(own_breaker), (true, LoopGuards::Breaker), "`budget = \"none\"`");
+        let breaker_alone = AttributeConfig { breaker: Some("b"), ..plain };
         assert_eq!(of(breaker_alone), (true, LoopGuards::Breaker), "a breaker, budget none");
         assert_eq!(of(guarded), (true, LoopGuards::BreakerBudget), "a breaker and a budget");
         assert_eq!(
@@ -397,12 +427,16 @@ mod tests {
             (true, LoopGuards::BreakerBudget),
             "a breaker, and the operation's own budget"
         );
-        assert_eq!(of(AttributeConfig { budget: Some("g"), ..BARE }), (true, LoopGuards::Budget), "a budget");
+        assert_eq!(
+            of(AttributeConfig { budget: Some("g"), ..own_budget }),
+            (true, LoopGuards::Budget),
+            "a budget"
+        );
         for (config, why) in [
             (AttributeConfig { bulkhead: Some("h"), ..guarded }, "a bulkhead"),
-            (AttributeConfig { bulkhead: Some("h"), ..no_budget }, "only a bulkhead"),
+            (AttributeConfig { bulkhead: Some("h"), ..plain }, "only a bulkhead"),
             (AttributeConfig { throttle: Some("t"), ..guarded }, "a throttle"),
-            (AttributeConfig { rate_limit: Some("r"), ..no_budget }, "a rate limit"),
+            (AttributeConfig { rate_limit: Some("r"), ..plain }, "a rate limit"),
         ] {
             assert_eq!(of(config), (true, LoopGuards::Other), "{why}: seen slot by slot");
         }
@@ -415,12 +449,13 @@ mod tests {
         }
         // A policy built in code says the same of the same names.
         let built = |builder: crate::PolicyBuilder| builder.build().unwrap().loop_guards();
-        assert_eq!(built(Policy::builder()), LoopGuards::Budget, "the operation's own budget");
-        assert_eq!(built(Policy::builder().budget(NO_BUDGET)), LoopGuards::Unguarded);
+        assert_eq!(built(Policy::builder()), LoopGuards::BreakerBudget, "the operation's own two");
+        assert_eq!(built(Policy::builder().budget(NO_BUDGET).breaker(NO_BREAKER)), LoopGuards::Unguarded);
+        assert_eq!(built(Policy::builder().budget(NO_BUDGET)), LoopGuards::Breaker, "its own breaker");
         assert_eq!(built(Policy::builder().breaker("b").budget("g")), LoopGuards::BreakerBudget);
         assert_eq!(built(Policy::builder().breaker("b")), LoopGuards::BreakerBudget);
         assert_eq!(built(Policy::builder().breaker("b").budget(NO_BUDGET)), LoopGuards::Breaker);
-        assert_eq!(built(Policy::builder().budget("g")), LoopGuards::Budget);
+        assert_eq!(built(Policy::builder().budget("g").breaker(NO_BREAKER)), LoopGuards::Budget);
         assert_eq!(built(Policy::builder().breaker("b").bulkhead("h")), LoopGuards::Other);
         assert_eq!(built(Policy::builder().rate_limit("r")), LoopGuards::Other);
         assert_eq!(built(Policy::builder().throttle("t").budget("g")), LoopGuards::Other);
@@ -448,6 +483,26 @@ mod tests {
         assert!(built.has_default_budget());
         let off = built.to_builder().budget(NO_BUDGET).build().unwrap();
         assert_eq!(off.guard_name(GuardKind::Budget), None);
+    }
+
+    /// Every operation has its own breaker unless it names one or says
+    /// `breaker = "none"`, named as its own budget is.
+    #[test]
+    fn an_operation_without_a_named_breaker_has_its_own() {
+        let own = Policy::from_attribute(BARE);
+        assert_eq!(own.guard_name(GuardKind::Breaker), Some("policy-unit"));
+        assert!(own.has_default_breaker());
+        let none = Policy::from_attribute(AttributeConfig { default_breaker: false, ..BARE });
+        assert_eq!(none.guard_name(GuardKind::Breaker), None);
+        assert!(!none.has_default_breaker());
+        let named = Policy::from_attribute(AttributeConfig { breaker: Some("b"), ..BARE });
+        assert_eq!(named.guard_name(GuardKind::Breaker), Some("b"));
+        assert!(!named.has_default_breaker());
+        let renamed = own.to_builder().name("renamed").build().unwrap();
+        assert_eq!(renamed.guard_name(GuardKind::Breaker), Some("renamed"), "follows the name");
+        let off = renamed.to_builder().breaker(NO_BREAKER).build().unwrap();
+        assert_eq!((off.guard_name(GuardKind::Breaker), off.has_default_breaker()), (None, false));
+        assert_eq!(off.guard_name(GuardKind::Budget), Some("renamed"), "the budget stays");
     }
 
     #[test]

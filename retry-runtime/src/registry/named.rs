@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::table::{Held, Kept};
 use super::{GuardKind, Registry, RegistryError, invalid};
-use crate::breaker::{BreakerConfig, CircuitBreaker};
+use crate::breaker::{BreakerConfig, CircuitBreaker, NO_BREAKER};
 use crate::budget::{BudgetConfig, NO_BUDGET, RetryBudget};
 use crate::bulkhead::{Bulkhead, BulkheadConfig};
 use crate::config::ConfigError;
@@ -15,6 +15,12 @@ use crate::throttle::{Throttle, ThrottleConfig};
 impl Registry {
     /// Declares a named circuit breaker.
     pub fn declare_breaker(&self, name: &str, config: BreakerConfig) -> Result<(), RegistryError> {
+        if name == NO_BREAKER {
+            let why = format!(
+                "`{NO_BREAKER}` is reserved: `breaker = \"{NO_BREAKER}\"` means an operation has no breaker"
+            );
+            return Err(invalid(name, ConfigError::new("name", why)));
+        }
         let breaker = self.new_breaker(name, config).map_err(|error| invalid(name, error))?;
         self.inner.breakers.insert(name, breaker)
     }
@@ -219,12 +225,23 @@ impl Registry {
     }
 
     pub(crate) fn breaker_or_default(&self, name: &str) -> Arc<CircuitBreaker> {
-        let hooks = self.inner.hooks.clone();
-        self.inner.breakers.get_or_default(name, || {
-            CircuitBreaker::unmeasured(name, BreakerConfig::default())
-                .unwrap_or_else(|_| unreachable!("the default breaker config is valid"))
-                .with_hooks(hooks)
+        self.inner.breakers.get_or_default(name, || self.undeclared_breaker(name, BreakerConfig::default()))
+    }
+
+    /// An operation's own breaker (see [`NO_BREAKER`]): the breaker named
+    /// after it, made with [`BreakerConfig::per_operation`], quietly, when
+    /// none was declared.
+    pub(crate) fn operation_breaker(&self, operation: &str) -> Arc<CircuitBreaker> {
+        self.inner.breakers.get_or_make_quietly(operation, || {
+            self.undeclared_breaker(operation, BreakerConfig::per_operation())
         })
+    }
+
+    /// A breaker made at a call that names it, with settings known valid.
+    fn undeclared_breaker(&self, name: &str, config: BreakerConfig) -> CircuitBreaker {
+        CircuitBreaker::unmeasured(name, config)
+            .unwrap_or_else(|_| unreachable!("the default settings are valid"))
+            .with_hooks(self.inner.hooks.clone())
     }
 
     pub(crate) fn budget_or_default(&self, name: &str) -> Arc<RetryBudget> {

@@ -100,9 +100,11 @@ pub enum Strategy {
     Backoff(Jitter),
     /// What a plain `#[resilient(max_attempts = .., base_ms = ..)]` does:
     /// full jitter (the library's default) and the operation's own retry
-    /// budget, shared by every client as one operation's is (the library's
-    /// default budget, [`BudgetConfig::default`], whatever
-    /// [`HerdConfig::budget`] says), and nothing else.
+    /// budget and circuit breaker, shared by every client as one
+    /// operation's are (the library's defaults, [`BudgetConfig::default`]
+    /// and [`BreakerConfig::per_operation`](stormproof_runtime::breaker::BreakerConfig::per_operation),
+    /// whatever [`HerdConfig::budget`] and [`HerdConfig::breaker`] say),
+    /// and nothing else.
     Defaults,
     /// What this library recommends: full jitter, plus one [`RetryBudget`](stormproof_runtime::budget::RetryBudget)
     /// and one circuit breaker shared by all clients (configured by

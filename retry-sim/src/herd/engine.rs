@@ -12,7 +12,7 @@ use super::guards::{Budget, Guards, Permits, trips};
 use crate::queue::EventQueue;
 use stormproof_runtime::ConfigError;
 use stormproof_runtime::ErrorClass;
-use stormproof_runtime::breaker::{BreakerCore, Outcome, Ticket};
+use stormproof_runtime::breaker::{BreakerConfig, BreakerCore, Outcome, Ticket};
 use stormproof_runtime::budget::BudgetConfig;
 use stormproof_runtime::decision::{Answers, Decision, StopReason, decide};
 use stormproof_runtime::throttle::ThrottleCore;
@@ -112,7 +112,7 @@ impl<'c> Run<'c> {
         };
         let guards = match strategy {
             Strategy::Defaults => Some(Guards {
-                breaker: None,
+                breaker: Some(BreakerCore::new(BreakerConfig::per_operation())),
                 budget: Budget::new(BudgetConfig::default())?,
                 throttle: None,
                 bulkhead: None,

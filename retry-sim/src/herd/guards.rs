@@ -11,7 +11,7 @@ use stormproof_runtime::budget::{BudgetConfig, RatioBudget, RatioWindow, RetryBu
 use stormproof_runtime::bulkhead::{BulkheadConfig, LimitCore};
 use stormproof_runtime::throttle::ThrottleCore;
 
-/// The guards shared by all clients: [`Strategy::Defaults`](super::Strategy::Defaults)'s
+/// The guards shared by all clients: [`Strategy::Defaults`](super::Strategy::Defaults)'s breaker and
 /// budget, [`Strategy::Recommended`](super::Strategy::Recommended)'s breaker and budget,
 /// [`Strategy::Adaptive`](super::Strategy::Adaptive)'s budget, throttle and bulkhead.
 #[derive(Debug)]
