@@ -270,3 +270,21 @@ async fn without_jitter_a_herd_retries_in_one_bucket_and_full_jitter_spreads_it(
     let spread = peak(&first_retries(Jitter::Full).await);
     assert!(spread < 50, "busiest bucket {spread}");
 }
+
+/// gRPC's retry throttling on a herd of 30 against a capacity of 10 (the
+/// simulator's `an_empty_budget_stops_retries` herd): 20 failures at once take the
+/// count from 10 to 0; the first four leave it above 5 and are retried, as
+/// gRPC's `RecordFailure` would allow them.
+#[test]
+fn retry_throttling_stops_retries_at_half_its_tokens() {
+    let cfg = HerdConfig {
+        clients: 30,
+        latency: Latency { mean: ms(10), sd: Duration::ZERO },
+        budget: stormproof::budget::RetryThrottling { max_tokens: 10, token_ratio: 0.1 }.into(),
+        breaker: stormproof::breaker::BreakerConfig { failure_threshold: 1_000, ..Default::default() },
+        ..HerdConfig::overload()
+    };
+    let r = simulate(&cfg, Strategy::Recommended).unwrap();
+    assert_eq!(r.budget_stopped, 16);
+    assert_eq!(r.first_retries.len(), 4);
+}

@@ -121,6 +121,14 @@ pub enum BudgetConfigView {
         /// Tokens one success returns.
         refill_per_success: u32,
     },
+    /// gRPC's retry throttling: failures take a token, successes return
+    /// `token_ratio`, retries only above half of `max_tokens`.
+    RetryThrottling {
+        /// Most tokens held.
+        max_tokens: u32,
+        /// Tokens one success returns.
+        token_ratio: f64,
+    },
     /// A form of budget this dashboard does not know yet.
     Other,
 }
@@ -138,6 +146,9 @@ impl From<BudgetConfig> for BudgetConfigView {
                 retry_cost: c.retry_cost,
                 refill_per_success: c.refill_per_success,
             },
+            BudgetConfig::RetryThrottling(c) => {
+                BudgetConfigView::RetryThrottling { max_tokens: c.max_tokens, token_ratio: c.token_ratio }
+            }
             // A form of budget the runtime added after this dashboard: shown
             // by its state, its settings unnamed.
             _ => BudgetConfigView::Other,

@@ -40,6 +40,11 @@ pub async fn renders_each_breaker_and_its_state() {
     let registry = guards();
     registry.declare_breaker("gamma", BreakerConfig::default()).unwrap();
     registry.breaker("gamma").unwrap().force_closed();
+    let throttling = stormproof::budget::RetryThrottling { max_tokens: 10, token_ratio: 0.1 };
+    registry.declare_budget("grpc", throttling).unwrap();
+    for _ in 0..5 {
+        registry.budget("grpc").unwrap().record_failure();
+    }
     // An operation whose attempts a file sets: the page says where from.
     registry.load_toml("[operations.\"admin::quote\"]\nmax_attempts = 3\n").unwrap();
     let admin = admin::router(&registry).with_token(TOKEN).unwrap();
@@ -91,6 +96,9 @@ pub async fn renders_each_breaker_and_its_state() {
         gamma.html
     );
     card(&dom, "budget", "alpha");
+    let grpc = card(&dom, "budget", "grpc");
+    assert!(grpc.html.contains("5 / 10 tokens: retries stopped"), "{}", grpc.html);
+    assert!(grpc.html.contains("gRPC retry throttling: a failure takes 1, a success returns 0.1"), "{}", grpc.html);
     card(&dom, "bulkhead", "alpha");
     let adaptive = card(&dom, "bulkhead", "beta");
     assert!(adaptive.html.contains("adaptive (aimd): limit 8 within 2..8"), "{}", adaptive.html);

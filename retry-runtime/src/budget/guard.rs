@@ -1,9 +1,10 @@
 //! The budget as a [`Guard`]: it counts a call's first attempt (a ratio
 //! budget's share is of first attempts), pays for a hedge as it is
-//! admitted (a retry was paid for when it was decided), and refills on a
-//! success.
+//! admitted (a retry was paid for when it was decided), refills on a
+//! success, and hears of retryable failures (retry throttling counts them).
 
 use super::{RetryBudget, Withdrawal};
+use crate::classify::ErrorClass;
 use crate::guard::{Admit, Answer, AttemptKind, Guard};
 use crate::rejection::Rejection;
 
@@ -47,8 +48,10 @@ impl Guard for RetryBudget {
 
     #[inline(always)]
     fn record(&self, _taken: Option<Withdrawal>, answer: Answer) {
-        if answer == Answer::Success {
-            self.deposit();
+        match answer {
+            Answer::Success => self.deposit(),
+            Answer::Failed(ErrorClass::Transient | ErrorClass::Throttled { .. }) => self.record_failure(),
+            Answer::Failed(_) | Answer::Cut => {}
         }
     }
 

@@ -19,9 +19,11 @@
 //! refuses a fresh call, it only stops retries.
 
 mod bucket;
+mod config;
 mod guard;
 mod lease;
 mod ratio;
+mod throttling;
 mod withdrawal;
 
 use std::sync::Mutex;
@@ -30,8 +32,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 pub use bucket::TokenBucket;
+pub use config::BudgetConfig;
 pub use ratio::RatioBudget;
 pub use ratio::RatioWindow;
+pub use throttling::RetryThrottling;
 pub(crate) use withdrawal::Withdrawal;
 
 /// The budget name that means no budget at all: `budget = "none"` in the
@@ -53,60 +57,6 @@ pub const NO_BUDGET: &str = "none";
 use crate::config::ConfigError;
 use crate::counter::PerThreadCounter;
 
-/// A budget's settings: its form and the form's parameters.
-///
-/// ```
-/// # use stormproof_runtime as stormproof;
-/// use stormproof::{budget::{BudgetConfig, RatioBudget, TokenBucket}};
-/// assert_eq!(BudgetConfig::default(), BudgetConfig::Ratio(RatioBudget::default()));
-/// let bucket: BudgetConfig = TokenBucket { capacity: 50, ..Default::default() }.into();
-/// assert!(bucket.validate().is_ok());
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq)]
-#[non_exhaustive]
-pub enum BudgetConfig {
-    /// Retries as a share of first attempts over a window (the default).
-    Ratio(RatioBudget),
-    /// Retries take tokens; successes put them back.
-    TokenBucket(TokenBucket),
-}
-
-impl Default for BudgetConfig {
-    fn default() -> Self {
-        BudgetConfig::Ratio(RatioBudget::default())
-    }
-}
-
-impl From<RatioBudget> for BudgetConfig {
-    fn from(config: RatioBudget) -> Self {
-        BudgetConfig::Ratio(config)
-    }
-}
-
-impl From<TokenBucket> for BudgetConfig {
-    fn from(config: TokenBucket) -> Self {
-        BudgetConfig::TokenBucket(config)
-    }
-}
-
-impl BudgetConfig {
-    /// Checks the settings; the error names the invalid field.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        match self {
-            BudgetConfig::Ratio(config) => config.validate(),
-            BudgetConfig::TokenBucket(config) => config.validate(),
-        }
-    }
-
-    /// The form's name: `ratio` or `token_bucket`.
-    pub fn form(&self) -> &'static str {
-        match self {
-            BudgetConfig::Ratio(_) => "ratio",
-            BudgetConfig::TokenBucket(_) => "token_bucket",
-        }
-    }
-}
-
 /// The state of one form.
 // The ratio form's counter holds a slot per thread, each on a cache line of
 // its own (about 4 KiB): there is one budget per dependency, and a box would
@@ -121,6 +71,7 @@ enum Form {
         state: Mutex<RatioState>,
     },
     Bucket(bucket::Bucket),
+    Throttling(throttling::Throttling),
 }
 
 /// What the ratio form's retries read and change together.
@@ -197,6 +148,7 @@ impl RetryBudget {
                 state: Mutex::new(RatioState { config, window: RatioWindow::new(Duration::ZERO, 0) }),
             },
             BudgetConfig::TokenBucket(config) => Form::Bucket(bucket::Bucket::new(config)),
+            BudgetConfig::RetryThrottling(config) => Form::Throttling(throttling::Throttling::new(config)),
         };
         let budget = RetryBudget {
             name: name.into(),
@@ -223,6 +175,7 @@ impl RetryBudget {
         match &self.form {
             Form::Ratio { state, .. } => BudgetConfig::Ratio(lock(state).config),
             Form::Bucket(bucket) => BudgetConfig::TokenBucket(bucket.config()),
+            Form::Throttling(throttling) => BudgetConfig::RetryThrottling(throttling.config()),
         }
     }
 
@@ -230,7 +183,7 @@ impl RetryBudget {
     pub fn totals(&self) -> BudgetTotals {
         let first_attempts = match &self.form {
             Form::Ratio { first_attempts, .. } => first_attempts.total(),
-            Form::Bucket(_) => 0,
+            Form::Bucket(_) | Form::Throttling(_) => 0,
         };
         BudgetTotals { first_attempts, retries: self.retries.load(std::sync::atomic::Ordering::Relaxed) }
     }
@@ -291,6 +244,7 @@ impl RetryBudget {
         }
         match &self.form {
             Form::Bucket(bucket) => bucket.affords_retry(),
+            Form::Throttling(throttling) => throttling.allows_retry(),
             Form::Ratio { .. } => self.local_available() > 0,
         }
     }
@@ -303,6 +257,8 @@ impl RetryBudget {
                 u32::try_from(left).unwrap_or(u32::MAX)
             }
             Form::Bucket(bucket) => bucket.available(),
+            // Whole tokens; retries are allowed above half of the maximum.
+            Form::Throttling(throttling) => throttling.tokens(),
         }
     }
 
@@ -316,15 +272,31 @@ impl RetryBudget {
     }
 
     /// An attempt succeeded: the bucket puts `refill_per_success` tokens
-    /// back (a full bucket is only read, never written, so successes from
-    /// many threads do not fight over the cache line); the ratio form
-    /// ignores it.
+    /// back, retry throttling `token_ratio` (a full bucket or count is only
+    /// read, never written, so successes from many threads do not fight
+    /// over the cache line); the ratio form ignores it.
     #[inline]
     pub fn deposit(&self) {
-        if let Form::Bucket(bucket) = &self.form
-            && bucket.has_room()
-        {
-            self.refill(bucket);
+        match &self.form {
+            Form::Bucket(bucket) if bucket.has_room() => self.refill(bucket),
+            Form::Throttling(throttling) if throttling.has_room() => self.regain(throttling),
+            _ => {}
+        }
+    }
+
+    #[inline(never)]
+    fn regain(&self, throttling: &throttling::Throttling) {
+        throttling.record_success();
+        crate::observe::budget_level(&self.name, || throttling.tokens());
+    }
+
+    /// An attempt failed with a retryable error (transient or throttled):
+    /// retry throttling takes a token (what gRPC counts as a failure); the
+    /// other forms pay only for the retries themselves.
+    pub fn record_failure(&self) {
+        if let Form::Throttling(throttling) = &self.form {
+            throttling.record_failure();
+            crate::observe::budget_level(&self.name, || throttling.tokens());
         }
     }
 
@@ -357,6 +329,7 @@ impl RetryBudget {
         match (&self.form, config) {
             (Form::Ratio { state, .. }, BudgetConfig::Ratio(new)) => lock(state).config = new,
             (Form::Bucket(bucket), BudgetConfig::TokenBucket(new)) => bucket.reconfigure(new),
+            (Form::Throttling(throttling), BudgetConfig::RetryThrottling(new)) => throttling.reconfigure(new),
             (_, other) => {
                 return Err(ConfigError::new(
                     "form",

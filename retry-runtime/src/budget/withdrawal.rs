@@ -23,6 +23,9 @@ enum Local {
     Ratio { at: Duration },
     /// A bucket's tokens: the retry cost when it was taken.
     Bucket { cost: u32 },
+    /// Retry throttling's leave: nothing taken (the failure before it
+    /// took its token).
+    Throttled,
 }
 
 impl RetryBudget {
@@ -51,6 +54,7 @@ impl RetryBudget {
                 window.try_withdraw(config, at, first_attempts.total()).then_some(Local::Ratio { at })
             }
             Form::Bucket(bucket) => bucket.try_withdraw().map(|cost| Local::Bucket { cost }),
+            Form::Throttling(throttling) => throttling.allows_retry().then_some(Local::Throttled),
         };
         if taken.is_some() {
             self.retries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -284,6 +284,10 @@ impl<'c> Run<'c> {
             }
             if ok && !cut {
                 guards.budget.deposit();
+            } else if !cut && class.is_failure() {
+                // What the budget hears of a failure of the dependency (retry
+                // throttling takes a token for it).
+                guards.budget.record_failure();
             }
             // What the retry loop tells the throttle and the bulkhead: the
             // request, an accept if the answer is not overload (a conflict

@@ -81,7 +81,7 @@ impl Permits {
 }
 
 /// The library's budget on virtual time: the ratio form's pure window, or
-/// a token bucket (which reads no clock).
+/// a form that reads no clock (a token bucket, retry throttling).
 #[derive(Debug)]
 pub(super) enum Budget {
     Ratio { config: RatioBudget, first_attempts: u64, window: RatioWindow },
@@ -111,6 +111,12 @@ impl Budget {
     pub(super) fn deposit(&mut self) {
         if let Budget::Bucket(bucket) = self {
             bucket.deposit();
+        }
+    }
+
+    pub(super) fn record_failure(&mut self) {
+        if let Budget::Bucket(budget) = self {
+            budget.record_failure();
         }
     }
 

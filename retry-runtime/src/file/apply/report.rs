@@ -128,6 +128,10 @@ pub(super) fn budget_diff(old: &BudgetConfig, new: &BudgetConfig) -> Vec<String>
             ("retry_cost", old.retry_cost.to_string(), new.retry_cost.to_string()),
             ("refill_per_success", old.refill_per_success.to_string(), new.refill_per_success.to_string()),
         ]),
+        (BudgetConfig::RetryThrottling(old), BudgetConfig::RetryThrottling(new)) => changes(&[
+            ("max_tokens", old.max_tokens.to_string(), new.max_tokens.to_string()),
+            ("token_ratio", old.token_ratio.to_string(), new.token_ratio.to_string()),
+        ]),
         (BudgetConfig::Ratio(old), BudgetConfig::Ratio(new)) => changes(&[
             ("ratio", old.ratio.to_string(), new.ratio.to_string()),
             ("window_ms", ms(old.window), ms(new.window)),

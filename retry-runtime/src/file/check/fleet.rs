@@ -62,9 +62,10 @@ mod with_redis {
             if !file.fleet_given {
                 problems.push(span, Some("fleet"), no_table);
             }
-            if matches!(table.value, BudgetConfig::TokenBucket(_)) {
+            if !matches!(table.value, BudgetConfig::Ratio(_)) {
+                let form = table.value.form().replace('_', " ");
                 problems.push(span, Some("fleet"), format!(
-                    "budget `{}` cannot be shared: it is a token bucket; a fleet shares ratio budgets (a share of the fleet's traffic)",
+                    "budget `{}` cannot be shared: it is a {form}; a fleet shares ratio budgets (a share of the fleet's traffic)",
                     table.name
                 ));
             }

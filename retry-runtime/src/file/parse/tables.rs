@@ -3,7 +3,7 @@
 
 use super::values::{Entry, count, finish, integer, millis, number, span_of, text};
 use crate::breaker::BreakerConfig;
-use crate::budget::{BudgetConfig, RatioBudget, TokenBucket};
+use crate::budget::{BudgetConfig, RatioBudget, RetryThrottling, TokenBucket};
 use crate::bulkhead::{AdaptiveLimit, BulkheadConfig};
 use crate::file::{Problems, Span};
 use crate::rate_limit::RateLimitConfig;
@@ -22,11 +22,27 @@ pub(crate) const BREAKER_KEYS: &[&str] = &[
     "window_calls",
     "fleet",
 ];
-pub(crate) const BUDGET_KEYS: &[&str] =
-    &["ratio", "window_ms", "min_per_sec", "capacity", "retry_cost", "refill_per_success", "fleet"];
+pub(crate) const BUDGET_KEYS: &[&str] = &[
+    "ratio",
+    "window_ms",
+    "min_per_sec",
+    "capacity",
+    "retry_cost",
+    "refill_per_success",
+    "max_tokens",
+    "token_ratio",
+    "fleet",
+];
 /// A budget's keys by form: a table gives the keys of one form.
 const RATIO_KEYS: &[&str] = &["ratio", "window_ms", "min_per_sec"];
 const BUCKET_KEYS: &[&str] = &["capacity", "retry_cost", "refill_per_success"];
+const THROTTLING_KEYS: &[&str] = &["max_tokens", "token_ratio"];
+/// Each form's keys, and what the form is called in a message.
+const FORMS: [(&[&str], &str); 3] = [
+    (RATIO_KEYS, "a ratio budget's"),
+    (BUCKET_KEYS, "a token bucket's"),
+    (THROTTLING_KEYS, "retry throttling's"),
+];
 pub(crate) const BULKHEAD_KEYS: &[&str] = &[
     "max_concurrent",
     "max_wait_ms",
@@ -104,7 +120,7 @@ pub(crate) fn breaker(
 }
 
 /// A budget: a ratio budget (the default form) unless its table gives a
-/// token bucket's keys; one table cannot mix the two.
+/// token bucket's keys or retry throttling's; one table cannot mix forms.
 pub(crate) fn budget(
     entries: &[Entry<'_>],
     table: &Span,
@@ -113,12 +129,14 @@ pub(crate) fn budget(
     let before = problems.len();
     let given =
         |keys: &[&str]| entries.iter().find(|(k, _)| keys.contains(&k.get_ref().as_ref())).map(|(k, _)| k);
-    if let (Some(_), Some(bucket_key)) = (given(RATIO_KEYS), given(BUCKET_KEYS)) {
-        let key = bucket_key.get_ref().as_ref();
+    let mut forms = FORMS.iter().filter_map(|(keys, named)| given(keys).map(|key| (key, *keys, *named)));
+    if let (Some((_, keys, first)), Some((key, _, second))) = (forms.next(), forms.next()) {
+        let name = key.get_ref().as_ref();
+        let keys = keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
         problems.push(
-            &bucket_key.span(),
-            Some(key),
-            format!("`{key}` is a token bucket's key, but this budget also has a ratio budget's keys (`ratio`, `window_ms`, `min_per_sec`): give one form's keys"),
+            &key.span(),
+            Some(name),
+            format!("`{name}` is {second} key, but this budget also has {first} keys ({keys}): give one form's keys"),
         );
         return None;
     }
@@ -134,6 +152,15 @@ pub(crate) fn budget(
             bucket.refill_per_success = n;
         }
         BudgetConfig::TokenBucket(bucket)
+    } else if given(THROTTLING_KEYS).is_some() {
+        let mut throttling = RetryThrottling::default();
+        if let Some((n, _)) = count(entries, "max_tokens", problems) {
+            throttling.max_tokens = n;
+        }
+        if let Some(value) = number(entries, "token_ratio", problems) {
+            throttling.token_ratio = value;
+        }
+        BudgetConfig::RetryThrottling(throttling)
     } else {
         let mut ratio = RatioBudget::default();
         if let Some(value) = number(entries, "ratio", problems) {
