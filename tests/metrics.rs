@@ -257,8 +257,12 @@ fn the_throttle_gauge_falls_back_to_zero_once_its_refusals_leave_the_window() {
         let config = ThrottleConfig::default();
         registry.declare_throttle("dep", config).unwrap();
         let throttle = registry.throttle("dep").unwrap();
-        // A dependency that accepts nothing: the throttle starts refusing.
-        for _ in 0..20 {
+        // A dependency that accepts nothing: the throttle starts refusing
+        // (each tenth of the window judged on the ones before it).
+        for call in 0..20 {
+            if call % 5 == 4 {
+                tokio::time::sleep(config.window / 10).await;
+            }
             if throttle.admit() {
                 throttle.answered(false);
             } else {

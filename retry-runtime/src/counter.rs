@@ -58,6 +58,16 @@ impl Drop for Release {
     }
 }
 
+/// Which of `stripes` stripes this thread writes (its slot's, so that the
+/// first `stripes` threads to count each have their own). For counts that
+/// must be reset by other threads (the throttle's window), which a plain
+/// load and store would lose: those add with `fetch_add` on their stripe,
+/// uncontended while threads are no more than stripes.
+#[inline]
+pub(crate) fn stripe(stripes: usize) -> usize {
+    slot() % stripes
+}
+
 /// This thread's slot, claimed on its first call; `SPARE` when every slot
 /// was taken then, or the thread is exiting.
 #[inline]

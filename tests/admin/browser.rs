@@ -98,7 +98,11 @@ pub async fn renders_each_breaker_and_its_state() {
     card(&dom, "budget", "alpha");
     let grpc = card(&dom, "budget", "grpc");
     assert!(grpc.html.contains("5 / 10 tokens: retries stopped"), "{}", grpc.html);
-    assert!(grpc.html.contains("gRPC retry throttling: a failure takes 1, a success returns 0.1"), "{}", grpc.html);
+    assert!(
+        grpc.html.contains("gRPC retry throttling: a failure takes 1, a success returns 0.1"),
+        "{}",
+        grpc.html
+    );
     card(&dom, "bulkhead", "alpha");
     let adaptive = card(&dom, "bulkhead", "beta");
     assert!(adaptive.html.contains("adaptive (aimd): limit 8 within 2..8"), "{}", adaptive.html);

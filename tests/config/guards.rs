@@ -135,6 +135,8 @@ async fn a_reload_keeps_a_throttles_counts_and_judges_them_by_the_new_k() {
     for i in 0..10 {
         throttle.answered(i % 2 == 0);
     }
+    // Judged from the next tenth of the window on.
+    tokio::time::advance(ThrottleConfig::default().window / 10).await;
     assert_eq!(throttle.refusal_probability(), 0.0, "10 requests <= 2 x 5 accepts");
     let report = registry.reload_toml("[throttles.search]\nk = 1").unwrap();
     assert_eq!(report.to_string(), "throttle `search`: k 2 -> 1");

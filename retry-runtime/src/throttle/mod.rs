@@ -323,8 +323,12 @@ impl Throttle {
 mod tests {
     use super::*;
 
-    #[test]
-    fn refusals_match_the_probability_within_sound_bounds() {
+    /// A tenth of the default window: what the counts of a tenth wait
+    /// before they count.
+    const TENTH: Duration = Duration::from_millis(50);
+
+    #[tokio::test(start_paused = true)]
+    async fn refusals_match_the_probability_within_sound_bounds() {
         // Seeded draws against a known, drifting probability: refusals are
         // a sum of independent Bernoulli draws whose p_i the test reads
         // before each, so the count must lie within 4 sigma of sum(p_i).
@@ -334,13 +338,18 @@ mod tests {
             assert!(throttle.admit());
             throttle.answered(true);
         }
+        tokio::time::advance(TENTH).await;
         for _ in 0..5_000 {
             if throttle.admit() {
                 throttle.answered(false);
             }
         }
+        tokio::time::advance(TENTH).await;
         let (mut expected, mut variance, mut refused) = (0.0, 0.0, 0.0);
-        for _ in 0..10_000 {
+        for call in 0..10_000 {
+            if call % 1_000 == 999 {
+                tokio::time::advance(TENTH).await;
+            }
             let p = throttle.refusal_probability();
             expected += p;
             variance += p * (1.0 - p);
@@ -358,30 +367,36 @@ mod tests {
         );
     }
 
-    #[test]
-    fn the_simulators_core_decides_as_the_throttle_does() {
+    #[tokio::test(start_paused = true)]
+    async fn the_simulators_core_decides_as_the_throttle_does() {
         // The same settings and seed, against a dependency that accepts one
         // answer in four: the same admissions, call for call, and refusals
-        // among them. (The throttle's own clock stays within the window's
-        // first tenth, where the core's time stands still.)
+        // among them. Both clocks move a tenth every 40 calls (the
+        // throttle's is tokio's, paused; the core's is given).
         let config = ThrottleConfig::default();
         let mut core = ThrottleCore::new(config, 9);
         let throttle = Throttle::new("t", config, Some(9)).unwrap();
         let mut refused = 0;
+        let mut now = Duration::ZERO;
         for call in 0..400 {
-            let (admitted, _) = core.admit(Duration::ZERO);
+            if call % 40 == 39 {
+                tokio::time::advance(TENTH).await;
+                now += TENTH;
+            }
+            let (admitted, _) = core.admit(now);
             assert_eq!(throttle.admit(), admitted, "call {call}");
             if admitted {
-                core.answered(Duration::ZERO, call % 4 == 0);
+                core.answered(now, call % 4 == 0);
                 throttle.answered(call % 4 == 0);
             } else {
                 refused += 1;
             }
         }
         assert!(refused > 100, "a dependency accepting a quarter is throttled: {refused} refused");
+        let nanos = saturating_nanos(now + TENTH);
         assert_eq!(
-            core.window.sums_at(0, tenth_of(config.window)),
-            throttle.window.sums_at(0, throttle.tenth())
+            core.window.sums_at(nanos, tenth_of(config.window)),
+            throttle.window.sums_at(nanos, throttle.tenth())
         );
     }
 
@@ -394,8 +409,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn requests_in_flight_count_only_once_answered() {
+    #[tokio::test(start_paused = true)]
+    async fn requests_in_flight_count_only_once_answered() {
         // Uncapped, so that the probability is the formula's own.
         let config = ThrottleConfig { max_refusal_percent: 100, ..Default::default() };
         let throttle = Throttle::new("t", config, Some(1)).unwrap();
@@ -404,17 +419,23 @@ mod tests {
         for _ in 0..100 {
             throttle.answered(false);
         }
+        assert_eq!(throttle.refusal_probability(), 0.0, "counted from the next tenth");
+        tokio::time::advance(TENTH).await;
         assert!((throttle.refusal_probability() - 100.0 / 101.0).abs() < 1e-12, "then every answer counts");
     }
 
-    #[test]
-    fn at_most_max_refusal_percent_is_refused() {
+    #[tokio::test(start_paused = true)]
+    async fn at_most_max_refusal_percent_is_refused() {
         // A dependency that accepts nothing: the formula's probability
         // nears 1, the cap holds it at 0.8, and about one request in five
-        // still goes out (within 4 sigma of 2,000 of 10,000).
+        // still goes out (within 4 sigma of 2,000 of 10,000, beside the
+        // first tenth's 100, sent before any answer counted).
         let throttle = Throttle::new("t", ThrottleConfig::default(), Some(3)).unwrap();
         let mut sent = 0.0;
-        for _ in 0..10_000 {
+        for call in 0..10_100 {
+            if call % 100 == 99 {
+                tokio::time::advance(TENTH).await;
+            }
             if throttle.admit() {
                 throttle.answered(false);
                 sent += 1.0;
@@ -422,7 +443,7 @@ mod tests {
         }
         assert_eq!(throttle.refusal_probability(), 0.8);
         let sigma = (10_000.0 * 0.2 * 0.8_f64).sqrt();
-        assert!((sent - 2_000.0_f64).abs() <= 4.0 * sigma + 10.0, "{sent} sent of 10,000");
+        assert!((sent - 2_100.0_f64).abs() <= 4.0 * sigma + 10.0, "{sent} sent of 10,100");
     }
 
     #[test]

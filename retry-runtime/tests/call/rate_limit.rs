@@ -186,7 +186,7 @@ async fn a_throttled_keyed_call_waits_for_a_turn_before_each_attempt_until_the_d
         let key = Some(Arc::from("k-turns"));
         assert_eq!(*seen.lock().unwrap(), [(ms(100), key.clone()), (ms(200), key)], "{path:?}");
         // One accept up front, then two requests that were not accepts.
-        assert_eq!(probability_at_k_1(&throttle), (3.0 - 1.0) / 4.0, "{path:?}");
+        assert_eq!(probability_at_k_1(&throttle).await, (3.0 - 1.0) / 4.0, "{path:?}");
         let totals = registry().breaker(&name).unwrap().totals();
         assert_eq!((totals.calls, totals.failures), (2, 2), "{path:?}");
     }

@@ -105,8 +105,10 @@ pub(crate) fn bulkhead(name: &str, max_concurrent: u32, max_wait: Option<Duratio
 /// its counts: `(requests - accepts) / (requests + 1)`. The calls run with
 /// `k = 1000`, so that no draw decides them (the probability is 0 once
 /// the first answer was an accept).
-pub(crate) fn probability_at_k_1(throttle: &Throttle) -> f64 {
-    let calls = ThrottleConfig { k: 1000.0, ..Default::default() };
+pub(crate) async fn probability_at_k_1(throttle: &Throttle) -> f64 {
+    // The answers so far count from the next tenth of the window on.
+    tokio::time::advance(throttle.config().window / 10).await;
+    let calls = ThrottleConfig { k: 1000.0, ..throttle.config() };
     throttle.reconfigure(ThrottleConfig { k: 1.0, ..calls }).unwrap();
     let p = throttle.refusal_probability();
     throttle.reconfigure(calls).unwrap();

@@ -11,7 +11,8 @@ use crate::support::*;
 async fn the_throttle_hears_how_every_attempt_ended() {
     for path in PATHS {
         let name = format!("direct-throttle-{path:?}");
-        let calls = ThrottleConfig { k: 1000.0, ..Default::default() };
+        // A minute's window: the reads below move the clock a tenth each.
+        let calls = ThrottleConfig { k: 1000.0, window: Duration::from_secs(60), ..Default::default() };
         registry().declare_throttle(&name, calls).unwrap();
         let throttle = registry().throttle(&name).unwrap();
         let (places, guarded) = breaker_opening_after_and_one_place(&name, 100);
@@ -19,28 +20,28 @@ async fn the_throttle_hears_how_every_attempt_ended() {
         let plain = guarded.clone().build().unwrap();
         let timed = guarded.clone().attempt_timeout(ms(50)).build().unwrap();
         let deadline = guarded.deadline(ms(50)).build().unwrap();
-        let expect = |requests: f64, accepts: f64, what: &str| {
+        let expect = async |requests: f64, accepts: f64, what: &str| {
             let expected = (requests - accepts) / (requests + 1.0);
-            assert_eq!(probability_at_k_1(&throttle), expected, "{path:?}, after {what}");
+            assert_eq!(probability_at_k_1(&throttle).await, expected, "{path:?}, after {what}");
             assert_eq!(places.in_use(), 0, "{path:?}, after {what}: the place given back");
         };
         assert_eq!(call(&plain, None, path, || async { Ok(()) }).await, Ok(()));
-        expect(1.0, 1.0, "a success");
+        expect(1.0, 1.0, "a success").await;
         let transient = call(&plain, None, path, || async { Err::<(), _>(TestError::Transient) }).await;
         assert_eq!(transient, Err(TestError::Transient));
-        expect(2.0, 1.0, "a transient error");
+        expect(2.0, 1.0, "a transient error").await;
         let permanent = call(&plain, None, path, || async { Err::<(), _>(TestError::Permanent) }).await;
         assert_eq!(permanent, Err(TestError::Permanent));
-        expect(3.0, 2.0, "a permanent error");
+        expect(3.0, 2.0, "a permanent error").await;
         let timed_out = call(&timed, None, path, || ok_after(ms(100))).await;
         assert_eq!(timed_out, Err(TestError::Rejected(Rejection::AttemptTimeout { after: ms(50) })));
-        expect(4.0, 2.0, "an attempt timeout");
+        expect(4.0, 2.0, "an attempt timeout").await;
         let cut = call(&deadline, Some("k-th"), path, || ok_after(ms(100))).await;
         assert_eq!(cut, Err(TestError::Rejected(Rejection::DeadlineExceeded { after: ms(50) })));
-        expect(5.0, 2.0, "a deadline cut");
+        expect(5.0, 2.0, "a deadline cut").await;
         let cancelled = timeout(ms(10), call(&plain, None, path, || ok_after(ms(100)))).await;
         assert!(cancelled.is_err(), "{path:?}");
-        expect(5.0, 2.0, "a cancelled attempt");
+        expect(5.0, 2.0, "a cancelled attempt").await;
     }
 }
 
@@ -61,6 +62,8 @@ async fn a_throttle_refuses_before_the_attempt_runs_and_takes_no_place() {
         let ran = AtomicU32::new(0);
         let mut refused = 0;
         for _ in 0..40 {
+            // A tenth of the window apart: each call judged on the last ones.
+            tokio::time::advance(ms(50)).await;
             let result = call(&policy, None, path, || async {
                 ran.fetch_add(1, Ordering::SeqCst);
                 Err::<(), _>(TestError::Throttled(None))
