@@ -132,10 +132,12 @@ fn admit_at(
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// use stormproof::{throttle::{Throttle, ThrottleConfig}};
 /// let throttle = Throttle::new("db", ThrottleConfig::default(), Some(7)).unwrap();
-/// // A dependency that refuses everything: the throttle soon refuses most
-/// // calls itself, but never more than 80 % (`max_refusal_percent`).
+/// // A dependency that refuses everything, called every millisecond: from
+/// // the window's second tenth (50 ms) on, the throttle refuses most calls
+/// // itself, but never more than 80 % (`max_refusal_percent`).
 /// let mut refused = 0;
 /// for _ in 0..1000 {
+///     tokio::time::advance(std::time::Duration::from_millis(1)).await;
 ///     if throttle.admit() {
 ///         throttle.answered(false); // sent, and refused by the dependency
 ///     } else {

@@ -215,8 +215,9 @@ impl ThrottleWindow {
     /// assert_eq!(window.refusal_probability(&cfg, now), 99.0 / 100.0, "no accept at all");
     /// let capped = ThrottleConfig::default();
     /// assert_eq!(window.refusal_probability(&capped, now), 0.8, "at most max_refusal_percent");
-    /// for _ in 0..50 { window.accept(&cfg, then); }
-    /// assert_eq!(window.refusal_probability(&cfg, now), 0.0, "99 requests <= 2 * 50 accepts");
+    /// for _ in 0..50 { window.accept(&cfg, now); }
+    /// let later = now + cfg.window / 10;
+    /// assert_eq!(window.refusal_probability(&cfg, later), 0.0, "99 requests <= 2 * 50 accepts");
     /// ```
     pub fn refusal_probability(&self, config: &ThrottleConfig, now: Duration) -> f64 {
         self.probability_at(saturating_nanos(now), tenth_of(config.window), config.k, config.max_refusal())
