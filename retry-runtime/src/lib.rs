@@ -47,6 +47,8 @@ mod errors;
 mod file;
 #[cfg(feature = "fleet")]
 pub mod fleet;
+#[cfg(feature = "tonic")]
+pub mod grpc;
 pub mod guard;
 mod guards;
 pub mod hooks;

@@ -34,7 +34,7 @@ mod anyhow;
 #[cfg(feature = "hyper-util")]
 mod hyper_util;
 #[cfg(feature = "tonic")]
-mod tonic;
+pub(crate) mod tonic;
 
 use std::error::Error as StdError;
 

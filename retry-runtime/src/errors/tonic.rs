@@ -82,7 +82,7 @@ fn timed_out(status: &Status) -> bool {
     false
 }
 
-enum Pushback {
+pub(crate) enum Pushback {
     /// Retry, after this long if the server said.
     After(Option<Duration>),
     /// The server asked not to retry.
@@ -96,7 +96,7 @@ enum Pushback {
 /// retrying that cannot be obeyed, and retrying anyway is the unsafe
 /// reading. Anything from the network is hostile: surrounding spaces are
 /// allowed, huge values saturate, and no arithmetic here can overflow.
-fn pushback(status: &Status) -> Pushback {
+pub(crate) fn pushback(status: &Status) -> Pushback {
     let mut values = status.metadata().get_all(PUSHBACK).iter();
     let Some(value) = values.next() else {
         return Pushback::After(None);
