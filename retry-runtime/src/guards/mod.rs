@@ -44,6 +44,33 @@ pub(crate) struct GuardNames {
 }
 
 impl GuardNames {
+    /// The operation's own breaker and budget named after `operation`,
+    /// where the names say it has them and none is named yet (a builder
+    /// names them when it builds: its name may change before).
+    pub(crate) fn with_own_named(mut self, operation: Cow<'static, str>) -> Self {
+        if self.budget_by_default && self.budget.is_none() {
+            self.budget = Some(operation.clone());
+        }
+        if self.breaker_by_default && self.breaker.is_none() {
+            self.breaker = Some(operation);
+        }
+        self
+    }
+
+    /// These names with the operation's own breaker and budget unnamed
+    /// again (for a builder, which names them after its name when it
+    /// builds).
+    pub(crate) fn with_own_unnamed(&self) -> Self {
+        let mut names = self.clone();
+        if names.budget_by_default {
+            names.budget = None;
+        }
+        if names.breaker_by_default {
+            names.breaker = None;
+        }
+        names
+    }
+
     /// Whether the policy names any guard at all.
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {

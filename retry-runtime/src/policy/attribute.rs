@@ -61,21 +61,23 @@ const fn borrowed(name: Option<&'static str>) -> Option<Cow<'static, str>> {
     }
 }
 
+/// The guard a function names, else the operation's own (named after it)
+/// unless it said `"none"`.
+const fn guard_name(named: Option<&'static str>, own: bool, operation: &'static str) -> Option<&'static str> {
+    match (named, own) {
+        (Some(name), _) => Some(name),
+        (None, true) => Some(operation),
+        (None, false) => None,
+    }
+}
+
 impl Policy {
     /// A policy from the attribute's (compile-time validated) arguments,
     /// usable in a `static`.
     #[doc(hidden)]
     pub const fn from_attribute(cfg: AttributeConfig) -> Policy {
-        let budget = match (cfg.budget, cfg.default_budget) {
-            (Some(name), _) => Some(name),
-            (None, true) => Some(cfg.operation),
-            (None, false) => None,
-        };
-        let breaker = match (cfg.breaker, cfg.default_breaker) {
-            (Some(name), _) => Some(name),
-            (None, true) => Some(cfg.operation),
-            (None, false) => None,
-        };
+        let budget = guard_name(cfg.budget, cfg.default_budget, cfg.operation);
+        let breaker = guard_name(cfg.breaker, cfg.default_breaker, cfg.operation);
         let settings = Settings {
             max_attempts: cfg.max_attempts,
             backoff: Backoff::new(

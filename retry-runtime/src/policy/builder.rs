@@ -307,12 +307,7 @@ impl PolicyBuilder {
     }
 
     pub(super) fn into_policy(mut self) -> Policy {
-        if self.guard_names.budget_by_default && self.guard_names.budget.is_none() {
-            self.guard_names.budget = Some(self.operation.clone());
-        }
-        if self.guard_names.breaker_by_default && self.guard_names.breaker.is_none() {
-            self.guard_names.breaker = Some(self.operation.clone());
-        }
+        self.guard_names = std::mem::take(&mut self.guard_names).with_own_named(self.operation.clone());
         let named = !self.guard_names.is_empty();
         let settings = Settings {
             max_attempts: self.max_attempts,

@@ -196,21 +196,7 @@ impl Policy {
             attempt_timeout: self.settings.attempt_timeout,
             deadline: self.settings.deadline,
             hedge: self.settings.hedge,
-            // The operation's own budget and breaker are named when the
-            // builder builds (its name may change before that).
-            guard_names: GuardNames {
-                budget: if self.guard_names.budget_by_default {
-                    None
-                } else {
-                    self.guard_names.budget.clone()
-                },
-                breaker: if self.guard_names.breaker_by_default {
-                    None
-                } else {
-                    self.guard_names.breaker.clone()
-                },
-                ..self.guard_names.clone()
-            },
+            guard_names: self.guard_names.with_own_unnamed(),
             seed: self.seed,
             nested: self.nested,
             hooks: self.hooks.clone(),
