@@ -118,7 +118,12 @@ for row, floor, allowed in [
 ]:
     if row not in measured or floor not in measured:
         continue
-    gap = measured[row]["per_call"] - measured[floor]["per_call"]
+    # Whole instructions: a row's count per call is an average over 5,120
+    # calls, and work done once in many calls (a timer wheel's turn, an
+    # allocator's refill) leaves fractions that differ between machines. CI
+    # once measured the defaults a fraction above the named guards (printed
+    # "+0") and failed on it; less than half an instruction is not a cost.
+    gap = round(measured[row]["per_call"] - measured[floor]["per_call"])
     verdict = ""
     if gap > allowed:
         failed.append(f"{row} over {floor}")
