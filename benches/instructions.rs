@@ -284,6 +284,100 @@ library_benchmark_group!(
         policy_run, policy_run_keyed, backon_retry, failsafe_breaker, fail_once_then_succeed
 );
 
+// The tower layer's rows (feature `tower`: `INSTRUCTIONS_FEATURES=tower
+// scripts/instructions.sh tower_bare_cloning tower_cloning ...`): one request
+// made ready and called through `ResilientLayer` around a service that
+// answers at once, against the bare service; the policy has the rows'
+// breaker and budget (`shared::policy`).
+#[cfg(feature = "tower")]
+mod tower_rows {
+    use super::*;
+
+    use ::tower::{Layer, Service, ServiceExt, service_fn};
+    use bytes::Bytes;
+    use http::{Request, Response};
+    use http_body_util::Full;
+    use stormproof::http::tower::ResilientLayer;
+
+    type Body = Full<Bytes>;
+
+    fn cloning_inner()
+    -> impl Service<u64, Response = u64, Error = std::convert::Infallible, Future: Send> + Clone + Send + 'static
+    {
+        service_fn(|n: u64| std::future::ready(Ok(black_box(n))))
+    }
+
+    fn http_inner()
+    -> impl Service<Request<Body>, Response = Response<Body>, Error = std::convert::Infallible, Future: Send>
+    + Clone
+    + Send
+    + 'static {
+        service_fn(|request: Request<Body>| {
+            black_box(&request);
+            std::future::ready(Ok(Response::new(Full::new(Bytes::from_static(b"ok")))))
+        })
+    }
+
+    fn get() -> Request<Body> {
+        let mut request = Request::new(Full::new(Bytes::from_static(b"")));
+        *request.uri_mut() = http::Uri::from_static("http://inventory.internal/stock/A-1");
+        request
+    }
+
+    /// `calls` requests (made by `request`) through `service` back to
+    /// back, each made ready first and its answer used, as `drive` does.
+    fn drive_service<S: Service<R>, R>(
+        (rt, calls): (Runtime, u64),
+        mut service: S,
+        request: impl Fn() -> R,
+    ) -> Runtime {
+        rt.block_on(async {
+            for _ in 0..calls {
+                let answered = match service.ready().await {
+                    Ok(ready) => ready.call(request()).await.is_ok(),
+                    Err(_) => false,
+                };
+                black_box(answered);
+            }
+        });
+        rt
+    }
+
+    #[library_benchmark]
+    #[bench::n(args = (N,), setup = fixture)]
+    #[bench::twice_n(args = (2 * N,), setup = fixture)]
+    fn tower_bare_cloning(f: (Runtime, u64)) -> Runtime {
+        drive_service(f, cloning_inner(), || black_box(1))
+    }
+
+    #[library_benchmark]
+    #[bench::n(args = (N,), setup = fixture)]
+    #[bench::twice_n(args = (2 * N,), setup = fixture)]
+    fn tower_cloning(f: (Runtime, u64)) -> Runtime {
+        drive_service(f, ResilientLayer::cloning(policy()).layer(cloning_inner()), || black_box(1))
+    }
+
+    #[library_benchmark]
+    #[bench::n(args = (N,), setup = fixture)]
+    #[bench::twice_n(args = (2 * N,), setup = fixture)]
+    fn tower_bare_http(f: (Runtime, u64)) -> Runtime {
+        drive_service(f, http_inner(), get)
+    }
+
+    #[library_benchmark]
+    #[bench::n(args = (N,), setup = fixture)]
+    #[bench::twice_n(args = (2 * N,), setup = fixture)]
+    fn tower_http(f: (Runtime, u64)) -> Runtime {
+        drive_service(f, ResilientLayer::new(policy()).layer(http_inner()), get)
+    }
+
+    library_benchmark_group!(
+        name = tower_layer;
+        benchmarks = tower_bare_cloning, tower_cloning, tower_bare_http, tower_http
+    );
+}
+
+#[cfg(not(feature = "tower"))]
 main!(
     // Only instructions are needed: no cache simulation, which would make
     // every run several times slower.
@@ -291,4 +385,15 @@ main!(
         .tool(Callgrind::with_args(["--cache-sim=no"]))
         .pass_through_env("STORMPROOF_BENCH_FLEET");
     library_benchmark_groups = success
+);
+
+#[cfg(feature = "tower")]
+use tower_rows::tower_layer;
+
+#[cfg(feature = "tower")]
+main!(
+    config = LibraryBenchmarkConfig::default()
+        .tool(Callgrind::with_args(["--cache-sim=no"]))
+        .pass_through_env("STORMPROOF_BENCH_FLEET");
+    library_benchmark_groups = success, tower_layer
 );

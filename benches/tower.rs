@@ -12,11 +12,13 @@
 //! tokio runtime drives the loop (criterion's `to_async`). Benchmarks:
 //! - `tower/bare`: the inner service alone, the baseline;
 //! - `tower/layer_get`: a GET through `ResilientLayer::new` (4 attempts,
-//!   no guard): a copy of the request kept for a retry, the boxed future,
-//!   the loop's bookkeeping, the `Attempts` extension;
+//!   the operation's own breaker and budget): a copy of the request kept
+//!   for a retry, the first attempt run in the response future itself, the
+//!   `Attempts` extension;
 //! - `tower/layer_get_breaker_budget`: the same with a named breaker and
 //!   budget (global registry);
-//! - `tower/layer_post_no_key`: a POST without a key: one attempt, so no copy;
+//! - `tower/layer_post_no_key`: a POST without a key: one attempt, so no
+//!   copy, and not a plain call (its future is boxed);
 //! - `tower/cloning`: `ResilientLayer::cloning` around a service of `u64`
 //!   requests, against `tower/bare_cloning`.
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Runs the tower layer's benchmark (benches/tower.rs, one criterion run) and
-# prints each request's median time and its ratio to the bare service; with
-# --write, also writes that summary into README.md between the
+# prints each request's median time and its ratio to the bare service, then
+# the instructions of one request (benches/instructions.rs, feature tower); with
+# --write, also writes that summary into docs/http.md between the
 # <!-- tower-bench --> markers.
 #
 #   scripts/bench-tower.sh                 # run, then print
-#   scripts/bench-tower.sh --write         # run, print, and write README.md
+#   scripts/bench-tower.sh --write         # run, print, and write docs/http.md
 #   scripts/bench-tower.sh --no-run        # print (and --write) from the last run
 #   BENCH_ARGS="--measurement-time 5" scripts/bench-tower.sh
 #
@@ -30,9 +31,13 @@ if [[ $run == 1 ]]; then
   # shellcheck disable=SC2086
   cargo bench -p stormproof-benches --bench tower --features tower -- --noplot ${BENCH_ARGS:-}
   echo "$load" > "$target_dir/criterion/.tower-load-before-run"
+  # Instruction counts of the same success path (benches/instructions.rs,
+  # feature tower): the same on every run, however busy the machine.
+  INSTRUCTIONS_FEATURES=tower INSTRUCTIONS_OUT="$target_dir/instructions-tower.json" \
+    scripts/instructions.sh policy_run tower_bare_cloning tower_cloning tower_bare_http tower_http
 fi
 
-CRITERION_DIR="$target_dir/criterion" COMMAND="$command" WRITE="$write" python3 - <<'PY'
+CRITERION_DIR="$target_dir/criterion" INSTRUCTIONS="$target_dir/instructions-tower.json" COMMAND="$command" WRITE="$write" python3 - <<'PY'
 import json, os, re
 
 root = os.environ["CRITERION_DIR"]
@@ -61,6 +66,20 @@ for label, name, base in rows:
     ratio = "" if name == base else f"{t / b:.1f}x"
     lines.append(f"{label:<34} {t:>7,.0f} ns {overhead:>10} {ratio:>7}".rstrip())
 lines.append(f"(nproc {os.cpu_count()}, load average before the run: {load})")
+with open(os.environ["INSTRUCTIONS"]) as f:
+    counts = {row: r["per_call"] for row, r in json.load(f).items()}
+lines.append("")
+lines.append(f"{'instructions per request':<34} {'count':>10} {'overhead':>10}")
+for label, name, base in [
+    ("bare service (HTTP)", "tower_bare_http", None),
+    ("ResilientLayer::new, GET", "tower_http", "tower_bare_http"),
+    ("bare service (u64 requests)", "tower_bare_cloning", None),
+    ("ResilientLayer::cloning", "tower_cloning", "tower_bare_cloning"),
+    ("Policy::run, for comparison", "policy_run", None),
+]:
+    overhead = f"+{counts[name] - counts[base]:,.0f}" if base else ""
+    lines.append(f"{label:<34} {counts[name]:>10,.0f} {overhead:>10}".rstrip())
+lines.append("(all with a named breaker and budget; scripts/instructions.sh, callgrind)")
 summary = "\n".join(lines)
 print(summary)
 

@@ -358,3 +358,93 @@ async fn the_counter_sees_allocations() {
     .await;
     assert_eq!(n, 1);
 }
+
+/// The tower layer runs a plain call's first attempt in its own response
+/// future, without a box (issue 42): around a service answering at once,
+/// with a breaker and a budget, `ResilientLayer::cloning` allocates
+/// nothing, and `ResilientLayer::new` nothing but the `Attempts` extension
+/// it puts in the response (measured here the same way: one insert into an
+/// empty response's extensions).
+#[cfg(feature = "tower")]
+mod tower_layer {
+    use super::*;
+
+    use bytes::Bytes;
+    use http::{Request, Response};
+    use http_body_util::Full;
+    use stormproof::http::Attempts;
+    use stormproof::http::tower::ResilientLayer;
+    use tower::{Layer, Service, ServiceExt, service_fn};
+
+    /// A value of `Attempts`'s size, which has no public constructor.
+    #[derive(Clone)]
+    struct SizeOfAttempts(#[allow(dead_code)] u32);
+
+    fn policy() -> Policy {
+        Policy::builder().max_attempts(4).breaker("alloc-breaker").budget("alloc-budget").build().unwrap()
+    }
+
+    /// Allocations made on this thread by `CALLS` calls of `service`, one
+    /// request (made by `request`, outside the count) at a time.
+    async fn allocations_through<S, R>(service: &mut S, request: impl Fn(u64) -> R) -> u64
+    where
+        S: Service<R>,
+        S::Error: std::fmt::Debug,
+    {
+        let mut total = 0;
+        for i in 0..u64::from(CALLS) {
+            let request = request(i);
+            total += allocations_in(|| async {
+                let ready = service.ready().await.unwrap();
+                std::hint::black_box(ready.call(request).await.unwrap());
+            })
+            .await;
+        }
+        total
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_successful_call_through_the_cloning_layer_allocates_nothing() {
+        let _one = ONE_AT_A_TIME.lock().await;
+        declare();
+        let inner = service_fn(|n: u64| std::future::ready(Ok::<_, std::convert::Infallible>(n + 1)));
+        let mut bare = inner;
+        let mut layered = ResilientLayer::cloning(policy()).layer(inner);
+        allocations_through(&mut layered, |i| i).await; // warm-up: resolves the guards
+        let bare = allocations_through(&mut bare, |i| i).await;
+        let layered = allocations_through(&mut layered, |i| i).await;
+        assert_eq!((bare, layered), (0, 0), "allocations in {CALLS} successful calls");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_successful_http_call_allocates_only_its_attempts_extension() {
+        let _one = ONE_AT_A_TIME.lock().await;
+        declare();
+        type Body = Full<Bytes>;
+        let inner = service_fn(|_: Request<Body>| {
+            std::future::ready(Ok::<_, std::convert::Infallible>(Response::new(Full::new(
+                Bytes::from_static(b"ok"),
+            ))))
+        });
+        let request =
+            |_| Request::get("http://in-process/").body(Full::new(Bytes::from_static(b""))).unwrap();
+        let mut bare = inner;
+        let mut layered = ResilientLayer::new(policy()).layer(inner);
+        allocations_through(&mut layered, request).await; // warm-up
+        let bare = allocations_through(&mut bare, request).await;
+        let layered = allocations_through(&mut layered, request).await;
+        let mut extension = 0;
+        for _ in 0..CALLS {
+            let mut response = Response::new(());
+            extension +=
+                allocations_in(|| async { response.extensions_mut().insert(SizeOfAttempts(1)) }).await;
+        }
+        assert!(extension > 0, "inserting the extension allocates");
+        assert_eq!(size_of::<SizeOfAttempts>(), size_of::<Attempts>());
+        assert_eq!(
+            layered - bare,
+            extension,
+            "allocations in {CALLS} successful calls, beyond the bare service's"
+        );
+    }
+}

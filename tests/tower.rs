@@ -927,3 +927,116 @@ async fn a_hedging_policy_sends_one_request_per_attempt_through_the_layer() {
     assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 1));
     assert_eq!(calls.load(Ordering::SeqCst), 1, "no hedge at 10 ms or 20 ms: one request");
 }
+
+/// A service whose every answer is `status`, counting its calls; with
+/// `hold`, its answers never come.
+fn answering(
+    status: u16,
+    hold: bool,
+    calls: Arc<AtomicU32>,
+) -> impl Service<Request<Body>, Response = Response<String>, Error = Infallible, Future: Send>
++ Clone
++ Send
++ 'static {
+    service_fn(move |_: Request<Body>| {
+        calls.fetch_add(1, Ordering::SeqCst);
+        async move {
+            if hold {
+                std::future::pending::<()>().await;
+            }
+            Ok::<_, Infallible>(reply(status))
+        }
+    })
+}
+
+/// A plain call (the global registry, no timeout or deadline) runs its
+/// first attempt in the response future itself (issue 42): the guards'
+/// permits are handed back when it answers and when it is dropped
+/// unanswered, and its failure reaches the breaker as any attempt's does.
+#[tokio::test(start_paused = true)]
+async fn a_plain_first_attempt_gives_its_bulkhead_place_back_answered_or_dropped() {
+    let bulkhead = "tower-plain-bulkhead";
+    stormproof::registry()
+        .declare_bulkhead(
+            bulkhead,
+            BulkheadConfig { max_concurrent: 1, max_wait: None, ..Default::default() },
+        )
+        .unwrap();
+    let place = || stormproof::registry().bulkhead(bulkhead).unwrap().in_use();
+    let calls = Arc::new(AtomicU32::new(0));
+    let layer = ResilientLayer::new(policy(4).bulkhead(bulkhead).build().unwrap());
+    let answered = layer.layer(answering(200, false, calls.clone()));
+    for _ in 0..3 {
+        let response = answered.clone().oneshot(get("http://in-process/")).await.unwrap();
+        assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 1));
+        assert_eq!(place(), 0, "given back as the attempt answered");
+    }
+
+    let mut held = layer.layer(answering(200, true, calls.clone()));
+    std::future::poll_fn(|cx| Service::<Request<Body>>::poll_ready(&mut held, cx)).await.unwrap();
+    let mut unanswered = Box::pin(held.call(get("http://in-process/")));
+    assert!(futures_poll_once(unanswered.as_mut()).await.is_pending());
+    assert_eq!(place(), 1, "held while the attempt runs");
+    drop(unanswered);
+    assert_eq!(place(), 0, "given back as the unanswered attempt was dropped");
+    assert_eq!(calls.load(Ordering::SeqCst), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_plain_first_attempts_failure_reaches_the_breaker() {
+    let breaker = "tower-plain-breaker";
+    stormproof::registry()
+        .declare_breaker(
+            breaker,
+            BreakerConfig { failure_threshold: 3, open_for: ms(60_000), ..Default::default() },
+        )
+        .unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let service = ResilientLayer::new(policy(2).breaker(breaker).budget("none").build().unwrap())
+        .layer(answering(503, false, calls.clone()));
+    // The first call's two attempts fail; the second call's first attempt,
+    // plain, is the third failure: the breaker opens and refuses its retry.
+    for expected in [2, 1] {
+        let response = service.clone().oneshot(get("http://in-process/")).await.unwrap();
+        assert_eq!((response.status(), attempts(&response)), (StatusCode::SERVICE_UNAVAILABLE, expected));
+    }
+    assert_eq!(stormproof::registry().breaker(breaker).unwrap().state(), BreakerState::Open);
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+}
+
+/// Polls `future` once.
+async fn futures_poll_once<F: Future>(mut future: Pin<&mut F>) -> Poll<F::Output> {
+    std::future::poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))).await
+}
+
+/// Answers with the statuses in order, then 200s.
+fn answering_in_turn(
+    statuses: &[u16],
+) -> impl Service<Request<Body>, Response = Response<String>, Error = Infallible, Future: Send>
++ Clone
++ Send
++ 'static {
+    let statuses = Arc::new(Mutex::new(statuses.iter().copied().collect::<VecDeque<_>>()));
+    service_fn(move |_: Request<Body>| {
+        let status = statuses.lock().unwrap().pop_front().unwrap_or(200);
+        std::future::ready(Ok::<_, Infallible>(reply(status)))
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_plain_first_attempts_success_refills_the_budget() {
+    let budget = "tower-plain-budget";
+    stormproof::registry()
+        .declare_budget(budget, TokenBucket { capacity: 2, retry_cost: 2, refill_per_success: 1 })
+        .unwrap();
+    let service = ResilientLayer::new(policy(2).budget(budget).breaker("none").build().unwrap())
+        .layer(answering_in_turn(&[503, 503, 200, 200, 503, 503]));
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        let response = service.clone().oneshot(get("http://in-process/")).await.unwrap();
+        seen.push((response.status().as_u16(), attempts(&response)));
+    }
+    // The first call's retry spends both tokens; the two plain successes
+    // after it give them back, so the last call may retry again.
+    assert_eq!(seen, [(503, 2), (200, 1), (200, 1), (503, 2)]);
+}

@@ -57,6 +57,8 @@ mod key;
 mod last_error;
 mod made_on_poll;
 mod more;
+#[cfg(feature = "tower")]
+mod owned;
 mod phase;
 mod plain;
 mod polled;
@@ -75,6 +77,8 @@ use tokio::time::Instant;
 pub use key::{KeyFromDisplay, KeyFromInteger, KeyFromText, KeyProbe, idempotency_key};
 pub use last_error::{ErrorProbe, ForgetOtherError, KeepSendError, Kept, LastError};
 pub use made_on_poll::MadeOnPoll;
+#[cfg(feature = "tower")]
+pub(crate) use owned::{FirstAttempt, FirstPermits};
 pub use plain::{Keyed, Unkeyed};
 pub use run::{Classified, ClassifyInner};
 

@@ -118,9 +118,9 @@ pin_project! {
 /// Permits a plain attempt holds, handed back as this drops unless taken
 /// first: what is not recorded (the attempt was cancelled, or its error's
 /// classification panicked) counts nothing.
-struct Holding<'p, V: Shape> {
-    held: V::Held<'p>,
-    permits: Option<ShapedPermits<V>>,
+pub(super) struct Holding<'p, V: Shape> {
+    pub(super) held: V::Held<'p>,
+    pub(super) permits: Option<ShapedPermits<V>>,
 }
 
 impl<V: Shape> Drop for Holding<'_, V> {
@@ -148,8 +148,8 @@ fn cancelled<Fut, V: Shape>(
 /// A plain call's first attempt failed: its error, and what the guards
 /// gave it (recorded with the failure by [`Call::after_plain`]).
 pub struct PlainFailure<'p, E, V: Shape> {
-    holding: Holding<'p, V>,
-    error: E,
+    pub(super) holding: Holding<'p, V>,
+    pub(super) error: E,
 }
 
 impl<V: Shape> std::fmt::Debug for Plain<'_, V> {

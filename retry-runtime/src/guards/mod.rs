@@ -220,6 +220,17 @@ impl GuardCache {
         }
     }
 
+    /// The guards [`global_unless_scoped`](Self::global_unless_scoped)
+    /// found for a call admitted outside a scope, found again (the same
+    /// ones: the global registry's are resolved once per policy), to record
+    /// that call's outcome from a future that cannot keep the borrow (the
+    /// tower layer's, see `call::owned`).
+    #[cfg(feature = "tower")]
+    #[inline]
+    pub(crate) fn global_again(&self, names: &GuardNames, named: bool) -> &Guards {
+        if !named && !self.named { &NO_GUARDS } else { self.global(names) }
+    }
+
     #[inline]
     fn global(&self, names: &GuardNames) -> &Guards {
         match self.global.get() {

@@ -99,8 +99,11 @@ pub(crate) fn time_before(attempt_timeout: Option<Duration>, deadline: Option<In
 }
 
 /// How a drain ended.
+///
+/// `pub` but unreachable from outside the crate: named by
+/// [`Transport::discard`](super::exchange::Transport::discard).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Drained {
+pub enum Drained {
     /// Read to the end: the connection can be reused.
     Whole,
     /// Not HTTP/1: its connection outlives the response, so not read.

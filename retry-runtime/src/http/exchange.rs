@@ -17,6 +17,8 @@ use tokio::time::Instant;
 use super::attempts::Attempts;
 use super::drain;
 use crate::call::{Call, Kept, Step};
+#[cfg(feature = "tower")]
+use crate::call::{FirstPermits, Unkeyed};
 use crate::classify::ErrorClass;
 use crate::error::ErrorHandling;
 use crate::policy::Policy;
@@ -38,7 +40,10 @@ pub struct Plan {
 /// A client stack the shared call can drive: its request, response and
 /// error types, how to send one request, and what requests and responses
 /// mean for retrying.
-pub(crate) trait Transport {
+///
+/// `pub` but unreachable from outside the crate: the bound of the tower
+/// layer's response future, whose type names its transport.
+pub trait Transport {
     /// A request.
     type Request;
     /// A response.
@@ -145,20 +150,28 @@ pub(crate) async fn run<T: Transport>(
 ) -> Result<T::Response, T::Error> {
     let plan = T::plan(&request);
     let mut call = Call::new(policy, plan.key, Kept::default(), ByTransport::<T>(PhantomData));
-    let execution = &mut call;
     if !plan.retry {
         tracing::debug!(
             target: crate::observe::target::HTTP,
             operation = %policy.operation(),
             "one attempt: the request is not idempotent and has no Idempotency-Key"
         );
-        execution.allow_no_retry();
+        call.allow_no_retry();
     }
-    let mut original = Some(request);
-    // The last failed response, while the loop keeps its class.
-    let mut failed: Option<T::Response> = None;
+    drive(&mut call, transport, request, None).await
+}
+
+/// The attempts of `call` from the next one on: `original` is the
+/// request, `failed` the failed response of the attempt before, if any.
+async fn drive<T: Transport>(
+    call: &mut Call<'_, Kept<Failure<T::Error>>, ByTransport<T>>,
+    transport: &mut T,
+    original: T::Request,
+    mut failed: Option<T::Response>,
+) -> Result<T::Response, T::Error> {
+    let mut original = Some(original);
     loop {
-        let Some(request) = next_request::<T, _, _>(&mut original, execution) else {
+        let Some(request) = next_request::<T, _, _>(&mut original, call) else {
             // The attempt that took the original was made the last one, so
             // the loop never asks for another.
             unreachable!("the retry loop asked for an attempt after the last one");
@@ -167,44 +180,124 @@ pub(crate) async fn run<T: Transport>(
         // before the guards admit it (and take the loop's direct path).
         let sent = transport.send(request);
         let step = if failed.is_none() {
-            execution.attempt(answer::<T>(sent, &mut failed)).await
+            call.attempt(answer::<T>(sent, &mut failed)).await
         } else {
             // When the request went out, after the drain: an adaptive
             // bulkhead's latency sample starts then (the drain and the
             // pause after it are the client's time, not the dependency's).
             let sent_at = OnceLock::new();
-            let (timeout, deadline) = (execution.attempt_timeout(), execution.deadline());
+            let (timeout, deadline) = (call.attempt_timeout(), call.deadline());
             // When the wait before this retry ends: it was admitted earlier.
-            let due = execution.take_retry_due();
+            let due = call.take_retry_due();
             let (last_failed, sent_at_ref) = (&mut failed, &sent_at);
-            execution
-                .attempt_sent_at(&sent_at, async move {
-                    // Polled: admitted, so the failed response before this
-                    // attempt will not be the call's. Discarded before the
-                    // request is sent, which takes a connection from the pool,
-                    // and the request held until its wait ends.
-                    if let Some(response) = last_failed.take() {
-                        let within = drain::time_before(timeout, deadline);
-                        let drained = T::discard(response, within).await;
-                        drain::until_due(drained, within, due).await;
-                    }
-                    let _ = sent_at_ref.set(Instant::now());
-                    answer::<T>(sent, last_failed).await
-                })
-                .await
+            call.attempt_sent_at(&sent_at, async move {
+                // Polled: admitted, so the failed response before this
+                // attempt will not be the call's. Discarded before the
+                // request is sent, which takes a connection from the pool,
+                // and the request held until its wait ends.
+                if let Some(response) = last_failed.take() {
+                    let within = drain::time_before(timeout, deadline);
+                    let drained = T::discard(response, within).await;
+                    drain::until_due(drained, within, due).await;
+                }
+                let _ = sent_at_ref.set(Instant::now());
+                answer::<T>(sent, last_failed).await
+            })
+            .await
         };
         if let Step::Done(result) = step {
-            let attempts = Attempts::new(execution.attempts());
-            return match result {
-                Ok(response) => Ok(finish::<T>(response, attempts)),
-                Err(Failure::Response(_)) => match failed {
-                    Some(response) => Ok(finish::<T>(response, attempts)),
-                    // A `Failure::Response` is made only beside the response.
-                    None => unreachable!("a failed response ended the call, but none was kept"),
-                },
-                Err(Failure::Error(error)) => Err(error),
-            };
+            return ended::<T>(result, failed, Attempts::new(call.attempts()));
         }
+    }
+}
+
+/// What the caller gets when the call ended with `result` after `attempts`:
+/// the success, else the last failed response (kept in `failed`), else the
+/// error.
+fn ended<T: Transport>(
+    result: Result<T::Response, Failure<T::Error>>,
+    failed: Option<T::Response>,
+    attempts: Attempts,
+) -> Result<T::Response, T::Error> {
+    match result {
+        Ok(response) => Ok(finish::<T>(response, attempts)),
+        Err(Failure::Response(_)) => match failed {
+            Some(response) => Ok(finish::<T>(response, attempts)),
+            // A `Failure::Response` is made only beside the response.
+            None => unreachable!("a failed response ended the call, but none was kept"),
+        },
+        Err(Failure::Error(error)) => Err(error),
+    }
+}
+
+/// A plain call's first attempt of `request` (see `call::owned`): a copy of
+/// the request to send, and the permits the guards gave it; `None` when
+/// the call is not plain (the request has a key or may not be sent twice,
+/// the policy allows one attempt, the body cannot be copied, or the call
+/// is not plain for the loop: see `Call::plain`). Then [`run`] serves it.
+#[cfg(feature = "tower")]
+pub(crate) fn first_of_plain<T: Transport>(
+    policy: &Arc<Policy>,
+    request: &T::Request,
+) -> Option<(T::Request, FirstPermits)> {
+    let plan = T::plan(request);
+    if !plan.retry || plan.key.is_some() || policy.compiled_settings().max_attempts < 2 {
+        return None;
+    }
+    let copy = T::try_copy(request)?;
+    Some((copy, FirstPermits::admit(policy)?))
+}
+
+/// The answer to a plain call's first attempt (see [`first_of_plain`]):
+/// `Ok` with the caller's response when it succeeded (recorded), else what
+/// [`after_first`] needs to go on.
+#[cfg(feature = "tower")]
+pub(crate) fn first_answered<T: Transport>(
+    answer: Result<T::Response, T::Error>,
+    permits: FirstPermits,
+) -> Result<T::Response, FirstFailed<T>> {
+    let failure = match answer {
+        Ok(response) => match T::response_class(&response) {
+            None => {
+                permits.succeeded();
+                return Ok(finish::<T>(response, Attempts::new(1)));
+            }
+            Some(class) => FirstFailed { permits, failure: Failure::Response(class), failed: Some(response) },
+        },
+        Err(error) => FirstFailed { permits, failure: Failure::Error(error), failed: None },
+    };
+    Err(failure)
+}
+
+/// A plain call's first attempt failed: its permits, its failure and the
+/// failed response, if that was the failure.
+#[cfg(feature = "tower")]
+pub(crate) struct FirstFailed<T: Transport> {
+    permits: FirstPermits,
+    failure: Failure<T::Error>,
+    failed: Option<T::Response>,
+}
+
+/// The rest of a plain call whose first attempt failed: the failure is
+/// recorded and decided on as any plain call's (`Call::after_plain`), then
+/// the call goes on as [`run`]'s does, with `original` for the attempts
+/// after.
+#[cfg(feature = "tower")]
+pub(crate) async fn after_first<T: Transport>(
+    first: FirstFailed<T>,
+    mut transport: T,
+    original: T::Request,
+) -> Result<T::Response, T::Error> {
+    let FirstFailed { permits, failure, failed } = first;
+    let policy = Arc::clone(permits.policy());
+    let mut slot = None;
+    let parts = Unkeyed(|| (Kept::default(), ByTransport::<T>(PhantomData)));
+    match permits.failed(&mut slot, &policy, parts, failure) {
+        Step::Done(result) => ended::<T>(result, failed, Attempts::new(1)),
+        Step::Retry => match slot.as_mut() {
+            Some(call) => drive(call, &mut transport, original, failed).await,
+            None => unreachable!("a plain call's failure built no call"),
+        },
     }
 }
 

@@ -368,6 +368,15 @@ impl Policy {
         self.cache.global_unless_scoped(&self.guard_names, false)
     }
 
+    /// The guards [`global_guards`](Self::global_guards) (or, `named`,
+    /// [`global_named_guards`](Self::global_named_guards)) gave a call
+    /// admitted earlier, found again (see `GuardCache::global_again`).
+    #[cfg(feature = "tower")]
+    #[inline]
+    pub(crate) fn global_guards_again(&self, named: bool) -> &Guards {
+        self.cache.global_again(&self.guard_names, named)
+    }
+
     /// [`global_guards`](Self::global_guards) for a caller that knows the
     /// policy names a guard (the attribute's, for a function that does).
     #[inline]

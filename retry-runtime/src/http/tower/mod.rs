@@ -123,13 +123,12 @@
 //! ```
 
 mod body;
+mod future;
 mod request;
 mod transport;
 
 use std::fmt;
-use std::future::Future;
 use std::marker::PhantomData;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -137,9 +136,9 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 pub use body::CloneBody;
+pub use future::ResponseFuture;
 pub use request::CloneRequest;
 
-use crate::http::exchange;
 use crate::policy::Policy;
 use transport::{CloneTransport, HttpTransport, Inner};
 
@@ -291,32 +290,6 @@ mod sealed {
     impl<B> Sealed for http::Request<B> {}
 }
 
-/// What a [`ResilientService`] returns: a boxed future, `Send` and `'static`.
-pub struct ResponseFuture<T> {
-    inner: Pin<Box<dyn Future<Output = Result<T, BoxError>> + Send>>,
-}
-
-impl<T> ResponseFuture<T> {
-    fn new(future: impl Future<Output = Result<T, BoxError>> + Send + 'static) -> Self {
-        ResponseFuture { inner: Box::pin(future) }
-    }
-}
-
-impl<T> Future for ResponseFuture<T> {
-    type Output = Result<T, BoxError>;
-
-    #[inline]
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.inner.as_mut().poll(cx)
-    }
-}
-
-impl<T> fmt::Debug for ResponseFuture<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ResponseFuture").finish_non_exhaustive()
-    }
-}
-
 impl<S, Req, RB> Service<Req> for ResilientService<S, Http>
 where
     Req: HttpRequest,
@@ -328,7 +301,7 @@ where
 {
     type Response = http::Response<RB>;
     type Error = BoxError;
-    type Future = ResponseFuture<http::Response<RB>>;
+    type Future = ResponseFuture<Inner<S, HttpTransport<Req::Body>>>;
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
@@ -337,12 +310,7 @@ where
 
     fn call(&mut self, request: Req) -> Self::Future {
         let transport = Inner::<S, HttpTransport<Req::Body>>::take_ready(&mut self.inner);
-        let policy = self.policy.clone();
-        let request = request.into_request();
-        ResponseFuture::new(async move {
-            let mut transport = transport;
-            exchange::run(&policy, &mut transport, request).await
-        })
+        ResponseFuture::new(&self.policy, transport, request.into_request())
     }
 }
 
@@ -356,7 +324,7 @@ where
 {
     type Response = S::Response;
     type Error = BoxError;
-    type Future = ResponseFuture<S::Response>;
+    type Future = ResponseFuture<Inner<S, CloneTransport<Req>>>;
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
@@ -365,10 +333,6 @@ where
 
     fn call(&mut self, request: Req) -> Self::Future {
         let transport = Inner::<S, CloneTransport<Req>>::take_ready(&mut self.inner);
-        let policy = self.policy.clone();
-        ResponseFuture::new(async move {
-            let mut transport = transport;
-            exchange::run(&policy, &mut transport, request).await
-        })
+        ResponseFuture::new(&self.policy, transport, request)
     }
 }

@@ -1,9 +1,16 @@
 //! The inner service as one call's transport, for HTTP requests and for
 //! `Clone` requests.
+//!
+//! The types here are `pub` but unreachable from outside the crate: the
+//! layer's response future names its transport (see `ResponseFuture`).
 
 use std::future::Future;
 use std::marker::PhantomData;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
+
+use pin_project_lite::pin_project;
 
 use tower_service::Service;
 
@@ -16,7 +23,7 @@ use crate::rejection::Rejection;
 
 /// The inner service as one call's transport: `ready` while the service
 /// `poll_ready` readied has not been called yet.
-pub(super) struct Inner<S, K> {
+pub struct Inner<S, K> {
     service: S,
     ready: bool,
     kind: PhantomData<fn() -> K>,
@@ -32,6 +39,17 @@ impl<S: Clone, K> Inner<S, K> {
 }
 
 impl<S, K> Inner<S, K> {
+    /// Sends `request` with the service the caller's `poll_ready` readied:
+    /// a plain call's first attempt (see [`SendReady`]).
+    #[inline]
+    fn call_ready<Req>(&mut self, request: Req) -> IntoBoxError<S::Future>
+    where
+        S: Service<Req>,
+    {
+        self.ready = false;
+        IntoBoxError { sent: self.service.call(request) }
+    }
+
     /// Sends `request`, first waiting for the service to be ready unless
     /// the caller's `poll_ready` already made it so. Starts nothing (not
     /// even `call`, which may start work) until polled.
@@ -48,7 +66,7 @@ impl<S, K> Inner<S, K> {
 }
 
 /// [`Inner`] for HTTP requests with a body of type `B`.
-pub(super) struct HttpTransport<B>(PhantomData<fn() -> B>);
+pub struct HttpTransport<B>(PhantomData<fn() -> B>);
 
 impl<S, B, RB> Transport for Inner<S, HttpTransport<B>>
 where
@@ -110,7 +128,7 @@ where
 }
 
 /// [`Inner`] for [`CloneRequest`] requests of type `Req`.
-pub(super) struct CloneTransport<Req>(PhantomData<fn() -> Req>);
+pub struct CloneTransport<Req>(PhantomData<fn() -> Req>);
 
 impl<S, Req> Transport for Inner<S, CloneTransport<Req>>
 where
@@ -161,5 +179,64 @@ where
 
     fn send(&mut self, request: Req) -> impl Future<Output = Result<S::Response, BoxError>> + Send {
         Inner::send(self, request)
+    }
+}
+
+/// A transport whose first attempt can be sent at once, as a future of a
+/// type the layer's response future can name: the inner service's own,
+/// its error boxed. The service was readied by the caller's `poll_ready`.
+pub trait SendReady: Transport {
+    /// The first attempt's future.
+    type Ready: Future<Output = Result<Self::Response, Self::Error>>;
+    /// Sends the first attempt.
+    fn send_ready(&mut self, request: Self::Request) -> Self::Ready;
+}
+
+impl<S, B, RB> SendReady for Inner<S, HttpTransport<B>>
+where
+    Self: Transport<Request = http::Request<B>, Response = http::Response<RB>, Error = BoxError>,
+    S: Service<http::Request<B>, Response = http::Response<RB>>,
+    S::Error: Into<BoxError>,
+{
+    type Ready = IntoBoxError<S::Future>;
+
+    #[inline]
+    fn send_ready(&mut self, request: http::Request<B>) -> Self::Ready {
+        self.call_ready(request)
+    }
+}
+
+impl<S, Req> SendReady for Inner<S, CloneTransport<Req>>
+where
+    Self: Transport<Request = Req, Response = S::Response, Error = BoxError>,
+    S: Service<Req>,
+    S::Error: Into<BoxError>,
+{
+    type Ready = IntoBoxError<S::Future>;
+
+    #[inline]
+    fn send_ready(&mut self, request: Req) -> Self::Ready {
+        self.call_ready(request)
+    }
+}
+
+pin_project! {
+    /// The inner service's future, its error boxed.
+    pub struct IntoBoxError<F> {
+        #[pin]
+        sent: F,
+    }
+}
+
+impl<F, T, E> Future for IntoBoxError<F>
+where
+    F: Future<Output = Result<T, E>>,
+    E: Into<BoxError>,
+{
+    type Output = Result<T, BoxError>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.project().sent.poll(cx).map_err(Into::into)
     }
 }

@@ -1,0 +1,126 @@
+//! The layer's response future: a plain call's first attempt in it as it
+//! is, anything else boxed.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use pin_project_lite::pin_project;
+
+use super::transport::SendReady;
+use crate::call::FirstAttempt;
+use crate::http::exchange;
+use crate::policy::Policy;
+
+pin_project! {
+    /// What a [`ResilientService`](super::ResilientService) returns: `Send` and `'static`.
+    ///
+    /// A plain call's first attempt (no key, no deadline, attempt timeout
+    /// or hedging, guards that admit at once, DEBUG off, not nested in
+    /// another call's attempt: see the [module docs](super)) runs in it as
+    /// it is, the inner service's own future beside the guards' permits,
+    /// so that a call answered at once allocates nothing. What follows a
+    /// failed first attempt, and every attempt of a call that is not plain,
+    /// runs boxed: the rare state.
+    ///
+    /// `T` is the inner service as the call's transport, a type of this
+    /// crate's that other crates cannot name; the service's `Future` type
+    /// names it for you.
+    pub struct ResponseFuture<T: SendReady> {
+        #[pin]
+        state: State<T>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<T: SendReady> {
+        // A plain call's first attempt, with what the rest of the call
+        // needs if it fails: the transport and the request itself.
+        First {
+            #[pin]
+            attempt: FirstAttempt<T::Ready>,
+            rest: Option<(T, T::Request)>,
+        },
+        // Everything else.
+        Boxed {
+            future: Pin<Box<dyn Future<Output = Result<T::Response, T::Error>> + Send>>,
+        },
+    }
+}
+
+impl<T> ResponseFuture<T>
+where
+    T: SendReady + Send + 'static,
+    T::Request: Send + 'static,
+    T::Response: Send + 'static,
+    T::Error: Send + 'static,
+{
+    /// A call of `request` under `policy` through `transport`: a plain
+    /// call's first attempt sent now (the service is ready), any other
+    /// call boxed, to run when polled.
+    pub(super) fn new(policy: &Arc<Policy>, mut transport: T, request: T::Request) -> Self {
+        let state = match exchange::first_of_plain::<T>(policy, &request) {
+            Some((copy, permits)) => {
+                let sent = transport.send_ready(copy);
+                State::First { attempt: FirstAttempt::new(permits, sent), rest: Some((transport, request)) }
+            }
+            None => {
+                let policy = Arc::clone(policy);
+                State::Boxed {
+                    future: Box::pin(async move {
+                        let mut transport = transport;
+                        exchange::run(&policy, &mut transport, request).await
+                    }),
+                }
+            }
+        };
+        ResponseFuture { state }
+    }
+}
+
+impl<T> Future for ResponseFuture<T>
+where
+    T: SendReady + Send + 'static,
+    T::Request: Send + 'static,
+    T::Response: Send + 'static,
+    T::Error: Send + 'static,
+{
+    type Output = Result<T::Response, T::Error>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut state = self.project().state;
+        loop {
+            match state.as_mut().project() {
+                StateProj::First { attempt, rest } => {
+                    let (answer, permits) = std::task::ready!(attempt.poll(cx));
+                    let failed = match exchange::first_answered::<T>(answer, permits) {
+                        Ok(response) => return Poll::Ready(Ok(response)),
+                        Err(failed) => failed,
+                    };
+                    let Some((transport, original)) = rest.take() else {
+                        unreachable!("a first attempt answered twice")
+                    };
+                    // The rest of the call, from the failure on: boxed, and
+                    // polled now.
+                    let future = Box::pin(exchange::after_first(failed, transport, original));
+                    state.set(State::Boxed { future });
+                }
+                StateProj::Boxed { future } => return future.as_mut().poll(cx),
+            }
+        }
+    }
+}
+
+impl<T: SendReady> fmt::Debug for ResponseFuture<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match &self.state {
+            State::First { .. } => "first attempt",
+            State::Boxed { .. } => "boxed",
+        };
+        f.debug_struct("ResponseFuture").field("state", &state).finish_non_exhaustive()
+    }
+}
