@@ -1,8 +1,9 @@
 //! Model-based test: the breaker (both the pure core and the concurrent
 //! wrapper) against a naive reference state machine written straight from
-//! the contract. Random sequences of successes, transient and permanent
-//! failures, time advances, probe starts and probe abandons must give the
-//! same states and the same admission decisions.
+//! the contract. Random sequences of successes (slow ones among them, for
+//! a breaker that judges slow calls), transient and permanent failures,
+//! time advances, probe starts and probe abandons must give the same states
+//! and the same admission decisions.
 
 use std::time::Duration;
 
@@ -18,9 +19,11 @@ struct Reference {
     cfg: BreakerConfig,
     state: RefState,
     failures: Vec<Duration>,
+    /// Slow ones included.
     successes: Vec<Duration>,
-    /// With `window_calls`: the last outcomes, oldest first (`true`: failed).
-    last: std::collections::VecDeque<bool>,
+    slow: Vec<Duration>,
+    /// With `window_calls`: the last outcomes, oldest first (failed, slow).
+    last: std::collections::VecDeque<(bool, bool)>,
     generation: u64,
     /// Probes failed in a row since it last opened from closed.
     failed_probes: u32,
@@ -55,6 +58,7 @@ impl Reference {
             state: RefState::Closed,
             failures: vec![],
             successes: vec![],
+            slow: vec![],
             last: Default::default(),
             generation: 0,
             failed_probes: 0,
@@ -66,7 +70,18 @@ impl Reference {
         self.generation += 1;
         self.failures.clear();
         self.successes.clear();
+        self.slow.clear();
         self.last.clear();
+    }
+
+    /// Whether `failed` (or `slow`) of `calls` reach their configured
+    /// share, `calls` reaching `minimum_calls`.
+    fn rates_reached(&self, failed: u64, slow: u64, calls: u64) -> bool {
+        let reaches =
+            |count: u64, percent: Option<u8>| percent.is_some_and(|p| count * 100 >= calls * u64::from(p));
+        calls >= u64::from(self.cfg.minimum_calls)
+            && (reaches(failed, self.cfg.failure_rate_percent)
+                || reaches(slow, self.cfg.slow_call_rate_percent))
     }
 
     fn state(&self, now: Duration) -> BreakerState {
@@ -146,7 +161,8 @@ impl Reference {
                 self.abandon(t);
                 match outcome {
                     Outcome::Neutral => {}
-                    Outcome::Failure => {
+                    // A slow probe reopens, as a failed one does.
+                    Outcome::Failure | Outcome::Slow => {
                         self.failed_probes += 1;
                         self.open(now)
                     }
@@ -162,20 +178,18 @@ impl Reference {
             }
             RefState::Closed if self.cfg.window_calls.is_some() => {
                 // A window of the last calls, however old: no time in it.
-                let (Some(size), Some(percent)) = (self.cfg.window_calls, self.cfg.failure_rate_percent)
-                else {
-                    unreachable!("validated: window_calls comes with failure_rate_percent")
-                };
+                let Some(size) = self.cfg.window_calls else { unreachable!() };
                 if outcome == Outcome::Neutral {
                     return;
                 }
-                self.last.push_back(outcome == Outcome::Failure);
+                self.last.push_back((outcome == Outcome::Failure, outcome == Outcome::Slow));
                 if self.last.len() > size as usize {
                     self.last.pop_front();
                 }
-                let failed = self.last.iter().filter(|&&failed| failed).count() as u64;
+                let failed = self.last.iter().filter(|&&(failed, _)| failed).count() as u64;
+                let slow = self.last.iter().filter(|&&(_, slow)| slow).count() as u64;
                 let calls = self.last.len() as u64;
-                if calls >= u64::from(self.cfg.minimum_calls) && failed * 100 >= calls * u64::from(percent) {
+                if self.rates_reached(failed, slow, calls) {
                     self.failed_probes = 0;
                     self.open(now);
                 }
@@ -188,13 +202,19 @@ impl Reference {
                     let began = |t: &Duration| Duration::from_nanos((t.as_nanos() / tenth * tenth) as u64);
                     self.failures.retain(|t| now - began(t) < window);
                     self.successes.retain(|t| now - began(t) < window);
+                    self.slow.retain(|t| now - began(t) < window);
                 } else {
                     self.failures.retain(|t| now - *t < window);
                 }
                 match (outcome, self.cfg.failure_rate_percent) {
                     (Outcome::Neutral, _) => return,
-                    (Outcome::Success, None) => self.failures.clear(),
+                    // Count mode judges no slow calls: a slow one is a success.
+                    (Outcome::Success | Outcome::Slow, None) => self.failures.clear(),
                     (Outcome::Success, Some(_)) => self.successes.push(now),
+                    (Outcome::Slow, Some(_)) => {
+                        self.successes.push(now);
+                        self.slow.push(now);
+                    }
                     (Outcome::Failure, None) => {
                         self.failures.push(now);
                         if self.failures.len() as u32 >= self.cfg.failure_threshold {
@@ -207,12 +227,10 @@ impl Reference {
                 // Rate mode judges the window after every recorded outcome,
                 // a success included (resilience4j opens on the call that
                 // reaches `minimum_calls`, whatever its outcome).
-                if let Some(percent) = self.cfg.failure_rate_percent {
+                if self.cfg.failure_rate_percent.is_some() {
                     let failed = self.failures.len() as u64;
                     let calls = failed + self.successes.len() as u64;
-                    if calls >= u64::from(self.cfg.minimum_calls)
-                        && failed * 100 >= calls * u64::from(percent)
-                    {
+                    if self.rates_reached(failed, self.slow.len() as u64, calls) {
                         self.failed_probes = 0;
                         self.open(now);
                     }
@@ -239,7 +257,12 @@ enum Op {
 }
 
 fn op() -> impl Strategy<Value = Op> {
-    let outcome = prop_oneof![Just(Outcome::Success), Just(Outcome::Failure), Just(Outcome::Neutral)];
+    let outcome = prop_oneof![
+        Just(Outcome::Success),
+        Just(Outcome::Failure),
+        Just(Outcome::Neutral),
+        Just(Outcome::Slow)
+    ];
     prop_oneof![
         4 => Just(Op::Start),
         4 => (any::<usize>(), outcome).prop_map(|(i, o)| Op::Finish(i, o)),
@@ -252,18 +275,23 @@ fn op() -> impl Strategy<Value = Op> {
 
 fn config() -> impl Strategy<Value = BreakerConfig> {
     let shape = (1u32..5, 1u64..3, 1u64..3, 0u64..9, 1u32..4, 1u32..4, prop::option::of(1u8..=100), 1u32..6);
-    (shape, prop::option::of(1u32..9)).prop_map(
-        |((threshold, window_s, open_s, max_open_s, success, probes, rate, minimum), calls)| BreakerConfig {
-            failure_threshold: threshold,
-            window: Duration::from_secs(window_s),
-            open_for: Duration::from_secs(open_s),
-            max_open_for: Duration::from_secs(max_open_s),
-            success_threshold: success,
-            half_open_max_calls: probes,
-            failure_rate_percent: rate,
-            minimum_calls: minimum,
-            // A window of calls only in rate mode, holding at least `minimum_calls`.
-            window_calls: rate.and(calls).map(|calls| calls.max(minimum)),
+    (shape, prop::option::of(1u32..9), prop::option::of(1u8..=100)).prop_map(
+        |((threshold, window_s, open_s, max_open_s, success, probes, rate, minimum), calls, slow)| {
+            BreakerConfig {
+                failure_threshold: threshold,
+                window: Duration::from_secs(window_s),
+                open_for: Duration::from_secs(open_s),
+                max_open_for: Duration::from_secs(max_open_s),
+                success_threshold: success,
+                half_open_max_calls: probes,
+                failure_rate_percent: rate,
+                minimum_calls: minimum,
+                // A window of calls only in rate mode, holding at least `minimum_calls`.
+                window_calls: rate.and(calls).map(|calls| calls.max(minimum)),
+                // Slow calls judged only in rate mode.
+                slow_call_rate_percent: rate.and(slow),
+                slow_call_duration: rate.and(slow).map(|_| Duration::from_secs(1)),
+            }
         },
     )
 }

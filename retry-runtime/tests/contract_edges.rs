@@ -91,6 +91,8 @@ fn each_guard_reports_the_name_and_the_settings_it_was_declared_with() {
         failure_rate_percent: Some(40),
         minimum_calls: 8,
         window_calls: Some(12),
+        slow_call_duration: Some(ms(1_500)),
+        slow_call_rate_percent: Some(60),
     };
     let budget = BudgetConfig::TokenBucket(TokenBucket { capacity: 9, retry_cost: 2, refill_per_success: 3 });
     let bulkhead = BulkheadConfig { max_concurrent: 4, max_wait: Some(ms(25)), ..Default::default() };

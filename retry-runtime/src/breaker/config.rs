@@ -60,6 +60,21 @@ pub struct BreakerConfig {
     /// `failure_rate_percent`. One bit a call: 10,000 calls take 1.25 KiB,
     /// whatever the traffic. Default `None` (the time window).
     pub window_calls: Option<u32>,
+    /// Slow calls (resilience4j's `slowCallDurationThreshold`): an attempt
+    /// that succeeds but takes at least this long counts as slow. With
+    /// `slow_call_rate_percent`, and in the rate mode (its window judges
+    /// them). Default `None`: no attempt is timed.
+    ///
+    /// A dependency that answers 200 in 9 s instead of 90 ms is down for
+    /// its callers, and its queue grows behind them; without this, only an
+    /// attempt timeout would tell the breaker.
+    pub slow_call_duration: Option<Duration>,
+    /// Open when at least this percentage of the calls in the window were
+    /// slow (and at least `minimum_calls` ended there), whether or not any
+    /// failed (resilience4j's `slowCallRateThreshold`), 1 to 100; needs
+    /// `slow_call_duration`. While half-open, a slow probe reopens the
+    /// breaker as a failed one does. Default `None`.
+    pub slow_call_rate_percent: Option<u8>,
 }
 
 impl Default for BreakerConfig {
@@ -74,6 +89,8 @@ impl Default for BreakerConfig {
             failure_rate_percent: None,
             minimum_calls: 10,
             window_calls: None,
+            slow_call_duration: None,
+            slow_call_rate_percent: None,
         }
     }
 }
@@ -177,7 +194,45 @@ impl BreakerConfig {
                 ));
             }
         }
-        Ok(())
+        self.validate_slow_calls()
+    }
+
+    /// The slow-call settings: both or neither, in the rate mode.
+    fn validate_slow_calls(&self) -> Result<(), ConfigError> {
+        match (self.slow_call_duration, self.slow_call_rate_percent) {
+            (None, None) => Ok(()),
+            (Some(_), None) => Err(ConfigError::new(
+                "slow_call_duration",
+                "says which calls are slow: give slow_call_rate_percent too (the share of slow calls that opens the breaker)",
+            )),
+            (None, Some(_)) => Err(ConfigError::new(
+                "slow_call_rate_percent",
+                "needs slow_call_duration (how long a call takes to count as slow)",
+            )),
+            (Some(duration), Some(percent)) => {
+                if duration.is_zero() {
+                    return Err(ConfigError::new("slow_call_duration", "must be greater than zero"));
+                }
+                if !(1..=100).contains(&percent) {
+                    return Err(ConfigError::new(
+                        "slow_call_rate_percent",
+                        format!("must be in 1..=100, got {percent}"),
+                    ));
+                }
+                if self.failure_rate_percent.is_none() {
+                    return Err(ConfigError::new(
+                        "slow_call_rate_percent",
+                        "is judged over the rate mode's window: give failure_rate_percent too",
+                    ));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether the breaker times its attempts (see `slow_call_duration`).
+    pub(crate) fn judges_slow_calls(&self) -> bool {
+        self.slow_call_duration.is_some() && self.slow_call_rate_percent.is_some()
     }
 }
 

@@ -2,9 +2,80 @@
 //! and a limited number of probes while half-open; it hears every
 //! attempt's end as a success, a failure or neither.
 
+use tokio::time::Instant;
+
 use super::{CircuitBreaker, Outcome, Ticket};
 use crate::guard::{Admit, Answer, AttemptKind, Guard};
 use crate::rejection::Rejection;
+
+/// What an attempt a breaker admitted holds: its [`Ticket`], and when the
+/// attempt started if the breaker times its attempts (it judges slow
+/// calls: see `BreakerConfig::slow_call_duration`), to the millisecond.
+///
+/// Two words, as the ticket alone was: the epoch, and one word holding
+/// whether it is a probe, whether it is timed and, if so, when it started
+/// (milliseconds since the breaker was made, wrapping: a difference of two
+/// is right for any attempt shorter than 49 days). An untimed attempt's
+/// second word is its probe bit alone, written and read as the ticket's
+/// `probe` was; the start is read only off the success path.
+#[derive(Debug, Clone, Copy)]
+pub struct BreakerTicket {
+    epoch: u64,
+    /// Bit 0: a probe; bit 1: timed; bits 32-63: the start, if timed.
+    meta: u64,
+}
+
+const PROBE: u64 = 0b01;
+const TIMED: u64 = 0b10;
+
+impl BreakerTicket {
+    /// The permit of an attempt `breaker` admitted now with `ticket`,
+    /// timed or not.
+    #[inline(always)]
+    pub(super) fn admitted(breaker: &CircuitBreaker, ticket: Ticket, timed: bool) -> Self {
+        let probe = if ticket.probe { PROBE } else { 0 };
+        let meta = if timed { u64::from(breaker.now_ms()) << 32 | TIMED | probe } else { probe };
+        BreakerTicket { epoch: ticket.epoch, meta }
+    }
+
+    /// An untimed attempt's permit: `ticket` alone.
+    #[inline(always)]
+    pub(super) fn untimed(ticket: Ticket) -> Self {
+        BreakerTicket { epoch: ticket.epoch, meta: if ticket.probe { PROBE } else { 0 } }
+    }
+
+    /// The breaker's ticket.
+    #[inline(always)]
+    pub fn ticket(&self) -> Ticket {
+        Ticket { epoch: self.epoch, probe: self.is_probe() }
+    }
+
+    /// Whether the attempt holds a half-open probe slot.
+    #[inline(always)]
+    pub(super) fn is_probe(&self) -> bool {
+        self.meta & PROBE != 0
+    }
+
+    /// When the attempt started, in `CircuitBreaker::now_ms`'s count, if it is timed.
+    #[inline(always)]
+    pub(super) fn started_ms(&self) -> Option<u32> {
+        (self.meta & TIMED != 0).then_some((self.meta >> 32) as u32)
+    }
+
+    /// Times the attempt from `sent` (if later than its admission), as a
+    /// bulkhead's place does (`Place::measure_from`): what the client did
+    /// before its request went out is not the dependency's slowness.
+    #[inline]
+    pub(crate) fn measure_from(&mut self, sent: Instant, breaker: &CircuitBreaker) {
+        if let Some(started) = self.started_ms() {
+            let sent_ms = breaker.ms_at(sent);
+            // Later, in the wrapping count: the difference is below half its range.
+            if sent_ms.wrapping_sub(started) < u32::MAX / 2 {
+                self.meta = u64::from(sent_ms) << 32 | (self.meta & (TIMED | PROBE));
+            }
+        }
+    }
+}
 
 /// What the breaker hears of an attempt that ended with `answer`:
 /// transient and throttled errors (an attempt timeout included) and a
@@ -21,41 +92,46 @@ fn outcome_of(answer: Answer) -> Outcome {
 }
 
 impl Guard for CircuitBreaker {
-    type Permit = Ticket;
+    type Permit = BreakerTicket;
 
     #[inline(always)]
-    fn admit(&self, _kind: AttemptKind) -> Admit<Ticket> {
+    fn admit(&self, _kind: AttemptKind) -> Admit<BreakerTicket> {
         match self.try_acquire_closed() {
-            Some(closed) => Admit::Go(Ticket { epoch: closed.epoch, probe: false }),
-            None => match self.admit_locked() {
-                Some(ticket) => Admit::Go(ticket),
+            Some(closed) => {
+                Admit::Go(BreakerTicket::admitted(self, Ticket { epoch: closed.epoch, probe: false }, false))
+            }
+            None => match self.admit_other() {
+                Some((ticket, timed)) => Admit::Go(BreakerTicket::admitted(self, ticket, timed)),
                 None => Admit::Refuse,
             },
         }
     }
 
+    /// A closed breaker whose attempts are not timed: a breaker that
+    /// judges slow calls is asked properly, and its call is not plain.
     #[inline(always)]
-    fn admit_quietly(&self, _kind: AttemptKind) -> Option<Ticket> {
-        self.try_acquire_closed().map(|closed| Ticket { epoch: closed.epoch, probe: false })
+    fn admit_quietly(&self, _kind: AttemptKind) -> Option<BreakerTicket> {
+        self.try_acquire_closed()
+            .map(|closed| BreakerTicket::untimed(Ticket { epoch: closed.epoch, probe: false }))
     }
 
     #[inline(always)]
-    fn record(&self, ticket: Ticket, answer: Answer) {
-        self.record_ticket(ticket, outcome_of(answer));
+    fn record(&self, permit: BreakerTicket, answer: Answer) {
+        self.record_ticket(permit, outcome_of(answer));
     }
 
     #[inline(always)]
-    fn abandon(&self, ticket: Ticket) {
+    fn abandon(&self, permit: BreakerTicket) {
         // A closed-era ticket holds no probe slot: nothing to free.
-        if ticket.probe {
-            self.abandon_probe(ticket);
+        if permit.is_probe() {
+            self.abandon_probe(permit.ticket());
         }
     }
 
     #[inline]
-    fn give_back(&self, ticket: Ticket) {
-        if ticket.probe {
-            self.give_back_probe(ticket);
+    fn give_back(&self, permit: BreakerTicket) {
+        if permit.is_probe() {
+            self.give_back_probe(permit.ticket());
         }
     }
 

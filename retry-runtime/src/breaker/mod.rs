@@ -54,6 +54,7 @@ pub(crate) use config::Hooks;
 pub use config::{
     BreakerConfig, BreakerState, BreakerTransition, MAX_WINDOW_CALLS, NO_BREAKER, TransitionHook,
 };
+pub use guard::BreakerTicket;
 pub use outcome::Outcome;
 pub use permit::BreakerPermit;
 pub use state::BreakerCore;
@@ -87,6 +88,10 @@ pub struct CircuitBreaker {
     /// written with the core's lock held, so that a join and a
     /// reconfiguration never miss each other.
     shared: AtomicBool,
+    /// `slow_call_duration` in milliseconds, `u64::MAX` when it judges no
+    /// slow calls: read when a timed attempt ends. Written under the lock,
+    /// before the word that says its attempts are timed is published.
+    slow_call_ms: std::sync::atomic::AtomicU64,
 }
 
 /// Monotonic totals, for samplers that turn them into rates.
@@ -105,6 +110,9 @@ struct Counts {
     /// Probes' outcomes, counted off the success path (probes take the lock).
     probe_successes: std::sync::atomic::AtomicU64,
     probe_failures: std::sync::atomic::AtomicU64,
+    /// Successes judged slow (off the success path: a timed breaker's
+    /// successes are judged after its one compare fails).
+    slow_calls: std::sync::atomic::AtomicU64,
     /// Times the core's lock was taken: the unit tests check that the
     /// paths meant to be lock-free are.
     #[cfg(test)]
@@ -138,8 +146,11 @@ pub struct BreakerTotals {
     /// (the breaker reopened or closed meanwhile) is only a call.
     pub probe_successes: u64,
     /// Half-open probes that failed (also counted in `calls` and `failures`),
-    /// as `probe_successes` counts them.
+    /// as `probe_successes` counts them. A slow probe is counted here too.
     pub probe_failures: u64,
+    /// Successes that took at least `slow_call_duration` (also counted in
+    /// `calls`); 0 for a breaker that judges no slow calls.
+    pub slow_calls: u64,
 }
 
 impl std::fmt::Debug for CircuitBreaker {
@@ -174,6 +185,7 @@ impl CircuitBreaker {
             announcements: announce::Announcements::default(),
             counts: Counts::default(),
             shared: AtomicBool::new(false),
+            slow_call_ms: std::sync::atomic::AtomicU64::new(slow_call_ms(&config)),
         };
         breaker.publish(&breaker.lock());
         Ok(breaker)
@@ -208,6 +220,7 @@ impl CircuitBreaker {
             rejections: self.counts.rejections.load(Ordering::Relaxed),
             probe_successes: self.counts.probe_successes.load(Ordering::Relaxed),
             probe_failures: self.counts.probe_failures.load(Ordering::Relaxed),
+            slow_calls: self.counts.slow_calls.load(Ordering::Relaxed),
         }
     }
 
@@ -223,6 +236,7 @@ impl CircuitBreaker {
         if self.shared.load(Ordering::Relaxed) {
             control::fleet_rule(core.config(), &config)?;
         }
+        self.slow_call_ms.store(slow_call_ms(&config), Ordering::Relaxed);
         core.reconfigure(config);
         self.publish(&core);
         Ok(())
@@ -321,10 +335,14 @@ impl CircuitBreaker {
     /// [`try_acquire`](Self::try_acquire) (the plain first attempt's
     /// admission: a breaker that is not closed sends the call down the
     /// general path, which asks it).
+    ///
+    /// A breaker that times its attempts (it judges slow calls) answers
+    /// `None` too: its attempts are admitted by [`admit_other`](Self::admit_other),
+    /// which notes that they are to be timed.
     #[inline]
     pub(crate) fn try_acquire_closed(&self) -> Option<ClosedTicket> {
         let word = self.published.load(Ordering::Acquire);
-        (word::state(word) == BreakerState::Closed).then(|| ClosedTicket { epoch: word::epoch(word) })
+        word::closed_untimed(word).then(|| ClosedTicket { epoch: word::epoch(word) })
     }
 
     /// The permit of an attempt this breaker admitted while closed, to
@@ -336,7 +354,22 @@ impl CircuitBreaker {
 
     #[inline(never)]
     fn try_acquire_locked(&self) -> Option<BreakerPermit<'_>> {
-        self.admit_locked().map(|ticket| BreakerPermit::new(self, ticket))
+        self.admit_other().map(|(ticket, _)| BreakerPermit::new(self, ticket))
+    }
+
+    /// Admission when the published word did not say closed and untimed:
+    /// a closed breaker that times its attempts admits from the word alone,
+    /// any other state under the lock. The ticket, and whether its attempt
+    /// is to be timed (a breaker that judges slow calls times its probes
+    /// too: a slow probe reopens it).
+    #[inline(never)]
+    fn admit_other(&self) -> Option<(Ticket, bool)> {
+        let word = self.published.load(Ordering::Acquire);
+        if word::closed_timed(word) {
+            return Some((Ticket { epoch: word::epoch(word), probe: false }, true));
+        }
+        let ticket = self.admit_locked()?;
+        Some((ticket, self.slow_call_ms.load(Ordering::Relaxed) != u64::MAX))
     }
 
     /// Admission when the breaker is not closed (or was not, as the word
@@ -365,12 +398,13 @@ impl CircuitBreaker {
         match outcome {
             // A permanent error outside half-open is neutral.
             Outcome::Neutral => true,
-            // Closed, quiet, and still in the ticket's epoch: one compare.
-            // A stale success goes the slow way, to be counted as stale.
+            // Closed, quiet, untimed, and still in the ticket's epoch: one
+            // compare. A stale success goes the slow way, to be counted as
+            // stale; a timed one, to be judged slow or not.
             Outcome::Success => {
                 word::closed_and_quiet_in(self.published.load(Ordering::Acquire), ticket.epoch)
             }
-            Outcome::Failure => false,
+            Outcome::Failure | Outcome::Slow => false,
         }
     }
 
@@ -388,25 +422,65 @@ impl CircuitBreaker {
     /// counted as stale. Out of line, so that the common case does not
     /// carry it.
     #[inline(never)]
-    fn record_slow(&self, ticket: Ticket, outcome: Outcome) {
-        let stale = || word::epoch(self.published.load(Ordering::Acquire)) != ticket.epoch;
-        if outcome == Outcome::Success && !ticket.probe && stale() {
+    fn record_slow(&self, permit: BreakerTicket, outcome: Outcome) {
+        let (ticket, outcome) = (permit.ticket(), self.judged(outcome, permit.started_ms()));
+        if outcome == Outcome::Slow {
+            self.counts.slow_calls.fetch_add(1, Ordering::Relaxed);
+        }
+        let word = self.published.load(Ordering::Acquire);
+        if outcome.succeeded() && !ticket.probe && word::epoch(word) != ticket.epoch {
             self.stale_success();
+            return;
+        }
+        // A timed attempt's success that was not slow, while nothing else
+        // needs it: no lock, as for an untimed one.
+        if outcome == Outcome::Success && !ticket.probe && word::closed_timed_and_quiet_in(word, ticket.epoch)
+        {
             return;
         }
         self.record_locked(ticket, outcome);
     }
 
-    /// Records how the attempt `ticket` admitted ended: the success
-    /// path's count, then, unless the published word shows there is
-    /// nothing to change (one atomic load, inlined), the core's record.
+    /// `outcome`, a success made slow if its attempt, started at `started`
+    /// (see [`now_ms`](Self::now_ms)), took at least the breaker's
+    /// `slow_call_duration` (an untimed attempt's is as it is).
+    #[inline]
+    fn judged(&self, outcome: Outcome, started: Option<u32>) -> Outcome {
+        match (outcome, started) {
+            (Outcome::Success, Some(started)) => {
+                let threshold = self.slow_call_ms.load(Ordering::Relaxed);
+                let took = u64::from(self.now_ms().wrapping_sub(started));
+                if threshold != u64::MAX && took >= threshold { Outcome::Slow } else { outcome }
+            }
+            _ => outcome,
+        }
+    }
+
+    /// Milliseconds since the breaker was made, wrapping: what a timed
+    /// attempt's start is kept as (see `BreakerTicket`).
+    #[inline]
+    pub(super) fn now_ms(&self) -> u32 {
+        self.ms_at(Instant::now())
+    }
+
+    /// [`now_ms`](Self::now_ms) at `at`.
+    #[inline]
+    pub(super) fn ms_at(&self, at: Instant) -> u32 {
+        // Truncated on purpose: the count wraps every 49 days.
+        at.saturating_duration_since(self.origin).as_millis() as u32
+    }
+
+    /// Records how the attempt `ticket` admitted ended (started at
+    /// `started`, if it was timed): the success path's count, then, unless
+    /// the published word shows there is nothing to change (one atomic
+    /// load, inlined), the core's record.
     #[inline(always)]
-    fn record_ticket(&self, ticket: Ticket, outcome: Outcome) {
+    fn record_ticket(&self, permit: BreakerTicket, outcome: Outcome) {
         self.count(outcome);
-        if !ticket.probe && self.nothing_to_record(ticket, outcome) {
+        if !permit.is_probe() && self.nothing_to_record(permit.ticket(), outcome) {
             return;
         }
-        self.record_slow(ticket, outcome);
+        self.record_slow(permit, outcome);
     }
 
     /// Frees the probe slot of an attempt dropped unfinished.
@@ -426,7 +500,7 @@ impl CircuitBreaker {
     fn count(&self, outcome: Outcome) {
         self.counts.calls.increment();
         match outcome {
-            Outcome::Success => {}
+            Outcome::Success | Outcome::Slow => {}
             Outcome::Failure => _ = self.counts.failures.fetch_add(1, Ordering::Relaxed),
             Outcome::Neutral => _ = self.counts.neutrals.fetch_add(1, Ordering::Relaxed),
         }
@@ -452,13 +526,13 @@ impl CircuitBreaker {
         // nothing and is no probe of the period now: a fleet counts these
         // totals toward closing the round its replica last saw.
         let current = ticket.epoch == core.epoch();
-        if !current && outcome == Outcome::Success {
+        if !current && outcome.succeeded() {
             self.stale_success();
         }
         // A window of calls hears of the successes counted apart before
         // this outcome (which `count` has counted already, if a success of
         // this epoch: a stale one was counted as stale just above).
-        let this_success = u64::from(current && outcome == Outcome::Success);
+        let this_success = u64::from(current && outcome.succeeded());
         core.catch_up_successes(|| self.successes().saturating_sub(this_success));
         let transition = core.record(ticket, outcome, now);
         if transition.is_some() {
@@ -469,7 +543,7 @@ impl CircuitBreaker {
         if ticket.probe && current {
             let probes = match outcome {
                 Outcome::Success => Some(&self.counts.probe_successes),
-                Outcome::Failure => Some(&self.counts.probe_failures),
+                Outcome::Failure | Outcome::Slow => Some(&self.counts.probe_failures),
                 Outcome::Neutral => None,
             };
             if let Some(count) = probes {
@@ -519,7 +593,12 @@ impl CircuitBreaker {
     }
 
     fn publish(&self, core: &BreakerCore) {
-        let word = word::published(core.epoch(), core.stored_state(), core.success_matters());
+        let word = word::published(
+            core.epoch(),
+            core.stored_state(),
+            core.success_matters(),
+            core.times_closed_attempts(),
+        );
         self.published.store(word, Ordering::Release);
     }
 
@@ -533,6 +612,17 @@ impl CircuitBreaker {
         #[cfg(test)]
         self.counts.locks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.core.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// `slow_call_duration` in whole milliseconds (saturating), `u64::MAX`
+/// when the breaker judges no slow calls.
+fn slow_call_ms(config: &BreakerConfig) -> u64 {
+    match config.slow_call_duration {
+        Some(duration) if config.judges_slow_calls() => {
+            u64::try_from(duration.as_millis()).unwrap_or(u64::MAX - 1)
+        }
+        _ => u64::MAX,
     }
 }
 

@@ -8,8 +8,20 @@
 pub enum Outcome {
     /// The call succeeded.
     Success,
+    /// The call succeeded, but took at least the breaker's
+    /// `slow_call_duration`: a success for the failure rate, a slow call
+    /// for the slow-call rate; a half-open breaker reopens on it.
+    Slow,
     /// A transient or throttled failure, an attempt timeout or a deadline cut.
     Failure,
     /// A permanent error: says nothing about the dependency's health.
     Neutral,
+}
+
+impl Outcome {
+    /// Whether the call succeeded, slow or not.
+    #[inline]
+    pub fn succeeded(self) -> bool {
+        matches!(self, Outcome::Success | Outcome::Slow)
+    }
 }

@@ -120,6 +120,12 @@ impl BreakerCore {
         }
     }
 
+    /// Whether its attempts are timed while closed: it judges slow calls
+    /// (`slow_call_rate_percent`) and is closed (not forced).
+    pub(crate) fn times_closed_attempts(&self) -> bool {
+        self.phase == Phase::Closed && self.config.judges_slow_calls()
+    }
+
     /// The state it is held in by hand, if any (until [`force`](Self::force)`(None)`).
     pub fn forced(&self) -> Option<BreakerState> {
         match self.phase {
@@ -191,7 +197,7 @@ impl BreakerCore {
         match self.phase {
             Phase::Closed => self.window.needs_time(outcome),
             // A probe's success counts toward closing, which is timeless.
-            Phase::HalfOpen { .. } => outcome == Outcome::Failure,
+            Phase::HalfOpen { .. } => matches!(outcome, Outcome::Failure | Outcome::Slow),
             Phase::Open { .. } | Phase::ForcedOpen | Phase::ForcedClosed => false,
         }
     }
@@ -269,7 +275,9 @@ impl BreakerCore {
                 self.abandon(ticket);
                 match outcome {
                     Outcome::Neutral => None,
-                    Outcome::Failure => {
+                    // A slow probe: the dependency answers, but not yet as
+                    // it should (see `slow_call_rate_percent`).
+                    Outcome::Failure | Outcome::Slow => {
                         self.failed_probes = self.failed_probes.saturating_add(1);
                         Some(self.open(now))
                     }
@@ -368,6 +376,9 @@ impl BreakerCore {
         let kind = |c: &BreakerConfig| (c.failure_rate_percent.is_some(), c.window_calls);
         if kind(&config) != kind(&self.config) {
             self.window = FailureWindow::new(&config);
+        } else {
+            // The calls held were not timed: they count as not slow.
+            self.window.judge_slow_calls(config.judges_slow_calls());
         }
         self.config = config;
         let period = self.config.open_period_after(self.failed_probes);

@@ -9,7 +9,9 @@
 //! `COUNT_BASED` window does, one bit a call in a ring). Rate mode counts per tenth of the window, as
 //! resilience4j's time-based window counts per bucket: a slice is forgotten
 //! once the window has elapsed since it began, so memory stays constant at
-//! any traffic.
+//! any traffic. Rate mode also judges the share of slow calls, when the
+//! breaker times its attempts (`slow_call_rate_percent`): the same window,
+//! a second count.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -26,7 +28,9 @@ pub(super) struct Slice {
     /// When the slice starts (a multiple of the slice width).
     start: Duration,
     failures: u64,
+    /// Slow successes included.
     successes: u64,
+    slow: u64,
 }
 
 /// The closed breaker's memory of recent outcomes.
@@ -43,11 +47,16 @@ pub(super) enum FailureWindow {
 }
 
 /// The outcomes of the last `size` calls, a bit each, in a ring: memory is
-/// `size / 8` bytes whatever the traffic, and the counts are kept as the
-/// ring turns, so judging the rate reads two numbers.
+/// `size / 8` bytes whatever the traffic (twice that when slow calls are
+/// judged too), and the counts are kept as the ring turns, so judging the
+/// rate reads two numbers.
 #[derive(Debug, Clone)]
 pub(super) struct CallRing {
     bits: Box<[u64]>,
+    /// A bit a call, set: slow; only when slow calls are judged.
+    slow_bits: Option<Box<[u64]>>,
+    /// How many of the calls held were slow.
+    slow: u32,
     size: u32,
     /// Where the next outcome goes.
     next: u32,
@@ -61,11 +70,13 @@ pub(super) struct CallRing {
 }
 
 impl CallRing {
-    fn new(size: u32) -> Self {
+    fn new(size: u32, judges_slow: bool) -> Self {
         let size = size.max(1);
         let words = size.div_ceil(64) as usize;
         CallRing {
             bits: vec![0; words].into_boxed_slice(),
+            slow_bits: judges_slow.then(|| vec![0; words].into_boxed_slice()),
+            slow: 0,
             size,
             next: 0,
             calls: 0,
@@ -75,12 +86,15 @@ impl CallRing {
     }
 
     /// Records one outcome, dropping the oldest once the ring is full.
-    fn push(&mut self, failed: bool) {
+    fn push(&mut self, failed: bool, slow: bool) {
         let (word, bit) = ((self.next / 64) as usize, self.next % 64);
         let mask = 1u64 << bit;
         if self.calls == self.size {
             if self.bits[word] & mask != 0 {
                 self.failures -= 1;
+            }
+            if self.slow_bits.as_ref().is_some_and(|bits| bits[word] & mask != 0) {
+                self.slow -= 1;
             }
         } else {
             self.calls += 1;
@@ -91,6 +105,14 @@ impl CallRing {
         } else {
             self.bits[word] &= !mask;
         }
+        if let Some(bits) = &mut self.slow_bits {
+            if slow {
+                bits[word] |= mask;
+                self.slow += 1;
+            } else {
+                bits[word] &= !mask;
+            }
+        }
         self.next = (self.next + 1) % self.size;
     }
 
@@ -99,22 +121,29 @@ impl CallRing {
     fn push_successes(&mut self, count: u64) {
         if count >= u64::from(self.size) {
             self.bits.fill(0);
-            (self.next, self.calls, self.failures) = (0, self.size, 0);
+            if let Some(bits) = &mut self.slow_bits {
+                bits.fill(0);
+            }
+            (self.next, self.calls, self.failures, self.slow) = (0, self.size, 0, 0);
             return;
         }
         for _ in 0..count {
-            self.push(false);
+            self.push(false, false);
         }
     }
 
     fn clear(&mut self) {
         self.bits.fill(0);
-        (self.next, self.calls, self.failures, self.synced) = (0, 0, 0, None);
+        if let Some(bits) = &mut self.slow_bits {
+            bits.fill(0);
+        }
+        (self.next, self.calls, self.failures, self.slow, self.synced) = (0, 0, 0, 0, None);
     }
 
-    /// Whether the failures held reach `percent` of at least `minimum` calls.
-    fn exceeds(&self, percent: u8, minimum: u32) -> bool {
-        self.calls >= minimum && u64::from(self.failures) * 100 >= u64::from(self.calls) * u64::from(percent)
+    /// Whether the failures (or the slow calls) held reach their share of
+    /// at least `minimum_calls` calls.
+    fn exceeds(&self, config: &BreakerConfig) -> bool {
+        rates_exceeded(u64::from(self.failures), u64::from(self.slow), u64::from(self.calls), config)
     }
 }
 
@@ -123,7 +152,20 @@ impl FailureWindow {
         match (config.failure_rate_percent, config.window_calls) {
             (None, _) => FailureWindow::Count(VecDeque::new()),
             (Some(_), None) => FailureWindow::Rate(VecDeque::new()),
-            (Some(_), Some(calls)) => FailureWindow::Calls(CallRing::new(calls)),
+            (Some(_), Some(calls)) => FailureWindow::Calls(CallRing::new(calls, config.judges_slow_calls())),
+        }
+    }
+
+    /// Starts or stops keeping which of the calls were slow (a breaker
+    /// reconfigured to judge slow calls, or no longer to): the calls held
+    /// are kept, counted as not slow.
+    pub(super) fn judge_slow_calls(&mut self, judges: bool) {
+        if let FailureWindow::Calls(ring) = self {
+            match (&ring.slow_bits, judges) {
+                (None, true) => ring.slow_bits = Some(vec![0; ring.bits.len()].into_boxed_slice()),
+                (Some(_), false) => (ring.slow_bits, ring.slow) = (None, 0),
+                _ => {}
+            }
         }
     }
 
@@ -175,7 +217,7 @@ impl FailureWindow {
     /// no time in it, but any outcome may open the breaker, which starts
     /// its open period now.)
     pub(super) fn needs_time(&self, outcome: Outcome) -> bool {
-        !matches!((self, outcome), (FailureWindow::Count(_), Outcome::Success))
+        !matches!((self, outcome), (FailureWindow::Count(_), Outcome::Success | Outcome::Slow))
     }
 
     /// Records how a call admitted while closed ended, at `now`; `true`
@@ -186,7 +228,9 @@ impl FailureWindow {
         self.forget_before(now, config.window);
         match (self, outcome) {
             (_, Outcome::Neutral) => false,
-            (FailureWindow::Count(failures), Outcome::Success) => {
+            // Count mode judges no slow calls (`validate` refuses them
+            // there): a slow call is a success.
+            (FailureWindow::Count(failures), Outcome::Success | Outcome::Slow) => {
                 failures.clear();
                 false
             }
@@ -204,6 +248,7 @@ impl FailureWindow {
                 let slice = slice_at(slices, now, config.window);
                 match outcome {
                     Outcome::Failure => slice.failures += 1,
+                    Outcome::Slow => (slice.successes, slice.slow) = (slice.successes + 1, slice.slow + 1),
                     _ => slice.successes += 1,
                 }
                 // Judged after every outcome, as resilience4j does: the
@@ -212,12 +257,12 @@ impl FailureWindow {
                 rate_exceeded(slices, config)
             }
             (FailureWindow::Calls(ring), outcome) => {
-                ring.push(outcome == Outcome::Failure);
-                if outcome == Outcome::Success {
+                ring.push(outcome == Outcome::Failure, outcome == Outcome::Slow);
+                if outcome.succeeded() {
                     // Recorded here, so no longer among those counted apart.
                     ring.synced = ring.synced.map(|synced| synced + 1);
                 }
-                ring.exceeds(config.failure_rate_percent.unwrap_or(100), config.minimum_calls)
+                ring.exceeds(config)
             }
         }
     }
@@ -262,19 +307,29 @@ impl FailureWindow {
     }
 }
 
-/// Whether the failures in `slices` reach the configured rate.
+/// Whether the failures (or the slow calls) in `slices` reach their rate.
 fn rate_exceeded(slices: &VecDeque<Slice>, config: &BreakerConfig) -> bool {
-    let percent = u64::from(config.failure_rate_percent.unwrap_or(100));
     let failed: u64 = slices.iter().map(|s| s.failures).sum();
+    let slow: u64 = slices.iter().map(|s| s.slow).sum();
     let calls = failed.saturating_add(slices.iter().map(|s| s.successes).sum::<u64>());
-    calls >= u64::from(config.minimum_calls) && failed.saturating_mul(100) >= calls.saturating_mul(percent)
+    rates_exceeded(failed, slow, calls, config)
+}
+
+/// Whether `failed` (or `slow`) of `calls` reach the configured share, once
+/// `calls` reach `minimum_calls`.
+fn rates_exceeded(failed: u64, slow: u64, calls: u64, config: &BreakerConfig) -> bool {
+    let reaches =
+        |count: u64, percent: u8| count.saturating_mul(100) >= calls.saturating_mul(u64::from(percent));
+    calls >= u64::from(config.minimum_calls)
+        && (reaches(failed, config.failure_rate_percent.unwrap_or(100))
+            || config.slow_call_rate_percent.is_some_and(|percent| reaches(slow, percent)))
 }
 
 /// The slice that `now` falls in, added if new.
 fn slice_at(slices: &mut VecDeque<Slice>, now: Duration, window: Duration) -> &mut Slice {
     let start = slice_start(now, window);
     if slices.back().is_none_or(|last| last.start != start) {
-        slices.push_back(Slice { start, failures: 0, successes: 0 });
+        slices.push_back(Slice { start, failures: 0, successes: 0, slow: 0 });
     }
     // Just ensured: there is a last slice.
     slices.back_mut().unwrap_or_else(|| unreachable!())

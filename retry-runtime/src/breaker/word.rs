@@ -9,6 +9,7 @@
 //! |                epoch                 |   flags   |
 //! +--------------------------------------+---+---+---+
 //! published word  (CircuitBreaker):  bit 2 SLOW_SUCCESS, bits 0-1 the stored state
+//!                                    (3: closed, its attempts timed)
 //! ticket word     (BreakerPermit):   bit 1 PROBE, bit 0 HELD
 //! ```
 //!
@@ -22,6 +23,10 @@ const FLAG_BITS: u32 = 3;
 const FLAGS: u64 = (1 << FLAG_BITS) - 1;
 
 const STATE: u64 = 0b011;
+/// Published: closed, and its attempts are timed (it judges slow calls):
+/// a state value of its own, so that the untimed closed breaker's fast
+/// paths, which test for state 0, stay one compare.
+const CLOSED_TIMED: u64 = 0b011;
 /// Published: a success must take the lock (failures to clear, or every call counts).
 const SLOW_SUCCESS: u64 = 0b100;
 /// Ticket: not yet handed back.
@@ -39,10 +44,12 @@ pub(super) fn epoch(word: u64) -> u64 {
     word >> FLAG_BITS
 }
 
-/// The published word of a breaker in `state` at `epoch`.
+/// The published word of a breaker in `state` at `epoch`; `timed`: while
+/// closed, its attempts are timed.
 #[inline]
-pub(super) fn published(epoch: u64, state: BreakerState, slow_success: bool) -> u64 {
+pub(super) fn published(epoch: u64, state: BreakerState, slow_success: bool, timed: bool) -> u64 {
     let state = match state {
+        BreakerState::Closed if timed => CLOSED_TIMED,
         BreakerState::Closed => 0,
         BreakerState::Open => 1,
         BreakerState::HalfOpen => 2,
@@ -54,10 +61,23 @@ pub(super) fn published(epoch: u64, state: BreakerState, slow_success: bool) -> 
 #[inline]
 pub(super) fn state(word: u64) -> BreakerState {
     match word & STATE {
-        0 => BreakerState::Closed,
+        0 | CLOSED_TIMED => BreakerState::Closed,
         1 => BreakerState::Open,
         _ => BreakerState::HalfOpen,
     }
+}
+
+/// Whether a published word says closed, its attempts untimed: an attempt
+/// is admitted from the word alone, with nothing to note.
+#[inline]
+pub(super) fn closed_untimed(word: u64) -> bool {
+    word & STATE == 0
+}
+
+/// Whether a published word says closed, its attempts timed.
+#[inline]
+pub(super) fn closed_timed(word: u64) -> bool {
+    word & STATE == CLOSED_TIMED
 }
 
 /// Whether a published word says: closed in `epoch`, and a success
@@ -65,6 +85,13 @@ pub(super) fn state(word: u64) -> BreakerState {
 #[inline]
 pub(super) fn closed_and_quiet_in(word: u64, epoch: u64) -> bool {
     word == pack(epoch, 0)
+}
+
+/// [`closed_and_quiet_in`] for a breaker whose attempts are timed: a
+/// success that was not slow changes nothing.
+#[inline]
+pub(super) fn closed_timed_and_quiet_in(word: u64, epoch: u64) -> bool {
+    word == pack(epoch, CLOSED_TIMED)
 }
 
 /// A [`Ticket`] in one word, so that a permit is two words (cheap to move
@@ -100,12 +127,18 @@ mod tests {
     fn both_words_round_trip_through_the_layout() {
         for epoch in [0, 1, 7, (1 << 61) - 1] {
             for state in [BreakerState::Closed, BreakerState::Open, BreakerState::HalfOpen] {
-                for slow in [false, true] {
-                    let word = published(epoch, state, slow);
+                for (slow, timed) in [(false, false), (true, false), (false, true), (true, true)] {
+                    let word = published(epoch, state, slow, timed);
                     assert_eq!((super::epoch(word), super::state(word)), (epoch, state));
-                    let quiet = state == BreakerState::Closed && !slow;
-                    assert_eq!(closed_and_quiet_in(word, epoch), quiet);
+                    let closed = state == BreakerState::Closed;
+                    assert_eq!(closed_and_quiet_in(word, epoch), closed && !slow && !timed);
+                    assert_eq!(closed_timed_and_quiet_in(word, epoch), closed && !slow && timed);
+                    assert_eq!(
+                        (closed_untimed(word), closed_timed(word)),
+                        (closed && !timed, closed && timed)
+                    );
                     assert!(!closed_and_quiet_in(word, epoch + 1), "another epoch's word");
+                    assert!(!closed_timed_and_quiet_in(word, epoch + 1), "another epoch's word");
                 }
             }
             for probe in [false, true] {

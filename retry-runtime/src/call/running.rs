@@ -229,7 +229,8 @@ where
             },
             Poll::Ready(Ok(value)) => {
                 if let Some(permits) = this.permits.take() {
-                    call.guards_ref().view::<V>().record(measured::<V>(permits, *this.sent), Answer::Success);
+                    let guards = call.guards_ref();
+                    guards.view::<V>().record(measured::<V>(permits, *this.sent, guards), Answer::Success);
                 }
                 *this.phase = Phase::Finished;
                 return Poll::Ready(Step::Done(Ok(value)));

@@ -13,7 +13,7 @@ use crate::classify::{Classify, ErrorClass};
 use crate::decision::{Decision, decide};
 use crate::error::ErrorHandling;
 use crate::guard::Answer;
-use crate::guards::{Shape, ShapedPermits, narrow, widen};
+use crate::guards::{Guards, Shape, ShapedPermits, narrow, widen};
 use crate::hooks::{RetryEvent, StopEvent};
 use crate::observe;
 use crate::rejection::Rejection;
@@ -47,7 +47,8 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
     {
         let class = class.unwrap_or_else(|| self.handling.class(&error));
         if let Some(permits) = permits.take() {
-            self.guards_ref().view::<V>().record(measured::<V>(permits, sent), Answer::Failed(class));
+            let guards = self.guards_ref();
+            guards.view::<V>().record(measured::<V>(permits, sent, guards), Answer::Failed(class));
         }
         match self.after_failure(class, error) {
             Err(error) => Next::Done(Step::Done(Err(error))),
@@ -71,7 +72,8 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
         H: ErrorHandling<E>,
     {
         if let Some(permits) = permits {
-            self.guards_ref().view::<V>().record(measured::<V>(permits, sent), Answer::Cut);
+            let guards = self.guards_ref();
+            guards.view::<V>().record(measured::<V>(permits, sent, guards), Answer::Cut);
         }
         Step::Done(Err(self.deadline_cut()))
     }
@@ -219,24 +221,28 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
     }
 }
 
-/// `permits` with an adaptive bulkhead's sample started when the request
-/// went out, if the attempt says when.
+/// `permits` with an adaptive bulkhead's sample, and a breaker's timing of
+/// slow calls, started when the request went out, if the attempt says when.
 #[inline(always)]
 pub(super) fn measured<V: Shape>(
     permits: ShapedPermits<V>,
     sent: Option<&OnceLock<Instant>>,
+    guards: &Guards,
 ) -> ShapedPermits<V> {
     match sent.and_then(OnceLock::get) {
         None => permits,
-        Some(sent) => measured_from::<V>(permits, *sent),
+        Some(sent) => measured_from::<V>(permits, *sent, guards),
     }
 }
 
 #[cold]
-fn measured_from<V: Shape>(permits: ShapedPermits<V>, sent: Instant) -> ShapedPermits<V> {
+fn measured_from<V: Shape>(permits: ShapedPermits<V>, sent: Instant, guards: &Guards) -> ShapedPermits<V> {
     let mut wide = widen::<V>(permits);
     if let Some(place) = wide.bulkhead.as_mut() {
         place.measure_from(sent);
+    }
+    if let (Some(ticket), Some(breaker)) = (wide.breaker.as_mut(), guards.breaker.as_deref()) {
+        ticket.measure_from(sent, breaker);
     }
     narrow::<V>(wide)
 }
