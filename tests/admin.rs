@@ -137,7 +137,11 @@ async fn the_event_stream_sends_a_snapshot_then_transitions_as_they_happen_and_c
         assert_eq!(alpha.open_period_ms, 60_000, "open_for above max_open_for: no growth");
         assert_eq!((beta.open_period_ms, beta.config.max_open_for_ms), (1_000, 30_000), "closed: open_for");
     }
-    assert_eq!(counted, Counts { calls: made, failures: 0, rejections: 0 }, "no call counted twice");
+    assert_eq!(
+        counted,
+        Counts { calls: made, failures: 0, rejections: 0, slow_calls: 0 },
+        "no call counted twice"
+    );
     let quiet: Snapshot = events.next_named("tick").await;
     let beta = quiet.breakers.iter().find(|b| b.name == "beta").unwrap();
     assert_eq!(beta.per_second, [Counts::default()], "a second without calls counts none");

@@ -285,6 +285,31 @@ fn the_throttle_gauge_falls_back_to_zero_once_its_refusals_leave_the_window() {
 }
 
 #[test]
+fn a_breakers_slow_calls_are_counted() {
+    let metrics = recorded(async || {
+        let registry = Registry::new();
+        let config = BreakerConfig {
+            failure_rate_percent: Some(50),
+            slow_call_duration: Some(Duration::from_millis(100)),
+            slow_call_rate_percent: Some(90),
+            ..Default::default()
+        };
+        registry.declare_breaker("dep", config).unwrap();
+        let policy = Policy::builder().max_attempts(1).breaker("dep").budget("none").build().unwrap();
+        for took in [100, 99, 250] {
+            let answered: Result<(), Fault> = registry
+                .scope(policy.run(|| async move {
+                    tokio::time::sleep(Duration::from_millis(took)).await;
+                    Ok(())
+                }))
+                .await;
+            answered.unwrap();
+        }
+    });
+    assert_eq!(counter(&metrics, "stormproof_breaker_slow_calls_total", &[("breaker", "dep")]), 2);
+}
+
+#[test]
 fn the_bulkhead_gauge_counts_permits_in_use() {
     let metrics = recorded(async || {
         let registry = Registry::new();

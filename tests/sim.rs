@@ -288,3 +288,30 @@ fn retry_throttling_stops_retries_at_half_its_tokens() {
     assert_eq!(r.budget_stopped, 16);
     assert_eq!(r.first_retries.len(), 4);
 }
+
+/// The simulator models slow calls (issue 44, item 1): in a brownout
+/// whose attempts time out only after a second, the dependency answers
+/// every attempt, ever more slowly as the herd piles on, and a breaker
+/// counting failures never opens; one judging slow calls (a success slower
+/// than one and a half unloaded round trips) opens once half of its window
+/// is slow, though nothing failed.
+#[test]
+fn in_a_brownout_a_breaker_judging_slow_calls_opens_where_failures_alone_do_not() {
+    let rate_mode = stormproof::breaker::BreakerConfig {
+        failure_rate_percent: Some(50),
+        minimum_calls: 20,
+        window_calls: Some(50),
+        ..Default::default()
+    };
+    let judging_slow = stormproof::breaker::BreakerConfig {
+        slow_call_duration: Some(ms(60)),
+        slow_call_rate_percent: Some(50),
+        ..rate_mode
+    };
+    let model = Model::Brownout { capacity: 10, service_time: ms(20), timeout: ms(1_000) };
+    let config = |breaker| HerdConfig { breaker, model, ..HerdConfig::brownout() };
+    let run = |breaker| simulate(&config(breaker), Strategy::Recommended).unwrap();
+    let (failures_alone, slow_too) = (run(rate_mode), run(judging_slow));
+    assert_eq!((failures_alone.succeeded, slow_too.succeeded), (100, 100), "nothing failed");
+    assert_eq!((failures_alone.breaker_trips, slow_too.breaker_trips), (0, 1));
+}

@@ -67,11 +67,20 @@ pub struct Counts {
     pub failures: u64,
     /// Attempts refused (open, or no probe slot free).
     pub rejections: u64,
+    /// Successes slower than `slow_call_ms` (also in `calls`); 0 for a
+    /// breaker that judges no slow calls.
+    #[serde(default)]
+    pub slow_calls: u64,
 }
 
 impl From<BreakerTotals> for Counts {
     fn from(totals: BreakerTotals) -> Self {
-        Counts { calls: totals.calls, failures: totals.failures, rejections: totals.rejections }
+        Counts {
+            calls: totals.calls,
+            failures: totals.failures,
+            rejections: totals.rejections,
+            slow_calls: totals.slow_calls,
+        }
     }
 }
 
@@ -82,6 +91,7 @@ impl Counts {
             calls: self.calls.saturating_sub(earlier.calls),
             failures: self.failures.saturating_sub(earlier.failures),
             rejections: self.rejections.saturating_sub(earlier.rejections),
+            slow_calls: self.slow_calls.saturating_sub(earlier.slow_calls),
         }
     }
 }
@@ -108,6 +118,14 @@ pub struct BreakerConfigView {
     pub minimum_calls: u32,
     /// Rate mode over the last this many calls instead of `window_ms`; else `null`.
     pub window_calls: Option<u32>,
+    /// A success that takes at least this long is slow; `null` when it
+    /// judges no slow calls.
+    #[serde(default)]
+    pub slow_call_ms: Option<u64>,
+    /// The share of slow calls in the window that opens it; `null` when it
+    /// judges no slow calls.
+    #[serde(default)]
+    pub slow_call_rate_percent: Option<u8>,
 }
 
 impl From<BreakerConfig> for BreakerConfigView {
@@ -122,6 +140,8 @@ impl From<BreakerConfig> for BreakerConfigView {
             failure_rate_percent: c.failure_rate_percent,
             minimum_calls: c.minimum_calls,
             window_calls: c.window_calls,
+            slow_call_ms: c.slow_call_duration.map(millis),
+            slow_call_rate_percent: c.slow_call_rate_percent,
         }
     }
 }

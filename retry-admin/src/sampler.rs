@@ -235,7 +235,7 @@ mod tests {
     use super::*;
 
     fn counts(calls: u64, failures: u64, rejections: u64) -> Counts {
-        Counts { calls, failures, rejections }
+        Counts { calls, failures, rejections, slow_calls: 0 }
     }
 
     #[test]

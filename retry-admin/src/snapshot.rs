@@ -30,9 +30,10 @@ use stormproof_runtime::throttle::Throttle;
 ///     "open_period_ms": 400, "probes_in_flight": 0,
 ///     "config": { "failure_threshold": 8, "window_ms": 1000, "open_for_ms": 400, "max_open_for_ms": 30000,
 ///                 "success_threshold": 2, "half_open_max_calls": 2,
-///                 "failure_rate_percent": null, "minimum_calls": 10, "window_calls": null },
-///     "totals": { "calls": 734, "failures": 61, "rejections": 212 },
-///     "per_second": [{ "calls": 120, "failures": 3, "rejections": 0 }]
+///                 "failure_rate_percent": null, "minimum_calls": 10, "window_calls": null,
+///                 "slow_call_ms": null, "slow_call_rate_percent": null },
+///     "totals": { "calls": 734, "failures": 61, "rejections": 212, "slow_calls": 0 },
+///     "per_second": [{ "calls": 120, "failures": 3, "rejections": 0, "slow_calls": 0 }]
 ///   }],
 ///   "budgets": [{ "name": "payments", "available": 17,
 ///                 "config": { "form": "token_bucket", "capacity": 20, "retry_cost": 1, "refill_per_success": 1 } }],

@@ -44,9 +44,12 @@ async fn each_second_holds_what_the_breaker_counted_in_it() {
     let snapshot = shared.snapshot();
     assert_eq!(
         snapshot.breakers[0].per_second,
-        [Counts { calls: 7, failures: 2, rejections: 0 }, Counts { calls: 1, failures: 0, rejections: 0 }]
+        [
+            Counts { calls: 7, failures: 2, rejections: 0, slow_calls: 0 },
+            Counts { calls: 1, failures: 0, rejections: 0, slow_calls: 0 }
+        ]
     );
-    assert_eq!(snapshot.breakers[0].totals, Counts { calls: 12, failures: 2, rejections: 0 });
+    assert_eq!(snapshot.breakers[0].totals, Counts { calls: 12, failures: 2, rejections: 0, slow_calls: 0 });
 }
 
 #[tokio::test(start_paused = true)]
@@ -56,7 +59,10 @@ async fn a_breaker_made_after_the_router_counts_from_its_first_call() {
     registry.declare_breaker("late", BreakerConfig::default()).unwrap();
     calls(&registry, "late", 3, 0);
     tokio::time::sleep(PERIOD + Duration::from_millis(1)).await;
-    assert_eq!(shared.snapshot().breakers[0].per_second, [Counts { calls: 3, failures: 0, rejections: 0 }]);
+    assert_eq!(
+        shared.snapshot().breakers[0].per_second,
+        [Counts { calls: 3, failures: 0, rejections: 0, slow_calls: 0 }]
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -189,7 +195,7 @@ fn a_router_built_outside_a_runtime_starts_its_sampler_with_its_first_request() 
         tokio::time::sleep(PERIOD + Duration::from_millis(1)).await;
         assert_eq!(
             shared.snapshot().breakers[0].per_second,
-            [Counts { calls: 2, failures: 0, rejections: 0 }]
+            [Counts { calls: 2, failures: 0, rejections: 0, slow_calls: 0 }]
         );
     });
 }
@@ -317,5 +323,8 @@ async fn a_page_that_stops_reading_gets_the_latest_tick_not_the_ones_it_missed()
     assert!(missed[0].1.contains(r#""from":"closed","to":"open""#), "{}", missed[0].1);
     let latest = &missed[1].1;
     assert!(latest.contains(r#""state":"open""#), "{latest}");
-    assert!(latest.contains(r#""totals":{"calls":48,"failures":3,"rejections":0}"#), "the latest: {latest}");
+    assert!(
+        latest.contains(r#""totals":{"calls":48,"failures":3,"rejections":0,"slow_calls":0}"#),
+        "the latest: {latest}"
+    );
 }

@@ -109,6 +109,15 @@ pub(crate) fn breaker_transition(name: &str, from: &'static str, to: &'static st
     breaker_state(name, to);
 }
 
+/// A breaker judged an attempt's success slow (see
+/// `BreakerConfig::slow_call_duration`).
+pub(crate) fn slow_call(name: &str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("stormproof_breaker_slow_calls_total", "breaker" => name.to_owned()).increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = name;
+}
+
 /// A breaker's state gauge: set when it is made (closed), so that a
 /// dashboard reads a breaker that never moved as closed rather than as
 /// missing, and at every transition.

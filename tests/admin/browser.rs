@@ -40,6 +40,16 @@ pub async fn renders_each_breaker_and_its_state() {
     let registry = guards();
     registry.declare_breaker("gamma", BreakerConfig::default()).unwrap();
     registry.breaker("gamma").unwrap().force_closed();
+    // A breaker judging slow calls, one of them slow: the card says so.
+    let slow_calls = BreakerConfig {
+        failure_rate_percent: Some(50),
+        slow_call_duration: Some(std::time::Duration::from_secs(2)),
+        slow_call_rate_percent: Some(40),
+        ..Default::default()
+    };
+    registry.declare_breaker("delta", slow_calls).unwrap();
+    let delta = registry.breaker("delta").unwrap();
+    delta.try_acquire().unwrap().record(stormproof::breaker::Outcome::Slow);
     let throttling = stormproof::budget::RetryThrottling { max_tokens: 10, token_ratio: 0.1 };
     registry.declare_budget("grpc", throttling).unwrap();
     for _ in 0..5 {
@@ -94,6 +104,18 @@ pub async fn renders_each_breaker_and_its_state() {
         gamma.opening.contains(r#"data-forced="closed""#) && gamma.html.contains(">forced closed<"),
         "{}",
         gamma.html
+    );
+    let delta = card(&dom, "breaker", "delta");
+    assert!(
+        delta.html.contains("opens at 50% failures or 40% slower than 2.0 s of ≥10 in 10.0 s"),
+        "{}",
+        delta.html
+    );
+    assert!(delta.html.contains("1 calls, 0 failed, 1 slow, 0 rejected"), "{}", delta.html);
+    assert!(
+        !beta.html.contains(" slow"),
+        "a breaker judging no slow calls says nothing of them: {}",
+        beta.html
     );
     card(&dom, "budget", "alpha");
     let grpc = card(&dom, "budget", "grpc");

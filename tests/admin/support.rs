@@ -90,7 +90,12 @@ pub async fn call(registry: &Registry, breaker: &str, outcome: Result<(), Flaky>
 /// What the registry counts for `breaker`.
 pub fn totals(registry: &Registry, breaker: &str) -> Counts {
     let totals = registry.breaker(breaker).unwrap().totals();
-    Counts { calls: totals.calls, failures: totals.failures, rejections: totals.rejections }
+    Counts {
+        calls: totals.calls,
+        failures: totals.failures,
+        rejections: totals.rejections,
+        slow_calls: totals.slow_calls,
+    }
 }
 
 /// Serves `router` on 127.0.0.1, on a port the system picks.

@@ -235,3 +235,50 @@ fn a_breakers_window_of_calls_is_read_checked_and_reported() {
         "<toml>:3:17: `minimum_calls` must be at most window_calls (10), got 20: the window would never hold enough calls to judge"
     );
 }
+
+/// A breaker's slow calls from the file (issue 44, item 1): read, checked
+/// at the key, reported on reload, and the reload keeps the breaker's state.
+#[tokio::test(start_paused = true)]
+async fn a_breakers_slow_calls_are_read_checked_reported_and_reloaded_keeping_its_state() {
+    let registry = Registry::new();
+    let text = "[breakers.search]
+failure_rate_percent = 50
+minimum_calls = 2
+window_calls = 4
+";
+    registry.load_toml(text).unwrap();
+    let breaker = registry.breaker("search").unwrap();
+    breaker.try_acquire().unwrap().record(stormproof::breaker::Outcome::Failure);
+    let timed = format!(
+        "{text}slow_call_ms = 2000
+slow_call_rate_percent = 75
+"
+    );
+    let report = registry.reload_toml(&timed).unwrap();
+    assert_eq!(
+        report.to_string(),
+        "breaker `search`: slow_call_ms none -> 2000, slow_call_rate_percent none -> 75"
+    );
+    let config = breaker.config();
+    assert_eq!(
+        (config.slow_call_duration, config.slow_call_rate_percent),
+        (Some(std::time::Duration::from_secs(2)), Some(75))
+    );
+    // The failure recorded before the reload is still in the window: one
+    // more opens the breaker (two of two failed).
+    breaker.try_acquire().unwrap().record(stormproof::breaker::Outcome::Failure);
+    assert_eq!(breaker.state(), stormproof::breaker::BreakerState::Open);
+    assert_eq!(
+        error("[breakers.a]\nfailure_rate_percent = 50\nslow_call_ms = 2000"),
+        "<toml>:3:16: `slow_call_ms` says which calls are slow: give slow_call_rate_percent too (the share of slow calls that opens the breaker)"
+    );
+    assert_eq!(
+        error("[breakers.a]\nslow_call_ms = 2000\nslow_call_rate_percent = 50"),
+        "<toml>:3:26: `slow_call_rate_percent` is judged over the rate mode's window: give failure_rate_percent too"
+    );
+    assert!(
+        error("[breakers.a]\nfailure_rate_percent = 50\nslow_call_ms = 2000\nslow_call_rate_percent = 101")
+            .contains("`slow_call_rate_percent`"),
+        "over 100 is refused at the key"
+    );
+}

@@ -207,7 +207,7 @@ impl BreakerConfig {
             )),
             (None, Some(_)) => Err(ConfigError::new(
                 "slow_call_rate_percent",
-                "needs slow_call_duration (how long a call takes to count as slow)",
+                "needs slow_call_duration (`slow_call_ms` in a configuration file: how long a call takes to count as slow)",
             )),
             (Some(duration), Some(percent)) => {
                 if duration.is_zero() {
@@ -228,6 +228,28 @@ impl BreakerConfig {
                 Ok(())
             }
         }
+    }
+
+    /// Whether a success that took `took` is a slow call for a breaker of
+    /// these settings ([`Outcome::Slow`](super::Outcome::Slow)): it judges
+    /// slow calls, and `took` is at least `slow_call_duration`. (The
+    /// concurrent breaker times its attempts to the millisecond.)
+    ///
+    /// ```
+    /// # use stormproof_runtime as stormproof;
+    /// use std::time::Duration;
+    /// use stormproof::breaker::BreakerConfig;
+    /// let slow = BreakerConfig {
+    ///     failure_rate_percent: Some(50),
+    ///     slow_call_duration: Some(Duration::from_secs(2)),
+    ///     slow_call_rate_percent: Some(50),
+    ///     ..Default::default()
+    /// };
+    /// assert!(slow.is_slow(Duration::from_secs(2)) && !slow.is_slow(Duration::from_millis(1_999)));
+    /// assert!(!BreakerConfig::default().is_slow(Duration::from_secs(60)), "judges no slow calls");
+    /// ```
+    pub fn is_slow(&self, took: Duration) -> bool {
+        self.judges_slow_calls() && self.slow_call_duration.is_some_and(|slow| took >= slow)
     }
 
     /// Whether the breaker times its attempts (see `slow_call_duration`).

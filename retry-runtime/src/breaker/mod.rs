@@ -426,6 +426,7 @@ impl CircuitBreaker {
         let (ticket, outcome) = (permit.ticket(), self.judged(outcome, permit.started_ms()));
         if outcome == Outcome::Slow {
             self.counts.slow_calls.fetch_add(1, Ordering::Relaxed);
+            crate::observe::slow_call(&self.name);
         }
         let word = self.published.load(Ordering::Acquire);
         if outcome.succeeded() && !ticket.probe && word::epoch(word) != ticket.epoch {

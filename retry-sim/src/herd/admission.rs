@@ -25,7 +25,7 @@ impl Run<'_> {
                 let (admission, transition) = breaker.admit(now);
                 self.breaker_trips += trips(transition);
                 match admission {
-                    Admission::Allowed(ticket) => state.ticket = Some(ticket),
+                    Admission::Allowed(ticket) => state.ticket = Some((ticket, now)),
                     Admission::Rejected => {
                         // Fail fast: no load on the dependency, and the call ends.
                         self.breaker_stopped += 1;

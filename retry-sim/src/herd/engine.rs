@@ -50,7 +50,8 @@ pub(super) enum Event {
 pub(super) struct Client {
     pub(super) attempts: u32,
     pub(super) previous_wait: Option<Duration>,
-    pub(super) ticket: Option<Ticket>,
+    /// The breaker's ticket of its latest attempt, and when it was admitted.
+    pub(super) ticket: Option<(Ticket, Duration)>,
     /// Whether its latest attempt is out, waiting for a reply.
     pub(super) in_flight: bool,
     /// While the client holds a bulkhead permit: when its attempt started.
@@ -271,10 +272,14 @@ impl<'c> Run<'c> {
         let ticket = state.ticket.take();
         let permit_since = state.permit_since.take();
         if let Some(guards) = &mut self.guards {
-            if let (Some(breaker), Some(ticket)) = (&mut guards.breaker, ticket) {
-                // What the retry loop tells its breaker (see `execution::outcome_of`).
+            if let (Some(breaker), Some((ticket, since))) = (&mut guards.breaker, ticket) {
+                // What the retry loop tells its breaker (see the breaker's
+                // `outcome_of`), a success slower than its
+                // `slow_call_duration` a slow call.
                 let outcome = if cut || (!ok && class.is_failure()) {
                     Outcome::Failure
+                } else if ok && breaker.config().is_slow(now.saturating_sub(since)) {
+                    Outcome::Slow
                 } else if ok {
                     Outcome::Success
                 } else {

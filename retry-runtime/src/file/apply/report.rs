@@ -118,6 +118,12 @@ pub(super) fn breaker_diff(old: &BreakerConfig, new: &BreakerConfig) -> Vec<Stri
             maybe(old.window_calls, |n| n.to_string()),
             maybe(new.window_calls, |n| n.to_string()),
         ),
+        ("slow_call_ms", maybe(old.slow_call_duration, ms), maybe(new.slow_call_duration, ms)),
+        (
+            "slow_call_rate_percent",
+            maybe(old.slow_call_rate_percent, |p| p.to_string()),
+            maybe(new.slow_call_rate_percent, |p| p.to_string()),
+        ),
     ])
 }
 

@@ -20,6 +20,8 @@ pub(crate) const BREAKER_KEYS: &[&str] = &[
     "failure_rate_percent",
     "minimum_calls",
     "window_calls",
+    "slow_call_ms",
+    "slow_call_rate_percent",
     "fleet",
 ];
 pub(crate) const BUDGET_KEYS: &[&str] = &[
@@ -115,6 +117,12 @@ pub(crate) fn breaker(
             );
             config.window_calls = None;
         }
+    }
+    if let Some((d, _)) = millis(entries, "slow_call_ms", problems) {
+        config.slow_call_duration = Some(d);
+    }
+    if let Some((n, _)) = integer(entries, "slow_call_rate_percent", 100, problems) {
+        config.slow_call_rate_percent = Some(n as u8);
     }
     finish(config.validate().map(|()| config), before, entries, table, problems)
 }

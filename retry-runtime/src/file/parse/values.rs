@@ -116,7 +116,10 @@ pub(crate) fn text(entries: &[Entry<'_>], key: &str, problems: &mut Problems<'_>
 /// fields drop the keys' `_ms`.
 pub(crate) fn key_of(field: &str) -> String {
     match field {
-        "window" | "open_for" | "max_wait" | "sync_every" | "store_timeout" => format!("{field}_ms"),
+        "window" | "open_for" | "max_open_for" | "max_wait" | "sync_every" | "store_timeout" => {
+            format!("{field}_ms")
+        }
+        "slow_call_duration" => "slow_call_ms".to_owned(),
         field => field.to_owned(),
     }
 }
