@@ -1040,3 +1040,30 @@ async fn a_plain_first_attempts_success_refills_the_budget() {
     // after it give them back, so the last call may retry again.
     assert_eq!(seen, [(503, 2), (200, 1), (200, 1), (503, 2)]);
 }
+
+/// A breaker judging slow calls (issue 44, item 1) times an attempt from
+/// when its request went out: the 50 ms the retry spends reading the
+/// stalled failed response before it is the client's, not the
+/// dependency's, and the retry answered at once is not slow.
+#[tokio::test(start_paused = true)]
+async fn a_breaker_judging_slow_calls_times_a_retry_from_when_its_request_went_out() {
+    let registry = Registry::new();
+    let judging = BreakerConfig {
+        failure_rate_percent: Some(50),
+        window_calls: Some(10),
+        minimum_calls: 10,
+        slow_call_duration: Some(ms(20)),
+        slow_call_rate_percent: Some(50),
+        ..Default::default()
+    };
+    registry.declare_breaker("timed", judging).unwrap();
+    let failing = Failing::new(1, 1, true);
+    let service = ResilientLayer::new(policy(2).breaker("timed").budget("none").build().unwrap())
+        .layer(failing.clone());
+    let response = registry.scope(service.oneshot(get("http://in-process/"))).await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 2));
+    let calls = failing.calls.lock().unwrap().clone();
+    assert_eq!(calls[1] - calls[0], ms(50), "the retry read the stalled body for 50 ms before it went out");
+    let totals = registry.breaker("timed").unwrap().totals();
+    assert_eq!((totals.calls, totals.failures, totals.slow_calls), (2, 1, 0));
+}
