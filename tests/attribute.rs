@@ -853,7 +853,7 @@ async fn spend(calls: &AtomicU32) -> Result<(), Flaky> {
 #[tokio::test(start_paused = true)]
 async fn the_named_budget_stops_retries_but_never_first_attempts() {
     let registry = Registry::new();
-    let config = TokenBucket { capacity: 2, retry_cost: 1, refill_per_success: 1 };
+    let config = TokenBucket { capacity: 2, retry_cost: 1, refill_per_success: 1, ..Default::default() };
     registry.declare_budget("attribute-retries", config).unwrap();
     let calls = AtomicU32::new(0);
 

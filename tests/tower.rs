@@ -810,7 +810,10 @@ async fn the_attempt_timeout_and_the_deadline_apply() {
 async fn the_named_budget_and_bulkhead_apply() {
     let registry = Registry::new();
     registry
-        .declare_budget("payments", TokenBucket { capacity: 1, retry_cost: 1, refill_per_success: 1 })
+        .declare_budget(
+            "payments",
+            TokenBucket { capacity: 1, retry_cost: 1, refill_per_success: 1, ..Default::default() },
+        )
         .unwrap();
     registry
         .declare_bulkhead(
@@ -1027,7 +1030,10 @@ fn answering_in_turn(
 async fn a_plain_first_attempts_success_refills_the_budget() {
     let budget = "tower-plain-budget";
     stormproof::registry()
-        .declare_budget(budget, TokenBucket { capacity: 2, retry_cost: 2, refill_per_success: 1 })
+        .declare_budget(
+            budget,
+            TokenBucket { capacity: 2, retry_cost: 2, refill_per_success: 1, ..Default::default() },
+        )
         .unwrap();
     let service = ResilientLayer::new(policy(2).budget(budget).breaker("none").build().unwrap())
         .layer(answering_in_turn(&[503, 503, 200, 200, 503, 503]));

@@ -121,6 +121,15 @@ pub enum BudgetConfigView {
         retry_cost: u32,
         /// Tokens one success returns.
         refill_per_success: u32,
+        /// Tokens a retry after an attempt timeout takes; `null`: `retry_cost`.
+        #[serde(default)]
+        timeout_cost: Option<u32>,
+        /// Tokens a retry after a throttle takes; `null`: `retry_cost`.
+        #[serde(default)]
+        throttled_cost: Option<u32>,
+        /// Whether a retry that succeeds gives back what it took.
+        #[serde(default)]
+        refund_on_success: bool,
     },
     /// gRPC's retry throttling: failures take a token, successes return
     /// `token_ratio`, retries only above half of `max_tokens`.
@@ -146,6 +155,9 @@ impl From<BudgetConfig> for BudgetConfigView {
                 capacity: c.capacity,
                 retry_cost: c.retry_cost,
                 refill_per_success: c.refill_per_success,
+                timeout_cost: c.timeout_cost,
+                throttled_cost: c.throttled_cost,
+                refund_on_success: c.refund_on_success,
             },
             BudgetConfig::RetryThrottling(c) => {
                 BudgetConfigView::RetryThrottling { max_tokens: c.max_tokens, token_ratio: c.token_ratio }

@@ -47,8 +47,9 @@ pub trait Answers {
     fn until_deadline(&self) -> Option<Duration>;
     /// How long the breaker stays open from now; `None` when it is not open.
     fn breaker_open_for(&self) -> Option<Duration>;
-    /// Takes a retry token; `false` when the budget is empty. Called last.
-    fn take_budget(&mut self) -> bool;
+    /// Takes what a retry after an error of `class` costs from the budget;
+    /// `false` when it is empty. Called last.
+    fn take_budget(&mut self, class: ErrorClass) -> bool;
 }
 
 /// The decision after attempt number `attempts` (1 for the first) failed
@@ -66,7 +67,7 @@ pub trait Answers {
 ///     fn backoff(&mut self) -> Duration { Duration::from_millis(100) }
 ///     fn until_deadline(&self) -> Option<Duration> { None }
 ///     fn breaker_open_for(&self) -> Option<Duration> { None }
-///     fn take_budget(&mut self) -> bool { false }
+///     fn take_budget(&mut self, _class: ErrorClass) -> bool { false }
 /// }
 /// let stop = decide(ErrorClass::Transient, 1, 4, &mut NoTokens);
 /// assert_eq!(stop, Decision::Stop(stormproof::StopReason::BudgetExhausted));
@@ -94,7 +95,7 @@ pub fn decide(class: ErrorClass, attempts: u32, max_attempts: u32, answers: &mut
     if answers.breaker_open_for().is_some_and(|open| open > wait) {
         return Decision::Stop(StopReason::CircuitOpen);
     }
-    if !answers.take_budget() {
+    if !answers.take_budget(class) {
         return Decision::Stop(StopReason::BudgetExhausted);
     }
     Decision::Retry(wait)
@@ -125,7 +126,7 @@ mod tests {
         fn breaker_open_for(&self) -> Option<Duration> {
             self.open_for
         }
-        fn take_budget(&mut self) -> bool {
+        fn take_budget(&mut self, _class: ErrorClass) -> bool {
             self.asked.push("budget");
             !self.budget_empty
         }

@@ -122,7 +122,10 @@ fn slow_success(attempts: &Attempts) -> impl Future<Output = Result<(), TestErro
 async fn a_hedge_takes_a_budget_token_and_without_one_there_is_no_hedge() {
     let registry = Registry::new();
     registry
-        .declare_budget("dep", TokenBucket { capacity: 1, retry_cost: 1, refill_per_success: 0 })
+        .declare_budget(
+            "dep",
+            TokenBucket { capacity: 1, retry_cost: 1, refill_per_success: 0, ..Default::default() },
+        )
         .unwrap();
     let policy = Policy::builder().max_attempts(1).hedge(ms(10), 1).budget("dep").build().unwrap();
     let attempts = Attempts::new();
@@ -549,7 +552,10 @@ async fn a_reconfigured_bulkhead_keeps_what_its_adaptive_limit_learned_only_whil
 fn hedging_under_budget_and_rate_limit(tokens: u32, burst: u32) -> (Registry, Policy) {
     let registry = Registry::new();
     registry
-        .declare_budget("dep", TokenBucket { capacity: tokens, retry_cost: 1, refill_per_success: 0 })
+        .declare_budget(
+            "dep",
+            TokenBucket { capacity: tokens, retry_cost: 1, refill_per_success: 0, ..Default::default() },
+        )
         .unwrap();
     registry.declare_rate_limit("api", RateLimitConfig { per_second: 1, burst, max_wait: None }).unwrap();
     let policy =
@@ -607,7 +613,10 @@ async fn a_hedge_needs_a_rate_limit_turn_and_the_throttles_leave() {
 async fn no_hedge_starts_at_the_deadline() {
     let registry = Registry::new();
     registry
-        .declare_budget("dep", TokenBucket { capacity: 5, retry_cost: 1, refill_per_success: 0 })
+        .declare_budget(
+            "dep",
+            TokenBucket { capacity: 5, retry_cost: 1, refill_per_success: 0, ..Default::default() },
+        )
         .unwrap();
     let policy =
         Policy::builder().max_attempts(1).deadline(ms(100)).hedge(ms(50), 2).budget("dep").build().unwrap();
@@ -633,7 +642,10 @@ async fn a_hedge_the_budget_cannot_pay_for_takes_no_rate_limit_turn() {
     let registry = Registry::new();
     // A retry costs two tokens: after one hedge, one is left, which pays for none.
     registry
-        .declare_budget("dep", TokenBucket { capacity: 3, retry_cost: 2, refill_per_success: 0 })
+        .declare_budget(
+            "dep",
+            TokenBucket { capacity: 3, retry_cost: 2, refill_per_success: 0, ..Default::default() },
+        )
         .unwrap();
     registry.declare_rate_limit("api", RateLimitConfig { per_second: 1, burst: 4, max_wait: None }).unwrap();
     let policy =
@@ -743,7 +755,10 @@ async fn a_hedge_that_succeeds_at_the_deadline_wins_over_the_cut_beside_it() {
 fn hedging_under_every_guard() -> (Registry, Policy) {
     let registry = Registry::with_seed(3);
     registry
-        .declare_budget("dep", TokenBucket { capacity: 5, retry_cost: 1, refill_per_success: 0 })
+        .declare_budget(
+            "dep",
+            TokenBucket { capacity: 5, retry_cost: 1, refill_per_success: 0, ..Default::default() },
+        )
         .unwrap();
     registry.declare_breaker("dep", BreakerConfig::default()).unwrap();
     let two_places = BulkheadConfig { max_concurrent: 2, max_wait: None, ..Default::default() };

@@ -55,7 +55,12 @@ fn stressed_registry() -> Registry {
     registry
         .declare_budget(
             "dep",
-            TokenBucket { capacity: BUDGET_CAPACITY, retry_cost: 2, refill_per_success: 1 },
+            TokenBucket {
+                capacity: BUDGET_CAPACITY,
+                retry_cost: 2,
+                refill_per_success: 1,
+                ..Default::default()
+            },
         )
         .unwrap();
     registry
@@ -445,7 +450,7 @@ async fn aborted_calls_on_the_direct_path_give_every_bulkhead_place_back() {
 /// (`guards.rs::a_refused_retry_gives_back_the_tokens_it_took`).
 #[tokio::test(start_paused = true)]
 async fn a_call_dropped_before_its_retry_runs_gives_the_budget_token_back() {
-    let bucket = TokenBucket { capacity: 2, retry_cost: 1, refill_per_success: 0 };
+    let bucket = TokenBucket { capacity: 2, retry_cost: 1, refill_per_success: 0, ..Default::default() };
     let ratio = RatioBudget { ratio: 0.0, window: Duration::from_secs(10), min_per_sec: 1 };
     let forms: [(&str, BudgetConfig, u32); 3] = [
         ("bucket", bucket.into(), 2),
@@ -495,7 +500,10 @@ async fn a_call_dropped_before_its_retry_runs_gives_the_budget_token_back() {
     // A retry that ran keeps its token; dropping the call afterwards gives nothing.
     let registry = Registry::new();
     registry
-        .declare_budget("api", TokenBucket { capacity: 2, retry_cost: 1, refill_per_success: 0 })
+        .declare_budget(
+            "api",
+            TokenBucket { capacity: 2, retry_cost: 1, refill_per_success: 0, ..Default::default() },
+        )
         .unwrap();
     let policy = Policy::builder().jitter(Jitter::None).base(ms(100)).max_attempts(3).budget("api");
     let policy = policy.build().unwrap();
@@ -511,7 +519,7 @@ async fn a_call_dropped_before_its_retry_runs_gives_the_budget_token_back() {
 #[tokio::test(start_paused = true)]
 async fn a_call_dropped_mid_backoff_on_the_direct_path_gives_the_budget_token_back() {
     let registry = stormproof_runtime::registry();
-    let bucket = TokenBucket { capacity: 2, retry_cost: 1, refill_per_success: 0 };
+    let bucket = TokenBucket { capacity: 2, retry_cost: 1, refill_per_success: 0, ..Default::default() };
     registry.declare_budget("cancel-backoff-direct", bucket).unwrap();
     let budget = registry.budget("cancel-backoff-direct").unwrap();
     for deadline in [None, Some(Duration::from_secs(10))] {

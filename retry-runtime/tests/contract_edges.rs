@@ -94,7 +94,12 @@ fn each_guard_reports_the_name_and_the_settings_it_was_declared_with() {
         slow_call_duration: Some(ms(1_500)),
         slow_call_rate_percent: Some(60),
     };
-    let budget = BudgetConfig::TokenBucket(TokenBucket { capacity: 9, retry_cost: 2, refill_per_success: 3 });
+    let budget = BudgetConfig::TokenBucket(TokenBucket {
+        capacity: 9,
+        retry_cost: 2,
+        refill_per_success: 3,
+        ..Default::default()
+    });
     let bulkhead = BulkheadConfig { max_concurrent: 4, max_wait: Some(ms(25)), ..Default::default() };
     registry.declare_breaker("payments", breaker).unwrap();
     registry.declare_budget("ledger", budget).unwrap();
@@ -112,9 +117,11 @@ fn each_guard_reports_the_name_and_the_settings_it_was_declared_with() {
 // Kills `TokenBucket::validate`: `>` -> `>=`.
 #[test]
 fn a_retry_may_cost_the_whole_capacity() {
-    let budget =
-        RetryBudget::new("all-in", TokenBucket { capacity: 3, retry_cost: 3, refill_per_success: 1 })
-            .expect("a cost equal to the capacity is valid");
+    let budget = RetryBudget::new(
+        "all-in",
+        TokenBucket { capacity: 3, retry_cost: 3, refill_per_success: 1, ..Default::default() },
+    )
+    .expect("a cost equal to the capacity is valid");
     assert!(budget.try_withdraw(), "one retry");
     assert!(!budget.try_withdraw(), "then none");
 }

@@ -229,7 +229,10 @@ async fn the_loop_stops_at_once_when_its_failure_opened_the_breaker() {
 async fn first_attempts_pass_with_an_empty_budget_and_successes_refill_it() {
     let registry = Registry::new();
     registry
-        .declare_budget("api", TokenBucket { capacity: 2, retry_cost: 1, refill_per_success: 1 })
+        .declare_budget(
+            "api",
+            TokenBucket { capacity: 2, retry_cost: 1, refill_per_success: 1, ..Default::default() },
+        )
         .unwrap();
     let budget = registry.budget("api").unwrap();
     let attempts = Attempts::new();
@@ -385,7 +388,14 @@ async fn a_refused_retry_gives_back_the_tokens_it_took() {
             let budget = registry.budget("api").unwrap();
             assert!((0..4).all(|_| budget.try_withdraw()), "4 more spent");
             sleep(Duration::from_secs(1)).await;
-            budget.reconfigure(TokenBucket { capacity: 10, retry_cost: 5, refill_per_success: 1 }).unwrap();
+            budget
+                .reconfigure(TokenBucket {
+                    capacity: 10,
+                    retry_cost: 5,
+                    refill_per_success: 1,
+                    ..Default::default()
+                })
+                .unwrap();
         },
     )
     .await;
@@ -625,7 +635,10 @@ async fn eight_tasks_of_ten_thousand_calls_leave_consistent_counts() {
         .declare_breaker("stress", BreakerConfig { failure_threshold: 1_000_000, ..Default::default() })
         .unwrap();
     registry
-        .declare_budget("stress", TokenBucket { capacity: 1_000, retry_cost: 1, refill_per_success: 1 })
+        .declare_budget(
+            "stress",
+            TokenBucket { capacity: 1_000, retry_cost: 1, refill_per_success: 1, ..Default::default() },
+        )
         .unwrap();
     registry
         .declare_bulkhead(

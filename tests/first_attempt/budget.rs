@@ -26,7 +26,7 @@ async fn refilling(dependency: &Dependency) -> Result<u32, Flaky> {
 
 #[tokio::test(start_paused = true)]
 async fn a_plain_success_puts_a_token_back_and_a_plain_failure_pays_for_its_retry() {
-    let bucket = TokenBucket { capacity: 2, retry_cost: 1, refill_per_success: 1 };
+    let bucket = TokenBucket { capacity: 2, retry_cost: 1, refill_per_success: 1, ..Default::default() };
     registry().declare_budget("plain-bucket", bucket).unwrap();
     let budget = registry().budget("plain-bucket").unwrap();
 

@@ -2,6 +2,8 @@
 //! and a limited number of probes while half-open; it hears every
 //! attempt's end as a success, a failure or neither.
 
+use std::num::NonZeroU64;
+
 use tokio::time::Instant;
 
 use super::{CircuitBreaker, Outcome, Ticket};
@@ -21,12 +23,19 @@ use crate::rejection::Rejection;
 #[derive(Debug, Clone, Copy)]
 pub struct BreakerTicket {
     epoch: u64,
-    /// Bit 0: a probe; bit 1: timed; bits 32-63: the start, if timed.
-    meta: u64,
+    /// Bit 0: a probe; bit 1: timed; bit 2: always set (so that an
+    /// `Option<BreakerTicket>`, a permit of a slot that may hold no
+    /// breaker, is as small as the ticket: zero is its `None`); bits
+    /// 32-63: the start, if timed.
+    meta: NonZeroU64,
 }
 
-const PROBE: u64 = 0b01;
-const TIMED: u64 = 0b10;
+const PROBE: u64 = 0b001;
+const TIMED: u64 = 0b010;
+const HELD: NonZeroU64 = NonZeroU64::MIN.saturating_add(0b011);
+
+// The niche that keeps `Option<BreakerTicket>` two words.
+const _: () = assert!(size_of::<Option<BreakerTicket>>() == size_of::<BreakerTicket>());
 
 impl BreakerTicket {
     /// The permit of an attempt `breaker` admitted now with `ticket`,
@@ -34,14 +43,15 @@ impl BreakerTicket {
     #[inline(always)]
     pub(super) fn admitted(breaker: &CircuitBreaker, ticket: Ticket, timed: bool) -> Self {
         let probe = if ticket.probe { PROBE } else { 0 };
-        let meta = if timed { u64::from(breaker.now_ms()) << 32 | TIMED | probe } else { probe };
+        let meta =
+            if timed { HELD | (u64::from(breaker.now_ms()) << 32 | TIMED | probe) } else { HELD | probe };
         BreakerTicket { epoch: ticket.epoch, meta }
     }
 
     /// An untimed attempt's permit: `ticket` alone.
     #[inline(always)]
     pub(super) fn untimed(ticket: Ticket) -> Self {
-        BreakerTicket { epoch: ticket.epoch, meta: if ticket.probe { PROBE } else { 0 } }
+        BreakerTicket { epoch: ticket.epoch, meta: HELD | if ticket.probe { PROBE } else { 0 } }
     }
 
     /// The breaker's ticket.
@@ -53,13 +63,13 @@ impl BreakerTicket {
     /// Whether the attempt holds a half-open probe slot.
     #[inline(always)]
     pub(super) fn is_probe(&self) -> bool {
-        self.meta & PROBE != 0
+        self.meta.get() & PROBE != 0
     }
 
     /// When the attempt started, in `CircuitBreaker::now_ms`'s count, if it is timed.
     #[inline(always)]
     pub(super) fn started_ms(&self) -> Option<u32> {
-        (self.meta & TIMED != 0).then_some((self.meta >> 32) as u32)
+        (self.meta.get() & TIMED != 0).then_some((self.meta.get() >> 32) as u32)
     }
 
     /// Times the attempt from `sent` (if later than its admission), as a
@@ -71,7 +81,7 @@ impl BreakerTicket {
             let sent_ms = breaker.ms_at(sent);
             // Later, in the wrapping count: the difference is below half its range.
             if sent_ms.wrapping_sub(started) < u32::MAX / 2 {
-                self.meta = u64::from(sent_ms) << 32 | (self.meta & (TIMED | PROBE));
+                self.meta = HELD | (u64::from(sent_ms) << 32 | (self.meta.get() & (TIMED | PROBE)));
             }
         }
     }
@@ -117,7 +127,7 @@ impl Guard for CircuitBreaker {
 
     #[inline(always)]
     fn record(&self, permit: BreakerTicket, answer: Answer) {
-        self.record_ticket(permit, outcome_of(answer));
+        self.record_permit(permit, outcome_of(answer));
     }
 
     #[inline(always)]

@@ -476,12 +476,24 @@ impl CircuitBreaker {
     /// the published word shows there is nothing to change (one atomic
     /// load, inlined), the core's record.
     #[inline(always)]
-    fn record_ticket(&self, permit: BreakerTicket, outcome: Outcome) {
+    fn record_permit(&self, permit: BreakerTicket, outcome: Outcome) {
         self.count(outcome);
         if !permit.is_probe() && self.nothing_to_record(permit.ticket(), outcome) {
             return;
         }
         self.record_slow(permit, outcome);
+    }
+
+    /// [`record_permit`](Self::record_permit) for an untimed attempt's
+    /// ticket (a [`BreakerPermit`]'s), its success path as it was before
+    /// attempts were timed.
+    #[inline(always)]
+    fn record_ticket(&self, ticket: Ticket, outcome: Outcome) {
+        self.count(outcome);
+        if !ticket.probe && self.nothing_to_record(ticket, outcome) {
+            return;
+        }
+        self.record_slow(BreakerTicket::untimed(ticket), outcome);
     }
 
     /// Frees the probe slot of an attempt dropped unfinished.

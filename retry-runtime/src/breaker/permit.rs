@@ -38,7 +38,7 @@ impl<'a> BreakerPermit<'a> {
     #[inline]
     pub fn record(mut self, outcome: Outcome) {
         if let Some(ticket) = self.ticket.take() {
-            self.breaker.record_ticket(super::BreakerTicket::untimed(ticket), outcome);
+            self.breaker.record_ticket(ticket, outcome);
         }
     }
 }

@@ -3,7 +3,7 @@
 //! admitted (a retry was paid for when it was decided), refills on a
 //! success, and hears of retryable failures (retry throttling counts them).
 
-use super::{RetryBudget, Withdrawal};
+use super::{RetryBudget, RetryCause, Withdrawal};
 use crate::classify::ErrorClass;
 use crate::guard::{Admit, Answer, AttemptKind, Guard};
 use crate::rejection::Rejection;
@@ -20,7 +20,7 @@ impl Guard for RetryBudget {
                 Admit::Go(None)
             }
             AttemptKind::Retry => Admit::Go(None),
-            AttemptKind::Hedge => match self.withdraw() {
+            AttemptKind::Hedge => match self.withdraw(RetryCause::Transient) {
                 Some(taken) => Admit::Go(Some(taken)),
                 None => Admit::Refuse,
             },

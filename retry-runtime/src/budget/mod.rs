@@ -38,6 +38,30 @@ pub use ratio::RatioWindow;
 pub use throttling::RetryThrottling;
 pub(crate) use withdrawal::Withdrawal;
 
+/// What a retry follows, for a budget whose retries cost by it (a
+/// [`TokenBucket`] with `timeout_cost` or `throttled_cost`; the other forms
+/// take the same for every retry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RetryCause {
+    /// A transient error or a conflict: a 5xx, a reset connection.
+    Transient,
+    /// The attempt's own timeout cut it short.
+    Timeout,
+    /// The dependency throttled ([`ErrorClass::Throttled`](crate::ErrorClass::Throttled)).
+    Throttled,
+}
+
+impl RetryCause {
+    /// The cause of a retry after an error of `class` (an attempt timeout
+    /// is told apart by the call, which cut it: see [`Timeout`](Self::Timeout)).
+    pub fn of(class: crate::ErrorClass) -> Self {
+        match class {
+            crate::ErrorClass::Throttled { .. } => RetryCause::Throttled,
+            _ => RetryCause::Transient,
+        }
+    }
+}
+
 /// The budget name that means no budget at all: `budget = "none"` in the
 /// attribute and in an `[operations]` table, `.budget(NO_BUDGET)` on the
 /// builder. Every other operation has a retry budget: the one it names, or
@@ -284,6 +308,18 @@ impl RetryBudget {
         }
     }
 
+    /// A retry that took `taken` succeeded (and its success was recorded):
+    /// a bucket that refunds gets what the retry took back, in place of
+    /// the success's refill (what it took, less the refill the success
+    /// put in); any other budget, nothing more.
+    #[cold]
+    pub(crate) fn retry_succeeded(&self, taken: Withdrawal) {
+        if let (Form::Bucket(bucket), Some(cost)) = (&self.form, taken.refundable()) {
+            bucket.refund(cost);
+            crate::observe::budget_level(&self.name, || bucket.available());
+        }
+    }
+
     #[inline(never)]
     fn regain(&self, throttling: &throttling::Throttling) {
         throttling.record_success();
@@ -362,8 +398,11 @@ mod tests {
 
     #[test]
     fn successes_refill_up_to_capacity() {
-        let b = RetryBudget::new("x", TokenBucket { capacity: 10, retry_cost: 4, refill_per_success: 3 })
-            .unwrap();
+        let b = RetryBudget::new(
+            "x",
+            TokenBucket { capacity: 10, retry_cost: 4, refill_per_success: 3, ..Default::default() },
+        )
+        .unwrap();
         assert!(b.try_withdraw());
         assert!(b.try_withdraw());
         assert_eq!(b.available(), 2);
@@ -380,7 +419,7 @@ mod tests {
     fn invalid_budgets_name_their_field() {
         let zero = TokenBucket { capacity: 0, ..Default::default() };
         assert_eq!(RetryBudget::new("x", zero).unwrap_err().field, "capacity");
-        let dear = TokenBucket { capacity: 3, retry_cost: 4, refill_per_success: 1 };
+        let dear = TokenBucket { capacity: 3, retry_cost: 4, refill_per_success: 1, ..Default::default() };
         assert_eq!(RetryBudget::new("x", dear).unwrap_err().field, "retry_cost");
         let ratio = RatioBudget { ratio: -1.0, ..Default::default() };
         assert_eq!(RetryBudget::new("x", ratio).unwrap_err().field, "ratio");

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::lease::Taken;
-use super::{Form, RatioState, RetryBudget, lock};
+use super::{Form, RatioState, RetryBudget, RetryCause, lock};
 
 /// What [`RetryBudget::withdraw`] took for one retry: what giving it back
 /// puts back, where it was taken.
@@ -15,29 +15,48 @@ pub struct Withdrawal {
     leased: Option<Taken>,
 }
 
+impl Withdrawal {
+    /// The tokens a bucket took, if a bucket that refunds a retry that
+    /// succeeds took them (see `TokenBucket::refund_on_success`).
+    #[inline]
+    pub(crate) fn refundable(self) -> Option<u32> {
+        match self.local {
+            Local::Bucket { cost, refund: true } => Some(cost),
+            _ => None,
+        }
+    }
+}
+
 /// What the budget's own form took.
 #[derive(Debug, Clone, Copy)]
 enum Local {
     /// A ratio budget's retry, counted in the window's slice at `at` (the
     /// budget's time).
     Ratio { at: Duration },
-    /// A bucket's tokens: the retry cost when it was taken.
-    Bucket { cost: u32 },
+    /// A bucket's tokens: the retry cost when it was taken, and whether
+    /// the bucket then refunded a retry that succeeds.
+    Bucket { cost: u32, refund: bool },
     /// Retry throttling's leave: nothing taken (the failure before it
     /// took its token).
     Throttled,
 }
 
 impl RetryBudget {
-    /// Takes what one retry costs; `false` (and nothing taken) when too
-    /// little is left, here or in the lease.
+    /// Takes what one retry after a transient error costs; `false` (and
+    /// nothing taken) when too little is left, here or in the lease.
     pub fn try_withdraw(&self) -> bool {
-        self.withdraw().is_some()
+        self.withdraw(RetryCause::Transient).is_some()
     }
 
-    /// [`try_withdraw`](Self::try_withdraw), saying what it took, to give
-    /// back exactly that ([`give_back_retry`](Self::give_back_retry)).
-    pub(crate) fn withdraw(&self) -> Option<Withdrawal> {
+    /// [`try_withdraw`](Self::try_withdraw) for a retry after `cause` (see
+    /// [`TokenBucket::cost`](super::TokenBucket::cost)).
+    pub fn try_withdraw_for(&self, cause: RetryCause) -> bool {
+        self.withdraw(cause).is_some()
+    }
+
+    /// [`try_withdraw_for`](Self::try_withdraw_for), saying what it took,
+    /// to give back exactly that ([`give_back_retry`](Self::give_back_retry)).
+    pub(crate) fn withdraw(&self, cause: RetryCause) -> Option<Withdrawal> {
         let leased = if self.lease.held() {
             let Some(taken) = self.lease.take() else {
                 crate::observe::budget_level(&self.name, || self.available());
@@ -53,7 +72,9 @@ impl RetryBudget {
                 let at = self.now();
                 window.try_withdraw(config, at, first_attempts.total()).then_some(Local::Ratio { at })
             }
-            Form::Bucket(bucket) => bucket.try_withdraw().map(|cost| Local::Bucket { cost }),
+            Form::Bucket(bucket) => {
+                bucket.try_withdraw(cause).map(|cost| Local::Bucket { cost, refund: bucket.refunds() })
+            }
             Form::Throttling(throttling) => throttling.allows_retry().then_some(Local::Throttled),
         };
         if taken.is_some() {
@@ -79,7 +100,7 @@ impl RetryBudget {
     pub(crate) fn give_back_retry(&self, taken: Withdrawal) {
         match (&self.form, taken.local) {
             (Form::Ratio { state, .. }, Local::Ratio { at }) => lock(state).window.give_back(at),
-            (Form::Bucket(bucket), Local::Bucket { cost }) => bucket.give_back(cost),
+            (Form::Bucket(bucket), Local::Bucket { cost, .. }) => bucket.give_back(cost),
             // A budget keeps its form (`reconfigure` refuses the other).
             _ => {}
         }

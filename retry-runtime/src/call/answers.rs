@@ -8,6 +8,8 @@ use super::Call;
 use super::more::Withdrawn;
 use crate::backoff::Jitter;
 use crate::backoff::JitterRng;
+use crate::budget::RetryCause;
+use crate::classify::ErrorClass;
 use crate::decision::Answers;
 use crate::guards::Shape;
 use crate::policy::Policy;
@@ -48,7 +50,7 @@ impl<S: Default, H, V: Shape> Answers for Call<'_, S, H, V> {
     /// budget in the guard set (its successes still refill it) but takes
     /// nothing from it.
     #[inline]
-    fn take_budget(&mut self) -> bool {
+    fn take_budget(&mut self, class: ErrorClass) -> bool {
         if !self.settings().budget {
             return true;
         }
@@ -56,11 +58,13 @@ impl<S: Default, H, V: Shape> Answers for Call<'_, S, H, V> {
         let Some(budget) = &guards.budget else {
             return true;
         };
-        let Some(taken) = budget.withdraw() else {
+        let timed_out = self.more.as_ref().is_some_and(|more| more.timed_out);
+        let cause = if timed_out { RetryCause::Timeout } else { RetryCause::of(class) };
+        let Some(taken) = budget.withdraw(cause) else {
             return false;
         };
         let cached = self.cached.and_then(|guards| guards.budget.as_deref());
-        self.more().withdrawn = Some(Withdrawn { taken, cached });
+        self.more().withdrawn = Some(Withdrawn { taken, cached, spent: false });
         true
     }
 }

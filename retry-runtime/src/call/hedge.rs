@@ -89,7 +89,8 @@ pub trait RoundSlot<'p, Fut: Future>: Sized {
     ) -> Poll<RoundEnd<T, E>>
     where
         Fut: Future<Output = Result<T, E>>,
-        H: ErrorHandling<E>;
+        H: ErrorHandling<E>,
+        S: Default;
 }
 
 impl<'p, Fut: Future> RoundSlot<'p, Fut> for std::convert::Infallible {
@@ -123,6 +124,7 @@ impl<'p, Fut: Future> RoundSlot<'p, Fut> for Round<'p, Fut> {
     where
         Fut: Future<Output = Result<T, E>>,
         H: ErrorHandling<E>,
+        S: Default,
     {
         self.poll(call, make, cx)
     }
@@ -233,6 +235,7 @@ impl<'p, T, E, Fut: Future<Output = Result<T, E>>> Round<'p, Fut> {
     where
         M: super::hedge::Hedges<Fut>,
         H: ErrorHandling<E>,
+        S: Default,
     {
         let mut this = self.project();
         let mut cut = None;

@@ -269,7 +269,11 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     }
 
     /// An admitted attempt begins: it is counted, and the previous
-    /// attempt's error is superseded by this one's outcome.
+    /// attempt's error is superseded by this one's outcome. A retry's
+    /// budget withdrawal is spent now: forgotten, or, for a bucket that
+    /// refunds a retry that succeeds, kept to the call's end, where it is
+    /// given back unless a failure forgot it first (see `Withdrawn::spent`):
+    /// the success path does nothing more for it.
     #[inline(always)]
     fn begin_attempt<E>(&mut self)
     where
@@ -278,8 +282,22 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         self.attempts += 1;
         if let Some(more) = &mut *self.more {
             more.last.clear();
-            // The retry runs: its budget withdrawal is spent.
-            more.withdrawn = None;
+            if let Some(withdrawn) = &mut more.withdrawn {
+                if withdrawn.taken.refundable().is_some() {
+                    withdrawn.spent = true;
+                } else {
+                    more.withdrawn = None;
+                }
+            }
+        }
+    }
+
+    /// The attempt running now failed, or was cut or dropped: a retry's
+    /// withdrawal kept for a refund is spent for good.
+    #[inline]
+    fn forget_spent(&mut self) {
+        if let Some(more) = &mut *self.more {
+            more.forget_spent();
         }
     }
 

@@ -40,6 +40,10 @@ pub(super) struct More<'p, S> {
     /// given back if it cannot run (see `cannot_run`), or if the call is
     /// dropped first (see the `Drop` below).
     pub(super) withdrawn: Option<Withdrawn<'p>>,
+    /// Whether the attempt that just failed was cut by its own timeout:
+    /// its retry may cost a budget more (`TokenBucket::timeout_cost`).
+    /// Set by `Call::timed_out`, read by the decision after it.
+    pub(super) timed_out: bool,
     /// The call's span, when enabled.
     pub(super) span: Option<tracing::Span>,
     /// When the call started, if an `on_stop` hook will ask how long it took.
@@ -66,6 +70,7 @@ impl<S: Default> More<'_, S> {
             due: None,
             rng: None,
             withdrawn: None,
+            timed_out: false,
             span: None,
             started_at: None,
             last: S::default(),
@@ -83,6 +88,11 @@ impl<S: Default> More<'_, S> {
 pub(super) struct Withdrawn<'p> {
     pub(super) taken: Withdrawal,
     pub(super) cached: Option<&'p RetryBudget>,
+    /// Its retry was admitted and runs (a bucket that refunds a retry that
+    /// succeeds keeps it so; any other is forgotten as its retry starts):
+    /// still here as the call ends, its retry succeeded, and what it took
+    /// goes back (see `give_back_withdrawn`). A failure forgets it.
+    pub(super) spent: bool,
 }
 
 impl<S> More<'_, S> {
@@ -91,12 +101,24 @@ impl<S> More<'_, S> {
     #[cold]
     #[inline(never)]
     pub(super) fn give_back_withdrawn(&mut self) {
-        let Some(Withdrawn { taken, cached }) = self.withdrawn.take() else {
+        let Some(Withdrawn { taken, cached, spent }) = self.withdrawn.take() else {
             return;
         };
         let scoped = || self.scoped.as_ref().and_then(|guards| guards.budget.as_deref());
-        if let Some(budget) = cached.or_else(scoped) {
-            budget.give_back_retry(taken);
+        match cached.or_else(scoped) {
+            // Kept past its retry's start, to the call's end: the retry succeeded.
+            Some(budget) if spent => budget.retry_succeeded(taken),
+            Some(budget) => budget.give_back_retry(taken),
+            None => {}
+        }
+    }
+
+    /// The attempt running now failed or was cut or dropped: a retry's
+    /// withdrawal kept for a refund is spent for good.
+    #[inline]
+    pub(super) fn forget_spent(&mut self) {
+        if self.withdrawn.is_some_and(|withdrawn| withdrawn.spent) {
+            self.withdrawn = None;
         }
     }
 }

@@ -60,6 +60,7 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
     ) -> Option<Result<(crate::classify::ErrorClass, E), ()>>
     where
         H: ErrorHandling<E>,
+        S: Default,
     {
         let mut timer = timer.as_pin_mut()?;
         if timer.as_mut().poll(cx).is_pending() {

@@ -95,6 +95,8 @@ fn dropped<S, H, Fut, V: Shape>(
 ) {
     // Handed back after the attempt's drop, even if that drop panics.
     let _back = Abandon { guards: call.guards(), permits: permits.take().map(widen::<V>) };
+    // A retry cancelled as it ran spent what it took, with no refund.
+    call.forget_spent();
     call.drop_in_context(attempt);
 }
 

@@ -84,10 +84,12 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
     /// the dependency's errors, and one whose catch-all says permanent
     /// would make timeouts final and neutral to the breaker.
     #[cold]
-    pub(super) fn timed_out<E>(&self, after: Duration) -> (ErrorClass, E)
+    pub(super) fn timed_out<E>(&mut self, after: Duration) -> (ErrorClass, E)
     where
         H: ErrorHandling<E>,
+        S: Default,
     {
+        self.more().timed_out = true;
         let rejection = Rejection::AttemptTimeout { after };
         (rejection.classify(), self.handling.reject(rejection))
     }
@@ -102,10 +104,16 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
         H: ErrorHandling<E>,
         S: LastError<E>,
     {
+        self.forget_spent();
         if self.started == super::Started::Plain && self.policy.may_be_overridden() {
             self.adopt_override();
         }
-        match decide(class, self.attempts, self.max_attempts, self) {
+        let decision = decide(class, self.attempts, self.max_attempts, self);
+        // Read by the decision's budget question: this failure's alone.
+        if let Some(more) = &mut *self.more {
+            more.timed_out = false;
+        }
+        match decision {
             Decision::Retry(wait) => {
                 observe::retry(self.policy.operation(), self.attempts, wait, class.label());
                 if let Some(hook) = &self.policy.hooks().on_retry {
@@ -192,6 +200,7 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
     where
         H: ErrorHandling<E>,
     {
+        self.forget_spent();
         let rejection = self.deadline_rejection();
         self.tell_stop(rejection.stop_reason());
         self.handling.reject(rejection)

@@ -192,6 +192,7 @@ impl<'p, S: Default, H, V: Shape> Call<'p, S, H, V> {
             due: None,
             rng: None,
             withdrawn: None,
+            timed_out: false,
             span,
             started_at,
             last: S::default(),

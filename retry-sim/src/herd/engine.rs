@@ -375,9 +375,9 @@ impl Answers for ClientAnswers<'_> {
         Some(until.saturating_sub(self.now)).filter(|open| !open.is_zero())
     }
 
-    fn take_budget(&mut self) -> bool {
+    fn take_budget(&mut self, class: stormproof_runtime::ErrorClass) -> bool {
         let now = self.now;
-        self.guards.as_mut().is_none_or(|guards| guards.budget.try_withdraw(now))
+        self.guards.as_mut().is_none_or(|guards| guards.budget.try_withdraw(now, class))
     }
 }
 

@@ -133,6 +133,17 @@ pub(super) fn budget_diff(old: &BudgetConfig, new: &BudgetConfig) -> Vec<String>
             ("capacity", old.capacity.to_string(), new.capacity.to_string()),
             ("retry_cost", old.retry_cost.to_string(), new.retry_cost.to_string()),
             ("refill_per_success", old.refill_per_success.to_string(), new.refill_per_success.to_string()),
+            (
+                "timeout_cost",
+                maybe(old.timeout_cost, |c| c.to_string()),
+                maybe(new.timeout_cost, |c| c.to_string()),
+            ),
+            (
+                "throttled_cost",
+                maybe(old.throttled_cost, |c| c.to_string()),
+                maybe(new.throttled_cost, |c| c.to_string()),
+            ),
+            ("refund_on_success", old.refund_on_success.to_string(), new.refund_on_success.to_string()),
         ]),
         (BudgetConfig::RetryThrottling(old), BudgetConfig::RetryThrottling(new)) => changes(&[
             ("max_tokens", old.max_tokens.to_string(), new.max_tokens.to_string()),

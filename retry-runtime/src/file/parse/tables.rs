@@ -1,7 +1,7 @@
 //! One guard's table read into its config: breakers, budgets, bulkheads
 //! (with an adaptive limit), throttles and rate limits.
 
-use super::values::{Entry, count, finish, integer, millis, number, span_of, text};
+use super::values::{Entry, count, finish, flag, integer, millis, number, span_of, text};
 use crate::breaker::BreakerConfig;
 use crate::budget::{BudgetConfig, RatioBudget, RetryThrottling, TokenBucket};
 use crate::bulkhead::{AdaptiveLimit, BulkheadConfig};
@@ -31,13 +31,17 @@ pub(crate) const BUDGET_KEYS: &[&str] = &[
     "capacity",
     "retry_cost",
     "refill_per_success",
+    "timeout_cost",
+    "throttled_cost",
+    "refund_on_success",
     "max_tokens",
     "token_ratio",
     "fleet",
 ];
 /// A budget's keys by form: a table gives the keys of one form.
 const RATIO_KEYS: &[&str] = &["ratio", "window_ms", "min_per_sec"];
-const BUCKET_KEYS: &[&str] = &["capacity", "retry_cost", "refill_per_success"];
+const BUCKET_KEYS: &[&str] =
+    &["capacity", "retry_cost", "refill_per_success", "timeout_cost", "throttled_cost", "refund_on_success"];
 const THROTTLING_KEYS: &[&str] = &["max_tokens", "token_ratio"];
 /// Each form's keys, and what the form is called in a message.
 const FORMS: [(&[&str], &str); 3] = [
@@ -158,6 +162,15 @@ pub(crate) fn budget(
         }
         if let Some((n, _)) = count(entries, "refill_per_success", problems) {
             bucket.refill_per_success = n;
+        }
+        if let Some((n, _)) = count(entries, "timeout_cost", problems) {
+            bucket.timeout_cost = Some(n);
+        }
+        if let Some((n, _)) = count(entries, "throttled_cost", problems) {
+            bucket.throttled_cost = Some(n);
+        }
+        if let Some((refund, _)) = flag(entries, "refund_on_success", problems) {
+            bucket.refund_on_success = refund;
         }
         BudgetConfig::TokenBucket(bucket)
     } else if given(THROTTLING_KEYS).is_some() {
