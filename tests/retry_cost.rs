@@ -72,6 +72,18 @@ async fn call(registry: &Registry, first: Fault) -> u32 {
     attempts
 }
 
+/// A policy of `max_attempts` with no backoff, its retries paid from the
+/// budget `quota`, with no breaker.
+fn paid_from_quota(max_attempts: u32) -> Policy {
+    Policy::builder()
+        .max_attempts(max_attempts)
+        .base(Duration::ZERO)
+        .budget("quota")
+        .breaker("none")
+        .build()
+        .unwrap()
+}
+
 fn available(registry: &Registry) -> u32 {
     registry.budget("quota").unwrap().available()
 }
@@ -108,13 +120,7 @@ async fn with_refunds_a_retry_that_succeeds_gives_back_what_it_took_and_one_that
     let quota =
         TokenBucket { capacity: 20, retry_cost: 5, refund_on_success: true, ..TokenBucket::default() };
     registry.declare_budget("quota", quota).unwrap();
-    let policy = Policy::builder()
-        .max_attempts(2)
-        .base(Duration::ZERO)
-        .budget("quota")
-        .breaker("none")
-        .build()
-        .unwrap();
+    let policy = paid_from_quota(2);
     // Both attempts fail: the retry's 5 are spent.
     let failed: Result<(), Fault> = registry.scope(policy.run(|| async { Err(Fault::Unavailable) })).await;
     assert_eq!(failed, Err(Fault::Unavailable));
@@ -133,13 +139,7 @@ async fn the_aws_quota_stops_retries_to_a_dead_dependency_after_50_and_to_a_thro
     for (fault, retries) in [(Fault::Unavailable, 50), (Fault::Throttled, 100)] {
         let registry = Registry::new();
         registry.declare_budget("quota", TokenBucket::aws_standard()).unwrap();
-        let policy = Policy::builder()
-            .max_attempts(3)
-            .base(Duration::ZERO)
-            .budget("quota")
-            .breaker("none")
-            .build()
-            .unwrap();
+        let policy = paid_from_quota(3);
         let mut attempts = 0;
         for _ in 0..200 {
             let result: Result<(), Fault> = registry

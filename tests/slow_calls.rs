@@ -33,6 +33,13 @@ fn judging_slow_calls() -> BreakerConfig {
     }
 }
 
+/// A registry whose breaker `search` judges slow calls, and a policy of it.
+fn judged() -> (Registry, Policy) {
+    let registry = Registry::new();
+    registry.declare_breaker("search", judging_slow_calls()).unwrap();
+    (registry, policy())
+}
+
 fn policy() -> Policy {
     Policy::builder()
         .name("slow_calls::answer")
@@ -57,9 +64,7 @@ async fn call_taking(policy: &Policy, took: Duration) -> std::result::Result<(),
 
 #[tokio::test(start_paused = true)]
 async fn successes_slower_than_the_threshold_open_the_breaker_once_the_window_holds_enough() {
-    let registry = Registry::new();
-    registry.declare_breaker("search", judging_slow_calls()).unwrap();
-    let policy = policy();
+    let (registry, policy) = judged();
     registry
         .scope(async {
             // Nine of ten: below `minimum_calls`, not judged yet; each as
@@ -83,9 +88,7 @@ async fn successes_slower_than_the_threshold_open_the_breaker_once_the_window_ho
 
 #[tokio::test(start_paused = true)]
 async fn calls_faster_than_the_threshold_and_a_slow_share_below_the_rate_leave_it_closed() {
-    let registry = Registry::new();
-    registry.declare_breaker("search", judging_slow_calls()).unwrap();
-    let policy = policy();
+    let (registry, policy) = judged();
     registry
         .scope(async {
             let just_under = SLOW - Duration::from_millis(1);
@@ -106,9 +109,7 @@ async fn calls_faster_than_the_threshold_and_a_slow_share_below_the_rate_leave_i
 
 #[tokio::test(start_paused = true)]
 async fn a_slow_probe_reopens_the_breaker_and_a_fast_one_closes_it() {
-    let registry = Registry::new();
-    registry.declare_breaker("search", judging_slow_calls()).unwrap();
-    let policy = policy();
+    let (registry, policy) = judged();
     registry
         .scope(async {
             for _ in 0..10 {

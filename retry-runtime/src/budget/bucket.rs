@@ -169,16 +169,6 @@ impl Bucket {
         }
     }
 
-    /// What a retry after `cause` takes now.
-    fn cost(&self, cause: RetryCause) -> u32 {
-        let own = match cause {
-            RetryCause::Transient => UNSET,
-            RetryCause::Timeout => self.timeout_cost.load(Ordering::Relaxed),
-            RetryCause::Throttled => self.throttled_cost.load(Ordering::Relaxed),
-        };
-        if own == UNSET { self.retry_cost.load(Ordering::Relaxed) } else { own }
-    }
-
     /// Whether a retry that succeeds gives back what it took.
     #[inline]
     pub(super) fn refunds(&self) -> bool {
@@ -204,7 +194,8 @@ impl Bucket {
     /// Takes what a retry after `cause` costs now: that cost, or `None`
     /// (and nothing taken) when too little is left.
     pub(super) fn try_withdraw(&self, cause: RetryCause) -> Option<u32> {
-        let cost = self.cost(cause);
+        // The settings' own rule (`TokenBucket::cost`), off the success path.
+        let cost = self.config().cost(cause);
         let capacity = self.capacity.load(Ordering::Relaxed);
         self.missing
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |missing| {

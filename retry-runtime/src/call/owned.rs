@@ -26,61 +26,20 @@ use super::{Call, LastError, Step};
 use crate::context;
 use crate::error::ErrorHandling;
 use crate::guard::{Answer, AttemptKind};
-use crate::guards::{AnyShape, Guards, Named, Shape, ShapedPermits, Unnamed};
-use crate::policy::{LoopGuards, Policy};
+use crate::guards::{AnyShape, Shape, ShapedPermits};
+use crate::policy::Policy;
 
 /// What the guards gave a plain call's first attempt, with the policy
 /// whose guards gave it: handed back, counting nothing, if dropped before
 /// the attempt's outcome is recorded.
+///
+/// The guards are seen slot by slot (`AnyShape`), not by the shape of the
+/// policy's guards as `Policy::run` sees them: measured, the shapes saved
+/// 9 instructions of a layered request's 372 (`tower_cloning`), for a
+/// dispatch on five shapes at every admission, record and drop.
 pub(crate) struct FirstPermits {
     policy: Arc<Policy>,
-    permits: Option<HeldPermits>,
-}
-
-/// Shapes of the loop's common sets of guards (see `LoopGuards`), seen as
-/// the attribute sees them: only their own slots are looked at.
-type Unguarded = (Unnamed, Unnamed, Unnamed, Unnamed, Unnamed);
-type BreakerAlone = (Unnamed, Named, Unnamed, Unnamed, Unnamed);
-type BudgetAlone = (Unnamed, Unnamed, Unnamed, Unnamed, Named);
-type BreakerBudget = (Unnamed, Named, Unnamed, Unnamed, Named);
-
-/// The permits, as the shape of the policy's guards holds them: as
-/// `Policy::run` does, a policy with at most a breaker and a budget is
-/// seen as the attribute would see it, and any other slot by slot.
-enum HeldPermits {
-    Unguarded(ShapedPermits<Unguarded>),
-    BreakerAlone(ShapedPermits<BreakerAlone>),
-    BudgetAlone(ShapedPermits<BudgetAlone>),
-    BreakerBudget(ShapedPermits<BreakerBudget>),
-    Other(ShapedPermits<AnyShape>),
-}
-
-/// `$body` with `$permits` the permits of `$held` and `$shape` their shape.
-macro_rules! by_shape {
-    ($held:expr, |$shape:ident, $permits:ident| $body:expr) => {
-        match $held {
-            HeldPermits::Unguarded($permits) => {
-                type $shape = Unguarded;
-                $body
-            }
-            HeldPermits::BreakerAlone($permits) => {
-                type $shape = BreakerAlone;
-                $body
-            }
-            HeldPermits::BudgetAlone($permits) => {
-                type $shape = BudgetAlone;
-                $body
-            }
-            HeldPermits::BreakerBudget($permits) => {
-                type $shape = BreakerBudget;
-                $body
-            }
-            HeldPermits::Other($permits) => {
-                type $shape = AnyShape;
-                $body
-            }
-        }
-    };
+    permits: Option<ShapedPermits<AnyShape>>,
 }
 
 impl FirstPermits {
@@ -89,13 +48,8 @@ impl FirstPermits {
     /// call has no key). Else `None`, having taken nothing.
     #[inline]
     pub(crate) fn admit(policy: &Arc<Policy>) -> Option<Self> {
-        let permits = match policy.loop_guards() {
-            LoopGuards::Unguarded => HeldPermits::Unguarded(admit_as::<Unguarded>(policy)?),
-            LoopGuards::Breaker => HeldPermits::BreakerAlone(admit_as::<BreakerAlone>(policy)?),
-            LoopGuards::Budget => HeldPermits::BudgetAlone(admit_as::<BudgetAlone>(policy)?),
-            LoopGuards::BreakerBudget => HeldPermits::BreakerBudget(admit_as::<BreakerBudget>(policy)?),
-            LoopGuards::Other => HeldPermits::Other(admit_as::<AnyShape>(policy)?),
-        };
+        let guards = Call::<'_, (), (), AnyShape>::plain_guards::<AnyShape>(policy)?;
+        let permits = AnyShape::held_view(guards).admit_quietly(AttemptKind::First)?;
         Some(FirstPermits { policy: Arc::clone(policy), permits: Some(permits) })
     }
 
@@ -107,10 +61,8 @@ impl FirstPermits {
     /// The attempt succeeded: recorded in the guards that admitted it.
     #[inline]
     pub(crate) fn succeeded(mut self) {
-        if let Some(held) = self.permits.take() {
-            let policy = &*self.policy;
-            by_shape!(held, |W, permits| W::held_view(W::hold(guards_again::<W>(policy)))
-                .record(permits, Answer::Success));
+        if let Some(permits) = self.permits.take() {
+            AnyShape::held_view(self.policy.global_guards_again()).record(permits, Answer::Success);
         }
     }
 
@@ -134,36 +86,16 @@ impl FirstPermits {
             std::ptr::eq(policy, &*self.policy),
             "a first attempt's failure handed to another policy"
         );
-        let Some(held) = self.permits.take() else {
-            unreachable!("a first attempt's permits taken twice");
-        };
-        by_shape!(held, |W, permits| {
-            let holding = Holding::<W> { held: W::hold(guards_again::<W>(policy)), permits: Some(permits) };
-            Call::after_plain(slot, policy, parts, PlainFailure { holding, error })
-        })
+        let holding =
+            Holding::<AnyShape> { held: policy.global_guards_again(), permits: self.permits.take() };
+        Call::after_plain(slot, policy, parts, PlainFailure { holding, error })
     }
-}
-
-/// A plain first attempt of a call of `policy`, admitted quietly, seeing
-/// its guards as shape `W` (see `Call::plain_as`).
-#[inline(always)]
-fn admit_as<W: Shape>(policy: &Policy) -> Option<ShapedPermits<W>> {
-    let guards = Call::<'_, (), (), W>::plain_guards::<W>(policy)?;
-    W::held_view(W::hold(guards)).admit_quietly(AttemptKind::First)
-}
-
-/// The guards a plain first attempt of shape `W` was admitted by, found
-/// again (see `Call::global_guards_of`).
-#[inline(always)]
-fn guards_again<W: Shape>(policy: &Policy) -> &Guards {
-    if W::NONE { Guards::none() } else { policy.global_guards_again(W::EXACT) }
 }
 
 impl Drop for FirstPermits {
     fn drop(&mut self) {
-        if let Some(held) = self.permits.take() {
-            let policy = &*self.policy;
-            by_shape!(held, |W, permits| W::held_view(W::hold(guards_again::<W>(policy))).abandon(permits));
+        if let Some(permits) = self.permits.take() {
+            AnyShape::held_view(self.policy.global_guards_again()).abandon(permits);
         }
     }
 }

@@ -227,8 +227,8 @@ impl GuardCache {
     /// tower layer's, see `call::owned`).
     #[cfg(feature = "tower")]
     #[inline]
-    pub(crate) fn global_again(&self, names: &GuardNames, named: bool) -> &Guards {
-        if !named && !self.named { &NO_GUARDS } else { self.global(names) }
+    pub(crate) fn global_again(&self, names: &GuardNames) -> &Guards {
+        if !self.named { &NO_GUARDS } else { self.global(names) }
     }
 
     #[inline]

@@ -368,13 +368,12 @@ impl Policy {
         self.cache.global_unless_scoped(&self.guard_names, false)
     }
 
-    /// The guards [`global_guards`](Self::global_guards) (or, `named`,
-    /// [`global_named_guards`](Self::global_named_guards)) gave a call
+    /// The guards [`global_guards`](Self::global_guards) gave a call
     /// admitted earlier, found again (see `GuardCache::global_again`).
     #[cfg(feature = "tower")]
     #[inline]
-    pub(crate) fn global_guards_again(&self, named: bool) -> &Guards {
-        self.cache.global_again(&self.guard_names, named)
+    pub(crate) fn global_guards_again(&self) -> &Guards {
+        self.cache.global_again(&self.guard_names)
     }
 
     /// [`global_guards`](Self::global_guards) for a caller that knows the

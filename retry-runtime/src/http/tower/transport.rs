@@ -192,30 +192,16 @@ pub trait SendReady: Transport {
     fn send_ready(&mut self, request: Self::Request) -> Self::Ready;
 }
 
-impl<S, B, RB> SendReady for Inner<S, HttpTransport<B>>
+impl<S, K> SendReady for Inner<S, K>
 where
-    Self: Transport<Request = http::Request<B>, Response = http::Response<RB>, Error = BoxError>,
-    S: Service<http::Request<B>, Response = http::Response<RB>>,
+    Self: Transport<Error = BoxError>,
+    S: Service<<Self as Transport>::Request, Response = <Self as Transport>::Response>,
     S::Error: Into<BoxError>,
 {
     type Ready = IntoBoxError<S::Future>;
 
     #[inline]
-    fn send_ready(&mut self, request: http::Request<B>) -> Self::Ready {
-        self.call_ready(request)
-    }
-}
-
-impl<S, Req> SendReady for Inner<S, CloneTransport<Req>>
-where
-    Self: Transport<Request = Req, Response = S::Response, Error = BoxError>,
-    S: Service<Req>,
-    S::Error: Into<BoxError>,
-{
-    type Ready = IntoBoxError<S::Future>;
-
-    #[inline]
-    fn send_ready(&mut self, request: Req) -> Self::Ready {
+    fn send_ready(&mut self, request: <Self as Transport>::Request) -> Self::Ready {
         self.call_ready(request)
     }
 }
