@@ -34,8 +34,8 @@ mod shared;
 use shared::{
     backon_defaults, bare, bare_small, breaker_budget, breaker_budget_out_of_line,
     breaker_budget_small_out_of_line, budget_alone, call_out_of_line_functions_once, declare, defaults,
-    fails_once, floor, floor_budgeted, floor_guarded, keyed, overridden, overridden_deadline, policy,
-    runtime, with_bulkhead, with_deadline, with_hedge, with_rate_limit, with_throttle, with_timeout,
+    fails_once, floor, floor_budgeted, floor_guarded, keyed, overridden, overridden_deadline, per_tenant,
+    policy, runtime, with_bulkhead, with_deadline, with_hedge, with_rate_limit, with_throttle, with_timeout,
 };
 
 /// Calls in the shorter run; the longer one makes twice as many. A multiple
@@ -198,6 +198,15 @@ fn breaker_budget_keyed(f: (Runtime, u64)) -> Runtime {
     drive(f, || used!(keyed(black_box(1))))
 }
 
+// `breaker_budget_call` with a breaker per key (`per = tenant`), the
+// tenant's breaker held: the issue asks at most one hash lookup more.
+#[library_benchmark]
+#[bench::n(args = (N,), setup = fixture)]
+#[bench::twice_n(args = (2 * N,), setup = fixture)]
+fn breaker_per_key_call(f: (Runtime, u64)) -> Runtime {
+    drive(f, || used!(per_tenant(black_box(7))))
+}
+
 #[library_benchmark]
 #[bench::n(args = (N,), setup = fixture)]
 #[bench::twice_n(args = (2 * N,), setup = fixture)]
@@ -279,7 +288,7 @@ fn fail_once_then_succeed(f: (Runtime, u64)) -> Runtime {
 library_benchmark_group!(
     name = success;
     benchmarks = bare_call, floor_call, attribute_defaults, floor_budgeted_call, budget_call, floor_guarded_call, breaker_budget_call, breaker_budget_out_of_line_call, bare_small_error_call,
-        breaker_budget_small_error_out_of_line_call, breaker_budget_overridden, breaker_budget_overridden_deadline, breaker_budget_deadline, breaker_budget_keyed, breaker_budget_bulkhead,
+        breaker_budget_small_error_out_of_line_call, breaker_budget_overridden, breaker_budget_overridden_deadline, breaker_budget_deadline, breaker_budget_keyed, breaker_per_key_call, breaker_budget_bulkhead,
         breaker_budget_bulkhead_timeout, breaker_budget_hedge, breaker_budget_throttle, breaker_budget_rate_limit,
         policy_run, policy_run_keyed, backon_retry, failsafe_breaker, fail_once_then_succeed
 );

@@ -43,8 +43,8 @@ mod shared;
 use shared::{
     BREAKER, BenchError, backon_defaults, bare, bare_small, breaker_budget, breaker_budget_out_of_line,
     breaker_budget_small_out_of_line, budget_alone, call_out_of_line_functions_once, declare, defaults,
-    fails_once, floor, floor_budgeted, floor_guarded, keyed, overridden, overridden_deadline, policy,
-    runtime, with_bulkhead, with_deadline, with_hedge, with_rate_limit, with_throttle, with_timeout,
+    fails_once, floor, floor_budgeted, floor_guarded, keyed, overridden, overridden_deadline, per_tenant,
+    policy, runtime, with_bulkhead, with_deadline, with_hedge, with_rate_limit, with_throttle, with_timeout,
 };
 
 /// `breaker_budget` for the contention benchmark: the same function, but its
@@ -83,6 +83,7 @@ fn success(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
         b.to_async(rt).iter(|| used!(with_deadline(black_box(1))))
     });
     group.bench_function("breaker_budget_keyed", |b| b.to_async(rt).iter(|| used!(keyed(black_box(1)))));
+    group.bench_function("breaker_per_key", |b| b.to_async(rt).iter(|| used!(per_tenant(black_box(7)))));
     group.bench_function("breaker_budget_out_of_line", |b| {
         b.to_async(rt).iter(|| used!(breaker_budget_out_of_line(black_box(1))))
     });

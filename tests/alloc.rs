@@ -22,6 +22,8 @@ struct Counting;
 thread_local! {
     static COUNTING: Cell<bool> = const { Cell::new(false) };
     static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+    /// Bytes allocated less bytes freed on this thread while counting.
+    static LIVE: Cell<i64> = const { Cell::new(0) };
 }
 
 fn note_allocation() {
@@ -33,25 +35,38 @@ fn note_allocation() {
     });
 }
 
+/// `bytes` more (or, negative, fewer) live on this thread, if it is counting.
+fn note_live(bytes: i64) {
+    let _ = COUNTING.try_with(|counting| {
+        if counting.get() {
+            let _ = LIVE.try_with(|live| live.set(live.get() + bytes));
+        }
+    });
+}
+
 // SAFETY: every method forwards to `System` unchanged; counting touches only
 // `const` thread-locals, which neither allocate nor run destructors.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         note_allocation();
+        note_live(layout.size() as i64);
         unsafe { System.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         note_allocation();
+        note_live(layout.size() as i64);
         unsafe { System.alloc_zeroed(layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         note_allocation();
+        note_live(new_size as i64 - layout.size() as i64);
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        note_live(-(layout.size() as i64));
         unsafe { System.dealloc(ptr, layout) }
     }
 }
@@ -239,6 +254,58 @@ impl std::fmt::Display for OrderRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{:08x}-{:04x}-order", self.0, self.1)
     }
+}
+
+#[resilient(breaker = "alloc-tenants", budget = "alloc-budget", per = tenant)]
+async fn per_tenant(tenant: u64) -> Result<u64, ApiError> {
+    Ok(std::hint::black_box(tenant))
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_successful_call_with_a_breaker_per_key_allocates_nothing_for_a_key_held() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    declare();
+    for tenant in 0..16 {
+        assert_eq!(per_tenant(tenant).await.unwrap(), tenant); // each key's breaker made once
+    }
+    let n = allocations_in(|| async {
+        for i in 0..u64::from(CALLS) {
+            assert_eq!(per_tenant(i % 16).await.unwrap(), i % 16);
+        }
+    })
+    .await;
+    assert_eq!(n, 0, "{n} allocations in {CALLS} successful calls over 16 tenants");
+    assert_eq!(registry().keyed_breakers("alloc-tenants").unwrap().len(), 16);
+}
+
+/// A breaker per key holds at most `max_keys` keys: after a million
+/// distinct tenants, the heap holds what it held after the first 50,000
+/// (each new key evicts the least recently used one; by then the key map
+/// has grown to the size its churn keeps it at, and the label set is full).
+#[tokio::test(flavor = "current_thread")]
+async fn a_million_distinct_keys_use_constant_memory() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    declare();
+    const WARM: u64 = 50_000;
+    ALLOCATIONS.set(0);
+    LIVE.set(0);
+    COUNTING.set(true);
+    for tenant in 1_000_000..1_000_000 + WARM {
+        per_tenant(tenant).await.unwrap();
+    }
+    let after_warm = LIVE.get();
+    for tenant in 1_000_000 + WARM..2_000_000 {
+        per_tenant(tenant).await.unwrap();
+    }
+    let after_million = LIVE.get();
+    COUNTING.set(false);
+    let held = registry().keyed_breakers("alloc-tenants").unwrap().len();
+    assert_eq!(held, 1_024, "max_keys");
+    assert!(
+        after_million <= after_warm + 4_096,
+        "{after_warm} bytes live after {WARM} keys, {after_million} after a million"
+    );
+    assert!(after_warm > 1_024 * 1_000, "{after_warm} bytes: the breakers held are counted");
 }
 
 #[resilient(breaker = "alloc-breaker", budget = "alloc-budget", idempotent = false, key = order_id)]

@@ -601,3 +601,33 @@ fn a_key_of_the_fleets_of_another_type_is_counted_once_when_replaced() {
     assert_eq!(counter(&metrics, "stormproof_fleet_keys_replaced_total", &fleet), 1);
     assert!(metrics.value("stormproof_fleet_fallbacks_total", &fleet).is_none(), "the fleet went on");
 }
+
+/// A breaker per key labels its metrics with the key, for the first
+/// `max_keys` keys; every later key is `other`, so the series stay bounded
+/// however many tenants come and go.
+#[test]
+fn a_breaker_per_key_labels_at_most_max_keys_keys() {
+    let metrics = recorded(async || {
+        let registry = Registry::new();
+        registry.declare_breaker("search", BreakerConfig { max_keys: 2, ..Default::default() }).unwrap();
+        for tenant in ["a", "b", "c", "d"] {
+            registry.breaker_for("search", tenant).force_open();
+        }
+    });
+    let opened = |key| {
+        counter(
+            &metrics,
+            "stormproof_breaker_transitions_total",
+            &[("breaker", "search"), ("from", "closed"), ("key", key), ("to", "open")],
+        )
+    };
+    assert_eq!((opened("a"), opened("b"), opened("other")), (1, 1, 2));
+    assert_eq!(gauge(&metrics, "stormproof_breaker_state", &[("breaker", "search"), ("key", "a")]), 1.0);
+    let keys: std::collections::BTreeSet<&str> = metrics
+        .0
+        .iter()
+        .filter(|(name, _, _)| name.starts_with("stormproof_breaker"))
+        .flat_map(|(_, labels, _)| labels.iter().filter(|(k, _)| k == "key").map(|(_, v)| v.as_str()))
+        .collect();
+    assert_eq!(keys, ["a", "b", "other"].into(), "no series for `c` or `d`");
+}

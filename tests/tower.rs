@@ -1073,3 +1073,32 @@ async fn a_breaker_judging_slow_calls_times_a_retry_from_when_its_request_went_o
     let totals = registry.breaker("timed").unwrap().totals();
     assert_eq!((totals.calls, totals.failures, totals.slow_calls), (2, 1, 0));
 }
+
+/// A policy with a breaker per key, in the tower layer: each host has its
+/// own breaker (issue 44, item 3), so a host that is down is cut off and
+/// the others are not.
+#[tokio::test(start_paused = true)]
+async fn a_breaker_per_key_is_a_breaker_per_host() {
+    let registry = Registry::new();
+    registry.declare_breaker("hosts", BreakerConfig { failure_threshold: 2, ..Default::default() }).unwrap();
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let log = sent.clone();
+    let hosts = service_fn(move |request: Request<Body>| {
+        let host = request.uri().host().unwrap_or_default().to_owned();
+        log.lock().unwrap().push(host.clone());
+        std::future::ready(Ok::<_, Infallible>(reply(if host == "down.example" { 503 } else { 200 })))
+    });
+    let policy = policy(2).breaker_per("hosts").budget("none").build().unwrap();
+    let layered = ResilientLayer::new(policy).layer(hosts);
+    let response = registry.scope(layered.clone().oneshot(get("http://down.example/"))).await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::SERVICE_UNAVAILABLE, 2));
+    assert_eq!(registry.breaker_for("hosts", "down.example").state(), BreakerState::Open);
+    let refused = registry.scope(layered.clone().oneshot(get("http://down.example/"))).await.unwrap_err();
+    assert!(
+        matches!(refused.downcast_ref::<Rejection>(), Some(Rejection::CircuitOpen { breaker }) if breaker == "hosts[down.example]"),
+        "{refused:?}"
+    );
+    let response = registry.scope(layered.oneshot(get("http://up.example/"))).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK, "another host's calls go out");
+    assert_eq!(*sent.lock().unwrap(), ["down.example", "down.example", "up.example"]);
+}

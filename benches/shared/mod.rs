@@ -306,6 +306,14 @@ pub async fn keyed(order_id: u64) -> Result<u64, BenchError> {
     Ok(black_box(order_id))
 }
 
+/// `breaker_budget` with a breaker per key (`per = tenant`), its key's
+/// breaker held already: the key's text is written on the stack and looked
+/// up (one lock, one hash) as every call starts.
+#[resilient(breaker = "bench-breaker", budget = "bench-budget", per = tenant)]
+pub async fn per_tenant(tenant: u64) -> Result<u64, BenchError> {
+    Ok(black_box(tenant))
+}
+
 thread_local! {
     /// Whether the next `fails_once` attempt fails: every other attempt does.
     static FAIL_NEXT: Cell<bool> = const { Cell::new(true) };

@@ -68,6 +68,7 @@ pub(crate) const ARGUMENTS: &[Argument] = &[
     Argument { name: "attempt_timeout_ms", kind: Kind::Integer, default: Default::None, example: "500" },
     Argument { name: "deadline_ms", kind: Kind::Integer, default: Default::None, example: "5_000" },
     Argument { name: "breaker", kind: Kind::Name, default: Default::Derived, example: "\"payment\"" },
+    Argument { name: "per", kind: Kind::Parameter, default: Default::None, example: "tenant" },
     Argument { name: "budget", kind: Kind::Name, default: Default::Derived, example: "\"payment\"" },
     Argument { name: "bulkhead", kind: Kind::Name, default: Default::None, example: "\"payment\"" },
     Argument { name: "throttle", kind: Kind::Name, default: Default::None, example: "\"payment\"" },

@@ -71,7 +71,7 @@ use syn::spanned::Spanned;
 use syn::{AttrStyle, Block, Ident, ItemFn, Lifetime, ReturnType, Signature};
 
 use crate::marker::POLICY;
-use crate::policy::attribute_config;
+use crate::policy::{attribute_config, call_target};
 use crate::rewrite::{clone_receiver, fresh_arguments, key_is_used, reborrow_receiver};
 use crate::types::erase_impl_trait;
 use crate::validate::{ErrorType, Plan};
@@ -146,6 +146,7 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
             quote!(#rt::Unkeyed(|| (#slot, #handling))),
         ),
     };
+    let (start, target) = call_target(plan, &rt, &policy, start);
     let parts = quote! {{
         #[allow(clippy::needless_borrow)]
         let parts = #parts;
@@ -163,12 +164,12 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         quote_spanned! {error_span=>
             let #attempt_var = #attempt;
             let #parts_var = #parts;
-            match #plain_of(&#call, &#policy, &#parts_var) {
+            match #plain_of(&#call, #target, &#parts_var) {
                 ::core::option::Option::Some(#plain) => match #plain.attempt(#attempt_var).await {
                     ::core::result::Result::Ok(#value) => #won,
-                    ::core::result::Result::Err(#failure) => #after_plain_of(&mut #call, &#policy, #parts_var, #failure),
+                    ::core::result::Result::Err(#failure) => #after_plain_of(&mut #call, #target, #parts_var, #failure),
                 },
-                ::core::option::Option::None => #attempt_of(&mut #call, &#policy, #parts_var, #attempt_var).await,
+                ::core::option::Option::None => #attempt_of(&mut #call, #target, #parts_var, #attempt_var).await,
             }
         }
     };
@@ -198,7 +199,7 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         let before = &fresh.before;
         let async_body = attempt_block(&item.sig, quote!(move), &fresh.inside, &item.block);
         let call = quote_spanned! {error_span=>
-            #hedged_of(&mut #call, &#policy, #parts, || {
+            #hedged_of(&mut #call, #target, #parts, || {
                 #(#before)*
                 #async_body
             })

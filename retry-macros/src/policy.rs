@@ -34,6 +34,7 @@ pub(crate) fn attribute_config(sig: &Signature, plan: &Plan, rt: &TokenStream) -
     let budget = option(plan.budget.as_deref().map(Literal::string));
     let default_budget = plan.default_budget;
     let default_breaker = plan.default_breaker;
+    let breaker_per = plan.per.is_some();
     let bulkhead = option(plan.bulkhead.as_deref().map(Literal::string));
     let throttle = option(plan.throttle.as_deref().map(Literal::string));
     let rate_limit = option(plan.rate_limit.as_deref().map(Literal::string));
@@ -63,6 +64,7 @@ pub(crate) fn attribute_config(sig: &Signature, plan: &Plan, rt: &TokenStream) -
             max_hedges: #max_hedges,
             breaker: #breaker,
             default_breaker: #default_breaker,
+            breaker_per: #breaker_per,
             budget: #budget,
             default_budget: #default_budget,
             bulkhead: #bulkhead,
@@ -88,4 +90,29 @@ fn option(value: Option<Literal>) -> TokenStream {
         Some(value) => quote!(::core::option::Option::Some(#value)),
         None => quote!(::core::option::Option::None),
     }
+}
+
+/// What the call runs, and what to declare before the call: the policy
+/// alone, or with `per = param`, the policy with the guards the key found,
+/// declared first so that the call, which borrows them, is dropped first.
+pub(crate) fn call_target(
+    plan: &Plan,
+    rt: &TokenStream,
+    policy: &Ident,
+    start: TokenStream,
+) -> (TokenStream, TokenStream) {
+    let Some(per) = &plan.per else {
+        return (start, quote!(&#policy));
+    };
+    let keyed = Ident::new("__stormproof_keyed", Span::mixed_site());
+    let target = Ident::new("__stormproof_target", Span::mixed_site());
+    // At the parameter: a key that is not `Display` is one error there.
+    let text = quote_spanned!(per.span()=> &#per as &dyn ::core::fmt::Display);
+    let texter = quote!((&&&#rt::KeyProbe::of(&#per)).key_texter());
+    let start = quote! {
+        let #keyed = #rt::KeyedGuards::of(&#policy, &#per, #text, #texter);
+        let #target = #rt::Target::per_key(&#policy, &#keyed);
+        #start
+    };
+    (start, quote!(#target))
 }

@@ -59,6 +59,8 @@ pub(crate) struct Plan {
     pub fallback: Option<syn::ExprPath>,
     /// The parameter whose `Display` is the idempotency key.
     pub key: Option<Ident>,
+    /// `per = param`: the parameter whose `Display` chooses the breaker.
+    pub per: Option<Ident>,
     pub nested_retry: bool,
     /// `false` for `idempotent = false`.
     pub idempotent: bool,
@@ -183,7 +185,16 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
         )));
     }
     if let Some(key) = args.parameter("key") {
-        check(key_parameter(key, item));
+        check(parameter_named("key", key, item));
+    }
+    if let Some(per) = args.parameter("per") {
+        check(parameter_named("per", per, item));
+        if args.name("breaker").is_none_or(|(name, _)| name == NO_GUARD) {
+            check(Err(syn::Error::new(
+                per.span(),
+                "`per` gives each key its own circuit breaker, of a set named by `breaker`: name it too, like `breaker = \"search\", per = tenant`",
+            )));
+        }
     }
     if max_attempts > 1 {
         check(no_mutable_borrow_returned(&item.sig));
@@ -254,6 +265,7 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
         max_hedges,
         fallback: args.fn_path("fallback").cloned(),
         key: args.parameter("key").cloned(),
+        per: args.parameter("per").cloned(),
         nested_retry: choice("nested") == "retry",
         idempotent: idempotent.is_none_or(|(value, _)| value),
         error_type,
@@ -357,12 +369,18 @@ fn parameter_names(item: &ItemFn) -> Vec<Ident> {
     names
 }
 
-fn key_parameter(key: &Ident, item: &ItemFn) -> syn::Result<()> {
+/// `key = param` or `per = param` (`argument`): a parameter, not `self`.
+fn parameter_named(argument: &str, key: &Ident, item: &ItemFn) -> syn::Result<()> {
     if key == "self" {
-        return Err(syn::Error::new(
-            key.span(),
-            "`self` cannot be the idempotency key: `key` must name a parameter of this function, like `key = order_id`",
-        ));
+        let (what, like) = if argument == "key" {
+            ("the idempotency key", "order_id")
+        } else {
+            ("the key of a breaker per key", "tenant")
+        };
+        let message = format!(
+            "`self` cannot be {what}: `{argument}` must name a parameter of this function, like `{argument} = {like}`"
+        );
+        return Err(syn::Error::new(key.span(), message));
     }
     let names = parameter_names(item);
     if names.iter().any(|name| name == key) {
@@ -378,5 +396,5 @@ fn key_parameter(key: &Ident, item: &ItemFn) -> syn::Result<()> {
             refs.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
         ),
     };
-    Err(syn::Error::new(key.span(), format!("`key` must name a parameter of this function{hint}")))
+    Err(syn::Error::new(key.span(), format!("`{argument}` must name a parameter of this function{hint}")))
 }

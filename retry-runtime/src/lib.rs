@@ -95,7 +95,7 @@ pub mod __private {
     // by this path.
     pub use crate::call::{
         Call, ErrorProbe, ForgetOtherError, KeepSendError, Kept, KeyFromDisplay, KeyFromInteger, KeyFromText,
-        KeyProbe, Keyed, LastError, Step, Unkeyed, idempotency_key,
+        KeyProbe, Keyed, KeyedGuards, LastError, Step, Target, Unkeyed, idempotency_key,
     };
     pub use crate::error::{
         ByTraits, ConvertByFrom, ConvertByTraits, ConvertByWrapping, ConvertNot, ErrorHandling, NoConverter,

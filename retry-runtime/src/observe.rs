@@ -96,32 +96,63 @@ pub(crate) fn hedging_suppressed(operation: &str) {
     );
 }
 
+/// Which breaker an event is about: its name, and for one of a breaker
+/// per key ([`KeyedBreakers`](crate::breaker::KeyedBreakers)), its key
+/// (for traces, whole) and the key's metrics label (bounded: the key
+/// itself for the first `max_keys` keys a set labels, `other` after).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BreakerId<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) key: Option<(&'a str, &'a str)>,
+}
+
+impl BreakerId<'_> {
+    /// The key, for traces (empty for a breaker of one name).
+    fn key(&self) -> &str {
+        self.key.map_or("", |(key, _)| key)
+    }
+
+    #[cfg(feature = "metrics")]
+    fn labels(&self) -> Vec<metrics::Label> {
+        let mut labels = vec![metrics::Label::new("breaker", self.name.to_owned())];
+        if let Some((_, label)) = self.key {
+            labels.push(metrics::Label::new("key", label.to_owned()));
+        }
+        labels
+    }
+}
+
 /// A breaker went from `from` to `to` (`closed`, `open` or `half_open`).
-pub(crate) fn breaker_transition(name: &str, from: &'static str, to: &'static str) {
+pub(crate) fn breaker_transition(breaker: BreakerId<'_>, from: &'static str, to: &'static str) {
+    let (name, key) = (breaker.name, breaker.key());
     if to == "open" {
-        tracing::warn!(target: target::BREAKER, breaker = name, from, to, "circuit breaker opened");
+        tracing::warn!(target: target::BREAKER, breaker = name, key, from, to, "circuit breaker opened");
     } else {
-        tracing::info!(target: target::BREAKER, breaker = name, from, to, "circuit breaker transition");
+        tracing::info!(target: target::BREAKER, breaker = name, key, from, to, "circuit breaker transition");
     }
     #[cfg(feature = "metrics")]
-    metrics::counter!("stormproof_breaker_transitions_total", "breaker" => name.to_owned(), "from" => from, "to" => to)
-        .increment(1);
-    breaker_state(name, to);
+    {
+        let mut labels = breaker.labels();
+        labels.push(metrics::Label::new("from", from));
+        labels.push(metrics::Label::new("to", to));
+        metrics::counter!("stormproof_breaker_transitions_total", labels).increment(1);
+    }
+    breaker_state(breaker, to);
 }
 
 /// A breaker judged an attempt's success slow (see
 /// `BreakerConfig::slow_call_duration`).
-pub(crate) fn slow_call(name: &str) {
+pub(crate) fn slow_call(breaker: BreakerId<'_>) {
     #[cfg(feature = "metrics")]
-    metrics::counter!("stormproof_breaker_slow_calls_total", "breaker" => name.to_owned()).increment(1);
+    metrics::counter!("stormproof_breaker_slow_calls_total", breaker.labels()).increment(1);
     #[cfg(not(feature = "metrics"))]
-    let _ = name;
+    let _ = breaker;
 }
 
 /// A breaker's state gauge: set when it is made (closed), so that a
 /// dashboard reads a breaker that never moved as closed rather than as
 /// missing, and at every transition.
-pub(crate) fn breaker_state(name: &str, state: &'static str) {
+pub(crate) fn breaker_state(breaker: BreakerId<'_>, state: &'static str) {
     #[cfg(feature = "metrics")]
     {
         let level = match state {
@@ -129,16 +160,16 @@ pub(crate) fn breaker_state(name: &str, state: &'static str) {
             "open" => 1.0,
             _ => 2.0,
         };
-        metrics::gauge!("stormproof_breaker_state", "breaker" => name.to_owned()).set(level);
+        metrics::gauge!("stormproof_breaker_state", breaker.labels()).set(level);
     }
     #[cfg(not(feature = "metrics"))]
-    let _ = (name, state);
+    let _ = (breaker, state);
 }
 
 /// Logs a transition hook's panic, with its message when it has one
 /// (`panic!` with a literal or a format gives a `&str` or a `String`).
 pub(crate) fn transition_hook_panicked(
-    name: &str,
+    breaker: BreakerId<'_>,
     from: &'static str,
     to: &'static str,
     panic: &(dyn std::any::Any + Send),
@@ -149,7 +180,8 @@ pub(crate) fn transition_hook_panicked(
         .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("(not a string)");
     tracing::error!(target: target::BREAKER,
-        breaker = name,
+        breaker = breaker.name,
+        key = breaker.key(),
         from,
         to,
         panic = message,

@@ -93,6 +93,8 @@ fn each_guard_reports_the_name_and_the_settings_it_was_declared_with() {
         window_calls: Some(12),
         slow_call_duration: Some(ms(1_500)),
         slow_call_rate_percent: Some(60),
+        max_keys: 13,
+        idle_for: s(14),
     };
     let budget = BudgetConfig::TokenBucket(TokenBucket {
         capacity: 9,

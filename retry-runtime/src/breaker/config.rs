@@ -75,25 +75,40 @@ pub struct BreakerConfig {
     /// `slow_call_duration`. While half-open, a slow probe reopens the
     /// breaker as a failed one does. Default `None`.
     pub slow_call_rate_percent: Option<u8>,
+    /// A breaker per key ([`KeyedBreakers`](super::KeyedBreakers): the
+    /// attribute's `per = tenant`): the most keys held at once, each its own
+    /// breaker; one more evicts the least recently used, which starts
+    /// closed when it comes back. Ignored by a breaker of one name.
+    /// Default 1,024.
+    pub max_keys: u32,
+    /// A breaker per key: how long a key's breaker is kept after its last
+    /// call; an idle key is forgotten and starts closed when it comes back.
+    /// Ignored by a breaker of one name. Default 10 minutes.
+    pub idle_for: Duration,
 }
 
 impl Default for BreakerConfig {
     fn default() -> Self {
-        BreakerConfig {
-            failure_threshold: 5,
-            window: Duration::from_secs(10),
-            open_for: Duration::from_secs(1),
-            max_open_for: Duration::from_secs(30),
-            success_threshold: 2,
-            half_open_max_calls: 2,
-            failure_rate_percent: None,
-            minimum_calls: 10,
-            window_calls: None,
-            slow_call_duration: None,
-            slow_call_rate_percent: None,
-        }
+        DEFAULT
     }
 }
+
+/// The defaults, for constants built from them.
+pub(crate) const DEFAULT: BreakerConfig = BreakerConfig {
+    failure_threshold: 5,
+    window: Duration::from_secs(10),
+    open_for: Duration::from_secs(1),
+    max_open_for: Duration::from_secs(30),
+    success_threshold: 2,
+    half_open_max_calls: 2,
+    failure_rate_percent: None,
+    minimum_calls: 10,
+    window_calls: None,
+    slow_call_duration: None,
+    slow_call_rate_percent: None,
+    max_keys: 1_024,
+    idle_for: Duration::from_secs(600),
+};
 
 impl BreakerConfig {
     /// The settings of an operation's own breaker (see [`NO_BREAKER`]):
@@ -156,6 +171,10 @@ impl BreakerConfig {
         positive("failure_threshold", self.failure_threshold.into())?;
         positive("success_threshold", self.success_threshold.into())?;
         positive("half_open_max_calls", self.half_open_max_calls.into())?;
+        positive("max_keys", self.max_keys.into())?;
+        if self.idle_for.is_zero() {
+            return Err(ConfigError::new("idle_for", "must be greater than zero"));
+        }
         if self.window.is_zero() {
             return Err(ConfigError::new("window", "must be greater than zero"));
         }
@@ -312,6 +331,9 @@ impl std::fmt::Display for BreakerState {
 pub struct BreakerTransition<'a> {
     /// The breaker's name.
     pub breaker: &'a str,
+    /// Its key, for one of a breaker per key
+    /// ([`KeyedBreakers`](super::KeyedBreakers)).
+    pub key: Option<&'a str>,
     /// The state it left.
     pub from: BreakerState,
     /// The state it entered.

@@ -147,6 +147,9 @@ impl Guard for CircuitBreaker {
 
     #[cold]
     fn rejection(&self) -> Rejection {
-        Rejection::CircuitOpen { breaker: self.name().to_owned() }
+        match self.key() {
+            None => Rejection::CircuitOpen { breaker: self.name().to_owned() },
+            Some(key) => Rejection::CircuitOpen { breaker: format!("{}[{key}]", self.name()) },
+        }
     }
 }

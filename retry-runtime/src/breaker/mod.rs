@@ -20,6 +20,7 @@ mod announce;
 mod config;
 mod control;
 mod guard;
+mod keyed;
 mod outcome;
 mod permit;
 mod phase;
@@ -55,6 +56,7 @@ pub use config::{
     BreakerConfig, BreakerState, BreakerTransition, MAX_WINDOW_CALLS, NO_BREAKER, TransitionHook,
 };
 pub use guard::BreakerTicket;
+pub use keyed::KeyedBreakers;
 pub use outcome::Outcome;
 pub use permit::BreakerPermit;
 pub use state::BreakerCore;
@@ -77,6 +79,12 @@ use crate::counter::PerThreadCounter;
 /// ```
 pub struct CircuitBreaker {
     name: String,
+    /// For a breaker of a [`KeyedBreakers`] set: its key, and the key's
+    /// metrics label (see `observe::BreakerId`).
+    key: Option<(Box<str>, std::sync::Arc<str>)>,
+    /// Times it was reconfigured: a set of breakers per key reconfigures
+    /// each key's breaker as its template's count moves (see `keyed`).
+    generation: AtomicU64,
     published: AtomicU64,
     core: Mutex<BreakerCore>,
     origin: Instant,
@@ -178,6 +186,8 @@ impl CircuitBreaker {
         let core = BreakerCore::new(config);
         let breaker = CircuitBreaker {
             name: name.into(),
+            key: None,
+            generation: AtomicU64::new(0),
             published: AtomicU64::new(0),
             core: Mutex::new(core),
             origin: Instant::now(),
@@ -194,7 +204,7 @@ impl CircuitBreaker {
     /// Sets the state gauge of a breaker just made, closed: one that never
     /// moves reads closed, not missing.
     pub(crate) fn measure_closed(&self) {
-        crate::observe::breaker_state(&self.name, "closed");
+        crate::observe::breaker_state(self.id(), "closed");
     }
 
     pub(crate) fn with_hooks(mut self, hooks: Hooks) -> Self {
@@ -205,6 +215,30 @@ impl CircuitBreaker {
     /// The name this breaker was declared under.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Its key, for one of a breaker per key ([`KeyedBreakers`]).
+    pub fn key(&self) -> Option<&str> {
+        self.key.as_ref().map(|(key, _)| &**key)
+    }
+
+    /// This breaker as its traces and metrics name it.
+    fn id(&self) -> crate::observe::BreakerId<'_> {
+        crate::observe::BreakerId {
+            name: &self.name,
+            key: self.key.as_ref().map(|(key, label)| (&**key, &**label)),
+        }
+    }
+
+    /// The breaker as one of a set per key: `key`, labelled `label` in metrics.
+    pub(crate) fn with_key(mut self, key: Box<str>, label: std::sync::Arc<str>) -> Self {
+        self.key = Some((key, label));
+        self
+    }
+
+    /// Times it was reconfigured (see `generation`).
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     /// The settings it runs on.
@@ -239,6 +273,7 @@ impl CircuitBreaker {
         self.slow_call_ms.store(slow_call_ms(&config), Ordering::Relaxed);
         core.reconfigure(config);
         self.publish(&core);
+        self.generation.fetch_add(1, Ordering::Release);
         Ok(())
     }
 
@@ -426,7 +461,7 @@ impl CircuitBreaker {
         let (ticket, outcome) = (permit.ticket(), self.judged(outcome, permit.started_ms()));
         if outcome == Outcome::Slow {
             self.counts.slow_calls.fetch_add(1, Ordering::Relaxed);
-            crate::observe::slow_call(&self.name);
+            crate::observe::slow_call(self.id());
         }
         let word = self.published.load(Ordering::Acquire);
         if outcome.succeeded() && !ticket.probe && word::epoch(word) != ticket.epoch {
@@ -588,9 +623,9 @@ impl CircuitBreaker {
 
     #[inline(never)]
     fn announce(&self, (from, to): Transition) {
-        crate::observe::breaker_transition(&self.name, from.label(), to.label());
+        crate::observe::breaker_transition(self.id(), from.label(), to.label());
         if let Some(hooks) = &self.hooks {
-            let event = BreakerTransition { breaker: &self.name, from, to };
+            let event = BreakerTransition { breaker: &self.name, key: self.key(), from, to };
             let hooks = std::sync::Arc::clone(&hooks.read().unwrap_or_else(|e| e.into_inner()));
             for hook in hooks.iter() {
                 // A hook's panic is its own bug, and it would surface in
@@ -599,7 +634,7 @@ impl CircuitBreaker {
                 // hooks and transitions are still announced.
                 let heard = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&event)));
                 if let Err(panic) = heard {
-                    crate::observe::transition_hook_panicked(&self.name, from.label(), to.label(), &*panic);
+                    crate::observe::transition_hook_panicked(self.id(), from.label(), to.label(), &*panic);
                 }
             }
         }

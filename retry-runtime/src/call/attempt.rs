@@ -14,13 +14,13 @@ use tokio::time::Instant;
 use std::convert::Infallible;
 
 use super::hedge::{Hedges, Round, RoundSlot};
+use super::per_key::{CallTarget, preset};
 use super::phase::Phase;
 use super::plain::Parts;
 use super::running::Running;
 use super::{Call, LastError, Step};
 use crate::error::ErrorHandling;
 use crate::guards::{AnyShape, Shape};
-use crate::policy::Policy;
 
 pub use super::hedge::NoHedges;
 
@@ -61,11 +61,11 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     #[inline(always)]
     pub fn next<'c, Fut: Future, P: Parts<S, H>>(
         slot: &'c mut Option<Self>,
-        policy: &'p Policy,
+        target: impl CallTarget<'p>,
         parts: P,
         attempt: Fut,
     ) -> Attempt<'c, 'p, S, H, Fut, NoHedges, V> {
-        Attempt::of(built(slot, policy, parts), Phase::Admitting, Some(attempt), NoHedges, None)
+        Attempt::of(built(slot, target, parts), Phase::Admitting, Some(attempt), NoHedges, None)
     }
 
     /// [`next`](Self::next) for a hedged function, each of whose attempts
@@ -74,7 +74,7 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     #[inline]
     pub fn next_hedged<'c, Fut, M, P>(
         slot: &'c mut Option<Self>,
-        policy: &'p Policy,
+        target: impl CallTarget<'p>,
         parts: P,
         make: M,
     ) -> Attempt<'c, 'p, S, H, Fut, M, V, Round<'p, Fut>>
@@ -83,7 +83,7 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         M: FnMut() -> Fut,
         P: Parts<S, H>,
     {
-        Attempt::of(built(slot, policy, parts), Phase::Hedged, None, make, None)
+        Attempt::of(built(slot, target, parts), Phase::Hedged, None, make, None)
     }
 
     /// The next attempt of this call, built already: as
@@ -129,18 +129,21 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     }
 }
 
-/// The call in `slot`, built now (by `parts`) if it was not.
+/// The call in `slot`, built now (by `parts`) if it was not: with the
+/// guards its key found, if any, which its start then takes as they are.
 #[inline]
 fn built<'c, 'p, S, H, V: Shape, P: Parts<S, H>>(
     slot: &'c mut Option<Call<'p, S, H, V>>,
-    policy: &'p Policy,
+    target: impl CallTarget<'p>,
     parts: P,
 ) -> &'c mut Call<'p, S, H, V> {
     match slot {
         Some(call) => call,
         None => {
             let (key, last, handling) = parts.make();
-            slot.insert(Call::shaped(policy, key, last, handling))
+            let call = slot.insert(Call::shaped(target.policy(), key, last, handling));
+            call.cached = preset(target);
+            call
         }
     }
 }

@@ -63,7 +63,7 @@ fn written_key(value: &(impl Display + ?Sized)) -> Arc<str> {
 /// `Display` that ignores its writer's errors (legal, since `to_string`
 /// never gives one) cannot leave a key cut short, as a fixed buffer that
 /// refuses the rest (`io::Cursor`'s) would.
-struct StackText {
+pub(super) struct StackText {
     /// Room for a UUID (36 bytes) or a composite key of a few ids.
     stack: [u8; 128],
     len: usize,
@@ -81,6 +81,14 @@ impl StackText {
     /// the same; never an error).
     fn on_stack(&self) -> Result<&str, std::fmt::Error> {
         std::str::from_utf8(&self.stack[..self.len]).map_err(|_| std::fmt::Error)
+    }
+
+    /// Everything written, on the stack or spilled.
+    pub(super) fn text(&self) -> &str {
+        match &self.spilled {
+            Some(spilled) => spilled,
+            None => self.on_stack().unwrap_or_default(),
+        }
     }
 }
 
@@ -117,6 +125,12 @@ pub fn idempotency_key<T: ?Sized>(value: &T, text: &dyn Display, writer: KeyWrit
         None => written_key(text),
     }
 }
+
+/// The attribute's way to the text of a breaker-per-key's key (`per =
+/// tenant`) without an allocation: `Some` for a type with a shortcut (its
+/// text as it is, an integer's digits written into the buffer), `None` to
+/// format its `Display` on the stack.
+pub type KeyTexter<T> = Option<for<'a> fn(&'a T, &'a mut itoa::Buffer) -> &'a str>;
 
 /// A probe for the key's type, asked for its `KeyWriter` through
 /// autoref: `(&&&KeyProbe::of(&key)).key_writer()` takes the first of
@@ -170,6 +184,8 @@ impl<T: KeyText + ?Sized> KeyText for &mut T {
 pub trait KeyFromText<T: ?Sized> {
     /// Copies the text.
     fn key_writer(&self) -> KeyWriter<T>;
+    /// The text as it is.
+    fn key_texter(&self) -> KeyTexter<T>;
 }
 
 impl<T: KeyText + ?Sized> KeyFromText<T> for &&KeyProbe<T> {
@@ -177,12 +193,19 @@ impl<T: KeyText + ?Sized> KeyFromText<T> for &&KeyProbe<T> {
     fn key_writer(&self) -> KeyWriter<T> {
         Some(|value| Arc::from(value.key_text()))
     }
+
+    #[inline(always)]
+    fn key_texter(&self) -> KeyTexter<T> {
+        Some(|value, _| value.key_text())
+    }
 }
 
 /// Second choice: a primitive integer, written by `itoa`.
 pub trait KeyFromInteger<T> {
     /// Writes the digits.
     fn key_writer(&self) -> KeyWriter<T>;
+    /// Writes the digits into the buffer.
+    fn key_texter(&self) -> KeyTexter<T>;
 }
 
 impl<T: itoa::Integer + Copy> KeyFromInteger<T> for &KeyProbe<T> {
@@ -190,17 +213,29 @@ impl<T: itoa::Integer + Copy> KeyFromInteger<T> for &KeyProbe<T> {
     fn key_writer(&self) -> KeyWriter<T> {
         Some(|value| Arc::from(itoa::Buffer::new().format(*value)))
     }
+
+    #[inline(always)]
+    fn key_texter(&self) -> KeyTexter<T> {
+        Some(|value, buffer| buffer.format(*value))
+    }
 }
 
 /// Last choice: whatever `Display` writes, formatted on the stack.
 pub trait KeyFromDisplay<T: ?Sized> {
     /// `None`: no shortcut.
     fn key_writer(&self) -> KeyWriter<T>;
+    /// `None`: no shortcut.
+    fn key_texter(&self) -> KeyTexter<T>;
 }
 
 impl<T: ?Sized> KeyFromDisplay<T> for KeyProbe<T> {
     #[inline(always)]
     fn key_writer(&self) -> KeyWriter<T> {
+        None
+    }
+
+    #[inline(always)]
+    fn key_texter(&self) -> KeyTexter<T> {
         None
     }
 }

@@ -59,6 +59,7 @@ mod made_on_poll;
 mod more;
 #[cfg(feature = "tower")]
 mod owned;
+mod per_key;
 mod phase;
 mod plain;
 mod polled;
@@ -79,6 +80,7 @@ pub use last_error::{ErrorProbe, ForgetOtherError, KeepSendError, Kept, LastErro
 pub use made_on_poll::MadeOnPoll;
 #[cfg(feature = "tower")]
 pub(crate) use owned::{FirstAttempt, FirstPermits};
+pub use per_key::{CallTarget, KeyedGuards, Target};
 pub use plain::{Keyed, Unkeyed};
 pub use run::{Classified, ClassifyInner};
 
@@ -173,6 +175,15 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
             handling,
             shape: PhantomData,
         }
+    }
+
+    /// This call, made with the guards its key found, if any (see
+    /// `per_key`), which its start then takes as they are.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    #[inline]
+    pub(crate) fn with_target(mut self, target: per_key::Target<'p>) -> Self {
+        self.cached = per_key::preset(target);
+        self
     }
 
     /// The guards this call uses, borrowed: the policy's cached ones, a

@@ -28,12 +28,12 @@ use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
 
+use super::per_key::{CallTarget, preset};
 use super::{Call, LastError, Started, Step};
 use crate::context;
 use crate::error::ErrorHandling;
 use crate::guard::{Answer, AttemptKind};
 use crate::guards::{Shape, ShapedPermits};
-use crate::policy::Policy;
 
 /// What makes a call when it is built: its key, the slot that keeps its
 /// last error (which only selects a type) and its error handling; and
@@ -205,8 +205,12 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     /// counts a refusal). Else `None`: the attempt goes through
     /// [`next`](Self::next).
     #[inline(always)]
-    pub fn plain<P: Parts<S, H>>(slot: &Option<Self>, policy: &'p Policy, parts: &P) -> Option<Plain<'p, V>> {
-        Self::plain_as::<P, V>(slot, policy, parts)
+    pub fn plain<P: Parts<S, H>>(
+        slot: &Option<Self>,
+        target: impl CallTarget<'p>,
+        parts: &P,
+    ) -> Option<Plain<'p, V>> {
+        Self::plain_as::<P, V>(slot, target, parts)
     }
 
     /// [`plain`](Self::plain) seeing the guards as shape `W` (which must
@@ -215,13 +219,17 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     #[inline(always)]
     pub(crate) fn plain_as<P: Parts<S, H>, W: Shape>(
         slot: &Option<Self>,
-        policy: &'p Policy,
+        target: impl CallTarget<'p>,
         _parts: &P,
     ) -> Option<Plain<'p, W>> {
         if P::KEYED || slot.is_some() {
             return None;
         }
-        let held = W::hold(Self::plain_guards::<W>(policy)?);
+        let guards = match preset(target) {
+            None => Self::plain_guards::<W>(target.policy())?,
+            Some(preset) => Self::plain_with(target.policy(), preset)?,
+        };
+        let held = W::hold(guards);
         let permits = W::held_view(held).admit_quietly(AttemptKind::First)?;
         Some(Plain { held, permits })
     }
@@ -235,7 +243,7 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     #[inline(never)]
     pub fn after_plain<T, E, P, W>(
         slot: &mut Option<Self>,
-        policy: &'p Policy,
+        target: impl CallTarget<'p>,
         parts: P,
         failure: PlainFailure<'p, E, W>,
     ) -> Step<T, E>
@@ -246,11 +254,12 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         S: LastError<E>,
     {
         let PlainFailure { mut holding, error } = failure;
+        let (policy, preset) = (target.policy(), preset(target));
         let (key, last, handling) = parts.make();
         let call = slot.insert(Call::shaped(policy, key, last, handling));
-        // The guards the attempt was admitted by: the global registry's,
-        // as a plain call's always are (see `plain_guards`).
-        call.cached = Self::global_guards_of::<W>(policy);
+        // The guards the attempt was admitted by: its key's, or the global
+        // registry's, as a plain call's always are (see `plain_guards`).
+        call.cached = preset.or_else(|| Self::global_guards_of::<W>(policy));
         call.max_attempts = policy.compiled_settings().max_attempts;
         call.attempts = 1;
         call.started = if call.cached.is_some() { Started::Plain } else { Started::No };

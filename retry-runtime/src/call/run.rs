@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::key::key_of;
 use super::made_on_poll::MadeOnPoll;
-use super::{Call, Kept, Step, Unkeyed};
+use super::{Call, CallTarget, Kept, KeyedGuards, Step, Target, Unkeyed};
 use crate::classify::{Classify, ErrorClass};
 use crate::error::{ByTraits, ClassifyWith, ErrorHandling, RunError};
 use crate::errors::Error;
@@ -36,7 +36,26 @@ impl Policy {
         Fut: Future<Output = Result<T, E>>,
         E: RunError,
     {
+        // A policy with a breaker per key, run without one, takes the
+        // empty key's as its call starts (see `call::start`).
         drive(self, ByTraits, op).await
+    }
+
+    /// [`run`](Self::run) with `key` choosing the circuit breaker, for a
+    /// policy with a breaker per key
+    /// ([`PolicyBuilder::breaker_per`](crate::PolicyBuilder::breaker_per)):
+    /// a tenant, a host, a shard. The key's breaker is found once, as the
+    /// call starts (one lock and one hash lookup). A policy without a
+    /// breaker per key ignores it.
+    pub async fn run_per<K, T, E, F, Fut>(&self, key: K, op: F) -> Result<T, E>
+    where
+        K: std::fmt::Display,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: RunError,
+    {
+        let keyed = KeyedGuards::of_display(self, &key);
+        drive(Target::per_key(self, &keyed), ByTraits, op).await
     }
 
     /// [`run`](Self::run), then `fallback` with the final error, if any:
@@ -160,6 +179,18 @@ impl<H> Classified<'_, H> {
         drive(self.policy, self.handling, op).await
     }
 
+    /// [`Policy::run_per`], classified by the function.
+    pub async fn run_per<K, T, E, F, Fut>(&self, key: K, op: F) -> Result<T, E>
+    where
+        K: std::fmt::Display,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        H: ErrorHandling<E> + Copy,
+    {
+        let keyed = KeyedGuards::of_display(self.policy, &key);
+        drive(Target::per_key(self.policy, &keyed), self.handling, op).await
+    }
+
     /// [`Policy::run_with_key`], classified by the function.
     pub async fn run_with_key<K, T, E, F, Fut>(&self, key: K, op: F) -> Result<T, E>
     where
@@ -214,12 +245,13 @@ impl<X> ErrorHandling<Error<X>> for ClassifyInner<X> {
 ///
 /// Each attempt is made on its first poll, once admitted (see
 /// `made_on_poll`): `op` is never called for an attempt the guards refuse.
-async fn drive<T, E, H, F, Fut>(policy: &Policy, handling: H, mut op: F) -> Result<T, E>
+async fn drive<'p, T, E, H, F, Fut>(target: impl CallTarget<'p>, handling: H, mut op: F) -> Result<T, E>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
     H: ErrorHandling<E> + Copy,
 {
+    let policy = target.policy();
     // The call, built when it needs to be: a plain call's first attempt runs without it.
     let mut call: Option<Call<'_, Kept<E>, H>> = None;
     loop {
@@ -232,17 +264,17 @@ where
             if policy.compiled_settings().hedge.is_some() {
                 // Boxed: the round would make every call's future larger (and
                 // costlier to move) for a path few policies take.
-                break 'step Box::pin(Call::next_hedged(&mut call, policy, parts, || op())).await;
+                break 'step Box::pin(Call::next_hedged(&mut call, target, parts, || op())).await;
             }
             let attempt = MadeOnPoll::new(|| op());
             // A plain first attempt, seeing the guards as the attribute
             // would when they are at most a breaker and a budget.
             macro_rules! plain_as {
                 ($shape:ty) => {
-                    if let Some(plain) = Call::plain_as::<_, $shape>(&call, policy, &parts) {
+                    if let Some(plain) = Call::plain_as::<_, $shape>(&call, target, &parts) {
                         break 'step match plain.attempt(attempt).await {
                             Ok(value) => return Ok(value),
-                            Err(failure) => Call::after_plain(&mut call, policy, parts, failure),
+                            Err(failure) => Call::after_plain(&mut call, target, parts, failure),
                         };
                     }
                 };
@@ -254,7 +286,7 @@ where
                 LoopGuards::BreakerBudget => plain_as!((Unnamed, Named, Unnamed, Unnamed, Named)),
                 LoopGuards::Other => plain_as!(AnyShape),
             }
-            Call::next(&mut call, policy, parts, attempt).await
+            Call::next(&mut call, target, parts, attempt).await
         };
         if let Step::Done(result) = step {
             return result;

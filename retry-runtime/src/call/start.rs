@@ -40,6 +40,15 @@ pub(super) fn debug_enabled() -> bool {
     tracing::Level::DEBUG <= STATIC_MAX_LEVEL && tracing::Level::DEBUG <= LevelFilter::current()
 }
 
+/// The guards of a call of a policy with a breaker per key made without
+/// its key (an entry point that knows none: the HTTP layers, a call of
+/// `Call::new`): the empty key's.
+#[cold]
+#[inline(never)]
+fn keyless(policy: &Policy) -> GuardsRef<'static> {
+    GuardsRef::Scoped(Arc::new(policy.per_key_guards("")))
+}
+
 /// The attempts a call may make: its settings', or one for a call nested
 /// in another's attempt when the policy says so (see [`Nested`]).
 #[inline(always)]
@@ -79,6 +88,22 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         Self::global_guards_of::<W>(policy)
     }
 
+    /// [`plain_guards`](Self::plain_guards) for a call whose key found its
+    /// guards (`preset`, from the registry in effect, whichever it is).
+    #[inline(always)]
+    pub(super) fn plain_with(
+        policy: &'p Policy,
+        preset: &'p crate::guards::Guards,
+    ) -> Option<&'p crate::guards::Guards> {
+        let settings = policy.compiled_settings();
+        let plain = settings.allow_plain()
+            && policy.hooks().on_stop.is_none()
+            && !policy.override_forbids_plain()
+            && !debug_enabled()
+            && context::outside_attempts();
+        plain.then_some(preset)
+    }
+
     /// The global registry's guards for a call of `policy`, unless it runs
     /// inside a scoped registry.
     #[inline(always)]
@@ -113,7 +138,13 @@ impl<'p, S: Default, H, V: Shape> Call<'p, S, H, V> {
         // A call without a key of its own inherits the key of the call it is nested in.
         let (nested, key) = context::inherit(self.key.take());
         let settings = policy.compiled_settings();
-        match policy.guards() {
+        // The guards its key found (see `per_key`), else the policy's.
+        let guards = match self.cached {
+            Some(preset) => GuardsRef::Cached(preset),
+            None if policy.breaker_per_key() => keyless(policy),
+            None => policy.guards(),
+        };
+        match guards {
             // An override that only tunes the retries leaves the call plain:
             // it is looked up if an attempt fails (`adopt_override`).
             GuardsRef::Cached(cached)

@@ -11,7 +11,7 @@
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::breaker::CircuitBreaker;
+use crate::breaker::{CircuitBreaker, KeyedBreakers};
 use crate::budget::RetryBudget;
 use crate::bulkhead::Bulkhead;
 use crate::guard::{AdmissionOf, GuardSet, PendingOf, PermitsOf};
@@ -41,6 +41,11 @@ pub(crate) struct GuardNames {
     /// `budget_by_default` is for the budget (see
     /// [`NO_BREAKER`](crate::breaker::NO_BREAKER)).
     pub(crate) breaker_by_default: bool,
+    /// Whether `breaker` names a set of breakers per key (see
+    /// [`KeyedBreakers`](crate::breaker::KeyedBreakers)): each call's
+    /// breaker is its key's, found as the call starts, and the policy's own
+    /// guards have none.
+    pub(crate) breaker_per: bool,
 }
 
 impl GuardNames {
@@ -97,9 +102,11 @@ impl GuardNames {
     fn resolve(&self, registry: &Registry) -> Guards {
         GuardSet {
             throttle: self.throttle.as_deref().map(|n| registry.throttle_or_default(n)),
-            breaker: self.breaker.as_deref().map(|n| match self.breaker_by_default {
-                true => registry.operation_breaker(n),
-                false => registry.breaker_or_default(n),
+            breaker: self.breaker.as_deref().filter(|_| !self.breaker_per).map(|n| {
+                match self.breaker_by_default {
+                    true => registry.operation_breaker(n),
+                    false => registry.breaker_or_default(n),
+                }
             }),
             bulkhead: self.bulkhead.as_deref().map(|n| registry.bulkhead_or_default(n)),
             rate_limit: self.rate_limit.as_deref().map(|n| registry.rate_limit_or_default(n)),
@@ -185,11 +192,13 @@ pub(crate) struct GuardCache {
     named: bool,
     global: OnceLock<Guards>,
     scoped: Mutex<Vec<(u64, Arc<Guards>)>>,
+    /// The global registry's set of breakers per key, for a policy with one.
+    keyed: OnceLock<Arc<KeyedBreakers>>,
 }
 
 impl GuardCache {
     pub(crate) const fn new(named: bool) -> Self {
-        GuardCache { named, global: OnceLock::new(), scoped: Mutex::new(Vec::new()) }
+        GuardCache { named, global: OnceLock::new(), scoped: Mutex::new(Vec::new()), keyed: OnceLock::new() }
     }
 
     /// The guards `names` mean for a call made now: in the scoped registry
@@ -236,6 +245,23 @@ impl GuardCache {
         match self.global.get() {
             Some(guards) => guards,
             None => self.global.get_or_init(|| names.resolve(registry::registry())),
+        }
+    }
+
+    /// The guards of a call made now with `key`, for a policy whose names
+    /// give a breaker per key: its other guards as [`guards`](Self::guards)
+    /// finds them, and its key's breaker, from the registry in effect.
+    pub(crate) fn per_key(&self, names: &GuardNames, key: &str) -> Guards {
+        let name = names.breaker.as_deref().unwrap_or_default();
+        let scoped = registry::with_scoped(|scoped| {
+            (scoped.keyed_breakers_or_default(name), self.scoped(names, scoped))
+        });
+        match scoped {
+            Some((set, guards)) => GuardSet { breaker: Some(set.get(key)), ..GuardSet::clone(&guards) },
+            None => {
+                let set = self.keyed.get_or_init(|| registry::registry().keyed_breakers_or_default(name));
+                GuardSet { breaker: Some(set.get(key)), ..GuardSet::clone(self.global(names)) }
+            }
         }
     }
 

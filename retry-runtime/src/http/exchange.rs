@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use super::attempts::Attempts;
 use super::drain;
-use crate::call::{Call, Kept, Step};
+use crate::call::{Call, Kept, KeyedGuards, Step, Target};
 #[cfg(feature = "tower")]
 use crate::call::{FirstPermits, Unkeyed};
 use crate::classify::ErrorClass;
@@ -53,6 +53,13 @@ pub trait Transport {
 
     /// Whether the request may be sent more than once, and the call's key.
     fn plan(request: &Self::Request) -> Plan;
+    /// The key of a breaker per key
+    /// ([`PolicyBuilder::breaker_per`](crate::PolicyBuilder::breaker_per))
+    /// for the request: its host, for an HTTP request; none (the empty key)
+    /// for another.
+    fn breaker_key(_request: &Self::Request) -> &str {
+        ""
+    }
     /// A copy of the request for another attempt, or `None` when it cannot
     /// be copied (a streaming body).
     fn try_copy(request: &Self::Request) -> Option<Self::Request>;
@@ -149,7 +156,10 @@ pub(crate) async fn run<T: Transport>(
     request: T::Request,
 ) -> Result<T::Response, T::Error> {
     let plan = T::plan(&request);
-    let mut call = Call::new(policy, plan.key, Kept::default(), ByTransport::<T>(PhantomData));
+    // A breaker per key: the request's host's (see `Transport::breaker_key`).
+    let keyed = KeyedGuards::of_display(policy, &T::breaker_key(&request));
+    let mut call = Call::new(policy, plan.key, Kept::default(), ByTransport::<T>(PhantomData))
+        .with_target(Target::per_key(policy, &keyed));
     if !plan.retry {
         tracing::debug!(
             target: crate::observe::target::HTTP,

@@ -147,6 +147,10 @@ impl Transport for Chain<'_, '_> {
         rules::plan(request.method(), request.headers())
     }
 
+    fn breaker_key(request: &reqwest::Request) -> &str {
+        request.url().host_str().unwrap_or_default()
+    }
+
     #[inline]
     fn try_copy(request: &reqwest::Request) -> Option<reqwest::Request> {
         request.try_clone()

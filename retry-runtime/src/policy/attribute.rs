@@ -33,6 +33,8 @@ pub struct AttributeConfig {
     /// Whether the operation has its own breaker: `breaker` is not named
     /// and not `"none"`.
     pub default_breaker: bool,
+    /// Whether `breaker` is a breaker per key (`per = param`).
+    pub breaker_per: bool,
     pub budget: Option<&'static str>,
     /// Whether the operation has its own budget: `budget` is not named and
     /// not `"none"`.
@@ -97,6 +99,7 @@ impl Policy {
         let guard_names = GuardNames {
             breaker: borrowed(breaker),
             breaker_by_default: cfg.breaker.is_none() && cfg.default_breaker,
+            breaker_per: cfg.breaker_per && cfg.breaker.is_some(),
             budget: borrowed(budget),
             budget_by_default: cfg.budget.is_none() && cfg.default_budget,
             bulkhead: borrowed(cfg.bulkhead),
@@ -105,7 +108,8 @@ impl Policy {
         };
         Policy {
             operation: Cow::Borrowed(cfg.operation),
-            plain_settings: settings.allow_plain() && cfg.on_stop.is_none(),
+            // A call with a breaker per key is plain only with its key's guards.
+            plain_settings: settings.allow_plain() && cfg.on_stop.is_none() && !cfg.breaker_per,
             plain_start: settings.deadline.is_none() && cfg.on_stop.is_none(),
             hooks: Hooks {
                 on_retry: match cfg.on_retry {
@@ -158,6 +162,7 @@ impl AttributeConfig {
             max_hedges: 1,
             breaker: None,
             default_breaker: true,
+            breaker_per: false,
             budget: None,
             default_budget: true,
             bulkhead: None,

@@ -8,6 +8,7 @@
 
 mod attribute;
 mod builder;
+mod guards;
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,7 +20,7 @@ pub use builder::PolicyBuilder;
 pub(crate) use builder::factor_milli;
 
 use crate::backoff::{Backoff, stream_seed};
-use crate::guards::{GuardCache, GuardNames, Guards, GuardsRef};
+use crate::guards::{GuardCache, GuardNames};
 use crate::hooks::Hooks;
 use crate::registry::{GuardKind, PolicyOverrides};
 pub use crate::settings::{Hedge, MAX_HEDGES_LIMIT, SettingSource, SettingSources, Settings};
@@ -352,35 +353,6 @@ impl Policy {
     /// What a call nested in another resilient call's attempt does.
     pub fn nested(&self) -> Nested {
         self.nested
-    }
-
-    /// The guards in effect for a call made now: from the scoped registry
-    /// if any, else the global one; resolved by name once per registry.
-    #[inline]
-    pub(crate) fn guards(&self) -> GuardsRef<'_> {
-        self.cache.guards(&self.guard_names)
-    }
-
-    /// The global registry's guards, unless a call made now runs inside a
-    /// scoped registry.
-    #[inline]
-    pub(crate) fn global_guards(&self) -> Option<&Guards> {
-        self.cache.global_unless_scoped(&self.guard_names, false)
-    }
-
-    /// The guards [`global_guards`](Self::global_guards) gave a call
-    /// admitted earlier, found again (see `GuardCache::global_again`).
-    #[cfg(feature = "tower")]
-    #[inline]
-    pub(crate) fn global_guards_again(&self) -> &Guards {
-        self.cache.global_again(&self.guard_names)
-    }
-
-    /// [`global_guards`](Self::global_guards) for a caller that knows the
-    /// policy names a guard (the attribute's, for a function that does).
-    #[inline]
-    pub(crate) fn global_named_guards(&self) -> Option<&Guards> {
-        self.cache.global_unless_scoped(&self.guard_names, true)
     }
 
     /// The seed of the next call's jitter stream, when the policy is seeded.

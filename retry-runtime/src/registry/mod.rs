@@ -24,6 +24,7 @@ use crate::throttle::Throttle;
 #[cfg(feature = "fleet")]
 mod fleet;
 mod hooks;
+mod keyed;
 mod named;
 mod overrides;
 mod table;
@@ -116,6 +117,8 @@ struct Inner {
     seed: Option<u64>,
     streams: AtomicU64,
     breakers: Table<CircuitBreaker>,
+    /// Breakers per key, by name (see `keyed`).
+    keyed_breakers: std::sync::Mutex<HashMap<String, Arc<crate::breaker::KeyedBreakers>>>,
     budgets: Table<RetryBudget>,
     bulkheads: Table<Bulkhead>,
     throttles: Table<Throttle>,
@@ -208,6 +211,7 @@ impl Registry {
                 seed,
                 streams: AtomicU64::new(0),
                 breakers: Table::new("breaker"),
+                keyed_breakers: std::sync::Mutex::default(),
                 budgets: Table::new("budget"),
                 bulkheads: Table::new("bulkhead"),
                 throttles: Table::new("throttle"),

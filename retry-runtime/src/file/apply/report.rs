@@ -124,6 +124,8 @@ pub(super) fn breaker_diff(old: &BreakerConfig, new: &BreakerConfig) -> Vec<Stri
             maybe(old.slow_call_rate_percent, |p| p.to_string()),
             maybe(new.slow_call_rate_percent, |p| p.to_string()),
         ),
+        ("max_keys", old.max_keys.to_string(), new.max_keys.to_string()),
+        ("idle_for_ms", ms(old.idle_for), ms(new.idle_for)),
     ])
 }
 

@@ -22,6 +22,8 @@ pub(crate) const BREAKER_KEYS: &[&str] = &[
     "window_calls",
     "slow_call_ms",
     "slow_call_rate_percent",
+    "max_keys",
+    "idle_for_ms",
     "fleet",
 ];
 pub(crate) const BUDGET_KEYS: &[&str] = &[
@@ -127,6 +129,12 @@ pub(crate) fn breaker(
     }
     if let Some((n, _)) = integer(entries, "slow_call_rate_percent", 100, problems) {
         config.slow_call_rate_percent = Some(n as u8);
+    }
+    if let Some((n, _)) = count(entries, "max_keys", problems) {
+        config.max_keys = n;
+    }
+    if let Some((d, _)) = millis(entries, "idle_for_ms", problems) {
+        config.idle_for = d;
     }
     finish(config.validate().map(|()| config), before, entries, table, problems)
 }

@@ -85,6 +85,10 @@ where
         rules::plan(request.method(), request.headers())
     }
 
+    fn breaker_key(request: &http::Request<B>) -> &str {
+        request.uri().host().unwrap_or_default()
+    }
+
     fn try_copy(request: &http::Request<B>) -> Option<http::Request<B>> {
         let mut copy = http::Request::new(request.body().try_clone_body()?);
         *copy.method_mut() = request.method().clone();

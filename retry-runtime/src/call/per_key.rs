@@ -1,0 +1,122 @@
+//! A call with a breaker per key (`per = tenant`): its guards are the
+//! policy's, with its key's breaker, found once as the call is made and
+//! borrowed by the call from its caller's frame, so that the call runs on
+//! the plain path as any other does, and pays for its key one lock and one
+//! hash lookup (see `KeyedBreakers::get`).
+
+use std::fmt::{Display, Write};
+
+use super::key::{KeyTexter, StackText};
+use crate::guards::Guards;
+use crate::policy::Policy;
+
+/// The guards of one call of a policy with a breaker per key: its key's
+/// breaker and the policy's other guards. Made by the attribute's
+/// expansion (`per = tenant`) and by [`Policy::run_per`].
+#[derive(Debug)]
+pub struct KeyedGuards {
+    guards: Guards,
+}
+
+impl KeyedGuards {
+    /// The guards of a call of `policy` made now with the key `value`, in
+    /// the registry in effect; `None` for a policy without a breaker per
+    /// key. The key's text is `texter`'s shortcut for its type (from the
+    /// probe, `KeyProbe`), else `text`, the same key as a `&dyn Display`,
+    /// formatted on the stack. (The attribute makes the key a `&dyn
+    /// Display` at its own tokens, so a key that is not `Display` is one
+    /// error there, in the compiler's words, naming no function of the
+    /// library.)
+    #[inline(always)]
+    pub fn of<T: ?Sized>(
+        policy: &Policy,
+        value: &T,
+        text: &dyn Display,
+        texter: KeyTexter<T>,
+    ) -> Option<KeyedGuards> {
+        if !policy.breaker_per_key() {
+            return None;
+        }
+        Some(match texter {
+            Some(texter) => Self::made(policy, texter(value, &mut itoa::Buffer::new())),
+            None => Self::displayed(policy, text),
+        })
+    }
+
+    /// [`of`](Self::of) for a key known only as `Display` (`Policy::run_per`'s).
+    #[inline]
+    pub(crate) fn of_display(policy: &Policy, key: &dyn Display) -> Option<KeyedGuards> {
+        Self::of::<()>(policy, &(), key, None)
+    }
+
+    #[inline(never)]
+    fn displayed(policy: &Policy, key: &dyn Display) -> KeyedGuards {
+        let mut text = StackText::default();
+        // A `Display` that fails leaves what it wrote: still a key.
+        let _ = write!(text, "{key}");
+        Self::made(policy, text.text())
+    }
+
+    #[inline(never)]
+    fn made(policy: &Policy, key: &str) -> KeyedGuards {
+        KeyedGuards { guards: policy.per_key_guards(key) }
+    }
+}
+
+/// What a call runs: its policy, and the guards its key found (a call with
+/// a breaker per key), which the call uses instead of the policy's. A
+/// `&Policy` is one with none, known when the call is compiled, so that a
+/// call without a breaker per key pays nothing for the question.
+pub trait CallTarget<'p>: Copy {
+    /// The policy.
+    fn policy(self) -> &'p Policy;
+    /// The guards its key found, if any.
+    #[doc(hidden)]
+    fn keyed(self) -> Option<&'p KeyedGuards>;
+}
+
+impl<'a: 'p, 'p> CallTarget<'p> for &'a Policy {
+    #[inline(always)]
+    fn policy(self) -> &'p Policy {
+        self
+    }
+
+    #[inline(always)]
+    fn keyed(self) -> Option<&'p KeyedGuards> {
+        None
+    }
+}
+
+/// A call of a policy with the guards its key found, if it has a breaker
+/// per key (see `CallTarget`).
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'p> {
+    policy: &'p Policy,
+    keyed: Option<&'p KeyedGuards>,
+}
+
+impl<'p> Target<'p> {
+    /// A call of `policy` with the guards its key found (none: the policy's own).
+    #[inline(always)]
+    pub fn per_key(policy: &'p Policy, keyed: &'p Option<KeyedGuards>) -> Self {
+        Target { policy, keyed: keyed.as_ref() }
+    }
+}
+
+impl<'p> CallTarget<'p> for Target<'p> {
+    #[inline(always)]
+    fn policy(self) -> &'p Policy {
+        self.policy
+    }
+
+    #[inline(always)]
+    fn keyed(self) -> Option<&'p KeyedGuards> {
+        self.keyed
+    }
+}
+
+/// The guards `target`'s key found, if any.
+#[inline(always)]
+pub(super) fn preset<'p>(target: impl CallTarget<'p>) -> Option<&'p Guards> {
+    target.keyed().map(|keyed| &keyed.guards)
+}

@@ -1,0 +1,163 @@
+//! A breaker per key (issue 44, item 3; asked in resilience4j #650 and
+//! #703, Polly #624 and #1366): one declaration, `breaker = "search", per =
+//! tenant`, gives each tenant its own breaker, so that one tenant's outage
+//! opens its breaker and no other's. The keys are bounded: `max_keys` held
+//! at once, least recently used out, and a key idle for `idle_for`
+//! forgotten; an evicted key starts closed. Every entry point reaches the
+//! same breakers: the attribute, `Policy::run_per`, and
+//! `registry().breaker_for`. On tokio's paused clock, each test in its own
+//! registry.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use stormproof::breaker::{BreakerConfig, BreakerState};
+use stormproof::{Error, Policy, Registry, Rejection, resilient};
+
+type Result<T> = std::result::Result<T, Error<std::io::Error>>;
+
+fn reset() -> std::io::Error {
+    std::io::ErrorKind::ConnectionReset.into()
+}
+
+/// A registry whose breaker `search` opens at the second failure, holds at
+/// most three keys, and forgets a key idle for a minute.
+fn registry() -> Registry {
+    let registry = Registry::new();
+    let config = BreakerConfig {
+        failure_threshold: 2,
+        open_for: Duration::from_secs(50),
+        max_open_for: Duration::from_secs(300),
+        max_keys: 3,
+        idle_for: Duration::from_secs(60),
+        ..BreakerConfig::default()
+    };
+    registry.declare_breaker("search", config).unwrap();
+    registry
+}
+
+/// One search for `tenant`, failing when `down`; `attempts` counts the
+/// attempts that ran.
+#[resilient(max_attempts = 2, base_ms = 10, breaker = "search", budget = "none", per = tenant)]
+async fn search(tenant: &str, down: bool, attempts: &AtomicU32) -> Result<u32> {
+    attempts.fetch_add(1, Ordering::Relaxed);
+    if down { Err(reset().into()) } else { Ok(7) }
+}
+
+/// The attempts one search ran, and what it returned.
+async fn searched(registry: &Registry, tenant: &str, down: bool) -> (u32, Result<u32>) {
+    let attempts = AtomicU32::new(0);
+    let result = registry.scope(search(tenant, down, &attempts)).await;
+    (attempts.load(Ordering::Relaxed), result)
+}
+
+fn refused_by(result: &Result<u32>) -> Option<String> {
+    match result {
+        Err(Error::Rejected(Rejection::CircuitOpen { breaker })) => Some(breaker.clone()),
+        _ => None,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_tenants_outage_opens_its_breaker_and_no_other() {
+    let registry = registry();
+    let (attempts, result) = searched(&registry, "tenant-a", true).await;
+    assert_eq!(attempts, 2, "two failing attempts open tenant-a's breaker");
+    assert!(result.is_err());
+    assert_eq!(registry.breaker_for("search", "tenant-a").state(), BreakerState::Open);
+
+    let (attempts, result) = searched(&registry, "tenant-a", false).await;
+    assert_eq!(
+        (attempts, refused_by(&result).as_deref()),
+        (0, Some("search[tenant-a]")),
+        "refused by its own"
+    );
+
+    let (attempts, result) = searched(&registry, "tenant-b", false).await;
+    assert_eq!((attempts, result.unwrap()), (1, 7), "another tenant's calls run");
+    assert_eq!(registry.breaker_for("search", "tenant-b").state(), BreakerState::Closed);
+    assert_eq!(registry.breaker("search").unwrap().state(), BreakerState::Closed, "the template saw nothing");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_registry_hands_out_the_breakers_the_calls_use() {
+    let registry = registry();
+    registry.breaker_for("search", "tenant-c").force_open();
+    let (attempts, result) = searched(&registry, "tenant-c", false).await;
+    assert_eq!((attempts, refused_by(&result).as_deref()), (0, Some("search[tenant-c]")));
+    let set = registry.keyed_breakers("search").expect("made by the first use");
+    assert_eq!(set.len(), 1);
+    assert_eq!(set.config().failure_threshold, 2, "the declared breaker's settings");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_least_recently_used_tenant_is_evicted_and_comes_back_closed() {
+    let registry = registry();
+    assert!(searched(&registry, "tenant-a", true).await.1.is_err());
+    for tenant in ["tenant-b", "tenant-c", "tenant-d"] {
+        assert!(searched(&registry, tenant, false).await.1.is_ok());
+    }
+    let set = registry.keyed_breakers("search").unwrap();
+    assert_eq!(set.len(), 3, "max_keys");
+    let (attempts, result) = searched(&registry, "tenant-a", false).await;
+    assert_eq!((attempts, result.unwrap()), (1, 7), "evicted while open: back closed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tenant_idle_for_idle_for_is_forgotten() {
+    let registry = registry();
+    assert!(searched(&registry, "tenant-a", true).await.1.is_err());
+    tokio::time::advance(Duration::from_secs(59)).await;
+    // Still held (its 50 s open ran out, so this call is a probe, which
+    // fails: open again, for 100 s).
+    assert_eq!(registry.keyed_breakers("search").unwrap().len(), 1);
+    let (_, result) = searched(&registry, "tenant-a", true).await;
+    assert!(result.is_err());
+    assert_eq!(registry.breaker_for("search", "tenant-a").state(), BreakerState::Open, "the probe failed");
+    // Still open 61 s later, were it held: forgotten, a minute idle.
+    tokio::time::advance(Duration::from_secs(61)).await;
+    let (attempts, result) = searched(&registry, "tenant-a", false).await;
+    assert_eq!((attempts, result.unwrap()), (1, 7), "forgotten after a minute idle: closed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn policy_run_per_uses_the_same_breakers() {
+    let registry = registry();
+    let policy = Policy::builder()
+        .max_attempts(2)
+        .base(Duration::from_millis(10))
+        .breaker_per("search")
+        .budget("none")
+        .build()
+        .unwrap();
+    let down = || async { Err::<u32, _>(Error::from(reset())) };
+    registry.scope(policy.run_per("tenant-a", down)).await.unwrap_err();
+    // The attribute's calls for tenant-a meet the breaker the policy opened.
+    let (attempts, _) = searched(&registry, "tenant-a", false).await;
+    assert_eq!(attempts, 0);
+    let ok = || async { Ok::<u32, Error<std::io::Error>>(1) };
+    assert_eq!(registry.scope(policy.run_per(42, ok)).await.unwrap(), 1, "any `Display` is a key");
+    assert_eq!(registry.breaker_for("search", 42).state(), BreakerState::Closed);
+    // Without a key, the empty key's breaker.
+    registry.scope(policy.run(down)).await.unwrap_err();
+    assert_eq!(registry.breaker_for("search", "").state(), BreakerState::Open);
+    let with_idempotency_key =
+        policy.run_with_key("order-1", || async { Ok::<u32, Error<std::io::Error>>(2) });
+    let refused = registry.scope(with_idempotency_key).await.unwrap_err();
+    assert!(matches!(refused, Error::Rejected(Rejection::CircuitOpen { .. })), "{refused:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reload_reaches_every_tenant_keeping_its_state() {
+    let registry = registry();
+    assert!(searched(&registry, "tenant-a", true).await.1.is_err());
+    assert!(searched(&registry, "tenant-b", false).await.1.is_ok());
+    let report = registry
+        .reload_toml("[breakers.search]\nfailure_threshold = 1\nopen_for_ms = 50000\nmax_keys = 3\nidle_for_ms = 60000\n")
+        .unwrap();
+    assert!(report.to_string().contains("failure_threshold"), "{report}");
+    assert_eq!(registry.breaker_for("search", "tenant-a").state(), BreakerState::Open, "kept");
+    let (attempts, _) = searched(&registry, "tenant-b", true).await;
+    assert_eq!(attempts, 1, "one failure opens it now");
+    assert_eq!(registry.breaker_for("search", "tenant-b").state(), BreakerState::Open);
+}
