@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use stormproof::breaker::BreakerConfig;
 use stormproof::budget::BudgetConfig;
 use stormproof::sim::{HerdConfig, Latency, Model, Storm, StormError, Strategy, peak_in_bucket, simulate};
 use stormproof::{Classify, ErrorClass, Jitter, Policy, Rejection};
@@ -314,4 +315,38 @@ fn in_a_brownout_a_breaker_judging_slow_calls_opens_where_failures_alone_do_not(
     let (failures_alone, slow_too) = (run(rate_mode), run(judging_slow));
     assert_eq!((failures_alone.succeeded, slow_too.succeeded), (100, 100), "nothing failed");
     assert_eq!((failures_alone.breaker_trips, slow_too.breaker_trips), (0, 1));
+}
+
+/// A breaker per key in the simulator (issue 44, item 3): 200 clients
+/// arrive over two seconds, spread over ten tenants, and three tenants'
+/// shards are down. One breaker shared by every client is opened by their
+/// failures (three calls in ten fail: over its 25 %) and cuts the other
+/// seven off while it is open; a breaker per tenant opens for the three
+/// that are down and for no other.
+#[test]
+fn a_breaker_per_key_cuts_off_the_tenants_that_are_down_and_no_other() {
+    let breaker =
+        BreakerConfig { failure_rate_percent: Some(25), minimum_calls: 10, ..BreakerConfig::default() };
+    let cfg = HerdConfig {
+        clients: 200,
+        arrivals: Duration::from_secs(2),
+        keys: 10,
+        keys_down: 3,
+        model: Model::Overload { capacity: 1_000, tick: Duration::from_millis(10) },
+        max_attempts: 4,
+        breaker,
+        ..HerdConfig::overload()
+    };
+    let shared = simulate(&cfg, Strategy::Recommended).unwrap();
+    let per_key = simulate(&HerdConfig { breaker_per_key: true, ..cfg }, Strategy::Recommended).unwrap();
+    let up = 140;
+    assert_eq!(per_key.succeeded, up, "every tenant that is up: {per_key:?}");
+    assert!(
+        shared.succeeded < up * 3 / 4,
+        "the shared breaker cuts tenants that are up off too: {} of {up}",
+        shared.succeeded
+    );
+    // The 60 clients of the tenants that are down: fewer attempts than
+    // clients reach the dependency, their breakers open after a few.
+    assert!(per_key.attempts - u64::from(up) < 60, "{per_key:?}");
 }

@@ -91,7 +91,8 @@ use stormproof_runtime::breaker::TransitionHook;
 pub use operations_view::SettingView;
 pub use snapshot::{
     AdaptiveView, BreakerConfigView, BreakerView, BudgetConfigView, BudgetView, BulkheadView, Counts,
-    FleetView, OperationView, RateLimitView, Snapshot, State, TRANSITIONS_KEPT, ThrottleView, TransitionView,
+    FleetView, KEYS_LISTED, KeyedBreakersView, OperationView, RateLimitView, Snapshot, State,
+    TRANSITIONS_KEPT, ThrottleView, TransitionView,
 };
 
 use sampler::History;

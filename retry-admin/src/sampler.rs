@@ -14,8 +14,8 @@ use tokio::time::MissedTickBehavior;
 
 use super::clock::{millis, unix_ms};
 use super::snapshot::{
-    BreakerView, BudgetView, BulkheadView, Counts, FleetView, RateLimitView, Snapshot, State,
-    TRANSITIONS_KEPT, ThrottleView, TransitionView,
+    BreakerView, BudgetView, BulkheadView, Counts, FleetView, KeyedBreakersView, RateLimitView, Snapshot,
+    State, TRANSITIONS_KEPT, ThrottleView, TransitionView,
 };
 use super::{Numbered, Shared, WeakShared};
 use stormproof_runtime::Registry;
@@ -192,6 +192,11 @@ impl Shared {
                 .rate_limits()
                 .into_iter()
                 .map(|(name, limit)| RateLimitView::of(name, &limit))
+                .collect(),
+            keyed_breakers: registry
+                .all_keyed_breakers()
+                .into_iter()
+                .map(|(name, set)| KeyedBreakersView::of(name, &set))
                 .collect(),
             transitions: Vec::new(),
             fleet: FleetView::of(registry),

@@ -13,6 +13,7 @@ pub use super::breaker_view::{BreakerConfigView, BreakerView, Counts, State};
 use super::clock::millis;
 pub use super::fleet_view::FleetView;
 pub use super::operations_view::OperationView;
+use stormproof_runtime::breaker::{BreakerState, KeyedBreakers};
 use stormproof_runtime::budget::{BudgetConfig, RetryBudget};
 use stormproof_runtime::bulkhead::Bulkhead;
 use stormproof_runtime::rate_limit::RateLimit;
@@ -41,6 +42,8 @@ use stormproof_runtime::throttle::Throttle;
 ///                   "adaptive": { "algorithm": "aimd", "min": 4 }, "max_wait_ms": null }],
 ///   "throttles": [{ "name": "payments", "refusal_probability": 0.12, "k": 2.0, "window_ms": 500, "max_refusal_percent": 80 }],
 ///   "rate_limits": [{ "name": "payments", "per_second": 100, "burst": 20, "max_wait_ms": 50 }],
+///   "keyed_breakers": [{ "name": "search", "keys": 312, "max_keys": 1024, "idle_for_ms": 600000,
+///                        "open": ["tenant-7"], "half_open": [] }],
 ///   "transitions": [{ "seq": 1, "at_unix_ms": 1767225599412, "breaker": "payments",
 ///                     "from": "closed", "to": "open", "forced": null }],
 ///   "fleet": { "prefix": "shop", "linked": true, "flushes": 5120, "failed_flushes": 2,
@@ -69,6 +72,9 @@ pub struct Snapshot {
     pub throttles: Vec<ThrottleView>,
     /// Every rate limit, sorted by name.
     pub rate_limits: Vec<RateLimitView>,
+    /// Every set of breakers per key, sorted by name.
+    #[serde(default)]
+    pub keyed_breakers: Vec<KeyedBreakersView>,
     /// The latest breaker transitions seen since the router was built
     /// (at most [`TRANSITIONS_KEPT`]), oldest first. In a `tick` event:
     /// empty, since each transition has its own event.
@@ -226,6 +232,52 @@ pub struct RateLimitView {
     pub burst: u32,
     /// How long an attempt over the rate may wait; `null`: refused at once.
     pub max_wait_ms: Option<u64>,
+}
+
+/// One set of breakers per key (`per = tenant`): how many keys it holds,
+/// its bounds, and the keys whose breakers are not closed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct KeyedBreakersView {
+    /// Its name in the registry (its settings are the breaker's of that name).
+    pub name: String,
+    /// Keys it holds now.
+    pub keys: u64,
+    /// The most keys it holds at once.
+    pub max_keys: u32,
+    /// How long an unused key is kept.
+    pub idle_for_ms: u64,
+    /// Keys whose breakers are open, most recently used first (at most
+    /// [`KEYS_LISTED`]).
+    pub open: Vec<String>,
+    /// Keys whose breakers are half-open, as `open` lists them.
+    pub half_open: Vec<String>,
+}
+
+/// How many open (or half-open) keys a set's view lists at most.
+pub const KEYS_LISTED: usize = 20;
+
+impl KeyedBreakersView {
+    pub(crate) fn of(name: String, set: &KeyedBreakers) -> Self {
+        let config = set.config();
+        let breakers = set.breakers();
+        let in_state = |state: BreakerState| -> Vec<String> {
+            breakers
+                .iter()
+                .filter(|breaker| breaker.state() == state)
+                .filter_map(|breaker| breaker.key().map(str::to_owned))
+                .take(KEYS_LISTED)
+                .collect()
+        };
+        KeyedBreakersView {
+            name,
+            keys: breakers.len() as u64,
+            max_keys: config.max_keys,
+            idle_for_ms: millis(config.idle_for),
+            open: in_state(BreakerState::Open),
+            half_open: in_state(BreakerState::HalfOpen),
+        }
+    }
 }
 
 /// One breaker transition, as the `on_transition` hook saw it.

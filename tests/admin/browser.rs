@@ -55,6 +55,13 @@ pub async fn renders_each_breaker_and_its_state() {
     for _ in 0..5 {
         registry.budget("grpc").unwrap().record_failure();
     }
+    // A breaker per key with one tenant cut off: the card names it.
+    registry
+        .breaker_for("tenants", "zed")
+        .try_acquire()
+        .unwrap()
+        .record(stormproof::breaker::Outcome::Success);
+    registry.breaker_for("tenants", "acme").force_open();
     // An operation whose attempts a file sets: the page says where from.
     registry.load_toml("[operations.\"admin::quote\"]\nmax_attempts = 3\n").unwrap();
     let admin = admin::router(&registry).with_token(TOKEN).unwrap();
@@ -130,6 +137,10 @@ pub async fn renders_each_breaker_and_its_state() {
     assert!(adaptive.html.contains("adaptive (aimd): limit 8 within 2..8"), "{}", adaptive.html);
     let throttle = card(&dom, "throttle", "alpha");
     assert!(throttle.html.contains("refuses 0% of requests now"), "{}", throttle.html);
+    let tenants = card(&dom, "keyed-breaker", "tenants");
+    assert!(tenants.html.contains("2 of 1024 keys held"), "{}", tenants.html);
+    assert!(tenants.html.contains("open: acme<"), "the key cut off: {}", tenants.html);
+    assert!(tenants.html.contains("forgotten after 600.0 s unused"), "{}", tenants.html);
     let rate = card(&dom, "rate-limit", "alpha");
     assert!(rate.html.contains("50 per second, bursts of 5"), "{}", rate.html);
     assert!(dom.contains("alpha</b> closed → open (forced open)"), "the transition is listed:\n{dom}");

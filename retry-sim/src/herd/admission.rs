@@ -7,10 +7,16 @@ use super::guards::trips;
 use stormproof_runtime::breaker::Admission;
 
 impl Run<'_> {
+    /// The key `client` calls (see `HerdConfig::keys`).
+    pub(super) fn key_of(&self, client: u32) -> u32 {
+        client % self.config.keys.max(1)
+    }
+
     /// Admission, in the retry loop's order: the throttle, the breaker,
     /// the bulkhead (which may queue the attempt), then the first leg.
     pub(super) fn start(&mut self, client: u32) {
         let now = self.now;
+        let key = self.key_of(client);
         let state = &mut self.clients[client as usize];
         state.attempts += 1;
         if let Some(guards) = &mut self.guards {
@@ -21,7 +27,7 @@ impl Run<'_> {
                 self.throttled += 1;
                 return;
             }
-            if let Some(breaker) = &mut guards.breaker {
+            if let Some(breaker) = guards.breaker(key) {
                 let (admission, transition) = breaker.admit(now);
                 self.breaker_trips += trips(transition);
                 match admission {

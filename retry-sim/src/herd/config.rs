@@ -232,7 +232,7 @@ impl Default for Latency {
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct HerdConfig {
-    /// Clients, all starting at time zero. Must be positive and at most
+    /// Clients, starting at time zero or over `arrivals`. Must be positive and at most
     /// [`MAX_CLIENTS`](Self::MAX_CLIENTS).
     pub clients: u32,
     /// Fixes every random draw: the same seed gives the same report.
@@ -272,6 +272,20 @@ pub struct HerdConfig {
     /// at or past it is taken, and a reply arriving after it is too late
     /// (the attempt was cut), as in the retry loop. Default `None`.
     pub deadline: Option<Duration>,
+    /// How long the clients take to arrive: client `i` starts at
+    /// `arrivals * i / clients`. Default zero: all at time zero.
+    pub arrivals: Duration,
+    /// The keys the clients call the dependency with (tenants, shards,
+    /// hosts): client `i` calls key `i % keys`. Must be positive. Default 1.
+    pub keys: u32,
+    /// Of the keys, the first this many are down: every attempt on them
+    /// fails (transient) whatever the model says, as one tenant's shard
+    /// does in an outage of its own. At most `keys`. Default 0.
+    pub keys_down: u32,
+    /// Whether [`Strategy::Recommended`]'s breaker is one per key (the
+    /// library's breaker per key, `per = tenant`) instead of one shared by
+    /// every client. Default `false`.
+    pub breaker_per_key: bool,
 }
 
 impl Default for HerdConfig {
@@ -314,6 +328,10 @@ impl HerdConfig {
             throttle: None,
             bulkhead: adaptive_bulkhead(),
             deadline: None,
+            arrivals: Duration::ZERO,
+            keys: 1,
+            keys_down: 0,
+            breaker_per_key: false,
         }
     }
 

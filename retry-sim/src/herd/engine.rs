@@ -113,19 +113,22 @@ impl<'c> Run<'c> {
         };
         let guards = match strategy {
             Strategy::Defaults => Some(Guards {
-                breaker: Some(BreakerCore::new(BreakerConfig::per_operation())),
+                breakers: vec![BreakerCore::new(BreakerConfig::per_operation())],
                 budget: Budget::new(BudgetConfig::default())?,
                 throttle: None,
                 bulkhead: None,
             }),
             Strategy::Recommended => Some(Guards {
-                breaker: Some(BreakerCore::new(config.breaker)),
+                breakers: vec![
+                    BreakerCore::new(config.breaker);
+                    if config.breaker_per_key { config.keys as usize } else { 1 }
+                ],
                 budget: Budget::new(config.budget)?,
                 throttle: None,
                 bulkhead: None,
             }),
             Strategy::Adaptive => Some(Guards {
-                breaker: None,
+                breakers: Vec::new(),
                 budget: Budget::new(config.budget)?,
                 throttle: config.throttle.map(|config| {
                     // A stream of its own, past every client's.
@@ -187,7 +190,10 @@ impl<'c> Run<'c> {
 
     /// Every client starts its call at time zero.
     pub(super) fn start_client(&mut self, client: u32) {
-        self.queue.push(Duration::ZERO, Event::Start(client));
+        // Spread over `arrivals`; one too long to multiply starts at its end.
+        let arrivals = self.config.arrivals;
+        let at = arrivals.checked_mul(client).map_or(arrivals, |d| d / self.config.clients.max(1));
+        self.queue.push(at, Event::Start(client));
     }
 
     /// Processes events until none is left.
@@ -257,6 +263,9 @@ impl<'c> Run<'c> {
     /// decision ([`decide`]) says whether and when to try again.
     pub(super) fn reply(&mut self, client: u32, ok: bool) {
         let now = self.now;
+        let key = self.key_of(client);
+        // A key that is down fails every attempt, whatever the model says.
+        let ok = ok && key >= self.config.keys_down;
         let state = &mut self.clients[client as usize];
         state.in_flight = false;
         // The deadline cuts an attempt still running when it passes (its
@@ -272,7 +281,7 @@ impl<'c> Run<'c> {
         let ticket = state.ticket.take();
         let permit_since = state.permit_since.take();
         if let Some(guards) = &mut self.guards {
-            if let (Some(breaker), Some((ticket, since))) = (&mut guards.breaker, ticket) {
+            if let (Some(breaker), Some((ticket, since))) = (guards.breaker(key), ticket) {
                 // What the retry loop tells its breaker (see the breaker's
                 // `outcome_of`), a success slower than its
                 // `slow_call_duration` a slow call.
@@ -324,6 +333,7 @@ impl<'c> Run<'c> {
             config: self.config,
             backoff: self.backoff.as_ref(),
             client: &mut self.clients[client as usize],
+            key,
             guards: self.guards.as_mut(),
             now,
         };
@@ -349,6 +359,8 @@ struct ClientAnswers<'a> {
     /// `None`: [`Strategy::Immediate`], which never waits.
     backoff: Option<&'a Backoff>,
     client: &'a mut Client,
+    /// The key the client calls (see `HerdConfig::keys`).
+    key: u32,
     guards: Option<&'a mut Guards>,
     now: Duration,
 }
@@ -371,7 +383,7 @@ impl Answers for ClientAnswers<'_> {
     }
 
     fn breaker_open_for(&self) -> Option<Duration> {
-        let until = self.guards.as_ref()?.breaker.as_ref()?.open_until()?;
+        let until = self.guards.as_ref()?.breaker_ref(self.key)?.open_until()?;
         Some(until.saturating_sub(self.now)).filter(|open| !open.is_zero())
     }
 

@@ -16,11 +16,27 @@ use stormproof_runtime::{ConfigError, ErrorClass};
 /// [`Strategy::Adaptive`](super::Strategy::Adaptive)'s budget, throttle and bulkhead.
 #[derive(Debug)]
 pub(super) struct Guards {
-    pub(super) breaker: Option<BreakerCore>,
+    /// None, one shared by every client, or one per key.
+    pub(super) breakers: Vec<BreakerCore>,
     pub(super) budget: Budget,
     /// The library's client-side throttle, on virtual time.
     pub(super) throttle: Option<ThrottleCore>,
     pub(super) bulkhead: Option<Permits>,
+}
+
+impl Guards {
+    /// The breaker of a client calling `key`: the one per key, or the one
+    /// shared by all, if any.
+    pub(super) fn breaker(&mut self, key: u32) -> Option<&mut BreakerCore> {
+        let shared = self.breakers.len() == 1;
+        self.breakers.get_mut(if shared { 0 } else { key as usize })
+    }
+
+    /// [`breaker`](Self::breaker), to read.
+    pub(super) fn breaker_ref(&self, key: u32) -> Option<&BreakerCore> {
+        let shared = self.breakers.len() == 1;
+        self.breakers.get(if shared { 0 } else { key as usize })
+    }
 }
 
 /// A bulkhead on virtual time: the library's limit core moved by the same

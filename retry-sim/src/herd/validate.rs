@@ -49,6 +49,11 @@ impl HerdConfig {
         if self.deadline.is_some_and(|d| d.is_zero()) {
             return Err(ConfigError::new("deadline", "must be greater than zero"));
         }
+        positive("keys", self.keys.into())?;
+        if self.keys_down > self.keys {
+            let problem = format!("must be at most `keys` ({}), got {}", self.keys, self.keys_down);
+            return Err(ConfigError::new("keys_down", problem));
+        }
         if self.bucket.is_zero() {
             return Err(ConfigError::new("bucket", "must be greater than zero"));
         }
