@@ -51,6 +51,11 @@ async fn searched(registry: &Registry, tenant: &str, down: bool) -> (u32, Result
     (attempts.load(Ordering::Relaxed), result)
 }
 
+/// The state of `tenant`'s breaker, read without using it (`None`: not held).
+fn state_of(registry: &Registry, tenant: &str) -> Option<BreakerState> {
+    Some(registry.keyed_breakers("search")?.peek(tenant)?.state())
+}
+
 fn refused_by(result: &Result<u32>) -> Option<String> {
     match result {
         Err(Error::Rejected(Rejection::CircuitOpen { breaker })) => Some(breaker.clone()),
@@ -64,7 +69,7 @@ async fn one_tenants_outage_opens_its_breaker_and_no_other() {
     let (attempts, result) = searched(&registry, "tenant-a", true).await;
     assert_eq!(attempts, 2, "two failing attempts open tenant-a's breaker");
     assert!(result.is_err());
-    assert_eq!(registry.breaker_for("search", "tenant-a").state(), BreakerState::Open);
+    assert_eq!(state_of(&registry, "tenant-a"), Some(BreakerState::Open));
 
     let (attempts, result) = searched(&registry, "tenant-a", false).await;
     assert_eq!(
@@ -75,7 +80,8 @@ async fn one_tenants_outage_opens_its_breaker_and_no_other() {
 
     let (attempts, result) = searched(&registry, "tenant-b", false).await;
     assert_eq!((attempts, result.unwrap()), (1, 7), "another tenant's calls run");
-    assert_eq!(registry.breaker_for("search", "tenant-b").state(), BreakerState::Closed);
+    let set = registry.keyed_breakers("search").unwrap();
+    assert_eq!(set.peek("tenant-b").unwrap().state(), BreakerState::Closed);
     assert_eq!(registry.breaker("search").unwrap().state(), BreakerState::Closed, "the template saw nothing");
 }
 
@@ -91,7 +97,7 @@ async fn the_registry_hands_out_the_breakers_the_calls_use() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn the_least_recently_used_tenant_is_evicted_and_comes_back_closed() {
+async fn past_max_keys_a_closed_tenant_is_evicted_before_an_open_one() {
     let registry = registry();
     assert!(searched(&registry, "tenant-a", true).await.1.is_err());
     for tenant in ["tenant-b", "tenant-c", "tenant-d"] {
@@ -99,6 +105,15 @@ async fn the_least_recently_used_tenant_is_evicted_and_comes_back_closed() {
     }
     let set = registry.keyed_breakers("search").unwrap();
     assert_eq!(set.len(), 3, "max_keys");
+    assert!(set.peek("tenant-b").is_none(), "the least recently used closed tenant went");
+    let (attempts, result) = searched(&registry, "tenant-a", false).await;
+    assert_eq!((attempts, refused_by(&result).as_deref()), (0, Some("search[tenant-a]")), "kept, open");
+    // Every tenant held open: the least recently used goes, and comes back closed.
+    for tenant in ["tenant-c", "tenant-d"] {
+        registry.breaker_for("search", tenant).force_open();
+    }
+    assert!(searched(&registry, "tenant-e", false).await.1.is_ok());
+    assert!(set.peek("tenant-a").is_none());
     let (attempts, result) = searched(&registry, "tenant-a", false).await;
     assert_eq!((attempts, result.unwrap()), (1, 7), "evicted while open: back closed");
 }
@@ -113,7 +128,7 @@ async fn a_tenant_idle_for_idle_for_is_forgotten() {
     assert_eq!(registry.keyed_breakers("search").unwrap().len(), 1);
     let (_, result) = searched(&registry, "tenant-a", true).await;
     assert!(result.is_err());
-    assert_eq!(registry.breaker_for("search", "tenant-a").state(), BreakerState::Open, "the probe failed");
+    assert_eq!(state_of(&registry, "tenant-a"), Some(BreakerState::Open), "the probe failed");
     // Still open 61 s later, were it held: forgotten, a minute idle.
     tokio::time::advance(Duration::from_secs(61)).await;
     let (attempts, result) = searched(&registry, "tenant-a", false).await;
@@ -137,14 +152,45 @@ async fn policy_run_per_uses_the_same_breakers() {
     assert_eq!(attempts, 0);
     let ok = || async { Ok::<u32, Error<std::io::Error>>(1) };
     assert_eq!(registry.scope(policy.run_per(42, ok)).await.unwrap(), 1, "any `Display` is a key");
-    assert_eq!(registry.breaker_for("search", 42).state(), BreakerState::Closed);
+    let set = registry.keyed_breakers("search").unwrap();
+    assert_eq!(set.peek("42").unwrap().state(), BreakerState::Closed, "made by the call");
     // Without a key, the empty key's breaker.
     registry.scope(policy.run(down)).await.unwrap_err();
-    assert_eq!(registry.breaker_for("search", "").state(), BreakerState::Open);
+    assert_eq!(state_of(&registry, ""), Some(BreakerState::Open));
     let with_idempotency_key =
         policy.run_with_key("order-1", || async { Ok::<u32, Error<std::io::Error>>(2) });
     let refused = registry.scope(with_idempotency_key).await.unwrap_err();
     assert!(matches!(refused, Error::Rejected(Rejection::CircuitOpen { .. })), "{refused:?}");
+    // Both keys: the tenant's breaker, and the idempotency key in every attempt.
+    let keyed =
+        || async { Ok::<_, Error<std::io::Error>>(stormproof::idempotency_key().unwrap().to_string()) };
+    let both = policy.run_per_with_key("tenant-z", "order-2", keyed);
+    assert_eq!(registry.scope(both).await.unwrap(), "order-2");
+    assert!(state_of(&registry, "tenant-z").is_some(), "its tenant's breaker");
+    let refused = registry.scope(policy.run_per_with_key("tenant-a", "order-3", keyed)).await.unwrap_err();
+    assert!(
+        matches!(refused, Error::Rejected(Rejection::CircuitOpen { breaker }) if breaker == "search[tenant-a]")
+    );
+}
+
+#[resilient(max_attempts = 2, base_ms = 10, breaker = "search", budget = "none", per = tenant, hedge_after_ms = 50)]
+async fn search_hedged(tenant: &str, down: bool, attempts: &AtomicU32) -> Result<u32> {
+    attempts.fetch_add(1, Ordering::Relaxed);
+    if down { Err(reset().into()) } else { Ok(7) }
+}
+
+/// A hedged function's attempts go to its tenant's breaker too.
+#[tokio::test(start_paused = true)]
+async fn a_hedged_call_uses_its_tenants_breaker() {
+    let registry = registry();
+    let attempts = AtomicU32::new(0);
+    assert!(registry.scope(search_hedged("tenant-h", true, &attempts)).await.is_err());
+    assert_eq!(state_of(&registry, "tenant-h"), Some(BreakerState::Open));
+    let (attempts, result) = searched(&registry, "tenant-h", false).await;
+    assert_eq!((attempts, refused_by(&result).as_deref()), (0, Some("search[tenant-h]")));
+    let attempts = AtomicU32::new(0);
+    assert_eq!(registry.scope(search_hedged("tenant-i", false, &attempts)).await.unwrap(), 7);
+    assert_eq!(state_of(&registry, "tenant-i"), Some(BreakerState::Closed));
 }
 
 #[tokio::test(start_paused = true)]
@@ -156,8 +202,35 @@ async fn a_reload_reaches_every_tenant_keeping_its_state() {
         .reload_toml("[breakers.search]\nfailure_threshold = 1\nopen_for_ms = 50000\nmax_keys = 3\nidle_for_ms = 60000\n")
         .unwrap();
     assert!(report.to_string().contains("failure_threshold"), "{report}");
-    assert_eq!(registry.breaker_for("search", "tenant-a").state(), BreakerState::Open, "kept");
+    assert_eq!(state_of(&registry, "tenant-a"), Some(BreakerState::Open), "kept");
     let (attempts, _) = searched(&registry, "tenant-b", true).await;
     assert_eq!(attempts, 1, "one failure opens it now");
-    assert_eq!(registry.breaker_for("search", "tenant-b").state(), BreakerState::Open);
+    assert_eq!(state_of(&registry, "tenant-b"), Some(BreakerState::Open));
+}
+
+#[resilient(max_attempts = 2, base_ms = 10, breaker = "per-key-global", budget = "none", per = tenant)]
+async fn search_globally(tenant: u64, down: bool, attempts: &AtomicU32) -> Result<u32> {
+    attempts.fetch_add(1, Ordering::Relaxed);
+    if down { Err(reset().into()) } else { Ok(7) }
+}
+
+/// The same through the global registry, whose set each policy caches:
+/// the tenant that failed is refused, another one's call runs (on the
+/// plain path, with its key's guards).
+#[tokio::test(start_paused = true)]
+async fn through_the_global_registry_too() {
+    let config =
+        BreakerConfig { failure_threshold: 2, open_for: Duration::from_secs(30), ..Default::default() };
+    stormproof::registry().declare_breaker("per-key-global", config).unwrap();
+    let attempts = |tenant, down| async move {
+        let attempts = AtomicU32::new(0);
+        let result = search_globally(tenant, down, &attempts).await;
+        (attempts.load(Ordering::Relaxed), result.is_ok())
+    };
+    assert_eq!(attempts(1, true).await, (2, false));
+    assert_eq!(attempts(1, false).await, (0, false), "tenant 1 is cut off");
+    assert_eq!(attempts(2, false).await, (1, true), "tenant 2 is not");
+    let set = stormproof::registry().keyed_breakers("per-key-global").unwrap();
+    assert_eq!(set.peek("1").unwrap().state(), BreakerState::Open);
+    assert_eq!(set.peek("2").unwrap().state(), BreakerState::Closed);
 }

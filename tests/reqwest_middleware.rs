@@ -454,3 +454,25 @@ async fn the_middlewares_error_passed_up_in_a_box_keeps_its_class() {
         })
         .await;
 }
+
+/// A policy with a breaker per key, in the middleware: each host and port
+/// has its own breaker (issue 44, item 3), so a server that fails is cut
+/// off and another is not.
+#[tokio::test]
+async fn a_breaker_per_key_is_a_breaker_per_host_and_port() {
+    let failing = Server::start(&[("/stock", &[status(503), status(503), status(503)])]).await;
+    let healthy = Server::start(&[]).await;
+    let registry = Registry::new();
+    registry.declare_breaker("hosts", BreakerConfig { failure_threshold: 2, ..Default::default() }).unwrap();
+    let client = client(policy(2).breaker_per("hosts").budget("none"));
+    let response = registry.scope(client.get(failing.url("/stock")).send()).await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::SERVICE_UNAVAILABLE, 2));
+    let failing_key = format!("127.0.0.1:{}", failing.addr.port());
+    let set = registry.keyed_breakers("hosts").unwrap();
+    assert_eq!(set.peek(&failing_key).unwrap().state(), BreakerState::Open);
+    let refused = registry.scope(client.get(failing.url("/stock")).send()).await.unwrap_err();
+    assert!(refused.to_string().contains(&format!("hosts[{failing_key}]")), "{refused}");
+    assert_eq!(failing.hits("/stock"), 2, "the open breaker sent nothing");
+    let response = registry.scope(client.get(healthy.url("/stock")).send()).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK, "another server's calls go out");
+}

@@ -341,12 +341,10 @@ fn a_breaker_per_key_cuts_off_the_tenants_that_are_down_and_no_other() {
     let per_key = simulate(&HerdConfig { breaker_per_key: true, ..cfg }, Strategy::Recommended).unwrap();
     let up = 140;
     assert_eq!(per_key.succeeded, up, "every tenant that is up: {per_key:?}");
-    assert!(
-        shared.succeeded < up * 3 / 4,
-        "the shared breaker cuts tenants that are up off too: {} of {up}",
-        shared.succeeded
-    );
+    // The shared breaker cuts the tenants that are up off too (the numbers
+    // docs/simulation.md quotes: the run is deterministic).
+    assert_eq!(shared.succeeded, 7, "{shared:?}");
     // The 60 clients of the tenants that are down: fewer attempts than
     // clients reach the dependency, their breakers open after a few.
-    assert!(per_key.attempts - u64::from(up) < 60, "{per_key:?}");
+    assert_eq!(per_key.attempts - u64::from(up), 35, "{per_key:?}");
 }

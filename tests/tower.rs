@@ -1098,7 +1098,21 @@ async fn a_breaker_per_key_is_a_breaker_per_host() {
         matches!(refused.downcast_ref::<Rejection>(), Some(Rejection::CircuitOpen { breaker }) if breaker == "hosts[down.example]"),
         "{refused:?}"
     );
-    let response = registry.scope(layered.oneshot(get("http://up.example/"))).await.unwrap();
+    let response = registry.scope(layered.clone().oneshot(get("http://up.example/"))).await.unwrap();
     assert_eq!(response.status(), StatusCode::OK, "another host's calls go out");
-    assert_eq!(*sent.lock().unwrap(), ["down.example", "down.example", "up.example"]);
+    // A request in origin form names its host in `Host`, in any case: the same breaker.
+    let origin_form =
+        Request::get("/").header(http::header::HOST, "DOWN.Example").body(Body::default()).unwrap();
+    let refused = registry.scope(layered.clone().oneshot(origin_form)).await.unwrap_err();
+    assert!(
+        matches!(refused.downcast_ref::<Rejection>(), Some(Rejection::CircuitOpen { breaker }) if breaker == "hosts[down.example]"),
+        "{refused:?}"
+    );
+    // Another port is another service: its own breaker.
+    let response = registry.scope(layered.oneshot(get("http://down.example:8080/"))).await.unwrap();
+    assert_eq!(attempts(&response), 2, "sent, not refused");
+    assert_eq!(
+        *sent.lock().unwrap(),
+        ["down.example", "down.example", "up.example", "down.example", "down.example"]
+    );
 }

@@ -210,11 +210,17 @@ impl Shared {
     /// breaker is forced is read now, so a transition announced late shows
     /// the forcing in force when it is announced.
     pub(super) fn on_transition(&self, t: &BreakerTransition<'_>) {
-        let forced = self.registry.breaker(t.breaker).and_then(|b| b.forced()).map(State::from);
+        // A key's breaker is read in its set, without using it.
+        let breaker = match t.key {
+            None => self.registry.breaker(t.breaker),
+            Some(key) => self.registry.keyed_breakers(t.breaker).and_then(|set| set.peek(key)),
+        };
+        let forced = breaker.and_then(|b| b.forced()).map(State::from);
         let transition = TransitionView {
             seq: 0,
             at_unix_ms: unix_ms(),
             breaker: t.breaker.to_owned(),
+            key: t.key.map(str::to_owned),
             from: t.from.into(),
             to: t.to.into(),
             forced,
@@ -280,6 +286,7 @@ mod tests {
             seq: 0,
             at_unix_ms: 0,
             breaker: breaker.into(),
+            key: None,
             from: State::Closed,
             to: State::Open,
             forced: None,

@@ -290,6 +290,10 @@ pub struct TransitionView {
     pub at_unix_ms: u64,
     /// The breaker's name.
     pub breaker: String,
+    /// Its key, for one of a set of breakers per key; `null` for a breaker
+    /// of one name.
+    #[serde(default)]
+    pub key: Option<String>,
     /// The state it left.
     pub from: State,
     /// The state it entered.

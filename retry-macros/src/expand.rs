@@ -195,6 +195,7 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         let key_used = key_is_used(&item.sig, plan.key.as_ref());
         let mut fresh = fresh_arguments(&mut item.sig);
         fresh.inside.extend(key_used);
+        fresh.inside.extend(key_is_used(&item.sig, plan.per.as_ref()));
         clone_receiver(&mut item.block, &mut item.sig, &mut fresh);
         let before = &fresh.before;
         let async_body = attempt_block(&item.sig, quote!(move), &fresh.inside, &item.block);
@@ -224,6 +225,7 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         let key_used = key_is_used(&item.sig, plan.key.as_ref());
         let mut fresh = fresh_arguments(&mut item.sig);
         fresh.inside.extend(key_used);
+        fresh.inside.extend(key_is_used(&item.sig, plan.per.as_ref()));
         reborrow_receiver(&mut item.block, &mut item.sig, &mut fresh);
         let before = &fresh.before;
         let async_body = attempt_block(&item.sig, TokenStream::new(), &fresh.inside, &item.block);

@@ -85,6 +85,8 @@ pub async fn renders_each_breaker_and_its_state() {
     // Live, after the page connected: a transition it must apply.
     let (status, body) = post(addr, "alpha", "force-open", Some(&format!("Bearer {TOKEN}"))).await;
     assert_eq!(status, 200, "{body}");
+    // And one of a key's breaker: listed with its key, not applied to its set's template.
+    registry.breaker_for("tenants", "bravo").force_open();
     streams.close();
 
     let dom = page.dom().await;
@@ -137,6 +139,9 @@ pub async fn renders_each_breaker_and_its_state() {
     assert!(adaptive.html.contains("adaptive (aimd): limit 8 within 2..8"), "{}", adaptive.html);
     let throttle = card(&dom, "throttle", "alpha");
     assert!(throttle.html.contains("refuses 0% of requests now"), "{}", throttle.html);
+    assert!(dom.contains("tenants[bravo]</b> closed → open (forced open)"), "the key's transition:\n{dom}");
+    let template = card(&dom, "breaker", "tenants");
+    assert!(template.opening.contains(r#"data-state="closed""#), "{}", template.html);
     let tenants = card(&dom, "keyed-breaker", "tenants");
     assert!(tenants.html.contains("2 of 1024 keys held"), "{}", tenants.html);
     assert!(tenants.html.contains("open: acme<"), "the key cut off: {}", tenants.html);

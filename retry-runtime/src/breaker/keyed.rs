@@ -29,6 +29,10 @@ use super::{BreakerConfig, CircuitBreaker, Hooks};
 /// The metrics label of every key past the first `max_keys` labelled.
 const OTHER: &str = "other";
 
+/// How many of the least recently used keys an eviction looks at for a
+/// closed breaker to evict first.
+const EVICTION_SCAN: usize = 8;
+
 /// A circuit breaker per key, bounded (see the module docs): what
 /// `#[resilient(breaker = "search", per = tenant)]` and
 /// [`PolicyBuilder::breaker_per`](crate::PolicyBuilder::breaker_per) use.
@@ -111,9 +115,9 @@ impl KeyedBreakers {
         self.template.config()
     }
 
-    /// How many keys it holds now (at most `max_keys`).
+    /// How many keys it holds now (at most `max_keys`; idle ones forgotten).
     pub fn len(&self) -> usize {
-        self.lock().breakers.len()
+        self.held().breakers.len()
     }
 
     /// Whether it holds no key.
@@ -121,9 +125,33 @@ impl KeyedBreakers {
         self.len() == 0
     }
 
-    /// The breakers it holds, most recently used first.
+    /// The breakers it holds, most recently used first (idle ones forgotten).
     pub fn breakers(&self) -> Vec<Arc<CircuitBreaker>> {
-        self.lock().breakers.iter().map(|(_, held)| Arc::clone(&held.breaker)).collect()
+        self.held().breakers.iter().map(|(_, held)| Arc::clone(&held.breaker)).collect()
+    }
+
+    /// The breaker of `key`, if the set holds it: read without using it
+    /// (no key made, none evicted, its place in the order kept), to look
+    /// at a tenant's state. [`get`](Self::get) is what a call does.
+    pub fn peek(&self, key: &str) -> Option<Arc<CircuitBreaker>> {
+        self.held().breakers.peek(key).map(|held| Arc::clone(&held.breaker))
+    }
+
+    /// The keys, on the template's settings now, idle ones forgotten.
+    fn held(&self) -> std::sync::MutexGuard<'_, Keys> {
+        self.current(Instant::now())
+    }
+
+    /// [`held`](Self::held) at `now`.
+    #[inline]
+    fn current(&self, now: Instant) -> std::sync::MutexGuard<'_, Keys> {
+        let generation = self.template.generation();
+        let mut keys = self.lock();
+        if keys.generation != generation {
+            keys.reconfigured(self.template.config(), generation);
+        }
+        keys.forget_idle(now);
+        keys
     }
 
     /// The breaker of `key`, made closed if the set does not hold it (never
@@ -131,13 +159,7 @@ impl KeyedBreakers {
     /// one hash lookup; a new key may evict the least recently used.
     pub fn get(&self, key: &str) -> Arc<CircuitBreaker> {
         let now = Instant::now();
-        let generation = self.template.generation();
-        let mut keys = self.lock();
-        if keys.generation != generation {
-            keys.config = self.template.config();
-            keys.generation = generation;
-        }
-        keys.forget_idle(now);
+        let mut keys = self.current(now);
         let Keys { breakers, config, generation, .. } = &mut *keys;
         if let Some(held) = breakers.get_mut(key) {
             held.used = now;
@@ -149,12 +171,12 @@ impl KeyedBreakers {
         self.insert(&mut keys, key, now)
     }
 
-    /// A key the set does not hold: its breaker made, closed, evicting the
-    /// least recently used keys over `max_keys`.
+    /// A key the set does not hold: its breaker made, closed, evicting a
+    /// key over `max_keys` (see `Keys::evict_one`).
     #[inline(never)]
     fn insert(&self, keys: &mut Keys, key: &str, now: Instant) -> Arc<CircuitBreaker> {
-        while keys.breakers.len() >= keys.config.max_keys as usize {
-            keys.breakers.pop_lru();
+        while keys.breakers.len() >= keys.config.max_keys.max(1) as usize {
+            keys.evict_one();
         }
         let label = keys.label(key);
         let breaker = Arc::new(self.made(key, label, keys.config));
@@ -172,12 +194,29 @@ impl KeyedBreakers {
             Some(hooks) => breaker.with_hooks(Arc::clone(hooks)),
             None => breaker,
         };
-        breaker.measure_closed();
+        measure_closed(&breaker);
         breaker
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Keys> {
         self.keys.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A key's breaker evicted or forgotten: its state gauge reads closed, as
+/// the key's breaker will when it comes back (a series cannot be removed).
+fn forgotten(held: Option<Held>) {
+    if let Some(held) = held {
+        measure_closed(&held.breaker);
+    }
+}
+
+/// Sets a key's state gauge to closed, unless the key is one of those
+/// labelled `other`: that series is theirs together, and a key coming or
+/// going closed says nothing of the others.
+fn measure_closed(breaker: &CircuitBreaker) {
+    if breaker.id().key.is_none_or(|(_, label)| label != OTHER) {
+        breaker.measure_closed();
     }
 }
 
@@ -191,6 +230,39 @@ fn reconfigure(held: &mut Held, config: &BreakerConfig, generation: u64) {
 }
 
 impl Keys {
+    /// The template's settings moved: taken for the keys made from now
+    /// on (those held take them at their next call), and a smaller
+    /// `max_keys` applied at once, least recently used out.
+    #[cold]
+    #[inline(never)]
+    fn reconfigured(&mut self, config: BreakerConfig, generation: u64) {
+        self.config = config;
+        self.generation = generation;
+        while self.breakers.len() > config.max_keys as usize {
+            self.evict_one();
+        }
+    }
+
+    /// Makes room for one key: the least recently used of the few oldest
+    /// whose breaker is closed, else the least recently used. An open
+    /// breaker evicted would come back closed and let its tenant's calls
+    /// through until it opened again, so a closed one goes first; the scan
+    /// is bounded, so a set full of open breakers still evicts in constant time.
+    fn evict_one(&mut self) {
+        let closed = self
+            .breakers
+            .iter()
+            .rev()
+            .take(EVICTION_SCAN)
+            .find(|(_, held)| held.breaker.state() == super::BreakerState::Closed)
+            .map(|(key, _)| key.clone());
+        let evicted = match closed {
+            Some(key) => self.breakers.pop(&key),
+            None => self.breakers.pop_lru().map(|(_, held)| held),
+        };
+        forgotten(evicted);
+    }
+
     /// Forgets the keys idle for `idle_for` or longer: least recently used
     /// first, so those are the oldest, and the first key used since stops it.
     fn forget_idle(&mut self, now: Instant) {
@@ -199,7 +271,7 @@ impl Keys {
             if now.saturating_duration_since(held.used) < idle_for {
                 break;
             }
-            self.breakers.pop_lru();
+            forgotten(self.breakers.pop_lru().map(|(_, held)| held));
         }
     }
 
@@ -253,17 +325,31 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn the_least_recently_used_key_goes_first_and_comes_back_closed() {
+    async fn a_closed_key_is_evicted_before_an_open_one_then_the_least_recently_used() {
+        let set = set(ONE_FAILURE);
+        let held = |set: &KeyedBreakers| -> Vec<String> {
+            set.breakers().iter().map(|b| b.key().unwrap().to_owned()).collect()
+        };
+        trip(&set, "a");
+        set.get("b");
+        set.get("c"); // full: "b" goes, closed, though "a" is older
+        assert_eq!(held(&set), ["c", "a"]);
+        trip(&set, "c");
+        set.get("d"); // none closed: the least recently used, "a", goes
+        assert_eq!(held(&set), ["d", "c"]);
+        assert_eq!(set.get("a").state(), BreakerState::Closed, "an evicted key starts closed");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn peek_reads_a_key_without_using_it() {
         let set = set(ONE_FAILURE);
         trip(&set, "a");
         set.get("b");
-        set.get("a"); // "b" is now the least recently used
-        set.get("c");
+        assert!(set.peek("nobody").is_none(), "no key made");
+        assert_eq!(set.peek("a").unwrap().state(), BreakerState::Open);
+        set.get("c"); // "a" was peeked, not used: still the least recently used, but open
         assert_eq!(set.len(), 2);
-        let held: Vec<_> = set.breakers().iter().map(|b| b.key().unwrap().to_owned()).collect();
-        assert_eq!(held, ["c", "a"]);
-        set.get("d"); // evicts "a", open
-        assert_eq!(set.get("a").state(), BreakerState::Closed, "an evicted key starts closed");
+        assert!(set.peek("a").is_some() && set.peek("b").is_none(), "the closed one went");
     }
 
     #[tokio::test(start_paused = true)]
@@ -294,6 +380,11 @@ mod tests {
         set.template.reconfigure(longer).unwrap();
         let a = set.get("a");
         assert_eq!((a.config().failure_threshold, a.state()), (3, BreakerState::Open));
-        assert_eq!(set.get("b").config().failure_threshold, 3, "a new key takes the new settings");
+        let b = set.get("b");
+        assert_eq!(b.config().failure_threshold, 3, "a new key takes the new settings");
+        drop(b);
+        set.template.reconfigure(BreakerConfig { max_keys: 1, ..longer }).unwrap();
+        assert_eq!(set.len(), 1, "a smaller max_keys applies at once");
+        assert!(Arc::ptr_eq(&set.peek("a").unwrap(), &a), "the closed key went first, though used last");
     }
 }

@@ -179,9 +179,8 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
 
     /// This call, made with the guards its key found, if any (see
     /// `per_key`), which its start then takes as they are.
-    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     #[inline]
-    pub(crate) fn with_target(mut self, target: per_key::Target<'p>) -> Self {
+    pub(crate) fn with_target(mut self, target: impl per_key::CallTarget<'p>) -> Self {
         self.cached = per_key::preset(target);
         self
     }

@@ -109,6 +109,22 @@ impl Policy {
         drive_keyed(self, key_of(&key), ByTraits, op).await
     }
 
+    /// [`run_per`](Self::run_per) with an idempotency key as well: `per`
+    /// chooses the breaker, `key` is what every attempt reads through
+    /// [`idempotency_key()`](crate::idempotency_key) (the attribute's `per
+    /// = tenant, key = order_id`).
+    pub async fn run_per_with_key<P, K, T, E, F, Fut>(&self, per: P, key: K, op: F) -> Result<T, E>
+    where
+        P: std::fmt::Display,
+        K: std::fmt::Display,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: RunError,
+    {
+        let keyed = KeyedGuards::of_display(self, &per);
+        drive_keyed(Target::per_key(self, &keyed), key_of(&key), ByTraits, op).await
+    }
+
     /// This policy with errors classified by `classify` instead of the
     /// [`Classify`] trait (the attribute's `classify = path`), for an error
     /// type that can carry a [`Rejection`] (`From<Rejection>`). An attempt
@@ -296,13 +312,19 @@ where
 
 /// [`drive`] for a call with a key, which is never plain: its call is
 /// built at its first attempt.
-async fn drive_keyed<T, E, H, F, Fut>(policy: &Policy, key: Arc<str>, handling: H, mut op: F) -> Result<T, E>
+async fn drive_keyed<'p, T, E, H, F, Fut>(
+    target: impl CallTarget<'p>,
+    key: Arc<str>,
+    handling: H,
+    mut op: F,
+) -> Result<T, E>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
     H: ErrorHandling<E> + Copy,
 {
-    let mut call = Call::new(policy, Some(key), Kept::default(), handling);
+    let policy = target.policy();
+    let mut call = Call::new(policy, Some(key), Kept::default(), handling).with_target(target);
     loop {
         #[allow(clippy::redundant_closure)] // see `drive`
         let step = if policy.compiled_settings().hedge.is_some() {

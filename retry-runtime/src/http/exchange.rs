@@ -55,10 +55,10 @@ pub trait Transport {
     fn plan(request: &Self::Request) -> Plan;
     /// The key of a breaker per key
     /// ([`PolicyBuilder::breaker_per`](crate::PolicyBuilder::breaker_per))
-    /// for the request: its host, for an HTTP request; none (the empty key)
-    /// for another.
-    fn breaker_key(_request: &Self::Request) -> &str {
-        ""
+    /// for the request: its host and port, for an HTTP request (see
+    /// `rules::breaker_key`); none (the empty key) for another.
+    fn breaker_key(_request: &Self::Request) -> std::borrow::Cow<'_, str> {
+        std::borrow::Cow::Borrowed("")
     }
     /// A copy of the request for another attempt, or `None` when it cannot
     /// be copied (a streaming body).

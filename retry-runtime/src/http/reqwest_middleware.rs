@@ -147,8 +147,15 @@ impl Transport for Chain<'_, '_> {
         rules::plan(request.method(), request.headers())
     }
 
-    fn breaker_key(request: &reqwest::Request) -> &str {
-        request.url().host_str().unwrap_or_default()
+    fn breaker_key(request: &reqwest::Request) -> std::borrow::Cow<'_, str> {
+        let url = request.url();
+        match (url.host_str(), url.port()) {
+            (Some(host), Some(port)) => {
+                rules::breaker_key(Some(&format!("{host}:{port}"))).into_owned().into()
+            }
+            (host, None) => rules::breaker_key(host),
+            (None, Some(_)) => "".into(),
+        }
     }
 
     #[inline]

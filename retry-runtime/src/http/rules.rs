@@ -12,6 +12,8 @@
 //!   lines of it read as one, joined with a comma, as a proxy merges them).
 
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+use std::borrow::Cow;
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use std::sync::Arc;
 
 use http::header::RETRY_AFTER;
@@ -42,6 +44,24 @@ pub(crate) fn idempotency_key(headers: &HeaderMap) -> Option<Arc<str>> {
     let text = String::from_utf8_lossy(value.as_bytes());
     let text = text.trim();
     (!text.is_empty()).then(|| Arc::from(text))
+}
+
+/// The key of a breaker per key for a request to `authority` (its URI's,
+/// else its `Host` header's), or the empty key for one with neither: the
+/// host and port as written, without user information, in lower case (a
+/// host name is not case-sensitive), so that `API.example` and
+/// `api.example` share a breaker and `host:8080` and `host:9090` do not.
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+pub(crate) fn breaker_key(authority: Option<&str>) -> Cow<'_, str> {
+    let Some(authority) = authority else {
+        return Cow::Borrowed("");
+    };
+    let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    if host.bytes().any(|byte| byte.is_ascii_uppercase()) {
+        Cow::Owned(host.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(host)
+    }
 }
 
 /// The plan for a request with this method and these headers.

@@ -276,7 +276,8 @@ pub struct HerdConfig {
     /// `arrivals * i / clients`. Default zero: all at time zero.
     pub arrivals: Duration,
     /// The keys the clients call the dependency with (tenants, shards,
-    /// hosts): client `i` calls key `i % keys`. Must be positive. Default 1.
+    /// hosts): client `i` calls key `i % keys`. Must be positive and at most
+    /// `clients`. Default 1.
     pub keys: u32,
     /// Of the keys, the first this many are down: every attempt on them
     /// fails (transient) whatever the model says, as one tenant's shard

@@ -188,7 +188,7 @@ impl<'c> Run<'c> {
         })
     }
 
-    /// Every client starts its call at time zero.
+    /// A client starts its call: at time zero, or its place in `arrivals`.
     pub(super) fn start_client(&mut self, client: u32) {
         // Spread over `arrivals`; one too long to multiply starts at its end.
         let arrivals = self.config.arrivals;

@@ -62,7 +62,8 @@ pub struct HerdReport {
     /// The most attempts arriving in one `bucket`: [`peak_in_bucket`] of `arrivals`.
     ///
     /// Every client's first attempt leaves at time zero whatever the
-    /// strategy, so with a large herd this is often the first wave; see
+    /// strategy (unless `HerdConfig::arrivals` spreads them), so with a
+    /// large herd this is often the first wave; see
     /// `retry_peak` for the strategy's own footprint.
     pub peak_load: usize,
     /// The most *retries* arriving in one `bucket`: [`peak_in_bucket`] of

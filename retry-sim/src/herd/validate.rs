@@ -50,6 +50,10 @@ impl HerdConfig {
             return Err(ConfigError::new("deadline", "must be greater than zero"));
         }
         positive("keys", self.keys.into())?;
+        if self.keys > self.clients {
+            let problem = format!("must be at most `clients` ({}), got {}", self.clients, self.keys);
+            return Err(ConfigError::new("keys", problem));
+        }
         if self.keys_down > self.keys {
             let problem = format!("must be at most `keys` ({}), got {}", self.keys, self.keys_down);
             return Err(ConfigError::new("keys_down", problem));

@@ -85,8 +85,9 @@ where
         rules::plan(request.method(), request.headers())
     }
 
-    fn breaker_key(request: &http::Request<B>) -> &str {
-        request.uri().host().unwrap_or_default()
+    fn breaker_key(request: &http::Request<B>) -> std::borrow::Cow<'_, str> {
+        let host = || request.headers().get(http::header::HOST).and_then(|host| host.to_str().ok());
+        rules::breaker_key(request.uri().authority().map(http::uri::Authority::as_str).or_else(host))
     }
 
     fn try_copy(request: &http::Request<B>) -> Option<http::Request<B>> {
