@@ -56,6 +56,11 @@ pub struct BreakerView {
     /// only the period just ended (empty if the sampler has not yet seen
     /// this breaker).
     pub per_second: Vec<Counts>,
+    /// Whether a set of breakers per key of this name takes its settings
+    /// from this breaker (see `keyed_breakers`): its own state and counts
+    /// are of the calls naming it alone, and forcing it moves no key's.
+    #[serde(default)]
+    pub per_key_template: bool,
 }
 
 /// Attempts a breaker saw: in total, or in one sample period.
@@ -159,6 +164,7 @@ impl BreakerView {
             config: breaker.config().into(),
             totals: breaker.totals().into(),
             per_second,
+            per_key_template: false,
         }
     }
 }

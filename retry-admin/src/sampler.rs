@@ -170,7 +170,8 @@ impl Shared {
                 .into_iter()
                 .map(|(name, breaker)| {
                     let periods = per_second(&name);
-                    BreakerView::of(name, &breaker, periods)
+                    let template = registry.keyed_breakers(&name).is_some();
+                    BreakerView { per_key_template: template, ..BreakerView::of(name, &breaker, periods) }
                 })
                 .collect(),
             budgets: registry

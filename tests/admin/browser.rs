@@ -142,6 +142,8 @@ pub async fn renders_each_breaker_and_its_state() {
     assert!(dom.contains("tenants[bravo]</b> closed → open (forced open)"), "the key's transition:\n{dom}");
     let template = card(&dom, "breaker", "tenants");
     assert!(template.opening.contains(r#"data-state="closed""#), "{}", template.html);
+    assert!(template.html.contains("the settings of its breakers per key"), "{}", template.html);
+    assert!(!beta.html.contains("breakers per key"), "{}", beta.html);
     let tenants = card(&dom, "keyed-breaker", "tenants");
     assert!(tenants.html.contains("2 of 1024 keys held"), "{}", tenants.html);
     assert!(tenants.html.contains("open: acme<"), "the key cut off: {}", tenants.html);
