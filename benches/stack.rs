@@ -172,7 +172,10 @@ fn declare_guards() {
         .declare_bulkhead(GUARD, BulkheadConfig { max_concurrent: BULKHEAD, ..Default::default() })
         .expect("bulkhead");
     registry
-        .declare_rate_limit(GUARD, RateLimitConfig { per_second: PER_SECOND, burst: BURST, max_wait: None })
+        .declare_rate_limit(
+            GUARD,
+            RateLimitConfig { per_second: PER_SECOND, burst: BURST, max_wait: None, ..Default::default() },
+        )
         .expect("rate limit");
 }
 

@@ -137,7 +137,12 @@ async fn geocode(calls: &AtomicU32) -> Result<(), ApiError> {
 #[tokio::test(start_paused = true)]
 async fn a_rate_limited_function_is_refused_over_the_rate() {
     let registry = Registry::new();
-    registry.declare_rate_limit("geo", RateLimitConfig { per_second: 5, burst: 2, max_wait: None }).unwrap();
+    registry
+        .declare_rate_limit(
+            "geo",
+            RateLimitConfig { per_second: 5, burst: 2, max_wait: None, ..Default::default() },
+        )
+        .unwrap();
     let calls = AtomicU32::new(0);
     let results: Vec<_> = futures_in_order(&registry, &calls, 3).await;
     assert_eq!(

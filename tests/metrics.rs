@@ -367,7 +367,7 @@ fn hedges_fallbacks_refusals_over_the_rate_and_an_adaptive_limit_are_measured() 
         assert_eq!(calls.load(Ordering::Relaxed), 2, "the attempt and one hedge");
         registry.scope(falls_back()).await.unwrap();
         registry.scope(falls_back()).await.unwrap();
-        let quota = RateLimitConfig { per_second: 5, burst: 2, max_wait: None };
+        let quota = RateLimitConfig { per_second: 5, burst: 2, max_wait: None, ..Default::default() };
         registry.declare_rate_limit("metered", quota).unwrap();
         let results = [
             registry.scope(metered()).await,
@@ -634,4 +634,20 @@ fn a_breaker_per_key_labels_at_most_max_keys_keys() {
         .flat_map(|(_, labels, _)| labels.iter().filter(|(k, _)| k == "key").map(|(_, v)| v.as_str()))
         .collect();
     assert_eq!(keys, ["a", "b", "other"].into(), "no series for `c` or `d`");
+}
+
+/// A rate limit per key counts its refusals under its key's label.
+#[test]
+fn a_rate_limit_per_key_counts_refusals_by_key() {
+    let metrics = recorded(async || {
+        let registry = Registry::new();
+        let quota = RateLimitConfig { per_second: 1, burst: 1, ..Default::default() };
+        registry.declare_rate_limit("api", quota).unwrap();
+        for _ in 0..3 {
+            let _ = registry.rate_limit_for("api", "customer-7").acquire().await;
+        }
+    });
+    let refused =
+        counter(&metrics, "stormproof_rate_limited_total", &[("key", "customer-7"), ("limiter", "api")]);
+    assert_eq!(refused, 2, "one turn, two refusals");
 }

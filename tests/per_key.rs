@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use stormproof::breaker::{BreakerConfig, BreakerState};
+use stormproof::rate_limit::RateLimitConfig;
 use stormproof::{Error, Policy, Registry, Rejection, resilient};
 
 type Result<T> = std::result::Result<T, Error<std::io::Error>>;
@@ -233,4 +234,51 @@ async fn through_the_global_registry_too() {
     let set = stormproof::registry().keyed_breakers("per-key-global").unwrap();
     assert_eq!(set.peek("1").unwrap().state(), BreakerState::Open);
     assert_eq!(set.peek("2").unwrap().state(), BreakerState::Closed);
+}
+
+/// A quota of one call a second for each tenant.
+fn quotas() -> Registry {
+    let registry = Registry::new();
+    let quota = RateLimitConfig { per_second: 1, burst: 1, max_keys: 2, ..Default::default() };
+    registry.declare_rate_limit("quota", quota).unwrap();
+    registry
+}
+
+#[resilient(max_attempts = 1, breaker = "none", budget = "none", rate_limit = "quota", per = tenant)]
+async fn quoted(tenant: &str, attempts: &AtomicU32) -> Result<u32> {
+    attempts.fetch_add(1, Ordering::Relaxed);
+    Ok(7)
+}
+
+/// A rate limit per key: each tenant has its own quota, so one that spends
+/// its turns leaves the others theirs.
+#[tokio::test(start_paused = true)]
+async fn a_rate_limit_per_key_gives_each_tenant_its_own_quota() {
+    let registry = quotas();
+    let attempts = AtomicU32::new(0);
+    assert!(registry.scope(quoted("tenant-a", &attempts)).await.is_ok());
+    let over = registry.scope(quoted("tenant-a", &attempts)).await.unwrap_err();
+    assert!(
+        matches!(&over, Error::Rejected(Rejection::RateLimited { limiter }) if limiter == "quota[tenant-a]"),
+        "{over:?}"
+    );
+    assert!(registry.scope(quoted("tenant-b", &attempts)).await.is_ok(), "another tenant's quota is its own");
+    assert_eq!(attempts.load(Ordering::Relaxed), 2, "the refused call never ran");
+    tokio::time::advance(Duration::from_secs(1)).await;
+    assert!(registry.scope(quoted("tenant-a", &attempts)).await.is_ok(), "a second later, a turn");
+    let set = registry.keyed_rate_limits("quota").unwrap();
+    assert_eq!(set.len(), 2);
+    assert!(set.peek("tenant-a").is_some_and(|limit| limit.key() == Some("tenant-a")));
+    // The policy's own: the same quotas.
+    let policy = Policy::builder()
+        .max_attempts(1)
+        .breaker("none")
+        .budget("none")
+        .rate_limit_per("quota")
+        .build()
+        .unwrap();
+    let ok = || async { Ok::<u32, Error<std::io::Error>>(1) };
+    assert!(registry.scope(policy.run_per("tenant-a", ok)).await.is_err(), "tenant-a's turn is spent");
+    assert!(registry.scope(policy.run_per("tenant-c", ok)).await.is_ok());
+    assert_eq!(registry.keyed_rate_limits("quota").unwrap().len(), 2, "max_keys");
 }

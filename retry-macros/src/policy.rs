@@ -65,6 +65,7 @@ pub(crate) fn attribute_config(sig: &Signature, plan: &Plan, rt: &TokenStream) -
             breaker: #breaker,
             default_breaker: #default_breaker,
             breaker_per: #breaker_per,
+            rate_limit_per: #breaker_per,
             budget: #budget,
             default_budget: #default_budget,
             bulkhead: #bulkhead,

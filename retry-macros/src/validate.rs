@@ -189,11 +189,9 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
     }
     if let Some(per) = args.parameter("per") {
         check(parameter_named("per", per, item));
-        if args.name("breaker").is_none_or(|(name, _)| name == NO_GUARD) {
-            check(Err(syn::Error::new(
-                per.span(),
-                "`per` gives each key its own circuit breaker, of a set named by `breaker`: name it too, like `breaker = \"search\", per = tenant`",
-            )));
+        if args.name("breaker").is_none_or(|(name, _)| name == NO_GUARD) && args.name("rate_limit").is_none()
+        {
+            check(Err(syn::Error::new(per.span(), PER_WITHOUT_GUARD)));
         }
     }
     if max_attempts > 1 {
@@ -275,6 +273,8 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
     };
     errors.finish(plan)
 }
+
+const PER_WITHOUT_GUARD: &str = "`per` gives each key its own circuit breaker or rate limit, of the sets `breaker` and `rate_limit` name: name one, like `breaker = \"search\", per = tenant`";
 
 /// The budget or breaker name that means none at all (the runtime's
 /// `budget::NO_BUDGET` and `breaker::NO_BREAKER`).

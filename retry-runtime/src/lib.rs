@@ -55,6 +55,7 @@ pub mod hooks;
 #[cfg(any(feature = "reqwest", feature = "tower", feature = "reqwest-middleware"))]
 pub mod http;
 mod http_date;
+pub mod keyed;
 pub mod observe;
 mod operations;
 pub mod policy;

@@ -248,10 +248,17 @@ pub(crate) fn throttle_probability(name: &str, probability: f64) {
 }
 
 /// A rate limiter refused an attempt that would have waited `wait`.
-pub(crate) fn rate_limited(name: &str, wait: Duration) {
-    tracing::debug!(target: target::RATE_LIMIT, limiter = name, wait_ms = millis(wait), "over the rate limit");
+/// `key`: the key's label, for a limit per key (bounded as a breaker's).
+pub(crate) fn rate_limited(name: &str, key: Option<&str>, wait: Duration) {
+    tracing::debug!(target: target::RATE_LIMIT, limiter = name, key = key.unwrap_or_default(), wait_ms = millis(wait), "over the rate limit");
     #[cfg(feature = "metrics")]
-    metrics::counter!("stormproof_rate_limited_total", "limiter" => name.to_owned()).increment(1);
+    {
+        let mut labels = vec![metrics::Label::new("limiter", name.to_owned())];
+        if let Some(key) = key {
+            labels.push(metrics::Label::new("key", key.to_owned()));
+        }
+        metrics::counter!("stormproof_rate_limited_total", labels).increment(1);
+    }
 }
 
 /// An adaptive bulkhead limit moved.

@@ -231,7 +231,7 @@ async fn a_cold_burst_is_not_throttled_before_its_first_answers() {
 #[tokio::test(start_paused = true)]
 async fn the_rate_limit_waits_for_a_turn_within_max_wait_then_refuses() {
     let registry = Registry::new();
-    let config = RateLimitConfig { per_second: 10, burst: 1, max_wait: Some(ms(150)) };
+    let config = RateLimitConfig { per_second: 10, burst: 1, max_wait: Some(ms(150)), ..Default::default() };
     registry.declare_rate_limit("api", config).unwrap();
     let policy = Policy::builder().max_attempts(1).rate_limit("api").build().unwrap();
     let attempts = Attempts::new();
@@ -262,7 +262,8 @@ async fn a_call_the_bulkhead_refuses_takes_no_rate_limit_turn() {
     for turn_free in [true, false] {
         let registry = Registry::new();
         // One turn a second, a burst of 2; an attempt may wait a second for its turn.
-        let config = RateLimitConfig { per_second: 1, burst: 2, max_wait: Some(ms(1_000)) };
+        let config =
+            RateLimitConfig { per_second: 1, burst: 2, max_wait: Some(ms(1_000)), ..Default::default() };
         registry.declare_rate_limit("api", config).unwrap();
         let one_place = BulkheadConfig { max_concurrent: 1, max_wait: Some(ms(10)), ..Default::default() };
         registry.declare_bulkhead("api", one_place).unwrap();
@@ -336,7 +337,7 @@ struct Queued {
 /// `meanwhile` acts on the breaker, then the place comes free.
 async fn queued_for_the_only_place(turn_free: bool, meanwhile: impl FnOnce(&CircuitBreaker)) -> Queued {
     let registry = Registry::new();
-    let config = RateLimitConfig { per_second: 1, burst: 1, max_wait: Some(ms(1_000)) };
+    let config = RateLimitConfig { per_second: 1, burst: 1, max_wait: Some(ms(1_000)), ..Default::default() };
     registry.declare_rate_limit("api", config).unwrap();
     let one_place = BulkheadConfig { max_concurrent: 1, max_wait: None, ..Default::default() };
     registry.declare_bulkhead("api", one_place).unwrap();
@@ -380,7 +381,8 @@ async fn a_probe_given_back_as_a_call_starts_to_queue_is_still_allowed() {
             registry.declare_bulkhead("api", one_place).unwrap();
             builder.bulkhead("api").build().unwrap()
         } else {
-            let config = RateLimitConfig { per_second: 1, burst: 1, max_wait: Some(ms(2_000)) };
+            let config =
+                RateLimitConfig { per_second: 1, burst: 1, max_wait: Some(ms(2_000)), ..Default::default() };
             registry.declare_rate_limit("api", config).unwrap();
             assert!(
                 registry.rate_limit("api").unwrap().try_acquire(),
@@ -557,7 +559,12 @@ fn hedging_under_budget_and_rate_limit(tokens: u32, burst: u32) -> (Registry, Po
             TokenBucket { capacity: tokens, retry_cost: 1, refill_per_success: 0, ..Default::default() },
         )
         .unwrap();
-    registry.declare_rate_limit("api", RateLimitConfig { per_second: 1, burst, max_wait: None }).unwrap();
+    registry
+        .declare_rate_limit(
+            "api",
+            RateLimitConfig { per_second: 1, burst, max_wait: None, ..Default::default() },
+        )
+        .unwrap();
     let policy =
         Policy::builder().max_attempts(1).hedge(ms(10), 1).budget("dep").rate_limit("api").build().unwrap();
     (registry, policy)
@@ -593,7 +600,12 @@ async fn a_hedge_with_no_budget_token_takes_no_rate_limit_turn() {
 #[tokio::test(start_paused = true)]
 async fn a_hedge_needs_a_rate_limit_turn_and_the_throttles_leave() {
     let registry = Registry::new();
-    registry.declare_rate_limit("api", RateLimitConfig { per_second: 1, burst: 1, max_wait: None }).unwrap();
+    registry
+        .declare_rate_limit(
+            "api",
+            RateLimitConfig { per_second: 1, burst: 1, max_wait: None, ..Default::default() },
+        )
+        .unwrap();
     registry.declare_throttle("dep", ThrottleConfig::default()).unwrap();
     let attempts = Attempts::new();
     let slow = || slow_success(&attempts);
@@ -647,7 +659,12 @@ async fn a_hedge_the_budget_cannot_pay_for_takes_no_rate_limit_turn() {
             TokenBucket { capacity: 3, retry_cost: 2, refill_per_success: 0, ..Default::default() },
         )
         .unwrap();
-    registry.declare_rate_limit("api", RateLimitConfig { per_second: 1, burst: 4, max_wait: None }).unwrap();
+    registry
+        .declare_rate_limit(
+            "api",
+            RateLimitConfig { per_second: 1, burst: 4, max_wait: None, ..Default::default() },
+        )
+        .unwrap();
     let policy =
         Policy::builder().max_attempts(1).hedge(ms(10), 1).budget("dep").rate_limit("api").build().unwrap();
     let attempts = Attempts::new();
@@ -763,7 +780,12 @@ fn hedging_under_every_guard() -> (Registry, Policy) {
     registry.declare_breaker("dep", BreakerConfig::default()).unwrap();
     let two_places = BulkheadConfig { max_concurrent: 2, max_wait: None, ..Default::default() };
     registry.declare_bulkhead("dep", two_places).unwrap();
-    registry.declare_rate_limit("dep", RateLimitConfig { per_second: 1, burst: 3, max_wait: None }).unwrap();
+    registry
+        .declare_rate_limit(
+            "dep",
+            RateLimitConfig { per_second: 1, burst: 3, max_wait: None, ..Default::default() },
+        )
+        .unwrap();
     registry.declare_throttle("dep", ThrottleConfig::default()).unwrap();
     // Three accepts heard: a failure leaves it refusing nothing.
     let throttle = registry.throttle("dep").unwrap();

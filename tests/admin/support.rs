@@ -61,7 +61,12 @@ pub fn guards() -> Registry {
         BulkheadConfig { max_concurrent: 8, adaptive: Some(AdaptiveLimit::aimd(2)), ..Default::default() };
     registry.declare_bulkhead("beta", adaptive).unwrap();
     registry.declare_throttle("alpha", ThrottleConfig { k: 1.5, ..Default::default() }).unwrap();
-    let rate = RateLimitConfig { per_second: 50, burst: 5, max_wait: Some(Duration::from_millis(20)) };
+    let rate = RateLimitConfig {
+        per_second: 50,
+        burst: 5,
+        max_wait: Some(Duration::from_millis(20)),
+        ..Default::default()
+    };
     registry.declare_rate_limit("alpha", rate).unwrap();
     registry
 }

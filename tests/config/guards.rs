@@ -44,7 +44,7 @@ fn a_file_declares_throttles_rate_limits_and_adaptive_bulkheads() {
     );
     assert_eq!(
         registry.rate_limit("geo-api").unwrap().config(),
-        RateLimitConfig { per_second: 50, burst: 5, max_wait: Some(ms(20)) }
+        RateLimitConfig { per_second: 50, burst: 5, max_wait: Some(ms(20)), ..Default::default() }
     );
     assert_eq!(
         registry.bulkhead("db").unwrap().config(),

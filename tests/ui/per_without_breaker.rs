@@ -1,4 +1,4 @@
-// `per` chooses a breaker in the set `breaker` names: without a name, there is no set.
+// `per` chooses a breaker or a rate limit in the sets `breaker` and `rate_limit` name: with neither named, there is none.
 use stormproof::{Rejection, resilient};
 
 #[resilient(per = tenant)]

@@ -51,6 +51,8 @@ use std::sync::{
 use tokio::time::Instant;
 
 pub use admission::{Admission, Ticket, Transition};
+#[cfg(test)]
+pub(crate) use config::DEFAULT as DEFAULT_CONFIG;
 pub(crate) use config::Hooks;
 pub use config::{
     BreakerConfig, BreakerState, BreakerTransition, MAX_WINDOW_CALLS, NO_BREAKER, TransitionHook,
@@ -223,7 +225,7 @@ impl CircuitBreaker {
     }
 
     /// This breaker as its traces and metrics name it.
-    fn id(&self) -> crate::observe::BreakerId<'_> {
+    pub(crate) fn id(&self) -> crate::observe::BreakerId<'_> {
         crate::observe::BreakerId {
             name: &self.name,
             key: self.key.as_ref().map(|(key, label)| (&**key, &**label)),

@@ -125,7 +125,7 @@ async fn wait_then_admit(
         },
     };
     if turn.is_err() {
-        return Err(Rejection::RateLimited { limiter: limit.name().to_owned() });
+        return Err(crate::guard::Guard::rejection(&**limit));
     }
     let Some(Pending::Turn { throttle, mut place }) = held.pending.take() else {
         unreachable!("a turn is waited for holding the place")

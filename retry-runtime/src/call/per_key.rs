@@ -34,7 +34,7 @@ impl KeyedGuards {
         text: &dyn Display,
         texter: KeyTexter<T>,
     ) -> Option<KeyedGuards> {
-        if !policy.breaker_per_key() {
+        if !policy.per_key() {
             return None;
         }
         Some(match texter {

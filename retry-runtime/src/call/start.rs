@@ -141,7 +141,7 @@ impl<'p, S: Default, H, V: Shape> Call<'p, S, H, V> {
         // The guards its key found (see `per_key`), else the policy's.
         let guards = match self.cached {
             Some(preset) => GuardsRef::Cached(preset),
-            None if policy.breaker_per_key() => keyless(policy),
+            None if policy.per_key() => keyless(policy),
             None => policy.guards(),
         };
         match guards {

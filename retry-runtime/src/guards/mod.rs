@@ -15,6 +15,7 @@ use crate::breaker::{CircuitBreaker, KeyedBreakers};
 use crate::budget::RetryBudget;
 use crate::bulkhead::Bulkhead;
 use crate::guard::{AdmissionOf, GuardSet, PendingOf, PermitsOf};
+use crate::rate_limit::KeyedRateLimits;
 use crate::rate_limit::RateLimit;
 use crate::registry::{self, GuardKind, Registry};
 use crate::throttle::Throttle;
@@ -46,6 +47,17 @@ pub(crate) struct GuardNames {
     /// breaker is its key's, found as the call starts, and the policy's own
     /// guards have none.
     pub(crate) breaker_per: bool,
+    /// Whether `rate_limit` names a set of rate limits per key, as
+    /// `breaker_per` says of the breaker.
+    pub(crate) rate_limit_per: bool,
+}
+
+impl GuardNames {
+    /// Whether a call's key chooses any of its guards.
+    #[inline(always)]
+    pub(crate) fn per_key(&self) -> bool {
+        self.breaker_per || self.rate_limit_per
+    }
 }
 
 impl GuardNames {
@@ -109,7 +121,11 @@ impl GuardNames {
                 }
             }),
             bulkhead: self.bulkhead.as_deref().map(|n| registry.bulkhead_or_default(n)),
-            rate_limit: self.rate_limit.as_deref().map(|n| registry.rate_limit_or_default(n)),
+            rate_limit: self
+                .rate_limit
+                .as_deref()
+                .filter(|_| !self.rate_limit_per)
+                .map(|n| registry.rate_limit_or_default(n)),
             budget: self.budget.as_deref().map(|n| match self.budget_by_default {
                 true => registry.operation_budget(n),
                 false => registry.budget_or_default(n),
@@ -161,6 +177,28 @@ impl Guards {
     }
 }
 
+/// A policy's sets per key in one registry: the global one's, found once
+/// (a scoped registry's are found at each call, in a fresh cache).
+#[derive(Debug, Default)]
+pub(crate) struct PerKeyCache {
+    breakers: OnceLock<Arc<KeyedBreakers>>,
+    rate_limits: OnceLock<Arc<KeyedRateLimits>>,
+}
+
+impl PerKeyCache {
+    const fn new() -> Self {
+        PerKeyCache { breakers: OnceLock::new(), rate_limits: OnceLock::new() }
+    }
+
+    fn breakers(&self, registry: &Registry, name: &str) -> &KeyedBreakers {
+        self.breakers.get_or_init(|| registry.keyed_breakers_or_default(name))
+    }
+
+    fn rate_limits(&self, registry: &Registry, name: &str) -> &KeyedRateLimits {
+        self.rate_limits.get_or_init(|| registry.keyed_rate_limits_or_default(name))
+    }
+}
+
 /// The guards one call uses: the policy's cached handles for the global
 /// registry (borrowed), or a scoped registry's.
 #[derive(Debug)]
@@ -192,13 +230,18 @@ pub(crate) struct GuardCache {
     named: bool,
     global: OnceLock<Guards>,
     scoped: Mutex<Vec<(u64, Arc<Guards>)>>,
-    /// The global registry's set of breakers per key, for a policy with one.
-    keyed: OnceLock<Arc<KeyedBreakers>>,
+    /// The global registry's sets per key, for a policy with any.
+    keyed: PerKeyCache,
 }
 
 impl GuardCache {
     pub(crate) const fn new(named: bool) -> Self {
-        GuardCache { named, global: OnceLock::new(), scoped: Mutex::new(Vec::new()), keyed: OnceLock::new() }
+        GuardCache {
+            named,
+            global: OnceLock::new(),
+            scoped: Mutex::new(Vec::new()),
+            keyed: PerKeyCache::new(),
+        }
     }
 
     /// The guards `names` mean for a call made now: in the scoped registry
@@ -249,20 +292,25 @@ impl GuardCache {
     }
 
     /// The guards of a call made now with `key`, for a policy whose names
-    /// give a breaker per key: its other guards as [`guards`](Self::guards)
-    /// finds them, and its key's breaker, from the registry in effect.
+    /// give it a guard per key: its other guards as [`guards`](Self::guards)
+    /// finds them, and its key's breaker and rate limit, from the registry
+    /// in effect.
     pub(crate) fn per_key(&self, names: &GuardNames, key: &str) -> Guards {
-        let name = names.breaker.as_deref().unwrap_or_default();
+        let per_key = |registry: &Registry, keyed: &PerKeyCache, base: &Guards| {
+            let breaker = match (names.breaker_per, names.breaker.as_deref()) {
+                (true, Some(name)) => Some(keyed.breakers(registry, name).get(key)),
+                _ => base.breaker.clone(),
+            };
+            let rate_limit = match (names.rate_limit_per, names.rate_limit.as_deref()) {
+                (true, Some(name)) => Some(keyed.rate_limits(registry, name).get(key)),
+                _ => base.rate_limit.clone(),
+            };
+            GuardSet { breaker, rate_limit, ..GuardSet::clone(base) }
+        };
         let scoped = registry::with_scoped(|scoped| {
-            (scoped.keyed_breakers_or_default(name), self.scoped(names, scoped))
+            per_key(scoped, &PerKeyCache::default(), &self.scoped(names, scoped))
         });
-        match scoped {
-            Some((set, guards)) => GuardSet { breaker: Some(set.get(key)), ..GuardSet::clone(&guards) },
-            None => {
-                let set = self.keyed.get_or_init(|| registry::registry().keyed_breakers_or_default(name));
-                GuardSet { breaker: Some(set.get(key)), ..GuardSet::clone(self.global(names)) }
-            }
-        }
+        scoped.unwrap_or_else(|| per_key(registry::registry(), &self.keyed, self.global(names)))
     }
 
     #[inline(never)]

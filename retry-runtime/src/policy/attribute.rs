@@ -35,6 +35,8 @@ pub struct AttributeConfig {
     pub default_breaker: bool,
     /// Whether `breaker` is a breaker per key (`per = param`).
     pub breaker_per: bool,
+    /// Whether `rate_limit` is a rate limit per key (`per = param`).
+    pub rate_limit_per: bool,
     pub budget: Option<&'static str>,
     /// Whether the operation has its own budget: `budget` is not named and
     /// not `"none"`.
@@ -100,6 +102,7 @@ impl Policy {
             breaker: borrowed(breaker),
             breaker_by_default: cfg.breaker.is_none() && cfg.default_breaker,
             breaker_per: cfg.breaker_per && cfg.breaker.is_some(),
+            rate_limit_per: cfg.rate_limit_per && cfg.rate_limit.is_some(),
             budget: borrowed(budget),
             budget_by_default: cfg.budget.is_none() && cfg.default_budget,
             bulkhead: borrowed(cfg.bulkhead),
@@ -109,7 +112,10 @@ impl Policy {
         Policy {
             operation: Cow::Borrowed(cfg.operation),
             // A call with a breaker per key is plain only with its key's guards.
-            plain_settings: settings.allow_plain() && cfg.on_stop.is_none() && !cfg.breaker_per,
+            plain_settings: settings.allow_plain()
+                && cfg.on_stop.is_none()
+                && !(cfg.breaker_per && cfg.breaker.is_some())
+                && !(cfg.rate_limit_per && cfg.rate_limit.is_some()),
             plain_start: settings.deadline.is_none() && cfg.on_stop.is_none(),
             hooks: Hooks {
                 on_retry: match cfg.on_retry {
@@ -163,6 +169,7 @@ impl AttributeConfig {
             breaker: None,
             default_breaker: true,
             breaker_per: false,
+            rate_limit_per: false,
             budget: None,
             default_budget: true,
             bulkhead: None,

@@ -175,35 +175,6 @@ impl PolicyBuilder {
         self
     }
 
-    /// Guards every attempt with a circuit breaker per key, from the set of
-    /// breakers per key named `name` (see
-    /// [`KeyedBreakers`](crate::breaker::KeyedBreakers)): a call's key is
-    /// the one given to [`Policy::run_per`](crate::Policy::run_per) (a
-    /// tenant, a host, a shard), so that one key's outage opens its own
-    /// breaker and leaves the others' calls alone. The settings are those of
-    /// the breaker declared under `name`; `max_keys` and `idle_for` bound the
-    /// keys held. A call without a key ([`Policy::run`](crate::Policy::run))
-    /// uses the empty key's breaker.
-    ///
-    /// ```
-    /// # use stormproof_runtime as stormproof;
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// use stormproof::{Policy, Registry, breaker::{BreakerConfig, BreakerState}};
-    /// let registry = Registry::new();
-    /// registry.declare_breaker("search", BreakerConfig { failure_threshold: 2, ..Default::default() }).unwrap();
-    /// let policy = Policy::builder().max_attempts(2).base(std::time::Duration::from_millis(1)).breaker_per("search").build().unwrap();
-    /// let down = || async { Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionReset)) };
-    /// registry.scope(policy.run_per("tenant-a", down)).await.unwrap_err();
-    /// assert_eq!(registry.breaker_for("search", "tenant-a").state(), BreakerState::Open);
-    /// assert_eq!(registry.breaker_for("search", "tenant-b").state(), BreakerState::Closed);
-    /// # }
-    /// ```
-    pub fn breaker_per(mut self, name: impl Into<Cow<'static, str>>) -> Self {
-        self = self.breaker(name);
-        self.guard_names.breaker_per = self.guard_names.breaker.is_some();
-        self
-    }
-
     /// Pays for retries from the named retry budget instead of the
     /// operation's own; [`NO_BUDGET`] (`"none"`) for no budget at all.
     ///
@@ -235,6 +206,7 @@ impl PolicyBuilder {
     /// Paces attempts with the named rate limiter (see [`RateLimit`](crate::rate_limit::RateLimit)).
     pub fn rate_limit(mut self, name: impl Into<Cow<'static, str>>) -> Self {
         self.guard_names.rate_limit = Some(name.into());
+        self.guard_names.rate_limit_per = false;
         self
     }
 
@@ -360,7 +332,7 @@ impl PolicyBuilder {
         Policy {
             operation: self.operation,
             // A call with a breaker per key is plain only with its key's guards.
-            plain_settings: settings.allow_plain() && !on_stop && !self.guard_names.breaker_per,
+            plain_settings: settings.allow_plain() && !on_stop && !self.guard_names.per_key(),
             plain_start: settings.deadline.is_none() && !on_stop,
             hooks: self.hooks,
             loop_guards,

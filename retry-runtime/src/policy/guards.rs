@@ -35,11 +35,11 @@ impl Policy {
         self.cache.global_unless_scoped(&self.guard_names, true)
     }
 
-    /// Whether its breaker is one per key (see
+    /// Whether a call's key chooses any of its guards (see
     /// [`PolicyBuilder::breaker_per`](super::PolicyBuilder::breaker_per)).
     #[inline(always)]
-    pub(crate) fn breaker_per_key(&self) -> bool {
-        self.guard_names.breaker_per
+    pub(crate) fn per_key(&self) -> bool {
+        self.guard_names.per_key()
     }
 
     /// The guards of a call of this policy made now with `key` (see

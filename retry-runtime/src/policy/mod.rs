@@ -9,6 +9,7 @@
 mod attribute;
 mod builder;
 mod guards;
+mod per_key;
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -28,6 +28,9 @@ impl Guard for RateLimit {
 
     #[cold]
     fn rejection(&self) -> Rejection {
-        Rejection::RateLimited { limiter: self.name().to_owned() }
+        match self.key() {
+            None => Rejection::RateLimited { limiter: self.name().to_owned() },
+            Some(key) => Rejection::RateLimited { limiter: format!("{}[{key}]", self.name()) },
+        }
     }
 }

@@ -8,72 +8,24 @@
 //! the rate waits up to `max_wait` for its turn, then is refused locally
 //! with `RateLimited`, without reaching the dependency.
 
+mod config;
 mod guard;
+mod keyed;
 
-use std::num::NonZeroU32;
+use config::PerKeyBounds;
+pub use config::RateLimitConfig;
+pub use keyed::KeyedRateLimits;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use governor::RateLimiter;
 use governor::clock::Clock;
 use governor::middleware::NoOpMiddleware;
 use governor::state::{InMemoryState, NotKeyed};
-use governor::{Quota, RateLimiter};
 use tokio::time::Instant;
 
-use crate::config::{ConfigError, positive};
-
-/// Settings of a [`RateLimit`]; every field has a default.
-///
-/// ```
-/// # use stormproof_runtime as stormproof;
-/// use stormproof::rate_limit::RateLimitConfig;
-/// let cfg = RateLimitConfig { per_second: 100, ..Default::default() };
-/// assert_eq!((cfg.burst, cfg.max_wait), (10, None));
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RateLimitConfig {
-    /// Attempts allowed per second, evenly spaced. Default 10.
-    pub per_second: u32,
-    /// Attempts allowed at once after a quiet spell. Default 10.
-    pub burst: u32,
-    /// How long an attempt over the rate may wait for its turn before it is
-    /// refused; `None` (the default) refuses at once.
-    pub max_wait: Option<Duration>,
-}
-
-impl Default for RateLimitConfig {
-    fn default() -> Self {
-        RateLimitConfig { per_second: 10, burst: 10, max_wait: None }
-    }
-}
-
-impl RateLimitConfig {
-    /// Checks the settings: a zero rate or burst would admit nothing, and a
-    /// rate over [`MAX_PER_SECOND`](Self::MAX_PER_SECOND) cannot be kept.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        positive("per_second", self.per_second.into())?;
-        if self.per_second > Self::MAX_PER_SECOND {
-            return Err(ConfigError::new(
-                "per_second",
-                format!("must be at most {} (one turn per nanosecond)", Self::MAX_PER_SECOND),
-            ));
-        }
-        positive("burst", self.burst.into())
-    }
-
-    /// The fastest rate a limiter keeps: one turn per nanosecond. The
-    /// limiter (governor) spaces turns by whole nanoseconds, at least one,
-    /// so a faster rate would quietly be served at this one.
-    pub const MAX_PER_SECOND: u32 = 1_000_000_000;
-
-    fn quota(&self) -> Result<Quota, ConfigError> {
-        let rate = NonZeroU32::new(self.per_second)
-            .ok_or_else(|| ConfigError::new("per_second", "must be greater than zero"))?;
-        let burst = NonZeroU32::new(self.burst)
-            .ok_or_else(|| ConfigError::new("burst", "must be greater than zero"))?;
-        Ok(Quota::per_second(rate).allow_burst(burst))
-    }
-}
+use crate::config::ConfigError;
 
 fn wait_nanos(max_wait: Option<Duration>) -> u64 {
     max_wait.map_or(u64::MAX, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX - 1))
@@ -101,7 +53,7 @@ type Limiter = RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<D
 /// # use stormproof_runtime as stormproof;
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// use stormproof::{rate_limit::{RateLimit, RateLimitConfig}};
-/// let limit = RateLimit::new("api", RateLimitConfig { per_second: 2, burst: 2, max_wait: None }).unwrap();
+/// let limit = RateLimit::new("api", RateLimitConfig { per_second: 2, burst: 2, max_wait: None, ..Default::default() }).unwrap();
 /// assert!(limit.acquire().await.is_ok());
 /// assert!(limit.acquire().await.is_ok());
 /// assert!(limit.acquire().await.is_err(), "over the rate, and no wait allowed");
@@ -110,6 +62,13 @@ type Limiter = RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<D
 #[derive(Debug)]
 pub struct RateLimit {
     name: String,
+    /// For a limiter of a [`KeyedRateLimits`] set: its key, and the key's
+    /// metrics label (see `keyed`).
+    key: Option<(Box<str>, std::sync::Arc<str>)>,
+    /// Times it was reconfigured (a set per key follows its template's).
+    generation: AtomicU64,
+    /// `max_keys` and `idle_for`, reconfigurable (see `RateLimitConfig`).
+    per_key: PerKeyBounds,
     /// The quota the limiter was built for: `max_wait` is in `max_wait_nanos`.
     config: RateLimitConfig,
     /// `max_wait` in nanoseconds; `u64::MAX` for none. Reconfigurable.
@@ -134,7 +93,8 @@ impl RateLimit {
         let clock = TokioClock { origin: Instant::now() };
         let limiter = RateLimiter::direct_with_clock(config.quota()?, clock.clone());
         let max_wait_nanos = AtomicU64::new(wait_nanos(config.max_wait));
-        Ok(RateLimit { name: name.into(), config, max_wait_nanos, limiter, clock })
+        let (key, generation, per_key) = (None, AtomicU64::new(0), PerKeyBounds::new(&config));
+        Ok(RateLimit { name: name.into(), key, generation, per_key, config, max_wait_nanos, limiter, clock })
     }
 
     /// The name this limiter was declared under.
@@ -145,7 +105,8 @@ impl RateLimit {
     /// The settings it runs on (a `max_wait` longer than u64::MAX
     /// nanoseconds, about 584 years, as that longest wait).
     pub fn config(&self) -> RateLimitConfig {
-        RateLimitConfig { max_wait: self.max_wait(), ..self.config }
+        let (max_keys, idle_for) = self.per_key.load();
+        RateLimitConfig { max_wait: self.max_wait(), max_keys, idle_for, ..self.config }
     }
 
     fn max_wait(&self) -> Option<Duration> {
@@ -175,6 +136,8 @@ impl RateLimit {
     pub fn reconfigure(&self, config: RateLimitConfig) -> Result<(), ConfigError> {
         self.check_reconfigure(&config)?;
         self.max_wait_nanos.store(wait_nanos(config.max_wait), Ordering::Relaxed);
+        self.per_key.store(config.max_keys, config.idle_for);
+        self.generation.fetch_add(1, Ordering::Release);
         Ok(())
     }
 
@@ -233,7 +196,7 @@ impl RateLimit {
                     let waited = now.saturating_sub(*started.get_or_insert(now));
                     let total = waited.saturating_add(not_until.wait_time_from(now));
                     if self.max_wait().is_none_or(|max| total > max) {
-                        crate::observe::rate_limited(&self.name, total);
+                        crate::observe::rate_limited(&self.name, self.key_label(), total);
                         return Err(Late::OverRate(OverRate { wait: total }));
                     }
                     let left = total - waited;
@@ -269,7 +232,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn over_the_rate_an_attempt_waits_its_turn_then_is_refused() {
         // 10 per second: one turn every 100 ms, a burst of 2.
-        let config = RateLimitConfig { per_second: 10, burst: 2, max_wait: Some(ms(150)) };
+        let config =
+            RateLimitConfig { per_second: 10, burst: 2, max_wait: Some(ms(150)), ..Default::default() };
         let limit = RateLimit::new("api", config).unwrap();
         let start = Instant::now();
         limit.acquire().await.unwrap();
@@ -286,9 +250,11 @@ mod tests {
         outcomes.sort_by_key(Result::is_err);
         assert_eq!(outcomes, [Ok(()), Err(OverRate { wait: ms(200) })], "which of the two is not promised");
         assert_eq!(start.elapsed(), ms(300), "refused as soon as its wait was known to be too long");
-        let refused =
-            RateLimit::new("strict", RateLimitConfig { per_second: 1, burst: 1, max_wait: Some(ms(500)) })
-                .unwrap();
+        let refused = RateLimit::new(
+            "strict",
+            RateLimitConfig { per_second: 1, burst: 1, max_wait: Some(ms(500)), ..Default::default() },
+        )
+        .unwrap();
         refused.acquire().await.unwrap();
         assert_eq!(
             refused.acquire().await,
@@ -299,8 +265,11 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn over_a_long_run_the_rate_is_the_configured_one() {
-        let limit =
-            RateLimit::new("api", RateLimitConfig { per_second: 50, burst: 5, max_wait: None }).unwrap();
+        let limit = RateLimit::new(
+            "api",
+            RateLimitConfig { per_second: 50, burst: 5, max_wait: None, ..Default::default() },
+        )
+        .unwrap();
         let start = Instant::now();
         let mut admitted = 0u32;
         while start.elapsed() < Duration::from_secs(10) {
@@ -323,7 +292,8 @@ mod tests {
         // One turn every 666.67 us: most turns fall between two ticks of
         // tokio's millisecond timer.
         let max_wait = ms(10);
-        let config = RateLimitConfig { per_second: 1500, burst: 1, max_wait: Some(max_wait) };
+        let config =
+            RateLimitConfig { per_second: 1500, burst: 1, max_wait: Some(max_wait), ..Default::default() };
         let limit = Arc::new(RateLimit::new("api", config).unwrap());
         assert!(limit.try_acquire());
         let start = Instant::now();
@@ -349,7 +319,8 @@ mod tests {
     /// refused at once, and taken by no one; one before it is waited for.
     #[tokio::test(start_paused = true)]
     async fn a_turn_past_the_deadline_is_refused_at_once() {
-        let config = RateLimitConfig { per_second: 10, burst: 1, max_wait: Some(ms(500)) };
+        let config =
+            RateLimitConfig { per_second: 10, burst: 1, max_wait: Some(ms(500)), ..Default::default() };
         let limit = RateLimit::new("api", config).unwrap();
         assert!(limit.try_acquire());
         let start = Instant::now();
@@ -366,7 +337,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_rate_over_one_per_nanosecond_is_refused_by_name_and_the_fastest_one_still_limits() {
-        let over = RateLimitConfig { per_second: 1_000_000_001, burst: 1, max_wait: None };
+        let over =
+            RateLimitConfig { per_second: 1_000_000_001, burst: 1, max_wait: None, ..Default::default() };
         let error = RateLimit::new("fast", over).unwrap_err();
         assert_eq!(error.field, "per_second");
         assert!(error.to_string().contains("1000000000"), "{error}");
@@ -379,7 +351,8 @@ mod tests {
     /// the "refuse at once" of `None` (both are kept in one word).
     #[tokio::test(start_paused = true)]
     async fn a_max_wait_past_u64_nanoseconds_still_waits() {
-        let config = RateLimitConfig { per_second: 10, burst: 1, max_wait: Some(Duration::MAX) };
+        let config =
+            RateLimitConfig { per_second: 10, burst: 1, max_wait: Some(Duration::MAX), ..Default::default() };
         let limit = RateLimit::new("patient", config).unwrap();
         assert!(limit.config().max_wait.is_some_and(|wait| wait > Duration::from_secs(500 * 365 * 86_400)));
         let start = Instant::now();

@@ -118,7 +118,9 @@ struct Inner {
     streams: AtomicU64,
     breakers: Table<CircuitBreaker>,
     /// Breakers per key, by name (see `keyed`).
-    keyed_breakers: std::sync::Mutex<HashMap<String, Arc<crate::breaker::KeyedBreakers>>>,
+    keyed_breakers: keyed::Sets<CircuitBreaker>,
+    /// Rate limits per key, by name.
+    keyed_rate_limits: keyed::Sets<RateLimit>,
     budgets: Table<RetryBudget>,
     bulkheads: Table<Bulkhead>,
     throttles: Table<Throttle>,
@@ -212,6 +214,7 @@ impl Registry {
                 streams: AtomicU64::new(0),
                 breakers: Table::new("breaker"),
                 keyed_breakers: std::sync::Mutex::default(),
+                keyed_rate_limits: std::sync::Mutex::default(),
                 budgets: Table::new("budget"),
                 bulkheads: Table::new("bulkhead"),
                 throttles: Table::new("throttle"),

@@ -67,7 +67,7 @@ impl Registry {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
     /// use stormproof::{rate_limit::RateLimitConfig, Registry};
     /// let registry = Registry::new();
-    /// registry.declare_rate_limit("geo-api", RateLimitConfig { per_second: 50, burst: 5, max_wait: None }).unwrap();
+    /// registry.declare_rate_limit("geo-api", RateLimitConfig { per_second: 50, burst: 5, max_wait: None, ..Default::default() }).unwrap();
     /// assert_eq!(registry.rate_limit("geo-api").unwrap().config().per_second, 50);
     /// # }
     /// ```

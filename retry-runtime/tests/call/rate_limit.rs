@@ -10,7 +10,7 @@ use crate::support::*;
 async fn a_rate_limit_alone_is_honoured_through_the_global_registry() {
     for path in PATHS {
         let name = format!("direct-rate-limit-{path:?}");
-        let one_turn = RateLimitConfig { per_second: 1, burst: 1, max_wait: None };
+        let one_turn = RateLimitConfig { per_second: 1, burst: 1, max_wait: None, ..Default::default() };
         registry().declare_rate_limit(&name, one_turn).unwrap();
         let policy = Policy::builder().rate_limit(name.clone()).max_attempts(1).build().unwrap();
         let ran = AtomicU32::new(0);
@@ -32,7 +32,7 @@ async fn a_rate_limit_alone_is_honoured_through_the_global_registry() {
 async fn a_rate_limit_is_asked_again_for_every_retry() {
     for (path, key) in PATHS.into_iter().flat_map(|path| [(path, None), (path, Some("k-r"))]) {
         let name = format!("direct-rate-limit-retry-{path:?}-{key:?}");
-        let one_turn = RateLimitConfig { per_second: 1, burst: 1, max_wait: None };
+        let one_turn = RateLimitConfig { per_second: 1, burst: 1, max_wait: None, ..Default::default() };
         registry().declare_rate_limit(&name, one_turn).unwrap();
         let policy = Policy::builder()
             .rate_limit(name.clone())
@@ -56,7 +56,7 @@ async fn a_rate_limit_is_asked_again_for_every_retry() {
 
 /// Declares a rate limit of one turn every 100 ms, none stored up.
 fn one_turn_per_100_ms(name: &str, max_wait: Duration) -> Arc<RateLimit> {
-    let config = RateLimitConfig { per_second: 10, burst: 1, max_wait: Some(max_wait) };
+    let config = RateLimitConfig { per_second: 10, burst: 1, max_wait: Some(max_wait), ..Default::default() };
     registry().declare_rate_limit(name, config).unwrap();
     registry().rate_limit(name).unwrap()
 }

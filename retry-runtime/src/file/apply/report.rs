@@ -178,7 +178,11 @@ pub(super) fn throttle_diff(old: &ThrottleConfig, new: &ThrottleConfig) -> Vec<S
 
 /// Only `max_wait_ms` can change: the quota is checked before.
 pub(super) fn rate_limit_diff(old: &RateLimitConfig, new: &RateLimitConfig) -> Vec<String> {
-    changes(&[("max_wait_ms", maybe(old.max_wait, ms), maybe(new.max_wait, ms))])
+    changes(&[
+        ("max_wait_ms", maybe(old.max_wait, ms), maybe(new.max_wait, ms)),
+        ("max_keys", old.max_keys.to_string(), new.max_keys.to_string()),
+        ("idle_for_ms", ms(old.idle_for), ms(new.idle_for)),
+    ])
 }
 
 pub(super) fn settings_diff(old: &Settings, new: &Settings) -> Vec<String> {

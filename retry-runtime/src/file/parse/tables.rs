@@ -69,7 +69,8 @@ const ADAPTIVE_KEYS: &[(&str, Option<&str>)] = &[
     ("smoothing", Some("gradient")),
 ];
 pub(crate) const THROTTLE_KEYS: &[&str] = &["k", "window_ms", "max_refusal_percent"];
-pub(crate) const RATE_LIMIT_KEYS: &[&str] = &["per_second", "burst", "max_wait_ms"];
+pub(crate) const RATE_LIMIT_KEYS: &[&str] =
+    &["per_second", "burst", "max_wait_ms", "max_keys", "idle_for_ms"];
 
 pub(crate) fn breaker(
     entries: &[Entry<'_>],
@@ -323,6 +324,12 @@ pub(crate) fn rate_limit(
     }
     if let Some((d, _)) = millis(entries, "max_wait_ms", problems) {
         config.max_wait = Some(d);
+    }
+    if let Some((n, _)) = count(entries, "max_keys", problems) {
+        config.max_keys = n;
+    }
+    if let Some((d, _)) = millis(entries, "idle_for_ms", problems) {
+        config.idle_for = d;
     }
     finish(config.validate().map(|()| config), before, entries, table, problems)
 }
