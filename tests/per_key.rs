@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use stormproof::breaker::{BreakerConfig, BreakerState};
+use stormproof::bulkhead::BulkheadConfig;
 use stormproof::rate_limit::RateLimitConfig;
 use stormproof::{Error, Policy, Registry, Rejection, resilient};
 
@@ -281,4 +282,50 @@ async fn a_rate_limit_per_key_gives_each_tenant_its_own_quota() {
     assert!(registry.scope(policy.run_per("tenant-a", ok)).await.is_err(), "tenant-a's turn is spent");
     assert!(registry.scope(policy.run_per("tenant-c", ok)).await.is_ok());
     assert_eq!(registry.keyed_rate_limits("quota").unwrap().len(), 2, "max_keys");
+}
+
+#[resilient(max_attempts = 1, breaker = "none", budget = "none", bulkhead = "pool", per = tenant)]
+async fn held(tenant: &str, release: &tokio::sync::Notify) -> Result<u32> {
+    release.notified().await;
+    Ok(7)
+}
+
+/// A bulkhead per key: each tenant has its own places, so one whose calls
+/// are slow fills its own and no other's.
+#[tokio::test(start_paused = true)]
+async fn a_bulkhead_per_key_gives_each_tenant_its_own_places() {
+    let registry = Registry::new();
+    let one_place =
+        BulkheadConfig { max_concurrent: 1, max_wait: Some(Duration::from_millis(10)), ..Default::default() };
+    registry.declare_bulkhead("pool", one_place).unwrap();
+    let release = tokio::sync::Notify::new();
+    let slow = registry.scope(held("tenant-a", &release));
+    tokio::pin!(slow);
+    // The first call of tenant-a takes its one place and waits.
+    assert!(futures_poll(slow.as_mut()).await.is_none());
+    assert_eq!(registry.keyed_bulkheads("pool").unwrap().peek("tenant-a").unwrap().in_use(), 1);
+    let full = registry.scope(held("tenant-a", &release)).await.unwrap_err();
+    assert!(
+        matches!(&full, Error::Rejected(Rejection::BulkheadFull { bulkhead }) if bulkhead == "pool[tenant-a]"),
+        "{full:?}"
+    );
+    // tenant-b's call has a place of its own.
+    let other = registry.scope(held("tenant-b", &release));
+    tokio::pin!(other);
+    assert!(futures_poll(other.as_mut()).await.is_none());
+    release.notify_waiters();
+    assert_eq!(other.await.unwrap(), 7);
+    assert_eq!(slow.await.unwrap(), 7);
+    assert_eq!(registry.bulkhead_for("pool", "tenant-a").in_use(), 0);
+}
+
+/// Polls `future` once: its output if it was ready.
+async fn futures_poll<F: std::future::Future + Unpin>(mut future: F) -> Option<F::Output> {
+    std::future::poll_fn(move |cx| {
+        std::task::Poll::Ready(match std::pin::Pin::new(&mut future).poll(cx) {
+            std::task::Poll::Ready(output) => Some(output),
+            std::task::Poll::Pending => None,
+        })
+    })
+    .await
 }

@@ -52,7 +52,7 @@ use parse::{Args, Errors};
 /// | `attempt_timeout_ms` | integer > 0 | none | each attempt is cancelled after this |
 /// | `deadline_ms` | integer > 0 | none | the whole call, waits included, ends by then |
 /// | `breaker` | string, or `"none"` | the operation's own | named circuit breaker in the registry; without it the operation has its own (opens when half of its last 100 attempts failed), `"none"` for no breaker |
-/// | `per` | parameter name | none | a breaker and a rate limit per key: the parameter's `Display` chooses this call's breaker and rate limit in the sets `breaker` and `rate_limit` name (`breaker = "search", per = tenant`); at most `max_keys` keys held, a closed breaker out first |
+/// | `per` | parameter name | none | guards per key: the parameter's `Display` chooses this call's breaker, rate limit and bulkhead in the sets `breaker`, `rate_limit` and `bulkhead` name (`breaker = "search", per = tenant`); at most `max_keys` keys held, a closed breaker out first |
 /// | `budget` | string, or `"none"` | the operation's own | named retry budget; without it the operation has its own (a share of its traffic: retries stay under 10 % of its calls over 10 s, or 10 a second), `"none"` for no budget |
 /// | `bulkhead` | string | none | named concurrency limit |
 /// | `throttle` | string | none | named client-side throttle (adaptive: refuses locally when the dependency rejects) |

@@ -66,6 +66,7 @@ pub(crate) fn attribute_config(sig: &Signature, plan: &Plan, rt: &TokenStream) -
             default_breaker: #default_breaker,
             breaker_per: #breaker_per,
             rate_limit_per: #breaker_per,
+            bulkhead_per: #breaker_per,
             budget: #budget,
             default_budget: #default_budget,
             bulkhead: #bulkhead,

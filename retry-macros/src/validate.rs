@@ -189,8 +189,8 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
     }
     if let Some(per) = args.parameter("per") {
         check(parameter_named("per", per, item));
-        if args.name("breaker").is_none_or(|(name, _)| name == NO_GUARD) && args.name("rate_limit").is_none()
-        {
+        let keyed = ["rate_limit", "bulkhead"].iter().any(|guard| args.name(guard).is_some());
+        if args.name("breaker").is_none_or(|(name, _)| name == NO_GUARD) && !keyed {
             check(Err(syn::Error::new(per.span(), PER_WITHOUT_GUARD)));
         }
     }
@@ -274,7 +274,7 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
     errors.finish(plan)
 }
 
-const PER_WITHOUT_GUARD: &str = "`per` gives each key its own circuit breaker or rate limit, of the sets `breaker` and `rate_limit` name: name one, like `breaker = \"search\", per = tenant`";
+const PER_WITHOUT_GUARD: &str = "`per` gives each key its own circuit breaker, rate limit or bulkhead, of the sets `breaker`, `rate_limit` and `bulkhead` name: name one, like `breaker = \"search\", per = tenant`";
 
 /// The budget or breaker name that means none at all (the runtime's
 /// `budget::NO_BUDGET` and `breaker::NO_BREAKER`).

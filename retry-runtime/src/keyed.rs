@@ -285,6 +285,37 @@ impl<G: PerKey> Keys<G> {
     }
 }
 
+/// A guard's `max_keys` and `idle_for`, which a reload may change: read by
+/// a set per key as its template moves (for guards whose other settings
+/// are kept elsewhere).
+#[derive(Debug)]
+pub(crate) struct PerKeyBounds {
+    max_keys: std::sync::atomic::AtomicU32,
+    idle_for_nanos: std::sync::atomic::AtomicU64,
+}
+
+impl PerKeyBounds {
+    pub(crate) fn new(max_keys: u32, idle_for: Duration) -> Self {
+        let bounds = PerKeyBounds {
+            max_keys: std::sync::atomic::AtomicU32::new(0),
+            idle_for_nanos: std::sync::atomic::AtomicU64::new(0),
+        };
+        bounds.store(max_keys, idle_for);
+        bounds
+    }
+
+    pub(crate) fn store(&self, max_keys: u32, idle_for: Duration) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.max_keys.store(max_keys, Relaxed);
+        self.idle_for_nanos.store(u64::try_from(idle_for.as_nanos()).unwrap_or(u64::MAX), Relaxed);
+    }
+
+    pub(crate) fn load(&self) -> (u32, Duration) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.max_keys.load(Relaxed), Duration::from_nanos(self.idle_for_nanos.load(Relaxed)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;

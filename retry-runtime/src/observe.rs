@@ -203,11 +203,13 @@ pub(crate) fn budget_level(name: &str, available: impl FnOnce() -> u32) {
 /// back), and the `gauge!` macro would build its key, label string included,
 /// on the heap each time, with or without a recorder to hear it.
 #[cfg(feature = "metrics")]
-pub(crate) fn bulkhead_key(name: &str) -> metrics::Key {
-    metrics::Key::from_parts(
-        "stormproof_bulkhead_in_use",
-        vec![metrics::Label::new("bulkhead", name.to_owned())],
-    )
+/// `key`: the key's label, for a bulkhead per key (bounded as a breaker's).
+pub(crate) fn bulkhead_key(name: &str, key: Option<&str>) -> metrics::Key {
+    let mut labels = vec![metrics::Label::new("bulkhead", name.to_owned())];
+    if let Some(key) = key {
+        labels.push(metrics::Label::new("key", key.to_owned()));
+    }
+    metrics::Key::from_parts("stormproof_bulkhead_in_use", labels)
 }
 
 #[cfg(feature = "metrics")]

@@ -52,6 +52,7 @@ fn a_file_declares_throttles_rate_limits_and_adaptive_bulkheads() {
             max_concurrent: 16,
             max_wait: None,
             adaptive: Some(AdaptiveLimit::gradient(2).tolerance(2.0).smoothing(0.5)),
+            ..Default::default()
         }
     );
     assert_eq!(

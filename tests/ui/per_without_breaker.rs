@@ -1,4 +1,4 @@
-// `per` chooses a breaker or a rate limit in the sets `breaker` and `rate_limit` name: with neither named, there is none.
+// `per` chooses a breaker, rate limit or bulkhead in the sets those arguments name: with none named, there is nothing to choose.
 use stormproof::{Rejection, resilient};
 
 #[resilient(per = tenant)]

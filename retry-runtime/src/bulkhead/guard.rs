@@ -87,7 +87,10 @@ impl Guard for Bulkhead {
 
     #[cold]
     fn rejection(&self) -> Rejection {
-        Rejection::BulkheadFull { bulkhead: self.name().to_owned() }
+        match self.key() {
+            None => Rejection::BulkheadFull { bulkhead: self.name().to_owned() },
+            Some(key) => Rejection::BulkheadFull { bulkhead: format!("{}[{key}]", self.name()) },
+        }
     }
 }
 

@@ -12,63 +12,23 @@ use std::time::Duration;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
+mod config;
 pub(crate) mod guard;
+mod keyed;
 mod limit;
 mod places;
+
+pub use config::BulkheadConfig;
+pub use keyed::KeyedBulkheads;
 
 pub use limit::{AdaptiveLimit, LimitCore};
 use places::Places;
 
-use crate::config::{ConfigError, positive};
+use crate::config::ConfigError;
 
-/// Settings of a [`Bulkhead`]; every field has a default.
-///
-/// ```
-/// # use stormproof_runtime as stormproof;
-/// use std::time::Duration;
-/// use stormproof::bulkhead::BulkheadConfig;
-/// let cfg = BulkheadConfig { max_concurrent: 4, max_wait: Some(Duration::from_millis(50)), ..Default::default() };
-/// assert!(cfg.validate().is_ok());
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct BulkheadConfig {
-    /// Attempts allowed in flight at once (with `adaptive`, the most the
-    /// limit may reach). Default 10.
-    pub max_concurrent: u32,
-    /// How long an attempt may wait for a permit before it is rejected with
-    /// `BulkheadFull`; `None` (the default) waits as long as it takes (still
-    /// bounded by the call's deadline, if any).
-    pub max_wait: Option<Duration>,
-    /// Moves the limit within `[min, max_concurrent]` by what the answers
-    /// say (see [`AdaptiveLimit`]); `None` (the default) keeps it at
-    /// `max_concurrent`.
-    pub adaptive: Option<AdaptiveLimit>,
-}
-
-impl Default for BulkheadConfig {
-    fn default() -> Self {
-        BulkheadConfig { max_concurrent: 10, max_wait: None, adaptive: None }
-    }
-}
-
-impl BulkheadConfig {
-    /// Checks the settings: `max_concurrent = 0` would never admit anyone.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        positive("max_concurrent", self.max_concurrent.into())?;
-        if self.max_concurrent as usize > Semaphore::MAX_PERMITS {
-            return Err(ConfigError::new("max_concurrent", "is larger than tokio's semaphore allows"));
-        }
-        match &self.adaptive {
-            Some(adaptive) => adaptive.validate(self.max_concurrent),
-            None => Ok(()),
-        }
-    }
-}
-
-/// A named concurrency limit: tokio's fair [`Semaphore`] for callers who
+/// A named concurrency limit: tokio's fair [`Semaphore`](tokio::sync::Semaphore) for callers who
 /// wait, and a lock-free pool of places while nobody does (see `places`).
 ///
 /// ```
@@ -85,6 +45,13 @@ impl BulkheadConfig {
 #[derive(Debug)]
 pub struct Bulkhead {
     name: String,
+    /// For a bulkhead of a [`KeyedBulkheads`] set: its key, and the key's
+    /// metrics label (see `keyed`).
+    key: Option<(Box<str>, std::sync::Arc<str>)>,
+    /// Times it was reconfigured (a set per key follows its template's).
+    generation: AtomicU64,
+    /// `max_keys` and `idle_for` (see `BulkheadConfig`).
+    per_key: crate::keyed::PerKeyBounds,
     max_concurrent: AtomicU32,
     /// The limit in force: `max_concurrent`, or the adaptive limit's.
     limit: AtomicU32,
@@ -154,8 +121,11 @@ impl Bulkhead {
         let name = name.into();
         Ok(Bulkhead {
             #[cfg(feature = "metrics")]
-            gauge_key: crate::observe::bulkhead_key(&name),
+            gauge_key: crate::observe::bulkhead_key(&name, None),
             name,
+            key: None,
+            generation: AtomicU64::new(0),
+            per_key: crate::keyed::PerKeyBounds::new(config.max_keys, config.idle_for),
             max_concurrent: AtomicU32::new(config.max_concurrent),
             limit: AtomicU32::new(config.max_concurrent),
             limiter: Mutex::new(
@@ -179,10 +149,13 @@ impl Bulkhead {
     pub fn config(&self) -> BulkheadConfig {
         let nanos = self.max_wait_nanos.load(Ordering::Relaxed);
         let adaptive = self.lock_limiter().as_ref().map(LimitCore::config);
+        let (max_keys, idle_for) = self.per_key.load();
         BulkheadConfig {
             max_concurrent: self.max_concurrent.load(Ordering::Relaxed),
             max_wait: (nanos != u64::MAX).then(|| Duration::from_nanos(nanos)),
             adaptive,
+            max_keys,
+            idle_for,
         }
     }
 
@@ -342,6 +315,8 @@ impl Bulkhead {
         self.adaptive.store(config.adaptive.is_some(), Ordering::Relaxed);
         self.max_concurrent.store(config.max_concurrent, Ordering::Relaxed);
         self.max_wait_nanos.store(wait_nanos(config.max_wait), Ordering::Relaxed);
+        self.per_key.store(config.max_keys, config.idle_for);
+        self.generation.fetch_add(1, Ordering::Release);
         Ok(())
     }
 }
@@ -354,7 +329,12 @@ mod tests {
     async fn a_waiter_is_rejected_once_max_wait_passes() {
         let b = Bulkhead::new(
             "x",
-            BulkheadConfig { max_concurrent: 1, max_wait: Some(Duration::from_millis(50)), adaptive: None },
+            BulkheadConfig {
+                max_concurrent: 1,
+                max_wait: Some(Duration::from_millis(50)),
+                adaptive: None,
+                ..Default::default()
+            },
         )
         .unwrap();
         let held = b.acquire().await.unwrap();

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use crate::breaker::{CircuitBreaker, KeyedBreakers};
 use crate::budget::RetryBudget;
 use crate::bulkhead::Bulkhead;
+use crate::bulkhead::KeyedBulkheads;
 use crate::guard::{AdmissionOf, GuardSet, PendingOf, PermitsOf};
 use crate::rate_limit::KeyedRateLimits;
 use crate::rate_limit::RateLimit;
@@ -50,13 +51,16 @@ pub(crate) struct GuardNames {
     /// Whether `rate_limit` names a set of rate limits per key, as
     /// `breaker_per` says of the breaker.
     pub(crate) rate_limit_per: bool,
+    /// Whether `bulkhead` names a set of bulkheads per key, as
+    /// `breaker_per` says of the breaker.
+    pub(crate) bulkhead_per: bool,
 }
 
 impl GuardNames {
     /// Whether a call's key chooses any of its guards.
     #[inline(always)]
     pub(crate) fn per_key(&self) -> bool {
-        self.breaker_per || self.rate_limit_per
+        self.breaker_per || self.rate_limit_per || self.bulkhead_per
     }
 }
 
@@ -120,7 +124,11 @@ impl GuardNames {
                     false => registry.breaker_or_default(n),
                 }
             }),
-            bulkhead: self.bulkhead.as_deref().map(|n| registry.bulkhead_or_default(n)),
+            bulkhead: self
+                .bulkhead
+                .as_deref()
+                .filter(|_| !self.bulkhead_per)
+                .map(|n| registry.bulkhead_or_default(n)),
             rate_limit: self
                 .rate_limit
                 .as_deref()
@@ -183,11 +191,12 @@ impl Guards {
 pub(crate) struct PerKeyCache {
     breakers: OnceLock<Arc<KeyedBreakers>>,
     rate_limits: OnceLock<Arc<KeyedRateLimits>>,
+    bulkheads: OnceLock<Arc<KeyedBulkheads>>,
 }
 
 impl PerKeyCache {
     const fn new() -> Self {
-        PerKeyCache { breakers: OnceLock::new(), rate_limits: OnceLock::new() }
+        PerKeyCache { breakers: OnceLock::new(), rate_limits: OnceLock::new(), bulkheads: OnceLock::new() }
     }
 
     fn breakers(&self, registry: &Registry, name: &str) -> &KeyedBreakers {
@@ -196,6 +205,10 @@ impl PerKeyCache {
 
     fn rate_limits(&self, registry: &Registry, name: &str) -> &KeyedRateLimits {
         self.rate_limits.get_or_init(|| registry.keyed_rate_limits_or_default(name))
+    }
+
+    fn bulkheads(&self, registry: &Registry, name: &str) -> &KeyedBulkheads {
+        self.bulkheads.get_or_init(|| registry.keyed_bulkheads_or_default(name))
     }
 }
 
@@ -305,7 +318,18 @@ impl GuardCache {
                 (true, Some(name)) => Some(keyed.rate_limits(registry, name).get(key)),
                 _ => base.rate_limit.clone(),
             };
-            GuardSet { breaker, rate_limit, ..GuardSet::clone(base) }
+            let bulkhead = match (names.bulkhead_per, names.bulkhead.as_deref()) {
+                (true, Some(name)) => Some(keyed.bulkheads(registry, name).get(key)),
+                _ => base.bulkhead.clone(),
+            };
+            // Field by field: a whole clone would clone the handles replaced too.
+            GuardSet {
+                throttle: base.throttle.clone(),
+                breaker,
+                bulkhead,
+                rate_limit,
+                budget: base.budget.clone(),
+            }
         };
         let scoped = registry::with_scoped(|scoped| {
             per_key(scoped, &PerKeyCache::default(), &self.scoped(names, scoped))

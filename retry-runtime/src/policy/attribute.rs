@@ -37,6 +37,8 @@ pub struct AttributeConfig {
     pub breaker_per: bool,
     /// Whether `rate_limit` is a rate limit per key (`per = param`).
     pub rate_limit_per: bool,
+    /// Whether `bulkhead` is a bulkhead per key (`per = param`).
+    pub bulkhead_per: bool,
     pub budget: Option<&'static str>,
     /// Whether the operation has its own budget: `budget` is not named and
     /// not `"none"`.
@@ -103,6 +105,7 @@ impl Policy {
             breaker_by_default: cfg.breaker.is_none() && cfg.default_breaker,
             breaker_per: cfg.breaker_per && cfg.breaker.is_some(),
             rate_limit_per: cfg.rate_limit_per && cfg.rate_limit.is_some(),
+            bulkhead_per: cfg.bulkhead_per && cfg.bulkhead.is_some(),
             budget: borrowed(budget),
             budget_by_default: cfg.budget.is_none() && cfg.default_budget,
             bulkhead: borrowed(cfg.bulkhead),
@@ -115,7 +118,8 @@ impl Policy {
             plain_settings: settings.allow_plain()
                 && cfg.on_stop.is_none()
                 && !(cfg.breaker_per && cfg.breaker.is_some())
-                && !(cfg.rate_limit_per && cfg.rate_limit.is_some()),
+                && !(cfg.rate_limit_per && cfg.rate_limit.is_some())
+                && !(cfg.bulkhead_per && cfg.bulkhead.is_some()),
             plain_start: settings.deadline.is_none() && cfg.on_stop.is_none(),
             hooks: Hooks {
                 on_retry: match cfg.on_retry {
@@ -170,6 +174,7 @@ impl AttributeConfig {
             default_breaker: true,
             breaker_per: false,
             rate_limit_per: false,
+            bulkhead_per: false,
             budget: None,
             default_budget: true,
             bulkhead: None,

@@ -193,6 +193,7 @@ impl PolicyBuilder {
     /// Limits concurrent attempts with the named bulkhead.
     pub fn bulkhead(mut self, name: impl Into<Cow<'static, str>>) -> Self {
         self.guard_names.bulkhead = Some(name.into());
+        self.guard_names.bulkhead_per = false;
         self
     }
 

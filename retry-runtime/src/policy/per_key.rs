@@ -60,4 +60,16 @@ impl PolicyBuilder {
         self.guard_names.rate_limit_per = true;
         self
     }
+
+    /// Holds every attempt to a bulkhead per key, from the set of bulkheads
+    /// per key named `name`: a concurrency limit for each key given to
+    /// [`Policy::run_per`](crate::Policy::run_per), so that one tenant's slow
+    /// calls fill its own places and no other's, on the settings of the
+    /// bulkhead declared under `name`, bounded as
+    /// [`breaker_per`](Self::breaker_per) says.
+    pub fn bulkhead_per(mut self, name: impl Into<Cow<'static, str>>) -> Self {
+        self = self.bulkhead(name);
+        self.guard_names.bulkhead_per = true;
+        self
+    }
 }

@@ -78,33 +78,3 @@ impl RateLimitConfig {
         Ok(Quota::per_second(rate).allow_burst(burst))
     }
 }
-
-/// A limit's `max_keys` and `idle_for`, which a reload may change (its
-/// quota it may not): read by a set per key as its template moves.
-#[derive(Debug)]
-pub(super) struct PerKeyBounds {
-    max_keys: std::sync::atomic::AtomicU32,
-    idle_for_nanos: std::sync::atomic::AtomicU64,
-}
-
-impl PerKeyBounds {
-    pub(super) fn new(config: &RateLimitConfig) -> Self {
-        let bounds = PerKeyBounds {
-            max_keys: std::sync::atomic::AtomicU32::new(0),
-            idle_for_nanos: std::sync::atomic::AtomicU64::new(0),
-        };
-        bounds.store(config.max_keys, config.idle_for);
-        bounds
-    }
-
-    pub(super) fn store(&self, max_keys: u32, idle_for: Duration) {
-        use std::sync::atomic::Ordering::Relaxed;
-        self.max_keys.store(max_keys, Relaxed);
-        self.idle_for_nanos.store(u64::try_from(idle_for.as_nanos()).unwrap_or(u64::MAX), Relaxed);
-    }
-
-    pub(super) fn load(&self) -> (u32, Duration) {
-        use std::sync::atomic::Ordering::Relaxed;
-        (self.max_keys.load(Relaxed), Duration::from_nanos(self.idle_for_nanos.load(Relaxed)))
-    }
-}

@@ -12,7 +12,7 @@ mod config;
 mod guard;
 mod keyed;
 
-use config::PerKeyBounds;
+use crate::keyed::PerKeyBounds;
 pub use config::RateLimitConfig;
 pub use keyed::KeyedRateLimits;
 
@@ -93,7 +93,8 @@ impl RateLimit {
         let clock = TokioClock { origin: Instant::now() };
         let limiter = RateLimiter::direct_with_clock(config.quota()?, clock.clone());
         let max_wait_nanos = AtomicU64::new(wait_nanos(config.max_wait));
-        let (key, generation, per_key) = (None, AtomicU64::new(0), PerKeyBounds::new(&config));
+        let (key, generation, per_key) =
+            (None, AtomicU64::new(0), PerKeyBounds::new(config.max_keys, config.idle_for));
         Ok(RateLimit { name: name.into(), key, generation, per_key, config, max_wait_nanos, limiter, clock })
     }
 

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use super::Registry;
 use crate::breaker::{CircuitBreaker, KeyedBreakers};
+use crate::bulkhead::{Bulkhead, KeyedBulkheads};
 use crate::keyed::{Keyed, PerKey};
 use crate::rate_limit::{KeyedRateLimits, RateLimit};
 
@@ -40,6 +41,30 @@ impl Registry {
     /// tenant)]` with that tenant takes its turns from.
     pub fn rate_limit_for(&self, name: &str, key: impl std::fmt::Display) -> Arc<RateLimit> {
         self.keyed_rate_limits_or_default(name).get(&key.to_string())
+    }
+
+    /// The bulkhead of `key` in the set of bulkheads per key named `name`
+    /// (made as [`breaker_for`](Self::breaker_for) makes a breaker): the
+    /// limit on every call of `#[resilient(bulkhead = "db", per = tenant)]`
+    /// with that tenant in flight at once.
+    pub fn bulkhead_for(&self, name: &str, key: impl std::fmt::Display) -> Arc<Bulkhead> {
+        self.keyed_bulkheads_or_default(name).get(&key.to_string())
+    }
+
+    /// The set of bulkheads per key named `name`, if a call or
+    /// [`bulkhead_for`](Self::bulkhead_for) made it.
+    pub fn keyed_bulkheads(&self, name: &str) -> Option<Arc<KeyedBulkheads>> {
+        lock(&self.inner.keyed_bulkheads).get(name).cloned()
+    }
+
+    /// Every set of bulkheads per key, sorted by name.
+    pub fn all_keyed_bulkheads(&self) -> Vec<(String, Arc<KeyedBulkheads>)> {
+        all(&self.inner.keyed_bulkheads)
+    }
+
+    /// The set of bulkheads named `name`, made as the breakers' is.
+    pub(crate) fn keyed_bulkheads_or_default(&self, name: &str) -> Arc<KeyedBulkheads> {
+        or_default(&self.inner.keyed_bulkheads, name, || self.bulkhead_or_default(name))
     }
 
     /// The set of breakers per key named `name`, if a call or

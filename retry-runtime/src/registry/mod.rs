@@ -121,6 +121,8 @@ struct Inner {
     keyed_breakers: keyed::Sets<CircuitBreaker>,
     /// Rate limits per key, by name.
     keyed_rate_limits: keyed::Sets<RateLimit>,
+    /// Bulkheads per key, by name.
+    keyed_bulkheads: keyed::Sets<Bulkhead>,
     budgets: Table<RetryBudget>,
     bulkheads: Table<Bulkhead>,
     throttles: Table<Throttle>,
@@ -215,6 +217,7 @@ impl Registry {
                 breakers: Table::new("breaker"),
                 keyed_breakers: std::sync::Mutex::default(),
                 keyed_rate_limits: std::sync::Mutex::default(),
+                keyed_bulkheads: std::sync::Mutex::default(),
                 budgets: Table::new("budget"),
                 bulkheads: Table::new("bulkhead"),
                 throttles: Table::new("throttle"),

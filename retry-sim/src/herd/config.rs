@@ -380,5 +380,6 @@ fn adaptive_bulkhead() -> BulkheadConfig {
         max_concurrent: 20,
         max_wait: None,
         adaptive: Some(AdaptiveLimit::aimd(1).backoff_ratio(0.7)),
+        ..Default::default()
     }
 }

@@ -297,7 +297,7 @@ fn brownout_timeouts_fail_attempts_but_the_dependency_finishes_their_work() {
 
 /// A bulkhead of `max` permits with no adaptive limit.
 fn fixed_bulkhead(max: u32, max_wait: Option<Duration>) -> BulkheadConfig {
-    BulkheadConfig { max_concurrent: max, max_wait, adaptive: None }
+    BulkheadConfig { max_concurrent: max, max_wait, adaptive: None, ..Default::default() }
 }
 
 /// A dependency that never refuses (a tick far larger than the herd).
@@ -357,6 +357,7 @@ fn the_adaptive_limit_moves_with_the_answers_as_the_library_core_moves_it() {
             max_concurrent: 4,
             max_wait: None,
             adaptive: Some(AdaptiveLimit::aimd(1).backoff_ratio(0.5)),
+            ..Default::default()
         },
         ..HerdConfig::overload()
     };

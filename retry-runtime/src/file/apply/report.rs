@@ -165,6 +165,8 @@ pub(super) fn bulkhead_diff(old: &BulkheadConfig, new: &BulkheadConfig) -> Vec<S
         ("max_concurrent", old.max_concurrent.to_string(), new.max_concurrent.to_string()),
         ("max_wait_ms", maybe(old.max_wait, ms), maybe(new.max_wait, ms)),
         ("adaptive", maybe(old.adaptive, |a| a.to_string()), maybe(new.adaptive, |a| a.to_string())),
+        ("max_keys", old.max_keys.to_string(), new.max_keys.to_string()),
+        ("idle_for_ms", ms(old.idle_for), ms(new.idle_for)),
     ])
 }
 

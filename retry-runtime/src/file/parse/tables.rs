@@ -59,6 +59,8 @@ pub(crate) const BULKHEAD_KEYS: &[&str] = &[
     "backoff_ratio",
     "tolerance",
     "smoothing",
+    "max_keys",
+    "idle_for_ms",
 ];
 /// The keys of an adaptive limit, past `adaptive` itself, and which
 /// algorithm each belongs to (`None`: both).
@@ -222,6 +224,12 @@ pub(crate) fn bulkhead(
     }
     if problems.len() == before {
         config.adaptive = adaptive(entries, config.max_concurrent, problems);
+    }
+    if let Some((n, _)) = count(entries, "max_keys", problems) {
+        config.max_keys = n;
+    }
+    if let Some((d, _)) = millis(entries, "idle_for_ms", problems) {
+        config.idle_for = d;
     }
     finish(config.validate().map(|()| config), before, entries, table, problems)
 }
