@@ -121,6 +121,9 @@ impl Policy {
                 && !(cfg.rate_limit_per && cfg.rate_limit.is_some())
                 && !(cfg.bulkhead_per && cfg.bulkhead.is_some()),
             plain_start: settings.deadline.is_none() && cfg.on_stop.is_none(),
+            per_key: (cfg.breaker_per && cfg.breaker.is_some())
+                || (cfg.rate_limit_per && cfg.rate_limit.is_some())
+                || (cfg.bulkhead_per && cfg.bulkhead.is_some()),
             hooks: Hooks {
                 on_retry: match cfg.on_retry {
                     Some(hook) => Some(OnRetry::Fn(hook)),

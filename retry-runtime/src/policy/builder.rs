@@ -335,6 +335,7 @@ impl PolicyBuilder {
             // A call with a breaker per key is plain only with its key's guards.
             plain_settings: settings.allow_plain() && !on_stop && !self.guard_names.per_key(),
             plain_start: settings.deadline.is_none() && !on_stop,
+            per_key: self.guard_names.per_key(),
             hooks: self.hooks,
             loop_guards,
             settings,

@@ -39,7 +39,7 @@ impl Policy {
     /// [`PolicyBuilder::breaker_per`](super::PolicyBuilder::breaker_per)).
     #[inline(always)]
     pub(crate) fn per_key(&self) -> bool {
-        self.guard_names.per_key()
+        self.per_key
     }
 
     /// The guards of a call of this policy made now with `key` (see

@@ -99,6 +99,9 @@ pub struct Policy {
     /// Whether a call may start plain as far as the compiled policy says:
     /// no deadline to arm, no `on_stop` hook to time the call for.
     plain_start: bool,
+    /// Whether a call's key chooses any of its guards (`guard_names`
+    /// says, once: every call not made with its key's guards asks).
+    per_key: bool,
 }
 
 /// Which guards a policy names, when they are at most the retry loop's
