@@ -285,6 +285,52 @@ impl<G: PerKey> Keys<G> {
     }
 }
 
+/// What a guard keeps for the sets per key, whatever its kind: its key and
+/// the key's metrics label, when it is one key's guard, and how many times
+/// it was reconfigured (a set's keys follow their template's count).
+#[derive(Debug, Default)]
+pub(crate) struct KeyedPart {
+    key: Option<(Box<str>, Arc<str>)>,
+    generation: std::sync::atomic::AtomicU64,
+}
+
+impl KeyedPart {
+    /// The part of `key`'s guard, labelled `label` in metrics.
+    pub(crate) fn of(key: &str, label: Arc<str>) -> Self {
+        KeyedPart { key: Some((key.into(), label)), ..KeyedPart::default() }
+    }
+
+    /// The key, for one key's guard.
+    pub(crate) fn key(&self) -> Option<&str> {
+        self.key.as_ref().map(|(key, _)| &**key)
+    }
+
+    /// The key's metrics label, for one key's guard.
+    pub(crate) fn label(&self) -> Option<&str> {
+        self.key.as_ref().map(|(_, label)| &**label)
+    }
+
+    /// Times the guard was reconfigured.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The guard was reconfigured.
+    pub(crate) fn reconfigured(&self) {
+        self.generation.fetch_add(1, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The guard's name as a refusal gives it: `name`, or `name[key]` for
+    /// one key's guard.
+    #[cold]
+    pub(crate) fn named(&self, name: &str) -> String {
+        match self.key() {
+            None => name.to_owned(),
+            Some(key) => format!("{name}[{key}]"),
+        }
+    }
+}
+
 /// A guard's `max_keys` and `idle_for`, which a reload may change: read by
 /// a set per key as its template moves (for guards whose other settings
 /// are kept elsewhere).

@@ -114,12 +114,19 @@ impl BreakerId<'_> {
 
     #[cfg(feature = "metrics")]
     fn labels(&self) -> Vec<metrics::Label> {
-        let mut labels = vec![metrics::Label::new("breaker", self.name.to_owned())];
-        if let Some((_, label)) = self.key {
-            labels.push(metrics::Label::new("key", label.to_owned()));
-        }
-        labels
+        guard_labels("breaker", self.name, self.key.map(|(_, label)| label))
     }
+}
+
+/// A guard's metrics labels: its kind's label with its name, and for one
+/// key's guard, `key` with the key's (bounded) label.
+#[cfg(feature = "metrics")]
+fn guard_labels(kind: &'static str, name: &str, key: Option<&str>) -> Vec<metrics::Label> {
+    let mut labels = vec![metrics::Label::new(kind, name.to_owned())];
+    if let Some(key) = key {
+        labels.push(metrics::Label::new("key", key.to_owned()));
+    }
+    labels
 }
 
 /// A breaker went from `from` to `to` (`closed`, `open` or `half_open`).
@@ -205,11 +212,7 @@ pub(crate) fn budget_level(name: &str, available: impl FnOnce() -> u32) {
 #[cfg(feature = "metrics")]
 /// `key`: the key's label, for a bulkhead per key (bounded as a breaker's).
 pub(crate) fn bulkhead_key(name: &str, key: Option<&str>) -> metrics::Key {
-    let mut labels = vec![metrics::Label::new("bulkhead", name.to_owned())];
-    if let Some(key) = key {
-        labels.push(metrics::Label::new("key", key.to_owned()));
-    }
-    metrics::Key::from_parts("stormproof_bulkhead_in_use", labels)
+    metrics::Key::from_parts("stormproof_bulkhead_in_use", guard_labels("bulkhead", name, key))
 }
 
 #[cfg(feature = "metrics")]
@@ -254,13 +257,7 @@ pub(crate) fn throttle_probability(name: &str, probability: f64) {
 pub(crate) fn rate_limited(name: &str, key: Option<&str>, wait: Duration) {
     tracing::debug!(target: target::RATE_LIMIT, limiter = name, key = key.unwrap_or_default(), wait_ms = millis(wait), "over the rate limit");
     #[cfg(feature = "metrics")]
-    {
-        let mut labels = vec![metrics::Label::new("limiter", name.to_owned())];
-        if let Some(key) = key {
-            labels.push(metrics::Label::new("key", key.to_owned()));
-        }
-        metrics::counter!("stormproof_rate_limited_total", labels).increment(1);
-    }
+    metrics::counter!("stormproof_rate_limited_total", guard_labels("limiter", name, key)).increment(1);
 }
 
 /// An adaptive bulkhead limit moved.

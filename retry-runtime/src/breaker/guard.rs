@@ -147,9 +147,6 @@ impl Guard for CircuitBreaker {
 
     #[cold]
     fn rejection(&self) -> Rejection {
-        match self.key() {
-            None => Rejection::CircuitOpen { breaker: self.name().to_owned() },
-            Some(key) => Rejection::CircuitOpen { breaker: format!("{}[{key}]", self.name()) },
-        }
+        Rejection::CircuitOpen { breaker: self.keyed.named(self.name()) }
     }
 }

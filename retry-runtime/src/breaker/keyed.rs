@@ -30,7 +30,7 @@ impl PerKey for CircuitBreaker {
     fn for_key(&self, key: &str, label: Arc<str>, config: BreakerConfig) -> CircuitBreaker {
         let breaker = CircuitBreaker::unmeasured(self.name(), config)
             .unwrap_or_else(|_| unreachable!("a template's settings are valid"))
-            .with_key(key.into(), label);
+            .with_key(key, label);
         let breaker = match &self.hooks {
             Some(hooks) => breaker.with_hooks(Arc::clone(hooks)),
             None => breaker,

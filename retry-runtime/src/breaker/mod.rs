@@ -81,12 +81,9 @@ use crate::counter::PerThreadCounter;
 /// ```
 pub struct CircuitBreaker {
     name: String,
-    /// For a breaker of a [`KeyedBreakers`] set: its key, and the key's
-    /// metrics label (see `observe::BreakerId`).
-    key: Option<(Box<str>, std::sync::Arc<str>)>,
-    /// Times it was reconfigured: a set of breakers per key reconfigures
-    /// each key's breaker as its template's count moves (see `keyed`).
-    generation: AtomicU64,
+    /// Its key, for a breaker of a [`KeyedBreakers`] set, and how many
+    /// times it was reconfigured (see `keyed`).
+    keyed: crate::keyed::KeyedPart,
     published: AtomicU64,
     core: Mutex<BreakerCore>,
     origin: Instant,
@@ -188,8 +185,7 @@ impl CircuitBreaker {
         let core = BreakerCore::new(config);
         let breaker = CircuitBreaker {
             name: name.into(),
-            key: None,
-            generation: AtomicU64::new(0),
+            keyed: crate::keyed::KeyedPart::default(),
             published: AtomicU64::new(0),
             core: Mutex::new(core),
             origin: Instant::now(),
@@ -221,26 +217,23 @@ impl CircuitBreaker {
 
     /// Its key, for one of a breaker per key ([`KeyedBreakers`]).
     pub fn key(&self) -> Option<&str> {
-        self.key.as_ref().map(|(key, _)| &**key)
+        self.keyed.key()
     }
 
     /// This breaker as its traces and metrics name it.
     pub(crate) fn id(&self) -> crate::observe::BreakerId<'_> {
-        crate::observe::BreakerId {
-            name: &self.name,
-            key: self.key.as_ref().map(|(key, label)| (&**key, &**label)),
-        }
+        crate::observe::BreakerId { name: &self.name, key: self.keyed.key().zip(self.keyed.label()) }
     }
 
     /// The breaker as one of a set per key: `key`, labelled `label` in metrics.
-    pub(crate) fn with_key(mut self, key: Box<str>, label: std::sync::Arc<str>) -> Self {
-        self.key = Some((key, label));
+    pub(crate) fn with_key(mut self, key: &str, label: std::sync::Arc<str>) -> Self {
+        self.keyed = crate::keyed::KeyedPart::of(key, label);
         self
     }
 
-    /// Times it was reconfigured (see `generation`).
+    /// Times it was reconfigured (see `keyed`).
     pub(crate) fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Acquire)
+        self.keyed.generation()
     }
 
     /// The settings it runs on.
@@ -275,7 +268,7 @@ impl CircuitBreaker {
         self.slow_call_ms.store(slow_call_ms(&config), Ordering::Relaxed);
         core.reconfigure(config);
         self.publish(&core);
-        self.generation.fetch_add(1, Ordering::Release);
+        self.keyed.reconfigured();
         Ok(())
     }
 

@@ -87,10 +87,7 @@ impl Guard for Bulkhead {
 
     #[cold]
     fn rejection(&self) -> Rejection {
-        match self.key() {
-            None => Rejection::BulkheadFull { bulkhead: self.name().to_owned() },
-            Some(key) => Rejection::BulkheadFull { bulkhead: format!("{}[{key}]", self.name()) },
-        }
+        Rejection::BulkheadFull { bulkhead: self.keyed.named(self.name()) }
     }
 }
 

@@ -19,7 +19,7 @@ impl PerKey for Bulkhead {
     }
 
     fn generation(&self) -> u64 {
-        self.generation.load(std::sync::atomic::Ordering::Acquire)
+        self.keyed.generation()
     }
 
     fn bounds(config: &BulkheadConfig) -> (u32, Duration) {
@@ -33,7 +33,7 @@ impl PerKey for Bulkhead {
         Bulkhead {
             #[cfg(feature = "metrics")]
             gauge_key: crate::observe::bulkhead_key(self.name(), Some(&label)),
-            key: Some((key.into(), label)),
+            keyed: crate::keyed::KeyedPart::of(key, label),
             ..bulkhead
         }
     }
@@ -53,6 +53,6 @@ impl PerKey for Bulkhead {
 impl Bulkhead {
     /// Its key, for one of a bulkhead per key ([`KeyedBulkheads`]).
     pub fn key(&self) -> Option<&str> {
-        self.key.as_ref().map(|(key, _)| &**key)
+        self.keyed.key()
     }
 }

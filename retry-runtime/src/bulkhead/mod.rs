@@ -45,11 +45,9 @@ use crate::config::ConfigError;
 #[derive(Debug)]
 pub struct Bulkhead {
     name: String,
-    /// For a bulkhead of a [`KeyedBulkheads`] set: its key, and the key's
-    /// metrics label (see `keyed`).
-    key: Option<(Box<str>, std::sync::Arc<str>)>,
-    /// Times it was reconfigured (a set per key follows its template's).
-    generation: AtomicU64,
+    /// Its key, for a bulkhead of a [`KeyedBulkheads`] set, and how many
+    /// times it was reconfigured (see `keyed`).
+    keyed: crate::keyed::KeyedPart,
     /// `max_keys` and `idle_for` (see `BulkheadConfig`).
     per_key: crate::keyed::PerKeyBounds,
     max_concurrent: AtomicU32,
@@ -123,8 +121,7 @@ impl Bulkhead {
             #[cfg(feature = "metrics")]
             gauge_key: crate::observe::bulkhead_key(&name, None),
             name,
-            key: None,
-            generation: AtomicU64::new(0),
+            keyed: crate::keyed::KeyedPart::default(),
             per_key: crate::keyed::PerKeyBounds::new(config.max_keys, config.idle_for),
             max_concurrent: AtomicU32::new(config.max_concurrent),
             limit: AtomicU32::new(config.max_concurrent),
@@ -316,7 +313,7 @@ impl Bulkhead {
         self.max_concurrent.store(config.max_concurrent, Ordering::Relaxed);
         self.max_wait_nanos.store(wait_nanos(config.max_wait), Ordering::Relaxed);
         self.per_key.store(config.max_keys, config.idle_for);
-        self.generation.fetch_add(1, Ordering::Release);
+        self.keyed.reconfigured();
         Ok(())
     }
 }

@@ -61,6 +61,14 @@ fn max_attempts(policy: &Policy, settings: &Settings, nested: bool) -> u32 {
     max_attempts
 }
 
+/// Whether a call of `policy` made now starts plain, its settings allowing
+/// (`settings`): no override forbids it, DEBUG is off, and it is made
+/// outside any attempt (so not nested, and inheriting no key).
+#[inline(always)]
+fn plain_now(policy: &Policy, settings: bool) -> bool {
+    settings && !policy.override_forbids_plain() && !debug_enabled() && context::outside_attempts()
+}
+
 /// The call's span, unless no subscriber is interested in it.
 #[inline(never)]
 fn call_span(policy: &Policy) -> Option<tracing::Span> {
@@ -78,30 +86,23 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     /// built (a call with a key of its own is never plain: see `Parts`).
     #[inline(always)]
     pub(super) fn plain_guards<W: Shape>(policy: &'p Policy) -> Option<&'p crate::guards::Guards> {
-        let plain = policy.plain_settings()
-            && !policy.override_forbids_plain()
-            && !debug_enabled()
-            && context::outside_attempts();
-        if !plain {
+        if !plain_now(policy, policy.plain_settings()) {
             return None;
         }
         Self::global_guards_of::<W>(policy)
     }
 
     /// [`plain_guards`](Self::plain_guards) for a call whose key found its
-    /// guards (`preset`, from the registry in effect, whichever it is).
+    /// guards (`preset`, from the registry in effect, whichever it is): a
+    /// policy with guards per key has no plain settings of its own (its
+    /// calls without a key are never plain), so its settings are asked here.
     #[inline(always)]
     pub(super) fn plain_with(
         policy: &'p Policy,
         preset: &'p crate::guards::Guards,
     ) -> Option<&'p crate::guards::Guards> {
-        let settings = policy.compiled_settings();
-        let plain = settings.allow_plain()
-            && policy.hooks().on_stop.is_none()
-            && !policy.override_forbids_plain()
-            && !debug_enabled()
-            && context::outside_attempts();
-        plain.then_some(preset)
+        let settings = policy.compiled_settings().allow_plain() && policy.hooks().on_stop.is_none();
+        plain_now(policy, settings).then_some(preset)
     }
 
     /// The global registry's guards for a call of `policy`, unless it runs

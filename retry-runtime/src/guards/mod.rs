@@ -16,6 +16,7 @@ use crate::budget::RetryBudget;
 use crate::bulkhead::Bulkhead;
 use crate::bulkhead::KeyedBulkheads;
 use crate::guard::{AdmissionOf, GuardSet, PendingOf, PermitsOf};
+use crate::keyed::{Keyed, PerKey};
 use crate::rate_limit::KeyedRateLimits;
 use crate::rate_limit::RateLimit;
 use crate::registry::{self, GuardKind, Registry};
@@ -59,7 +60,7 @@ pub(crate) struct GuardNames {
 impl GuardNames {
     /// Whether a call's key chooses any of its guards.
     #[inline(always)]
-    pub(crate) fn per_key(&self) -> bool {
+    pub(crate) const fn per_key(&self) -> bool {
         self.breaker_per || self.rate_limit_per || self.bulkhead_per
     }
 }
@@ -185,6 +186,23 @@ impl Guards {
     }
 }
 
+/// One slot's guard for a call with `key`: when the slot is per key
+/// (`per`), its key's, in the set named `name` (found by `set`), else the
+/// policy's own.
+#[inline(always)]
+fn slot_for<'s, G: PerKey>(
+    per: bool,
+    name: Option<&str>,
+    own: &Option<Arc<G>>,
+    key: &str,
+    set: impl FnOnce(&str) -> &'s Keyed<G>,
+) -> Option<Arc<G>> {
+    match (per, name) {
+        (true, Some(name)) => Some(set(name).get(key)),
+        _ => own.clone(),
+    }
+}
+
 /// A policy's sets per key in one registry: the global one's, found once
 /// (a scoped registry's are found at each call, in a fresh cache).
 #[derive(Debug, Default)]
@@ -306,22 +324,21 @@ impl GuardCache {
 
     /// The guards of a call made now with `key`, for a policy whose names
     /// give it a guard per key: its other guards as [`guards`](Self::guards)
-    /// finds them, and its key's breaker and rate limit, from the registry
-    /// in effect.
+    /// finds them, and its key's breaker, rate limit and bulkhead, from the
+    /// registry in effect.
     pub(crate) fn per_key(&self, names: &GuardNames, key: &str) -> Guards {
         let per_key = |registry: &Registry, keyed: &PerKeyCache, base: &Guards| {
-            let breaker = match (names.breaker_per, names.breaker.as_deref()) {
-                (true, Some(name)) => Some(keyed.breakers(registry, name).get(key)),
-                _ => base.breaker.clone(),
-            };
-            let rate_limit = match (names.rate_limit_per, names.rate_limit.as_deref()) {
-                (true, Some(name)) => Some(keyed.rate_limits(registry, name).get(key)),
-                _ => base.rate_limit.clone(),
-            };
-            let bulkhead = match (names.bulkhead_per, names.bulkhead.as_deref()) {
-                (true, Some(name)) => Some(keyed.bulkheads(registry, name).get(key)),
-                _ => base.bulkhead.clone(),
-            };
+            let breaker = slot_for(names.breaker_per, names.breaker.as_deref(), &base.breaker, key, |name| {
+                keyed.breakers(registry, name)
+            });
+            let rate_limit =
+                slot_for(names.rate_limit_per, names.rate_limit.as_deref(), &base.rate_limit, key, |name| {
+                    keyed.rate_limits(registry, name)
+                });
+            let bulkhead =
+                slot_for(names.bulkhead_per, names.bulkhead.as_deref(), &base.bulkhead, key, |name| {
+                    keyed.bulkheads(registry, name)
+                });
             // Field by field: a whole clone would clone the handles replaced too.
             GuardSet {
                 throttle: base.throttle.clone(),

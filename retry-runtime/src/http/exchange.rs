@@ -156,8 +156,12 @@ pub(crate) async fn run<T: Transport>(
     request: T::Request,
 ) -> Result<T::Response, T::Error> {
     let plan = T::plan(&request);
-    // A breaker per key: the request's host's (see `Transport::breaker_key`).
-    let keyed = KeyedGuards::of_display(policy, &T::breaker_key(&request));
+    // Guards per key: the request's host's (see `Transport::breaker_key`),
+    // its text made only for a policy that has them.
+    let keyed = match policy.per_key() {
+        true => KeyedGuards::of_display(policy, &T::breaker_key(&request)),
+        false => None,
+    };
     let mut call = Call::new(policy, plan.key, Kept::default(), ByTransport::<T>(PhantomData))
         .with_target(Target::per_key(policy, &keyed));
     if !plan.retry {

@@ -112,18 +112,13 @@ impl Policy {
             throttle: borrowed(cfg.throttle),
             rate_limit: borrowed(cfg.rate_limit),
         };
+        let per_key = guard_names.per_key();
         Policy {
             operation: Cow::Borrowed(cfg.operation),
             // A call with a breaker per key is plain only with its key's guards.
-            plain_settings: settings.allow_plain()
-                && cfg.on_stop.is_none()
-                && !(cfg.breaker_per && cfg.breaker.is_some())
-                && !(cfg.rate_limit_per && cfg.rate_limit.is_some())
-                && !(cfg.bulkhead_per && cfg.bulkhead.is_some()),
+            plain_settings: settings.allow_plain() && cfg.on_stop.is_none() && !per_key,
             plain_start: settings.deadline.is_none() && cfg.on_stop.is_none(),
-            per_key: (cfg.breaker_per && cfg.breaker.is_some())
-                || (cfg.rate_limit_per && cfg.rate_limit.is_some())
-                || (cfg.bulkhead_per && cfg.bulkhead.is_some()),
+            per_key,
             hooks: Hooks {
                 on_retry: match cfg.on_retry {
                     Some(hook) => Some(OnRetry::Fn(hook)),

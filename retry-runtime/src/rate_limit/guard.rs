@@ -28,9 +28,6 @@ impl Guard for RateLimit {
 
     #[cold]
     fn rejection(&self) -> Rejection {
-        match self.key() {
-            None => Rejection::RateLimited { limiter: self.name().to_owned() },
-            Some(key) => Rejection::RateLimited { limiter: format!("{}[{key}]", self.name()) },
-        }
+        Rejection::RateLimited { limiter: self.keyed.named(self.name()) }
     }
 }

@@ -18,7 +18,7 @@ impl PerKey for RateLimit {
     }
 
     fn generation(&self) -> u64 {
-        self.generation.load(std::sync::atomic::Ordering::Acquire)
+        self.keyed.generation()
     }
 
     fn bounds(config: &RateLimitConfig) -> (u32, Duration) {
@@ -29,7 +29,7 @@ impl PerKey for RateLimit {
     fn for_key(&self, key: &str, label: Arc<str>, config: RateLimitConfig) -> RateLimit {
         let limit = RateLimit::new(self.name(), config)
             .unwrap_or_else(|_| unreachable!("a template's settings are valid"));
-        RateLimit { key: Some((key.into(), label)), ..limit }
+        RateLimit { keyed: crate::keyed::KeyedPart::of(key, label), ..limit }
     }
 
     fn follow(&self, config: RateLimitConfig) {
@@ -41,11 +41,6 @@ impl PerKey for RateLimit {
 impl RateLimit {
     /// Its key, for one of a rate limit per key ([`KeyedRateLimits`]).
     pub fn key(&self) -> Option<&str> {
-        self.key.as_ref().map(|(key, _)| &**key)
-    }
-
-    /// Its key's metrics label, for one of a rate limit per key.
-    pub(super) fn key_label(&self) -> Option<&str> {
-        self.key.as_ref().map(|(_, label)| &**label)
+        self.keyed.key()
     }
 }

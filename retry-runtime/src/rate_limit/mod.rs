@@ -62,11 +62,9 @@ type Limiter = RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<D
 #[derive(Debug)]
 pub struct RateLimit {
     name: String,
-    /// For a limiter of a [`KeyedRateLimits`] set: its key, and the key's
-    /// metrics label (see `keyed`).
-    key: Option<(Box<str>, std::sync::Arc<str>)>,
-    /// Times it was reconfigured (a set per key follows its template's).
-    generation: AtomicU64,
+    /// Its key, for a limiter of a [`KeyedRateLimits`] set, and how many
+    /// times it was reconfigured (see `keyed`).
+    keyed: crate::keyed::KeyedPart,
     /// `max_keys` and `idle_for`, reconfigurable (see `RateLimitConfig`).
     per_key: PerKeyBounds,
     /// The quota the limiter was built for: `max_wait` is in `max_wait_nanos`.
@@ -93,9 +91,9 @@ impl RateLimit {
         let clock = TokioClock { origin: Instant::now() };
         let limiter = RateLimiter::direct_with_clock(config.quota()?, clock.clone());
         let max_wait_nanos = AtomicU64::new(wait_nanos(config.max_wait));
-        let (key, generation, per_key) =
-            (None, AtomicU64::new(0), PerKeyBounds::new(config.max_keys, config.idle_for));
-        Ok(RateLimit { name: name.into(), key, generation, per_key, config, max_wait_nanos, limiter, clock })
+        let (keyed, per_key) =
+            (crate::keyed::KeyedPart::default(), PerKeyBounds::new(config.max_keys, config.idle_for));
+        Ok(RateLimit { name: name.into(), keyed, per_key, config, max_wait_nanos, limiter, clock })
     }
 
     /// The name this limiter was declared under.
@@ -138,7 +136,7 @@ impl RateLimit {
         self.check_reconfigure(&config)?;
         self.max_wait_nanos.store(wait_nanos(config.max_wait), Ordering::Relaxed);
         self.per_key.store(config.max_keys, config.idle_for);
-        self.generation.fetch_add(1, Ordering::Release);
+        self.keyed.reconfigured();
         Ok(())
     }
 
@@ -197,7 +195,7 @@ impl RateLimit {
                     let waited = now.saturating_sub(*started.get_or_insert(now));
                     let total = waited.saturating_add(not_until.wait_time_from(now));
                     if self.max_wait().is_none_or(|max| total > max) {
-                        crate::observe::rate_limited(&self.name, self.key_label(), total);
+                        crate::observe::rate_limited(&self.name, self.keyed.label(), total);
                         return Err(Late::OverRate(OverRate { wait: total }));
                     }
                     let left = total - waited;
