@@ -186,3 +186,109 @@ async fn the_operations_own_breaker_is_the_breaker_named_after_it() {
     let report = registry.check();
     assert!(report.undeclared.iter().all(|u| u.name != "orders"), "{report}");
 }
+
+/// A configuration file turns an operation's breaker off without a rebuild
+/// (`breaker = "none"` in its `[operations."..."]` table) and back on when
+/// the key goes; the reload says so; any other value is refused at the key.
+/// Off, the budget alone governs a dead dependency (as with the attribute's
+/// `breaker = "none"`) and nothing is refused; back on, the breaker, which
+/// heard nothing meanwhile, opens on the next crowd as it would have.
+#[tokio::test(start_paused = true)]
+async fn a_file_turns_an_operations_breaker_off_and_on() {
+    let registry = Registry::new();
+    let off = "[operations.\"default_breaker::plain\"]\nmax_attempts = 4\nbreaker = \"none\"\n";
+    let on = "[operations.\"default_breaker::plain\"]\nmax_attempts = 4\n";
+    registry.load_toml(off).unwrap();
+    let down = Dependency::new(false, 0);
+    let (sent, refused) = crowd(&registry, &down, plain).await;
+    assert!((2_000..=2_300).contains(&sent), "the file's breaker = \"none\": {sent} requests");
+    assert_eq!(refused, 0, "no breaker asked, no refusal");
+    let breaker = registry.breaker("default_breaker::plain");
+    assert!(breaker.is_none_or(|b| b.state() == BreakerState::Closed), "it heard none of the failures");
+
+    let report = registry.reload_toml(on).unwrap();
+    assert!(report.to_string().contains("breaker none -> on"), "{report}");
+    let (sent, refused) = crowd(&registry, &down, plain).await;
+    assert!(sent <= 100 + 10, "the breaker is back: {sent} requests for 2,000 calls");
+    assert!(refused >= 1_900, "the open breaker refused {refused} calls");
+
+    let report = registry.reload_toml(off).unwrap();
+    assert!(report.to_string().contains("breaker on -> none"), "{report}");
+    let (sent, refused) = crowd(&registry, &down, plain).await;
+    assert!(sent >= 2_000 && refused == 0, "off again, though open: {sent} requests, {refused} refused");
+
+    let named = "[operations.\"default_breaker::plain\"]\nbreaker = \"payments\"\n";
+    let error = registry.reload_toml(named).unwrap_err().to_string();
+    assert!(error.contains(":2:11") && error.contains("`breaker` can only be \"none\" here"), "{error}");
+}
+
+/// An operation named only by this test, in the global registry.
+#[resilient(max_attempts = 4, base_ms = 100, name = "default_breaker::global")]
+async fn global(dependency: Arc<Dependency>) -> Result<(), Error<IoError>> {
+    dependency.answer()
+}
+
+/// The file's switch in the global registry, where a call may make its
+/// first attempt plain: one test, since both of its parts load files into
+/// the one global registry (`cargo test` runs a binary's tests on threads
+/// of one process).
+#[tokio::test(start_paused = true)]
+async fn in_the_global_registry_a_file_turns_the_breaker_off_for_every_attempt() {
+    a_file_turns_the_breaker_off_for_the_plain_first_attempt_too().await;
+    a_reload_during_the_first_attempt_turns_the_breaker_off_for_the_retries().await;
+}
+
+/// A call whose function names a breaker may make its first attempt
+/// plain: the file's `breaker = "none"` makes it ask none there too (300
+/// calls of a dead dependency, no refusal), and the breaker is back once
+/// the key goes.
+async fn a_file_turns_the_breaker_off_for_the_plain_first_attempt_too() {
+    let registry = stormproof::registry();
+    let off = "[operations.\"default_breaker::global\"]\nbreaker = \"none\"\n";
+    registry.load_toml(off).unwrap();
+    let down = Dependency::new(false, 0);
+    let refused = async |calls: u32| {
+        let mut refused = 0;
+        for _ in 0..calls {
+            if let Err(Error::Rejected(Rejection::CircuitOpen { .. })) = global(down.clone()).await {
+                refused += 1;
+            }
+        }
+        refused
+    };
+    assert_eq!(refused(300).await, 0, "the file's breaker = \"none\"");
+    registry.reload_toml("").unwrap();
+    assert!(refused(300).await >= 200, "the breaker is back");
+}
+
+/// Attempts of `midway`, and the gate its first attempt waits at.
+static MIDWAY_ATTEMPTS: AtomicU32 = AtomicU32::new(0);
+static MIDWAY_GATE: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+/// An operation of this test's own, in the global registry: its first
+/// attempt waits at the gate; every attempt fails.
+#[resilient(max_attempts = 3, base_ms = 100, name = "default_breaker::midway")]
+async fn midway() -> Result<(), Error<IoError>> {
+    if MIDWAY_ATTEMPTS.fetch_add(1, Ordering::SeqCst) == 0 {
+        MIDWAY_GATE.notified().await;
+    }
+    Err(IoError::from(ErrorKind::ConnectionReset))?
+}
+
+/// A call whose first attempt started plain, with the breaker, when a
+/// reload turns the breaker off: its retries run on the new settings, the
+/// breaker off, so the breaker (forced open meanwhile) refuses none of them.
+async fn a_reload_during_the_first_attempt_turns_the_breaker_off_for_the_retries() {
+    let registry = stormproof::registry();
+    let call = tokio::spawn(midway());
+    while MIDWAY_ATTEMPTS.load(Ordering::SeqCst) == 0 {
+        tokio::task::yield_now().await;
+    }
+    registry.load_toml("[operations.\"default_breaker::midway\"]\nbreaker = \"none\"\n").unwrap();
+    registry.breaker("default_breaker::midway").expect("the operation's own").force_open();
+    MIDWAY_GATE.notify_one();
+    let result = call.await.expect("no panic");
+    assert!(matches!(result, Err(Error::Inner(_))), "the last attempt's error, not a refusal: {result:?}");
+    assert_eq!(MIDWAY_ATTEMPTS.load(Ordering::SeqCst), 3, "every retry ran");
+    registry.reload_toml("").unwrap();
+}

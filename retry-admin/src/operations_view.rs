@@ -53,6 +53,7 @@ impl OperationView {
                 row("attempt_timeout_ms", optional(settings.attempt_timeout), &sources.attempt_timeout),
                 row("deadline_ms", optional(settings.deadline), &sources.deadline),
                 row("budget", if settings.budget { "on" } else { "none" }.to_owned(), &sources.budget),
+                row("breaker", if settings.breaker { "on" } else { "none" }.to_owned(), &sources.breaker),
             ],
         }
     }

@@ -24,6 +24,11 @@ pub struct Settings {
     /// or a named one), `false` for one compiled with `budget = "none"` or
     /// whose `[operations."..."]` table says `budget = "none"`.
     pub budget: bool,
+    /// Whether attempts ask the operation's circuit breaker, and it hears
+    /// how they end: `true` for an operation with a breaker (its own by
+    /// default, or a named one), `false` for one compiled with `breaker =
+    /// "none"` or whose `[operations."..."]` table says `breaker = "none"`.
+    pub breaker: bool,
 }
 
 impl Settings {
@@ -81,6 +86,8 @@ pub struct SettingSources {
     pub deadline: SettingSource,
     /// Of whether retries are paid from a budget (`budget`).
     pub budget: SettingSource,
+    /// Of whether attempts ask a circuit breaker (`breaker`).
+    pub breaker: SettingSource,
 }
 
 impl SettingSources {
@@ -94,6 +101,7 @@ impl SettingSources {
         attempt_timeout: SettingSource::Compiled,
         deadline: SettingSource::Compiled,
         budget: SettingSource::Compiled,
+        breaker: SettingSource::Compiled,
     };
 }
 

@@ -163,6 +163,28 @@ impl CircuitBreaker {
         self.shared.store(false, super::Ordering::Relaxed);
     }
 
+    /// The breaker a call asks in its breaker's place when its operation's
+    /// override (a configuration file's `breaker = "none"`) turned the
+    /// breaker off but its function was compiled with one (the compiled
+    /// shape has a breaker slot): forced closed, so it admits every
+    /// attempt and is never judged; in no registry, so nothing reports it.
+    /// One for the process, made at first use.
+    pub(crate) fn off() -> std::sync::Arc<CircuitBreaker> {
+        static OFF: std::sync::OnceLock<std::sync::Arc<CircuitBreaker>> = std::sync::OnceLock::new();
+        let off = OFF.get_or_init(|| {
+            let breaker = CircuitBreaker::unmeasured(super::NO_BREAKER, BreakerConfig::default())
+                .unwrap_or_else(|_| unreachable!("the default settings are valid"));
+            {
+                // Forced without announcing it: no one named this breaker.
+                let mut core = breaker.lock();
+                let _ = core.force(Some(BreakerState::Closed));
+                breaker.publish(&core);
+            }
+            std::sync::Arc::new(breaker)
+        });
+        std::sync::Arc::clone(off)
+    }
+
     fn force(&self, state: Option<BreakerState>) {
         let mut core = self.lock();
         let transition = core.force(state);

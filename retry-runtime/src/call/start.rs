@@ -172,6 +172,16 @@ impl<'p, S: Default, H, V: Shape> Call<'p, S, H, V> {
     pub(super) fn adopt_override(&mut self) {
         self.started = Started::General;
         if let Some(settings) = settings_now(self.policy) {
+            if !settings.breaker
+                && let Some(cached) = self.cached.take()
+            {
+                // Its retries on the override's guards too: the breaker off.
+                if let GuardsRef::Scoped(guards) = GuardsRef::Cached(cached).with_breaker_off() {
+                    self.more().scoped = Some(guards);
+                } else {
+                    self.cached = Some(cached);
+                }
+            }
             self.max_attempts = settings.max_attempts;
             let deadline = settings.deadline.and_then(clock::instant_after);
             let more = self.more();
@@ -188,6 +198,8 @@ impl<'p, S: Default, H, V: Shape> Call<'p, S, H, V> {
         self.started = Started::General;
         let overridden = if policy.may_be_overridden() { settings_now(policy) } else { None };
         let settings = overridden.as_deref().unwrap_or(policy.compiled_settings());
+        // A file's `breaker = "none"` (an override never allows a plain start).
+        let guards = if settings.breaker { guards } else { guards.with_breaker_off() };
         self.max_attempts = max_attempts(policy, settings, nested);
         let deadline = settings.deadline.and_then(clock::instant_after);
         let span = if debug_enabled() { call_span(policy) } else { None };

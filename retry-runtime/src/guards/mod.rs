@@ -250,6 +250,25 @@ impl std::ops::Deref for GuardsRef<'_> {
     }
 }
 
+impl<'p> GuardsRef<'p> {
+    /// These guards with the breaker off, for a call whose operation's
+    /// override says `breaker = "none"`: in its place, a breaker that
+    /// admits every attempt and judges nothing (`CircuitBreaker::off`),
+    /// since a function compiled with a breaker has a slot for one. A set
+    /// with a breaker is copied (its handles cloned, one allocation per call
+    /// of such an operation: an operator's switch, not a path to make
+    /// cheap); one without is given back as it is.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn with_breaker_off(self) -> GuardsRef<'p> {
+        if self.breaker.is_none() {
+            return self;
+        }
+        let off = Some(crate::breaker::CircuitBreaker::off());
+        GuardsRef::Scoped(Arc::new(GuardSet { breaker: off, ..(*self).clone() }))
+    }
+}
+
 /// How many scoped registries' guards one policy remembers (tests use one each).
 const SCOPED_CACHE_SIZE: usize = 16;
 

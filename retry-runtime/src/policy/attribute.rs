@@ -99,6 +99,7 @@ impl Policy {
                 None => None,
             },
             budget: budget.is_some(),
+            breaker: breaker.is_some(),
         };
         let guard_names = GuardNames {
             breaker: borrowed(breaker),

@@ -321,6 +321,7 @@ impl PolicyBuilder {
             deadline: self.deadline,
             hedge: self.hedge,
             budget: self.guard_names.budget.is_some(),
+            breaker: self.guard_names.breaker.is_some(),
         };
         let loop_guards = LoopGuards::of(
             self.guard_names.breaker.is_some(),

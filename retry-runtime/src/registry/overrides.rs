@@ -74,9 +74,13 @@ pub(crate) type OverriddenPolicies = Vec<&'static PolicyOverrides>;
 /// their plain first attempt.)
 pub(crate) const FORBIDS_PLAIN: u32 = 1 << 16;
 
-/// What an override of `settings` adds to its policies' counters.
+/// What an override of `settings` adds to its policies' counters. One
+/// that turns the breaker off (`breaker = "none"`) is not plain either: a
+/// plain first attempt asks the guards it was compiled with. (An override
+/// of an operation compiled without a breaker says `false` too, and only
+/// loses the plain first attempt it could have kept.)
 fn weight(settings: &Settings) -> u32 {
-    1 + if settings.allow_plain() { 0 } else { FORBIDS_PLAIN }
+    1 + if settings.allow_plain() && settings.breaker { 0 } else { FORBIDS_PLAIN }
 }
 
 #[derive(Default)]

@@ -196,11 +196,12 @@ pub(super) fn settings_diff(old: &Settings, new: &Settings) -> Vec<String> {
         ("jitter", old.backoff.jitter.to_string(), new.backoff.jitter.to_string()),
         ("attempt_timeout_ms", maybe(old.attempt_timeout, ms), maybe(new.attempt_timeout, ms)),
         ("deadline_ms", maybe(old.deadline, ms), maybe(new.deadline, ms)),
-        ("budget", budget_use(old.budget).to_owned(), budget_use(new.budget).to_owned()),
+        ("budget", on_or_none(old.budget).to_owned(), on_or_none(new.budget).to_owned()),
+        ("breaker", on_or_none(old.breaker).to_owned(), on_or_none(new.breaker).to_owned()),
     ])
 }
 
-/// How an operation's `budget` reads in a report: paid from one, or `"none"`.
-pub(crate) fn budget_use(budget: bool) -> &'static str {
-    if budget { "on" } else { "none" }
+/// How an operation's `budget` or `breaker` reads in a report: in use, or `"none"`.
+fn on_or_none(used: bool) -> &'static str {
+    if used { "on" } else { "none" }
 }

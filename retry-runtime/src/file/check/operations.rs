@@ -52,6 +52,9 @@ pub(crate) fn merged_operations(
         if value.no_budget.is_some() {
             settings.budget = false;
         }
+        if value.no_breaker.is_some() {
+            settings.breaker = false;
+        }
         let at = |key: Option<Span>| key.unwrap_or_else(|| span.clone());
         let before = problems.len();
         if let (Err(error), Some((_, given))) =
@@ -141,5 +144,6 @@ fn sources(value: &OperationOverride, problems: &Problems<'_>) -> SettingSources
         attempt_timeout: source(value.attempt_timeout.as_ref().map(|(_, s)| s)),
         deadline: source(value.deadline.as_ref().map(|(_, s)| s)),
         budget: source(value.no_budget.as_ref()),
+        breaker: source(value.no_breaker.as_ref()),
     }
 }

@@ -38,8 +38,17 @@ use values::{Entry, count, millis, number, unknown_key};
 
 const SECTIONS: &[&str] =
     &["breakers", "budgets", "bulkheads", "throttles", "rate_limits", "operations", "fleet"];
-const OPERATION_KEYS: &[&str] =
-    &["max_attempts", "base_ms", "cap_ms", "factor", "jitter", "attempt_timeout_ms", "deadline_ms", "budget"];
+const OPERATION_KEYS: &[&str] = &[
+    "max_attempts",
+    "base_ms",
+    "cap_ms",
+    "factor",
+    "jitter",
+    "attempt_timeout_ms",
+    "deadline_ms",
+    "budget",
+    "breaker",
+];
 
 /// A file's tables as parse read them, with the positions the checks
 /// point at.
@@ -110,6 +119,8 @@ pub(crate) struct OperationOverride {
     pub(crate) deadline: Option<(Duration, Span)>,
     /// `budget = "none"`: retries take nothing from the operation's budget.
     pub(crate) no_budget: Option<Span>,
+    /// `breaker = "none"`: attempts do not ask the operation's breaker.
+    pub(crate) no_breaker: Option<Span>,
 }
 
 /// What parse made of a file: the tables it read, and the problems it
@@ -281,22 +292,27 @@ fn operation(entries: &[Entry<'_>], _table: &Span, problems: &mut Problems<'_>) 
         jitter,
         attempt_timeout: millis(entries, "attempt_timeout_ms", problems),
         deadline: millis(entries, "deadline_ms", problems),
-        no_budget: no_budget(entries, problems),
+        no_budget: only_none(entries, "budget", "retries take nothing from a budget", problems),
+        no_breaker: only_none(entries, "breaker", "attempts do not ask a breaker", problems),
     };
     (problems.len() == before).then_some(operation)
 }
 
-/// `budget`, if given: only `"none"`, since a function's budget is named
-/// in its code.
-fn no_budget(entries: &[Entry<'_>], problems: &mut Problems<'_>) -> Option<Span> {
-    let (_, value) = entries.iter().find(|(k, _)| k.get_ref().as_ref() == "budget")?;
+/// `budget` or `breaker`, if given: only `"none"` (what it means: `effect`),
+/// since a function's guards are named in its code. `"none"` is both
+/// [`NO_BUDGET`](crate::budget::NO_BUDGET) and
+/// [`NO_BREAKER`](crate::breaker::NO_BREAKER).
+fn only_none(entries: &[Entry<'_>], key: &str, effect: &str, problems: &mut Problems<'_>) -> Option<Span> {
+    let (_, value) = entries.iter().find(|(k, _)| k.get_ref().as_ref() == key)?;
     match value.get_ref() {
         DeValue::String(name) if name.as_ref() == crate::budget::NO_BUDGET => Some(value.span()),
         _ => {
             problems.push(
                 &value.span(),
-                Some("budget"),
-                "`budget` can only be \"none\" here (retries take nothing from a budget): a function's budget is named in its code".to_owned(),
+                Some(key),
+                format!(
+                    "`{key}` can only be \"none\" here ({effect}): a function's {key} is named in its code"
+                ),
             );
             None
         }
