@@ -48,9 +48,9 @@ fi
   echo "is the requests the server got per call offered (amplification), during the trigger and after"
   echo "it; goodput is successful calls a second; *back within 95 %* is the time from the trigger's end"
   echo "until a second's goodput is back within 95 % of before's. Our strategies carry the operation's"
-  echo "own breaker and budget unless they name theirs. The adaptive strategy's bulkhead has no"
-  echo "\`max_wait\`: calls it held at the client during a trigger are sent after it, so its load after"
-  echo "a trigger can be above 1x with no retry in it (its goodput after is then above the offered load)."
+  echo "own breaker and budget unless they name theirs. The adaptive strategy's bulkhead keeps the"
+  echo "default \`max_wait\` (1 s): a call it held at the client longer is refused, not sent after the"
+  echo "trigger, so its load after a trigger holds no backlog of more than a second's calls."
   echo
   cpu="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
   echo "- CPU: ${cpu:-unknown}, \`nproc\` = $(nproc), load average before the run: $load"

@@ -2,7 +2,7 @@
 
 use stormproof::{
     Registry,
-    bulkhead::{AdaptiveLimit, BulkheadConfig},
+    bulkhead::{AdaptiveLimit, BulkheadConfig, DEFAULT_MAX_WAIT},
     rate_limit::RateLimitConfig,
     throttle::ThrottleConfig,
 };
@@ -50,7 +50,7 @@ fn a_file_declares_throttles_rate_limits_and_adaptive_bulkheads() {
         registry.bulkhead("db").unwrap().config(),
         BulkheadConfig {
             max_concurrent: 16,
-            max_wait: None,
+            max_wait: Some(DEFAULT_MAX_WAIT),
             adaptive: Some(AdaptiveLimit::gradient(2).tolerance(2.0).smoothing(0.5)),
             ..Default::default()
         }

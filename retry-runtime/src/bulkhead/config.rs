@@ -7,6 +7,9 @@ use tokio::sync::Semaphore;
 use super::AdaptiveLimit;
 use crate::config::{ConfigError, positive};
 
+/// How long an attempt waits for a bulkhead's place by default: a second.
+pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(1);
+
 /// Settings of a [`Bulkhead`](super::Bulkhead); every field has a default.
 ///
 /// ```
@@ -22,8 +25,10 @@ pub struct BulkheadConfig {
     /// limit may reach). Default 10.
     pub max_concurrent: u32,
     /// How long an attempt may wait for a permit before it is rejected with
-    /// `BulkheadFull`; `None` (the default) waits as long as it takes (still
-    /// bounded by the call's deadline, if any).
+    /// `BulkheadFull`: by default [`DEFAULT_MAX_WAIT`], a second; `None`
+    /// waits as long as it takes (still bounded by the call's deadline, if
+    /// any). Bounded by default because a queue at the client is a backlog
+    /// a slow dependency receives all at once when it recovers.
     pub max_wait: Option<Duration>,
     /// Moves the limit within `[min, max_concurrent]` by what the answers
     /// say (see [`AdaptiveLimit`]); `None` (the default) keeps it at
@@ -43,7 +48,7 @@ impl Default for BulkheadConfig {
     fn default() -> Self {
         BulkheadConfig {
             max_concurrent: 10,
-            max_wait: None,
+            max_wait: Some(DEFAULT_MAX_WAIT),
             adaptive: None,
             max_keys: 1_024,
             idle_for: Duration::from_secs(600),

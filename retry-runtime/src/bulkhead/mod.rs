@@ -20,7 +20,7 @@ mod keyed;
 mod limit;
 mod places;
 
-pub use config::BulkheadConfig;
+pub use config::{BulkheadConfig, DEFAULT_MAX_WAIT};
 pub use keyed::KeyedBulkheads;
 
 pub use limit::{AdaptiveLimit, LimitCore};
@@ -341,6 +341,18 @@ mod tests {
         drop(held);
         assert!(b.acquire().await.is_ok());
         assert_eq!(b.in_use(), 0);
+    }
+
+    /// The default bounds the wait: a second, then `BulkheadFull`.
+    #[tokio::test(start_paused = true)]
+    async fn by_default_a_waiter_is_rejected_after_a_second() {
+        let b = Bulkhead::new("x", BulkheadConfig { max_concurrent: 1, ..Default::default() }).unwrap();
+        let _held = b.acquire().await.unwrap();
+        let start = tokio::time::Instant::now();
+        // Bounded here too, so that an unbounded default fails and does not hang.
+        let waited = tokio::time::timeout(Duration::from_secs(60), b.acquire()).await;
+        assert_eq!(waited.expect("refused within the minute").unwrap_err(), BulkheadFull);
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
     }
 
     #[test]
