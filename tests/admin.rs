@@ -312,7 +312,7 @@ async fn a_key_of_the_fleets_of_another_type_replaced_is_a_line_on_the_dashboard
 async fn the_snapshot_lists_each_operation_with_its_settings_and_their_sources() {
     let registry = guards();
     registry
-        .load_toml("[operations.\"admin::quote\"]\njitter = \"none\"\nmax_attempts = 3\nbudget = \"none\"\nbreaker = \"none\"\n")
+        .load_toml("[operations.\"admin::quote\"]\njitter = \"none\"\nmax_attempts = 3\nbudget = \"none\"\nbreaker = \"none\"\npriority = \"critical\"\n")
         .unwrap();
     let addr = serve(admin::router(&registry).into_router()).await;
     let snap = snapshot(addr).await;
@@ -331,6 +331,7 @@ async fn the_snapshot_lists_each_operation_with_its_settings_and_their_sources()
             ("deadline_ms", "none", "compiled"),
             ("budget", "none", "<toml>:4"),
             ("breaker", "none", "<toml>:5"),
+            ("priority", "critical", "<toml>:6"),
         ]
     );
 }

@@ -861,6 +861,63 @@ async fn the_named_budget_and_bulkhead_apply() {
         .await;
 }
 
+/// A request's `x-priority` header sets its call's priority (issue 44,
+/// item 6): with the bulkhead full, a `sheddable` request is refused at
+/// once, a request without the header waits its `max_wait`, and a
+/// `critical` one gets the place that comes free before an earlier
+/// request of the default priority.
+#[tokio::test(start_paused = true)]
+async fn a_requests_x_priority_header_sets_its_priority() {
+    let registry = Registry::new();
+    registry
+        .declare_bulkhead(
+            "search",
+            BulkheadConfig { max_concurrent: 1, max_wait: Some(ms(500)), ..Default::default() },
+        )
+        .unwrap();
+    let served = Arc::new(Mutex::new(Vec::new()));
+    let log = served.clone();
+    let slow = service_fn(move |request: Request<Body>| {
+        let tag = request.headers().get("x-tag").map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default();
+        log.lock().unwrap().push(tag);
+        async move {
+            tokio::time::sleep(ms(100)).await;
+            Ok::<_, Infallible>(reply(200))
+        }
+    });
+    let layered = ResilientLayer::new(policy(1).bulkhead("search").build().unwrap()).layer(slow);
+    let tagged = |tag: &str, priority: Option<&str>| {
+        let mut request = get("http://in-process/");
+        request.headers_mut().insert("x-tag", tag.parse().unwrap());
+        if let Some(priority) = priority {
+            request.headers_mut().insert("x-priority", priority.parse().unwrap());
+        }
+        request
+    };
+    registry
+        .scope(async {
+            let send = |request| tokio::spawn(Registry::current().scope(layered.clone().oneshot(request)));
+            let holder = send(tagged("holder", None));
+            tokio::task::yield_now().await;
+            let start = tokio::time::Instant::now();
+            let shed = layered.clone().oneshot(tagged("shed", Some("sheddable"))).await.unwrap_err();
+            assert!(
+                matches!(shed.downcast_ref::<Rejection>(), Some(Rejection::BulkheadFull { .. })),
+                "{shed}"
+            );
+            assert_eq!(start.elapsed(), Duration::ZERO, "refused at once");
+            let earlier = send(tagged("default", None));
+            tokio::task::yield_now().await;
+            let critical = send(tagged("critical", Some("Critical")));
+            tokio::task::yield_now().await;
+            for call in [holder, critical, earlier] {
+                assert_eq!(call.await.unwrap().unwrap().status(), StatusCode::OK);
+            }
+        })
+        .await;
+    assert_eq!(*served.lock().unwrap(), ["holder", "critical", "default"], "the critical request first");
+}
+
 #[tokio::test(start_paused = true)]
 async fn cloning_serves_any_clone_request_and_classifies_only_errors() {
     let calls = Arc::new(AtomicU32::new(0));

@@ -54,6 +54,7 @@ impl OperationView {
                 row("deadline_ms", optional(settings.deadline), &sources.deadline),
                 row("budget", if settings.budget { "on" } else { "none" }.to_owned(), &sources.budget),
                 row("breaker", if settings.breaker { "on" } else { "none" }.to_owned(), &sources.breaker),
+                row("priority", settings.priority.to_string(), &sources.priority),
             ],
         }
     }

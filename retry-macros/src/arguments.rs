@@ -52,6 +52,8 @@ pub(crate) struct Argument {
 
 pub(crate) const JITTERS: &[&str] = &["full", "equal", "decorrelated", "none"];
 pub(crate) const NESTED: &[&str] = &["once", "retry"];
+/// The runtime's `Priority::NAMES`.
+pub(crate) const PRIORITIES: &[&str] = &["critical", "default", "sheddable"];
 
 /// Every argument, in the order the docs list them.
 pub(crate) const ARGUMENTS: &[Argument] = &[
@@ -73,6 +75,12 @@ pub(crate) const ARGUMENTS: &[Argument] = &[
     Argument { name: "bulkhead", kind: Kind::Name, default: Default::None, example: "\"payment\"" },
     Argument { name: "throttle", kind: Kind::Name, default: Default::None, example: "\"payment\"" },
     Argument { name: "rate_limit", kind: Kind::Name, default: Default::None, example: "\"payment\"" },
+    Argument {
+        name: "priority",
+        kind: Kind::OneOf(PRIORITIES),
+        default: Default::Choice("default"),
+        example: "\"critical\"",
+    },
     Argument { name: "hedge_after_ms", kind: Kind::Integer, default: Default::None, example: "50" },
     Argument { name: "max_hedges", kind: Kind::Integer, default: Default::Integer(1), example: "1" },
     Argument { name: "fallback", kind: Kind::FnPath, default: Default::None, example: "cached_price" },

@@ -57,6 +57,7 @@ use parse::{Args, Errors};
 /// | `bulkhead` | string | none | named concurrency limit |
 /// | `throttle` | string | none | named client-side throttle (adaptive: refuses locally when the dependency rejects) |
 /// | `rate_limit` | string | none | named rate limiter |
+/// | `priority` | `"critical"`, `"default"`, `"sheddable"` | `"default"` | how much the calls matter when a bulkhead, rate limit or throttle is saturated: sheddable ones are refused first, critical ones last |
 /// | `hedge_after_ms` | integer > 0 | none | start another attempt beside one not finished by then; the first success wins |
 /// | `max_hedges` | integer 1..=3 | 1 | hedges per round (needs `hedge_after_ms`) |
 /// | `fallback` | path to an `async fn(E) -> Result<T, E>` | none | called with the final error; what it returns is the call's result |

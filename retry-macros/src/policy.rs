@@ -28,6 +28,7 @@ pub(crate) fn attribute_config(sig: &Signature, plan: &Plan, rt: &TokenStream) -
     let cap_ms = Literal::u64_suffixed(plan.cap_ms);
     let factor_milli = Literal::u32_suffixed(plan.factor_milli);
     let jitter = Ident::new(&capitalized(plan.jitter), Span::call_site());
+    let priority = Ident::new(&capitalized(plan.priority), Span::call_site());
     let attempt_timeout_ms = option(plan.attempt_timeout_ms.map(Literal::u64_suffixed));
     let deadline_ms = option(plan.deadline_ms.map(Literal::u64_suffixed));
     let breaker = option(plan.breaker.as_deref().map(Literal::string));
@@ -77,11 +78,13 @@ pub(crate) fn attribute_config(sig: &Signature, plan: &Plan, rt: &TokenStream) -
             has_key: #has_key,
             on_retry: #on_retry,
             on_stop: #on_stop,
+            priority: #rt::Priority::#priority,
         }
     }
 }
 
-/// `"decorrelated"` -> `"Decorrelated"`: the runtime's variant for a jitter name.
+/// `"decorrelated"` -> `"Decorrelated"`: the runtime's variant for a jitter
+/// or priority name.
 fn capitalized(name: &str) -> String {
     let mut chars = name.chars();
     chars.next().map(|first| first.to_ascii_uppercase().to_string() + chars.as_str()).unwrap_or_default()

@@ -33,18 +33,17 @@ pub(crate) struct Plan {
     pub cap_ms: u64,
     /// How much each wait grows, in thousandths (2000: doubling).
     pub factor_milli: u32,
-    /// One of `arguments::JITTERS`.
+    /// One of `arguments::JITTERS` and one of `arguments::PRIORITIES`.
     pub jitter: &'static str,
+    pub priority: &'static str,
     pub attempt_timeout_ms: Option<u64>,
     pub deadline_ms: Option<u64>,
-    /// The breaker the function names (`None` for `"none"` and when it
-    /// names none).
+    /// The breaker the function names (`None` for `"none"`, or none named).
     pub breaker: Option<String>,
     /// Whether the operation has its own breaker: it names none, and does
     /// not say `"none"`.
     pub default_breaker: bool,
-    /// The budget the function names (`None` for `"none"` and when it
-    /// names none).
+    /// The budget the function names (`None` for `"none"`, or none named).
     pub budget: Option<String>,
     /// Whether the operation has its own budget: it names none, and does
     /// not say `"none"`.
@@ -250,6 +249,7 @@ pub(crate) fn validate(args: Args, item: &ItemFn) -> syn::Result<Plan> {
         cap_ms: cap_ms.unwrap_or(arguments::default_integer("cap_ms")),
         factor_milli,
         jitter: choice("jitter"),
+        priority: choice("priority"),
         attempt_timeout_ms,
         deadline_ms,
         breaker: owned("breaker").filter(|name| name != NO_GUARD),

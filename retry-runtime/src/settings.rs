@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::backoff::Backoff;
+use crate::priority::Priority;
 
 /// The retry settings of an operation: what the attribute's arguments (or
 /// the builder) set, and what a configuration file's `[operations."..."]`
@@ -29,6 +30,9 @@ pub struct Settings {
     /// default, or a named one), `false` for one compiled with `breaker =
     /// "none"` or whose `[operations."..."]` table says `breaker = "none"`.
     pub breaker: bool,
+    /// How much the operation's calls matter when a guard is saturated
+    /// (see [`Priority`]).
+    pub priority: Priority,
 }
 
 impl Settings {
@@ -88,6 +92,8 @@ pub struct SettingSources {
     pub budget: SettingSource,
     /// Of whether attempts ask a circuit breaker (`breaker`).
     pub breaker: SettingSource,
+    /// Of the priority (`priority`).
+    pub priority: SettingSource,
 }
 
 impl SettingSources {
@@ -102,6 +108,7 @@ impl SettingSources {
         deadline: SettingSource::Compiled,
         budget: SettingSource::Compiled,
         breaker: SettingSource::Compiled,
+        priority: SettingSource::Compiled,
     };
 }
 

@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use super::{CircuitBreaker, Outcome, Ticket};
 use crate::guard::{Admit, Answer, AttemptKind, Guard};
+use crate::priority::Priority;
 use crate::rejection::Rejection;
 
 /// What an attempt a breaker admitted holds: its [`Ticket`], and when the
@@ -105,7 +106,7 @@ impl Guard for CircuitBreaker {
     type Permit = BreakerTicket;
 
     #[inline(always)]
-    fn admit(&self, _kind: AttemptKind) -> Admit<BreakerTicket> {
+    fn admit(&self, _kind: AttemptKind, _priority: Priority) -> Admit<BreakerTicket> {
         match self.try_acquire_closed() {
             Some(closed) => {
                 Admit::Go(BreakerTicket::admitted(self, Ticket { epoch: closed.epoch, probe: false }, false))

@@ -6,6 +6,7 @@
 use super::{RetryBudget, RetryCause, Withdrawal};
 use crate::classify::ErrorClass;
 use crate::guard::{Admit, Answer, AttemptKind, Guard};
+use crate::priority::Priority;
 use crate::rejection::Rejection;
 
 impl Guard for RetryBudget {
@@ -13,7 +14,7 @@ impl Guard for RetryBudget {
     type Permit = Option<Withdrawal>;
 
     #[inline(always)]
-    fn admit(&self, kind: AttemptKind) -> Admit<Option<Withdrawal>> {
+    fn admit(&self, kind: AttemptKind, _priority: Priority) -> Admit<Option<Withdrawal>> {
         match kind {
             AttemptKind::First => {
                 self.on_first_attempt();

@@ -2,12 +2,11 @@
 //! otherwise lets the attempt wait for one (at most `max_wait`); it hears
 //! every answered attempt as an adaptive limit's latency sample.
 
-use std::time::Duration;
-
 use tokio::time::Instant;
 
 use super::{Bulkhead, BulkheadFull};
 use crate::guard::{Admit, Answer, AttemptKind, Guard};
+use crate::priority::Priority;
 use crate::rejection::Rejection;
 
 /// One attempt's place in a bulkhead, as plain data: given back exactly
@@ -34,17 +33,9 @@ impl Place {
 
 impl Bulkhead {
     /// A place once none was free: waits, at most `max_wait` (a wait too
-    /// long to arm is no limit).
-    pub(crate) async fn place_waiting(&self) -> Result<Place, BulkheadFull> {
-        let nanos = self.max_wait_nanos.load(std::sync::atomic::Ordering::Relaxed);
-        let max_wait = (nanos != u64::MAX).then(|| Duration::from_nanos(nanos));
-        match max_wait.and_then(crate::clock::instant_after) {
-            None => self.places.take_waiting().await.map_err(|_| BulkheadFull)?,
-            Some(until) => tokio::time::timeout_at(until, self.places.take_waiting())
-                .await
-                .map_err(|_| BulkheadFull)?
-                .map_err(|_| BulkheadFull)?,
-        };
+    /// long to arm is no limit), a critical attempt ahead of the others.
+    pub(crate) async fn place_waiting(&self, priority: Priority) -> Result<Place, BulkheadFull> {
+        self.wait_for_place(priority == Priority::Critical).await?;
         Ok(self.placed())
     }
 
@@ -63,8 +54,14 @@ impl Guard for Bulkhead {
     type Permit = Place;
 
     #[inline(always)]
-    fn admit(&self, _kind: AttemptKind) -> Admit<Place> {
-        if self.places.try_take() { Admit::Go(self.placed()) } else { Admit::Wait }
+    /// A sheddable attempt never waits for a place: with none free now, it
+    /// is refused (see `crate::priority`).
+    fn admit(&self, _kind: AttemptKind, priority: Priority) -> Admit<Place> {
+        match (self.places.try_take(), priority) {
+            (true, _) => Admit::Go(self.placed()),
+            (false, Priority::Sheddable) => Admit::Refuse,
+            (false, _) => Admit::Wait,
+        }
     }
 
     #[inline(always)]

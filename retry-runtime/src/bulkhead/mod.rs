@@ -195,17 +195,23 @@ impl Bulkhead {
 
     /// [`acquire`](Self::acquire) once no permit was free: waits, at most `max_wait`.
     pub(crate) async fn acquire_waiting(&self) -> Result<BulkheadPermit<'_>, BulkheadFull> {
+        self.wait_for_place(false).await?;
+        Ok(self.admitted())
+    }
+
+    /// Waits for a place, at most `max_wait`, `critical` ahead of the
+    /// others (see `places`).
+    async fn wait_for_place(&self, critical: bool) -> Result<(), BulkheadFull> {
         let nanos = self.max_wait_nanos.load(Ordering::Relaxed);
         let max_wait = (nanos != u64::MAX).then(|| Duration::from_nanos(nanos));
         // A wait too long to arm is no limit.
         match max_wait.and_then(crate::clock::instant_after) {
-            None => self.places.take_waiting().await.map_err(|_| BulkheadFull)?,
-            Some(until) => tokio::time::timeout_at(until, self.places.take_waiting())
-                .await
-                .map_err(|_| BulkheadFull)?
-                .map_err(|_| BulkheadFull)?,
-        };
-        Ok(self.admitted())
+            None => self.places.take_waiting(critical).await.map_err(|_| BulkheadFull),
+            Some(until) => match tokio::time::timeout_at(until, self.places.take_waiting(critical)).await {
+                Ok(taken) => taken.map_err(|_| BulkheadFull),
+                Err(_) => Err(BulkheadFull),
+            },
+        }
     }
 
     /// Gives one place back, or, while a smaller limit is still owed

@@ -18,7 +18,17 @@
 //! the pool before the waiter emptied it into the semaphore, or the giver
 //! saw the waiter and gave the place to the semaphore. No place is left in
 //! the pool while somebody waits.
+//!
+//! **Critical attempts first** (see `crate::priority`). A critical waiter
+//! waits in a line of its own, a second semaphore, and a place given back
+//! while one waits goes there before the default line. The choice of line
+//! and a critical waiter's arrival and departure are made under one small
+//! lock, taken only while somebody waits (when tokio's semaphore takes its
+//! own): a critical waiter arriving takes a place the default line holds
+//! unclaimed, and the last one leaving moves what its line still holds to
+//! the default line, so no place stays where nobody waits for it.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::{AcquireError, Semaphore, SemaphorePermit};
@@ -34,13 +44,39 @@ const WAITER: u64 = 1 << 32;
 pub(super) struct Places {
     /// Places for waiters, and any given back while somebody waited.
     semaphore: Semaphore,
+    /// Places for critical waiters, who are given one before anybody in
+    /// `semaphore`'s line.
+    critical: Semaphore,
+    /// Critical attempts waiting, counted under this lock with the choice
+    /// of line (see the module docs).
+    critical_waiting: Mutex<usize>,
     /// Places given back while nobody waited, and the waiters' count.
     pool: AtomicU64,
 }
 
 impl Places {
     pub(super) fn new(places: usize) -> Self {
-        Places { semaphore: Semaphore::new(places), pool: AtomicU64::new(0) }
+        Places {
+            semaphore: Semaphore::new(places),
+            critical: Semaphore::new(0),
+            critical_waiting: Mutex::new(0),
+            pool: AtomicU64::new(0),
+        }
+    }
+
+    fn lock_critical(&self) -> std::sync::MutexGuard<'_, usize> {
+        self.critical_waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Hands `places` to the lines: as many as wait in the critical line
+    /// there, the rest to the default line.
+    fn to_lines(&self, places: usize) {
+        let critical = *self.lock_critical();
+        let first = places.min(critical);
+        if first > 0 {
+            self.critical.add_permits(first);
+        }
+        self.semaphore.add_permits(places - first);
     }
 
     /// Takes a free place if there is one, without waiting.
@@ -70,15 +106,47 @@ impl Places {
                 Err(now) => pool = now,
             }
         }
-        self.semaphore.add_permits(1);
+        self.to_lines(1);
     }
 
-    /// Waits for a place, in line behind those already waiting.
+    /// Waits for a place, in line behind those already waiting (a critical
+    /// attempt: in the critical line, served first).
     ///
     /// Cancel-safe: dropping the future while it waits takes nothing.
-    pub(super) async fn take_waiting(&self) -> Result<(), AcquireError> {
+    pub(super) async fn take_waiting(&self, critical: bool) -> Result<(), AcquireError> {
         let _in_line = self.wait_in_line();
-        self.semaphore.acquire().await.map(SemaphorePermit::forget)
+        if !critical {
+            return self.semaphore.acquire().await.map(SemaphorePermit::forget);
+        }
+        let Some(_critical_line) = self.join_critical_line() else {
+            return Ok(());
+        };
+        self.critical.acquire().await.map(SemaphorePermit::forget)
+    }
+
+    /// Counts a critical waiter, unless the default line holds a place
+    /// nobody claimed (given back before this waiter was counted): then it
+    /// takes it, and `None` says so.
+    fn join_critical_line(&self) -> Option<CriticalLine<'_>> {
+        let mut waiting = self.lock_critical();
+        if let Ok(place) = self.semaphore.try_acquire() {
+            place.forget();
+            return None;
+        }
+        *waiting += 1;
+        Some(CriticalLine { places: self })
+    }
+
+    /// A critical waiter leaves: the last one moves the places its line
+    /// still holds (given to it as it left) to the default line.
+    fn leave_critical_line(&self) {
+        let mut waiting = self.lock_critical();
+        *waiting -= 1;
+        if *waiting == 0 {
+            let stranded = self.critical.available_permits();
+            let moved = self.critical.forget_permits(stranded);
+            self.semaphore.add_permits(moved);
+        }
     }
 
     /// Counts one waiter more and moves the pool's places into the
@@ -103,12 +171,13 @@ impl Places {
     /// semaphore they may be missed for that instant (no place is lost).
     pub(super) fn available(&self) -> usize {
         let pooled = (self.pool.load(Ordering::Relaxed) & POOLED) as usize;
-        self.semaphore.available_permits().saturating_add(pooled)
+        let waiting_lines = self.semaphore.available_permits() + self.critical.available_permits();
+        waiting_lines.saturating_add(pooled)
     }
 
-    /// Adds `places` new free places.
+    /// Adds `places` new free places (critical waiters served first).
     pub(super) fn add(&self, places: usize) {
-        self.semaphore.add_permits(places);
+        self.to_lines(places);
     }
 
     /// Takes up to `places` free places away for good: how many it took.
@@ -119,7 +188,19 @@ impl Places {
         let before =
             self.pool.fetch_update(Ordering::AcqRel, Ordering::Acquire, |pool| Some(pool - taken(pool)));
         let from_pool = taken(before.unwrap_or_else(|pool| pool)) as usize;
-        from_pool + self.semaphore.forget_permits(places - from_pool)
+        let from_default = self.semaphore.forget_permits(places - from_pool);
+        from_pool + from_default + self.critical.forget_permits(places - from_pool - from_default)
+    }
+}
+
+/// A critical waiter, counted while it waits (see `Places::join_critical_line`).
+struct CriticalLine<'a> {
+    places: &'a Places,
+}
+
+impl Drop for CriticalLine<'_> {
+    fn drop(&mut self) {
+        self.places.leave_critical_line();
     }
 }
 
@@ -163,13 +244,13 @@ mod tests {
         assert!(places.try_take() && places.try_take());
         places.give_back();
         // The place in the pool is the waiter's at once.
-        let pooled = tokio::time::timeout(Duration::from_secs(1), places.take_waiting()).await;
+        let pooled = tokio::time::timeout(Duration::from_secs(1), places.take_waiting(false)).await;
         pooled.expect("the pooled place was moved to the semaphore for the waiter").unwrap();
         assert_eq!(places.available(), 0);
 
         let waiter = tokio::spawn({
             let places = places.clone();
-            async move { places.take_waiting().await }
+            async move { places.take_waiting(false).await }
         });
         tokio::time::sleep(Duration::from_millis(1)).await;
         assert!(!waiter.is_finished(), "nothing free: it waits");
@@ -186,7 +267,7 @@ mod tests {
     async fn a_cancelled_waiter_takes_nothing_and_is_no_longer_counted() {
         let places = Places::new(1);
         assert!(places.try_take());
-        let gave_up = tokio::time::timeout(Duration::from_millis(5), places.take_waiting()).await;
+        let gave_up = tokio::time::timeout(Duration::from_millis(5), places.take_waiting(false)).await;
         assert!(gave_up.is_err());
         assert_eq!(places.pool.load(Ordering::Relaxed), 0, "no waiter left counted");
         places.give_back();
@@ -207,6 +288,94 @@ mod tests {
         assert_eq!(places.available(), 3);
     }
 
+    /// A waiter spawned as a task, started (so that it is in its line).
+    async fn waiter(places: &Arc<Places>, critical: bool) -> tokio::task::JoinHandle<()> {
+        let task = tokio::spawn({
+            let places = places.clone();
+            async move { places.take_waiting(critical).await.unwrap() }
+        });
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert!(!task.is_finished(), "nothing free: it waits");
+        task
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_critical_waiter_gets_the_next_place_before_an_earlier_default_one() {
+        let places = Arc::new(Places::new(1));
+        assert!(places.try_take());
+        let default = waiter(&places, false).await;
+        let critical = waiter(&places, true).await;
+        places.give_back();
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert!(critical.is_finished() && !default.is_finished(), "the critical one first");
+        places.give_back();
+        default.await.unwrap();
+        places.give_back();
+        assert_eq!(places.available(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_critical_waiter_that_gives_up_strands_no_place() {
+        let places = Arc::new(Places::new(1));
+        assert!(places.try_take());
+        let default = waiter(&places, false).await;
+        let gave_up = tokio::time::timeout(Duration::from_millis(5), places.take_waiting(true)).await;
+        assert!(gave_up.is_err());
+        // Given to a critical waiter that is dropped before it runs again:
+        // its line gives the place back, and the last to leave moves it on.
+        let critical = waiter(&places, true).await;
+        places.give_back();
+        critical.abort();
+        assert!(critical.await.unwrap_err().is_cancelled());
+        tokio::time::timeout(Duration::from_secs(1), default)
+            .await
+            .expect("the place reached the default line")
+            .unwrap();
+        places.give_back();
+        assert_eq!(places.available(), 1, "every place back");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_critical_waiter_that_times_out_leaves_the_line_to_the_others() {
+        let places = Arc::new(Places::new(1));
+        assert!(places.try_take());
+        let default = waiter(&places, false).await;
+        let gave_up = tokio::time::timeout(Duration::from_millis(5), places.take_waiting(true)).await;
+        assert!(gave_up.is_err());
+        places.give_back();
+        tokio::time::timeout(Duration::from_secs(1), default)
+            .await
+            .expect("the place reached the default line")
+            .unwrap();
+        places.give_back();
+        assert_eq!(places.available(), 1, "every place back");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_critical_waiter_takes_a_place_the_default_line_holds_unclaimed() {
+        let places = Places::new(1);
+        assert!(places.try_take());
+        // Given back while a waiter was counted: to the default line, where nobody claims it.
+        let in_line = places.wait_in_line();
+        places.give_back();
+        drop(in_line);
+        let took = tokio::time::timeout(Duration::from_millis(1), places.take_waiting(true)).await;
+        took.expect("taken at once").unwrap();
+        assert_eq!(places.available(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn places_added_go_to_critical_waiters_first() {
+        let places = Arc::new(Places::new(0));
+        let default = waiter(&places, false).await;
+        let critical = waiter(&places, true).await;
+        places.add(1);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert!(critical.is_finished() && !default.is_finished());
+        places.add(1);
+        default.await.unwrap();
+    }
+
     /// Threads taking, giving back and waiting all at once lose no place,
     /// and every waiter gets one. (That a place given back while somebody
     /// waits goes to the waiter, not the pool, is the test above: here a
@@ -225,8 +394,11 @@ mod tests {
                         if (thread + round) % 3 == 0 {
                             // At most 3 of the 4 threads hold a place at once, so a
                             // waiter always gets one, unless it was stranded in the pool.
+                            // Every other waiter critical: neither line strands a place.
+                            let critical = round % 2 == 0;
                             let waited = runtime.block_on(async {
-                                tokio::time::timeout(Duration::from_secs(30), places.take_waiting()).await
+                                tokio::time::timeout(Duration::from_secs(30), places.take_waiting(critical))
+                                    .await
                             });
                             waited.expect("a place reached the waiter").unwrap();
                             places.give_back();

@@ -23,6 +23,7 @@ use super::{Call, LastError, Step};
 use crate::error::ErrorHandling;
 use crate::guard::{Admission, AttemptKind, Pending};
 use crate::guards::{GuardPending, GuardPermits, Guards, GuardsRef, Shape, narrow, widen, widen_pending};
+use crate::priority::Priority;
 use crate::rate_limit::Late;
 use crate::rejection::Rejection;
 
@@ -48,11 +49,21 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         let guards = self.guards();
         let kind = self.next_kind_now();
         let deadline = self.deadline().map(|deadline| (deadline, self.deadline_rejection()));
-        Box::pin(wait_then_admit(guards, kind, deadline, pending))
+        Box::pin(wait_then_admit(guards, kind, self.priority(), deadline, pending))
     }
 
     fn next_kind_now(&self) -> AttemptKind {
         if self.attempts == 0 { AttemptKind::First } else { AttemptKind::Retry }
+    }
+
+    /// How much this call matters when a guard is saturated: its own (an
+    /// HTTP request's `x-priority`), else its settings' (see `crate::priority`).
+    #[inline(always)]
+    pub(super) fn priority(&self) -> Priority {
+        match self.more.as_ref().and_then(|more| more.priority) {
+            Some(priority) => priority,
+            None => self.settings().priority,
+        }
     }
 
     /// The rejection a call gets when its deadline passes.
@@ -84,6 +95,7 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
 async fn wait_then_admit(
     guards: GuardsRef<'_>,
     kind: AttemptKind,
+    priority: Priority,
     deadline: Option<(Instant, Rejection)>,
     pending: GuardPending,
 ) -> Result<GuardPermits, Rejection> {
@@ -94,11 +106,13 @@ async fn wait_then_admit(
             unreachable!("only a bulkhead asks to wait for a place")
         };
         let waited = match &deadline {
-            None => bulkhead.place_waiting().await.map_err(|_| bulkhead_full(&guards)),
-            Some((deadline, rejection)) => match timeout_at(*deadline, bulkhead.place_waiting()).await {
-                Ok(place) => place.map_err(|_| bulkhead_full(&guards)),
-                Err(_) => Err(rejection.clone()),
-            },
+            None => bulkhead.place_waiting(priority).await.map_err(|_| bulkhead_full(&guards)),
+            Some((deadline, rejection)) => {
+                match timeout_at(*deadline, bulkhead.place_waiting(priority)).await {
+                    Ok(place) => place.map_err(|_| bulkhead_full(&guards)),
+                    Err(_) => Err(rejection.clone()),
+                }
+            }
         };
         let place = match waited {
             Ok(place) => place,
@@ -107,7 +121,7 @@ async fn wait_then_admit(
                 return Err(rejection);
             }
         };
-        match guards.after_place(kind, throttle, Some(place)) {
+        match guards.after_place(kind, priority, throttle, Some(place)) {
             Admission::Go(permits) => return Ok(permits),
             Admission::Refuse(rejection) => return Err(rejection),
             Admission::Wait(pending) => held.pending = Some(pending),
@@ -134,7 +148,7 @@ async fn wait_then_admit(
     if let Some(place) = &mut place {
         place.measure_from(Instant::now());
     }
-    match guards.after_turn(kind, throttle, place, Some(())) {
+    match guards.after_turn(kind, priority, throttle, place, Some(())) {
         Admission::Go(permits) => Ok(permits),
         Admission::Refuse(rejection) => Err(rejection),
         Admission::Wait(_) => unreachable!("nothing is waited for after the turn"),
@@ -195,7 +209,7 @@ where
             }
             Phase::Admitting | Phase::AdmittingRound => {
                 let round = *phase == Phase::AdmittingRound;
-                let admission = call.guards_ref().view::<V>().admit(call.next_kind_now());
+                let admission = call.guards_ref().view::<V>().admit(call.next_kind_now(), call.priority());
                 match admission {
                     Admission::Go(admitted) => {
                         if !round {

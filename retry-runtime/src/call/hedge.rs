@@ -304,7 +304,9 @@ impl<'p, T, E, Fut: Future<Output = Result<T, E>>> Round<'p, Fut> {
             if this.quiet_until.is_some_and(|until| until > this.started.elapsed()) {
                 return Poll::Pending;
             }
-            let Admission::Go(permits) = this.guards.admit(AttemptKind::Hedge) else { return Poll::Pending };
+            let Admission::Go(permits) = this.guards.admit(AttemptKind::Hedge, call.priority()) else {
+                return Poll::Pending;
+            };
             observe::hedge(call.policy.operation(), call.attempts, *this.hedges);
             this.racers.push(Racer { run: call.racing(make.make()), permits: Some(permits) });
             if *this.hedges < this.hedge.max {

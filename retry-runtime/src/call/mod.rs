@@ -266,6 +266,17 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         self.settings().attempt_timeout
     }
 
+    /// This call's priority, over its settings' (an HTTP request's
+    /// `x-priority`): set as the call starts, before its first attempt.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    pub(crate) fn set_priority(&mut self, priority: crate::Priority)
+    where
+        S: Default,
+    {
+        self.start_if_new();
+        self.more().priority = Some(priority);
+    }
+
     /// Makes the next attempt the last, whatever the policy allows: for a
     /// request that cannot be sent twice (no copy of it, or not
     /// idempotent). The call starts now if it had not.

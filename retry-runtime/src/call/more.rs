@@ -21,6 +21,8 @@ pub(super) struct More<'p, S> {
     pub(super) overridden: Option<Arc<Settings>>,
     /// A scoped registry's guards (then the call has no cached ones).
     pub(super) scoped: Option<Arc<Guards>>,
+    /// The call's own priority (an HTTP request's `x-priority`), over its settings'.
+    pub(super) priority: Option<crate::Priority>,
     /// The call's idempotency key; while an attempt is polled in place, the
     /// key it displaced (see `context::poll_in`).
     pub(super) key: Option<Arc<str>>,
@@ -62,6 +64,7 @@ impl<S: Default> More<'_, S> {
         *slot = Some(More {
             overridden: None,
             scoped: None,
+            priority: None,
             key: None,
             deadline: None,
             previous_wait: None,

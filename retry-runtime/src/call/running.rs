@@ -188,7 +188,7 @@ where
             if *this.phase == Phase::Admitting {
                 this.call.start_if_new();
                 let kind = this.call.next_kind();
-                let admission = this.call.guards_ref().view::<V>().admit(kind);
+                let admission = this.call.guards_ref().view::<V>().admit(kind, this.call.priority());
                 match admission {
                     Admission::Go(permits) => *this.permits = Some(permits),
                     other => match not_admitted_now(

@@ -198,8 +198,12 @@ impl<'p, S: Default, H, V: Shape> Call<'p, S, H, V> {
         self.started = Started::General;
         let overridden = if policy.may_be_overridden() { settings_now(policy) } else { None };
         let settings = overridden.as_deref().unwrap_or(policy.compiled_settings());
-        // A file's `breaker = "none"` (an override never allows a plain start).
-        let guards = if settings.breaker { guards } else { guards.with_breaker_off() };
+        // A file's `breaker = "none"` (such an override never allows a plain
+        // start); compiled without a breaker, the guards have none to turn off.
+        let guards = match &overridden {
+            Some(settings) if !settings.breaker => guards.with_breaker_off(),
+            _ => guards,
+        };
         self.max_attempts = max_attempts(policy, settings, nested);
         let deadline = settings.deadline.and_then(clock::instant_after);
         let span = if debug_enabled() { call_span(policy) } else { None };
@@ -228,6 +232,7 @@ impl<'p, S: Default, H, V: Shape> Call<'p, S, H, V> {
         *self.more = Some(More {
             overridden,
             scoped,
+            priority: None,
             key,
             deadline,
             previous_wait: None,

@@ -31,6 +31,7 @@ mod set;
 pub use set::{Admission, AdmissionOf, GuardSet, Pending, PendingOf, Permits, PermitsOf};
 
 use crate::classify::ErrorClass;
+use crate::priority::Priority;
 use crate::rejection::Rejection;
 
 /// Which attempt a guard is asked about: the first of a call, a retry
@@ -84,8 +85,11 @@ pub trait Guard {
     /// slot, a bulkhead place; `()` for a guard that holds nothing.
     type Permit;
 
-    /// Whether an attempt of `kind` may start now.
-    fn admit(&self, kind: AttemptKind) -> Admit<Self::Permit>;
+    /// Whether an attempt of `kind` may start now, for a call of
+    /// `priority`: a saturated guard refuses sheddable calls first and
+    /// critical ones last (see `crate::priority`); one that is not admits
+    /// every priority alike.
+    fn admit(&self, kind: AttemptKind, priority: Priority) -> Admit<Self::Permit>;
 
     /// [`admit`](Self::admit)'s go, when it comes at once and changes
     /// nothing but what the permit holds (a closed breaker's ticket, a free
@@ -132,10 +136,10 @@ impl<G: Guard> Guard for Option<G> {
     type Permit = Option<G::Permit>;
 
     #[inline(always)]
-    fn admit(&self, kind: AttemptKind) -> Admit<Self::Permit> {
+    fn admit(&self, kind: AttemptKind, priority: Priority) -> Admit<Self::Permit> {
         match self {
             None => Admit::Go(None),
-            Some(guard) => match guard.admit(kind) {
+            Some(guard) => match guard.admit(kind, priority) {
                 Admit::Go(permit) => Admit::Go(Some(permit)),
                 Admit::Wait => Admit::Wait,
                 Admit::Refuse => Admit::Refuse,
@@ -191,8 +195,8 @@ impl<G: Guard> Guard for std::sync::Arc<G> {
     type Permit = G::Permit;
 
     #[inline(always)]
-    fn admit(&self, kind: AttemptKind) -> Admit<Self::Permit> {
-        G::admit(self, kind)
+    fn admit(&self, kind: AttemptKind, priority: Priority) -> Admit<Self::Permit> {
+        G::admit(self, kind, priority)
     }
 
     #[inline(always)]
@@ -231,8 +235,8 @@ impl<G: Guard> Guard for &G {
     type Permit = G::Permit;
 
     #[inline(always)]
-    fn admit(&self, kind: AttemptKind) -> Admit<Self::Permit> {
-        G::admit(self, kind)
+    fn admit(&self, kind: AttemptKind, priority: Priority) -> Admit<Self::Permit> {
+        G::admit(self, kind, priority)
     }
 
     #[inline(always)]
@@ -277,7 +281,7 @@ impl Guard for Absent {
     type Permit = ();
 
     #[inline(always)]
-    fn admit(&self, _kind: AttemptKind) -> Admit<()> {
+    fn admit(&self, _kind: AttemptKind, _priority: Priority) -> Admit<()> {
         Admit::Go(())
     }
 

@@ -32,6 +32,7 @@
 //! refused, costing nothing.
 
 use super::{Admit, Answer, AttemptKind, Guard};
+use crate::priority::Priority;
 use crate::rejection::Rejection;
 
 /// The guards of one call, each in its slot (`Option<G>` for a guard the
@@ -123,22 +124,23 @@ pub type PendingOf<T, K> = Pending<<T as Guard>::Permit, <K as Guard>::Permit>;
 
 impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> GuardSet<T, B, K, R, U> {
     /// The one admission function: asks each guard, in order, whether an
-    /// attempt of `kind` may start now (see the module docs).
+    /// attempt of `kind` of a call of `priority` may start now (see the
+    /// module docs).
     #[inline(always)]
-    pub fn admit(&self, kind: AttemptKind) -> AdmissionOf<T, B, K, R, U> {
-        let throttle = match self.throttle.admit(kind) {
+    pub fn admit(&self, kind: AttemptKind, priority: Priority) -> AdmissionOf<T, B, K, R, U> {
+        let throttle = match self.throttle.admit(kind, priority) {
             Admit::Go(permit) => permit,
             // A throttle never waits.
             Admit::Wait | Admit::Refuse => return Admission::Refuse(self.throttle.rejection()),
         };
-        let breaker = match self.breaker.admit(kind) {
+        let breaker = match self.breaker.admit(kind, priority) {
             Admit::Go(permit) => permit,
             Admit::Wait | Admit::Refuse => {
                 self.throttle.give_back(throttle);
                 return Admission::Refuse(self.breaker.rejection());
             }
         };
-        let bulkhead = match self.bulkhead.admit(kind) {
+        let bulkhead = match self.bulkhead.admit(kind, priority) {
             Admit::Go(permit) => permit,
             Admit::Wait if kind != AttemptKind::Hedge => {
                 self.breaker.give_back(breaker);
@@ -150,7 +152,7 @@ impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> GuardSet<T, B, K, R, U> {
                 return Admission::Refuse(self.bulkhead.rejection());
             }
         };
-        self.after_the_bulkhead(kind, throttle, breaker, bulkhead)
+        self.after_the_bulkhead(kind, priority, throttle, breaker, bulkhead)
     }
 
     /// Admission when every guard admits quietly (see
@@ -187,10 +189,11 @@ impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> GuardSet<T, B, K, R, U> {
     pub fn after_place(
         &self,
         kind: AttemptKind,
+        priority: Priority,
         throttle: T::Permit,
         place: K::Permit,
     ) -> AdmissionOf<T, B, K, R, U> {
-        let breaker = match self.breaker.admit(kind) {
+        let breaker = match self.breaker.admit(kind, priority) {
             Admit::Go(permit) => permit,
             Admit::Wait | Admit::Refuse => {
                 self.bulkhead.give_back(place);
@@ -198,7 +201,7 @@ impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> GuardSet<T, B, K, R, U> {
                 return Admission::Refuse(self.breaker.rejection());
             }
         };
-        self.after_the_bulkhead(kind, throttle, breaker, place)
+        self.after_the_bulkhead(kind, priority, throttle, breaker, place)
     }
 
     /// Admission resumed once a turn came: the breaker asked again, then
@@ -207,11 +210,12 @@ impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> GuardSet<T, B, K, R, U> {
     pub fn after_turn(
         &self,
         kind: AttemptKind,
+        priority: Priority,
         throttle: T::Permit,
         place: K::Permit,
         rate_limit: R::Permit,
     ) -> AdmissionOf<T, B, K, R, U> {
-        let breaker = match self.breaker.admit(kind) {
+        let breaker = match self.breaker.admit(kind, priority) {
             Admit::Go(permit) => permit,
             Admit::Wait | Admit::Refuse => {
                 self.rate_limit.give_back(rate_limit);
@@ -220,7 +224,7 @@ impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> GuardSet<T, B, K, R, U> {
                 return Admission::Refuse(self.breaker.rejection());
             }
         };
-        self.the_budget(kind, throttle, breaker, place, rate_limit)
+        self.the_budget(kind, priority, throttle, breaker, place, rate_limit)
     }
 
     /// Gives up what a wait held, when it did not come (the guard's
@@ -241,6 +245,7 @@ impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> GuardSet<T, B, K, R, U> {
     fn after_the_bulkhead(
         &self,
         kind: AttemptKind,
+        priority: Priority,
         throttle: T::Permit,
         breaker: B::Permit,
         bulkhead: K::Permit,
@@ -250,7 +255,7 @@ impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> GuardSet<T, B, K, R, U> {
             self.refused_before_the_turn(throttle, breaker, bulkhead);
             return Admission::Refuse(self.budget.rejection());
         }
-        let rate_limit = match self.rate_limit.admit(kind) {
+        let rate_limit = match self.rate_limit.admit(kind, priority) {
             Admit::Go(permit) => permit,
             Admit::Wait if kind != AttemptKind::Hedge => {
                 self.breaker.give_back(breaker);
@@ -261,7 +266,7 @@ impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> GuardSet<T, B, K, R, U> {
                 return Admission::Refuse(self.rate_limit.rejection());
             }
         };
-        self.the_budget(kind, throttle, breaker, bulkhead, rate_limit)
+        self.the_budget(kind, priority, throttle, breaker, bulkhead, rate_limit)
     }
 
     #[cold]
@@ -276,12 +281,13 @@ impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> GuardSet<T, B, K, R, U> {
     fn the_budget(
         &self,
         kind: AttemptKind,
+        priority: Priority,
         throttle: T::Permit,
         breaker: B::Permit,
         bulkhead: K::Permit,
         rate_limit: R::Permit,
     ) -> AdmissionOf<T, B, K, R, U> {
-        match self.budget.admit(kind) {
+        match self.budget.admit(kind, priority) {
             Admit::Go(budget) => Admission::Go(Permits { throttle, breaker, bulkhead, rate_limit, budget }),
             Admit::Wait | Admit::Refuse => {
                 // The turn is spent (it cannot be given back): only a race

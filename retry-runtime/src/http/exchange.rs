@@ -35,6 +35,8 @@ pub struct Plan {
     pub(crate) retry: bool,
     /// The call's idempotency key, for `idempotency_key()` inside attempts.
     pub(crate) key: Option<Arc<str>>,
+    /// The request's priority (its `x-priority` header), over the operation's.
+    pub(crate) priority: Option<crate::Priority>,
 }
 
 /// A client stack the shared call can drive: its request, response and
@@ -164,6 +166,9 @@ pub(crate) async fn run<T: Transport>(
     };
     let mut call = Call::new(policy, plan.key, Kept::default(), ByTransport::<T>(PhantomData))
         .with_target(Target::per_key(policy, &keyed));
+    if let Some(priority) = plan.priority {
+        call.set_priority(priority);
+    }
     if !plan.retry {
         tracing::debug!(
             target: crate::observe::target::HTTP,
@@ -255,7 +260,13 @@ pub(crate) fn first_of_plain<T: Transport>(
     request: &T::Request,
 ) -> Option<(T::Request, FirstPermits)> {
     let plan = T::plan(request);
-    if !plan.retry || plan.key.is_some() || policy.compiled_settings().max_attempts < 2 {
+    // A request with a priority of its own is admitted by the general path,
+    // which asks the guards with it.
+    if !plan.retry
+        || plan.key.is_some()
+        || plan.priority.is_some()
+        || policy.compiled_settings().max_attempts < 2
+    {
         return None;
     }
     let copy = T::try_copy(request)?;

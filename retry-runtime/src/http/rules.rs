@@ -68,7 +68,21 @@ pub(crate) fn breaker_key(authority: Option<&str>) -> Cow<'_, str> {
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 pub(crate) fn plan(method: &Method, headers: &HeaderMap) -> Plan {
     let key = idempotency_key(headers);
-    Plan { retry: idempotent_method(method) || key.is_some(), key }
+    Plan { retry: idempotent_method(method) || key.is_some(), key, priority: priority(headers) }
+}
+
+/// The header a request says its priority with (see `crate::priority`).
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+pub(crate) const PRIORITY: HeaderName = HeaderName::from_static("x-priority");
+
+/// A request's priority: its `x-priority` header, `critical`, `default` or
+/// `sheddable` (any case, spaces around ignored). A value that is none of
+/// them is ignored, as a header the layer does not know would be: the
+/// operation's priority applies.
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+pub(crate) fn priority(headers: &HeaderMap) -> Option<crate::Priority> {
+    let value = headers.get(PRIORITY)?.to_str().ok()?.trim();
+    crate::Priority::NAMES.iter().find(|name| value.eq_ignore_ascii_case(name))?.parse().ok()
 }
 
 /// The class of a response: `None` for a success (a status below 400),
@@ -106,13 +120,21 @@ mod tests {
     fn idempotent_methods_are_retried_and_the_others_only_with_a_key() {
         for method in [Method::GET, Method::HEAD, Method::OPTIONS, Method::TRACE, Method::PUT, Method::DELETE]
         {
-            assert_eq!(plan(&method, &HeaderMap::new()), Plan { retry: true, key: None }, "{method}");
+            assert_eq!(
+                plan(&method, &HeaderMap::new()),
+                Plan { retry: true, key: None, priority: None },
+                "{method}"
+            );
         }
         let extension = Method::from_bytes(b"PURGE").unwrap();
         for method in [Method::POST, Method::PATCH, Method::CONNECT, extension] {
-            assert_eq!(plan(&method, &HeaderMap::new()), Plan { retry: false, key: None }, "{method}");
+            assert_eq!(
+                plan(&method, &HeaderMap::new()),
+                Plan { retry: false, key: None, priority: None },
+                "{method}"
+            );
             let keyed = plan(&method, &headers(&[("Idempotency-Key", b"order-7")]));
-            assert_eq!(keyed, Plan { retry: true, key: Some("order-7".into()) }, "{method}");
+            assert_eq!(keyed, Plan { retry: true, key: Some("order-7".into()), priority: None }, "{method}");
         }
     }
 
@@ -123,7 +145,22 @@ mod tests {
         let odd = plan(&Method::POST, &headers(&[("idempotency-key", b"k\xff1")]));
         assert_eq!(odd.key.as_deref(), Some("k\u{fffd}1"));
         let key = plan(&Method::GET, &headers(&[("idempotency-key", b"g-1")]));
-        assert_eq!(key, Plan { retry: true, key: Some("g-1".into()) }, "a GET's key is its call's key too");
+        assert_eq!(
+            key,
+            Plan { retry: true, key: Some("g-1".into()), priority: None },
+            "a GET's key is its call's key too"
+        );
+    }
+
+    #[test]
+    fn x_priority_names_one_of_the_three_in_any_case_and_anything_else_is_ignored() {
+        let priority = |value: &[u8]| plan(&Method::GET, &headers(&[("x-priority", value)])).priority;
+        assert_eq!(priority(b"critical"), Some(crate::Priority::Critical));
+        assert_eq!(priority(b" Sheddable "), Some(crate::Priority::Sheddable));
+        assert_eq!(priority(b"DEFAULT"), Some(crate::Priority::Default));
+        assert_eq!(priority(b"urgent"), None);
+        assert_eq!(priority(b"\xff\xfe"), None, "not text: ignored, never a panic");
+        assert_eq!(plan(&Method::GET, &HeaderMap::new()).priority, None);
     }
 
     #[test]

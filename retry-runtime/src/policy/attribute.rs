@@ -49,6 +49,8 @@ pub struct AttributeConfig {
     pub nested_retry: bool,
     pub idempotent: bool,
     pub has_key: bool,
+    /// `priority = "..."` (see [`Priority`](crate::Priority)).
+    pub priority: crate::Priority,
     pub on_retry: Option<fn(&RetryEvent<'_>)>,
     pub on_stop: Option<fn(&StopEvent<'_>)>,
 }
@@ -100,6 +102,7 @@ impl Policy {
             },
             budget: budget.is_some(),
             breaker: breaker.is_some(),
+            priority: cfg.priority,
         };
         let guard_names = GuardNames {
             breaker: borrowed(breaker),
@@ -180,6 +183,7 @@ impl AttributeConfig {
             throttle: None,
             rate_limit: None,
             nested_retry: false,
+            priority: crate::Priority::Default,
             idempotent: true,
             has_key: false,
             on_retry: None,

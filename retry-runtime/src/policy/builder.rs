@@ -55,6 +55,7 @@ pub struct PolicyBuilder {
     pub(super) attempt_timeout: Option<Duration>,
     pub(super) deadline: Option<Duration>,
     pub(super) hedge: Option<Hedge>,
+    pub(super) priority: crate::Priority,
     pub(super) guard_names: GuardNames,
     pub(super) seed: Option<u64>,
     pub(super) nested: Nested,
@@ -82,6 +83,7 @@ impl Default for PolicyBuilder {
             attempt_timeout: None,
             deadline: None,
             hedge: None,
+            priority: crate::Priority::Default,
             guard_names: GuardNames {
                 budget_by_default: true,
                 breaker_by_default: true,
@@ -123,6 +125,25 @@ impl PolicyBuilder {
     /// How waits are randomised.
     pub fn jitter(mut self, jitter: Jitter) -> Self {
         self.jitter = jitter;
+        self
+    }
+
+    /// How much the calls matter when a guard is saturated: a saturated
+    /// bulkhead, rate limit or throttle refuses [`Sheddable`] calls first
+    /// and [`Critical`] ones last (see [`crate::priority`]). Default:
+    /// [`Priority::Default`](crate::Priority::Default).
+    ///
+    /// [`Sheddable`]: crate::Priority::Sheddable
+    /// [`Critical`]: crate::Priority::Critical
+    ///
+    /// ```
+    /// # use stormproof_runtime as stormproof;
+    /// use stormproof::{Policy, Priority};
+    /// let prefetch = Policy::builder().name("prefetch").priority(Priority::Sheddable).build().unwrap();
+    /// assert_eq!(prefetch.settings().priority, Priority::Sheddable);
+    /// ```
+    pub fn priority(mut self, priority: crate::Priority) -> Self {
+        self.priority = priority;
         self
     }
 
@@ -322,6 +343,7 @@ impl PolicyBuilder {
             hedge: self.hedge,
             budget: self.guard_names.budget.is_some(),
             breaker: self.guard_names.breaker.is_some(),
+            priority: self.priority,
         };
         let loop_guards = LoopGuards::of(
             self.guard_names.breaker.is_some(),

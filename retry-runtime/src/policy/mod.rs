@@ -201,6 +201,7 @@ impl Policy {
             attempt_timeout: self.settings.attempt_timeout,
             deadline: self.settings.deadline,
             hedge: self.settings.hedge,
+            priority: self.settings.priority,
             guard_names: self.guard_names.with_own_unnamed(),
             seed: self.seed,
             nested: self.nested,

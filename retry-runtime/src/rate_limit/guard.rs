@@ -5,14 +5,21 @@
 
 use super::RateLimit;
 use crate::guard::{Admit, Answer, AttemptKind, Guard};
+use crate::priority::Priority;
 use crate::rejection::Rejection;
 
 impl Guard for RateLimit {
     type Permit = ();
 
+    /// A sheddable attempt never waits for a turn: with none free now, it
+    /// is refused (see `crate::priority`).
     #[inline(always)]
-    fn admit(&self, _kind: AttemptKind) -> Admit<()> {
-        if self.try_acquire() { Admit::Go(()) } else { Admit::Wait }
+    fn admit(&self, _kind: AttemptKind, priority: Priority) -> Admit<()> {
+        match (self.try_acquire(), priority) {
+            (true, _) => Admit::Go(()),
+            (false, Priority::Sheddable) => Admit::Refuse,
+            (false, _) => Admit::Wait,
+        }
     }
 
     #[inline(always)]

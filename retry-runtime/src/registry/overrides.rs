@@ -27,7 +27,7 @@ use std::sync::{Arc, RwLock};
 
 use arc_swap::ArcSwapOption;
 
-use crate::settings::{SettingSources, Settings};
+use crate::settings::{SettingSource, SettingSources, Settings};
 
 /// What the registries tell a policy of the overrides of its operation.
 pub(crate) struct PolicyOverrides {
@@ -74,13 +74,15 @@ pub(crate) type OverriddenPolicies = Vec<&'static PolicyOverrides>;
 /// their plain first attempt.)
 pub(crate) const FORBIDS_PLAIN: u32 = 1 << 16;
 
-/// What an override of `settings` adds to its policies' counters. One
-/// that turns the breaker off (`breaker = "none"`) is not plain either: a
-/// plain first attempt asks the guards it was compiled with. (An override
-/// of an operation compiled without a breaker says `false` too, and only
-/// loses the plain first attempt it could have kept.)
-fn weight(settings: &Settings) -> u32 {
-    1 + if settings.allow_plain() && settings.breaker { 0 } else { FORBIDS_PLAIN }
+/// What an override of `settings` (whose keys came from `sources`) adds
+/// to its policies' counters. Besides settings a plain first attempt
+/// cannot honour (a deadline, an attempt timeout, hedging), a file's
+/// `breaker = "none"` and `priority` forbid it too: a plain first attempt
+/// asks the guards it was compiled with, with the priority it was compiled
+/// with, should it have to be admitted properly after all.
+fn weight(settings: &Settings, sources: &SettingSources) -> u32 {
+    let plain = settings.allow_plain() && settings.breaker && sources.priority == SettingSource::Compiled;
+    1 + if plain { 0 } else { FORBIDS_PLAIN }
 }
 
 #[derive(Default)]
@@ -124,20 +126,24 @@ impl Overrides {
         global: bool,
     ) {
         let mut current = self.by_operation.write().unwrap_or_else(|e| e.into_inner());
-        for (name, Override { settings, policies, .. }) in current.iter() {
-            let kept = new.get(name).is_some_and(|(new, ..)| weight(new) == weight(settings));
+        for (name, Override { settings, sources, policies }) in current.iter() {
+            let kept = new
+                .get(name)
+                .is_some_and(|(new, new_sources, _)| weight(new, new_sources) == weight(settings, sources));
             if !kept {
-                policies.iter().for_each(|policy| count_out(&policy.count, weight(settings)));
+                policies.iter().for_each(|policy| count_out(&policy.count, weight(settings, sources)));
             }
             if global && !new.contains_key(name) {
                 policies.iter().for_each(|policy| policy.global.store(None));
             }
         }
-        for (name, (settings, _, policies)) in &new {
-            let kept = current.get(name).is_some_and(|old| weight(&old.settings) == weight(settings));
+        for (name, (settings, sources, policies)) in &new {
+            let kept = current
+                .get(name)
+                .is_some_and(|old| weight(&old.settings, &old.sources) == weight(settings, sources));
             if !kept {
                 policies.iter().for_each(|policy| {
-                    policy.count.fetch_add(weight(settings), Ordering::Relaxed);
+                    policy.count.fetch_add(weight(settings, sources), Ordering::Relaxed);
                 });
             }
         }
@@ -163,8 +169,8 @@ impl Drop for Overrides {
     // Only a registry that is not the global one goes: it hands out no overrides.
     fn drop(&mut self) {
         let current = self.by_operation.get_mut().unwrap_or_else(|e| e.into_inner());
-        for Override { settings, policies, .. } in current.values() {
-            policies.iter().for_each(|policy| count_out(&policy.count, weight(settings)));
+        for Override { settings, sources, policies } in current.values() {
+            policies.iter().for_each(|policy| count_out(&policy.count, weight(settings, sources)));
         }
     }
 }

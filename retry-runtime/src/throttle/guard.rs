@@ -4,14 +4,15 @@
 
 use super::Throttle;
 use crate::guard::{Admit, Answer, AttemptKind, Guard};
+use crate::priority::Priority;
 use crate::rejection::Rejection;
 
 impl Guard for Throttle {
     type Permit = ();
 
     #[inline(always)]
-    fn admit(&self, _kind: AttemptKind) -> Admit<()> {
-        if Throttle::admit(self) { Admit::Go(()) } else { Admit::Refuse }
+    fn admit(&self, _kind: AttemptKind, priority: Priority) -> Admit<()> {
+        if Throttle::admit_as(self, priority) { Admit::Go(()) } else { Admit::Refuse }
     }
 
     /// An accept is an answer that is not overload: a success, a conflict,

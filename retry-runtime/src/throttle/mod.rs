@@ -42,6 +42,7 @@ use rand::{RngExt, SeedableRng};
 use tokio::time::Instant;
 
 use crate::config::ConfigError;
+use crate::priority::Priority;
 
 /// Settings of a [`Throttle`]; every field has a default.
 ///
@@ -199,9 +200,16 @@ impl ThrottleCore {
     /// counted at once; one that goes out is counted by
     /// [`answered`](Self::answered).
     pub fn admit(&mut self, now: Duration) -> (bool, f64) {
+        self.admit_as(now, Priority::Default)
+    }
+
+    /// [`admit`](Self::admit) for a request of `priority` (see
+    /// [`Throttle::admit_as`]).
+    pub fn admit_as(&mut self, now: Duration, priority: Priority) -> (bool, f64) {
         let (config, draws) = (&self.config, &mut self.draws);
         let (tenth, cap) = (tenth_of(config.window), config.max_refusal());
-        admit_at(&self.window, saturating_nanos(now), tenth, config.k, cap, || draws.random())
+        let k = priority.k_of(config.k);
+        admit_at(&self.window, saturating_nanos(now), tenth, k, cap, || draws.random())
     }
 
     /// Counts a request that went out, once answered; `accepted` when the
@@ -267,10 +275,36 @@ impl Throttle {
     /// Whether a request may go out now: refused with the refusal
     /// probability (a seeded draw, taken only when that probability is
     /// above zero), and then counted as a request at once. One that may go
-    /// out is counted when [`answered`](Self::answered).
+    /// out is counted when [`answered`](Self::answered). A request of
+    /// [`Priority::Default`]: see [`admit_as`](Self::admit_as).
     pub fn admit(&self) -> bool {
+        self.admit_as(Priority::Default)
+    }
+
+    /// [`admit`](Self::admit) for a request of `priority`, judged with its
+    /// own multiple of `k` (twice for critical requests, half for
+    /// sheddable ones: see `crate::priority`), so that sheddable requests
+    /// are refused first and critical ones last. The window is shared.
+    ///
+    /// ```
+    /// # use stormproof_runtime as stormproof;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// use stormproof::{Priority, throttle::{Throttle, ThrottleConfig}};
+    /// let throttle = Throttle::new("search", ThrottleConfig::default(), Some(7)).unwrap();
+    /// // Three requests for every one the dependency accepts.
+    /// for n in 0..3_000 {
+    ///     throttle.answered(n % 3 == 0);
+    /// }
+    /// # tokio::time::advance(std::time::Duration::from_millis(250)).await;
+    /// let admitted = |priority| (0..1_000).filter(|_| throttle.admit_as(priority)).count();
+    /// let (critical, sheddable) = (admitted(Priority::Critical), admitted(Priority::Sheddable));
+    /// assert!(critical > sheddable, "{critical} critical, {sheddable} sheddable admitted");
+    /// # }
+    /// ```
+    pub fn admit_as(&self, priority: Priority) -> bool {
+        let k = priority.k_of(self.k());
         let (admitted, p) =
-            admit_at(&self.window, self.now(), self.tenth(), self.k(), self.cap(), || self.lock().1.random());
+            admit_at(&self.window, self.now(), self.tenth(), k, self.cap(), || self.lock().1.random());
         if p == 0.0 {
             if self.above_zero.load(Ordering::Relaxed) {
                 self.report_zero();
@@ -328,6 +362,31 @@ mod tests {
     /// A tenth of the default window: what the counts of a tenth wait
     /// before they count.
     const TENTH: Duration = Duration::from_millis(50);
+
+    /// Three requests for every accept, with the default `k` of 2: a
+    /// critical request is judged with 4 (nothing to refuse), a default one
+    /// with 2 (about a third refused), a sheddable one with 1 (about two
+    /// thirds). Each priority's refusals are counted from a fresh window.
+    #[tokio::test(start_paused = true)]
+    async fn each_priority_is_judged_with_its_own_multiple_of_k() {
+        let refused = async |priority| {
+            let throttle = Throttle::new("t", ThrottleConfig::default(), Some(44)).unwrap();
+            for n in 0..3_000 {
+                throttle.answered(n % 3 == 0);
+            }
+            tokio::time::advance(TENTH).await;
+            (0..300).filter(|_| !throttle.admit_as(priority)).count()
+        };
+        let critical = refused(Priority::Critical).await;
+        let default = refused(Priority::Default).await;
+        let sheddable = refused(Priority::Sheddable).await;
+        assert_eq!(critical, 0, "4 x 1,000 accepts outweigh 3,000 requests");
+        assert!((60..=140).contains(&default), "{default} of 300 default requests refused (p about 1/3)");
+        assert!(
+            (160..=240).contains(&sheddable),
+            "{sheddable} of 300 sheddable requests refused (p about 2/3)"
+        );
+    }
 
     #[tokio::test(start_paused = true)]
     async fn refusals_match_the_probability_within_sound_bounds() {

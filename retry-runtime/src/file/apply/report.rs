@@ -198,6 +198,7 @@ pub(super) fn settings_diff(old: &Settings, new: &Settings) -> Vec<String> {
         ("deadline_ms", maybe(old.deadline, ms), maybe(new.deadline, ms)),
         ("budget", on_or_none(old.budget).to_owned(), on_or_none(new.budget).to_owned()),
         ("breaker", on_or_none(old.breaker).to_owned(), on_or_none(new.breaker).to_owned()),
+        ("priority", old.priority.to_string(), new.priority.to_string()),
     ])
 }
 

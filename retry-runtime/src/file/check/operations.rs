@@ -55,6 +55,9 @@ pub(crate) fn merged_operations(
         if value.no_breaker.is_some() {
             settings.breaker = false;
         }
+        if let Some((priority, _)) = &value.priority {
+            settings.priority = *priority;
+        }
         let at = |key: Option<Span>| key.unwrap_or_else(|| span.clone());
         let before = problems.len();
         if let (Err(error), Some((_, given))) =
@@ -145,5 +148,6 @@ fn sources(value: &OperationOverride, problems: &Problems<'_>) -> SettingSources
         deadline: source(value.deadline.as_ref().map(|(_, s)| s)),
         budget: source(value.no_budget.as_ref()),
         breaker: source(value.no_breaker.as_ref()),
+        priority: source(value.priority.as_ref().map(|(_, s)| s)),
     }
 }

@@ -48,6 +48,7 @@ const OPERATION_KEYS: &[&str] = &[
     "deadline_ms",
     "budget",
     "breaker",
+    "priority",
 ];
 
 /// A file's tables as parse read them, with the positions the checks
@@ -121,6 +122,7 @@ pub(crate) struct OperationOverride {
     pub(crate) no_budget: Option<Span>,
     /// `breaker = "none"`: attempts do not ask the operation's breaker.
     pub(crate) no_breaker: Option<Span>,
+    pub(crate) priority: Option<(crate::Priority, Span)>,
 }
 
 /// What parse made of a file: the tables it read, and the problems it
@@ -284,6 +286,17 @@ fn operation(entries: &[Entry<'_>], _table: &Span, problems: &mut Problems<'_>) 
         }
         Some((parsed?, value.span()))
     });
+    let priority = entries.iter().find(|(k, _)| k.get_ref().as_ref() == "priority").and_then(|(_, value)| {
+        let parsed = match value.get_ref() {
+            DeValue::String(name) => name.parse::<crate::Priority>().ok(),
+            _ => None,
+        };
+        if parsed.is_none() {
+            let expected = crate::Priority::NAMES.map(|n| format!("\"{n}\"")).join(", ");
+            problems.push(&value.span(), Some("priority"), format!("`priority` must be one of: {expected}"));
+        }
+        Some((parsed?, value.span()))
+    });
     let operation = OperationOverride {
         max_attempts: count(entries, "max_attempts", problems),
         base: millis(entries, "base_ms", problems),
@@ -294,6 +307,7 @@ fn operation(entries: &[Entry<'_>], _table: &Span, problems: &mut Problems<'_>) 
         deadline: millis(entries, "deadline_ms", problems),
         no_budget: only_none(entries, "budget", "retries take nothing from a budget", problems),
         no_breaker: only_none(entries, "breaker", "attempts do not ask a breaker", problems),
+        priority,
     };
     (problems.len() == before).then_some(operation)
 }

@@ -52,7 +52,7 @@ pub trait CloneRequest: Clone {
     #[doc(hidden)]
     #[inline]
     fn plan(&self) -> Plan {
-        Plan { retry: true, key: None }
+        Plan { retry: true, key: None, priority: None }
     }
 }
 
@@ -114,11 +114,14 @@ mod tests {
 
     #[test]
     fn an_http_request_follows_the_http_rule_and_other_requests_are_resent() {
-        assert_eq!(plan_of(Method::POST, None), Plan { retry: false, key: None });
-        assert_eq!(plan_of(Method::PATCH, None), Plan { retry: false, key: None });
-        assert_eq!(plan_of(Method::POST, Some("k-1")), Plan { retry: true, key: Some("k-1".into()) });
-        assert_eq!(plan_of(Method::GET, None), Plan { retry: true, key: None });
-        assert_eq!("A-1".to_owned().plan(), Plan { retry: true, key: None });
-        assert_eq!(7_u64.plan(), Plan { retry: true, key: None });
+        assert_eq!(plan_of(Method::POST, None), Plan { retry: false, key: None, priority: None });
+        assert_eq!(plan_of(Method::PATCH, None), Plan { retry: false, key: None, priority: None });
+        assert_eq!(
+            plan_of(Method::POST, Some("k-1")),
+            Plan { retry: true, key: Some("k-1".into()), priority: None }
+        );
+        assert_eq!(plan_of(Method::GET, None), Plan { retry: true, key: None, priority: None });
+        assert_eq!("A-1".to_owned().plan(), Plan { retry: true, key: None, priority: None });
+        assert_eq!(7_u64.plan(), Plan { retry: true, key: None, priority: None });
     }
 }
