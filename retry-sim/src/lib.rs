@@ -53,7 +53,7 @@ mod storm;
 use std::time::Duration;
 
 pub use fleet::{FleetReport, FleetSimConfig, Guards, simulate_fleet};
-pub use herd::{HerdConfig, HerdReport, Latency, Model, Strategy, simulate};
+pub use herd::{HerdConfig, HerdReport, Latency, Model, PriorityMix, PriorityTally, Strategy, simulate};
 pub use storm::{Storm, StormError};
 
 /// The most events that fall into any one `bucket`-wide time bucket.

@@ -4,6 +4,7 @@
 use super::config::Model;
 use super::engine::{Event, Run};
 use super::guards::trips;
+use stormproof_runtime::Priority;
 use stormproof_runtime::breaker::Admission;
 
 impl Run<'_> {
@@ -21,7 +22,7 @@ impl Run<'_> {
         state.attempts += 1;
         if let Some(guards) = &mut self.guards {
             if let Some(throttle) = &mut guards.throttle
-                && !throttle.admit(now).0
+                && !throttle.admit_as(now, state.priority).0
             {
                 // Refused locally: no load, and the call ends.
                 self.throttled += 1;
@@ -44,8 +45,16 @@ impl Run<'_> {
             }
             if let Some(permits) = &mut guards.bulkhead {
                 if !permits.try_take() {
+                    // A sheddable attempt never waits: refused at once.
+                    if state.priority == Priority::Sheddable {
+                        self.bulkhead_stopped += 1;
+                        return;
+                    }
                     // Queued: no attempt reaches the dependency while it waits.
-                    permits.waiting.push_back(client);
+                    match state.priority {
+                        Priority::Critical => permits.critical.push_back(client),
+                        _ => permits.waiting.push_back(client),
+                    }
                     state.waiting = true;
                     state.waits += 1;
                     let max_wait = permits.max_wait.map(|wait| now.saturating_add(wait));
@@ -98,6 +107,7 @@ impl Run<'_> {
         state.waiting = false;
         if let Some(permits) = self.guards.as_mut().and_then(|g| g.bulkhead.as_mut()) {
             permits.waiting.retain(|&queued| queued != client);
+            permits.critical.retain(|&queued| queued != client);
         }
         if deadline {
             self.deadline_stopped += 1;

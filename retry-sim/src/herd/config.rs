@@ -287,6 +287,8 @@ pub struct HerdConfig {
     /// library's breaker per key, `per = tenant`) instead of one shared by
     /// every client. Default `false`.
     pub breaker_per_key: bool,
+    /// How the clients are split by priority. Default: all default.
+    pub priorities: super::PriorityMix,
 }
 
 impl Default for HerdConfig {
@@ -333,6 +335,7 @@ impl HerdConfig {
             keys: 1,
             keys_down: 0,
             breaker_per_key: false,
+            priorities: super::PriorityMix { critical: 0, sheddable: 0 },
         }
     }
 

@@ -7,14 +7,16 @@ use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use rand_distr::{Distribution, Normal};
 
+use super::answers::{Client, ClientAnswers};
 use super::config::{HerdConfig, Model, Strategy};
 use super::guards::{Budget, Guards, Permits, trips};
+use super::priorities::index;
 use crate::queue::EventQueue;
 use stormproof_runtime::ConfigError;
 use stormproof_runtime::ErrorClass;
-use stormproof_runtime::breaker::{BreakerConfig, BreakerCore, Outcome, Ticket};
+use stormproof_runtime::breaker::{BreakerConfig, BreakerCore, Outcome};
 use stormproof_runtime::budget::BudgetConfig;
-use stormproof_runtime::decision::{Answers, Decision, StopReason, decide};
+use stormproof_runtime::decision::{Decision, StopReason, decide};
 use stormproof_runtime::throttle::ThrottleCore;
 use stormproof_runtime::{
     Jitter,
@@ -44,23 +46,6 @@ pub(super) enum Event {
     /// `max_wait`, or until its deadline (`deadline`). Stale unless the
     /// client is still in the wait numbered `wait`.
     WaitOver { client: u32, wait: u64, deadline: bool },
-}
-
-#[derive(Debug)]
-pub(super) struct Client {
-    pub(super) attempts: u32,
-    pub(super) previous_wait: Option<Duration>,
-    /// The breaker's ticket of its latest attempt, and when it was admitted.
-    pub(super) ticket: Option<(Ticket, Duration)>,
-    /// Whether its latest attempt is out, waiting for a reply.
-    pub(super) in_flight: bool,
-    /// While the client holds a bulkhead permit: when its attempt started.
-    pub(super) permit_since: Option<Duration>,
-    /// Whether the client is queued for a bulkhead permit.
-    pub(super) waiting: bool,
-    /// How many times it has queued: tells a current `WaitOver` from a stale one.
-    pub(super) waits: u64,
-    pub(super) rng: JitterRng,
 }
 
 #[derive(Debug)]
@@ -99,6 +84,8 @@ pub(super) struct Run<'c> {
     pub(super) arrivals: Vec<Duration>,
     pub(super) retry_arrivals: Vec<Duration>,
     pub(super) first_retries: Vec<Duration>,
+    /// Successes by priority (see `HerdReport::by_priority`).
+    pub(super) succeeded_by_priority: [u32; 3],
 }
 
 impl<'c> Run<'c> {
@@ -154,6 +141,7 @@ impl<'c> Run<'c> {
                 waiting: false,
                 waits: 0,
                 rng: JitterRng::seeded(stream_seed(config.seed, u64::from(i) + 1)),
+                priority: config.priorities.of(i),
             })
             .collect();
         Ok(Run {
@@ -185,6 +173,7 @@ impl<'c> Run<'c> {
             arrivals: Vec::new(),
             retry_arrivals: Vec::new(),
             first_retries: Vec::new(),
+            succeeded_by_priority: [0; 3],
         })
     }
 
@@ -326,6 +315,7 @@ impl<'c> Run<'c> {
         }
         if ok {
             self.succeeded += 1;
+            self.succeeded_by_priority[index(self.clients[client as usize].priority)] += 1;
             self.completions.push(now);
             return;
         }
@@ -350,46 +340,6 @@ impl<'c> Run<'c> {
                 _ => unreachable!("a simulated failure is retryable and admission is not decided here"),
             },
         }
-    }
-}
-
-/// One client's answers to the retry decision's questions, at `now`.
-struct ClientAnswers<'a> {
-    config: &'a HerdConfig,
-    /// `None`: [`Strategy::Immediate`], which never waits.
-    backoff: Option<&'a Backoff>,
-    client: &'a mut Client,
-    /// The key the client calls (see `HerdConfig::keys`).
-    key: u32,
-    guards: Option<&'a mut Guards>,
-    now: Duration,
-}
-
-impl Answers for ClientAnswers<'_> {
-    fn backoff(&mut self) -> Duration {
-        let wait = match self.backoff {
-            None => Duration::ZERO,
-            Some(backoff) => {
-                let n = self.config.first_wait_index.saturating_add(self.client.attempts - 1);
-                backoff.wait(n, self.client.previous_wait, &mut self.client.rng)
-            }
-        };
-        self.client.previous_wait = Some(wait);
-        wait
-    }
-
-    fn until_deadline(&self) -> Option<Duration> {
-        self.config.deadline.map(|deadline| deadline.saturating_sub(self.now))
-    }
-
-    fn breaker_open_for(&self) -> Option<Duration> {
-        let until = self.guards.as_ref()?.breaker_ref(self.key)?.open_until()?;
-        Some(until.saturating_sub(self.now)).filter(|open| !open.is_zero())
-    }
-
-    fn take_budget(&mut self, class: stormproof_runtime::ErrorClass) -> bool {
-        let now = self.now;
-        self.guards.as_mut().is_none_or(|guards| guards.budget.try_withdraw(now, class))
     }
 }
 

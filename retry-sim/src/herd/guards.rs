@@ -41,7 +41,9 @@ impl Guards {
 
 /// A bulkhead on virtual time: the library's limit core moved by the same
 /// samples the real bulkhead takes, permits counted, waiters served first
-/// come, first served (as tokio's fair semaphore serves them).
+/// come, first served (as tokio's fair semaphore serves them), critical
+/// ones first, and sheddable ones never waiting (see `crate::priority`'s
+/// counterpart in the library).
 #[derive(Debug)]
 pub(super) struct Permits {
     pub(super) core: Option<LimitCore>,
@@ -49,6 +51,9 @@ pub(super) struct Permits {
     pub(super) max_wait: Option<Duration>,
     pub(super) in_use: u32,
     pub(super) waiting: VecDeque<u32>,
+    /// Critical clients waiting: served before `waiting`, as the
+    /// library's bulkhead serves its critical line first.
+    pub(super) critical: VecDeque<u32>,
 }
 
 impl Permits {
@@ -59,6 +64,7 @@ impl Permits {
             max_wait: config.max_wait,
             in_use: 0,
             waiting: VecDeque::new(),
+            critical: VecDeque::new(),
         }
     }
 
@@ -68,7 +74,7 @@ impl Permits {
 
     /// A permit now, if one is free (nobody is queued ahead).
     pub(super) fn try_take(&mut self) -> bool {
-        let free = self.waiting.is_empty() && self.in_use < self.limit();
+        let free = self.waiting.is_empty() && self.critical.is_empty() && self.in_use < self.limit();
         self.in_use += u32::from(free);
         free
     }
@@ -90,7 +96,7 @@ impl Permits {
         if self.in_use >= self.limit() {
             return None;
         }
-        let client = self.waiting.pop_front()?;
+        let client = self.critical.pop_front().or_else(|| self.waiting.pop_front())?;
         self.in_use += 1;
         Some(client)
     }

@@ -26,10 +26,12 @@
 //! [`ThrottleWindow`]: crate::ThrottleWindow
 
 mod admission;
+mod answers;
 mod config;
 mod dependency;
 mod engine;
 mod guards;
+mod priorities;
 mod report;
 #[cfg(test)]
 mod targets;
@@ -38,6 +40,7 @@ mod tests;
 mod validate;
 
 pub use config::{HerdConfig, Latency, Model, Strategy};
+pub use priorities::{PriorityMix, PriorityTally};
 pub use report::HerdReport;
 
 use stormproof_runtime::ConfigError;

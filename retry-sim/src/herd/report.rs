@@ -5,6 +5,7 @@ use std::time::Duration;
 use super::config::{Model, Strategy};
 #[allow(unused_imports)]
 use crate::peak_in_bucket;
+use stormproof_runtime::Priority;
 
 /// What one run of a strategy did.
 ///
@@ -73,6 +74,9 @@ pub struct HerdReport {
     pub retry_peak: usize,
     /// When the last client finished, one way or the other.
     pub end: Duration,
+    /// The clients of each priority and those that succeeded, sheddable,
+    /// default and critical (see [`HerdConfig::priorities`](super::HerdConfig::priorities)).
+    pub by_priority: [super::PriorityTally; 3],
 }
 
 impl HerdReport {
@@ -185,6 +189,14 @@ impl super::engine::Run<'_> {
             peak_load,
             retry_peak,
             end: self.end,
+            by_priority: std::array::from_fn(|i| {
+                let priority = [Priority::Sheddable, Priority::Default, Priority::Critical][i];
+                let clients = self.clients.iter().filter(|client| client.priority == priority).count();
+                super::PriorityTally {
+                    clients: u32::try_from(clients).unwrap_or(u32::MAX),
+                    succeeded: self.succeeded_by_priority[i],
+                }
+            }),
         }
     }
 }

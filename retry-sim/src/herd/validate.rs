@@ -79,7 +79,7 @@ impl HerdConfig {
             throttle.validate().map_err(|e| ConfigError::new("throttle", e.to_string()))?;
         }
         self.bulkhead.validate().map_err(|e| ConfigError::new("bulkhead", e.to_string()))?;
-        Ok(())
+        self.priorities.validate()
     }
 }
 
