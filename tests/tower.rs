@@ -918,6 +918,43 @@ async fn a_requests_x_priority_header_sets_its_priority() {
     assert_eq!(*served.lock().unwrap(), ["holder", "critical", "default"], "the critical request first");
 }
 
+/// In the global registry, where a request's first attempt may be plain:
+/// one with an `x-priority` header keeps its priority for its retries. A
+/// sheddable request answered 503 finds the bulkhead taken by another when
+/// its retry is due, and is refused at once (its 503 returned), where a
+/// request of the default priority would wait the bulkhead's `max_wait`.
+#[tokio::test(start_paused = true)]
+async fn a_requests_priority_holds_for_its_retries_too() {
+    stormproof::registry()
+        .declare_bulkhead(
+            "tower_retry_priority",
+            BulkheadConfig { max_concurrent: 1, max_wait: Some(ms(500)), ..Default::default() },
+        )
+        .unwrap();
+    let service = service_fn(|request: Request<Body>| async move {
+        if request.headers().contains_key("x-priority") {
+            return Ok::<_, Infallible>(reply(503));
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        Ok(reply(200))
+    });
+    let policy = policy(2).base(ms(100)).cap(ms(100)).bulkhead("tower_retry_priority").build().unwrap();
+    let layered = ResilientLayer::new(policy).layer(service);
+    let mut sheddable = get("http://in-process/");
+    sheddable.headers_mut().insert("x-priority", "sheddable".parse().unwrap());
+    let start = tokio::time::Instant::now();
+    let shed = tokio::spawn(layered.clone().oneshot(sheddable));
+    // During its backoff, another request takes the only place for a second.
+    tokio::time::sleep(ms(50)).await;
+    let holder = tokio::spawn(layered.oneshot(get("http://in-process/")));
+    let response = shed.await.unwrap().unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    // Its retry is admitted a moment before the 100 ms wait ends (to drain
+    // the 503 first), and refused there: not after waiting 500 ms more.
+    assert!(start.elapsed() <= ms(100), "refused at once, after {:?}", start.elapsed());
+    assert_eq!(holder.await.unwrap().unwrap().status(), StatusCode::OK);
+}
+
 #[tokio::test(start_paused = true)]
 async fn cloning_serves_any_clone_request_and_classifies_only_errors() {
     let calls = Arc::new(AtomicU32::new(0));

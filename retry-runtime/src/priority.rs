@@ -20,9 +20,9 @@
 //! - a **rate limit** never lets a sheddable attempt wait for a turn;
 //! - an adaptive **throttle** judges each priority with its own multiplier
 //!   of accepted requests (the SRE book's `K`): twice `K` for critical
-//!   requests, `K` for default ones, half of `K` for sheddable ones, so
-//!   that as the dependency rejects more, sheddable requests are refused
-//!   locally first and critical ones last.
+//!   requests, `K` for default ones, half of `K` (at least 1) for
+//!   sheddable ones, so that as the dependency rejects more, sheddable
+//!   requests are refused locally first and critical ones last.
 
 use std::fmt;
 
@@ -65,14 +65,16 @@ impl Priority {
     }
 
     /// The throttle's multiplier of accepted requests for this priority,
-    /// from its `k` (see the module docs): `2k`, `k` or `k / 2`.
+    /// from its `k` (see the module docs): `2k`, `k` or `k / 2`, but never
+    /// below 1: under 1, a dependency that accepts everything would see
+    /// requests refused.
     #[inline]
     pub(crate) fn k_of(self, k: f64) -> f64 {
         // The default first and alone: one comparison on the common path.
         if self == Priority::Default {
             return k;
         }
-        if self == Priority::Critical { k * 2.0 } else { k * 0.5 }
+        if self == Priority::Critical { k * 2.0 } else { (k * 0.5).max(1.0) }
     }
 }
 

@@ -69,14 +69,18 @@ impl Places {
     }
 
     /// Hands `places` to the lines: as many as wait in the critical line
-    /// there, the rest to the default line.
+    /// there, the rest to the default line. Under the lock until both are
+    /// handed: a critical waiter leaving (or arriving) between the count
+    /// and the hand-over would leave a place in a line nobody waits in (or
+    /// pass it over).
     fn to_lines(&self, places: usize) {
-        let critical = *self.lock_critical();
-        let first = places.min(critical);
+        let critical = self.lock_critical();
+        let first = places.min(*critical);
         if first > 0 {
             self.critical.add_permits(first);
         }
         self.semaphore.add_permits(places - first);
+        drop(critical);
     }
 
     /// Takes a free place if there is one, without waiting.
@@ -394,14 +398,30 @@ mod tests {
                         if (thread + round) % 3 == 0 {
                             // At most 3 of the 4 threads hold a place at once, so a
                             // waiter always gets one, unless it was stranded in the pool.
-                            // Every other waiter critical: neither line strands a place.
+                            // Every other waiter critical, and every fourth
+                            // one gives up at once if no place comes (a
+                            // timeout that may or may not fire): neither line
+                            // strands a place, whoever leaves when.
                             let critical = round % 2 == 0;
+                            let patience = if round % 4 == 0 {
+                                Duration::from_micros(1)
+                            } else {
+                                Duration::from_secs(30)
+                            };
                             let waited = runtime.block_on(async {
-                                tokio::time::timeout(Duration::from_secs(30), places.take_waiting(critical))
-                                    .await
+                                tokio::time::timeout(patience, places.take_waiting(critical)).await
                             });
-                            waited.expect("a place reached the waiter").unwrap();
-                            places.give_back();
+                            match waited {
+                                Ok(taken) => {
+                                    taken.unwrap();
+                                    places.give_back();
+                                }
+                                Err(_) => assert_eq!(
+                                    patience,
+                                    Duration::from_micros(1),
+                                    "a place reached the waiter"
+                                ),
+                            }
                         } else if places.try_take() {
                             places.give_back();
                         }
@@ -411,6 +431,8 @@ mod tests {
             .collect();
         threads.into_iter().for_each(|thread| thread.join().unwrap());
         assert_eq!(places.available(), PLACES);
+        assert_eq!(places.critical.available_permits(), 0, "none left in the critical line");
+        assert!((0..PLACES).all(|_| places.try_take()), "every place can be taken");
         assert_eq!(places.pool.load(Ordering::Relaxed) >> 32, 0, "no waiter left counted");
     }
 }

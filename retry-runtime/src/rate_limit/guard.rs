@@ -15,11 +15,10 @@ impl Guard for RateLimit {
     /// is refused (see `crate::priority`).
     #[inline(always)]
     fn admit(&self, _kind: AttemptKind, priority: Priority) -> Admit<()> {
-        match (self.try_acquire(), priority) {
-            (true, _) => Admit::Go(()),
-            (false, Priority::Sheddable) => Admit::Refuse,
-            (false, _) => Admit::Wait,
+        if priority == Priority::Sheddable {
+            return if self.turn_now_or_refuse() { Admit::Go(()) } else { Admit::Refuse };
         }
+        if self.try_acquire() { Admit::Go(()) } else { Admit::Wait }
     }
 
     #[inline(always)]

@@ -302,17 +302,23 @@ impl Throttle {
     /// # }
     /// ```
     pub fn admit_as(&self, priority: Priority) -> bool {
+        let (now, tenth, cap) = (self.now(), self.tenth(), self.cap());
         let k = priority.k_of(self.k());
-        let (admitted, p) =
-            admit_at(&self.window, self.now(), self.tenth(), k, self.cap(), || self.lock().1.random());
-        if p == 0.0 {
+        let (admitted, p) = admit_at(&self.window, now, tenth, k, cap, || self.lock().1.random());
+        // The gauge shows a default request's probability, whatever this
+        // request's priority: one gauge, one meaning.
+        let gauge = match priority {
+            Priority::Default => p,
+            _ => self.window.probability_at(now, tenth, self.k(), cap),
+        };
+        if gauge == 0.0 {
             if self.above_zero.load(Ordering::Relaxed) {
                 self.report_zero();
             }
-            return true;
+        } else {
+            self.above_zero.store(true, Ordering::Relaxed);
+            crate::observe::throttle_probability(&self.name, gauge);
         }
-        self.above_zero.store(true, Ordering::Relaxed);
-        crate::observe::throttle_probability(&self.name, p);
         if !admitted {
             crate::observe::throttle_refusal(&self.name, p);
         }
@@ -386,6 +392,18 @@ mod tests {
             (160..=240).contains(&sheddable),
             "{sheddable} of 300 sheddable requests refused (p about 2/3)"
         );
+    }
+
+    /// Half of `k` never goes below 1: with `k = 1` and a dependency that
+    /// accepts everything, a sheddable request is not refused either.
+    #[tokio::test(start_paused = true)]
+    async fn a_healthy_dependency_refuses_no_priority_even_at_the_smallest_k() {
+        let throttle = Throttle::new("t", ThrottleConfig { k: 1.0, ..Default::default() }, Some(45)).unwrap();
+        for _ in 0..3_000 {
+            throttle.answered(true);
+        }
+        tokio::time::advance(TENTH).await;
+        assert!((0..300).all(|_| throttle.admit_as(Priority::Sheddable)));
     }
 
     #[tokio::test(start_paused = true)]

@@ -40,16 +40,18 @@ impl Run<'_> {
                     }
                 }
             }
+            // A sheddable attempt never waits: refused at once, before the
+            // budget counts it (the library's counts only attempts admitted).
+            let full = guards.bulkhead.as_mut().is_some_and(|permits| !permits.try_take());
+            if full && state.priority == Priority::Sheddable {
+                self.bulkhead_stopped += 1;
+                return;
+            }
             if state.attempts == 1 {
                 guards.budget.on_first_attempt();
             }
             if let Some(permits) = &mut guards.bulkhead {
-                if !permits.try_take() {
-                    // A sheddable attempt never waits: refused at once.
-                    if state.priority == Priority::Sheddable {
-                        self.bulkhead_stopped += 1;
-                        return;
-                    }
+                if full {
                     // Queued: no attempt reaches the dependency while it waits.
                     match state.priority {
                         Priority::Critical => permits.critical.push_back(client),
