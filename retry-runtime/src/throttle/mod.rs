@@ -302,18 +302,37 @@ impl Throttle {
     /// # }
     /// ```
     pub fn admit_as(&self, priority: Priority) -> bool {
+        if priority != Priority::Default {
+            return self.admit_other(priority);
+        }
+        let (admitted, p) =
+            admit_at(&self.window, self.now(), self.tenth(), self.k(), self.cap(), || self.lock().1.random());
+        self.report(p, p, admitted)
+    }
+
+    /// [`admit_as`](Self::admit_as) for a critical or sheddable request:
+    /// out of the default's way.
+    #[inline(never)]
+    fn admit_other(&self, priority: Priority) -> bool {
         let (now, tenth, cap) = (self.now(), self.tenth(), self.cap());
         let k = priority.k_of(self.k());
         let (admitted, p) = admit_at(&self.window, now, tenth, k, cap, || self.lock().1.random());
         // The gauge shows a default request's probability, whatever this
         // request's priority: one gauge, one meaning.
-        let gauge = match priority {
-            Priority::Default => p,
-            _ => self.window.probability_at(now, tenth, self.k(), cap),
-        };
+        let default = self.window.probability_at(now, tenth, self.k(), cap);
+        self.report(default, p, admitted)
+    }
+
+    /// The gauge at `gauge` (a default request's probability), and a
+    /// refusal drawn against `p` counted.
+    #[inline(always)]
+    fn report(&self, gauge: f64, p: f64, admitted: bool) -> bool {
         if gauge == 0.0 {
             if self.above_zero.load(Ordering::Relaxed) {
                 self.report_zero();
+            }
+            if p == 0.0 {
+                return true;
             }
         } else {
             self.above_zero.store(true, Ordering::Relaxed);
