@@ -938,7 +938,11 @@ async fn a_requests_priority_holds_for_its_retries_too() {
         tokio::time::sleep(Duration::from_secs(1)).await;
         Ok(reply(200))
     });
-    let policy = policy(2).base(ms(100)).cap(ms(100)).bulkhead("tower_retry_priority").build().unwrap();
+    // A name of its own: `policy`'s builders share one (its line), and with
+    // it the operation's own breaker and budget in the global registry,
+    // which this test's paused clock would then start for the others.
+    let policy = policy(2).name("tower::retry_priority").base(ms(100)).cap(ms(100));
+    let policy = policy.bulkhead("tower_retry_priority").build().unwrap();
     let layered = ResilientLayer::new(policy).layer(service);
     let mut sheddable = get("http://in-process/");
     sheddable.headers_mut().insert("x-priority", "sheddable".parse().unwrap());
