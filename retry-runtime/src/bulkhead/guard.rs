@@ -54,14 +54,8 @@ impl Guard for Bulkhead {
     type Permit = Place;
 
     #[inline(always)]
-    /// A sheddable attempt never waits for a place: with none free now, it
-    /// is refused (see `crate::priority`).
-    fn admit(&self, _kind: AttemptKind, priority: Priority) -> Admit<Place> {
-        match (self.places.try_take(), priority) {
-            (true, _) => Admit::Go(self.placed()),
-            (false, Priority::Sheddable) => Admit::Refuse,
-            (false, _) => Admit::Wait,
-        }
+    fn admit(&self, _kind: AttemptKind, _priority: Priority) -> Admit<Place> {
+        if self.places.try_take() { Admit::Go(self.placed()) } else { Admit::Wait }
     }
 
     #[inline(always)]

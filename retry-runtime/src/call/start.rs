@@ -172,14 +172,13 @@ impl<'p, S: Default, H, V: Shape> Call<'p, S, H, V> {
     pub(super) fn adopt_override(&mut self) {
         self.started = Started::General;
         if let Some(settings) = settings_now(self.policy) {
+            // Its retries on the override's guards too: the breaker off.
             if !settings.breaker
                 && let Some(cached) = self.cached.take()
             {
-                // Its retries on the override's guards too: the breaker off.
-                if let GuardsRef::Scoped(guards) = GuardsRef::Cached(cached).with_breaker_off() {
-                    self.more().scoped = Some(guards);
-                } else {
-                    self.cached = Some(cached);
+                match GuardsRef::Cached(cached).with_breaker_off() {
+                    GuardsRef::Scoped(guards) => self.more().scoped = Some(guards),
+                    GuardsRef::Cached(cached) => self.cached = Some(cached),
                 }
             }
             self.max_attempts = settings.max_attempts;

@@ -27,13 +27,22 @@
 //! still spend a turn on a hedge that does not run). resilience4j, whose
 //! rate limiter sits outside its bulkhead, spends the permit.
 //!
-//! **A hedge never waits**: a hedge that would have to queue is not worth
-//! it, and one the bulkhead or the rate limit cannot admit at once is
-//! refused, costing nothing.
+//! **A hedge never waits, nor does a sheddable call**: a hedge that would
+//! have to queue is not worth it, and a sheddable call is the first to
+//! give way when a guard is saturated (see `crate::priority`); one the
+//! bulkhead or the rate limit cannot admit at once is refused, costing
+//! nothing.
 
 use super::{Admit, Answer, AttemptKind, Guard};
 use crate::priority::Priority;
 use crate::rejection::Rejection;
+
+/// Whether an attempt of `kind` of a call of `priority` may wait for a
+/// place or a turn (see the module docs).
+#[inline(always)]
+fn may_wait(kind: AttemptKind, priority: Priority) -> bool {
+    kind != AttemptKind::Hedge && priority != Priority::Sheddable
+}
 
 /// The guards of one call, each in its slot (`Option<G>` for a guard the
 /// call may or may not have); asked in the order of the module docs.
@@ -142,7 +151,7 @@ impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> GuardSet<T, B, K, R, U> {
         };
         let bulkhead = match self.bulkhead.admit(kind, priority) {
             Admit::Go(permit) => permit,
-            Admit::Wait if kind != AttemptKind::Hedge => {
+            Admit::Wait if may_wait(kind, priority) => {
                 self.breaker.give_back(breaker);
                 return Admission::Wait(Pending::Place { throttle });
             }
@@ -257,7 +266,7 @@ impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> GuardSet<T, B, K, R, U> {
         }
         let rate_limit = match self.rate_limit.admit(kind, priority) {
             Admit::Go(permit) => permit,
-            Admit::Wait if kind != AttemptKind::Hedge => {
+            Admit::Wait if may_wait(kind, priority) => {
                 self.breaker.give_back(breaker);
                 return Admission::Wait(Pending::Turn { throttle, place: bulkhead });
             }

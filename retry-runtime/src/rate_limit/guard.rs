@@ -11,13 +11,8 @@ use crate::rejection::Rejection;
 impl Guard for RateLimit {
     type Permit = ();
 
-    /// A sheddable attempt never waits for a turn: with none free now, it
-    /// is refused (see `crate::priority`).
     #[inline(always)]
-    fn admit(&self, _kind: AttemptKind, priority: Priority) -> Admit<()> {
-        if priority == Priority::Sheddable {
-            return if self.turn_now_or_refuse() { Admit::Go(()) } else { Admit::Refuse };
-        }
+    fn admit(&self, _kind: AttemptKind, _priority: Priority) -> Admit<()> {
         if self.try_acquire() { Admit::Go(()) } else { Admit::Wait }
     }
 

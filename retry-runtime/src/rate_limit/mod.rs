@@ -165,20 +165,6 @@ impl RateLimit {
         self.limiter.check().is_ok()
     }
 
-    /// A turn now, for an attempt that may not wait for one (a sheddable
-    /// call's: see `crate::priority`); refused, it is reported as a wait
-    /// over the limit would be, with the wait it would have taken.
-    pub(crate) fn turn_now_or_refuse(&self) -> bool {
-        match self.limiter.check() {
-            Ok(()) => true,
-            Err(not_until) => {
-                let wait = not_until.wait_time_from(self.clock.now());
-                crate::observe::rate_limited(&self.name, self.keyed.label(), wait);
-                false
-            }
-        }
-    }
-
     /// Takes a turn: at once when one is free, after waiting for it when it
     /// comes within `max_wait`, else `Err` with the wait it would have taken.
     ///
