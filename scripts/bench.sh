@@ -372,7 +372,7 @@ out("- **Timeout and deadline**: the direct path arms the earlier of the attempt
 out("  call's deadline in the timer slot the backoff uses (an attempt that runs is not backing off): a")
 out("  timer entry per attempt, registered with the driver only if the attempt has to wait, and a clock")
 out("  read per attempt timeout and per deadline. A deadline also builds the call's optional state (the")
-out("  `More` of `execution`) as the call starts, which a call with only an attempt timeout does not. The")
+out("  `RareState` of `call`) as the call starts, which a call with only an attempt timeout does not. The")
 out("  benchmarks are a package of their own (`benches/Cargo.toml`), built without tokio's `test-util`")
 out("  (which the library's tests enable, and under which `Instant::now()` also takes the runtime clock's")
 out("  mutex), as users build it.")

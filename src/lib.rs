@@ -26,7 +26,6 @@ pub use stormproof_fleet as fleet;
 #[doc(hidden)]
 pub mod __private {
     pub use stormproof_runtime::__private::*;
-    pub use stormproof_runtime::{Classify, ErrorClass, Jitter, Policy, Priority, Rejection, ResilientError};
 }
 
 /// The guide's pages (`docs/`), compiled and run as doc tests: every Rust

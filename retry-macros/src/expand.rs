@@ -14,12 +14,14 @@
 //! #[resilient(max_attempts = 3, breaker = "db")]
 //! async fn load(&mut self, id: String) -> Result<Row, DbError> { self.query(&id).await }
 //!
-//! // Output (locals are hygienic; `__stormproof` is `::stormproof::__private`):
+//! // Output (locals are hygienic; `__stormproof` is the facade, `::stormproof`,
+//! // and `rt` below stands for its `__private`, which holds ten names):
 //! async fn load(&mut self, id: String) -> Result<Row, DbError> {
-//!     use ::stormproof::__private as __stormproof;
+//!     use ::stormproof::{self as __stormproof};
+//!     use __stormproof::__private::probe::{KeepSendError as _, ..}; // the probes' traits, unnamed
 //!     static __RESILIENT_POLICY: __stormproof::Policy = __stormproof::Policy::from_attribute(
-//!         __stormproof::AttributeConfig { operation: concat!(module_path!(), "::", "load"), max_attempts: 3u32, .. });
-//!     __stormproof::inventory::submit! { __stormproof::Operation::new(&__RESILIENT_POLICY) }
+//!         rt::AttributeConfig { operation: concat!(module_path!(), "::", "load"), max_attempts: 3u32, .. });
+//!     rt::inventory::submit! { rt::Operation::new(&__RESILIENT_POLICY) }
 //!     // Nothing is built until an attempt needs it: a first attempt that
 //!     // runs plain (see the runtime's `call::plain`) never builds the call.
 //!     let mut call = None;
@@ -33,23 +35,25 @@
 //!                 let __self = __self;
 //!                 'body: { __self.query(&id).await } // the body, `self` renamed, labelled (see `attempt_block`)
 //!             };
-//!             // How to build the call: the key (`Keyed(|| (key.take(), ..))`
-//!             // when the function has one), the slot that keeps the last error
-//!             // across waits when `DbError: Send`, and how errors are handled.
-//!             let parts = __stormproof::Unkeyed(|| (
-//!                 (&__stormproof::ErrorProbe::<DbError>::new()).slot(), __stormproof::by_traits::<DbError>()));
 //!             // The shape: which guard slots the function names (throttle,
 //!             // breaker, bulkhead, rate limit, budget), so that the others cost nothing.
-//!             type Shape = (Unnamed, Named, Unnamed, Unnamed, Unnamed);
-//!             match __stormproof::Call::<_, _, Shape>::plain(&call, &__RESILIENT_POLICY, &parts) {
+//!             // `Call` stands for (the expansion writes it out each time):
+//!             //     rt::Call::<_, _, (rt::Unnamed, rt::Named, rt::Unnamed, rt::Unnamed, rt::Unnamed)>
+//!             // How to build the call: the key (`Call::keyed(|| (key.take(), ..))`
+//!             // when the function has one), the slot that keeps the last error
+//!             // across waits when `DbError: Send`, and how errors are handled.
+//!             let parts = Call::unkeyed(|| (
+//!                 (&rt::probe::ErrorProbe::<DbError>::new()).slot(),
+//!                 <DbError as __stormproof::ResilientError>::handling()));
+//!             match Call::plain(&call, &__RESILIENT_POLICY, &parts) {
 //!                 Some(plain) => match plain.attempt(attempt).await {
 //!                     Ok(value) => break Ok(value),
-//!                     Err(failure) => __stormproof::Call::<_, _, Shape>::after_plain(&mut call, &__RESILIENT_POLICY, parts, failure),
+//!                     Err(failure) => Call::after_plain(&mut call, &__RESILIENT_POLICY, parts, failure),
 //!                 },
-//!                 None => __stormproof::Call::<_, _, Shape>::next(&mut call, &__RESILIENT_POLICY, parts, attempt).await,
+//!                 None => Call::next(&mut call, &__RESILIENT_POLICY, parts, attempt).await,
 //!             }
 //!         };
-//!         match step { Step::Done(result) => break result, Step::Retry => {} }
+//!         match step { rt::Step::Done(result) => break result, rt::Step::Retry => {} }
 //!     }
 //! }
 //! ```
@@ -65,53 +69,63 @@
 //! `self` renamed). With `fallback = path`, the loop's result is matched:
 //! an `Err` goes to `path(error).await`.
 
-use proc_macro2::{Group, Span, TokenStream, TokenTree};
+use proc_macro2::{Group, Span, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{AttrStyle, Block, Ident, ItemFn, Lifetime, ReturnType, Signature};
 
+use crate::error_type::{error_handling, error_span, error_type_tokens};
 use crate::marker::POLICY;
 use crate::policy::{attribute_config, call_target};
+use crate::respan::respan;
 use crate::rewrite::{clone_receiver, fresh_arguments, key_is_used, reborrow_receiver};
 use crate::types::erase_impl_trait;
-use crate::validate::{ErrorType, Plan};
+use crate::validate::Plan;
 
 /// The annotated function with the retry loop around its body.
 pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
     let krate = &plan.krate;
     // One import of the runtime: when `crate = "..."` names no such path, the
     // compiler reports it once, at that string, and not at every use.
-    let runtime = Ident::new("__stormproof", Span::mixed_site());
+    // The facade's public names (`Policy`, `Jitter`, ...) are named at its
+    // root, the expansion's own at `__private`; the probes' traits are
+    // imported unnamed (`as _`), so the body sees none of them.
+    let facade = Ident::new("__stormproof", Span::mixed_site());
+    // At the path's last segment (the string of `crate = "..."`): a path
+    // that names nothing is reported there, where `use` reports `self`.
+    let krate_span = krate.clone().into_iter().last().map_or_else(Span::call_site, |token| token.span());
+    let as_facade = respan(quote!({self as #facade}), krate_span);
     let import = quote! {
-        use #krate::__private as #runtime;
+        use #krate::#as_facade;
         #[allow(unused_imports)]
-        use #runtime::{
+        use #facade::__private::probe::{
             ConvertByFrom as _, ConvertByTraits as _, ConvertByWrapping as _, ConvertNot as _, ForgetOtherError as _,
             KeepSendError as _,
             KeyFromDisplay as _, KeyFromInteger as _, KeyFromText as _,
         };
     };
-    let rt = quote!(#runtime);
+    let rt = quote!(#facade::__private);
+    let public = quote!(#facade);
     // Mixed-site hygiene: the body cannot see (or shadow) these locals.
     let policy = Ident::new(POLICY, Span::mixed_site());
     let call = Ident::new("__stormproof_call", Span::mixed_site());
     let step = Ident::new("__stormproof_step", Span::mixed_site());
     let result = Ident::new("__stormproof_result", Span::mixed_site());
 
-    let config = attribute_config(&item.sig, plan, &rt);
+    let config = attribute_config(&item.sig, plan, &rt, &public);
     let key = match &plan.key {
         Some(key) => {
-            let key_of = respan(quote!(#rt::idempotency_key), key.span());
+            let key_of = respan(quote!(#rt::probe::KeyProbe::key), key.span());
             // The probe picks the cheapest way to the key's `Display` text for its type.
-            let writer = quote!((&&&#rt::KeyProbe::of(&#key)).key_writer());
+            let writer = quote!((&&&#rt::probe::KeyProbe::of(&#key)).key_writer());
             quote_spanned!(key.span()=> ::core::option::Option::Some(#key_of(&#key, &#key, #writer)))
         }
         None => quote!(::core::option::Option::None),
     };
     let error_ty = error_type_tokens(&item.sig, &plan.error_type, &rt);
     let error_span = error_span(&item.sig, &plan.error_type);
-    let slot = quote!((&#rt::ErrorProbe::<#error_ty>::new()).slot());
-    let handling = error_handling(plan, &error_ty, error_span, &rt);
+    let slot = quote!((&#rt::probe::ErrorProbe::<#error_ty>::new()).slot());
+    let handling = error_handling(plan, &error_ty, error_span, &rt, &public);
     // A missing `Classify` or `From<Rejection>` is reported at this call too:
     // point that at the error type, under the readable message, not at the attribute.
     // Which guards the function names, known here: a call pays nothing for
@@ -139,11 +153,11 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
                 let mut #call = ::core::option::Option::None;
                 let mut #key_slot = #key;
             },
-            quote!(#rt::Keyed(|| (#key_slot.take(), #slot, #handling))),
+            quote!(#call_type::keyed(|| (#key_slot.take(), #slot, #handling))),
         ),
         None => (
             quote!(let mut #call = ::core::option::Option::None;),
-            quote!(#rt::Unkeyed(|| (#slot, #handling))),
+            quote!(#call_type::unkeyed(|| (#slot, #handling))),
         ),
     };
     let (start, target) = call_target(plan, &rt, &policy, start);
@@ -241,7 +255,7 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
             quote! {
                 match #run {
                     ::core::result::Result::Err(#error) => {
-                        #rt::falling_back(#policy.operation());
+                        #rt::Operation::falling_back(&#policy);
                         #call
                     }
                     #result => #result,
@@ -257,7 +271,7 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
     let body = quote! {
         #(#inner)*
         #import
-        static #policy: #rt::Policy = #rt::Policy::from_attribute(#config);
+        static #policy: #public::Policy = #public::Policy::from_attribute(#config);
         // Listed at link time: configuration overrides and
         // `Registry::check` find the function by its operation name.
         #rt::inventory::submit! { #rt::Operation::new(&#policy) }
@@ -273,78 +287,6 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
     quote! {
         #(#outer)*
         #vis #sig #block
-    }
-}
-
-/// `tokens` moved to where `span` is, keeping their hygiene: errors about
-/// them point at the user's code, while they resolve as before.
-fn respan(tokens: TokenStream, span: Span) -> TokenStream {
-    tokens
-        .into_iter()
-        .map(|mut token| {
-            if let TokenTree::Group(group) = &token {
-                let mut moved = Group::new(group.delimiter(), respan(group.stream(), span));
-                moved.set_span(group.span().located_at(span));
-                token = TokenTree::Group(moved);
-            }
-            token.set_span(token.span().located_at(span));
-            token
-        })
-        .collect()
-}
-
-/// The error type as written, or the whole return type when it is an alias.
-fn error_span(sig: &Signature, error_type: &ErrorType) -> Span {
-    match (error_type, &sig.output) {
-        (ErrorType::Named(ty), _) => ty.span(),
-        (ErrorType::Inferred, ReturnType::Type(_, ty)) => ty.span(),
-        (ErrorType::Inferred, ReturnType::Default) => Span::call_site(),
-    }
-}
-
-/// The error type `E`, as a type the expansion can name: as written, or
-/// through the return type (`<io::Result<T> as ResultType>::Error`).
-fn error_type_tokens(sig: &Signature, error_type: &ErrorType, rt: &TokenStream) -> TokenStream {
-    match (error_type, &sig.output) {
-        (ErrorType::Named(ty), _) => quote!(#ty),
-        (ErrorType::Inferred, ReturnType::Type(_, ty)) => {
-            let erased = erase_impl_trait(ty);
-            quote!(<#erased as #rt::ResultType>::Error)
-        }
-        // Not a `Result`: `validate` has reported it, nothing is expanded.
-        (ErrorType::Inferred, ReturnType::Default) => quote!(()),
-    }
-}
-
-/// How the call classifies its errors and makes rejections into them: the
-/// traits (`Classify`, `From<Rejection>`), checked at the error type so a
-/// missing one is reported there in words; or `classify = path`, with the
-/// rejection conversion the error type allows (autoref specialization: its
-/// `From<Rejection>`, else `Error::Rejected` for a `stormproof::Error<X>`).
-fn error_handling(plan: &Plan, error_ty: &TokenStream, error_span: Span, rt: &TokenStream) -> TokenStream {
-    match &plan.classify {
-        None => {
-            // Its result, two function pointers, made when the call is built:
-            // the bound is then checked at this one call, and a missing trait
-            // is one error. (The function itself, a handling of no size,
-            // would carry the bound to every use of the handling's type, and
-            // repeat the error at each.)
-            let by_traits = respan(quote!(<#error_ty as #rt::ResilientError>::handling), error_span);
-            quote!(#by_traits())
-        }
-        Some(path) => {
-            // The function is given to a binding of the type it must have,
-            // and the conversion asked of the trait by name: a function of
-            // another type, or an error type that cannot carry a rejection,
-            // is one error at the user's tokens, naming no function of the
-            // library.
-            let fn_type = respan(quote!(fn(&#error_ty) -> #rt::ErrorClass), path.span());
-            let handling = respan(quote!(#rt::RejectionConverter::<#error_ty>::classify_with), path.span());
-            quote!({
-                let classify: #fn_type = #path;
-                #handling((&&&&#rt::RejectProbe::<#error_ty>::new()).converter(), classify)
-            })
-        }
     }
 }
 

@@ -19,12 +19,14 @@ use syn::ItemFn;
 
 mod arguments;
 mod borrows;
+mod error_type;
 mod expand;
 mod facade;
 mod marker;
 mod parse;
 mod policy;
 mod rename_self;
+mod respan;
 mod rewrite;
 mod suggest;
 mod types;
@@ -256,8 +258,41 @@ mod tests {
     fn a_valid_function_expands_without_errors() {
         let out = run("max_attempts = 3, idempotent = false, key = order_id, crate = \"r\"", FUNCTIONS[0]);
         assert!(!out.contains("compile_error"), "{out}");
-        assert!(out.contains("use r :: __private as __stormproof ;"), "{out}");
+        assert!(out.contains("use r :: { self as __stormproof } ;"), "{out}");
         assert!(out.contains("__stormproof :: Policy :: from_attribute"), "{out}");
+    }
+
+    /// What the expansion names in the runtime's `__private`, over every
+    /// shape it has (the loop, one attempt, hedging, a key, a key per call
+    /// of a guard, a fallback, `classify = path`, every guard): at most ten
+    /// names, the private surface the macro and the runtime share.
+    #[test]
+    fn the_expansion_names_at_most_ten_private_items() {
+        let shapes = [
+            "",
+            "breaker = \"b\", budget = \"b\"",
+            "max_attempts = 1",
+            "hedge_after_ms = 50, idempotent = true",
+            "idempotent = false, key = order_id",
+            "breaker = \"b\", per = order_id",
+            "fallback = recover",
+            "classify = by_status",
+            "throttle = \"t\", bulkhead = \"h\", rate_limit = \"r\", deadline_ms = 9, attempt_timeout_ms = 3",
+            "on_retry = log, on_stop = log, priority = \"critical\", budget = \"none\", breaker = \"none\"",
+        ];
+        let mut names = std::collections::BTreeSet::new();
+        for args in shapes {
+            let out = run(args, FUNCTIONS[0]);
+            assert!(!out.contains("compile_error"), "{args}: {out}");
+            let mut rest = out.as_str();
+            while let Some(at) = rest.find("__private :: ") {
+                rest = &rest[at + "__private :: ".len()..];
+                let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                names.insert(name);
+            }
+        }
+        assert!(names.contains("Call"), "{names:?}");
+        assert!(names.len() <= 10, "{} names: {names:?}", names.len());
     }
 
     /// `factor`'s literal in thousandths: the decimals that count, at most

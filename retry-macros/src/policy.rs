@@ -11,7 +11,12 @@ use syn::{Ident, Signature};
 use crate::validate::Plan;
 
 /// The `AttributeConfig` literal the policy is built from, at compile time.
-pub(crate) fn attribute_config(sig: &Signature, plan: &Plan, rt: &TokenStream) -> TokenStream {
+pub(crate) fn attribute_config(
+    sig: &Signature,
+    plan: &Plan,
+    rt: &TokenStream,
+    public: &TokenStream,
+) -> TokenStream {
     let operation = match &plan.name {
         Some(name) => {
             let name = Literal::string(name);
@@ -57,7 +62,7 @@ pub(crate) fn attribute_config(sig: &Signature, plan: &Plan, rt: &TokenStream) -
             max_attempts: #max_attempts,
             base_ms: #base_ms,
             cap_ms: #cap_ms,
-            jitter: #rt::Jitter::#jitter,
+            jitter: #public::Jitter::#jitter,
             factor_milli: #factor_milli,
             attempt_timeout_ms: #attempt_timeout_ms,
             deadline_ms: #deadline_ms,
@@ -78,7 +83,7 @@ pub(crate) fn attribute_config(sig: &Signature, plan: &Plan, rt: &TokenStream) -
             has_key: #has_key,
             on_retry: #on_retry,
             on_stop: #on_stop,
-            priority: #rt::Priority::#priority,
+            priority: #public::Priority::#priority,
         }
     }
 }
@@ -113,10 +118,10 @@ pub(crate) fn call_target(
     let target = Ident::new("__stormproof_target", Span::mixed_site());
     // At the parameter: a key that is not `Display` is one error there.
     let text = quote_spanned!(per.span()=> &#per as &dyn ::core::fmt::Display);
-    let texter = quote!((&&&#rt::KeyProbe::of(&#per)).key_texter());
+    let texter = quote!((&&&#rt::probe::KeyProbe::of(&#per)).key_texter());
     let start = quote! {
-        let #keyed = #rt::KeyedGuards::of(&#policy, &#per, #text, #texter);
-        let #target = #rt::Target::per_key(&#policy, &#keyed);
+        let #keyed = #rt::Call::keyed_guards(&#policy, &#per, #text, #texter);
+        let #target = #rt::Call::per_key(&#policy, &#keyed);
         #start
     };
     (start, quote!(#target))

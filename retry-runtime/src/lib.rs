@@ -90,37 +90,48 @@ pub use stop::{StopReason, Stopped};
 /// may change in any release.
 #[doc(hidden)]
 pub mod __private {
-    // Only what the expansion names (or imports, for its probes' methods),
-    // the two traits `Call`'s methods are bound by (`LastError`,
-    // `ErrorHandling`), and the three types the call's own tests drive it
-    // with (`ByTraits`, `Kept`, `Step`); `NoConverter` is here so that the
-    // compiler's message for a type that cannot carry a rejection names it
-    // by this path.
-    pub use crate::call::{
-        Call, ErrorProbe, ForgetOtherError, KeepSendError, Kept, KeyFromDisplay, KeyFromInteger, KeyFromText,
-        KeyProbe, Keyed, KeyedGuards, LastError, Step, Target, Unkeyed, idempotency_key,
-    };
-    pub use crate::error::{
-        ByTraits, ConvertByFrom, ConvertByTraits, ConvertByWrapping, ConvertNot, ErrorHandling, NoConverter,
-        RejectProbe, RejectionConverter,
-    };
+    // Ten names: what the expansion names, and nothing else. The guard
+    // slots of a call's shape (`Named`, `Unnamed`); the call (`Call`, which
+    // also makes its parts and finds a breaker per key, and `Step`); the
+    // policy's literal and its entry in the list of operations
+    // (`AttributeConfig`, `Operation`, `inventory`); and `probe`, the types
+    // and traits of the autoref probes, which the expansion imports by name
+    // (`as _`) so that their methods resolve without naming anything in the
+    // body's scope. `RejectionConverter` and `NoConverter` belong to the
+    // probes but sit here: an error type that cannot carry a rejection is
+    // refused by their names, and the compiler names an item by a path
+    // through a `#[doc(hidden)]` module only one level deep (it would print
+    // the runtime's private path, `stormproof_runtime::error::...`).
+    pub use crate::call::{Call, Step};
+    pub use crate::error::{NoConverter, RejectionConverter};
     pub use crate::guards::{Named, Unnamed};
     pub use crate::operations::Operation;
     pub use crate::policy::AttributeConfig;
     pub use inventory;
 
-    /// The error type of a `Result`, named through an alias (`io::Result<T>`).
-    pub trait ResultType {
-        /// `E` of `Result<T, E>`.
-        type Error;
-    }
+    /// What the expansion asks of the types it meets: the error type of a
+    /// `Result` alias (`ResultType`), and by autoref specialization
+    /// (`(&&&Probe::of(&x)).method()` takes the first trait whose bound the
+    /// type meets) how a key becomes text, how the last error is kept across
+    /// waits, how a rejection becomes the error type; and the types the
+    /// call's own tests drive it with (`ByTraits`, `Kept`).
+    pub mod probe {
+        pub use crate::call::{
+            ErrorProbe, ForgetOtherError, KeepSendError, Kept, KeyFromDisplay, KeyFromInteger, KeyFromText,
+            KeyProbe,
+        };
+        pub use crate::error::{
+            ByTraits, ConvertByFrom, ConvertByTraits, ConvertByWrapping, ConvertNot, RejectProbe,
+        };
 
-    impl<T, E> ResultType for Result<T, E> {
-        type Error = E;
-    }
+        /// The error type of a `Result`, named through an alias (`io::Result<T>`).
+        pub trait ResultType {
+            /// `E` of `Result<T, E>`.
+            type Error;
+        }
 
-    /// Reports that a call failed and its fallback runs instead.
-    pub fn falling_back(operation: &str) {
-        crate::observe::fallback(operation);
+        impl<T, E> ResultType for Result<T, E> {
+            type Error = E;
+        }
     }
 }

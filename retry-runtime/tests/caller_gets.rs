@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{TestError, ms};
-use stormproof_runtime::__private::{ByTraits, Call, Kept, Step};
+use stormproof_runtime::__private::probe::{ByTraits, Kept};
+use stormproof_runtime::__private::{Call, Step};
 use stormproof_runtime::{
     ErrorClass, Jitter, Policy, Registry, Rejection,
     breaker::{BreakerConfig, BreakerState},

@@ -9,7 +9,8 @@ use std::io::{Error, ErrorKind};
 use std::time::Duration;
 
 use common::{Attempts, TestError, ms};
-use stormproof_runtime::__private::{ByTraits, Kept, Step};
+use stormproof_runtime::__private::Step;
+use stormproof_runtime::__private::probe::{ByTraits, Kept};
 use stormproof_runtime::{
     Classify, ErrorClass, Jitter, Policy, Registry, Rejection, StopReason,
     breaker::{Admission, BreakerConfig, BreakerCore, BreakerState, CircuitBreaker, Outcome},

@@ -26,7 +26,7 @@ const ENDED: u64 = 1 << 33;
 pub(super) struct Taken {
     /// The count of ended leases (`state / ENDED`, below 2^31): half a
     /// word, so that a retry's pending withdrawal has room for its budget
-    /// in a call's state (see `execution::more::Withdrawn`).
+    /// in a call's state (see `call::rare_state::Withdrawn`).
     ended_before: u32,
 }
 

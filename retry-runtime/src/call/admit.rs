@@ -60,7 +60,7 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     /// HTTP request's `x-priority`), else its settings' (see `crate::priority`).
     #[inline(always)]
     pub(super) fn priority(&self) -> Priority {
-        match self.more.as_ref().and_then(|more| more.priority) {
+        match self.rare.as_ref().and_then(|rare| rare.priority) {
             Some(priority) => priority,
             None => self.settings().priority,
         }
@@ -190,7 +190,7 @@ where
     loop {
         match *phase {
             Phase::Delayed | Phase::DelayedHedged => {
-                if let Some(wait) = call.more.as_mut().and_then(|more| more.backoff.take()) {
+                if let Some(wait) = call.rare.as_mut().and_then(|rare| rare.backoff.take()) {
                     timer.set(Some(sleep(wait)));
                 }
                 let Some(sleep) = timer.as_mut().as_pin_mut() else { panic!("a backoff without its timer") };

@@ -5,7 +5,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::Call;
-use super::more::Withdrawn;
+use super::rare_state::Withdrawn;
 use crate::backoff::Jitter;
 use crate::backoff::JitterRng;
 use crate::budget::RetryCause;
@@ -22,14 +22,14 @@ impl<S: Default, H, V: Shape> Answers for Call<'_, S, H, V> {
         let backoff = self.settings().backoff;
         let n = self.attempts.saturating_sub(1);
         let policy = self.policy;
-        let more = self.more();
+        let rare = self.rare();
         let jittered = if backoff.jitter == Jitter::None {
             backoff.exp(n)
         } else {
-            let rng = more.rng.get_or_insert_with(|| jitter_rng(policy));
-            backoff.wait(n, more.previous_wait, rng)
+            let rng = rare.rng.get_or_insert_with(|| jitter_rng(policy));
+            backoff.wait(n, rare.previous_wait, rng)
         };
-        more.previous_wait = Some(jittered);
+        rare.previous_wait = Some(jittered);
         jittered
     }
 
@@ -58,13 +58,13 @@ impl<S: Default, H, V: Shape> Answers for Call<'_, S, H, V> {
         let Some(budget) = &guards.budget else {
             return true;
         };
-        let timed_out = self.more.as_ref().is_some_and(|more| more.timed_out);
+        let timed_out = self.rare.as_ref().is_some_and(|rare| rare.timed_out);
         let cause = if timed_out { RetryCause::Timeout } else { RetryCause::of(class) };
         let Some(taken) = budget.withdraw(cause) else {
             return false;
         };
         let cached = self.cached.and_then(|guards| guards.budget.as_deref());
-        self.more().withdrawn = Some(Withdrawn { taken, cached, spent: false });
+        self.rare().withdrawn = Some(Withdrawn { taken, cached, spent: false });
         true
     }
 }

@@ -113,19 +113,6 @@ impl std::fmt::Write for StackText {
 /// `Display` text, `None` to format it on the stack.
 pub type KeyWriter<T> = Option<fn(&T) -> Arc<str>>;
 
-/// The key's text, made once per call (see the module's documentation):
-/// `writer`'s shortcut for `value`'s type (from the probe, [`KeyProbe`]),
-/// else `text`, the same key as a `&dyn Display`. The key becomes that at
-/// the attribute's own tokens, so a key that is not `Display` is one error
-/// there, in the compiler's words, naming no function of the library.
-#[inline(always)]
-pub fn idempotency_key<T: ?Sized>(value: &T, text: &dyn Display, writer: KeyWriter<T>) -> Arc<str> {
-    match writer {
-        Some(write) => write(value),
-        None => written_key(text),
-    }
-}
-
 /// The attribute's way to the text of a breaker-per-key's key (`per =
 /// tenant`) without an allocation: `Some` for a type with a shortcut (its
 /// text as it is, an integer's digits written into the buffer), `None` to
@@ -143,6 +130,20 @@ impl<T: ?Sized> KeyProbe<T> {
     #[inline(always)]
     pub fn of(_value: &T) -> Self {
         KeyProbe(PhantomData)
+    }
+
+    /// The key's text, made once per call (see the module's documentation):
+    /// `writer`'s shortcut for `value`'s type (from the probe's
+    /// `key_writer`), else `text`, the same key as a `&dyn Display`. The key
+    /// becomes that at the attribute's own tokens, so a key that is not
+    /// `Display` is one error there, in the compiler's words, naming no
+    /// function of the library.
+    #[inline(always)]
+    pub fn key(value: &T, text: &dyn Display, writer: KeyWriter<T>) -> Arc<str> {
+        match writer {
+            Some(write) => write(value),
+            None => written_key(text),
+        }
     }
 }
 
@@ -258,7 +259,7 @@ mod tests {
     macro_rules! key {
         ($value:expr) => {{
             let value = &$value;
-            idempotency_key(value, value, (&&&KeyProbe::of(value)).key_writer())
+            KeyProbe::key(value, value, (&&&KeyProbe::of(value)).key_writer())
         }};
     }
 

@@ -44,7 +44,7 @@
 //!
 //! **The success path stays small.** What only some calls need (an
 //! override's settings, a scoped registry's guards, a key, a deadline, an
-//! enabled span, the backoff's state) is kept apart (`more`), built only
+//! enabled span, the backoff's state) is kept apart (`rare`), built only
 //! when a call needs it: a plain call's success path writes, and drops, a
 //! few words. What only some attempts need (a wait for a place or a turn,
 //! a hedging round) lives behind a box (`Rare`), built only then.
@@ -56,7 +56,6 @@ mod hedge;
 mod key;
 mod last_error;
 mod made_on_poll;
-mod more;
 #[cfg(feature = "tower")]
 mod owned;
 mod per_key;
@@ -64,6 +63,7 @@ mod phase;
 mod plain;
 mod polled;
 mod racing;
+mod rare_state;
 mod run;
 mod running;
 mod settle;
@@ -75,16 +75,16 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-pub use key::{KeyFromDisplay, KeyFromInteger, KeyFromText, KeyProbe, idempotency_key};
+pub use key::{KeyFromDisplay, KeyFromInteger, KeyFromText, KeyProbe};
 pub use last_error::{ErrorProbe, ForgetOtherError, KeepSendError, Kept, LastError};
 pub use made_on_poll::MadeOnPoll;
 #[cfg(feature = "tower")]
 pub(crate) use owned::{FirstAttempt, FirstPermits};
 pub use per_key::{CallTarget, KeyedGuards, Target};
-pub use plain::{Keyed, Unkeyed};
+pub(crate) use plain::Unkeyed;
 pub use run::{Classified, ClassifyInner};
 
-use more::More;
+use rare_state::RareState;
 
 use crate::clock;
 use std::marker::PhantomData;
@@ -115,7 +115,7 @@ pub enum Step<T, E> {
 pub struct Call<'p, S, H, V = AnyShape> {
     policy: &'p Policy,
     /// The global registry's guards, cached in the policy; `None` before
-    /// the call starts, or inside a scoped registry (its guards are in `more`).
+    /// the call starts, or inside a scoped registry (its guards are in `rare`).
     cached: Option<&'p Guards>,
     /// The attempts this call may make; 0 until it starts (at its first attempt).
     max_attempts: u32,
@@ -123,14 +123,14 @@ pub struct Call<'p, S, H, V = AnyShape> {
     started: Started,
     /// Attempts that ran (were admitted) so far.
     attempts: u32,
-    /// The call's idempotency key, until the call starts (then in `more`).
+    /// The call's idempotency key, until the call starts (then in `rare`).
     // Dropped when the call ends (`Call::end`), if it never started: as
-    // with `more`, a call without drop glue keeps its caller's drop small.
+    // with `rare`, a call without drop glue keeps its caller's drop small.
     key: ManuallyDrop<Option<Arc<str>>>,
     /// `None` until the call needs any of it (see the module docs).
     // Dropped when the call ends (`Call::end`), behind one inline test: as
     // a plain field its drop would be a call on every call's success path.
-    more: ManuallyDrop<Option<More<'p, S>>>,
+    rare: ManuallyDrop<Option<RareState<'p, S>>>,
     /// How this call classifies errors and makes rejections into them.
     handling: H,
     /// Which guards its function names (see `guards::Shape`).
@@ -171,7 +171,7 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
             started: Started::No,
             attempts: 0,
             key: ManuallyDrop::new(key),
-            more: ManuallyDrop::new(None),
+            rare: ManuallyDrop::new(None),
             handling,
             shape: PhantomData,
         }
@@ -189,9 +189,9 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     /// scoped registry's, or none before it starts.
     #[inline(always)]
     fn guards_ref(&self) -> &Guards {
-        match (self.cached, &*self.more) {
+        match (self.cached, &*self.rare) {
             (Some(guards), _) => guards,
-            (None, Some(More { scoped: Some(scoped), .. })) => scoped,
+            (None, Some(RareState { scoped: Some(scoped), .. })) => scoped,
             _ => Guards::none(),
         }
     }
@@ -199,7 +199,7 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     /// The settings this call runs on (the policy's, or an override).
     #[inline]
     fn settings(&self) -> &Settings {
-        match self.more.as_ref().and_then(|more| more.overridden.as_deref()) {
+        match self.rare.as_ref().and_then(|rare| rare.overridden.as_deref()) {
             Some(settings) => settings,
             None => self.policy.compiled_settings(),
         }
@@ -209,7 +209,7 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     /// borrows it does not borrow the call.
     #[inline]
     fn guards(&self) -> GuardsRef<'p> {
-        match (self.cached, self.more.as_ref().and_then(|more| more.scoped.as_ref())) {
+        match (self.cached, self.rare.as_ref().and_then(|rare| rare.scoped.as_ref())) {
             (Some(guards), _) => GuardsRef::Cached(guards),
             (None, Some(scoped)) => GuardsRef::Scoped(Arc::clone(scoped)),
             (None, None) => GuardsRef::Cached(Guards::none()),
@@ -219,21 +219,21 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     /// The call's deadline, if it has one that can be armed.
     #[inline]
     pub(crate) fn deadline(&self) -> Option<Instant> {
-        self.more.as_ref().and_then(|more| more.deadline)
+        self.rare.as_ref().and_then(|rare| rare.deadline)
     }
 
     /// The state only some calls need, built now if it was not.
     #[inline]
-    fn more(&mut self) -> &mut More<'p, S>
+    fn rare(&mut self) -> &mut RareState<'p, S>
     where
         S: Default,
     {
-        if self.more.is_none() {
-            More::build_plain(&mut self.more);
+        if self.rare.is_none() {
+            RareState::build_plain(&mut self.rare);
         }
-        match &mut *self.more {
-            Some(more) => more,
-            None => unreachable!("`more` was just built"),
+        match &mut *self.rare {
+            Some(rare) => rare,
+            None => unreachable!("`rare` was just built"),
         }
     }
 
@@ -241,7 +241,7 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     /// attempt to wait out (see `Call::after_plain`).
     #[inline(always)]
     fn backs_off_first(&self) -> bool {
-        self.more.as_ref().is_some_and(|more| more.backoff.is_some())
+        self.rare.as_ref().is_some_and(|rare| rare.backoff.is_some())
     }
 
     /// Attempts that ran so far.
@@ -274,7 +274,7 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         S: Default,
     {
         self.start_if_new();
-        self.more().priority = Some(priority);
+        self.rare().priority = Some(priority);
     }
 
     /// Makes the next attempt the last, whatever the policy allows: for a
@@ -301,13 +301,13 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         S: LastError<E>,
     {
         self.attempts += 1;
-        if let Some(more) = &mut *self.more {
-            more.last.clear();
-            if let Some(withdrawn) = &mut more.withdrawn {
+        if let Some(rare) = &mut *self.rare {
+            rare.last.clear();
+            if let Some(withdrawn) = &mut rare.withdrawn {
                 if withdrawn.taken.refundable().is_some() {
                     withdrawn.spent = true;
                 } else {
-                    more.withdrawn = None;
+                    rare.withdrawn = None;
                 }
             }
         }
@@ -317,8 +317,8 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     /// withdrawal kept for a refund is spent for good.
     #[inline]
     fn forget_spent(&mut self) {
-        if let Some(more) = &mut *self.more {
-            more.forget_spent();
+        if let Some(rare) = &mut *self.rare {
+            rare.forget_spent();
         }
     }
 
@@ -356,8 +356,8 @@ impl<S, H, V> Call<'_, S, H, V> {
     /// what it holds when its caller's future is dropped, out of line.
     #[inline(always)]
     pub(super) fn end(&mut self) {
-        if self.more.is_some() {
-            drop_more(&mut self.more);
+        if self.rare.is_some() {
+            drop_more(&mut self.rare);
         }
         if self.key.is_some() {
             drop_more(&mut self.key);
@@ -367,8 +367,8 @@ impl<S, H, V> Call<'_, S, H, V> {
 
 /// Drops a call's optional state, or its key (see `Call::end`).
 #[inline(never)]
-fn drop_more<T>(more: &mut ManuallyDrop<Option<T>>) {
-    drop(ManuallyDrop::into_inner(std::mem::replace(more, ManuallyDrop::new(None))));
+fn drop_more<T>(rare: &mut ManuallyDrop<Option<T>>) {
+    drop(ManuallyDrop::into_inner(std::mem::replace(rare, ManuallyDrop::new(None))));
 }
 
 /// How a call started (see `start`).

@@ -6,6 +6,7 @@
 
 use std::fmt::{Display, Write};
 
+use super::Call;
 use super::key::{KeyTexter, StackText};
 use crate::guards::Guards;
 use crate::policy::Policy;
@@ -60,6 +61,29 @@ impl KeyedGuards {
     #[inline(never)]
     fn made(policy: &Policy, key: &str) -> KeyedGuards {
         KeyedGuards { guards: policy.per_key_guards(key) }
+    }
+}
+
+/// The attribute's way to a breaker per key (`per = tenant`), under the
+/// one name its expansion calls (`Call::keyed_guards(..)`,
+/// `Call::per_key(..)`): no type of the call's is involved.
+impl Call<'static, (), ()> {
+    /// [`KeyedGuards::of`].
+    #[inline(always)]
+    pub fn keyed_guards<T: ?Sized>(
+        policy: &Policy,
+        value: &T,
+        text: &dyn Display,
+        texter: KeyTexter<T>,
+    ) -> Option<KeyedGuards> {
+        KeyedGuards::of(policy, value, text, texter)
+    }
+
+    /// What a call of `policy` with the guards `keyed` found (if any) runs:
+    /// declared after `keyed`, which it borrows, and dropped before it.
+    #[inline(always)]
+    pub fn per_key<'p>(policy: &'p Policy, keyed: &'p Option<KeyedGuards>) -> Target<'p> {
+        Target::per_key(policy, keyed)
     }
 }
 

@@ -197,6 +197,20 @@ where
 }
 
 impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
+    /// The parts of a call without a key: `make` makes the slot that keeps
+    /// its last error and its error handling, when the call is built.
+    #[inline(always)]
+    pub fn unkeyed<F: FnOnce() -> (S, H)>(make: F) -> Unkeyed<F> {
+        Unkeyed(make)
+    }
+
+    /// The parts of a call with a key: `make` makes the key, the slot and
+    /// the handling, when the call is built.
+    #[inline(always)]
+    pub fn keyed<F: FnOnce() -> (Option<Arc<str>>, S, H)>(make: F) -> Keyed<F> {
+        Keyed(make)
+    }
+
     /// The first attempt of a call of `policy` into `slot`, admitted
     /// quietly, if the call is plain (see `Call::plain_guards`): `slot` is
     /// empty (the call has not started), `parts` has no key, and the guards
@@ -274,7 +288,7 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
             // A zero wait is no wait (see `Call::failed`).
             Ok(wait) if wait.is_zero() => Step::Retry,
             Ok(wait) => {
-                call.more().backoff = Some(wait);
+                call.rare().backoff = Some(wait);
                 Step::Retry
             }
         };

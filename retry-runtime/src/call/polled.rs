@@ -30,18 +30,18 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
         attempt: Pin<&mut Option<F>>,
         cx: &mut Context<'_>,
     ) -> Poll<F::Output> {
-        match &mut *self.more {
+        match &mut *self.rare {
             None => context::poll_keyless(attempt, cx),
-            Some(more) => context::poll_in(&mut more.key, more.span.as_ref(), attempt, cx),
+            Some(rare) => context::poll_in(&mut rare.key, rare.span.as_ref(), attempt, cx),
         }
     }
 
     /// Drops an attempt that has not finished, in its context.
     #[inline]
     pub(super) fn drop_in_context<F>(&mut self, attempt: Pin<&mut Option<F>>) {
-        match &mut *self.more {
+        match &mut *self.rare {
             None => context::drop_in(&mut None, None, attempt),
-            Some(more) => context::drop_in(&mut more.key, more.span.as_ref(), attempt),
+            Some(rare) => context::drop_in(&mut rare.key, rare.span.as_ref(), attempt),
         }
     }
 

@@ -77,8 +77,8 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
         // Allocated first, so that the attempt is built in place rather
         // than beside it and copied in.
         let slot = Box::new_uninit();
-        let (key, span) = match &*self.more {
-            Some(more) => (more.key.clone(), more.span.clone()),
+        let (key, span) = match &*self.rare {
+            Some(rare) => (rare.key.clone(), rare.span.clone()),
             None => (None, None),
         };
         let (timer, limit) = match self.attempt_limit() {

@@ -89,7 +89,7 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
         H: ErrorHandling<E>,
         S: Default,
     {
-        self.more().timed_out = true;
+        self.rare().timed_out = true;
         let rejection = Rejection::AttemptTimeout { after };
         (rejection.classify(), self.handling.reject(rejection))
     }
@@ -110,8 +110,8 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
         }
         let decision = decide(class, self.attempts, self.max_attempts, self);
         // Read by the decision's budget question: this failure's alone.
-        if let Some(more) = &mut *self.more {
-            more.timed_out = false;
+        if let Some(rare) = &mut *self.rare {
+            rare.timed_out = false;
         }
         match decision {
             Decision::Retry(wait) => {
@@ -123,7 +123,7 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
                 }
                 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
                 let wait = self.take_lead(wait, &error);
-                self.more().last.keep(error);
+                self.rare().last.keep(error);
                 Ok(wait)
             }
             Decision::Stop(reason) => Err(self.give_up(reason, error)),
@@ -154,7 +154,7 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
     fn tell_stop(&self, reason: StopReason) {
         observe::stop(self.policy.operation(), self.attempts, reason.label());
         if let Some(hook) = &self.policy.hooks().on_stop {
-            let started_at = self.more.as_ref().and_then(|more| more.started_at);
+            let started_at = self.rare.as_ref().and_then(|rare| rare.started_at);
             let elapsed = started_at.map(|at| at.elapsed()).unwrap_or_default();
             let (operation, attempts) = (self.policy.operation(), self.attempts);
             hook.tell(&StopEvent { operation, attempts, reason, elapsed });
@@ -181,7 +181,7 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
         let Some(due) = crate::clock::instant_after(wait) else {
             return wait;
         };
-        self.more().due = Some(due);
+        self.rare().due = Some(due);
         wait - lead.min(wait)
     }
 
@@ -191,7 +191,7 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
     /// lead. Taken: asked once, by that retry.
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     pub(crate) fn take_retry_due(&mut self) -> Option<Instant> {
-        self.more.as_mut().and_then(|more| more.due.take())
+        self.rare.as_mut().and_then(|rare| rare.due.take())
     }
 
     /// The deadline cut the running attempt short (its outcome recorded):
@@ -217,10 +217,10 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
         // A retry whose budget withdrawal the decision took (see
         // `decision`) did not run: it gives back what it took, and the
         // budget pays only for retries that happen.
-        if let Some(more) = &mut *self.more {
-            more.give_back_withdrawn();
+        if let Some(rare) = &mut *self.rare {
+            rare.give_back_withdrawn();
         }
-        match self.more.as_mut().and_then(|more| more.last.take()) {
+        match self.rare.as_mut().and_then(|rare| rare.last.take()) {
             Some(error) => self.give_up(rejection.stop_reason(), error),
             None => {
                 self.tell_stop(rejection.stop_reason());

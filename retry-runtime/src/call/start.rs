@@ -6,11 +6,11 @@
 //! at hand before anything optional is computed, so its success path
 //! neither builds nor drops the optional parts; every other call goes
 //! through the out-of-line `start_general`, which looks up its override,
-//! deadline and span and builds `More` when it needs any of them.
+//! deadline and span and builds `RareState` when it needs any of them.
 
 use std::sync::Arc;
 
-use super::more::More;
+use super::rare_state::RareState;
 use super::{Call, Started};
 use crate::clock;
 use crate::context;
@@ -177,20 +177,20 @@ impl<'p, S: Default, H, V: Shape> Call<'p, S, H, V> {
                 && let Some(cached) = self.cached.take()
             {
                 match GuardsRef::Cached(cached).with_breaker_off() {
-                    GuardsRef::Scoped(guards) => self.more().scoped = Some(guards),
+                    GuardsRef::Scoped(guards) => self.rare().scoped = Some(guards),
                     GuardsRef::Cached(cached) => self.cached = Some(cached),
                 }
             }
             self.max_attempts = settings.max_attempts;
             let deadline = settings.deadline.and_then(clock::instant_after);
-            let more = self.more();
-            more.deadline = deadline;
-            more.overridden = Some(settings);
+            let rare = self.rare();
+            rare.deadline = deadline;
+            rare.overridden = Some(settings);
         }
     }
 
     /// Any call not recognised as plain at once: its override, deadline and
-    /// span are looked up, and `more` built in place when it needs any of them.
+    /// span are looked up, and `rare` built in place when it needs any of them.
     #[inline(never)]
     fn start_general(&mut self, guards: GuardsRef<'p>, nested: bool, key: Option<Arc<str>>) {
         let policy = self.policy;
@@ -227,8 +227,8 @@ impl<'p, S: Default, H, V: Shape> Call<'p, S, H, V> {
             return;
         }
         #[cfg(test)]
-        super::more::built::count();
-        *self.more = Some(More {
+        super::rare_state::built::count();
+        *self.rare = Some(RareState {
             overridden,
             scoped,
             priority: None,

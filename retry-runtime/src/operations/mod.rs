@@ -30,6 +30,11 @@ impl Operation {
     pub const fn new(policy: &'static Policy) -> Self {
         Operation { policy }
     }
+
+    /// Reports that a call of `policy` failed and its fallback runs instead.
+    pub fn falling_back(policy: &Policy) {
+        crate::observe::fallback(policy.operation());
+    }
 }
 
 inventory::collect!(Operation);

@@ -10,7 +10,8 @@ pub(crate) use std::sync::atomic::{AtomicU32, Ordering};
 pub(crate) use std::time::Duration;
 
 pub(crate) use crate::common::{TestError, ms};
-pub(crate) use stormproof_runtime::__private::{ByTraits, Call, Kept, Step};
+pub(crate) use stormproof_runtime::__private::probe::{ByTraits, Kept};
+pub(crate) use stormproof_runtime::__private::{Call, Step};
 pub(crate) use stormproof_runtime::{
     Jitter, Nested, Policy, PolicyBuilder, Rejection,
     breaker::{BreakerConfig, BreakerState},

@@ -1,5 +1,5 @@
 //! The call's own rules, seen from inside: which calls start plain (their
-//! success path builds no `More`), and that every guard hears of an
+//! success path builds no `RareState`), and that every guard hears of an
 //! attempt exactly once, whatever stops it.
 
 mod plain;
@@ -26,18 +26,18 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
 }
 
 /// Makes one successful attempt of a call of `policy`, and says whether the
-/// call started plain and kept its success path free of `More`.
+/// call started plain and kept its success path free of `RareState`.
 fn plain(policy: &Policy) -> bool {
     block_on(plain_now(policy))
 }
 
 async fn plain_now(policy: &Policy) -> bool {
-    let built = super::more::built::so_far();
+    let built = super::rare_state::built::so_far();
     let mut call = Call::new(policy, None, Kept::<std::io::Error>::default(), ByTraits);
     let step = call.attempt(async { Ok::<_, std::io::Error>(()) }).await;
     assert!(matches!(step, super::Step::Done(Ok(()))));
-    assert!(call.more.is_none(), "a call's optional state goes as it ends");
-    call.started == Started::Plain && super::more::built::so_far() == built
+    assert!(call.rare.is_none(), "a call's optional state goes as it ends");
+    call.started == Started::Plain && super::rare_state::built::so_far() == built
 }
 
 #[test]
@@ -67,10 +67,10 @@ fn only_a_deadline_a_key_a_scope_or_an_enabled_span_build_a_calls_optional_state
 
     let keyed = guarded().build().unwrap();
     let with_key = block_on(async {
-        let built = super::more::built::so_far();
+        let built = super::rare_state::built::so_far();
         let mut call = Call::new(&keyed, Some("k".into()), Kept::<std::io::Error>::default(), ByTraits);
         let _ = call.attempt(async { Ok::<_, std::io::Error>(()) }).await;
-        super::more::built::so_far() == built + 1
+        super::rare_state::built::so_far() == built + 1
     });
     assert!(with_key, "a key is kept in the optional state");
 

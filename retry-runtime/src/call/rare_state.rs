@@ -16,7 +16,7 @@ use crate::settings::Settings;
 /// touches: built when the call starts if it needs any of it, else at its
 /// first failure (all of it is then at its starting value, as it would
 /// have been at the start).
-pub(super) struct More<'p, S> {
+pub(super) struct RareState<'p, S> {
     /// The override this call runs on; `None`: the policy's own settings.
     pub(super) overridden: Option<Arc<Settings>>,
     /// A scoped registry's guards (then the call has no cached ones).
@@ -53,7 +53,7 @@ pub(super) struct More<'p, S> {
     pub(super) last: S,
 }
 
-impl<S: Default> More<'_, S> {
+impl<S: Default> RareState<'_, S> {
     /// A plain call's starting state, built at its first failure, in its
     /// slot (returned by value, it would be copied there: a few dozen bytes).
     #[cold]
@@ -61,7 +61,7 @@ impl<S: Default> More<'_, S> {
     pub(super) fn build_plain(slot: &mut Option<Self>) {
         #[cfg(test)]
         built::count();
-        *slot = Some(More {
+        *slot = Some(RareState {
             overridden: None,
             scoped: None,
             priority: None,
@@ -85,7 +85,7 @@ impl<S: Default> More<'_, S> {
 /// (`cached`), or else the scoped registry's guards' (`More::scoped`).
 /// A reference, not a handle of its own, and no larger than the
 /// withdrawal was alone (see `lease::Taken`): every plain call drops an
-/// empty `More` slot, and a handle to release, or a larger slot, cost
+/// empty `RareState` slot, and a handle to release, or a larger slot, cost
 /// each plain success an instruction (`attribute_defaults`).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Withdrawn<'p> {
@@ -98,7 +98,7 @@ pub(super) struct Withdrawn<'p> {
     pub(super) spent: bool,
 }
 
-impl<S> More<'_, S> {
+impl<S> RareState<'_, S> {
     /// Gives back what the retry decided last took, if it was not admitted
     /// (see `RetryBudget::give_back_retry`): once, since it is taken here.
     #[cold]
@@ -130,7 +130,7 @@ impl<S> More<'_, S> {
 /// handler) after a retry was decided and before it was admitted, during
 /// its backoff or while it queued, never sends it: what the budget gave it
 /// goes back, as for a retry refused after its wait.
-impl<S> Drop for More<'_, S> {
+impl<S> Drop for RareState<'_, S> {
     #[inline]
     fn drop(&mut self) {
         if self.withdrawn.is_some() {
