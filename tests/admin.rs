@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use stormproof::admin::{self, BreakerView, Counts, Snapshot, State, TransitionView};
 use stormproof::{Rejection, breaker::BreakerState};
-use support::{Events, Flaky, TOKEN, call, guards, post, serve, snapshot, totals};
+use support::{Events, Flaky, TOKEN, call, guards, post, serve, shed_over_the_rate, snapshot, totals};
 
 /// An annotated function, for the page's operations: declared, never called.
 #[stormproof::resilient(name = "admin::quote", max_attempts = 2, base_ms = 25)]
@@ -94,6 +94,11 @@ async fn the_snapshot_matches_the_registry_while_calls_run() {
     assert_eq!((throttle.k, throttle.window_ms, throttle.max_refusal_percent), (1.5, 500, 80));
     let rate = &snap.rate_limits[0];
     assert_eq!((rate.per_second, rate.burst, rate.max_wait_ms), (50, 5, Some(20)));
+    assert_eq!(rate.refused, Default::default(), "nothing refused yet");
+    let shed = shed_over_the_rate(&registry).await;
+    let rate = snapshot(addr).await.rate_limits.remove(0);
+    assert_eq!((rate.refused.critical, rate.refused.default, rate.refused.sheddable), (0, 0, shed));
+    assert_eq!(snap.bulkheads[0].refused, Default::default());
     assert_eq!(snap.breakers[1].totals, Counts::default());
     assert!(!snap.control, "built without a token");
 }

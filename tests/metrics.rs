@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use stormproof::{
-    Classify, ErrorClass, Policy, Registry, Rejection,
+    Classify, ErrorClass, Policy, Priority, Registry, Rejection,
     breaker::{BreakerConfig, BreakerState},
     budget::TokenBucket,
     bulkhead::{AdaptiveLimit, BulkheadConfig},
@@ -126,8 +126,61 @@ fn retries_and_stops_are_counted_by_operation_class_and_reason() {
     let op = ("operation", "shop::quote");
     assert_eq!(counter(&metrics, "stormproof_retries_total", &[op, ("class", "transient")]), 1);
     assert_eq!(counter(&metrics, "stormproof_retries_total", &[op, ("class", "throttled")]), 1);
-    assert_eq!(counter(&metrics, "stormproof_stops_total", &[op, ("reason", "attempts_exhausted")]), 1);
-    assert_eq!(counter(&metrics, "stormproof_stops_total", &[op, ("reason", "permanent")]), 1);
+    let default = ("priority", "default");
+    assert_eq!(
+        counter(&metrics, "stormproof_stops_total", &[op, ("reason", "attempts_exhausted"), default]),
+        1
+    );
+    assert_eq!(counter(&metrics, "stormproof_stops_total", &[op, ("reason", "permanent"), default]), 1);
+}
+
+/// A call its guard refused is counted under its priority: the sheddable
+/// call, refused at once by the full bulkhead, under `sheddable`; the
+/// critical one, refused after its wait for a place, under `critical`.
+#[test]
+fn refused_calls_are_counted_by_priority() {
+    let metrics = recorded(async || {
+        let registry = Registry::new();
+        let bulkhead = BulkheadConfig {
+            max_concurrent: 1,
+            max_wait: Some(Duration::from_secs(1)),
+            ..Default::default()
+        };
+        registry.declare_bulkhead("shop::pool", bulkhead).unwrap();
+        let policy = |name: &'static str, priority| {
+            let builder = Policy::builder().name(name).max_attempts(1).bulkhead("shop::pool");
+            builder.priority(priority).build().unwrap()
+        };
+        let (holder, critical, sheddable) = (
+            policy("shop::hold", Priority::Default),
+            policy("shop::pay", Priority::Critical),
+            policy("shop::suggest", Priority::Sheddable),
+        );
+        registry
+            .scope(async {
+                let hold = holder.run(|| async {
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                    Ok::<(), Fault>(())
+                });
+                let refused = async {
+                    tokio::task::yield_now().await;
+                    let shed = sheddable.run(|| async { Ok::<(), Fault>(()) }).await;
+                    let waited = critical.run(|| async { Ok::<(), Fault>(()) }).await;
+                    (shed, waited)
+                };
+                let (held, (shed, waited)) = tokio::join!(hold, refused);
+                assert!(held.is_ok());
+                assert!(matches!(shed, Err(Fault::Rejected(Rejection::BulkheadFull { .. }))), "{shed:?}");
+                assert!(matches!(waited, Err(Fault::Rejected(Rejection::BulkheadFull { .. }))), "{waited:?}");
+            })
+            .await;
+    });
+    let full = ("reason", "bulkhead_full");
+    let stops = |operation, priority| {
+        counter(&metrics, "stormproof_stops_total", &[("operation", operation), full, ("priority", priority)])
+    };
+    assert_eq!(stops("shop::suggest", "sheddable"), 1);
+    assert_eq!(stops("shop::pay", "critical"), 1);
 }
 
 #[test]

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use stormproof::bulkhead::BulkheadConfig;
 use stormproof::rate_limit::RateLimitConfig;
+use stormproof::throttle::ThrottleConfig;
 use stormproof::{Error, Policy, Priority, Registry, Rejection, resilient};
 use tokio::time::Instant;
 
@@ -43,6 +44,10 @@ struct Tally {
 }
 
 impl Tally {
+    fn failed(&self) -> u64 {
+        u64::from(self.calls.load(Ordering::SeqCst) - self.succeeded.load(Ordering::SeqCst))
+    }
+
     fn share(&self) -> f64 {
         f64::from(self.succeeded.load(Ordering::SeqCst)) / f64::from(self.calls.load(Ordering::SeqCst))
     }
@@ -97,6 +102,14 @@ where
 async fn under_three_times_the_load_critical_calls_succeed_and_sheddable_ones_are_refused() {
     let registry = Registry::new();
     let [critical, default, sheddable] = overload(&registry, checkout, profile, prefetch).await;
+    // Every call that failed was refused by the bulkhead (one attempt
+    // each, nothing else fails), which counted it under its priority.
+    let refusals = registry.bulkhead("db").unwrap();
+    let refusals = refusals.refusals();
+    assert_eq!(refusals.of(Priority::Critical), critical.failed());
+    assert_eq!(refusals.of(Priority::Default), default.failed());
+    assert_eq!(refusals.of(Priority::Sheddable), sheddable.failed());
+    assert!(refusals.of(Priority::Sheddable) > refusals.of(Priority::Default), "{refusals:?}");
     let (critical, default, sheddable) = (critical.share(), default.share(), sheddable.share());
     assert!(critical >= 0.99, "critical calls: {critical:.3} succeeded");
     assert!(default > sheddable, "default {default:.3} against sheddable {sheddable:.3}");
@@ -179,6 +192,9 @@ async fn a_sheddable_call_never_waits_for_a_turn() {
     assert_eq!(start.elapsed(), Duration::ZERO, "refused at once");
     registry.scope(fetch()).await.unwrap();
     assert_eq!(start.elapsed(), Duration::from_millis(100), "the default call waited for its turn");
+    let limit = registry.rate_limit("api").unwrap();
+    assert_eq!(limit.refusals().of(Priority::Sheddable), 1, "counted under its priority");
+    assert_eq!(limit.refusals().total(), 1, "the default call waited, and was not refused");
 }
 
 #[resilient(max_attempts = 1, bulkhead = "priority_global", name = "priority::global")]
@@ -206,4 +222,38 @@ async fn in_the_global_registry_a_files_priority_reaches_a_plain_call() {
     registry.reload_toml("").unwrap();
     assert!(global().await.is_err());
     assert_eq!(start.elapsed(), Duration::from_secs(1), "default: it waited its max_wait");
+}
+
+#[resilient(
+    max_attempts = 1,
+    throttle = "priority_throttle",
+    priority = "sheddable",
+    name = "priority::suggest"
+)]
+async fn suggest() -> Result<(), Error<std::io::Error>> {
+    Ok(())
+}
+
+/// An adaptive throttle that has seen only rejections refuses sheddable
+/// requests, and counts each under its priority: as many as the calls
+/// refused, whatever the draws.
+#[tokio::test(start_paused = true)]
+async fn a_throttle_counts_the_requests_it_refused_by_priority() {
+    let registry = Registry::new();
+    registry.declare_throttle("priority_throttle", ThrottleConfig::default()).unwrap();
+    let throttle = registry.throttle("priority_throttle").unwrap();
+    for _ in 0..1_000 {
+        throttle.answered(false);
+    }
+    tokio::time::advance(Duration::from_millis(100)).await;
+    let mut refused = 0;
+    for _ in 0..100 {
+        if let Err(error) = registry.scope(suggest()).await {
+            assert!(matches!(error, Error::Rejected(Rejection::Throttled { .. })), "{error:?}");
+            refused += 1;
+        }
+    }
+    assert!(refused > 0, "the throttle refused none of 100 requests after 1,000 rejections");
+    assert_eq!(throttle.refusals().of(Priority::Sheddable), refused);
+    assert_eq!(throttle.refusals().total(), refused);
 }

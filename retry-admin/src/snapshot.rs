@@ -16,6 +16,7 @@ pub use super::operations_view::OperationView;
 use stormproof_runtime::breaker::{BreakerState, KeyedBreakers};
 use stormproof_runtime::budget::{BudgetConfig, RetryBudget};
 use stormproof_runtime::bulkhead::Bulkhead;
+use stormproof_runtime::priority::{Priority, Refusals};
 use stormproof_runtime::rate_limit::RateLimit;
 use stormproof_runtime::throttle::Throttle;
 
@@ -39,9 +40,12 @@ use stormproof_runtime::throttle::Throttle;
 ///   "budgets": [{ "name": "payments", "available": 17,
 ///                 "config": { "form": "token_bucket", "capacity": 20, "retry_cost": 1, "refill_per_success": 1 } }],
 ///   "bulkheads": [{ "name": "payments", "in_use": 12, "limit": 24, "max_concurrent": 32,
-///                   "adaptive": { "algorithm": "aimd", "min": 4 }, "max_wait_ms": null }],
-///   "throttles": [{ "name": "payments", "refusal_probability": 0.12, "k": 2.0, "window_ms": 500, "max_refusal_percent": 80 }],
-///   "rate_limits": [{ "name": "payments", "per_second": 100, "burst": 20, "max_wait_ms": 50 }],
+///                   "adaptive": { "algorithm": "aimd", "min": 4 }, "max_wait_ms": null,
+///                   "refused": { "critical": 0, "default": 3, "sheddable": 41 } }],
+///   "throttles": [{ "name": "payments", "refusal_probability": 0.12, "k": 2.0, "window_ms": 500, "max_refusal_percent": 80,
+///                   "refused": { "critical": 0, "default": 0, "sheddable": 0 } }],
+///   "rate_limits": [{ "name": "payments", "per_second": 100, "burst": 20, "max_wait_ms": 50,
+///                     "refused": { "critical": 0, "default": 0, "sheddable": 7 } }],
 ///   "keyed_breakers": [{ "name": "search", "keys": 312, "max_keys": 1024, "idle_for_ms": 600000,
 ///                        "open": ["tenant-7"], "half_open": [] }],
 ///   "transitions": [{ "seq": 1, "at_unix_ms": 1767225599412, "breaker": "payments",
@@ -192,6 +196,31 @@ pub struct BulkheadView {
     pub adaptive: Option<AdaptiveView>,
     /// How long an attempt may wait for a permit; `null`: as long as it takes.
     pub max_wait_ms: Option<u64>,
+    /// The attempts it refused, by priority.
+    pub refused: RefusedView,
+}
+
+/// How many attempts a guard refused, by the priority of their calls (see
+/// `stormproof::priority`): a saturated guard refuses sheddable calls first.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RefusedView {
+    /// Of critical calls.
+    pub critical: u64,
+    /// Of default calls.
+    pub default: u64,
+    /// Of sheddable calls.
+    pub sheddable: u64,
+}
+
+impl From<&Refusals> for RefusedView {
+    fn from(refusals: &Refusals) -> Self {
+        RefusedView {
+            critical: refusals.of(Priority::Critical),
+            default: refusals.of(Priority::Default),
+            sheddable: refusals.of(Priority::Sheddable),
+        }
+    }
 }
 
 /// A bulkhead's adaptive limit.
@@ -218,6 +247,8 @@ pub struct ThrottleView {
     pub window_ms: u64,
     /// The most requests it refuses, in percent.
     pub max_refusal_percent: u8,
+    /// The requests it refused, by priority.
+    pub refused: RefusedView,
 }
 
 /// One rate limit.
@@ -232,6 +263,8 @@ pub struct RateLimitView {
     pub burst: u32,
     /// How long an attempt over the rate may wait; `null`: refused at once.
     pub max_wait_ms: Option<u64>,
+    /// The attempts it refused, by priority.
+    pub refused: RefusedView,
 }
 
 /// One set of breakers per key (`per = tenant`): how many keys it holds,
@@ -321,6 +354,7 @@ impl BulkheadView {
                 .adaptive
                 .map(|a| AdaptiveView { algorithm: a.algorithm().to_owned(), min: a.min() }),
             max_wait_ms: config.max_wait.map(millis),
+            refused: bulkhead.refusals().into(),
         }
     }
 }
@@ -334,6 +368,7 @@ impl ThrottleView {
             k: config.k,
             window_ms: millis(config.window),
             max_refusal_percent: config.max_refusal_percent,
+            refused: throttle.refusals().into(),
         }
     }
 }
@@ -346,6 +381,7 @@ impl RateLimitView {
             per_second: config.per_second,
             burst: config.burst,
             max_wait_ms: config.max_wait.map(millis),
+            refused: limit.refusals().into(),
         }
     }
 }

@@ -14,7 +14,7 @@
 //! | name | kind | labels |
 //! |---|---|---|
 //! | `stormproof_retries_total` | counter | `operation`, `class` |
-//! | `stormproof_stops_total` | counter | `operation`, `reason` |
+//! | `stormproof_stops_total` | counter | `operation`, `reason`, `priority` |
 //! | `stormproof_breaker_transitions_total` | counter | `breaker`, `from`, `to` |
 //! | `stormproof_breaker_state` | gauge (0 closed, 1 open, 2 half-open) | `breaker` |
 //! | `stormproof_budget_available` | gauge | `budget` |
@@ -72,11 +72,16 @@ pub(crate) fn retry(operation: &str, attempt: u32, wait: Duration, class: &'stat
         .increment(1);
 }
 
-pub(crate) fn stop(operation: &str, attempts: u32, reason: &'static str) {
-    tracing::debug!(target: target::CALL, operation, attempts, reason, "giving up");
+pub(crate) fn stop(operation: &str, attempts: u32, reason: &'static str, priority: &'static str) {
+    tracing::debug!(target: target::CALL, operation, attempts, reason, priority, "giving up");
     #[cfg(feature = "metrics")]
-    metrics::counter!("stormproof_stops_total", "operation" => operation.to_owned(), "reason" => reason)
-        .increment(1);
+    metrics::counter!(
+        "stormproof_stops_total",
+        "operation" => operation.to_owned(),
+        "reason" => reason,
+        "priority" => priority
+    )
+    .increment(1);
 }
 
 pub(crate) fn retries_suppressed(operation: &str, max_attempts: u32) {

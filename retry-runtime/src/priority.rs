@@ -25,6 +25,7 @@
 //!   requests are refused locally first and critical ones last.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// How much a call matters when a guard is saturated (see the module
 /// docs): the guards refuse [`Sheddable`](Priority::Sheddable) calls
@@ -84,6 +85,45 @@ impl fmt::Display for Priority {
     }
 }
 
+/// How many attempts a guard refused, by the priority of their calls: what
+/// shows that a saturated guard sheds the sheddable calls first. Kept by
+/// the guards that shed by priority (a bulkhead, an adaptive throttle, a
+/// rate limit), counted only when they refuse, shown on the dashboard's
+/// cards.
+///
+/// ```
+/// # use stormproof_runtime as stormproof;
+/// use stormproof::Priority;
+/// use stormproof::bulkhead::{Bulkhead, BulkheadConfig};
+///
+/// let bulkhead = Bulkhead::new("search", BulkheadConfig::default()).unwrap();
+/// assert_eq!(bulkhead.refusals().of(Priority::Sheddable), 0);
+/// assert_eq!(bulkhead.refusals().total(), 0);
+/// ```
+#[derive(Debug, Default)]
+pub struct Refusals {
+    /// By priority, in the order of [`Priority`]'s variants.
+    counts: [AtomicU64; 3],
+}
+
+impl Refusals {
+    /// How many attempts of calls of `priority` were refused.
+    pub fn of(&self, priority: Priority) -> u64 {
+        self.counts[priority as usize].load(Ordering::Relaxed)
+    }
+
+    /// How many attempts were refused, whatever their priority.
+    pub fn total(&self) -> u64 {
+        self.counts.iter().map(|count| count.load(Ordering::Relaxed)).fold(0, u64::saturating_add)
+    }
+
+    /// One more refused attempt of a call of `priority`.
+    #[cold]
+    pub(crate) fn count(&self, priority: Priority) {
+        self.counts[priority as usize].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 /// A priority name that is none of [`Priority::NAMES`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownPriority(pub String);
@@ -112,6 +152,19 @@ impl std::str::FromStr for Priority {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refusals_are_counted_by_priority() {
+        let refusals = Refusals::default();
+        refusals.count(Priority::Sheddable);
+        refusals.count(Priority::Sheddable);
+        refusals.count(Priority::Critical);
+        assert_eq!(
+            [Priority::Critical, Priority::Default, Priority::Sheddable].map(|p| refusals.of(p)),
+            [1, 0, 2]
+        );
+        assert_eq!(refusals.total(), 3);
+    }
 
     #[test]
     fn every_name_reads_back_as_its_priority() {

@@ -21,7 +21,7 @@ use tower::ServiceExt;
 
 #[cfg(feature = "redis")]
 use super::support::snapshot;
-use super::support::{Events, PATIENCE, TOKEN, call, guards, post, serve};
+use super::support::{Events, PATIENCE, TOKEN, call, guards, post, serve, shed_over_the_rate};
 
 /// The browser, as Debian installs it; `STORMPROOF_CHROMIUM` overrides.
 fn chromium() -> String {
@@ -64,6 +64,7 @@ pub async fn renders_each_breaker_and_its_state() {
     registry.breaker_for("tenants", "acme").force_open();
     // An operation whose attempts a file sets: the page says where from.
     registry.load_toml("[operations.\"admin::quote\"]\nmax_attempts = 3\n").unwrap();
+    let shed = shed_over_the_rate(&registry).await;
     let admin = admin::router(&registry).with_token(TOKEN).unwrap();
     let streams = admin.event_streams();
     let (router, mut page_connected) = signalling_event_streams(admin.into_router());
@@ -150,6 +151,13 @@ pub async fn renders_each_breaker_and_its_state() {
     assert!(tenants.html.contains("forgotten after 600.0 s unused"), "{}", tenants.html);
     let rate = card(&dom, "rate-limit", "alpha");
     assert!(rate.html.contains("50 per second, bursts of 5"), "{}", rate.html);
+    let refused = format!("refused: 0 critical · 0 default · {shed} sheddable");
+    assert!(rate.html.contains(&refused), "{}", rate.html);
+    assert!(
+        !throttle.html.contains("refused:"),
+        "a guard that refused nothing says nothing: {}",
+        throttle.html
+    );
     assert!(dom.contains("alpha</b> closed → open (forced open)"), "the transition is listed:\n{dom}");
     let quote = card(&dom, "operation", "admin::quote");
     let from_file = r#"<tr class="from-file" data-key="max_attempts"><td>max_attempts</td><td>3</td><td class="source">&lt;toml&gt;:2</td></tr>"#;

@@ -87,6 +87,22 @@ pub async fn call_with(
     registry.scope(policy.run(|| std::future::ready(attempt()))).await
 }
 
+/// Sheddable calls through rate limit `alpha` (a sheddable call never
+/// waits for a turn) until it has refused one: how many it refused.
+pub async fn shed_over_the_rate(registry: &Registry) -> u64 {
+    let policy = Policy::builder()
+        .max_attempts(1)
+        .rate_limit("alpha")
+        .priority(stormproof::Priority::Sheddable)
+        .build()
+        .unwrap();
+    let limit = registry.rate_limit("alpha").unwrap();
+    while limit.refusals().total() == 0 {
+        let _ = registry.scope(policy.run(|| std::future::ready(Ok::<(), Flaky>(())))).await;
+    }
+    limit.refusals().of(stormproof::Priority::Sheddable)
+}
+
 /// [`call_with`] an attempt that returns `outcome`.
 pub async fn call(registry: &Registry, breaker: &str, outcome: Result<(), Flaky>) -> Result<(), Flaky> {
     call_with(registry, breaker, move || outcome.clone()).await

@@ -6,7 +6,7 @@ use tokio::time::Instant;
 
 use super::{Bulkhead, BulkheadFull};
 use crate::guard::{Admit, Answer, AttemptKind, Guard};
-use crate::priority::Priority;
+use crate::priority::{Priority, Refusals};
 use crate::rejection::Rejection;
 
 /// One attempt's place in a bulkhead, as plain data: given back exactly
@@ -80,6 +80,11 @@ impl Guard for Bulkhead {
     fn rejection(&self) -> Rejection {
         Rejection::BulkheadFull { bulkhead: self.keyed.named(self.name()) }
     }
+
+    #[cold]
+    fn refused(&self, priority: Priority) {
+        self.refusals.count(priority);
+    }
 }
 
 impl Bulkhead {
@@ -93,5 +98,12 @@ impl Bulkhead {
             Answer::Failed(class) => self.sample(started.elapsed(), class.is_retryable()),
             Answer::Cut => {}
         }
+    }
+}
+
+impl Bulkhead {
+    /// How many attempts it refused, by the priority of their calls.
+    pub fn refusals(&self) -> &Refusals {
+        &self.refusals
     }
 }

@@ -64,6 +64,8 @@ pub struct Bulkhead {
     owed: AtomicU32,
     /// Serialises resizes.
     resizing: Mutex<()>,
+    /// The attempts it refused, by priority.
+    refusals: crate::priority::Refusals,
     /// Its in-use gauge's key, made once (see `observe::bulkhead_key`).
     #[cfg(feature = "metrics")]
     gauge_key: metrics::Key,
@@ -133,6 +135,7 @@ impl Bulkhead {
             places: Places::new(config.max_concurrent as usize),
             owed: AtomicU32::new(0),
             resizing: Mutex::new(()),
+            refusals: Default::default(),
         })
     }
 

@@ -106,10 +106,10 @@ async fn wait_then_admit(
             unreachable!("only a bulkhead asks to wait for a place")
         };
         let waited = match &deadline {
-            None => bulkhead.place_waiting(priority).await.map_err(|_| bulkhead_full(&guards)),
+            None => bulkhead.place_waiting(priority).await.map_err(|_| bulkhead_full(&guards, priority)),
             Some((deadline, rejection)) => {
                 match timeout_at(*deadline, bulkhead.place_waiting(priority)).await {
-                    Ok(place) => place.map_err(|_| bulkhead_full(&guards)),
+                    Ok(place) => place.map_err(|_| bulkhead_full(&guards, priority)),
                     Err(_) => Err(rejection.clone()),
                 }
             }
@@ -139,6 +139,7 @@ async fn wait_then_admit(
         },
     };
     if turn.is_err() {
+        crate::guard::Guard::refused(&**limit, priority);
         return Err(crate::guard::Guard::rejection(&**limit));
     }
     let Some(Pending::Turn { throttle, mut place }) = held.pending.take() else {
@@ -155,9 +156,12 @@ async fn wait_then_admit(
     }
 }
 
+/// The bulkhead's refusal of an attempt that waited for a place as long as
+/// it may: the bulkhead hears of it, as of one it refused at once.
 #[cold]
-fn bulkhead_full(guards: &Guards) -> Rejection {
+fn bulkhead_full(guards: &Guards, priority: Priority) -> Rejection {
     use crate::guard::Guard;
+    guards.bulkhead.refused(priority);
     guards.bulkhead.rejection()
 }
 

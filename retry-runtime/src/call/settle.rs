@@ -152,7 +152,7 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
     /// gives up for `reason`.
     #[cold]
     fn tell_stop(&self, reason: StopReason) {
-        observe::stop(self.policy.operation(), self.attempts, reason.label());
+        observe::stop(self.policy.operation(), self.attempts, reason.label(), self.priority().name());
         if let Some(hook) = &self.policy.hooks().on_stop {
             let started_at = self.rare.as_ref().and_then(|rare| rare.started_at);
             let elapsed = started_at.map(|at| at.elapsed()).unwrap_or_default();

@@ -129,6 +129,14 @@ pub trait Guard {
 
     /// What the call is refused with when this guard refuses.
     fn rejection(&self) -> Rejection;
+
+    /// This guard refused an attempt of a call of `priority` (its
+    /// [`admit`](Self::admit) said refuse, or a wait it asked for did not
+    /// come in time): told once per refusal, by the guard set. A guard that
+    /// sheds by priority counts it (see [`Refusals`](crate::priority::Refusals)).
+    /// Nothing by default.
+    #[inline]
+    fn refused(&self, _priority: Priority) {}
 }
 
 /// A guard that is not there: it admits everything and hears nothing.
@@ -188,6 +196,13 @@ impl<G: Guard> Guard for Option<G> {
             None => unreachable!("a guard that is not there refuses nothing"),
         }
     }
+
+    #[inline]
+    fn refused(&self, priority: Priority) {
+        if let Some(guard) = self {
+            guard.refused(priority);
+        }
+    }
 }
 
 /// A shared guard is the guard.
@@ -228,6 +243,11 @@ impl<G: Guard> Guard for std::sync::Arc<G> {
     fn rejection(&self) -> Rejection {
         G::rejection(self)
     }
+
+    #[inline]
+    fn refused(&self, priority: Priority) {
+        (**self).refused(priority);
+    }
 }
 
 /// A guard by reference is the guard (a view of a set borrows its slots).
@@ -267,6 +287,11 @@ impl<G: Guard> Guard for &G {
     #[inline]
     fn rejection(&self) -> Rejection {
         G::rejection(self)
+    }
+
+    #[inline]
+    fn refused(&self, priority: Priority) {
+        (**self).refused(priority);
     }
 }
 

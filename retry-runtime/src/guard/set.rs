@@ -140,13 +140,13 @@ impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> GuardSet<T, B, K, R, U> {
         let throttle = match self.throttle.admit(kind, priority) {
             Admit::Go(permit) => permit,
             // A throttle never waits.
-            Admit::Wait | Admit::Refuse => return Admission::Refuse(self.throttle.rejection()),
+            Admit::Wait | Admit::Refuse => return Admission::Refuse(refusal(&self.throttle, priority)),
         };
         let breaker = match self.breaker.admit(kind, priority) {
             Admit::Go(permit) => permit,
             Admit::Wait | Admit::Refuse => {
                 self.throttle.give_back(throttle);
-                return Admission::Refuse(self.breaker.rejection());
+                return Admission::Refuse(refusal(&self.breaker, priority));
             }
         };
         let bulkhead = match self.bulkhead.admit(kind, priority) {
@@ -158,7 +158,7 @@ impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> GuardSet<T, B, K, R, U> {
             Admit::Wait | Admit::Refuse => {
                 self.breaker.give_back(breaker);
                 self.throttle.give_back(throttle);
-                return Admission::Refuse(self.bulkhead.rejection());
+                return Admission::Refuse(refusal(&self.bulkhead, priority));
             }
         };
         self.after_the_bulkhead(kind, priority, throttle, breaker, bulkhead)
@@ -207,7 +207,7 @@ impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> GuardSet<T, B, K, R, U> {
             Admit::Wait | Admit::Refuse => {
                 self.bulkhead.give_back(place);
                 self.throttle.give_back(throttle);
-                return Admission::Refuse(self.breaker.rejection());
+                return Admission::Refuse(refusal(&self.breaker, priority));
             }
         };
         self.after_the_bulkhead(kind, priority, throttle, breaker, place)
@@ -230,7 +230,7 @@ impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> GuardSet<T, B, K, R, U> {
                 self.rate_limit.give_back(rate_limit);
                 self.bulkhead.give_back(place);
                 self.throttle.give_back(throttle);
-                return Admission::Refuse(self.breaker.rejection());
+                return Admission::Refuse(refusal(&self.breaker, priority));
             }
         };
         self.the_budget(kind, priority, throttle, breaker, place, rate_limit)
@@ -262,7 +262,7 @@ impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> GuardSet<T, B, K, R, U> {
         // A turn cannot be given back: not one for a hedge the budget would refuse.
         if !self.budget.affords(kind) {
             self.refused_before_the_turn(throttle, breaker, bulkhead);
-            return Admission::Refuse(self.budget.rejection());
+            return Admission::Refuse(refusal(&self.budget, priority));
         }
         let rate_limit = match self.rate_limit.admit(kind, priority) {
             Admit::Go(permit) => permit,
@@ -272,7 +272,7 @@ impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> GuardSet<T, B, K, R, U> {
             }
             Admit::Wait | Admit::Refuse => {
                 self.refused_before_the_turn(throttle, breaker, bulkhead);
-                return Admission::Refuse(self.rate_limit.rejection());
+                return Admission::Refuse(refusal(&self.rate_limit, priority));
             }
         };
         self.the_budget(kind, priority, throttle, breaker, bulkhead, rate_limit)
@@ -303,7 +303,7 @@ impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> GuardSet<T, B, K, R, U> {
                 // for the budget's last token gets here (see `affords`).
                 self.rate_limit.give_back(rate_limit);
                 self.refused_before_the_turn(throttle, breaker, bulkhead);
-                Admission::Refuse(self.budget.rejection())
+                Admission::Refuse(refusal(&self.budget, priority))
             }
         }
     }
@@ -332,4 +332,12 @@ impl<T: Guard, B: Guard, K: Guard, R: Guard, U: Guard> GuardSet<T, B, K, R, U> {
         self.rate_limit.abandon(rate_limit);
         self.budget.abandon(budget);
     }
+}
+
+/// What a call gets when `guard` refuses an attempt of `priority`; the
+/// guard hears of the refusal first (see [`Guard::refused`]).
+#[cold]
+fn refusal<G: Guard>(guard: &G, priority: Priority) -> Rejection {
+    guard.refused(priority);
+    guard.rejection()
 }

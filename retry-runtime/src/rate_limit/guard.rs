@@ -5,7 +5,7 @@
 
 use super::RateLimit;
 use crate::guard::{Admit, Answer, AttemptKind, Guard};
-use crate::priority::Priority;
+use crate::priority::{Priority, Refusals};
 use crate::rejection::Rejection;
 
 impl Guard for RateLimit {
@@ -30,5 +30,17 @@ impl Guard for RateLimit {
     #[cold]
     fn rejection(&self) -> Rejection {
         Rejection::RateLimited { limiter: self.keyed.named(self.name()) }
+    }
+
+    #[cold]
+    fn refused(&self, priority: Priority) {
+        self.refusals.count(priority);
+    }
+}
+
+impl RateLimit {
+    /// How many attempts it refused, by the priority of their calls.
+    pub fn refusals(&self) -> &Refusals {
+        &self.refusals
     }
 }

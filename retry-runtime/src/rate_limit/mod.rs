@@ -74,6 +74,8 @@ pub struct RateLimit {
     limiter: Limiter,
     /// The limiter's clock: durations since this instant.
     clock: TokioClock,
+    /// The attempts it refused, by priority.
+    refusals: crate::priority::Refusals,
 }
 
 /// Returned by [`RateLimit::acquire`] when the attempt's turn would come
@@ -93,7 +95,8 @@ impl RateLimit {
         let max_wait_nanos = AtomicU64::new(wait_nanos(config.max_wait));
         let (keyed, per_key) =
             (crate::keyed::KeyedPart::default(), PerKeyBounds::new(config.max_keys, config.idle_for));
-        Ok(RateLimit { name: name.into(), keyed, per_key, config, max_wait_nanos, limiter, clock })
+        let refusals = Default::default();
+        Ok(RateLimit { name: name.into(), keyed, per_key, config, max_wait_nanos, limiter, clock, refusals })
     }
 
     /// The name this limiter was declared under.

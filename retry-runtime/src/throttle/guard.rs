@@ -4,7 +4,7 @@
 
 use super::Throttle;
 use crate::guard::{Admit, Answer, AttemptKind, Guard};
-use crate::priority::Priority;
+use crate::priority::{Priority, Refusals};
 use crate::rejection::Rejection;
 
 impl Guard for Throttle {
@@ -35,5 +35,17 @@ impl Guard for Throttle {
     #[cold]
     fn rejection(&self) -> Rejection {
         Rejection::Throttled { throttle: self.name().to_owned() }
+    }
+
+    #[cold]
+    fn refused(&self, priority: Priority) {
+        self.refusals.count(priority);
+    }
+}
+
+impl Throttle {
+    /// How many attempts it refused, by the priority of their calls.
+    pub fn refusals(&self) -> &Refusals {
+        &self.refusals
     }
 }

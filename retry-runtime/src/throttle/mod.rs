@@ -164,6 +164,8 @@ pub struct Throttle {
     /// Whether the refusal-probability gauge was last set above zero.
     above_zero: AtomicBool,
     origin: Instant,
+    /// The requests it refused, by priority.
+    refusals: crate::priority::Refusals,
 }
 
 /// A throttle as pure logic: settings, counts and seeded draws, the time
@@ -241,6 +243,7 @@ impl Throttle {
             state: Mutex::new((config, draws)),
             above_zero: AtomicBool::new(false),
             origin: Instant::now(),
+            refusals: Default::default(),
         })
     }
 
