@@ -340,3 +340,39 @@ async fn the_snapshot_lists_each_operation_with_its_settings_and_their_sources()
         ]
     );
 }
+
+/// The sets of rate limits and bulkheads per key are shown with their
+/// bounds and the keys whose guard refused the most, most first; a key
+/// that refused nothing is not listed.
+#[tokio::test(start_paused = true)]
+async fn the_guards_per_key_are_shown_with_the_keys_that_refused_most() {
+    use std::time::Duration;
+    use stormproof::Policy;
+    use stormproof::bulkhead::BulkheadConfig;
+    use stormproof::rate_limit::RateLimitConfig;
+
+    let registry = guards();
+    let quota =
+        RateLimitConfig { per_second: 1, burst: 1, max_wait: None, max_keys: 64, ..Default::default() };
+    registry.declare_rate_limit("api", quota).unwrap();
+    registry.declare_bulkhead("pool", BulkheadConfig { max_keys: 32, ..Default::default() }).unwrap();
+    let policy =
+        Policy::builder().max_attempts(1).rate_limit_per("api").bulkhead_per("pool").build().unwrap();
+    // Within the second: each key's first call takes its one turn, the
+    // others are refused (no wait over the rate).
+    for (key, calls) in [("acme", 4), ("bravo", 2), ("calm", 1)] {
+        for _ in 0..calls {
+            let _ = registry.scope(policy.run_per(key, || async { Ok::<(), Flaky>(()) })).await;
+        }
+    }
+    tokio::time::advance(Duration::from_millis(1)).await;
+    let addr = serve(admin::router(&registry).into_router()).await;
+    let snap = snapshot(addr).await;
+    let [limits] = &snap.keyed_rate_limits[..] else { panic!("{:?}", snap.keyed_rate_limits) };
+    assert_eq!((limits.name.as_str(), limits.keys, limits.max_keys), ("api", 3, 64));
+    let refusing: Vec<_> = limits.refusing.iter().map(|k| (k.key.as_str(), k.refused)).collect();
+    assert_eq!(refusing, [("acme", 3), ("bravo", 1)]);
+    let [pools] = &snap.keyed_bulkheads[..] else { panic!("{:?}", snap.keyed_bulkheads) };
+    assert_eq!((pools.name.as_str(), pools.keys, pools.max_keys), ("pool", 3, 32));
+    assert!(pools.refusing.is_empty(), "no key's bulkhead was full: {:?}", pools.refusing);
+}

@@ -70,6 +70,7 @@ mod clock;
 mod control;
 mod events;
 mod fleet_view;
+mod keyed_view;
 mod operations_view;
 mod page;
 mod sampler;
@@ -88,10 +89,11 @@ use tokio::task::AbortHandle;
 use stormproof_runtime::Registry;
 use stormproof_runtime::breaker::TransitionHook;
 
+pub use keyed_view::{KEYS_LISTED, KeyRefused, KeyedSetView};
 pub use operations_view::SettingView;
 pub use snapshot::{
     AdaptiveView, BreakerConfigView, BreakerView, BudgetConfigView, BudgetView, BulkheadView, Counts,
-    FleetView, KEYS_LISTED, KeyedBreakersView, OperationView, RateLimitView, Snapshot, State,
+    FleetView, KeyedBreakersView, OperationView, RateLimitView, RefusedView, Snapshot, State,
     TRANSITIONS_KEPT, ThrottleView, TransitionView,
 };
 

@@ -13,6 +13,7 @@ use axum::response::sse::Event;
 use tokio::time::MissedTickBehavior;
 
 use super::clock::{millis, unix_ms};
+use super::keyed_view::KeyedSetView;
 use super::snapshot::{
     BreakerView, BudgetView, BulkheadView, Counts, FleetView, KeyedBreakersView, RateLimitView, Snapshot,
     State, TRANSITIONS_KEPT, ThrottleView, TransitionView,
@@ -198,6 +199,16 @@ impl Shared {
                 .all_keyed_breakers()
                 .into_iter()
                 .map(|(name, set)| KeyedBreakersView::of(name, &set))
+                .collect(),
+            keyed_bulkheads: registry
+                .all_keyed_bulkheads()
+                .into_iter()
+                .map(|(name, set)| KeyedSetView::of_bulkheads(name, &set))
+                .collect(),
+            keyed_rate_limits: registry
+                .all_keyed_rate_limits()
+                .into_iter()
+                .map(|(name, set)| KeyedSetView::of_rate_limits(name, &set))
                 .collect(),
             transitions: Vec::new(),
             fleet: FleetView::of(registry),

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 pub use super::breaker_view::{BreakerConfigView, BreakerView, Counts, State};
 use super::clock::millis;
 pub use super::fleet_view::FleetView;
+use super::keyed_view::{KEYS_LISTED, KeyedSetView};
 pub use super::operations_view::OperationView;
 use stormproof_runtime::breaker::{BreakerState, KeyedBreakers};
 use stormproof_runtime::budget::{BudgetConfig, RetryBudget};
@@ -48,6 +49,9 @@ use stormproof_runtime::throttle::Throttle;
 ///                     "refused": { "critical": 0, "default": 0, "sheddable": 7 } }],
 ///   "keyed_breakers": [{ "name": "search", "keys": 312, "max_keys": 1024, "idle_for_ms": 600000,
 ///                        "open": ["tenant-7"], "half_open": [] }],
+///   "keyed_bulkheads": [],
+///   "keyed_rate_limits": [{ "name": "api", "keys": 40, "max_keys": 1024, "idle_for_ms": 600000,
+///                           "refusing": [{ "key": "customer-7", "refused": 12 }] }],
 ///   "transitions": [{ "seq": 1, "at_unix_ms": 1767225599412, "breaker": "payments",
 ///                     "from": "closed", "to": "open", "forced": null }],
 ///   "fleet": { "prefix": "shop", "linked": true, "flushes": 5120, "failed_flushes": 2,
@@ -79,6 +83,12 @@ pub struct Snapshot {
     /// Every set of breakers per key, sorted by name.
     #[serde(default)]
     pub keyed_breakers: Vec<KeyedBreakersView>,
+    /// Every set of bulkheads per key, sorted by name.
+    #[serde(default)]
+    pub keyed_bulkheads: Vec<KeyedSetView>,
+    /// Every set of rate limits per key, sorted by name.
+    #[serde(default)]
+    pub keyed_rate_limits: Vec<KeyedSetView>,
     /// The latest breaker transitions seen since the router was built
     /// (at most [`TRANSITIONS_KEPT`]), oldest first. In a `tick` event:
     /// empty, since each transition has its own event.
@@ -286,9 +296,6 @@ pub struct KeyedBreakersView {
     /// Keys whose breakers are half-open, as `open` lists them.
     pub half_open: Vec<String>,
 }
-
-/// How many open (or half-open) keys a set's view lists at most.
-pub const KEYS_LISTED: usize = 20;
 
 impl KeyedBreakersView {
     pub(crate) fn of(name: String, set: &KeyedBreakers) -> Self {

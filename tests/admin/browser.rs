@@ -14,14 +14,16 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use stormproof::Policy;
 use stormproof::admin::{self, Snapshot};
 use stormproof::breaker::BreakerConfig;
+use stormproof::rate_limit::RateLimitConfig;
 use tokio::sync::mpsc;
 use tower::ServiceExt;
 
 #[cfg(feature = "redis")]
 use super::support::snapshot;
-use super::support::{Events, PATIENCE, TOKEN, call, guards, post, serve, shed_over_the_rate};
+use super::support::{Events, Flaky, PATIENCE, TOKEN, call, guards, post, serve, shed_over_the_rate};
 
 /// The browser, as Debian installs it; `STORMPROOF_CHROMIUM` overrides.
 fn chromium() -> String {
@@ -65,6 +67,14 @@ pub async fn renders_each_breaker_and_its_state() {
     // An operation whose attempts a file sets: the page says where from.
     registry.load_toml("[operations.\"admin::quote\"]\nmax_attempts = 3\n").unwrap();
     let shed = shed_over_the_rate(&registry).await;
+    // A rate limit per key, one of whose keys refused calls.
+    let quota = RateLimitConfig { per_second: 1, burst: 1, max_wait: None, ..Default::default() };
+    registry.declare_rate_limit("api", quota).unwrap();
+    let per_key = Policy::builder().max_attempts(1).rate_limit_per("api").build().unwrap();
+    for _ in 0..3 {
+        let _ = registry.scope(per_key.run_per("acme", || async { Ok::<(), Flaky>(()) })).await;
+    }
+    let acme = registry.keyed_rate_limits("api").unwrap().peek("acme").unwrap().refusals().total();
     let admin = admin::router(&registry).with_token(TOKEN).unwrap();
     let streams = admin.event_streams();
     let (router, mut page_connected) = signalling_event_streams(admin.into_router());
@@ -149,6 +159,10 @@ pub async fn renders_each_breaker_and_its_state() {
     assert!(tenants.html.contains("2 of 1024 keys held"), "{}", tenants.html);
     assert!(tenants.html.contains("open: acme<"), "the key cut off: {}", tenants.html);
     assert!(tenants.html.contains("forgotten after 600.0 s unused"), "{}", tenants.html);
+    let keyed = card(&dom, "keyed-set", "rate limit:api");
+    assert!(keyed.html.contains("1 of 1024 keys held"), "{}", keyed.html);
+    assert!(acme > 0 && keyed.html.contains(&format!("refused most: acme ({acme})")), "{}", keyed.html);
+    assert!(keyed.html.contains("a rate limit per key: least recently used out past 1024"), "{}", keyed.html);
     let rate = card(&dom, "rate-limit", "alpha");
     assert!(rate.html.contains("50 per second, bursts of 5"), "{}", rate.html);
     let refused = format!("refused: 0 critical · 0 default · {shed} sheddable");

@@ -111,7 +111,7 @@ pub enum Step<T, E> {
 /// each attempt's `async` block can borrow what the body borrows (`&mut
 /// self` included); `Policy::run` and the HTTP layers drive it the same
 /// way. `S` keeps the last error across the wait for the next attempt (see
-/// [`LastError`]); `H` classifies errors and makes rejections into them.
+/// `LastError`); `H` classifies errors and makes rejections into them.
 pub struct Call<'p, S, H, V = AnyShape> {
     policy: &'p Policy,
     /// The global registry's guards, cached in the policy; `None` before
