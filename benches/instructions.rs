@@ -366,6 +366,21 @@ mod tower_rows {
         drive_service(f, ResilientLayer::cloning(policy()).layer(cloning_inner()), || black_box(1))
     }
 
+    // The same with an attempt timeout (60 s, never reached): the first
+    // attempt races a timer of the response future's own.
+    #[library_benchmark]
+    #[bench::n(args = (N,), setup = fixture)]
+    #[bench::twice_n(args = (2 * N,), setup = fixture)]
+    fn tower_cloning_timed(f: (Runtime, u64)) -> Runtime {
+        let policy = stormproof::Policy::builder()
+            .breaker(shared::BREAKER)
+            .budget(shared::BUDGET)
+            .attempt_timeout(std::time::Duration::from_secs(60))
+            .build()
+            .expect("a valid policy");
+        drive_service(f, ResilientLayer::cloning(policy).layer(cloning_inner()), || black_box(1))
+    }
+
     #[library_benchmark]
     #[bench::n(args = (N,), setup = fixture)]
     #[bench::twice_n(args = (2 * N,), setup = fixture)]
@@ -382,7 +397,7 @@ mod tower_rows {
 
     library_benchmark_group!(
         name = tower_layer;
-        benchmarks = tower_bare_cloning, tower_cloning, tower_bare_http, tower_http
+        benchmarks = tower_bare_cloning, tower_cloning, tower_cloning_timed, tower_bare_http, tower_http
     );
 }
 

@@ -490,6 +490,26 @@ mod tower_layer {
         assert_eq!((bare, layered), (0, 0), "allocations in {CALLS} successful calls");
     }
 
+    /// With an attempt timeout too: the first attempt races its timer in
+    /// the response future, unboxed.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_successful_call_with_an_attempt_timeout_allocates_nothing() {
+        let _one = ONE_AT_A_TIME.lock().await;
+        declare();
+        let inner = service_fn(|n: u64| std::future::ready(Ok::<_, std::convert::Infallible>(n + 1)));
+        let timed = Policy::builder()
+            .max_attempts(4)
+            .attempt_timeout(std::time::Duration::from_secs(60))
+            .breaker("alloc-breaker")
+            .budget("alloc-budget")
+            .build()
+            .unwrap();
+        let mut layered = ResilientLayer::cloning(timed).layer(inner);
+        allocations_through(&mut layered, |i| i).await; // warm-up: resolves the guards
+        let layered = allocations_through(&mut layered, |i| i).await;
+        assert_eq!(layered, 0, "allocations in {CALLS} successful calls");
+    }
+
     #[tokio::test(flavor = "current_thread")]
     async fn a_successful_http_call_allocates_only_its_attempts_extension() {
         let _one = ONE_AT_A_TIME.lock().await;

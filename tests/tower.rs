@@ -806,6 +806,48 @@ async fn the_attempt_timeout_and_the_deadline_apply() {
     );
 }
 
+/// A plain call's first attempt that times out (the response future races
+/// it with a timer of its own) is an attempt timeout as any other attempt's
+/// is: a failure for the breaker, charged the budget's cost of a retry after
+/// a timeout, its bulkhead place given back (the retry takes the one place),
+/// and, when every attempt timed out, the attempt timeout's rejection for
+/// the caller; dropped unanswered, it gives its place back too. In the
+/// global registry, where a call's first attempt is plain; the guards named
+/// for this test alone.
+#[tokio::test(start_paused = true)]
+async fn a_first_attempt_that_times_out_is_an_attempt_timeout() {
+    let (breaker, budget, bulkhead) =
+        ("tower::first_timeout", "tower::first_timeout", "tower::first_timeout");
+    let registry = stormproof::registry();
+    let one_place = BulkheadConfig { max_concurrent: 1, max_wait: None, ..Default::default() };
+    registry.declare_bulkhead(bulkhead, one_place).unwrap();
+    let place = || registry.bulkhead(bulkhead).unwrap().in_use();
+    let opens_at_two = BreakerConfig { failure_threshold: 2, ..Default::default() };
+    registry.declare_breaker(breaker, opens_at_two).unwrap();
+    let bucket = TokenBucket { capacity: 10, retry_cost: 1, timeout_cost: Some(5), ..Default::default() };
+    registry.declare_budget(budget, bucket).unwrap();
+    let hanging =
+        service_fn(|_: Request<Body>| std::future::pending::<Result<Response<String>, Infallible>>());
+    let policy = policy(2).attempt_timeout(Duration::from_secs(1)).breaker(breaker).budget(budget);
+    let mut service = ResilientLayer::new(policy.bulkhead(bulkhead).build().unwrap()).layer(hanging);
+    std::future::poll_fn(|cx| Service::<Request<Body>>::poll_ready(&mut service, cx)).await.unwrap();
+    let mut unanswered = Box::pin(service.call(get("http://in-process/")));
+    assert!(futures_poll_once(unanswered.as_mut()).await.is_pending());
+    assert_eq!(place(), 1, "held while the attempt runs");
+    drop(unanswered);
+    assert_eq!(place(), 0, "given back as the unanswered attempt was dropped");
+    let started = tokio::time::Instant::now();
+    let error = service.oneshot(get("http://in-process/")).await.unwrap_err();
+    assert_eq!(
+        error.downcast_ref::<Rejection>(),
+        Some(&Rejection::AttemptTimeout { after: Duration::from_secs(1) })
+    );
+    assert_eq!(started.elapsed(), Duration::from_secs(2) + ms(1), "two timeouts and the wait between");
+    assert_eq!(registry.breaker(breaker).unwrap().state(), BreakerState::Open, "two failures");
+    assert_eq!(registry.budget(budget).unwrap().available(), 5, "the retry after a timeout cost 5");
+    assert_eq!(place(), 0);
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_named_budget_and_bulkhead_apply() {
     let registry = Registry::new();

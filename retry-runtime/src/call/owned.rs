@@ -18,6 +18,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use pin_project_lite::pin_project;
 
@@ -51,6 +52,16 @@ impl FirstPermits {
         let guards = Call::<'_, (), (), AnyShape>::plain_guards::<AnyShape>(policy)?;
         let permits = AnyShape::held_view(guards).admit_quietly(AttemptKind::First)?;
         Some(FirstPermits { policy: Arc::clone(policy), permits: Some(permits) })
+    }
+
+    /// [`admit`](Self::admit) for a call of a policy with an attempt
+    /// timeout (see `Call::plain_guards_timed`): the permits and the
+    /// timeout, which the entry point races the attempt with.
+    #[inline(never)]
+    pub(crate) fn admit_timed(policy: &Arc<Policy>) -> Option<(Self, Duration)> {
+        let (guards, timeout) = Call::<'_, (), (), AnyShape>::plain_guards_timed::<AnyShape>(policy)?;
+        let permits = AnyShape::held_view(guards).admit_quietly(AttemptKind::First)?;
+        Some((FirstPermits { policy: Arc::clone(policy), permits: Some(permits) }, timeout))
     }
 
     /// The policy of the call.
@@ -89,6 +100,30 @@ impl FirstPermits {
         let holding =
             Holding::<AnyShape> { held: policy.global_guards_again(), permits: self.permits.take() };
         Call::after_plain(slot, policy, parts, PlainFailure { holding, error })
+    }
+
+    /// The attempt timed out after `after` (its future dropped): recorded
+    /// and decided on as [`failed`](Self::failed) does a failure, with the
+    /// attempt timeout's rejection as its error.
+    pub(crate) fn timed_out<'p, S, H, T, E, P>(
+        mut self,
+        slot: &mut Option<Call<'p, S, H>>,
+        policy: &'p Policy,
+        parts: P,
+        after: Duration,
+    ) -> Step<T, E>
+    where
+        P: Parts<S, H>,
+        H: ErrorHandling<E>,
+        S: LastError<E> + Default,
+    {
+        debug_assert!(
+            std::ptr::eq(policy, &*self.policy),
+            "a first attempt's timeout handed to another policy"
+        );
+        let holding =
+            Holding::<AnyShape> { held: policy.global_guards_again(), permits: self.permits.take() };
+        Call::after_plain_timed_out(slot, policy, parts, holding, after)
     }
 }
 
@@ -134,6 +169,20 @@ impl<Fut> FirstAttempt<Fut> {
     #[inline]
     pub(crate) fn new(permits: FirstPermits, attempt: Fut) -> Self {
         FirstAttempt { permits: Some(permits), attempt: Some(attempt) }
+    }
+}
+
+impl<Fut> FirstAttempt<Fut> {
+    /// The attempt, unfinished, given up (its timeout passed): dropped in
+    /// its context, and the permits it held, to record the timeout with.
+    pub(crate) fn give_up(self: Pin<&mut Self>) -> FirstPermits {
+        let this = self.project();
+        let permits = this.permits.take();
+        context::drop_in(&mut None, None, this.attempt);
+        match permits {
+            Some(permits) => permits,
+            None => unreachable!("a first attempt given up after it finished"),
+        }
     }
 }
 

@@ -267,7 +267,43 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         H: ErrorHandling<E>,
         S: LastError<E>,
     {
-        let PlainFailure { mut holding, error } = failure;
+        let PlainFailure { holding, error } = failure;
+        let call = Self::built_after_plain::<P, W>(slot, target, parts);
+        // The permits stay held while the error is classified (user code,
+        // which may panic: then they are handed back, counting nothing).
+        let class = call.handling.class(&error);
+        call.after_first_failure(holding, class, error)
+    }
+
+    /// [`after_plain`](Self::after_plain) for a first attempt that timed
+    /// out after `after` (the tower layer's, which races it with a timer):
+    /// recorded and decided on as any attempt timeout is (see `timed_out`).
+    #[cfg(feature = "tower")]
+    pub(super) fn after_plain_timed_out<T, E, P, W>(
+        slot: &mut Option<Self>,
+        target: impl CallTarget<'p>,
+        parts: P,
+        holding: Holding<'p, W>,
+        after: std::time::Duration,
+    ) -> Step<T, E>
+    where
+        W: Shape,
+        P: Parts<S, H>,
+        H: ErrorHandling<E>,
+        S: LastError<E> + Default,
+    {
+        let call = Self::built_after_plain::<P, W>(slot, target, parts);
+        let (class, error) = call.timed_out(after);
+        call.after_first_failure(holding, class, error)
+    }
+
+    /// The call of a plain first attempt that failed, built into `slot`.
+    #[inline(always)]
+    fn built_after_plain<P: Parts<S, H>, W: Shape>(
+        slot: &mut Option<Self>,
+        target: impl CallTarget<'p>,
+        parts: P,
+    ) -> &mut Self {
         let (policy, preset) = (target.policy(), preset(target));
         let (key, last, handling) = parts.make();
         let call = slot.insert(Call::shaped(policy, key, last, handling));
@@ -277,9 +313,23 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         call.max_attempts = policy.compiled_settings().max_attempts;
         call.attempts = 1;
         call.started = if call.cached.is_some() { Started::Plain } else { Started::No };
-        // The permits stay held while the error is classified (user code,
-        // which may panic: then they are handed back, counting nothing).
-        let class = call.handling.class(&error);
+        call
+    }
+
+    /// A plain first attempt's failure of `class`, recorded with what it
+    /// held and decided on: the wait before the next attempt, or the end.
+    #[inline(always)]
+    fn after_first_failure<T, E, W: Shape>(
+        &mut self,
+        mut holding: Holding<'p, W>,
+        class: crate::classify::ErrorClass,
+        error: E,
+    ) -> Step<T, E>
+    where
+        H: ErrorHandling<E>,
+        S: LastError<E>,
+    {
+        let call = self;
         if let Some(permits) = holding.permits.take() {
             W::held_view(holding.held).record(permits, Answer::Failed(class));
         }

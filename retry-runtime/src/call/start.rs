@@ -92,6 +92,28 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         Self::global_guards_of::<W>(policy)
     }
 
+    /// [`plain_guards`](Self::plain_guards) for a call of a policy with an
+    /// attempt timeout, and nothing else a plain call cannot have (no
+    /// deadline, hedging, guards per key or `on_stop` hook): the guards and
+    /// the timeout, which the tower layer's first attempt races with a
+    /// timer of its own (see `http::tower::future`). `None` for any other.
+    #[cfg(feature = "tower")]
+    #[inline]
+    pub(crate) fn plain_guards_timed<W: Shape>(
+        policy: &'p Policy,
+    ) -> Option<(&'p crate::guards::Guards, std::time::Duration)> {
+        let settings = policy.compiled_settings();
+        let timeout = settings.attempt_timeout?;
+        let timed = settings.deadline.is_none()
+            && settings.hedge.is_none()
+            && policy.plain_start()
+            && !policy.per_key();
+        if !plain_now(policy, timed) {
+            return None;
+        }
+        Some((Self::global_guards_of::<W>(policy)?, timeout))
+    }
+
     /// [`plain_guards`](Self::plain_guards) for a call whose key found its
     /// guards (`preset`, from the registry in effect, whichever it is): a
     /// policy with guards per key has no plain settings of its own (its

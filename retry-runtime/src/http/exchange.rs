@@ -255,10 +255,11 @@ fn ended<T: Transport>(
 /// the policy allows one attempt, the body cannot be copied, or the call
 /// is not plain for the loop: see `Call::plain`). Then [`run`] serves it.
 #[cfg(feature = "tower")]
+#[inline(always)]
 pub(crate) fn first_of_plain<T: Transport>(
     policy: &Arc<Policy>,
     request: &T::Request,
-) -> Option<(T::Request, FirstPermits)> {
+) -> Option<(T::Request, FirstPermits, Option<Duration>)> {
     let plan = T::plan(request);
     // A request with a priority of its own is admitted by the general path,
     // which asks the guards with it.
@@ -270,7 +271,12 @@ pub(crate) fn first_of_plain<T: Transport>(
         return None;
     }
     let copy = T::try_copy(request)?;
-    Some((copy, FirstPermits::admit(policy)?))
+    if policy.compiled_settings().attempt_timeout.is_none() {
+        return Some((copy, FirstPermits::admit(policy)?, None));
+    }
+    // Raced with a timer of the response future's own (see `after_first_timed_out`).
+    let (permits, timeout) = FirstPermits::admit_timed(policy)?;
+    Some((copy, permits, Some(timeout)))
 }
 
 /// The answer to a plain call's first attempt (see [`first_of_plain`]):
@@ -322,6 +328,29 @@ pub(crate) async fn after_first<T: Transport>(
         Step::Retry => match slot.as_mut() {
             Some(call) => drive(call, &mut transport, original, failed).await,
             None => unreachable!("a plain call's failure built no call"),
+        },
+    }
+}
+
+/// The rest of a plain call whose first attempt timed out (after the
+/// policy's attempt timeout, which `first_of_plain` raced it with): the
+/// timeout is recorded and decided on as any attempt timeout is, then the
+/// call goes on as [`after_first`]'s does.
+#[cfg(feature = "tower")]
+pub(crate) async fn after_first_timed_out<T: Transport>(
+    permits: FirstPermits,
+    mut transport: T,
+    original: T::Request,
+) -> Result<T::Response, T::Error> {
+    let policy = Arc::clone(permits.policy());
+    let after = policy.compiled_settings().attempt_timeout.unwrap_or_default();
+    let mut slot = None;
+    let parts = Unkeyed(|| (Kept::default(), ByTransport::<T>(PhantomData)));
+    match permits.timed_out(&mut slot, &policy, parts, after) {
+        Step::Done(result) => ended::<T>(result, None, Attempts::new(1)),
+        Step::Retry => match slot.as_mut() {
+            Some(call) => drive(call, &mut transport, original, None).await,
+            None => unreachable!("a plain call's timeout built no call"),
         },
     }
 }

@@ -1,5 +1,6 @@
 //! The layer's response future: a plain call's first attempt in it as it
-//! is, anything else boxed.
+//! is (raced with its attempt timeout's timer, if the policy sets one),
+//! anything else boxed.
 
 use std::fmt;
 use std::future::Future;
@@ -8,6 +9,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
+use tokio::time::Sleep;
 
 use super::transport::SendReady;
 use crate::call::FirstAttempt;
@@ -17,11 +19,12 @@ use crate::policy::Policy;
 pin_project! {
     /// What a [`ResilientService`](super::ResilientService) returns: `Send` and `'static`.
     ///
-    /// A plain call's first attempt (no key, no deadline, attempt timeout
-    /// or hedging, guards that admit at once, DEBUG off, not nested in
-    /// another call's attempt: see the [module docs](super)) runs in it as
-    /// it is, the inner service's own future beside the guards' permits,
-    /// so that a call answered at once allocates nothing. What follows a
+    /// A plain call's first attempt (no key, no deadline or hedging, guards
+    /// that admit at once, DEBUG off, not nested in another call's attempt:
+    /// see the [module docs](super)) runs in it as it is, the inner
+    /// service's own future beside the guards' permits and the attempt
+    /// timeout's timer, if any, so that a call answered in time allocates
+    /// nothing. What follows a
     /// failed first attempt, and every attempt of a call that is not plain,
     /// runs boxed: the rare state.
     ///
@@ -42,6 +45,9 @@ pin_project! {
         First {
             #[pin]
             attempt: FirstAttempt<T::Ready>,
+            // The attempt timeout's timer, polled after the attempt.
+            #[pin]
+            timer: Option<Sleep>,
             rest: Option<(T, T::Request)>,
         },
         // Everything else.
@@ -61,11 +67,16 @@ where
     /// A call of `request` under `policy` through `transport`: a plain
     /// call's first attempt sent now (the service is ready), any other
     /// call boxed, to run when polled.
+    #[inline(always)]
     pub(super) fn new(policy: &Arc<Policy>, mut transport: T, request: T::Request) -> Self {
         let state = match exchange::first_of_plain::<T>(policy, &request) {
-            Some((copy, permits)) => {
+            Some((copy, permits, timeout)) => {
                 let sent = transport.send_ready(copy);
-                State::First { attempt: FirstAttempt::new(permits, sent), rest: Some((transport, request)) }
+                State::First {
+                    attempt: FirstAttempt::new(permits, sent),
+                    timer: timeout.map(tokio::time::sleep),
+                    rest: Some((transport, request)),
+                }
             }
             None => {
                 let policy = Arc::clone(policy);
@@ -95,8 +106,25 @@ where
         let mut state = self.project().state;
         loop {
             match state.as_mut().project() {
-                StateProj::First { attempt, rest } => {
-                    let (answer, permits) = std::task::ready!(attempt.poll(cx));
+                StateProj::First { mut attempt, timer, rest } => {
+                    let (answer, permits) = match attempt.as_mut().poll(cx) {
+                        Poll::Ready(answered) => answered,
+                        Poll::Pending => match timer.as_pin_mut().map(|timer| timer.poll(cx)) {
+                            Some(Poll::Ready(())) => {
+                                // Timed out: the rest of the call from the
+                                // timeout on, boxed, and polled now.
+                                let permits = attempt.give_up();
+                                let Some((transport, original)) = rest.take() else {
+                                    unreachable!("a first attempt answered twice")
+                                };
+                                let future =
+                                    Box::pin(exchange::after_first_timed_out(permits, transport, original));
+                                state.set(State::Boxed { future });
+                                continue;
+                            }
+                            Some(Poll::Pending) | None => return Poll::Pending,
+                        },
+                    };
                     let failed = match exchange::first_answered::<T>(answer, permits) {
                         Ok(response) => return Poll::Ready(Ok(response)),
                         Err(failed) => failed,
