@@ -92,7 +92,7 @@ rows = [
     ("success/bare_small_error", "bare call, one-word error type", "baseline for the next line"),
     ("success/breaker_budget_small_error_out_of_line", "breaker + budget, not inlined, one-word error type", "the same with a `Result` that fits in registers"),
     ("success/breaker_budget_bulkhead", "breaker + budget + bulkhead", "adds a place taken from the bulkhead's pool and given back (a CAS each, no lock)"),
-    ("success/breaker_budget_bulkhead_timeout", "breaker + budget + bulkhead + `attempt_timeout_ms`", "adds a clock read and a timer entry per attempt"),
+    ("success/breaker_budget_bulkhead_timeout", "breaker + budget + bulkhead + `attempt_timeout_ms`", "adds a clock read; the timer is armed only if the attempt waits"),
     ("success/breaker_budget_hedge", "breaker + budget + `hedge_after_ms`, answered before any hedge", "the hedging loop: a clock read, and the set of attempts, the attempt and the hedge's timer boxed"),
     ("success/breaker_budget_throttle", "breaker + budget + adaptive throttle", "a clock read and a read of the window as the attempt is admitted, a clock read and an atomic add as it is answered"),
     ("success/breaker_budget_rate_limit", "breaker + budget + rate limit with turns to spare", "a turn taken from the limiter (a clock read and a CAS)"),
@@ -267,7 +267,7 @@ for feature, what, per_call in feature_rows:
 fleet_cost = ir_fleet["breaker_budget_call"]["per_call"] - ir_fleet_alone["breaker_budget_call"]["per_call"]
 out(f"| fleet sync (feature `redis`, guards shared) | nothing: the store is written by a background task | {fleet_cost:+.0f} |")
 timeout_cost = ir["breaker_budget_bulkhead_timeout"]["per_call"] - ir["breaker_budget_bulkhead"]["per_call"]
-out(f"| attempt timeout | a clock read and a timer entry (over the bulkhead row) | {timeout_cost:+.0f} |")
+out(f"| attempt timeout | a clock read; the timer is armed only if the attempt waits (over the bulkhead row) | {timeout_cost:+.0f} |")
 out("")
 out("- **Dashboard counters**: the admin page reads counters the guards keep anyway; the only ones on")
 out("  the success path are a breaker's call count and a ratio budget's first-attempt count, each a plain")
@@ -368,11 +368,14 @@ out("  lock-free pool (a CAS each); tokio's fair `Semaphore`, which gives a perm
 out("  waiter list's mutex, holds them only while somebody waits (`bulkhead/places.rs`). A call with a")
 out("  bulkhead and a place free is plain: its first attempt runs without the step machine; only a")
 out("  full bulkhead's wait goes through the general `attempt_with` state machine.")
-out("- **Timeout and deadline**: the direct path arms the earlier of the attempt's timeout and the")
-out("  call's deadline in the timer slot the backoff uses (an attempt that runs is not backing off): a")
-out("  timer entry per attempt, registered with the driver only if the attempt has to wait, and a clock")
-out("  read per attempt timeout and per deadline. A deadline also builds the call's optional state (the")
-out("  `RareState` of `call`) as the call starts, which a call with only an attempt timeout does not. The")
+out("- **Timeout and deadline**: a function with an attempt timeout and nothing else a plain call")
+out("  cannot have starts plain: its first attempt reads the clock as it starts and arms its timer")
+out("  (`call/timed.rs`) only if it has to wait, so one answered at once makes no timer entry. Otherwise")
+out("  the earlier of the attempt's timeout and the call's deadline is armed in the timer slot the")
+out("  backoff uses (an attempt that runs is not backing off): a timer entry per attempt, registered")
+out("  with the driver only if the attempt has to wait, and a clock read per attempt timeout and per")
+out("  deadline. A deadline also builds the call's optional state (the `RareState` of `call`) as the")
+out("  call starts. The")
 out("  benchmarks are a package of their own (`benches/Cargo.toml`), built without tokio's `test-util`")
 out("  (which the library's tests enable, and under which `Instant::now()` also takes the runtime clock's")
 out("  mutex), as users build it.")

@@ -798,6 +798,42 @@ async fn an_attempt_that_overruns_its_timeout_is_cancelled_and_retried() {
     assert_eq!(start.elapsed(), ms(50 + 10 + 50 + 20 + 50));
 }
 
+#[resilient(
+    jitter = "none",
+    base_ms = 10,
+    max_attempts = 2,
+    attempt_timeout_ms = 50,
+    bulkhead = "attribute::one_place",
+    breaker = "attribute::timed"
+)]
+async fn slow_once(calls: &AtomicU32) -> Result<u32, Flaky> {
+    let n = calls.fetch_add(1, Ordering::SeqCst);
+    if n == 0 {
+        tokio::time::sleep(ms(1_000)).await;
+    }
+    Ok(n)
+}
+
+/// A plain first attempt that times out (it races its timer in the call's
+/// own future) gives its bulkhead place back for the retry, which the one
+/// place admits, and is a failure for the breaker. In the global registry,
+/// where a first attempt is plain.
+#[tokio::test(start_paused = true)]
+async fn a_first_attempt_that_times_out_gives_its_place_to_the_retry() {
+    let registry = stormproof::registry();
+    // A place kept by the timed-out attempt would refuse the retry after 5 ms.
+    let one_place = BulkheadConfig { max_concurrent: 1, max_wait: Some(ms(5)), ..Default::default() };
+    registry.declare_bulkhead("attribute::one_place", one_place).unwrap();
+    registry.declare_breaker("attribute::timed", BreakerConfig::default()).unwrap();
+    let calls = AtomicU32::new(0);
+    let start = Instant::now();
+    assert_eq!(slow_once(&calls).await, Ok(1));
+    assert_eq!(start.elapsed(), ms(50 + 10));
+    assert_eq!(registry.bulkhead("attribute::one_place").unwrap().in_use(), 0);
+    let totals = registry.breaker("attribute::timed").unwrap().totals();
+    assert_eq!((totals.calls, totals.failures), (2, 1));
+}
+
 #[resilient(jitter = "none", base_ms = 100, max_attempts = 10, deadline_ms = 1_000)]
 async fn against_the_clock(storm: &Storm) -> Result<Duration, Flaky> {
     Ok(storm.call().await?)

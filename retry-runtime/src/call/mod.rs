@@ -70,6 +70,7 @@ mod settle;
 mod start;
 #[cfg(test)]
 mod tests;
+mod timed;
 
 use std::sync::Arc;
 
@@ -83,6 +84,8 @@ pub(crate) use owned::{FirstAttempt, FirstPermits};
 pub use per_key::{CallTarget, KeyedGuards, Target};
 pub(crate) use plain::Unkeyed;
 pub use run::{Classified, ClassifyInner};
+#[cfg(feature = "tower")]
+pub(crate) use timed::due_after;
 
 use rare_state::RareState;
 

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use pin_project_lite::pin_project;
 
-use super::plain::{Holding, Parts, PlainFailure};
+use super::plain::{Failed, Holding, Parts, PlainFailure};
 use super::{Call, LastError, Step};
 use crate::context;
 use crate::error::ErrorHandling;
@@ -99,7 +99,7 @@ impl FirstPermits {
         );
         let holding =
             Holding::<AnyShape> { held: policy.global_guards_again(), permits: self.permits.take() };
-        Call::after_plain(slot, policy, parts, PlainFailure { holding, error })
+        Call::after_plain(slot, policy, parts, PlainFailure { holding, failed: Failed::Error(error) })
     }
 
     /// The attempt timed out after `after` (its future dropped): recorded
@@ -123,7 +123,7 @@ impl FirstPermits {
         );
         let holding =
             Holding::<AnyShape> { held: policy.global_guards_again(), permits: self.permits.take() };
-        Call::after_plain_timed_out(slot, policy, parts, holding, after)
+        Call::after_plain(slot, policy, parts, PlainFailure { holding, failed: Failed::TimedOut(after) })
     }
 }
 

@@ -3,7 +3,9 @@
 //!
 //! Most calls are plain (no key, no deadline, attempt timeout or hedging,
 //! the global registry's guards, none of them asking for a wait, DEBUG off,
-//! not nested in another call's attempt) and most first attempts succeed.
+//! not nested in another call's attempt; a function compiled with an
+//! attempt timeout and nothing else of these is plain too, its first
+//! attempt raced with its timer: `timed`) and most first attempts succeed.
 //! For those, the attempt is admitted quietly as it is made (see
 //! `GuardSet::admit_quietly`: a closed breaker's ticket, a free place, a
 //! first attempt's count, nothing that waits or counts a refusal) and runs
@@ -77,8 +79,8 @@ impl<S, H, F: FnOnce() -> (Option<Arc<str>>, S, H)> Parts<S, H> for Keyed<F> {
 /// A plain call's first attempt, admitted: what the guards gave it and
 /// where to hand it back. Made by [`Call::plain`].
 pub struct Plain<'p, V: Shape> {
-    held: V::Held<'p>,
-    permits: ShapedPermits<V>,
+    pub(super) held: V::Held<'p>,
+    pub(super) permits: ShapedPermits<V>,
 }
 
 impl<'p, V: Shape> Plain<'p, V> {
@@ -145,11 +147,20 @@ fn cancelled<Fut, V: Shape>(
     context::drop_in(&mut None, None, attempt);
 }
 
-/// A plain call's first attempt failed: its error, and what the guards
-/// gave it (recorded with the failure by [`Call::after_plain`]).
+/// A plain call's first attempt failed: its error (or its timeout), and
+/// what the guards gave it (recorded with the failure by [`Call::after_plain`]).
 pub struct PlainFailure<'p, E, V: Shape> {
     pub(super) holding: Holding<'p, V>,
-    pub(super) error: E,
+    pub(super) failed: Failed<E>,
+}
+
+/// How a plain first attempt failed.
+#[derive(Debug)]
+pub(super) enum Failed<E> {
+    /// With the attempt's own error.
+    Error(E),
+    /// Its attempt timeout passed first, after this long.
+    TimedOut(std::time::Duration),
 }
 
 impl<V: Shape> std::fmt::Debug for Plain<'_, V> {
@@ -160,7 +171,18 @@ impl<V: Shape> std::fmt::Debug for Plain<'_, V> {
 
 impl<E: std::fmt::Debug, V: Shape> std::fmt::Debug for PlainFailure<'_, E, V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PlainFailure").field("error", &self.error).finish_non_exhaustive()
+        f.debug_struct("PlainFailure").field("failed", &self.failed).finish_non_exhaustive()
+    }
+}
+
+impl<'p, Fut, V: Shape> PlainAttempt<'p, Fut, V> {
+    /// The attempt, unfinished, given up (its timeout passed): dropped in
+    /// its context, and what it held, to record the timeout with.
+    pub(super) fn give_up(self: Pin<&mut Self>) -> Holding<'p, V> {
+        let this = self.project();
+        let holding = Holding { held: *this.held, permits: this.permits.take() };
+        context::drop_in(&mut None, None, this.attempt);
+        holding
     }
 }
 
@@ -190,7 +212,7 @@ where
             }
             Poll::Ready(Err(error)) => Poll::Ready(Err(PlainFailure {
                 holding: Holding { held: *this.held, permits: this.permits.take() },
-                error,
+                failed: Failed::Error(error),
             })),
         }
     }
@@ -267,33 +289,16 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         H: ErrorHandling<E>,
         S: LastError<E>,
     {
-        let PlainFailure { holding, error } = failure;
+        let PlainFailure { holding, failed } = failure;
         let call = Self::built_after_plain::<P, W>(slot, target, parts);
-        // The permits stay held while the error is classified (user code,
-        // which may panic: then they are handed back, counting nothing).
-        let class = call.handling.class(&error);
-        call.after_first_failure(holding, class, error)
-    }
-
-    /// [`after_plain`](Self::after_plain) for a first attempt that timed
-    /// out after `after` (the tower layer's, which races it with a timer):
-    /// recorded and decided on as any attempt timeout is (see `timed_out`).
-    #[cfg(feature = "tower")]
-    pub(super) fn after_plain_timed_out<T, E, P, W>(
-        slot: &mut Option<Self>,
-        target: impl CallTarget<'p>,
-        parts: P,
-        holding: Holding<'p, W>,
-        after: std::time::Duration,
-    ) -> Step<T, E>
-    where
-        W: Shape,
-        P: Parts<S, H>,
-        H: ErrorHandling<E>,
-        S: LastError<E> + Default,
-    {
-        let call = Self::built_after_plain::<P, W>(slot, target, parts);
-        let (class, error) = call.timed_out(after);
+        let (class, error) = match failed {
+            // The permits stay held while the error is classified (user
+            // code, which may panic: then they are handed back, counting
+            // nothing).
+            Failed::Error(error) => (call.handling.class(&error), error),
+            // Recorded and decided on as any attempt timeout is (see `timed_out`).
+            Failed::TimedOut(after) => call.timed_out(after),
+        };
         call.after_first_failure(holding, class, error)
     }
 

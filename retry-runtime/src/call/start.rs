@@ -96,9 +96,9 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     /// attempt timeout, and nothing else a plain call cannot have (no
     /// deadline, hedging, guards per key or `on_stop` hook): the guards and
     /// the timeout, which the tower layer's first attempt races with a
-    /// timer of its own (see `http::tower::future`). `None` for any other.
-    #[cfg(feature = "tower")]
-    #[inline]
+    /// timer of its own (see `http::tower::future`), as the attribute's
+    /// does (`call::timed`). `None` for any other.
+    #[inline(always)]
     pub(crate) fn plain_guards_timed<W: Shape>(
         policy: &'p Policy,
     ) -> Option<(&'p crate::guards::Guards, std::time::Duration)> {

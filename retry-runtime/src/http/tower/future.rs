@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
-use tokio::time::Sleep;
+use tokio::time::{Instant, Sleep};
 
 use super::transport::SendReady;
 use crate::call::FirstAttempt;
@@ -45,9 +45,12 @@ pin_project! {
         First {
             #[pin]
             attempt: FirstAttempt<T::Ready>,
-            // The attempt timeout's timer, polled after the attempt.
+            // The attempt timeout's timer, armed for `due` when the
+            // attempt first waits (one answered at once makes no timer
+            // entry), polled after the attempt.
             #[pin]
             timer: Option<Sleep>,
+            due: Option<Instant>,
             rest: Option<(T, T::Request)>,
         },
         // Everything else.
@@ -74,7 +77,8 @@ where
                 let sent = transport.send_ready(copy);
                 State::First {
                     attempt: FirstAttempt::new(permits, sent),
-                    timer: timeout.map(tokio::time::sleep),
+                    timer: None,
+                    due: timeout.map(|timeout| crate::call::due_after(Instant::now(), timeout)),
                     rest: Some((transport, request)),
                 }
             }
@@ -106,10 +110,15 @@ where
         let mut state = self.project().state;
         loop {
             match state.as_mut().project() {
-                StateProj::First { mut attempt, timer, rest } => {
+                StateProj::First { mut attempt, mut timer, due, rest } => {
                     let (answer, permits) = match attempt.as_mut().poll(cx) {
                         Poll::Ready(answered) => answered,
-                        Poll::Pending => match timer.as_pin_mut().map(|timer| timer.poll(cx)) {
+                        Poll::Pending => match due.map(|due| {
+                            if timer.is_none() {
+                                timer.set(Some(tokio::time::sleep_until(due)));
+                            }
+                            timer.as_mut().as_pin_mut().map_or(Poll::Pending, |timer| timer.poll(cx))
+                        }) {
                             Some(Poll::Ready(())) => {
                                 // Timed out: the rest of the call from the
                                 // timeout on, boxed, and polled now.
