@@ -848,6 +848,44 @@ async fn a_first_attempt_that_times_out_is_an_attempt_timeout() {
     assert_eq!(place(), 0);
 }
 
+/// The attempt timeout counts from the response future's first poll, as
+/// a call's does elsewhere, not from `Service::call`: a future polled late
+/// still gives its attempt the whole timeout. And the future stays `Unpin`
+/// when the inner service's is, an attempt timeout or not (checked when
+/// this compiles).
+#[tokio::test(start_paused = true)]
+async fn a_first_attempts_timeout_counts_from_its_first_poll() {
+    fn unpin<S: Service<u64, Future: Unpin>>(service: S) -> S {
+        service
+    }
+    let answers_in_half_a_second = service_fn(|n: u64| async move {
+        tokio::time::sleep(ms(500)).await;
+        Ok::<_, Infallible>(n)
+    });
+    // Named: the helper's policies share one name, and with it the operation's own
+    // breaker and budget, which this paused-clock test would start for the others.
+    let timed = || {
+        policy(2)
+            .name("tower::timeout_from_first_poll")
+            .attempt_timeout(Duration::from_secs(1))
+            .build()
+            .unwrap()
+    };
+    let mut service = unpin(
+        ResilientLayer::cloning(timed())
+            .layer(service_fn(|n: u64| std::future::ready(Ok::<_, Infallible>(n)))),
+    );
+    std::future::poll_fn(|cx| service.poll_ready(cx)).await.unwrap();
+    drop(service.call(1));
+    let mut service = ResilientLayer::cloning(timed()).layer(answers_in_half_a_second);
+    std::future::poll_fn(|cx| service.poll_ready(cx)).await.unwrap();
+    let late = service.call(7);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let started = tokio::time::Instant::now();
+    assert_eq!(late.await.unwrap(), 7);
+    assert_eq!(started.elapsed(), ms(500), "one attempt, answered within its timeout");
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_named_budget_and_bulkhead_apply() {
     let registry = Registry::new();

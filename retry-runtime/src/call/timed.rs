@@ -75,7 +75,9 @@ where
             return Poll::Ready(output);
         }
         if this.timer.is_none() {
-            this.timer.set(Some(timer(*this.started, *this.timeout)));
+            // A timeout past the horizon never ends: no timer, as the general path arms none.
+            let Some(due) = due_after(*this.started, *this.timeout) else { return Poll::Pending };
+            this.timer.set(Some(tokio::time::sleep_until(due)));
         }
         if let Some(timer) = this.timer.as_pin_mut() {
             std::task::ready!(timer.poll(cx));
@@ -85,19 +87,12 @@ where
     }
 }
 
-/// When an attempt started at `started` times out: `timeout` later, or,
-/// for a timeout past what an `Instant` holds, in about 30 years (as far
-/// as tokio's own `sleep` goes).
+/// When an attempt started at `started` times out: `timeout` later; `None`
+/// (never: no timer) past the crate's horizon, as every other timer of the
+/// crate (see `clock::HORIZON`).
 #[inline]
-pub(crate) fn due_after(started: Instant, timeout: Duration) -> Instant {
-    const FAR: Duration = Duration::from_secs(86_400 * 365 * 30);
-    started.checked_add(timeout).unwrap_or_else(|| started.checked_add(FAR).unwrap_or(started))
-}
-
-/// The timer of an attempt started at `started` (see [`due_after`]).
-#[cold]
-fn timer(started: Instant, timeout: Duration) -> Sleep {
-    tokio::time::sleep_until(due_after(started, timeout))
+pub(crate) fn due_after(started: Instant, timeout: Duration) -> Option<Instant> {
+    if timeout > crate::clock::HORIZON { None } else { started.checked_add(timeout) }
 }
 
 impl<'p, S, H, V: Shape> Call<'p, S, H, V> {

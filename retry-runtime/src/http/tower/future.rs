@@ -7,6 +7,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
@@ -45,12 +46,8 @@ pin_project! {
         First {
             #[pin]
             attempt: FirstAttempt<T::Ready>,
-            // The attempt timeout's timer, armed for `due` when the
-            // attempt first waits (one answered at once makes no timer
-            // entry), polled after the attempt.
-            #[pin]
-            timer: Option<Sleep>,
-            due: Option<Instant>,
+            // Its attempt timeout, polled after the attempt.
+            timing: Timing,
             rest: Option<(T, T::Request)>,
         },
         // Everything else.
@@ -77,8 +74,7 @@ where
                 let sent = transport.send_ready(copy);
                 State::First {
                     attempt: FirstAttempt::new(permits, sent),
-                    timer: None,
-                    due: timeout.map(|timeout| crate::call::due_after(Instant::now(), timeout)),
+                    timing: timeout.map_or(Timing::Untimed, Timing::From),
                     rest: Some((transport, request)),
                 }
             }
@@ -110,29 +106,23 @@ where
         let mut state = self.project().state;
         loop {
             match state.as_mut().project() {
-                StateProj::First { mut attempt, mut timer, due, rest } => {
+                StateProj::First { mut attempt, timing, rest } => {
+                    timing.start();
                     let (answer, permits) = match attempt.as_mut().poll(cx) {
                         Poll::Ready(answered) => answered,
-                        Poll::Pending => match due.map(|due| {
-                            if timer.is_none() {
-                                timer.set(Some(tokio::time::sleep_until(due)));
-                            }
-                            timer.as_mut().as_pin_mut().map_or(Poll::Pending, |timer| timer.poll(cx))
-                        }) {
-                            Some(Poll::Ready(())) => {
-                                // Timed out: the rest of the call from the
-                                // timeout on, boxed, and polled now.
-                                let permits = attempt.give_up();
-                                let Some((transport, original)) = rest.take() else {
-                                    unreachable!("a first attempt answered twice")
-                                };
-                                let future =
-                                    Box::pin(exchange::after_first_timed_out(permits, transport, original));
-                                state.set(State::Boxed { future });
-                                continue;
-                            }
-                            Some(Poll::Pending) | None => return Poll::Pending,
-                        },
+                        Poll::Pending if timing.expired(cx) => {
+                            // Timed out: the rest of the call from the
+                            // timeout on, boxed, and polled now.
+                            let permits = attempt.give_up();
+                            let Some((transport, original)) = rest.take() else {
+                                unreachable!("a first attempt answered twice")
+                            };
+                            let future =
+                                Box::pin(exchange::after_first_timed_out(permits, transport, original));
+                            state.set(State::Boxed { future });
+                            continue;
+                        }
+                        Poll::Pending => return Poll::Pending,
                     };
                     let failed = match exchange::first_answered::<T>(answer, permits) {
                         Ok(response) => return Poll::Ready(Ok(response)),
@@ -148,6 +138,48 @@ where
                 }
                 StateProj::Boxed { future } => return future.as_mut().poll(cx),
             }
+        }
+    }
+}
+
+/// The attempt timeout of a plain first attempt, from its first poll to
+/// its timer.
+enum Timing {
+    /// No attempt timeout, or one past the horizon (it never ends).
+    Untimed,
+    /// Not polled yet: the timeout, counted from the first poll (when the
+    /// general path would admit the attempt and start its timer).
+    From(Duration),
+    /// Polled, answered nothing yet: when the time is up.
+    Due(Instant),
+    /// Waiting: the timer, armed on the attempt's first wait (one answered
+    /// at once makes none) and boxed, so that every response future stays
+    /// small and `Unpin` (tokio's `Sleep` is neither).
+    Armed(Pin<Box<Sleep>>),
+}
+
+impl Timing {
+    /// As a poll starts: the clock read, on the first.
+    #[inline(always)]
+    fn start(&mut self) {
+        if let Timing::From(timeout) = *self {
+            *self = match crate::call::due_after(Instant::now(), timeout) {
+                Some(due) => Timing::Due(due),
+                None => Timing::Untimed,
+            };
+        }
+    }
+
+    /// After the attempt answered nothing: whether its time is up (the
+    /// timer armed on its first wait, and polled).
+    #[inline]
+    fn expired(&mut self, cx: &mut Context<'_>) -> bool {
+        if let Timing::Due(due) = *self {
+            *self = Timing::Armed(Box::pin(tokio::time::sleep_until(due)));
+        }
+        match self {
+            Timing::Armed(timer) => timer.as_mut().poll(cx).is_ready(),
+            Timing::Untimed | Timing::From(_) | Timing::Due(_) => false,
         }
     }
 }
