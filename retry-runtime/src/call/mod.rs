@@ -82,6 +82,8 @@ pub use made_on_poll::MadeOnPoll;
 #[cfg(feature = "tower")]
 pub(crate) use owned::{FirstAttempt, FirstPermits};
 pub use per_key::{CallTarget, KeyedGuards, Target};
+#[cfg(feature = "tower")]
+pub(crate) use plain::Failed;
 pub(crate) use plain::Unkeyed;
 pub use run::{Classified, ClassifyInner};
 #[cfg(feature = "tower")]

@@ -77,16 +77,17 @@ impl FirstPermits {
         }
     }
 
-    /// The attempt failed with `error`: recorded and decided on as any
-    /// plain call's first attempt (see [`Call::after_plain`]), the call
-    /// built into `slot` on `policy`, which must be this call's (the
-    /// caller's borrow of [`policy`](Self::policy)).
+    /// The attempt failed (with its error, or its timeout): recorded and
+    /// decided on as any plain call's first attempt (see
+    /// [`Call::after_plain`]), the call built into `slot` on `policy`,
+    /// which must be this call's (the caller's borrow of
+    /// [`policy`](Self::policy)).
     pub(crate) fn failed<'p, S, H, T, E, P>(
         mut self,
         slot: &mut Option<Call<'p, S, H>>,
         policy: &'p Policy,
         parts: P,
-        error: E,
+        failed: Failed<E>,
     ) -> Step<T, E>
     where
         P: Parts<S, H>,
@@ -99,31 +100,7 @@ impl FirstPermits {
         );
         let holding =
             Holding::<AnyShape> { held: policy.global_guards_again(), permits: self.permits.take() };
-        Call::after_plain(slot, policy, parts, PlainFailure { holding, failed: Failed::Error(error) })
-    }
-
-    /// The attempt timed out after `after` (its future dropped): recorded
-    /// and decided on as [`failed`](Self::failed) does a failure, with the
-    /// attempt timeout's rejection as its error.
-    pub(crate) fn timed_out<'p, S, H, T, E, P>(
-        mut self,
-        slot: &mut Option<Call<'p, S, H>>,
-        policy: &'p Policy,
-        parts: P,
-        after: Duration,
-    ) -> Step<T, E>
-    where
-        P: Parts<S, H>,
-        H: ErrorHandling<E>,
-        S: LastError<E> + Default,
-    {
-        debug_assert!(
-            std::ptr::eq(policy, &*self.policy),
-            "a first attempt's timeout handed to another policy"
-        );
-        let holding =
-            Holding::<AnyShape> { held: policy.global_guards_again(), permits: self.permits.take() };
-        Call::after_plain(slot, policy, parts, PlainFailure { holding, failed: Failed::TimedOut(after) })
+        Call::after_plain(slot, policy, parts, PlainFailure { holding, failed })
     }
 }
 

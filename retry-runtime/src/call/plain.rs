@@ -156,7 +156,7 @@ pub struct PlainFailure<'p, E, V: Shape> {
 
 /// How a plain first attempt failed.
 #[derive(Debug)]
-pub(super) enum Failed<E> {
+pub(crate) enum Failed<E> {
     /// With the attempt's own error.
     Error(E),
     /// Its attempt timeout passed first, after this long.

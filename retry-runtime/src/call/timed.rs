@@ -51,9 +51,10 @@ pin_project! {
     pub struct TimedAttempt<'p, Fut, V: Shape> {
         #[pin]
         attempt: PlainAttempt<'p, Fut, V>,
-        // Armed (for `started + timeout`) when the attempt first waits, so
-        // that one answered at once never makes a timer entry; polled after
-        // the attempt, as `tokio::time::timeout` does.
+        // Armed when the attempt first waits, due `timeout` after `started`
+        // (see `due_after`, which checks the sum), so that one answered at
+        // once never makes a timer entry; polled after the attempt, as
+        // `tokio::time::timeout` does.
         #[pin]
         timer: Option<Sleep>,
         started: Instant,

@@ -18,7 +18,7 @@ use super::attempts::Attempts;
 use super::drain;
 use crate::call::{Call, Kept, KeyedGuards, Step, Target};
 #[cfg(feature = "tower")]
-use crate::call::{FirstPermits, Unkeyed};
+use crate::call::{Failed, FirstPermits, Unkeyed};
 use crate::classify::ErrorClass;
 use crate::error::ErrorHandling;
 use crate::policy::Policy;
@@ -293,9 +293,13 @@ pub(crate) fn first_answered<T: Transport>(
                 permits.succeeded();
                 return Ok(finish::<T>(response, Attempts::new(1)));
             }
-            Some(class) => FirstFailed { permits, failure: Failure::Response(class), failed: Some(response) },
+            Some(class) => FirstFailed {
+                permits,
+                failure: Failed::Error(Failure::Response(class)),
+                failed: Some(response),
+            },
         },
-        Err(error) => FirstFailed { permits, failure: Failure::Error(error), failed: None },
+        Err(error) => FirstFailed { permits, failure: Failed::Error(Failure::Error(error)), failed: None },
     };
     Err(failure)
 }
@@ -305,12 +309,23 @@ pub(crate) fn first_answered<T: Transport>(
 #[cfg(feature = "tower")]
 pub(crate) struct FirstFailed<T: Transport> {
     permits: FirstPermits,
-    failure: Failure<T::Error>,
+    failure: Failed<Failure<T::Error>>,
     failed: Option<T::Response>,
 }
 
-/// The rest of a plain call whose first attempt failed: the failure is
-/// recorded and decided on as any plain call's (`Call::after_plain`), then
+#[cfg(feature = "tower")]
+impl<T: Transport> FirstFailed<T> {
+    /// The first attempt `permits` admitted timed out, after the policy's
+    /// attempt timeout (which `first_of_plain` raced it with).
+    pub(crate) fn timed_out(permits: FirstPermits) -> Self {
+        let after = permits.policy().compiled_settings().attempt_timeout.unwrap_or_default();
+        FirstFailed { permits, failure: Failed::TimedOut(after), failed: None }
+    }
+}
+
+/// The rest of a plain call whose first attempt failed (with an error, a
+/// failed response, or its timeout): the failure is recorded and decided
+/// on as any plain call's (`Call::after_plain`), then
 /// the call goes on as [`run`]'s does, with `original` for the attempts
 /// after.
 #[cfg(feature = "tower")]
@@ -328,29 +343,6 @@ pub(crate) async fn after_first<T: Transport>(
         Step::Retry => match slot.as_mut() {
             Some(call) => drive(call, &mut transport, original, failed).await,
             None => unreachable!("a plain call's failure built no call"),
-        },
-    }
-}
-
-/// The rest of a plain call whose first attempt timed out (after the
-/// policy's attempt timeout, which `first_of_plain` raced it with): the
-/// timeout is recorded and decided on as any attempt timeout is, then the
-/// call goes on as [`after_first`]'s does.
-#[cfg(feature = "tower")]
-pub(crate) async fn after_first_timed_out<T: Transport>(
-    permits: FirstPermits,
-    mut transport: T,
-    original: T::Request,
-) -> Result<T::Response, T::Error> {
-    let policy = Arc::clone(permits.policy());
-    let after = policy.compiled_settings().attempt_timeout.unwrap_or_default();
-    let mut slot = None;
-    let parts = Unkeyed(|| (Kept::default(), ByTransport::<T>(PhantomData)));
-    match permits.timed_out(&mut slot, &policy, parts, after) {
-        Step::Done(result) => ended::<T>(result, None, Attempts::new(1)),
-        Step::Retry => match slot.as_mut() {
-            Some(call) => drive(call, &mut transport, original, None).await,
-            None => unreachable!("a plain call's timeout built no call"),
         },
     }
 }

@@ -117,8 +117,8 @@ where
                             let Some((transport, original)) = rest.take() else {
                                 unreachable!("a first attempt answered twice")
                             };
-                            let future =
-                                Box::pin(exchange::after_first_timed_out(permits, transport, original));
+                            let timed_out = exchange::FirstFailed::timed_out(permits);
+                            let future = Box::pin(exchange::after_first(timed_out, transport, original));
                             state.set(State::Boxed { future });
                             continue;
                         }
