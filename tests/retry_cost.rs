@@ -74,6 +74,9 @@ async fn call(registry: &Registry, first: Fault) -> u32 {
 
 /// A policy of `max_attempts` with no backoff, its retries paid from the
 /// budget `quota`, with no breaker.
+// Named after each caller's line (`#[track_caller]`), so that the tests
+// running at once in this process do not share its own breaker and budget.
+#[track_caller]
 fn paid_from_quota(max_attempts: u32) -> Policy {
     Policy::builder()
         .max_attempts(max_attempts)

@@ -52,6 +52,9 @@ fn client() -> HttpClient {
 }
 
 /// Waits of 1, 2, 4, 4... ms: real sockets, real clock, short tests.
+// Named after each caller's line (`#[track_caller]`), so that the tests
+// running at once in this process do not share its own breaker and budget.
+#[track_caller]
 fn policy(max_attempts: u32) -> PolicyBuilder {
     Policy::builder().max_attempts(max_attempts).base(ms(1)).cap(ms(4)).jitter(Jitter::None)
 }

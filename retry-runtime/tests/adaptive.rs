@@ -32,6 +32,9 @@ impl Drop for CancelledFlag {
     }
 }
 
+// Named after each caller's line (`#[track_caller]`), so that the tests
+// running at once in this process do not share its own breaker and budget.
+#[track_caller]
 fn hedging(after: u64, max: u32) -> Policy {
     Policy::builder().max_attempts(3).base(ms(100)).hedge(ms(after), max).seed(1).build().unwrap()
 }
@@ -883,23 +886,29 @@ async fn an_attempt_that_fails_as_its_hedge_falls_due_is_retried_once_after_the_
 /// policy whose attempts answer after 300 ms: when the inner attempts
 /// started, and what each outer call got.
 async fn hedged_inside_an_attempt(inner: &Policy) -> (Vec<u64>, [Result<u32, TestError>; 2]) {
-    let outer = Policy::builder()
-        .max_attempts(2)
-        .base(ms(1))
-        .jitter(stormproof_runtime::Jitter::None)
-        .build()
-        .unwrap();
-    let attempts = Attempts::new();
-    let slow = || {
-        let n = attempts.mark();
-        async move {
-            sleep(ms(300)).await;
-            Ok::<_, TestError>(n)
-        }
-    };
-    let keyless = outer.run(|| inner.run(slow)).await;
-    let keyed = outer.run_with_key("order-3", || inner.run(slow)).await;
-    (attempts.times(), [keyless, keyed])
+    // A registry of its own: the outer policy's own breaker and budget,
+    // named after this line, are not shared with the tests running beside.
+    Registry::new()
+        .scope(async {
+            let outer = Policy::builder()
+                .max_attempts(2)
+                .base(ms(1))
+                .jitter(stormproof_runtime::Jitter::None)
+                .build()
+                .unwrap();
+            let attempts = Attempts::new();
+            let slow = || {
+                let n = attempts.mark();
+                async move {
+                    sleep(ms(300)).await;
+                    Ok::<_, TestError>(n)
+                }
+            };
+            let keyless = outer.run(|| inner.run(slow)).await;
+            let keyed = outer.run_with_key("order-3", || inner.run(slow)).await;
+            (attempts.times(), [keyless, keyed])
+        })
+        .await
 }
 
 #[tokio::test(start_paused = true)]

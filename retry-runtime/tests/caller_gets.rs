@@ -27,6 +27,9 @@ use stormproof_runtime::{
 use tokio::sync::Notify;
 use tokio::time::{Instant, sleep};
 
+// Named after each caller's line (`#[track_caller]`), so that the tests
+// running at once in this process do not share its own breaker and budget.
+#[track_caller]
 fn no_jitter() -> stormproof_runtime::PolicyBuilder {
     Policy::builder().jitter(Jitter::None)
 }

@@ -69,6 +69,9 @@ fn stressed_registry() -> Registry {
     registry
 }
 
+// Named after each caller's line (`#[track_caller]`), so that the tests
+// running at once in this process do not share its own breaker and budget.
+#[track_caller]
 fn policy() -> Policy {
     Policy::builder()
         .max_attempts(4)

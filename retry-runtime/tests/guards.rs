@@ -28,6 +28,9 @@ fn breaker_cfg(threshold: u32) -> BreakerConfig {
     }
 }
 
+// Named after each caller's line (`#[track_caller]`), so that the tests
+// running at once in this process do not share its own breaker and budget.
+#[track_caller]
 fn single(breaker: &'static str) -> Policy {
     Policy::builder().max_attempts(1).breaker(breaker).build().unwrap()
 }

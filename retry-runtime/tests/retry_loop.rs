@@ -10,6 +10,9 @@ use stormproof_runtime::budget::NO_BUDGET;
 use stormproof_runtime::{Jitter, Policy, Registry, Rejection, idempotency_key};
 use tokio::time::{Instant, sleep};
 
+// Named after each caller's line (`#[track_caller]`), so that the tests
+// running at once in this process do not share its own breaker and budget.
+#[track_caller]
 fn no_jitter() -> stormproof_runtime::PolicyBuilder {
     Policy::builder().jitter(Jitter::None)
 }

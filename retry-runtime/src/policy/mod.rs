@@ -174,9 +174,16 @@ impl Clone for Policy {
 
 impl Policy {
     /// A builder with every default: 4 attempts, base 100 ms, cap 20 s, full
-    /// jitter, no timeouts, no guards, and named after the place it is
-    /// called from, so that a policy without a [`name`](PolicyBuilder::name)
-    /// reports its traces, metrics and hooks there:
+    /// jitter, no timeouts, the operation's own breaker and retry budget, and
+    /// named after the place it is called from, so that a policy without a
+    /// [`name`](PolicyBuilder::name) reports its traces, metrics and hooks
+    /// there.
+    ///
+    /// The own breaker and budget belong to the name: policies of one name
+    /// share them. A helper function that builds policies for several
+    /// dependencies gives each a [`name`](PolicyBuilder::name) (or is
+    /// `#[track_caller]`, so that each caller's line names its policy);
+    /// otherwise one dependency's outage opens the breaker of all of them.
     ///
     /// ```
     /// # use stormproof_runtime as stormproof;
