@@ -46,6 +46,13 @@ mod loading;
 #[path = "config/reading.rs"]
 mod reading;
 
+#[path = "config/same_name.rs"]
+mod same_name;
+
+/// Held by each test that loads a file into the global registry: a reload
+/// there replaces every override, another test's too.
+static GLOBAL_OVERRIDES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[cfg(feature = "redis")]
 #[path = "config/fleet.rs"]
 mod fleet;
@@ -459,6 +466,7 @@ async fn tuned(calls: &AtomicU32) -> Result<(), Fault> {
 /// attempt fails. One that sets a deadline is armed as the call starts.
 #[tokio::test(start_paused = true)]
 async fn an_override_in_the_global_registry_governs_the_retries_after_a_plain_first_attempt() {
+    let _only_this_test = GLOBAL_OVERRIDES.lock().await;
     let breaker = stormproof::breaker::BreakerConfig { failure_threshold: 1_000, ..Default::default() };
     stormproof::registry().declare_breaker("payment", breaker).unwrap();
     let calls = AtomicU32::new(0);

@@ -43,6 +43,47 @@ impl Settings {
     pub(crate) const fn allow_plain(&self) -> bool {
         self.deadline.is_none() && self.attempt_timeout.is_none() && self.hedge.is_none()
     }
+
+    /// These settings (one function's, as compiled) with a configuration
+    /// file's override laid over them: each key `sources` says the file
+    /// set is `file`'s, every other stays this function's. Two functions
+    /// of one operation name may be compiled with different settings; a
+    /// table of that name changes in each only the keys it gives.
+    pub(crate) fn overlaid(self, file: &Settings, sources: &SettingSources) -> Settings {
+        let pick = |source: &SettingSource| matches!(source, SettingSource::File { .. });
+        let mut settings = self;
+        if pick(&sources.max_attempts) {
+            settings.max_attempts = file.max_attempts;
+        }
+        if pick(&sources.base) {
+            settings.backoff.base = file.backoff.base;
+        }
+        if pick(&sources.cap) {
+            settings.backoff.cap = file.backoff.cap;
+        }
+        if pick(&sources.factor) {
+            settings.backoff.factor_milli = file.backoff.factor_milli;
+        }
+        if pick(&sources.jitter) {
+            settings.backoff.jitter = file.backoff.jitter;
+        }
+        if pick(&sources.attempt_timeout) {
+            settings.attempt_timeout = file.attempt_timeout;
+        }
+        if pick(&sources.deadline) {
+            settings.deadline = file.deadline;
+        }
+        if pick(&sources.budget) {
+            settings.budget = file.budget;
+        }
+        if pick(&sources.breaker) {
+            settings.breaker = file.breaker;
+        }
+        if pick(&sources.priority) {
+            settings.priority = file.priority;
+        }
+        settings
+    }
 }
 
 /// Where one setting of an operation in effect comes from: what the

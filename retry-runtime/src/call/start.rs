@@ -27,8 +27,10 @@ use crate::settings::Settings;
 /// whatever its entry point.
 #[inline(never)]
 fn settings_now(policy: &Policy) -> Option<Arc<Settings>> {
-    registry::with_scoped(|scoped| scoped.operation_override(policy.operation()))
-        .unwrap_or_else(|| policy.overrides().global())
+    registry::with_scoped(|scoped| {
+        scoped.operation_override_for(policy.operation(), policy.overrides(), policy.settings())
+    })
+    .unwrap_or_else(|| policy.overrides().global())
 }
 
 /// Whether DEBUG may be enabled at all (a compile-time filter, then the

@@ -103,8 +103,11 @@ fn operations_in(registry: &crate::Registry) -> Vec<OperationInfo> {
     let mut all: Vec<OperationInfo> = registered()
         .map(|policy| {
             let name = |kind| policy.guard_name(kind).map(str::to_owned);
+            // Its own settings with the file's keys laid over them (another
+            // function of the name may be compiled otherwise).
             let (effective, sources) = registry
                 .operation_override_with_sources(policy.operation())
+                .map(|(file, sources)| (policy.settings().overlaid(&file, &sources), sources))
                 .unwrap_or_else(|| (policy.settings(), SettingSources::COMPILED));
             OperationInfo {
                 name: policy.operation().to_owned(),

@@ -290,9 +290,22 @@ impl Registry {
         self.inner.seed
     }
 
-    /// The settings a configuration file gave `operation` in this registry.
-    pub(crate) fn operation_override(&self, operation: &str) -> Option<Arc<Settings>> {
-        self.inner.overrides.get(operation)
+    /// Whether this registry holds a configuration file's override of `operation`.
+    pub(crate) fn overrides_operation(&self, operation: &str) -> bool {
+        self.inner.overrides.contains(operation)
+    }
+
+    /// The settings a policy of `operation` (what it knows of its overrides,
+    /// and the settings it was compiled with) runs on under this registry's
+    /// override of the operation, if it holds one: its own, with the
+    /// file's keys laid over them.
+    pub(crate) fn operation_override_for(
+        &self,
+        operation: &str,
+        overrides: &PolicyOverrides,
+        compiled: Settings,
+    ) -> Option<Arc<Settings>> {
+        self.inner.overrides.get_for(operation, overrides, compiled)
     }
 
     /// The override this registry holds for `operation`, with where each

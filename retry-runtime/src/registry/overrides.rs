@@ -64,8 +64,10 @@ impl PolicyOverrides {
     }
 }
 
-/// What the policies of one operation name know of its overrides.
-pub(crate) type OverriddenPolicies = Vec<&'static PolicyOverrides>;
+/// The policies of one operation name: what each knows of its overrides,
+/// and the settings it was compiled with (an override lays its keys over
+/// each one's own: see `Settings::overlaid`).
+pub(crate) type OverriddenPolicies = Vec<(&'static PolicyOverrides, Settings)>;
 
 /// What an override that a plain first attempt cannot honour adds to a
 /// counter, beside the one every override adds: a counter at or above it
@@ -90,17 +92,44 @@ pub(super) struct Overrides {
     by_operation: RwLock<HashMap<String, Override>>,
 }
 
-/// One operation's override: its settings, where each comes from, and the
-/// counters of the operation's policies.
+/// One operation's override: its settings (the first function's, with the
+/// file's keys), where each comes from, and the operation's policies, each
+/// with its own settings under the override.
 struct Override {
     settings: Arc<Settings>,
     sources: SettingSources,
-    policies: OverriddenPolicies,
+    policies: Vec<(&'static PolicyOverrides, Arc<Settings>)>,
+}
+
+impl Override {
+    /// The settings a policy (its counters `overrides`, compiled with
+    /// `compiled`) runs on under this override: one of the operation's
+    /// functions finds its own made already; another policy of the name
+    /// (a builder's) has them made now.
+    fn for_policy(&self, overrides: &PolicyOverrides, compiled: Settings) -> Arc<Settings> {
+        match self.policies.iter().find(|(policy, _)| std::ptr::eq(*policy, overrides)) {
+            Some((_, settings)) => Arc::clone(settings),
+            None => Arc::new(compiled.overlaid(&self.settings, &self.sources)),
+        }
+    }
 }
 
 impl Overrides {
-    pub(super) fn get(&self, operation: &str) -> Option<Arc<Settings>> {
-        self.by_operation.read().unwrap_or_else(|e| e.into_inner()).get(operation).map(|o| o.settings.clone())
+    /// Whether an override of `operation` is held.
+    pub(super) fn contains(&self, operation: &str) -> bool {
+        self.by_operation.read().unwrap_or_else(|e| e.into_inner()).contains_key(operation)
+    }
+
+    /// The settings a policy of `operation` (its counters `overrides`,
+    /// compiled with `compiled`) runs on under the override held, if any.
+    pub(super) fn get_for(
+        &self,
+        operation: &str,
+        overrides: &PolicyOverrides,
+        compiled: Settings,
+    ) -> Option<Arc<Settings>> {
+        let current = self.by_operation.read().unwrap_or_else(|e| e.into_inner());
+        current.get(operation).map(|o| o.for_policy(overrides, compiled))
     }
 
     pub(super) fn get_with_sources(&self, operation: &str) -> Option<(Settings, SettingSources)> {
@@ -131,10 +160,10 @@ impl Overrides {
                 .get(name)
                 .is_some_and(|(new, new_sources, _)| weight(new, new_sources) == weight(settings, sources));
             if !kept {
-                policies.iter().for_each(|policy| count_out(&policy.count, weight(settings, sources)));
+                policies.iter().for_each(|(policy, _)| count_out(&policy.count, weight(settings, sources)));
             }
             if global && !new.contains_key(name) {
-                policies.iter().for_each(|policy| policy.global.store(None));
+                policies.iter().for_each(|(policy, _)| policy.global.store(None));
             }
         }
         for (name, (settings, sources, policies)) in &new {
@@ -142,7 +171,7 @@ impl Overrides {
                 .get(name)
                 .is_some_and(|old| weight(&old.settings, &old.sources) == weight(settings, sources));
             if !kept {
-                policies.iter().for_each(|policy| {
+                policies.iter().for_each(|(policy, _)| {
                     policy.count.fetch_add(weight(settings, sources), Ordering::Relaxed);
                 });
             }
@@ -150,12 +179,18 @@ impl Overrides {
         *current = new
             .into_iter()
             .map(|(name, (settings, sources, policies))| {
+                let policies = policies
+                    .into_iter()
+                    .map(|(policy, compiled)| (policy, Arc::new(compiled.overlaid(&settings, &sources))))
+                    .collect();
                 (name, Override { settings: Arc::new(settings), sources, policies })
             })
             .collect();
         if global {
-            for Override { settings, policies, .. } in current.values() {
-                policies.iter().for_each(|policy| policy.global.store(Some(Arc::clone(settings))));
+            for Override { policies, .. } in current.values() {
+                policies
+                    .iter()
+                    .for_each(|(policy, settings)| policy.global.store(Some(Arc::clone(settings))));
             }
         }
     }
@@ -170,7 +205,7 @@ impl Drop for Overrides {
     fn drop(&mut self) {
         let current = self.by_operation.get_mut().unwrap_or_else(|e| e.into_inner());
         for Override { settings, sources, policies } in current.values() {
-            policies.iter().for_each(|policy| count_out(&policy.count, weight(settings, sources)));
+            policies.iter().for_each(|(policy, _)| count_out(&policy.count, weight(settings, sources)));
         }
     }
 }

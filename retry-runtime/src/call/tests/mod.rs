@@ -101,7 +101,7 @@ fn overrides_and_plain(name: &str, plain: impl Fn(&'static Policy) -> bool) {
     let hold = |settings: Option<Settings>| {
         let counted = settings.map(|settings| {
             let sources = crate::settings::SettingSources::COMPILED;
-            (name.to_owned(), (settings, sources, vec![policy.overrides()]))
+            (name.to_owned(), (settings, sources, vec![(policy.overrides(), compiled)]))
         });
         holder.replace_overrides(counted.into_iter().collect());
     };

@@ -67,8 +67,9 @@ pub(super) fn apply(
     let counted = overrides
         .into_iter()
         .map(|(name, (settings, sources))| {
-            let counters = operations::named(&name).map(Policy::overrides).collect();
-            (name, (settings, sources, counters))
+            let policies =
+                operations::named(&name).map(|policy| (policy.overrides(), policy.settings())).collect();
+            (name, (settings, sources, policies))
         })
         .collect();
     registry.replace_overrides(counted);

@@ -125,7 +125,7 @@ fn refuse_existing(registry: &Registry, file: &ConfigFile, problems: &mut Proble
     refuse("bulkhead", &file.bulkheads, declared(GuardKind::Bulkhead), problems);
     refuse("throttle", &file.throttles, declared(GuardKind::Throttle), problems);
     refuse("rate limit", &file.rate_limits, declared(GuardKind::RateLimit), problems);
-    let overridden = |n: &str| registry.operation_override(n).is_some();
+    let overridden = |n: &str| registry.overrides_operation(n);
     refuse("override of operation", &file.operations, overridden, problems);
 }
 
