@@ -94,6 +94,10 @@ struct Keys<G: PerKey> {
     config: G::Config,
     /// The template's generation `config` was read at.
     generation: u64,
+    /// No key is idle before this instant (the oldest key's last use plus
+    /// `idle_for`): until then a call does not look for idle keys, which
+    /// saves it a subtraction of instants. `None`: look at the next call.
+    idle_check: Option<Instant>,
 }
 
 /// One key's guard, when it was last used, and the settings' generation it runs on.
@@ -122,6 +126,7 @@ impl<G: PerKey> Keyed<G> {
                 other: Arc::from(OTHER),
                 config,
                 generation,
+                idle_check: None,
             }),
         }
     }
@@ -229,6 +234,8 @@ impl<G: PerKey> Keys<G> {
     fn reconfigured(&mut self, config: G::Config, generation: u64) {
         self.config = config;
         self.generation = generation;
+        // `idle_for` may have changed.
+        self.idle_check = None;
         while self.guards.len() > self.max_keys() {
             self.evict_one();
         }
@@ -257,17 +264,33 @@ impl<G: PerKey> Keys<G> {
     }
 
     /// Forgets the keys idle for `idle_for` or longer: least recently used
-    /// first, so those are the oldest, and the first key used since stops it.
+    /// first, so those are the oldest, and the first key used since stops
+    /// it. Before `idle_check` none can be idle: a key used again only
+    /// moves the oldest's use later, a key made is the newest, and one
+    /// evicted leaves an older one or none.
+    #[inline]
     fn forget_idle(&mut self, now: Instant) {
+        if self.idle_check.is_some_and(|check| now < check) {
+            return;
+        }
+        self.forget_idle_now(now);
+    }
+
+    #[inline(never)]
+    fn forget_idle_now(&mut self, now: Instant) {
         let idle_for = G::bounds(&self.config).1;
         while let Some((_, held)) = self.guards.peek_lru() {
             if now.saturating_duration_since(held.used) < idle_for {
-                break;
+                // Past the horizon, look again then: nothing is idle before.
+                self.idle_check = held.used.checked_add(idle_for.min(crate::clock::HORIZON));
+                return;
             }
             if let Some((_, held)) = self.guards.pop_lru() {
                 held.guard.forgotten();
             }
         }
+        // None held: the next key made is looked at from its next call.
+        self.idle_check = None;
     }
 
     /// The metrics label of `key`: itself while fewer than `max_keys` keys
@@ -434,6 +457,31 @@ mod tests {
         set.get("b");
         assert_eq!(set.len(), 1, "idle for 60 s: forgotten");
         assert_eq!(set.get("a").state(), BreakerState::Closed);
+    }
+
+    /// The set looks for idle keys only from the time the oldest could be
+    /// idle: that time must follow a key used again, and a reload.
+    #[tokio::test(start_paused = true)]
+    async fn each_key_is_forgotten_when_it_has_been_idle_for_idle_for_whatever_came_before() {
+        let secs = Duration::from_secs;
+        let at = |s| format!("at {s} s");
+        let set = set(ONE_FAILURE);
+        set.get("a");
+        tokio::time::advance(secs(10)).await;
+        set.get("b"); // "a", the oldest, could be idle at 60 s
+        tokio::time::advance(secs(50)).await;
+        assert!(set.peek("a").is_none() && set.peek("b").is_some(), "{}: \"a\" idle for 60 s", at(60));
+        set.get("a");
+        tokio::time::advance(secs(5)).await;
+        set.get("b"); // at 65 s: "a", used at 60 s, is the oldest now, idle at 120 s
+        tokio::time::advance(secs(5)).await;
+        assert_eq!(set.len(), 2, "{}: none idle", at(70));
+        tokio::time::advance(secs(49)).await;
+        assert_eq!(set.len(), 2, "{}: \"a\" idle for 59 s, kept", at(119));
+        tokio::time::advance(secs(1)).await;
+        assert!(set.peek("a").is_none() && set.peek("b").is_some(), "{}: \"a\" idle for 60 s", at(120));
+        set.template().reconfigure(BreakerConfig { idle_for: secs(10), ..ONE_FAILURE }).unwrap();
+        assert_eq!(set.len(), 0, "a shorter idle_for applies at once: \"b\" idle for 55 s");
     }
 
     #[tokio::test(start_paused = true)]
