@@ -2,24 +2,25 @@
 //! policy's, with its key's breaker, found once as the call is made and
 //! borrowed by the call from its caller's frame, so that the call runs on
 //! the plain path as any other does, and pays for its key one lock and one
-//! hash lookup (see `KeyedBreakers::get`).
+//! hash lookup (see `KeyedBreakers::get`). The policy's other guards are
+//! borrowed, not copied (see `guards::KeyedSet`).
 
 use std::fmt::{Display, Write};
 
 use super::Call;
 use super::key::{KeyTexter, StackText};
-use crate::guards::Guards;
+use crate::guards::{Guards, KeyedSet};
 use crate::policy::Policy;
 
 /// The guards of one call of a policy with a breaker per key: its key's
 /// breaker and the policy's other guards. Made by the attribute's
 /// expansion (`per = tenant`) and by [`Policy::run_per`].
 #[derive(Debug)]
-pub struct KeyedGuards {
-    guards: Guards,
+pub struct KeyedGuards<'p> {
+    set: KeyedSet<'p>,
 }
 
-impl KeyedGuards {
+impl<'p> KeyedGuards<'p> {
     /// The guards of a call of `policy` made now with the key `value`, in
     /// the registry in effect; `None` for a policy without a breaker per
     /// key. The key's text is `texter`'s shortcut for its type (from the
@@ -30,28 +31,28 @@ impl KeyedGuards {
     /// library.)
     #[inline(always)]
     pub fn of<T: ?Sized>(
-        policy: &Policy,
+        policy: &'p Policy,
         value: &T,
         text: &dyn Display,
         texter: KeyTexter<T>,
-    ) -> Option<KeyedGuards> {
+    ) -> Option<KeyedGuards<'p>> {
         if !policy.per_key() {
             return None;
         }
-        Some(match texter {
+        match texter {
             Some(texter) => Self::made(policy, texter(value, &mut itoa::Buffer::new())),
             None => Self::displayed(policy, text),
-        })
+        }
     }
 
     /// [`of`](Self::of) for a key known only as `Display` (`Policy::run_per`'s).
     #[inline]
-    pub(crate) fn of_display(policy: &Policy, key: &dyn Display) -> Option<KeyedGuards> {
+    pub(crate) fn of_display(policy: &'p Policy, key: &dyn Display) -> Option<KeyedGuards<'p>> {
         Self::of::<()>(policy, &(), key, None)
     }
 
     #[inline(never)]
-    fn displayed(policy: &Policy, key: &dyn Display) -> KeyedGuards {
+    fn displayed(policy: &'p Policy, key: &dyn Display) -> Option<KeyedGuards<'p>> {
         let mut text = StackText::default();
         // A `Display` that fails leaves what it wrote: still a key.
         let _ = write!(text, "{key}");
@@ -59,8 +60,9 @@ impl KeyedGuards {
     }
 
     #[inline(never)]
-    fn made(policy: &Policy, key: &str) -> KeyedGuards {
-        KeyedGuards { guards: policy.per_key_guards(key) }
+    fn made(policy: &'p Policy, key: &str) -> Option<KeyedGuards<'p>> {
+        // `Some` made here, in the caller's slot, not moved into it.
+        Some(KeyedGuards { set: policy.per_key_guards(key) })
     }
 }
 
@@ -70,19 +72,19 @@ impl KeyedGuards {
 impl Call<'static, (), ()> {
     /// [`KeyedGuards::of`].
     #[inline(always)]
-    pub fn keyed_guards<T: ?Sized>(
-        policy: &Policy,
+    pub fn keyed_guards<'p, T: ?Sized>(
+        policy: &'p Policy,
         value: &T,
         text: &dyn Display,
         texter: KeyTexter<T>,
-    ) -> Option<KeyedGuards> {
+    ) -> Option<KeyedGuards<'p>> {
         KeyedGuards::of(policy, value, text, texter)
     }
 
     /// What a call of `policy` with the guards `keyed` found (if any) runs:
     /// declared after `keyed`, which it borrows, and dropped before it.
     #[inline(always)]
-    pub fn per_key<'p>(policy: &'p Policy, keyed: &'p Option<KeyedGuards>) -> Target<'p> {
+    pub fn per_key<'p>(policy: &'p Policy, keyed: &'p Option<KeyedGuards<'p>>) -> Target<'p> {
         Target::per_key(policy, keyed)
     }
 }
@@ -96,7 +98,7 @@ pub trait CallTarget<'p>: Copy {
     fn policy(self) -> &'p Policy;
     /// The guards its key found, if any.
     #[doc(hidden)]
-    fn keyed(self) -> Option<&'p KeyedGuards>;
+    fn keyed(self) -> Option<&'p KeyedGuards<'p>>;
 }
 
 impl<'a: 'p, 'p> CallTarget<'p> for &'a Policy {
@@ -106,7 +108,7 @@ impl<'a: 'p, 'p> CallTarget<'p> for &'a Policy {
     }
 
     #[inline(always)]
-    fn keyed(self) -> Option<&'p KeyedGuards> {
+    fn keyed(self) -> Option<&'p KeyedGuards<'p>> {
         None
     }
 }
@@ -116,13 +118,13 @@ impl<'a: 'p, 'p> CallTarget<'p> for &'a Policy {
 #[derive(Debug, Clone, Copy)]
 pub struct Target<'p> {
     policy: &'p Policy,
-    keyed: Option<&'p KeyedGuards>,
+    keyed: Option<&'p KeyedGuards<'p>>,
 }
 
 impl<'p> Target<'p> {
     /// A call of `policy` with the guards its key found (none: the policy's own).
     #[inline(always)]
-    pub fn per_key(policy: &'p Policy, keyed: &'p Option<KeyedGuards>) -> Self {
+    pub fn per_key(policy: &'p Policy, keyed: &'p Option<KeyedGuards<'p>>) -> Self {
         Target { policy, keyed: keyed.as_ref() }
     }
 }
@@ -134,13 +136,20 @@ impl<'p> CallTarget<'p> for Target<'p> {
     }
 
     #[inline(always)]
-    fn keyed(self) -> Option<&'p KeyedGuards> {
+    fn keyed(self) -> Option<&'p KeyedGuards<'p>> {
         self.keyed
     }
 }
 
-/// The guards `target`'s key found, if any.
+/// The guards `target`'s key found, if any, as one set (made at the first
+/// call of this).
 #[inline(always)]
 pub(super) fn preset<'p>(target: impl CallTarget<'p>) -> Option<&'p Guards> {
-    target.keyed().map(|keyed| &keyed.guards)
+    target.keyed().map(|keyed| keyed.set.whole())
+}
+
+/// The guards `target`'s key found, if any, slot by slot.
+#[inline(always)]
+pub(super) fn keyed_set<'p>(target: impl CallTarget<'p>) -> Option<&'p KeyedSet<'p>> {
+    target.keyed().map(|keyed| &keyed.set)
 }

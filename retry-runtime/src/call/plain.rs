@@ -30,7 +30,7 @@ use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
 
-use super::per_key::{CallTarget, preset};
+use super::per_key::{CallTarget, keyed_set, preset};
 use super::{Call, LastError, Started, Step};
 use crate::context;
 use crate::error::ErrorHandling;
@@ -261,11 +261,10 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         if P::KEYED || slot.is_some() {
             return None;
         }
-        let guards = match preset(target) {
-            None => Self::plain_guards::<W>(target.policy())?,
-            Some(preset) => Self::plain_with(target.policy(), preset)?,
+        let held = match keyed_set(target) {
+            None => W::hold(Self::plain_guards::<W>(target.policy())?),
+            Some(keyed) => W::hold_keyed(Self::plain_with(target.policy(), keyed)?),
         };
-        let held = W::hold(guards);
         let permits = W::held_view(held).admit_quietly(AttemptKind::First)?;
         Some(Plain { held, permits })
     }

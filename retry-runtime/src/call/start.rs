@@ -48,7 +48,7 @@ pub(super) fn debug_enabled() -> bool {
 #[cold]
 #[inline(never)]
 fn keyless(policy: &Policy) -> GuardsRef<'static> {
-    GuardsRef::Scoped(Arc::new(policy.per_key_guards("")))
+    GuardsRef::Scoped(Arc::new(policy.per_key_guards("").to_set()))
 }
 
 /// The attempts a call may make: its settings', or one for a call nested
@@ -123,8 +123,8 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     #[inline(always)]
     pub(super) fn plain_with(
         policy: &'p Policy,
-        preset: &'p crate::guards::Guards,
-    ) -> Option<&'p crate::guards::Guards> {
+        preset: &'p crate::guards::KeyedSet<'p>,
+    ) -> Option<&'p crate::guards::KeyedSet<'p>> {
         let settings = policy.compiled_settings().allow_plain() && policy.hooks().on_stop.is_none();
         plain_now(policy, settings).then_some(preset)
     }

@@ -22,8 +22,10 @@ use crate::rate_limit::RateLimit;
 use crate::registry::{self, GuardKind, Registry};
 use crate::throttle::Throttle;
 
+mod keyed_set;
 mod shape;
 
+pub(crate) use keyed_set::KeyedSet;
 pub use shape::{AnyShape, Named, Shape, Unnamed};
 pub(crate) use shape::{ShapedAdmission, ShapedPermits, narrow, widen, widen_pending};
 
@@ -186,20 +188,19 @@ impl Guards {
     }
 }
 
-/// One slot's guard for a call with `key`: when the slot is per key
-/// (`per`), its key's, in the set named `name` (found by `set`), else the
-/// policy's own.
+/// One slot's guard for a call with `key`, when the slot is per key
+/// (`per`): its key's, in the set named `name` (found by `set`). `None`:
+/// the policy's own.
 #[inline(always)]
-fn slot_for<'s, G: PerKey>(
+fn key_slot<'s, G: PerKey>(
     per: bool,
     name: Option<&str>,
-    own: &Option<Arc<G>>,
     key: &str,
     set: impl FnOnce(&str) -> &'s Keyed<G>,
 ) -> Option<Arc<G>> {
     match (per, name) {
         (true, Some(name)) => Some(set(name).get(key)),
-        _ => own.clone(),
+        _ => None,
     }
 }
 
@@ -345,32 +346,54 @@ impl GuardCache {
     /// give it a guard per key: its other guards as [`guards`](Self::guards)
     /// finds them, and its key's breaker, rate limit and bulkhead, from the
     /// registry in effect.
-    pub(crate) fn per_key(&self, names: &GuardNames, key: &str) -> Guards {
-        let per_key = |registry: &Registry, keyed: &PerKeyCache, base: &Guards| {
-            let breaker = slot_for(names.breaker_per, names.breaker.as_deref(), &base.breaker, key, |name| {
+    #[inline(always)]
+    pub(crate) fn per_key<'p>(&'p self, names: &GuardNames, key: &str) -> KeyedSet<'p> {
+        match registry::with_scoped(|_| ()) {
+            Some(()) => self.per_key_scoped(names, key),
+            None => self.per_key_in(
+                registry::registry(),
+                &self.keyed,
+                GuardsRef::Cached(self.global(names)),
+                names,
+                key,
+            ),
+        }
+    }
+
+    /// [`per_key`](Self::per_key) in the scoped registry in effect, whose
+    /// sets per key are looked up at each call.
+    #[cold]
+    #[inline(never)]
+    fn per_key_scoped<'p>(&'p self, names: &GuardNames, key: &str) -> KeyedSet<'p> {
+        let scoped = registry::Registry::current();
+        let base = GuardsRef::Scoped(self.scoped(names, &scoped));
+        self.per_key_in(&scoped, &PerKeyCache::default(), base, names, key)
+    }
+
+    /// The guards of a call with `key` in `registry`, whose sets per key
+    /// `keyed` finds: `base` and the key's.
+    #[inline(always)]
+    fn per_key_in<'p>(
+        &'p self,
+        registry: &Registry,
+        keyed: &PerKeyCache,
+        base: GuardsRef<'p>,
+        names: &GuardNames,
+        key: &str,
+    ) -> KeyedSet<'p> {
+        KeyedSet {
+            breaker: key_slot(names.breaker_per, names.breaker.as_deref(), key, |name| {
                 keyed.breakers(registry, name)
-            });
-            let rate_limit =
-                slot_for(names.rate_limit_per, names.rate_limit.as_deref(), &base.rate_limit, key, |name| {
-                    keyed.rate_limits(registry, name)
-                });
-            let bulkhead =
-                slot_for(names.bulkhead_per, names.bulkhead.as_deref(), &base.bulkhead, key, |name| {
-                    keyed.bulkheads(registry, name)
-                });
-            // Field by field: a whole clone would clone the handles replaced too.
-            GuardSet {
-                throttle: base.throttle.clone(),
-                breaker,
-                bulkhead,
-                rate_limit,
-                budget: base.budget.clone(),
-            }
-        };
-        let scoped = registry::with_scoped(|scoped| {
-            per_key(scoped, &PerKeyCache::default(), &self.scoped(names, scoped))
-        });
-        scoped.unwrap_or_else(|| per_key(registry::registry(), &self.keyed, self.global(names)))
+            }),
+            rate_limit: key_slot(names.rate_limit_per, names.rate_limit.as_deref(), key, |name| {
+                keyed.rate_limits(registry, name)
+            }),
+            bulkhead: key_slot(names.bulkhead_per, names.bulkhead.as_deref(), key, |name| {
+                keyed.bulkheads(registry, name)
+            }),
+            base,
+            whole: OnceLock::new(),
+        }
     }
 
     #[inline(never)]

@@ -11,7 +11,7 @@ use crate::guard::{Absent, Admission, Guard, GuardSet, Pending, Permits};
 use crate::rate_limit::RateLimit;
 use crate::throttle::Throttle;
 
-use super::{GuardPending, GuardPermits, Guards};
+use super::{GuardPending, GuardPermits, Guards, KeyedSet};
 
 /// Which slots of a call's guard set a function names, known when it is
 /// compiled: a guard it names is looked at (`Named`: its slot, which a
@@ -157,6 +157,9 @@ pub trait Shape: 'static {
     /// What an attempt of this shape keeps of `guards`.
     fn hold(guards: &Guards) -> Self::Held<'_>;
 
+    /// What an attempt of this shape keeps of a call's guards for its key.
+    fn hold_keyed<'g>(keyed: &'g KeyedSet<'_>) -> Self::Held<'g>;
+
     /// The guards `held` keeps, as this shape sees them.
     fn held_view<'g>(held: Self::Held<'g>) -> View<'g, Self>;
 }
@@ -179,6 +182,18 @@ where
     #[inline(always)]
     fn hold(guards: &Guards) -> View<'_, Self> {
         guards.view::<Self>()
+    }
+
+    /// Slot by slot: no set is made.
+    #[inline(always)]
+    fn hold_keyed<'g>(keyed: &'g KeyedSet<'_>) -> View<'g, Self> {
+        GuardSet {
+            throttle: T::view(keyed.throttle()),
+            breaker: B::view(keyed.breaker()),
+            bulkhead: K::view(keyed.bulkhead()),
+            rate_limit: R::view(keyed.rate_limit()),
+            budget: U::view(keyed.budget()),
+        }
     }
 
     #[inline(always)]
@@ -204,6 +219,12 @@ impl Shape for AnyShape {
     #[inline(always)]
     fn hold(guards: &Guards) -> &Guards {
         guards
+    }
+
+    /// The slots as one set, made once.
+    #[inline(always)]
+    fn hold_keyed<'g>(keyed: &'g KeyedSet<'_>) -> &'g Guards {
+        keyed.whole()
     }
 
     #[inline(always)]

@@ -3,7 +3,7 @@
 //! call's key.
 
 use super::Policy;
-use crate::guards::{Guards, GuardsRef};
+use crate::guards::{Guards, GuardsRef, KeyedSet};
 
 impl Policy {
     /// The guards in effect for a call made now: from the scoped registry
@@ -44,7 +44,8 @@ impl Policy {
 
     /// The guards of a call of this policy made now with `key` (see
     /// `GuardCache::per_key`).
-    pub(crate) fn per_key_guards(&self, key: &str) -> Guards {
+    #[inline(always)]
+    pub(crate) fn per_key_guards(&self, key: &str) -> KeyedSet<'_> {
         self.cache.per_key(&self.guard_names, key)
     }
 }
