@@ -174,7 +174,8 @@ async fn bulkheaded_with_timeout(x: u64) -> Result<u64, ApiError> {
     Ok(std::hint::black_box(x))
 }
 
-/// A deadline sends the call down the general path (an `async` state machine).
+/// With a deadline too: the first attempt races one timer for both (the
+/// runtime's `call::timed`), armed only if the attempt waits.
 #[resilient(
     breaker = "alloc-breaker",
     budget = "alloc-budget",
@@ -490,24 +491,26 @@ mod tower_layer {
         assert_eq!((bare, layered), (0, 0), "allocations in {CALLS} successful calls");
     }
 
-    /// With an attempt timeout too: the first attempt races its timer in
-    /// the response future, unboxed.
+    /// With an attempt timeout or a deadline too: the first attempt races
+    /// their timer in the response future, unboxed.
     #[tokio::test(flavor = "current_thread")]
-    async fn a_successful_call_with_an_attempt_timeout_allocates_nothing() {
+    async fn a_successful_call_with_an_attempt_timeout_or_a_deadline_allocates_nothing() {
         let _one = ONE_AT_A_TIME.lock().await;
         declare();
         let inner = service_fn(|n: u64| std::future::ready(Ok::<_, std::convert::Infallible>(n + 1)));
-        let timed = Policy::builder()
-            .max_attempts(4)
-            .attempt_timeout(std::time::Duration::from_secs(60))
-            .breaker("alloc-breaker")
-            .budget("alloc-budget")
-            .build()
-            .unwrap();
-        let mut layered = ResilientLayer::cloning(timed).layer(inner);
-        allocations_through(&mut layered, |i| i).await; // warm-up: resolves the guards
-        let layered = allocations_through(&mut layered, |i| i).await;
-        assert_eq!(layered, 0, "allocations in {CALLS} successful calls");
+        let guarded = || Policy::builder().max_attempts(4).breaker("alloc-breaker").budget("alloc-budget");
+        let minute = std::time::Duration::from_secs(60);
+        let limited = [
+            ("an attempt timeout", guarded().attempt_timeout(minute)),
+            ("a deadline", guarded().deadline(minute)),
+            ("both", guarded().attempt_timeout(minute).deadline(2 * minute)),
+        ];
+        for (limit, policy) in limited {
+            let mut layered = ResilientLayer::cloning(policy.build().unwrap()).layer(inner);
+            allocations_through(&mut layered, |i| i).await; // warm-up: resolves the guards
+            let layered = allocations_through(&mut layered, |i| i).await;
+            assert_eq!(layered, 0, "allocations in {CALLS} successful calls with {limit}");
+        }
     }
 
     #[tokio::test(flavor = "current_thread")]

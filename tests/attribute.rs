@@ -849,6 +849,37 @@ async fn the_deadline_ends_the_call_with_the_last_error() {
     assert_eq!(start.elapsed(), ms(700));
 }
 
+#[resilient(
+    jitter = "none",
+    base_ms = 10,
+    deadline_ms = 300,
+    bulkhead = "attribute::cut_place",
+    breaker = "attribute::cut"
+)]
+async fn hangs(calls: &AtomicU32) -> Result<(), Flaky> {
+    calls.fetch_add(1, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(3_600)).await;
+    Ok(())
+}
+
+/// A function with a deadline starts plain too, its first attempt raced
+/// with the deadline (the runtime's `call::timed`): one cut short ends the
+/// call with `DeadlineExceeded` at the deadline, is a failure for the
+/// breaker, and gives its place back, as the general path does.
+#[tokio::test(start_paused = true)]
+async fn a_first_attempt_the_deadline_cuts_short_ends_the_call() {
+    let registry = stormproof::registry();
+    registry.declare_breaker("attribute::cut", BreakerConfig::default()).unwrap();
+    let calls = AtomicU32::new(0);
+    let start = Instant::now();
+    let deadline = Rejection::DeadlineExceeded { after: ms(300) };
+    assert_eq!(hangs(&calls).await, Err(Flaky::Rejected(deadline)));
+    assert_eq!((calls.load(Ordering::SeqCst), start.elapsed()), (1, ms(300)));
+    assert_eq!(registry.bulkhead("attribute::cut_place").unwrap().in_use(), 0);
+    let totals = registry.breaker("attribute::cut").unwrap().totals();
+    assert_eq!((totals.calls, totals.failures), (1, 1));
+}
+
 // ---------------------------------------------------------------------------
 // Named guards in a scoped registry
 

@@ -139,11 +139,12 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
             .map(slot_of);
     let call_type = quote!(#rt::Call::<_, _, (#(#shape),*)>);
     let attempt_of = respan(quote!(#call_type::next), error_span);
-    // A function with an attempt timeout races its plain first attempt with
-    // the timer (the runtime's `call::timed`); the others carry none.
-    let plain_of = match plan.attempt_timeout_ms {
-        None => respan(quote!(#call_type::plain), error_span),
-        Some(_) => respan(quote!(#call_type::plain_timed), error_span),
+    // A function with an attempt timeout or a deadline races its plain
+    // first attempt with the timer (the runtime's `call::timed`); the
+    // others carry none.
+    let plain_of = match (plan.attempt_timeout_ms, plan.deadline_ms) {
+        (None, None) => respan(quote!(#call_type::plain), error_span),
+        _ => respan(quote!(#call_type::plain_timed), error_span),
     };
     let after_plain_of = respan(quote!(#call_type::after_plain), error_span);
     let hedged_of = respan(quote!(#call_type::next_hedged), error_span);

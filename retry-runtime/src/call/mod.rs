@@ -87,7 +87,7 @@ pub(crate) use plain::Failed;
 pub(crate) use plain::Unkeyed;
 pub use run::{Classified, ClassifyInner};
 #[cfg(feature = "tower")]
-pub(crate) use timed::due_after;
+pub(crate) use timed::FirstLimits;
 
 use rare_state::RareState;
 

@@ -18,7 +18,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use pin_project_lite::pin_project;
 
@@ -55,13 +54,13 @@ impl FirstPermits {
     }
 
     /// [`admit`](Self::admit) for a call of a policy with an attempt
-    /// timeout (see `Call::plain_guards_timed`): the permits and the
-    /// timeout, which the entry point races the attempt with.
+    /// timeout or a deadline (see `Call::plain_guards_timed`), which the
+    /// entry point races the attempt with (reading them from the policy).
     #[inline(never)]
-    pub(crate) fn admit_timed(policy: &Arc<Policy>) -> Option<(Self, Duration)> {
-        let (guards, timeout) = Call::<'_, (), (), AnyShape>::plain_guards_timed::<AnyShape>(policy)?;
+    pub(crate) fn admit_timed(policy: &Arc<Policy>) -> Option<Self> {
+        let (guards, _) = Call::<'_, (), (), AnyShape>::plain_guards_timed::<AnyShape>(policy)?;
         let permits = AnyShape::held_view(guards).admit_quietly(AttemptKind::First)?;
-        Some((FirstPermits { policy: Arc::clone(policy), permits: Some(permits) }, timeout))
+        Some(FirstPermits { policy: Arc::clone(policy), permits: Some(permits) })
     }
 
     /// The policy of the call.
@@ -77,7 +76,8 @@ impl FirstPermits {
         }
     }
 
-    /// The attempt failed (with its error, or its timeout): recorded and
+    /// The attempt failed (with its error, its timeout, or the call's
+    /// `deadline`, if it has one, which it carries on): recorded and
     /// decided on as any plain call's first attempt (see
     /// [`Call::after_plain`]), the call built into `slot` on `policy`,
     /// which must be this call's (the caller's borrow of
@@ -88,6 +88,7 @@ impl FirstPermits {
         policy: &'p Policy,
         parts: P,
         failed: Failed<E>,
+        deadline: Option<tokio::time::Instant>,
     ) -> Step<T, E>
     where
         P: Parts<S, H>,
@@ -100,7 +101,7 @@ impl FirstPermits {
         );
         let holding =
             Holding::<AnyShape> { held: policy.global_guards_again(), permits: self.permits.take() };
-        Call::after_plain(slot, policy, parts, PlainFailure { holding, failed })
+        Call::after_plain(slot, policy, parts, PlainFailure { holding, failed, deadline })
     }
 }
 
@@ -150,8 +151,16 @@ impl<Fut> FirstAttempt<Fut> {
 }
 
 impl<Fut> FirstAttempt<Fut> {
-    /// The attempt, unfinished, given up (its timeout passed): dropped in
-    /// its context, and the permits it held, to record the timeout with.
+    /// The policy of the call, while the attempt runs.
+    pub(crate) fn policy(&self) -> &Policy {
+        match &self.permits {
+            Some(permits) => permits.policy(),
+            None => unreachable!("a first attempt asked for its policy after it finished"),
+        }
+    }
+
+    /// The attempt, unfinished, given up (a limit passed): dropped in its
+    /// context, and the permits it held, to record that with.
     pub(crate) fn give_up(self: Pin<&mut Self>) -> FirstPermits {
         let this = self.project();
         let permits = this.permits.take();

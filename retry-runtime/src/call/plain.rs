@@ -4,8 +4,9 @@
 //! Most calls are plain (no key, no deadline, attempt timeout or hedging,
 //! the global registry's guards, none of them asking for a wait, DEBUG off,
 //! not nested in another call's attempt; a function compiled with an
-//! attempt timeout and nothing else of these is plain too, its first
-//! attempt raced with its timer: `timed`) and most first attempts succeed.
+//! attempt timeout or a deadline and nothing else of these is plain too,
+//! its first attempt raced with one timer: `timed`) and most first
+//! attempts succeed.
 //! For those, the attempt is admitted quietly as it is made (see
 //! `GuardSet::admit_quietly`: a closed breaker's ticket, a free place, a
 //! first attempt's count, nothing that waits or counts a refusal) and runs
@@ -152,6 +153,9 @@ fn cancelled<Fut, V: Shape>(
 pub struct PlainFailure<'p, E, V: Shape> {
     pub(super) holding: Holding<'p, V>,
     pub(super) failed: Failed<E>,
+    /// The call's deadline, counted from the attempt's start, for a call
+    /// that has one (see `call::timed`).
+    pub(super) deadline: Option<tokio::time::Instant>,
 }
 
 /// How a plain first attempt failed.
@@ -161,6 +165,8 @@ pub(crate) enum Failed<E> {
     Error(E),
     /// Its attempt timeout passed first, after this long.
     TimedOut(std::time::Duration),
+    /// The call's deadline passed first: the call ends.
+    Cut,
 }
 
 impl<V: Shape> std::fmt::Debug for Plain<'_, V> {
@@ -213,6 +219,7 @@ where
             Poll::Ready(Err(error)) => Poll::Ready(Err(PlainFailure {
                 holding: Holding { held: *this.held, permits: this.permits.take() },
                 failed: Failed::Error(error),
+                deadline: None,
             })),
         }
     }
@@ -288,8 +295,11 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         H: ErrorHandling<E>,
         S: LastError<E>,
     {
-        let PlainFailure { holding, failed } = failure;
+        let PlainFailure { holding, failed, deadline } = failure;
         let call = Self::built_after_plain::<P, W>(slot, target, parts);
+        if deadline.is_some() {
+            call.rare().deadline = deadline;
+        }
         let (class, error) = match failed {
             // The permits stay held while the error is classified (user
             // code, which may panic: then they are handed back, counting
@@ -297,6 +307,7 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
             Failed::Error(error) => (call.handling.class(&error), error),
             // Recorded and decided on as any attempt timeout is (see `timed_out`).
             Failed::TimedOut(after) => call.timed_out(after),
+            Failed::Cut => return call.first_cut(holding),
         };
         call.after_first_failure(holding, class, error)
     }
@@ -318,6 +329,22 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         call.attempts = 1;
         call.started = if call.cached.is_some() { Started::Plain } else { Started::No };
         call
+    }
+
+    /// The call's deadline cut a plain first attempt short: recorded with
+    /// what it held as any cut attempt is, and the call ends with
+    /// `DeadlineExceeded` (as `Call::cut` ends one that is not plain).
+    #[cold]
+    fn first_cut<T, E, W: Shape>(&mut self, mut holding: Holding<'p, W>) -> Step<T, E>
+    where
+        H: ErrorHandling<E>,
+    {
+        if let Some(permits) = holding.permits.take() {
+            W::held_view(holding.held).record(permits, Answer::Cut);
+        }
+        let error = self.deadline_cut();
+        self.end();
+        Step::Done(Err(error))
     }
 
     /// A plain first attempt's failure of `class`, recorded with what it

@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use super::rare_state::RareState;
+use super::timed::FirstLimits;
 use super::{Call, Started};
 use crate::clock;
 use crate::context;
@@ -95,25 +96,25 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     }
 
     /// [`plain_guards`](Self::plain_guards) for a call of a policy with an
-    /// attempt timeout, and nothing else a plain call cannot have (no
-    /// deadline, hedging, guards per key or `on_stop` hook): the guards and
-    /// the timeout, which the tower layer's first attempt races with a
-    /// timer of its own (see `http::tower::future`), as the attribute's
-    /// does (`call::timed`). `None` for any other.
+    /// attempt timeout or a deadline (or both), and nothing else a plain
+    /// call cannot have (no hedging, guards per key or `on_stop` hook): the
+    /// guards and the limits, which the first attempt races with a timer
+    /// of its own (the attribute's in `call::timed`, the tower layer's in
+    /// `http::tower::future`). `None` for any other.
     #[inline(always)]
     pub(crate) fn plain_guards_timed<W: Shape>(
         policy: &'p Policy,
-    ) -> Option<(&'p crate::guards::Guards, std::time::Duration)> {
+    ) -> Option<(&'p crate::guards::Guards, FirstLimits)> {
         let settings = policy.compiled_settings();
-        let timeout = settings.attempt_timeout?;
-        let timed = settings.deadline.is_none()
+        let limits = FirstLimits::of(settings);
+        let timed = (limits.timeout.is_some() || limits.deadline.is_some())
             && settings.hedge.is_none()
-            && policy.plain_start()
+            && policy.hooks().on_stop.is_none()
             && !policy.per_key();
         if !plain_now(policy, timed) {
             return None;
         }
-        Some((Self::global_guards_of::<W>(policy)?, timeout))
+        Some((Self::global_guards_of::<W>(policy)?, limits))
     }
 
     /// [`plain_guards`](Self::plain_guards) for a call whose key found its
@@ -206,7 +207,11 @@ impl<'p, S: Default, H, V: Shape> Call<'p, S, H, V> {
                 }
             }
             self.max_attempts = settings.max_attempts;
-            let deadline = settings.deadline.and_then(clock::instant_after);
+            // A deadline the call started with (its first attempt raced
+            // it: `call::timed`) stands unless the override changed it.
+            let started_with =
+                self.deadline().filter(|_| settings.deadline == self.policy.compiled_settings().deadline);
+            let deadline = started_with.or_else(|| settings.deadline.and_then(clock::instant_after));
             let rare = self.rare();
             rare.deadline = deadline;
             rare.overridden = Some(settings);

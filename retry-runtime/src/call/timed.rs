@@ -1,8 +1,8 @@
-//! A plain call's first attempt under the function's attempt timeout: the
-//! attempt raced with a timer beside it, so that a function compiled with
-//! `attempt_timeout_ms` starts plain too (see the module docs of `plain`).
-//! Only such a function's first attempt carries the timer: the others'
-//! futures do not grow by its size.
+//! A plain call's first attempt under the function's attempt timeout or
+//! deadline: the attempt raced with a timer beside it, so that a function
+//! compiled with `attempt_timeout_ms` or `deadline_ms` starts plain too
+//! (see the module docs of `plain`). Only such a function's first attempt
+//! carries the timer: the others' futures do not grow by its size.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -13,21 +13,80 @@ use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
 use super::Call;
-use super::per_key::{CallTarget, preset};
+use super::per_key::CallTarget;
 use super::plain::{Failed, Parts, Plain, PlainAttempt, PlainFailure};
 use crate::guard::AttemptKind;
 use crate::guards::Shape;
 
-/// A plain call's first attempt, admitted, and its attempt timeout. Made
-/// by [`Call::plain_timed`].
+/// What may stop a plain call's first attempt, each counted from its
+/// start: the attempt timeout (the attempt is then retried as any timed
+/// out one is) and the call's deadline (the call then ends).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FirstLimits {
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) deadline: Option<Duration>,
+}
+
+/// Which of [`FirstLimits`] stopped an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reached {
+    /// The attempt timeout, this long.
+    Timeout(Duration),
+    /// The call's deadline.
+    Deadline,
+}
+
+impl FirstLimits {
+    /// The limits `settings` set.
+    #[inline]
+    pub(crate) fn of(settings: &crate::settings::Settings) -> Self {
+        FirstLimits { timeout: settings.attempt_timeout, deadline: settings.deadline }
+    }
+
+    /// When an attempt started at `started` is stopped, and by which: the
+    /// earlier of the two, the deadline on a tie (as for every attempt:
+    /// see `Call::limit`). `None` when neither can be armed (past the
+    /// crate's horizon).
+    #[inline]
+    pub(crate) fn due(&self, started: Instant) -> Option<(Instant, Reached)> {
+        let timeout =
+            self.timeout.and_then(|after| Some((due_after(started, after)?, Reached::Timeout(after))));
+        let deadline = self.deadline_at(started).map(|at| (at, Reached::Deadline));
+        match (timeout, deadline) {
+            (Some(timeout), Some(deadline)) if timeout.0 < deadline.0 => Some(timeout),
+            (_, Some(deadline)) => Some(deadline),
+            (timeout, None) => timeout,
+        }
+    }
+
+    /// The call's deadline, for a call whose first attempt started at
+    /// `started`, if it has one that can be armed.
+    #[inline]
+    pub(crate) fn deadline_at(&self, started: Instant) -> Option<Instant> {
+        self.deadline.and_then(|deadline| due_after(started, deadline))
+    }
+
+    /// How a first attempt started at `started` failed when its timer
+    /// fired: its timeout, or the call's deadline.
+    #[inline]
+    pub(crate) fn failed<E>(&self, started: Instant) -> Failed<E> {
+        match self.due(started) {
+            Some((_, Reached::Timeout(after))) => Failed::TimedOut(after),
+            _ => Failed::Cut,
+        }
+    }
+}
+
+/// A plain call's first attempt, admitted, and its limits. Made by
+/// [`Call::plain_timed`].
 pub struct TimedPlain<'p, V: Shape> {
     plain: Plain<'p, V>,
-    timeout: Duration,
+    limits: FirstLimits,
 }
 
 impl<V: Shape> std::fmt::Debug for TimedPlain<'_, V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TimedPlain").field("timeout", &self.timeout).finish_non_exhaustive()
+        f.debug_struct("TimedPlain").field("limits", &self.limits).finish_non_exhaustive()
     }
 }
 
@@ -39,26 +98,26 @@ impl<'p, V: Shape> TimedPlain<'p, V> {
             attempt: self.plain.attempt(attempt),
             timer: None,
             started: Instant::now(),
-            timeout: self.timeout,
+            limits: self.limits,
         }
     }
 }
 
 pin_project! {
-    /// A plain call's first attempt raced with its attempt timeout: its
-    /// output is the call's success, or the failure (the attempt's error, or
-    /// its timeout) to hand to [`Call::after_plain`].
+    /// A plain call's first attempt raced with its limits: its output is
+    /// the call's success, or the failure (the attempt's error, its
+    /// timeout, or the call's deadline) to hand to [`Call::after_plain`].
     pub struct TimedAttempt<'p, Fut, V: Shape> {
         #[pin]
         attempt: PlainAttempt<'p, Fut, V>,
-        // Armed when the attempt first waits, due `timeout` after `started`
-        // (see `due_after`, which checks the sum), so that one answered at
-        // once never makes a timer entry; polled after the attempt, as
+        // Armed when the attempt first waits, due when the first of the
+        // limits is reached (see `FirstLimits::due`), so that one answered
+        // at once never makes a timer entry; polled after the attempt, as
         // `tokio::time::timeout` does.
         #[pin]
         timer: Option<Sleep>,
         started: Instant,
-        timeout: Duration,
+        limits: FirstLimits,
     }
 }
 
@@ -73,18 +132,23 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         if let Poll::Ready(output) = this.attempt.as_mut().poll(cx) {
-            return Poll::Ready(output);
+            // A failure carries the call's deadline, counted from this start.
+            return Poll::Ready(output.map_err(|failure| PlainFailure {
+                deadline: this.limits.deadline_at(*this.started),
+                ..failure
+            }));
         }
         if this.timer.is_none() {
-            // A timeout past the horizon never ends: no timer, as the general path arms none.
-            let Some(due) = due_after(*this.started, *this.timeout) else { return Poll::Pending };
+            // Limits past the horizon never end: no timer, as the general path arms none.
+            let Some((due, _)) = this.limits.due(*this.started) else { return Poll::Pending };
             this.timer.set(Some(tokio::time::sleep_until(due)));
         }
         if let Some(timer) = this.timer.as_pin_mut() {
             std::task::ready!(timer.poll(cx));
         }
         let holding = this.attempt.give_up();
-        Poll::Ready(Err(PlainFailure { holding, failed: Failed::TimedOut(*this.timeout) }))
+        let (failed, deadline) = (this.limits.failed(*this.started), this.limits.deadline_at(*this.started));
+        Poll::Ready(Err(PlainFailure { holding, failed, deadline }))
     }
 }
 
@@ -98,21 +162,22 @@ pub(crate) fn due_after(started: Instant, timeout: Duration) -> Option<Instant> 
 
 impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     /// [`plain`](Self::plain) for a function compiled with an attempt
-    /// timeout: its first attempt is plain when nothing else a plain call
-    /// cannot have is set (no deadline, hedging, guards per key or `on_stop`
-    /// hook; see `plain_guards_timed`), and runs raced with its timer.
+    /// timeout or a deadline: its first attempt is plain when nothing else
+    /// a plain call cannot have is set (no hedging, guards per key or
+    /// `on_stop` hook; see `plain_guards_timed`), and runs raced with its
+    /// timer.
     #[inline(always)]
     pub fn plain_timed<P: Parts<S, H>>(
         slot: &Option<Self>,
         target: impl CallTarget<'p>,
         _parts: &P,
     ) -> Option<TimedPlain<'p, V>> {
-        if P::KEYED || slot.is_some() || preset(target).is_some() {
+        if P::KEYED || slot.is_some() || target.keyed().is_some() {
             return None;
         }
-        let (guards, timeout) = Self::plain_guards_timed::<V>(target.policy())?;
+        let (guards, limits) = Self::plain_guards_timed::<V>(target.policy())?;
         let held = V::hold(guards);
         let permits = V::held_view(held).admit_quietly(AttemptKind::First)?;
-        Some(TimedPlain { plain: Plain { held, permits }, timeout })
+        Some(TimedPlain { plain: Plain { held, permits }, limits })
     }
 }

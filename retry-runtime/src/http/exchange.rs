@@ -259,7 +259,7 @@ fn ended<T: Transport>(
 pub(crate) fn first_of_plain<T: Transport>(
     policy: &Arc<Policy>,
     request: &T::Request,
-) -> Option<(T::Request, FirstPermits, Option<Duration>)> {
+) -> Option<(T::Request, FirstPermits, bool)> {
     let plan = T::plan(request);
     // A request with a priority of its own is admitted by the general path,
     // which asks the guards with it.
@@ -271,12 +271,12 @@ pub(crate) fn first_of_plain<T: Transport>(
         return None;
     }
     let copy = T::try_copy(request)?;
-    if policy.compiled_settings().attempt_timeout.is_none() {
-        return Some((copy, FirstPermits::admit(policy)?, None));
+    let settings = policy.compiled_settings();
+    if settings.attempt_timeout.is_none() && settings.deadline.is_none() {
+        return Some((copy, FirstPermits::admit(policy)?, false));
     }
-    // Raced with a timer of the response future's own (see `after_first_timed_out`).
-    let (permits, timeout) = FirstPermits::admit_timed(policy)?;
-    Some((copy, permits, Some(timeout)))
+    // Raced with a timer of the response future's own (see `FirstFailed::limit_reached`).
+    Some((copy, FirstPermits::admit_timed(policy)?, true))
 }
 
 /// The answer to a plain call's first attempt (see [`first_of_plain`]):
@@ -297,9 +297,15 @@ pub(crate) fn first_answered<T: Transport>(
                 permits,
                 failure: Failed::Error(Failure::Response(class)),
                 failed: Some(response),
+                deadline: None,
             },
         },
-        Err(error) => FirstFailed { permits, failure: Failed::Error(Failure::Error(error)), failed: None },
+        Err(error) => FirstFailed {
+            permits,
+            failure: Failed::Error(Failure::Error(error)),
+            failed: None,
+            deadline: None,
+        },
     };
     Err(failure)
 }
@@ -311,15 +317,28 @@ pub(crate) struct FirstFailed<T: Transport> {
     permits: FirstPermits,
     failure: Failed<Failure<T::Error>>,
     failed: Option<T::Response>,
+    /// The call's deadline, for a call that has one (see `started`).
+    deadline: Option<tokio::time::Instant>,
 }
 
 #[cfg(feature = "tower")]
 impl<T: Transport> FirstFailed<T> {
-    /// The first attempt `permits` admitted timed out, after the policy's
-    /// attempt timeout (which `first_of_plain` raced it with).
-    pub(crate) fn timed_out(permits: FirstPermits) -> Self {
-        let after = permits.policy().compiled_settings().attempt_timeout.unwrap_or_default();
-        FirstFailed { permits, failure: Failed::TimedOut(after), failed: None }
+    /// The first attempt `permits` admitted, started at `started`, reached
+    /// one of the policy's limits (which `first_of_plain` raced it with):
+    /// its attempt timeout, or the call's deadline.
+    pub(crate) fn limit_reached(permits: FirstPermits, started: tokio::time::Instant) -> Self {
+        let limits = crate::call::FirstLimits::of(permits.policy().compiled_settings());
+        let (failure, deadline) = (limits.failed(started), limits.deadline_at(started));
+        FirstFailed { permits, failure, failed: None, deadline }
+    }
+
+    /// This failure of a first attempt started at `started` (`None`: the
+    /// policy sets no limit), carrying the call's deadline on, if it has one.
+    pub(crate) fn started_at(mut self, started: Option<tokio::time::Instant>) -> Self {
+        self.deadline = started.and_then(|started| {
+            crate::call::FirstLimits::of(self.permits.policy().compiled_settings()).deadline_at(started)
+        });
+        self
     }
 }
 
@@ -334,11 +353,11 @@ pub(crate) async fn after_first<T: Transport>(
     mut transport: T,
     original: T::Request,
 ) -> Result<T::Response, T::Error> {
-    let FirstFailed { permits, failure, failed } = first;
+    let FirstFailed { permits, failure, failed, deadline } = first;
     let policy = Arc::clone(permits.policy());
     let mut slot = None;
     let parts = Unkeyed(|| (Kept::default(), ByTransport::<T>(PhantomData)));
-    match permits.failed(&mut slot, &policy, parts, failure) {
+    match permits.failed(&mut slot, &policy, parts, failure, deadline) {
         Step::Done(result) => ended::<T>(result, failed, Attempts::new(1)),
         Step::Retry => match slot.as_mut() {
             Some(call) => drive(call, &mut transport, original, failed).await,

@@ -1,13 +1,12 @@
 //! The layer's response future: a plain call's first attempt in it as it
-//! is (raced with its attempt timeout's timer, if the policy sets one),
-//! anything else boxed.
+//! is (raced with a timer for its attempt timeout and the call's deadline,
+//! if the policy sets them), anything else boxed.
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
@@ -20,12 +19,12 @@ use crate::policy::Policy;
 pin_project! {
     /// What a [`ResilientService`](super::ResilientService) returns: `Send` and `'static`.
     ///
-    /// A plain call's first attempt (no key, no deadline or hedging, guards
-    /// that admit at once, DEBUG off, not nested in another call's attempt:
-    /// see the [module docs](super)) runs in it as it is, the inner
-    /// service's own future beside the guards' permits and the attempt
-    /// timeout's timer, if any, so that a call answered in time allocates
-    /// nothing. What follows a
+    /// A plain call's first attempt (no key or hedging, guards that admit
+    /// at once, DEBUG off, not nested in another call's attempt: see the
+    /// [module docs](super)) runs in it as it is, the inner service's own
+    /// future beside the guards' permits and the timer of the attempt
+    /// timeout and the deadline, if any, so that a call answered in time
+    /// allocates nothing. What follows a
     /// failed first attempt, and every attempt of a call that is not plain,
     /// runs boxed: the rare state.
     ///
@@ -46,7 +45,7 @@ pin_project! {
         First {
             #[pin]
             attempt: FirstAttempt<T::Ready>,
-            // Its attempt timeout, polled after the attempt.
+            // Its attempt timeout and the call's deadline, polled after the attempt.
             timing: Timing,
             rest: Option<(T, T::Request)>,
         },
@@ -70,11 +69,11 @@ where
     #[inline(always)]
     pub(super) fn new(policy: &Arc<Policy>, mut transport: T, request: T::Request) -> Self {
         let state = match exchange::first_of_plain::<T>(policy, &request) {
-            Some((copy, permits, timeout)) => {
+            Some((copy, permits, timed)) => {
                 let sent = transport.send_ready(copy);
                 State::First {
                     attempt: FirstAttempt::new(permits, sent),
-                    timing: timeout.map_or(Timing::Untimed, Timing::From),
+                    timing: if timed { Timing::Unstarted } else { Timing::Untimed },
                     rest: Some((transport, request)),
                 }
             }
@@ -110,15 +109,16 @@ where
                     timing.start();
                     let (answer, permits) = match attempt.as_mut().poll(cx) {
                         Poll::Ready(answered) => answered,
-                        Poll::Pending if timing.expired(cx) => {
-                            // Timed out: the rest of the call from the
-                            // timeout on, boxed, and polled now.
+                        Poll::Pending if timing.expired(cx, attempt.policy()) => {
+                            // A limit reached: the rest of the call from
+                            // then on, boxed, and polled now.
+                            let started = timing.started().expect("a timer runs from a start");
                             let permits = attempt.give_up();
                             let Some((transport, original)) = rest.take() else {
                                 unreachable!("a first attempt answered twice")
                             };
-                            let timed_out = exchange::FirstFailed::timed_out(permits);
-                            let future = Box::pin(exchange::after_first(timed_out, transport, original));
+                            let reached = exchange::FirstFailed::limit_reached(permits, started);
+                            let future = Box::pin(exchange::after_first(reached, transport, original));
                             state.set(State::Boxed { future });
                             continue;
                         }
@@ -126,7 +126,7 @@ where
                     };
                     let failed = match exchange::first_answered::<T>(answer, permits) {
                         Ok(response) => return Poll::Ready(Ok(response)),
-                        Err(failed) => failed,
+                        Err(failed) => failed.started_at(timing.started()),
                     };
                     let Some((transport, original)) = rest.take() else {
                         unreachable!("a first attempt answered twice")
@@ -142,44 +142,55 @@ where
     }
 }
 
-/// The attempt timeout of a plain first attempt, from its first poll to
-/// its timer.
+/// The limits of a plain first attempt (its attempt timeout and the
+/// call's deadline, read from the policy), from its first poll to its
+/// timer.
 enum Timing {
-    /// No attempt timeout, or one past the horizon (it never ends).
+    /// No limit, or none before the horizon (it never ends).
     Untimed,
-    /// Not polled yet: the timeout, counted from the first poll (when the
+    /// Not polled yet: the limits count from the first poll (when the
     /// general path would admit the attempt and start its timer).
-    From(Duration),
-    /// Polled, answered nothing yet: when the time is up.
-    Due(Instant),
-    /// Waiting: the timer, armed on the attempt's first wait (one answered
-    /// at once makes none) and boxed, so that every response future stays
-    /// small and `Unpin` (tokio's `Sleep` is neither).
-    Armed(Pin<Box<Sleep>>),
+    Unstarted,
+    /// Polled, answered nothing yet: when the attempt started.
+    Started(Instant),
+    /// Waiting: when the attempt started, and the timer, armed on its
+    /// first wait (one answered at once makes none) and boxed, so that
+    /// every response future stays small and `Unpin` (tokio's `Sleep` is
+    /// neither).
+    Armed(Instant, Pin<Box<Sleep>>),
 }
 
 impl Timing {
     /// As a poll starts: the clock read, on the first.
     #[inline(always)]
     fn start(&mut self) {
-        if let Timing::From(timeout) = *self {
-            *self = match crate::call::due_after(Instant::now(), timeout) {
-                Some(due) => Timing::Due(due),
-                None => Timing::Untimed,
-            };
+        if let Timing::Unstarted = self {
+            *self = Timing::Started(Instant::now());
         }
     }
 
-    /// After the attempt answered nothing: whether its time is up (the
-    /// timer armed on its first wait, and polled).
+    /// When the attempt started, if it has limits.
     #[inline]
-    fn expired(&mut self, cx: &mut Context<'_>) -> bool {
-        if let Timing::Due(due) = *self {
-            *self = Timing::Armed(Box::pin(tokio::time::sleep_until(due)));
+    fn started(&self) -> Option<Instant> {
+        match self {
+            Timing::Started(started) | Timing::Armed(started, _) => Some(*started),
+            Timing::Untimed | Timing::Unstarted => None,
+        }
+    }
+
+    /// After the attempt answered nothing: whether a limit of `policy`'s
+    /// is reached (the timer armed on its first wait, and polled).
+    #[inline]
+    fn expired(&mut self, cx: &mut Context<'_>, policy: &Policy) -> bool {
+        if let Timing::Started(started) = *self {
+            *self = match crate::call::FirstLimits::of(policy.compiled_settings()).due(started) {
+                Some((due, _)) => Timing::Armed(started, Box::pin(tokio::time::sleep_until(due))),
+                None => Timing::Untimed,
+            };
         }
         match self {
-            Timing::Armed(timer) => timer.as_mut().poll(cx).is_ready(),
-            Timing::Untimed | Timing::From(_) | Timing::Due(_) => false,
+            Timing::Armed(_, timer) => timer.as_mut().poll(cx).is_ready(),
+            Timing::Untimed | Timing::Unstarted | Timing::Started(_) => false,
         }
     }
 }
