@@ -889,6 +889,36 @@ async fn a_first_attempts_timeout_counts_from_its_first_poll() {
     assert_eq!(started.elapsed(), ms(500), "one attempt, answered within its timeout");
 }
 
+/// A response future made outside any scoped registry (as a `Buffer`'s
+/// worker makes it) and polled inside one: its first attempt was admitted
+/// by the global registry's guards, and after it fails the call goes on
+/// with them, its backoff kept. (It went on with the scope's guards, at
+/// once, having lost its wait, and its deadline, last error and guards
+/// with it.)
+#[tokio::test(start_paused = true)]
+async fn a_call_admitted_outside_a_scope_goes_on_as_admitted_when_polled_inside_one() {
+    let calls = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&calls);
+    let fails_once = service_fn(move |n: u64| {
+        let call = counted.fetch_add(1, Ordering::SeqCst);
+        async move { if call == 0 { Err(BoxError::from("down")) } else { Ok::<_, BoxError>(n) } }
+    });
+    let name = "tower::admitted_outside_a_scope";
+    let policy = policy(3).name(name).base(ms(100)).cap(ms(100)).deadline(Duration::from_secs(10));
+    let mut service = ResilientLayer::cloning(policy.build().unwrap()).layer(fails_once);
+    std::future::poll_fn(|cx| service.poll_ready(cx)).await.unwrap();
+    let admitted = service.call(7);
+    let start = tokio::time::Instant::now();
+    assert_eq!(Registry::new().scope(admitted).await.unwrap(), 7);
+    assert_eq!((calls.load(Ordering::SeqCst), start.elapsed()), (2, ms(100)), "the retry after its wait");
+    let totals = stormproof::registry().breaker(name).expect("the operation's own").totals();
+    assert_eq!(
+        (totals.calls, totals.failures),
+        (2, 1),
+        "both attempts in the guards that admitted the first"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_named_budget_and_bulkhead_apply() {
     let registry = Registry::new();
