@@ -35,7 +35,8 @@ use shared::{
     backon_defaults, bare, bare_small, breaker_budget, breaker_budget_out_of_line,
     breaker_budget_small_out_of_line, budget_alone, call_out_of_line_functions_once, declare, defaults,
     fails_once, floor, floor_budgeted, floor_guarded, keyed, overridden, overridden_deadline, per_tenant,
-    policy, runtime, with_bulkhead, with_deadline, with_hedge, with_rate_limit, with_throttle, with_timeout,
+    policy, runtime, timed_policy, with_bulkhead, with_deadline, with_hedge, with_rate_limit, with_throttle,
+    with_timeout,
 };
 
 /// Calls in the shorter run; the longer one makes twice as many. A multiple
@@ -250,6 +251,16 @@ fn policy_run(f: (Runtime, u64)) -> Runtime {
     drive(f, || used!(policy.run(|| bare(black_box(1)))))
 }
 
+// `policy_run` with an attempt timeout and a deadline: its first attempt
+// races one timer, armed only if it waits (`call::timed`).
+#[library_benchmark]
+#[bench::n(args = (N,), setup = fixture)]
+#[bench::twice_n(args = (2 * N,), setup = fixture)]
+fn policy_run_timed(f: (Runtime, u64)) -> Runtime {
+    let policy = timed_policy();
+    drive(f, || used!(policy.run(|| bare(black_box(1)))))
+}
+
 // `policy_run` with an idempotency key (`Policy::run_with_key`).
 #[library_benchmark]
 #[bench::n(args = (N,), setup = fixture)]
@@ -290,7 +301,7 @@ library_benchmark_group!(
     benchmarks = bare_call, floor_call, attribute_defaults, floor_budgeted_call, budget_call, floor_guarded_call, breaker_budget_call, breaker_budget_out_of_line_call, bare_small_error_call,
         breaker_budget_small_error_out_of_line_call, breaker_budget_overridden, breaker_budget_overridden_deadline, breaker_budget_deadline, breaker_budget_keyed, breaker_per_key_call, breaker_budget_bulkhead,
         breaker_budget_bulkhead_timeout, breaker_budget_hedge, breaker_budget_throttle, breaker_budget_rate_limit,
-        policy_run, policy_run_keyed, backon_retry, failsafe_breaker, fail_once_then_succeed
+        policy_run, policy_run_timed, policy_run_keyed, backon_retry, failsafe_breaker, fail_once_then_succeed
 );
 
 // The tower layer's rows (feature `tower`: `INSTRUCTIONS_FEATURES=tower

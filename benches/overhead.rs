@@ -44,7 +44,8 @@ use shared::{
     BREAKER, BenchError, backon_defaults, bare, bare_small, breaker_budget, breaker_budget_out_of_line,
     breaker_budget_small_out_of_line, budget_alone, call_out_of_line_functions_once, declare, defaults,
     fails_once, floor, floor_budgeted, floor_guarded, keyed, overridden, overridden_deadline, per_tenant,
-    policy, runtime, with_bulkhead, with_deadline, with_hedge, with_rate_limit, with_throttle, with_timeout,
+    policy, runtime, timed_policy, with_bulkhead, with_deadline, with_hedge, with_rate_limit, with_throttle,
+    with_timeout,
 };
 
 /// `breaker_budget` for the contention benchmark: the same function, but its
@@ -106,6 +107,10 @@ fn success(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
     });
     let policy = policy();
     group.bench_function("policy_run", |b| b.to_async(rt).iter(|| used!(policy.run(|| bare(black_box(1))))));
+    let timed = timed_policy();
+    group.bench_function("policy_run_timed", |b| {
+        b.to_async(rt).iter(|| used!(timed.run(|| bare(black_box(1)))))
+    });
     group.bench_function("policy_run_keyed", |b| {
         b.to_async(rt).iter(|| used!(policy.run_with_key(black_box(1u64), || bare(black_box(1)))))
     });

@@ -246,6 +246,31 @@ async fn a_successful_policy_run_with_breaker_and_budget_allocates_nothing() {
     assert_eq!(n, 0, "{n} allocations in {CALLS} successful calls");
 }
 
+/// With an attempt timeout or a deadline too (the first attempt races one
+/// timer, armed only if it waits; `policy_run_timed` in
+/// `benches/instructions.rs` shows what that saves).
+#[tokio::test(flavor = "current_thread")]
+async fn a_successful_policy_run_with_a_timeout_or_a_deadline_allocates_nothing() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    declare();
+    let minute = std::time::Duration::from_secs(60);
+    let guarded = || Policy::builder().breaker("alloc-breaker").budget("alloc-budget");
+    let limited = [
+        ("an attempt timeout", guarded().attempt_timeout(minute)),
+        ("a deadline", guarded().deadline(minute)),
+        ("both", guarded().attempt_timeout(minute).deadline(2 * minute)),
+    ];
+    for (limit, policy) in limited {
+        let policy = policy.build().unwrap();
+        let call = |i: u64| policy.run(move || async move { Ok::<_, ApiError>(i) });
+        for i in 0..10 {
+            call(i).await.unwrap();
+        }
+        let n = allocations_in_calls(call).await;
+        assert_eq!(n, 0, "{n} allocations in {CALLS} successful calls with {limit}");
+    }
+}
+
 /// `Display` in pieces, as a `Uuid`'s is (`to_string` would grow its
 /// `String` several times).
 #[derive(Clone)]

@@ -362,6 +362,14 @@ pub fn policy() -> Policy {
     Policy::builder().breaker(BREAKER).budget(BUDGET).build().expect("a valid policy")
 }
 
+/// [`policy`] with an attempt timeout and a deadline: a call's first
+/// attempt races one timer, armed only if it waits (`call::timed`).
+pub fn timed_policy() -> Policy {
+    let limited =
+        policy().to_builder().attempt_timeout(Duration::from_secs(60)).deadline(Duration::from_secs(120));
+    limited.build().expect("a valid policy")
+}
+
 /// backon with the attribute's defaults: 4 attempts, 100 ms .. 20 s, jitter.
 pub fn backon_defaults() -> ExponentialBuilder {
     ExponentialBuilder::default()

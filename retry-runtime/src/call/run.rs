@@ -301,12 +301,42 @@ where
                 LoopGuards::Budget => plain_as!((Unnamed, Unnamed, Unnamed, Unnamed, Named)),
                 LoopGuards::BreakerBudget => plain_as!((Unnamed, Named, Unnamed, Unnamed, Named)),
                 LoopGuards::Other => plain_as!(AnyShape),
+                // Its plain first attempt raced with the timer of its attempt
+                // timeout and deadline, every slot looked at, and polled out
+                // of line: inlined (or once per shape), it grew the loop's
+                // poll past what LLVM inlines into the caller's, which every
+                // call of `run` paid for.
+                LoopGuards::Timed => {
+                    if let Some(plain) = Call::plain_timed_as::<_, AnyShape>(&call, target, &parts) {
+                        break 'step match (OutOfLine { future: plain.attempt(attempt) }).await {
+                            Ok(value) => return Ok(value),
+                            Err(failure) => Call::after_plain(&mut call, target, parts, failure),
+                        };
+                    }
+                }
             }
             Call::next(&mut call, target, parts, attempt).await
         };
         if let Step::Done(result) = step {
             return result;
         }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A future polled through a function of its own, never inlined.
+    struct OutOfLine<F> {
+        #[pin]
+        future: F,
+    }
+}
+
+impl<F: Future> Future for OutOfLine<F> {
+    type Output = F::Output;
+
+    #[inline(never)]
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<F::Output> {
+        self.project().future.poll(cx)
     }
 }
 

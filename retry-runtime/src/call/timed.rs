@@ -170,14 +170,25 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     pub fn plain_timed<P: Parts<S, H>>(
         slot: &Option<Self>,
         target: impl CallTarget<'p>,
-        _parts: &P,
+        parts: &P,
     ) -> Option<TimedPlain<'p, V>> {
+        Self::plain_timed_as::<P, V>(slot, target, parts)
+    }
+
+    /// [`plain_timed`](Self::plain_timed) seeing the guards as shape `W`
+    /// (see `Call::plain_as`), for `Policy::run`.
+    #[inline(always)]
+    pub(crate) fn plain_timed_as<P: Parts<S, H>, W: Shape>(
+        slot: &Option<Self>,
+        target: impl CallTarget<'p>,
+        _parts: &P,
+    ) -> Option<TimedPlain<'p, W>> {
         if P::KEYED || slot.is_some() || target.keyed().is_some() {
             return None;
         }
-        let (guards, limits) = Self::plain_guards_timed::<V>(target.policy())?;
-        let held = V::hold(guards);
-        let permits = V::held_view(held).admit_quietly(AttemptKind::First)?;
+        let (guards, limits) = Self::plain_guards_timed::<W>(target.policy())?;
+        let held = W::hold(guards);
+        let permits = W::held_view(held).admit_quietly(AttemptKind::First)?;
         Some(TimedPlain { plain: Plain { held, permits }, limits })
     }
 }

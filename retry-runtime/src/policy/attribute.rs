@@ -137,6 +137,7 @@ impl Policy {
                 breaker.is_some(),
                 budget.is_some(),
                 cfg.bulkhead.is_some() || cfg.throttle.is_some() || cfg.rate_limit.is_some(),
+                settings.attempt_timeout.is_some() || settings.deadline.is_some(),
             ),
             settings,
             idempotent: cfg.idempotent,

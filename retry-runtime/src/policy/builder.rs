@@ -351,6 +351,7 @@ impl PolicyBuilder {
             self.guard_names.bulkhead.is_some()
                 || self.guard_names.throttle.is_some()
                 || self.guard_names.rate_limit.is_some(),
+            self.attempt_timeout.is_some() || self.deadline.is_some(),
         );
         let on_stop = self.hooks.on_stop.is_some();
         Policy {

@@ -107,7 +107,8 @@ pub struct Policy {
 /// Which guards a policy names, when they are at most the retry loop's
 /// own (a breaker, a budget): `Policy::run` then sees them as the
 /// attribute would (see `guards::Shape`), and tests nothing for the
-/// others; any other set of guards is seen slot by slot.
+/// others; any other set of guards is seen slot by slot, and so are the
+/// guards of a policy whose first attempt races a timer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum LoopGuards {
     /// No guard at all.
@@ -120,12 +121,17 @@ pub(crate) enum LoopGuards {
     BreakerBudget,
     /// A bulkhead, a throttle or a rate limit, with any others.
     Other,
+    /// Any guards, for a policy with an attempt timeout or a deadline:
+    /// its first attempt races their timer (see `call::timed`).
+    Timed,
 }
 
 impl LoopGuards {
-    /// The case of a policy naming a breaker, a budget, and any other guard.
-    pub(crate) const fn of(breaker: bool, budget: bool, other: bool) -> Self {
+    /// The case of a policy naming a breaker, a budget, and any other
+    /// guard, and whether it has an attempt timeout or a deadline (`timed`).
+    pub(crate) const fn of(breaker: bool, budget: bool, other: bool, timed: bool) -> Self {
         match (breaker, budget, other) {
+            _ if timed => LoopGuards::Timed,
             (_, _, true) => LoopGuards::Other,
             (false, false, false) => LoopGuards::Unguarded,
             (true, false, false) => LoopGuards::Breaker,
