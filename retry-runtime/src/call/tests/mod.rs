@@ -98,16 +98,25 @@ fn overrides_and_plain(name: &str, plain: impl Fn(&'static Policy) -> bool) {
     let compiled = policy.settings();
     let tuned = Settings { max_attempts: 7, ..compiled };
     let holder = crate::Registry::new();
+    // The keys a file would give: the ones these overrides change.
+    let from_file = crate::settings::SettingSource::File { file: "unit".to_owned(), line: 1 };
+    let sources = crate::settings::SettingSources {
+        max_attempts: from_file.clone(),
+        attempt_timeout: from_file.clone(),
+        deadline: from_file,
+        ..crate::settings::SettingSources::COMPILED
+    };
     let hold = |settings: Option<Settings>| {
         let counted = settings.map(|settings| {
-            let sources = crate::settings::SettingSources::COMPILED;
-            (name.to_owned(), (settings, sources, vec![(policy.overrides(), compiled)]))
+            (name.to_owned(), (settings, sources.clone(), vec![(policy.overrides(), compiled)]))
         });
         holder.replace_overrides(counted.into_iter().collect());
     };
 
     hold(Some(tuned));
     assert!(policy.may_be_overridden() && plain(policy), "retries tuned: still plain");
+    let in_force = holder.operation_override_for(name, policy.overrides(), compiled);
+    assert_eq!(in_force.as_deref(), Some(&tuned), "the override reaches the policy");
     hold(Some(Settings { deadline: second, ..tuned }));
     assert!(!plain(policy), "a deadline is armed as the call starts");
     hold(Some(Settings { attempt_timeout: second, ..tuned }));
