@@ -291,6 +291,7 @@ impl Registry {
     }
 
     /// Whether this registry holds a configuration file's override of `operation`.
+    #[cfg_attr(not(feature = "config"), allow(dead_code))]
     pub(crate) fn overrides_operation(&self, operation: &str) -> bool {
         self.inner.overrides.contains(operation)
     }

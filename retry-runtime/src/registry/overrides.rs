@@ -116,6 +116,7 @@ impl Override {
 
 impl Overrides {
     /// Whether an override of `operation` is held.
+    #[cfg_attr(not(feature = "config"), allow(dead_code))]
     pub(super) fn contains(&self, operation: &str) -> bool {
         self.by_operation.read().unwrap_or_else(|e| e.into_inner()).contains_key(operation)
     }
