@@ -1285,6 +1285,51 @@ async fn a_breaker_judging_slow_calls_times_a_retry_from_when_its_request_went_o
     assert_eq!((totals.calls, totals.failures, totals.slow_calls), (2, 1, 0));
 }
 
+/// The same through the global registry, where a request's first attempt
+/// is plain (its host's breaker kept by the response future, not boxed):
+/// the host that is down is cut off after its two failures, its failed
+/// first attempt and its retry in its own breaker, and the other host's
+/// calls go out and are counted in theirs.
+#[tokio::test(start_paused = true)]
+async fn a_breaker_per_host_holds_on_the_plain_path_too() {
+    let set = "tower::plain_hosts";
+    let registry = stormproof::registry();
+    registry.declare_breaker(set, BreakerConfig { failure_threshold: 2, ..Default::default() }).unwrap();
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let log = sent.clone();
+    let hosts = service_fn(move |request: Request<Body>| {
+        let host = request.uri().host().unwrap_or_default().to_owned();
+        log.lock().unwrap().push(host.clone());
+        std::future::ready(Ok::<_, Infallible>(reply(if host == "down.example" { 503 } else { 200 })))
+    });
+    let policy = policy(2).name("tower::plain_hosts").breaker_per(set).budget("none").build().unwrap();
+    let layered = ResilientLayer::new(policy).layer(hosts);
+    let response = layered.clone().oneshot(get("http://down.example/")).await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::SERVICE_UNAVAILABLE, 2));
+    let down = registry.breaker_for(set, "down.example");
+    assert_eq!((down.state(), down.totals().calls, down.totals().failures), (BreakerState::Open, 2, 2));
+    let refused = layered.clone().oneshot(get("http://down.example/")).await.unwrap_err();
+    let name = format!("{set}[down.example]");
+    assert!(
+        matches!(refused.downcast_ref::<Rejection>(), Some(Rejection::CircuitOpen { breaker }) if *breaker == name),
+        "{refused:?}"
+    );
+    for _ in 0..3 {
+        let response = layered.clone().oneshot(get("http://up.example/")).await.unwrap();
+        assert_eq!(
+            (response.status(), attempts(&response)),
+            (StatusCode::OK, 1),
+            "another host's calls go out"
+        );
+    }
+    let up = registry.breaker_for(set, "up.example");
+    assert_eq!((up.state(), up.totals().calls, up.totals().failures), (BreakerState::Closed, 3, 0));
+    assert_eq!(
+        *sent.lock().unwrap(),
+        ["down.example", "down.example", "up.example", "up.example", "up.example"]
+    );
+}
+
 /// A policy with a breaker per key, in the tower layer: each host has its
 /// own breaker (issue 44, item 3), so a host that is down is cut off and
 /// the others are not.

