@@ -11,13 +11,10 @@
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::breaker::{CircuitBreaker, KeyedBreakers};
+use crate::breaker::CircuitBreaker;
 use crate::budget::RetryBudget;
 use crate::bulkhead::Bulkhead;
-use crate::bulkhead::KeyedBulkheads;
 use crate::guard::{AdmissionOf, GuardSet, PendingOf, PermitsOf};
-use crate::keyed::{Keyed, PerKey};
-use crate::rate_limit::KeyedRateLimits;
 use crate::rate_limit::RateLimit;
 use crate::registry::{self, GuardKind, Registry};
 use crate::throttle::Throttle;
@@ -26,6 +23,7 @@ mod keyed_set;
 mod shape;
 
 pub(crate) use keyed_set::KeyedSet;
+use keyed_set::PerKeyCache;
 pub use shape::{AnyShape, Named, Shape, Unnamed};
 pub(crate) use shape::{ShapedAdmission, ShapedPermits, narrow, widen, widen_pending};
 
@@ -188,49 +186,6 @@ impl Guards {
     }
 }
 
-/// One slot's guard for a call with `key`, when the slot is per key
-/// (`per`): its key's, in the set named `name` (found by `set`). `None`:
-/// the policy's own.
-#[inline(always)]
-fn key_slot<'s, G: PerKey>(
-    per: bool,
-    name: Option<&str>,
-    key: &str,
-    set: impl FnOnce(&str) -> &'s Keyed<G>,
-) -> Option<Arc<G>> {
-    match (per, name) {
-        (true, Some(name)) => Some(set(name).get(key)),
-        _ => None,
-    }
-}
-
-/// A policy's sets per key in one registry: the global one's, found once
-/// (a scoped registry's are found at each call, in a fresh cache).
-#[derive(Debug, Default)]
-pub(crate) struct PerKeyCache {
-    breakers: OnceLock<Arc<KeyedBreakers>>,
-    rate_limits: OnceLock<Arc<KeyedRateLimits>>,
-    bulkheads: OnceLock<Arc<KeyedBulkheads>>,
-}
-
-impl PerKeyCache {
-    const fn new() -> Self {
-        PerKeyCache { breakers: OnceLock::new(), rate_limits: OnceLock::new(), bulkheads: OnceLock::new() }
-    }
-
-    fn breakers(&self, registry: &Registry, name: &str) -> &KeyedBreakers {
-        self.breakers.get_or_init(|| registry.keyed_breakers_or_default(name))
-    }
-
-    fn rate_limits(&self, registry: &Registry, name: &str) -> &KeyedRateLimits {
-        self.rate_limits.get_or_init(|| registry.keyed_rate_limits_or_default(name))
-    }
-
-    fn bulkheads(&self, registry: &Registry, name: &str) -> &KeyedBulkheads {
-        self.bulkheads.get_or_init(|| registry.keyed_bulkheads_or_default(name))
-    }
-}
-
 /// The guards one call uses: the policy's cached handles for the global
 /// registry (borrowed), or a scoped registry's.
 #[derive(Debug)]
@@ -339,60 +294,6 @@ impl GuardCache {
         match self.global.get() {
             Some(guards) => guards,
             None => self.global.get_or_init(|| names.resolve(registry::registry())),
-        }
-    }
-
-    /// The guards of a call made now with `key`, for a policy whose names
-    /// give it a guard per key: its other guards as [`guards`](Self::guards)
-    /// finds them, and its key's breaker, rate limit and bulkhead, from the
-    /// registry in effect.
-    #[inline(always)]
-    pub(crate) fn per_key<'p>(&'p self, names: &GuardNames, key: &str) -> KeyedSet<'p> {
-        match registry::with_scoped(|_| ()) {
-            Some(()) => self.per_key_scoped(names, key),
-            None => self.per_key_in(
-                registry::registry(),
-                &self.keyed,
-                GuardsRef::Cached(self.global(names)),
-                names,
-                key,
-            ),
-        }
-    }
-
-    /// [`per_key`](Self::per_key) in the scoped registry in effect, whose
-    /// sets per key are looked up at each call.
-    #[cold]
-    #[inline(never)]
-    fn per_key_scoped<'p>(&'p self, names: &GuardNames, key: &str) -> KeyedSet<'p> {
-        let scoped = registry::Registry::current();
-        let base = GuardsRef::Scoped(self.scoped(names, &scoped));
-        self.per_key_in(&scoped, &PerKeyCache::default(), base, names, key)
-    }
-
-    /// The guards of a call with `key` in `registry`, whose sets per key
-    /// `keyed` finds: `base` and the key's.
-    #[inline(always)]
-    fn per_key_in<'p>(
-        &'p self,
-        registry: &Registry,
-        keyed: &PerKeyCache,
-        base: GuardsRef<'p>,
-        names: &GuardNames,
-        key: &str,
-    ) -> KeyedSet<'p> {
-        KeyedSet {
-            breaker: key_slot(names.breaker_per, names.breaker.as_deref(), key, |name| {
-                keyed.breakers(registry, name)
-            }),
-            rate_limit: key_slot(names.rate_limit_per, names.rate_limit.as_deref(), key, |name| {
-                keyed.rate_limits(registry, name)
-            }),
-            bulkhead: key_slot(names.bulkhead_per, names.bulkhead.as_deref(), key, |name| {
-                keyed.bulkheads(registry, name)
-            }),
-            base,
-            whole: OnceLock::new(),
         }
     }
 

@@ -13,7 +13,7 @@ use tokio::time::{Instant, Sleep};
 
 use super::transport::SendReady;
 use crate::call::FirstAttempt;
-use crate::http::exchange;
+use crate::http::exchange::{self, first};
 use crate::policy::Policy;
 
 pin_project! {
@@ -68,7 +68,7 @@ where
     /// call boxed, to run when polled.
     #[inline(always)]
     pub(super) fn new(policy: &Arc<Policy>, mut transport: T, request: T::Request) -> Self {
-        let state = match exchange::first_of_plain::<T>(policy, &request) {
+        let state = match first::first_of_plain::<T>(policy, &request) {
             Some((copy, permits, timed)) => {
                 let sent = transport.send_ready(copy);
                 State::First {
@@ -117,14 +117,14 @@ where
                             let Some((transport, original)) = rest.take() else {
                                 unreachable!("a first attempt answered twice")
                             };
-                            let reached = exchange::FirstFailed::limit_reached(permits, started);
-                            let future = Box::pin(exchange::after_first(reached, transport, original));
+                            let reached = first::FirstFailed::limit_reached(permits, started);
+                            let future = Box::pin(first::after_first(reached, transport, original));
                             state.set(State::Boxed { future });
                             continue;
                         }
                         Poll::Pending => return Poll::Pending,
                     };
-                    let failed = match exchange::first_answered::<T>(answer, permits) {
+                    let failed = match first::first_answered::<T>(answer, permits) {
                         Ok(response) => return Poll::Ready(Ok(response)),
                         Err(failed) => failed.started_at(timing.started()),
                     };
@@ -133,7 +133,7 @@ where
                     };
                     // The rest of the call, from the failure on: boxed, and
                     // polled now.
-                    let future = Box::pin(exchange::after_first(failed, transport, original));
+                    let future = Box::pin(first::after_first(failed, transport, original));
                     state.set(State::Boxed { future });
                 }
                 StateProj::Boxed { future } => return future.as_mut().poll(cx),
