@@ -367,3 +367,34 @@ async fn a_nested_call_makes_a_single_attempt_by_default() {
         .await;
     assert_eq!(multiplied.count(), 9, "nested = retry opts out");
 }
+
+/// A call first polled outside any scoped registry (its first attempt
+/// admitted plain, by the global registry's guards) and awaited inside one
+/// goes on as admitted after that attempt fails: its retry waits out its
+/// backoff, and is admitted and recorded by the same guards.
+#[tokio::test(start_paused = true)]
+async fn a_call_first_polled_outside_a_scope_keeps_its_backoff_inside_one() {
+    let attempts = Attempts::new();
+    let policy = no_jitter().max_attempts(2).base(ms(100)).cap(ms(100)).build().unwrap();
+    let mut call = Box::pin(policy.run(|| {
+        let n = attempts.mark();
+        async move {
+            sleep(ms(10)).await;
+            if n == 1 { Err(TestError::Transient) } else { Ok(n) }
+        }
+    }));
+    let start = Instant::now();
+    let first_poll = std::future::poll_fn(|cx| std::task::Poll::Ready(call.as_mut().poll(cx).is_pending()));
+    assert!(first_poll.await, "the first attempt runs");
+    assert_eq!(Registry::new().scope(call).await, Ok(2));
+    assert_eq!(attempts.times(), [0, 110], "the retry after the first attempt's 10 ms and its 100 ms wait");
+    assert_eq!(start.elapsed(), ms(120));
+    let own =
+        stormproof_runtime::registry().breaker(policy.operation()).expect("the operation's own breaker");
+    let totals = own.totals();
+    assert_eq!(
+        (totals.calls, totals.failures),
+        (2, 1),
+        "both attempts in the guards that admitted the first"
+    );
+}

@@ -296,7 +296,7 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         S: LastError<E>,
     {
         let PlainFailure { holding, failed, deadline } = failure;
-        let call = Self::built_after_plain::<P, W>(slot, target, parts, W::held_set(holding.held));
+        let call = Self::built_after_plain::<P, W>(slot, target, parts);
         if deadline.is_some() {
             call.rare().deadline = deadline;
         }
@@ -314,21 +314,20 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
 
     /// The call of a plain first attempt that failed, built into `slot`.
     #[inline(always)]
-    fn built_after_plain<'s, P: Parts<S, H>, W: Shape>(
-        slot: &'s mut Option<Self>,
+    fn built_after_plain<P: Parts<S, H>, W: Shape>(
+        slot: &mut Option<Self>,
         target: impl CallTarget<'p>,
         parts: P,
-        admitted_by: Option<&'p crate::guards::Guards>,
-    ) -> &'s mut Self {
+    ) -> &mut Self {
         let (policy, preset) = (target.policy(), preset(target));
         let (key, last, handling) = parts.make();
         let call = slot.insert(Call::shaped(policy, key, last, handling));
         // The guards the attempt was admitted by: its key's, or the global
-        // registry's, as a plain call's always are (see `plain_guards`):
-        // the set it held when it held one (an entry point that admitted
-        // it in another task's context, outside the scope this one runs
-        // in, the tower layer's), else found again.
-        call.cached = preset.or(admitted_by).or_else(|| Self::global_guards_of::<W>(policy));
+        // registry's, as a plain call's always are (see `plain_guards`),
+        // found again without asking for a scope: one entered since (a
+        // future first polled outside it, or made by a tower service
+        // outside it) must not give the rest of the call other guards.
+        call.cached = preset.or_else(|| Some(policy.global_guards_again()));
         call.max_attempts = policy.compiled_settings().max_attempts;
         call.attempts = 1;
         call.started = if call.cached.is_some() { Started::Plain } else { Started::No };

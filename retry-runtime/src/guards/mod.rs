@@ -282,8 +282,8 @@ impl GuardCache {
     /// found for a call admitted outside a scope, found again (the same
     /// ones: the global registry's are resolved once per policy), to record
     /// that call's outcome from a future that cannot keep the borrow (the
-    /// tower layer's, see `call::owned`).
-    #[cfg(feature = "tower")]
+    /// tower layer's, see `call::owned`), or to build the call after a
+    /// plain first attempt failed (whatever scope it runs in by then).
     #[inline]
     pub(crate) fn global_again(&self, names: &GuardNames) -> &Guards {
         if !self.named { &NO_GUARDS } else { self.global(names) }

@@ -162,9 +162,6 @@ pub trait Shape: 'static {
 
     /// The guards `held` keeps, as this shape sees them.
     fn held_view<'g>(held: Self::Held<'g>) -> View<'g, Self>;
-
-    /// The set `held` keeps, when it keeps one ([`AnyShape`] does).
-    fn held_set<'g>(held: Self::Held<'g>) -> Option<&'g Guards>;
 }
 
 impl<T, B, K, R, U> Shape for (T, B, K, R, U)
@@ -203,11 +200,6 @@ where
     fn held_view<'g>(held: Self::Held<'g>) -> View<'g, Self> {
         held
     }
-
-    #[inline(always)]
-    fn held_set<'g>(_held: Self::Held<'g>) -> Option<&'g Guards> {
-        None
-    }
 }
 
 /// Every slot looked at: for callers that do not know which guards a
@@ -238,11 +230,6 @@ impl Shape for AnyShape {
     #[inline(always)]
     fn held_view<'g>(held: Self::Held<'g>) -> View<'g, Self> {
         held.view::<Self>()
-    }
-
-    #[inline(always)]
-    fn held_set<'g>(held: Self::Held<'g>) -> Option<&'g Guards> {
-        Some(held)
     }
 }
 

@@ -22,7 +22,6 @@ impl Policy {
 
     /// The guards [`global_guards`](Self::global_guards) gave a call
     /// admitted earlier, found again (see `GuardCache::global_again`).
-    #[cfg(feature = "tower")]
     #[inline]
     pub(crate) fn global_guards_again(&self) -> &Guards {
         self.cache.global_again(&self.guard_names)
