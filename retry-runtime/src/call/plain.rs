@@ -296,7 +296,7 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         S: LastError<E>,
     {
         let PlainFailure { holding, failed, deadline } = failure;
-        let call = Self::built_after_plain::<P, W>(slot, target, parts);
+        let call = Self::built_after_plain(slot, target, parts);
         if deadline.is_some() {
             call.rare().deadline = deadline;
         }
@@ -314,7 +314,7 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
 
     /// The call of a plain first attempt that failed, built into `slot`.
     #[inline(always)]
-    fn built_after_plain<P: Parts<S, H>, W: Shape>(
+    fn built_after_plain<P: Parts<S, H>>(
         slot: &mut Option<Self>,
         target: impl CallTarget<'p>,
         parts: P,
@@ -327,10 +327,10 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         // found again without asking for a scope: one entered since (a
         // future first polled outside it, or made by a tower service
         // outside it) must not give the rest of the call other guards.
-        call.cached = preset.or_else(|| Some(policy.global_guards_again()));
+        call.cached = Some(preset.unwrap_or_else(|| policy.global_guards_again()));
         call.max_attempts = policy.compiled_settings().max_attempts;
         call.attempts = 1;
-        call.started = if call.cached.is_some() { Started::Plain } else { Started::No };
+        call.started = Started::Plain;
         call
     }
 
