@@ -834,11 +834,7 @@ async fn a_first_attempt_that_times_out_is_an_attempt_timeout() {
     let policy = policy(2).attempt_timeout(Duration::from_secs(1)).breaker(breaker).budget(budget);
     let mut service = ResilientLayer::new(policy.bulkhead(bulkhead).build().unwrap()).layer(hanging);
     std::future::poll_fn(|cx| Service::<Request<Body>>::poll_ready(&mut service, cx)).await.unwrap();
-    let mut unanswered = Box::pin(service.call(get("http://in-process/")));
-    assert!(futures_poll_once(unanswered.as_mut()).await.is_pending());
-    assert_eq!(place(), 1, "held while the attempt runs");
-    drop(unanswered);
-    assert_eq!(place(), 0, "given back as the unanswered attempt was dropped");
+    dropped_while_its_attempt_runs(service.call(get("http://in-process/")), &place).await;
     let started = tokio::time::Instant::now();
     let error = service.oneshot(get("http://in-process/")).await.unwrap_err();
     assert_eq!(
@@ -1188,11 +1184,7 @@ async fn a_plain_first_attempt_gives_its_bulkhead_place_back_answered_or_dropped
 
     let mut held = layer.layer(answering(200, true, calls.clone()));
     std::future::poll_fn(|cx| Service::<Request<Body>>::poll_ready(&mut held, cx)).await.unwrap();
-    let mut unanswered = Box::pin(held.call(get("http://in-process/")));
-    assert!(futures_poll_once(unanswered.as_mut()).await.is_pending());
-    assert_eq!(place(), 1, "held while the attempt runs");
-    drop(unanswered);
-    assert_eq!(place(), 0, "given back as the unanswered attempt was dropped");
+    dropped_while_its_attempt_runs(held.call(get("http://in-process/")), &place).await;
     assert_eq!(calls.load(Ordering::SeqCst), 4);
 }
 
@@ -1221,6 +1213,16 @@ async fn a_plain_first_attempts_failure_reaches_the_breaker() {
 /// Polls `future` once.
 async fn futures_poll_once<F: Future>(mut future: Pin<&mut F>) -> Poll<F::Output> {
     std::future::poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))).await
+}
+
+/// Polls `unanswered` once, while its attempt runs (the bulkhead's place,
+/// which `place` counts, held), then drops it (the place given back).
+async fn dropped_while_its_attempt_runs<F: Future>(unanswered: F, place: &impl Fn() -> usize) {
+    let mut unanswered = Box::pin(unanswered);
+    assert!(futures_poll_once(unanswered.as_mut()).await.is_pending());
+    assert_eq!(place(), 1, "held while the attempt runs");
+    drop(unanswered);
+    assert_eq!(place(), 0, "given back as the unanswered attempt was dropped");
 }
 
 /// Answers with the statuses in order, then 200s.

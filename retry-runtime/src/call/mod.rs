@@ -334,12 +334,7 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     fn attempt_limit(&self) -> Option<(Instant, Limit)> {
         let timeout =
             self.settings().attempt_timeout.and_then(|limit| Some((clock::instant_after(limit)?, limit)));
-        match (timeout, self.deadline()) {
-            (None, None) => None,
-            (Some((end, limit)), None) => Some((end, Limit::Timeout(limit))),
-            (Some((end, limit)), Some(deadline)) if end < deadline => Some((end, Limit::Timeout(limit))),
-            (_, Some(deadline)) => Some((deadline, Limit::Deadline)),
-        }
+        Limit::earlier(timeout, self.deadline())
     }
 
     /// Whether the call's attempts run under a timer: an attempt timeout, or
@@ -388,11 +383,31 @@ enum Started {
     General,
 }
 
-/// What cuts a running attempt short (see `Call::attempt_limit`).
-#[derive(Debug, Clone, Copy)]
-enum Limit {
+/// What cuts a running attempt short (see `Call::attempt_limit`, and
+/// `timed::FirstLimits` for a plain call's first attempt).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Limit {
     /// Its own timeout, this long.
     Timeout(std::time::Duration),
     /// The call's deadline.
     Deadline,
+}
+
+impl Limit {
+    /// When an attempt is cut short, and by what: the earlier of its
+    /// timeout (`timeout`: when it ends, and how long it is) and the call's
+    /// `deadline`, which wins a tie. `None` for neither (one too long to
+    /// arm is none).
+    #[inline(always)]
+    fn earlier(
+        timeout: Option<(Instant, std::time::Duration)>,
+        deadline: Option<Instant>,
+    ) -> Option<(Instant, Limit)> {
+        match (timeout, deadline) {
+            (None, None) => None,
+            (Some((end, limit)), None) => Some((end, Limit::Timeout(limit))),
+            (Some((end, limit)), Some(deadline)) if end < deadline => Some((end, Limit::Timeout(limit))),
+            (_, Some(deadline)) => Some((deadline, Limit::Deadline)),
+        }
+    }
 }

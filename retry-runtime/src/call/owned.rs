@@ -49,8 +49,7 @@ impl FirstPermits {
     #[inline]
     pub(crate) fn admit(policy: &Arc<Policy>) -> Option<Self> {
         let guards = Call::<'_, (), (), AnyShape>::plain_guards::<AnyShape>(policy)?;
-        let permits = AnyShape::held_view(guards).admit_quietly(AttemptKind::First)?;
-        Some(FirstPermits { policy: Arc::clone(policy), permits: Some(permits) })
+        Self::admitted(policy, guards)
     }
 
     /// [`admit`](Self::admit) for a call of a policy with an attempt
@@ -59,6 +58,12 @@ impl FirstPermits {
     #[inline(never)]
     pub(crate) fn admit_timed(policy: &Arc<Policy>) -> Option<Self> {
         let (guards, _) = Call::<'_, (), (), AnyShape>::plain_guards_timed::<AnyShape>(policy)?;
+        Self::admitted(policy, guards)
+    }
+
+    /// The first attempt admitted quietly by `guards`, `policy`'s.
+    #[inline(always)]
+    fn admitted(policy: &Arc<Policy>, guards: &crate::guards::Guards) -> Option<Self> {
         let permits = AnyShape::held_view(guards).admit_quietly(AttemptKind::First)?;
         Some(FirstPermits { policy: Arc::clone(policy), permits: Some(permits) })
     }

@@ -85,6 +85,14 @@ pub struct Plain<'p, V: Shape> {
 }
 
 impl<'p, V: Shape> Plain<'p, V> {
+    /// The first attempt admitted quietly by the guards `held` keeps, if
+    /// they admit it at once (see `GuardSet::admit_quietly`).
+    #[inline(always)]
+    pub(super) fn admitted(held: V::Held<'p>) -> Option<Self> {
+        let permits = V::held_view(held).admit_quietly(AttemptKind::First)?;
+        Some(Plain { held, permits })
+    }
+
     /// The attempt, to run as this plain call's first.
     #[inline(always)]
     pub fn attempt<Fut>(self, attempt: Fut) -> PlainAttempt<'p, Fut, V> {
@@ -268,12 +276,10 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         if P::KEYED || slot.is_some() {
             return None;
         }
-        let held = match keyed_set(target) {
+        Plain::admitted(match keyed_set(target) {
             None => W::hold(Self::plain_guards::<W>(target.policy())?),
             Some(keyed) => W::hold_keyed(Self::plain_with(target.policy(), keyed)?),
-        };
-        let permits = W::held_view(held).admit_quietly(AttemptKind::First)?;
-        Some(Plain { held, permits })
+        })
     }
 
     /// A plain call's first attempt failed: the call is built into `slot`

@@ -12,10 +12,9 @@ use std::time::Duration;
 use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
-use super::Call;
 use super::per_key::CallTarget;
 use super::plain::{Failed, Parts, Plain, PlainAttempt, PlainFailure};
-use crate::guard::AttemptKind;
+use super::{Call, Limit};
 use crate::guards::Shape;
 
 /// What may stop a plain call's first attempt, each counted from its
@@ -27,15 +26,6 @@ pub(crate) struct FirstLimits {
     pub(crate) deadline: Option<Duration>,
 }
 
-/// Which of [`FirstLimits`] stopped an attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Reached {
-    /// The attempt timeout, this long.
-    Timeout(Duration),
-    /// The call's deadline.
-    Deadline,
-}
-
 impl FirstLimits {
     /// The limits `settings` set.
     #[inline]
@@ -43,20 +33,13 @@ impl FirstLimits {
         FirstLimits { timeout: settings.attempt_timeout, deadline: settings.deadline }
     }
 
-    /// When an attempt started at `started` is stopped, and by which: the
-    /// earlier of the two, the deadline on a tie (as for every attempt:
-    /// see `Call::limit`). `None` when neither can be armed (past the
-    /// crate's horizon).
+    /// When an attempt started at `started` is stopped, and by which: as
+    /// every attempt is (`Limit::earlier`: the deadline wins a tie).
+    /// `None` when neither can be armed (past the crate's horizon).
     #[inline]
-    pub(crate) fn due(&self, started: Instant) -> Option<(Instant, Reached)> {
-        let timeout =
-            self.timeout.and_then(|after| Some((due_after(started, after)?, Reached::Timeout(after))));
-        let deadline = self.deadline_at(started).map(|at| (at, Reached::Deadline));
-        match (timeout, deadline) {
-            (Some(timeout), Some(deadline)) if timeout.0 < deadline.0 => Some(timeout),
-            (_, Some(deadline)) => Some(deadline),
-            (timeout, None) => timeout,
-        }
+    pub(crate) fn due(&self, started: Instant) -> Option<(Instant, Limit)> {
+        let timeout = self.timeout.and_then(|after| Some((due_after(started, after)?, after)));
+        Limit::earlier(timeout, self.deadline_at(started))
     }
 
     /// The call's deadline, for a call whose first attempt started at
@@ -71,7 +54,7 @@ impl FirstLimits {
     #[inline]
     pub(crate) fn failed<E>(&self, started: Instant) -> Failed<E> {
         match self.due(started) {
-            Some((_, Reached::Timeout(after))) => Failed::TimedOut(after),
+            Some((_, Limit::Timeout(after))) => Failed::TimedOut(after),
             _ => Failed::Cut,
         }
     }
@@ -187,8 +170,6 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
             return None;
         }
         let (guards, limits) = Self::plain_guards_timed::<W>(target.policy())?;
-        let held = W::hold(guards);
-        let permits = W::held_view(held).admit_quietly(AttemptKind::First)?;
-        Some(TimedPlain { plain: Plain { held, permits }, limits })
+        Some(TimedPlain { plain: Plain::admitted(W::hold(guards))?, limits })
     }
 }

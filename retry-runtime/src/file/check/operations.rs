@@ -38,16 +38,19 @@ pub(crate) fn merged_operations(
             false => policies.iter().map(|p| p.settings()).collect(),
         };
         let Some(first) = compiled.first() else { continue };
+        // What each function runs on is what is checked: its own settings
+        // with the table's keys laid over them, as the registry lays them.
+        let (file, sources) = (laid_over(*first, value), sources(value, problems));
         let before = problems.len();
         // One function's problems are enough: its twins' would repeat them.
         for settings in &compiled {
-            check(&laid_over(*settings, value), value, span, problems);
+            check(&settings.overlaid(&file, &sources), value, span, problems);
             if problems.len() != before {
                 break;
             }
         }
         for policy in &policies {
-            if laid_over(policy.settings(), value).max_attempts <= 1 {
+            if policy.settings().overlaid(&file, &sources).max_attempts <= 1 {
                 continue;
             }
             let promise = if !policy.is_idempotent() && !policy.has_key() {
@@ -68,7 +71,7 @@ pub(crate) fn merged_operations(
             }
         }
         if problems.len() == before {
-            merged.insert(name.clone(), (laid_over(*first, value), sources(value, problems)));
+            merged.insert(name.clone(), (file, sources));
         }
     }
     merged
