@@ -136,11 +136,12 @@ pub(crate) fn poll_in<F: Future>(
     key: &mut Option<Arc<str>>,
     span: Option<&tracing::Span>,
     attempt: Pin<&mut Option<F>>,
+    make: Option<impl FnOnce() -> F>,
     cx: &mut Context<'_>,
 ) -> Poll<F::Output> {
     let _entered = span.map(tracing::Span::enter);
     let _in = In::enter(key);
-    poll_to_its_end(attempt, cx)
+    poll_to_its_end(attempt, make, cx)
 }
 
 /// Polls a keyless attempt without a span in its context: [`poll_in`]
@@ -148,15 +149,31 @@ pub(crate) fn poll_in<F: Future>(
 /// to swap and no span to enter, entering is setting the mark and leaving
 /// is putting the outer one back.
 #[inline(always)]
-pub(crate) fn poll_keyless<F: Future>(attempt: Pin<&mut Option<F>>, cx: &mut Context<'_>) -> Poll<F::Output> {
+pub(crate) fn poll_keyless<F: Future>(
+    attempt: Pin<&mut Option<F>>,
+    make: Option<impl FnOnce() -> F>,
+    cx: &mut Context<'_>,
+) -> Poll<F::Output> {
     let _in = Keyless::enter();
-    poll_to_its_end(attempt, cx)
+    poll_to_its_end(attempt, make, cx)
 }
 
 /// Polls `attempt` in the context the caller entered, and drops it there
-/// as soon as it is done.
+/// as soon as it is done. An attempt not made yet is made by `make` (the
+/// first poll of one made once admitted, `Policy::run`'s), in the same
+/// context: what its maker does before its future is polled sees the
+/// attempt's key and span.
 #[inline(always)]
-fn poll_to_its_end<F: Future>(mut attempt: Pin<&mut Option<F>>, cx: &mut Context<'_>) -> Poll<F::Output> {
+fn poll_to_its_end<F: Future>(
+    mut attempt: Pin<&mut Option<F>>,
+    make: Option<impl FnOnce() -> F>,
+    cx: &mut Context<'_>,
+) -> Poll<F::Output> {
+    if let Some(make) = make
+        && attempt.is_none()
+    {
+        attempt.set(Some(make()));
+    }
     let Some(running) = attempt.as_mut().as_pin_mut() else {
         panic!("an attempt polled after it finished");
     };
@@ -207,9 +224,16 @@ impl<'a> In<'a> {
 /// Marks this thread as polling an attempt of this task, at `place`: the outer mark.
 #[inline(always)]
 fn mark(place: Place) -> Mark {
-    let outer = ATTEMPT.get();
-    ATTEMPT.set(Mark { task: tokio::task::try_id(), place });
-    outer
+    let task = tokio::task::try_id();
+    // One access through `with`: `LocalKey::set` goes through the lazy
+    // initialization path, which a `const` thread local never needs.
+    ATTEMPT.with(|mark| mark.replace(Mark { task, place }))
+}
+
+/// Puts the outer mark back as an attempt's poll is left.
+#[inline(always)]
+fn unmark(outer: Mark) {
+    ATTEMPT.with(|mark| mark.set(outer));
 }
 
 /// [`In`] for an attempt known to have no key: only the mark, and no
@@ -228,7 +252,7 @@ impl Keyless {
 impl Drop for Keyless {
     #[inline(always)]
     fn drop(&mut self) {
-        ATTEMPT.set(self.outer);
+        unmark(self.outer);
     }
 }
 
@@ -238,6 +262,6 @@ impl Drop for In<'_> {
         if let Some(key) = &mut self.swapped {
             KEY.with(|current| std::mem::swap(&mut *current.borrow_mut(), key));
         }
-        ATTEMPT.set(self.outer);
+        unmark(self.outer);
     }
 }

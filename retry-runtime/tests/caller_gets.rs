@@ -181,6 +181,47 @@ async fn run_calls_its_closure_only_for_an_attempt_the_guards_admitted() {
         .await;
     assert!(matches!(result, Err(TestError::Rejected(Rejection::BulkheadFull { .. }))), "{result:?}");
     assert_eq!(calls, 0, "refused on the general path: no attempt made");
+
+    // A hedging policy's call inside another call's attempt does not hedge
+    // (`Nested::Once`): its one attempt is made once admitted, like any.
+    let hedging = no_jitter().hedge(ms(10), 1).breaker("closure-refused").build().unwrap();
+    let outer = no_jitter().max_attempts(1).build().unwrap();
+    let made = std::cell::Cell::new(0);
+    let nested: Result<(), TestError> = outer
+        .run(|| async {
+            hedging
+                .run(|| {
+                    made.set(made.get() + 1);
+                    async { Ok(()) }
+                })
+                .await
+        })
+        .await;
+    assert_eq!(
+        nested,
+        Err(TestError::Rejected(Rejection::CircuitOpen { breaker: "closure-refused".into() }))
+    );
+    assert_eq!(made.get(), 0, "refused inside another call: no attempt made");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_polled_after_it_finished_panics_and_makes_no_other_attempt() {
+    use std::future::Future;
+    use std::task::{Context, Waker};
+    let policy = no_jitter().build().unwrap();
+    let mut calls = 0;
+    {
+        let mut run = std::pin::pin!(policy.run(|| {
+            calls += 1;
+            async { Ok::<_, TestError>(7) }
+        }));
+        assert_eq!(std::future::poll_fn(|cx| run.as_mut().poll(cx)).await, Ok(7));
+        let again = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+        }));
+        assert!(again.is_err(), "a finished call is not polled again (`Future`'s rule)");
+    }
+    assert_eq!(calls, 1, "no attempt made by the poll after the end");
 }
 
 /// A registry whose bulkhead `db` admits one attempt at a time.

@@ -13,4 +13,8 @@ async fn call(policy: &Policy) -> Result<u32, Opaque> {
     policy.run(fetch).await
 }
 
+async fn call_with_key(policy: &Policy) -> Result<u32, Opaque> {
+    policy.run_with_key("order-1", fetch).await
+}
+
 fn main() {}

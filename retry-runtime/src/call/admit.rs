@@ -179,7 +179,7 @@ impl Guards {
 /// (its permits in place) and runs next.
 #[inline(never)]
 pub(super) fn poll_rare<'p, T, E, S, H, Fut, M, V, R>(
-    parts: Fields<'_, '_, 'p, S, H, Fut, M, V, R>,
+    parts: Fields<'_, 'p, S, H, Fut, M, V, R>,
     cx: &mut Context<'_>,
 ) -> Poll<Option<Step<T, E>>>
 where
@@ -204,12 +204,10 @@ where
             }
             Phase::Hedged => {
                 call.start_if_new();
-                if call.hedging().is_some() {
-                    *phase = Phase::AdmittingRound;
-                } else {
-                    attempt.set(Some(hedges.make()));
-                    *phase = Phase::Admitting;
-                }
+                // A call that does not hedge (nested: see `hedge`) makes its
+                // one attempt once admitted, as `Policy::run` does (see
+                // `Hedges::MAKES`).
+                *phase = if call.hedging().is_some() { Phase::AdmittingRound } else { Phase::Admitting };
             }
             Phase::Admitting | Phase::AdmittingRound => {
                 let round = *phase == Phase::AdmittingRound;

@@ -14,9 +14,9 @@ use tokio::time::Instant;
 use std::convert::Infallible;
 
 use super::hedge::{Hedges, Round, RoundSlot};
+use super::parts::Parts;
 use super::per_key::{CallTarget, preset};
 use super::phase::Phase;
-use super::plain::Parts;
 use super::running::Running;
 use super::{Call, LastError, Step};
 use crate::error::ErrorHandling;
@@ -30,13 +30,12 @@ pin_project! {
     /// attempt is a [`PlainAttempt`](super::PlainAttempt)).
     pub struct Attempt<'c, 'p, S, H, Fut: Future, M = NoHedges, V: Shape = AnyShape, R = Infallible> {
         #[pin]
-        running: Running<'c, 'p, S, H, Fut, M, V, R>,
+        running: Running<'c, 'p, &'c mut Call<'p, S, H, V>, S, H, Fut, M, V, R>,
     }
 }
 
 impl<'c, 'p, S, H, Fut: Future, M, V: Shape, R> Attempt<'c, 'p, S, H, Fut, M, V, R> {
-    /// An attempt of `call`, waiting out first the backoff a plain first
-    /// attempt's failure left it (see `Call::after_plain`), if any.
+    /// An attempt of `call` (see `Running::new`).
     #[inline(always)]
     fn of(
         call: &'c mut Call<'p, S, H, V>,
@@ -45,10 +44,7 @@ impl<'c, 'p, S, H, Fut: Future, M, V: Shape, R> Attempt<'c, 'p, S, H, Fut, M, V,
         hedges: M,
         sent: Option<&'c OnceLock<Instant>>,
     ) -> Self {
-        // The timer is armed as the wait starts, on the first poll: armed
-        // here, it would be built apart and copied into place on every call.
-        let phase = if call.backs_off_first() { phase.delayed() } else { phase };
-        Attempt { running: Running::new(call, phase, attempt, None, hedges, sent) }
+        Attempt { running: Running::new(call, phase, attempt, hedges, sent) }
     }
 }
 

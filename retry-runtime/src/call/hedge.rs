@@ -51,6 +51,12 @@ use crate::settings::Hedge;
 /// Where a hedged function's attempts come from: a maker, called once per
 /// attempt of a round. [`NoHedges`] for a function that does not hedge.
 pub trait Hedges<Fut>: Sized {
+    /// Whether an attempt given none is made by [`make`](Self::make) once
+    /// the guards admit it (a maker's is: a hedged function's that does not
+    /// hedge, and every attempt but the first of `Policy::run`'s), so that
+    /// the maker is never called for an attempt they refuse.
+    const MAKES: bool = true;
+
     /// Makes one more attempt.
     fn make(&mut self) -> Fut;
 }
@@ -60,6 +66,8 @@ pub trait Hedges<Fut>: Sized {
 pub struct NoHedges;
 
 impl<Fut> Hedges<Fut> for NoHedges {
+    const MAKES: bool = false;
+
     fn make(&mut self) -> Fut {
         unreachable!("an attempt that does not hedge is given, not made")
     }

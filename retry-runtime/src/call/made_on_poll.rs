@@ -1,14 +1,15 @@
-//! An attempt made on its first poll: how `Policy::run`'s closure takes
-//! the plain and the direct paths.
+//! An attempt made on its first poll: [`Call::attempt_with`](super::Call::attempt_with)'s.
 //!
-//! [`Execution::attempt`](super::Execution::attempt) polls a future the
-//! caller already made, asking the guards first; `Policy::run` is given a
+//! [`Call::attempt`](super::Call::attempt) polls a future the caller
+//! already made, asking the guards first; `attempt_with` is given a
 //! closure, whose call may do work of its own (count, log, start a
 //! request). Wrapping the call in a future that makes the attempt when it
 //! is first polled keeps `attempt_with`'s promise, that the attempt is made
-//! only once the guards admitted it, on either path: both poll the attempt
-//! only after admission, and a refused attempt is dropped unpolled, the
-//! closure never called.
+//! only once the guards admitted it: the attempt is polled only after
+//! admission, and a refused attempt is dropped unpolled, the closure never
+//! called. (`Policy::run` keeps the same promise without it: its one
+//! attempt state makes each attempt with the closure once admitted, see
+//! `run_loop`.)
 
 use std::future::Future;
 use std::pin::Pin;

@@ -58,6 +58,7 @@ mod last_error;
 mod made_on_poll;
 #[cfg(feature = "tower")]
 mod owned;
+mod parts;
 mod per_key;
 mod phase;
 mod plain;
@@ -65,6 +66,7 @@ mod polled;
 mod racing;
 mod rare_state;
 mod run;
+mod run_loop;
 mod running;
 mod settle;
 mod start;
@@ -81,11 +83,13 @@ pub use last_error::{ErrorProbe, ForgetOtherError, KeepSendError, Kept, LastErro
 pub use made_on_poll::MadeOnPoll;
 #[cfg(feature = "tower")]
 pub(crate) use owned::{FirstAttempt, FirstPermits};
+#[cfg(feature = "tower")]
+pub(crate) use parts::Unkeyed;
 pub use per_key::{CallTarget, KeyedGuards, Target};
 #[cfg(feature = "tower")]
 pub(crate) use plain::Failed;
-pub(crate) use plain::Unkeyed;
 pub use run::{Classified, ClassifyInner};
+pub use run_loop::Run;
 #[cfg(feature = "tower")]
 pub(crate) use timed::FirstLimits;
 

@@ -21,7 +21,8 @@ use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
 
-use super::plain::{Failed, Holding, Parts, PlainFailure};
+use super::parts::Parts;
+use super::plain::{Failed, Holding, PlainFailure};
 use super::{Call, LastError, Step};
 use crate::context;
 use crate::error::ErrorHandling;
@@ -183,7 +184,7 @@ impl<Fut: Future> Future for FirstAttempt<Fut> {
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let output = std::task::ready!(context::poll_keyless(this.attempt, cx));
+        let output = std::task::ready!(context::poll_keyless(this.attempt, None::<fn() -> _>, cx));
         match this.permits.take() {
             Some(permits) => Poll::Ready((output, permits)),
             // The attempt panics first when polled after it finished.

@@ -69,8 +69,8 @@ pin_project! {
 }
 
 /// The parts of an attempt its rare states work on.
-pub(super) struct Fields<'a, 'c, 'p, S, H, Fut: Future, M, V: Shape, R> {
-    pub(super) call: &'a mut &'c mut Call<'p, S, H, V>,
+pub(super) struct Fields<'a, 'p, S, H, Fut: Future, M, V: Shape, R> {
+    pub(super) call: &'a mut Call<'p, S, H, V>,
     pub(super) phase: &'a mut Phase,
     pub(super) permits: &'a mut Option<ShapedPermits<V>>,
     pub(super) attempt: Pin<&'a mut Option<Fut>>,

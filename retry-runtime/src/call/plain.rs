@@ -26,56 +26,18 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
 
+use super::hedge::{Hedges, NoHedges};
+use super::parts::Parts;
 use super::per_key::{CallTarget, keyed_set, preset};
 use super::{Call, LastError, Started, Step};
 use crate::context;
 use crate::error::ErrorHandling;
 use crate::guard::{Answer, AttemptKind};
 use crate::guards::{Shape, ShapedPermits};
-
-/// What makes a call when it is built: its key, the slot that keeps its
-/// last error (which only selects a type) and its error handling; and
-/// whether it has a key at all, which makes a call never plain.
-pub trait Parts<S, H> {
-    /// Whether the call has a key.
-    const KEYED: bool;
-    /// The key, the slot and the handling.
-    fn make(self) -> (Option<Arc<str>>, S, H);
-}
-
-/// The parts of a call without a key: a function making the slot and the
-/// handling.
-#[derive(Debug, Clone, Copy)]
-pub struct Unkeyed<F>(pub F);
-
-/// The parts of a call with a key: a function making the key, the slot
-/// and the handling.
-#[derive(Debug, Clone, Copy)]
-pub struct Keyed<F>(pub F);
-
-impl<S, H, F: FnOnce() -> (S, H)> Parts<S, H> for Unkeyed<F> {
-    const KEYED: bool = false;
-
-    #[inline(always)]
-    fn make(self) -> (Option<Arc<str>>, S, H) {
-        let (last, handling) = (self.0)();
-        (None, last, handling)
-    }
-}
-
-impl<S, H, F: FnOnce() -> (Option<Arc<str>>, S, H)> Parts<S, H> for Keyed<F> {
-    const KEYED: bool = true;
-
-    #[inline(always)]
-    fn make(self) -> (Option<Arc<str>>, S, H) {
-        (self.0)()
-    }
-}
 
 /// A plain call's first attempt, admitted: what the guards gave it and
 /// where to hand it back. Made by [`Call::plain`].
@@ -98,6 +60,13 @@ impl<'p, V: Shape> Plain<'p, V> {
     pub fn attempt<Fut>(self, attempt: Fut) -> PlainAttempt<'p, Fut, V> {
         PlainAttempt { held: self.held, permits: Some(self.permits), attempt: Some(attempt) }
     }
+
+    /// The attempt, to be made at its first poll (see
+    /// [`PlainAttempt::poll_made`]).
+    #[inline(always)]
+    pub(super) fn attempt_made_on_poll<Fut>(self) -> PlainAttempt<'p, Fut, V> {
+        PlainAttempt { held: self.held, permits: Some(self.permits), attempt: None }
+    }
 }
 
 pin_project! {
@@ -118,7 +87,8 @@ pin_project! {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
             // The permits are held exactly while the attempt is: both
-            // are taken as it finishes.
+            // are taken as it finishes (see `poll_made` for an attempt
+            // not made yet).
             if this.attempt.is_some() {
                 cancelled::<Fut, V>(*this.held, this.attempt, this.permits);
             }
@@ -132,6 +102,14 @@ pin_project! {
 pub(super) struct Holding<'p, V: Shape> {
     pub(super) held: V::Held<'p>,
     pub(super) permits: Option<ShapedPermits<V>>,
+}
+
+impl<V: Shape> Holding<'_, V> {
+    /// The permits, no longer handed back as this drops.
+    #[inline(always)]
+    fn release(mut self) -> Option<ShapedPermits<V>> {
+        self.permits.take()
+    }
 }
 
 impl<V: Shape> Drop for Holding<'_, V> {
@@ -207,12 +185,43 @@ where
 {
     type Output = Result<T, PlainFailure<'p, E, V>>;
 
-    /// Polls the attempt (its context is the nesting mark alone); a success
-    /// is recorded, a failure handed on with the permits.
     #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.poll_made(&mut NoHedges, cx)
+    }
+}
+
+impl<'p, T, E, Fut, V> PlainAttempt<'p, Fut, V>
+where
+    Fut: Future<Output = Result<T, E>>,
+    V: Shape,
+{
+    /// Polls the attempt (its context is the nesting mark alone), made by
+    /// `maker` at the first poll if it is one that makes (`Policy::run`'s
+    /// closure: see [`Plain::attempt_made_on_poll`]); a success is
+    /// recorded, a failure handed on with the permits.
+    #[inline(always)]
+    pub(super) fn poll_made<M: Hedges<Fut>>(
+        self: Pin<&mut Self>,
+        maker: &mut M,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<T, PlainFailure<'p, E, V>>> {
         let this = self.project();
-        match context::poll_keyless(this.attempt, cx) {
+        let (held, permits) = (*this.held, &mut *this.permits);
+        let make = if M::MAKES {
+            Some(|| {
+                // Held by a guard while the maker runs: the caller's code,
+                // which may panic, and the attempt's drop hands them back
+                // only with an attempt.
+                let holding = Holding::<V> { held, permits: permits.take() };
+                let attempt = maker.make();
+                *permits = holding.release();
+                attempt
+            })
+        } else {
+            None
+        };
+        match context::poll_keyless(this.attempt, make, cx) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Ok(value)) => {
                 // Nothing to record for a function that names no guard:
@@ -234,20 +243,6 @@ where
 }
 
 impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
-    /// The parts of a call without a key: `make` makes the slot that keeps
-    /// its last error and its error handling, when the call is built.
-    #[inline(always)]
-    pub fn unkeyed<F: FnOnce() -> (S, H)>(make: F) -> Unkeyed<F> {
-        Unkeyed(make)
-    }
-
-    /// The parts of a call with a key: `make` makes the key, the slot and
-    /// the handling, when the call is built.
-    #[inline(always)]
-    pub fn keyed<F: FnOnce() -> (Option<Arc<str>>, S, H)>(make: F) -> Keyed<F> {
-        Keyed(make)
-    }
-
     /// The first attempt of a call of `policy` into `slot`, admitted
     /// quietly, if the call is plain (see `Call::plain_guards`): `slot` is
     /// empty (the call has not started), `parts` has no key, and the guards

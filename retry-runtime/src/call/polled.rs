@@ -23,16 +23,18 @@ pub(super) fn arm<S, H, V: Shape>(call: &Call<'_, S, H, V>, mut timer: Pin<&mut 
 
 impl<S, H, V: Shape> Call<'_, S, H, V> {
     /// Polls `attempt` in its context (the call's key and span, or none),
-    /// dropping it there as soon as it is done.
+    /// made first by `make` if it is not yet, dropping it there as soon as
+    /// it is done.
     #[inline(always)]
     pub(super) fn poll_in_context<F: Future>(
         &mut self,
         attempt: Pin<&mut Option<F>>,
+        make: Option<impl FnOnce() -> F>,
         cx: &mut Context<'_>,
     ) -> Poll<F::Output> {
         match &mut *self.rare {
-            None => context::poll_keyless(attempt, cx),
-            Some(rare) => context::poll_in(&mut rare.key, rare.span.as_ref(), attempt, cx),
+            None => context::poll_keyless(attempt, make, cx),
+            Some(rare) => context::poll_in(&mut rare.key, rare.span.as_ref(), attempt, make, cx),
         }
     }
 

@@ -53,7 +53,8 @@ impl<Fut: Future> Future for Racing<Fut> {
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
-        if let Poll::Ready(output) = context::poll_in(this.key, this.span.as_ref(), this.attempt.as_mut(), cx)
+        if let Poll::Ready(output) =
+            context::poll_in(this.key, this.span.as_ref(), this.attempt.as_mut(), None::<fn() -> _>, cx)
         {
             return Poll::Ready(Raced::Ran(output));
         }

@@ -1,18 +1,19 @@
 //! `Policy::run` and `run_with_key`, and the same with a classification
 //! function: the retry loop driven for a closure.
 
+use std::error::Error as StdError;
 use std::future::Future;
 use std::sync::Arc;
 
 use super::key::key_of;
-use super::made_on_poll::MadeOnPoll;
-use super::{Call, CallTarget, Kept, KeyedGuards, Step, Target, Unkeyed};
+use super::run_loop::{NoKey, Run};
+use super::{Call, KeyedGuards, Target};
 use crate::classify::{Classify, ErrorClass};
-use crate::error::{ByTraits, ClassifyWith, ErrorHandling, RunError};
+use crate::error::{ByTraits, ClassifyWith, ErrorHandling, ResilientError, RunError};
 use crate::errors::Error;
-use crate::guards::{AnyShape, Named, Unnamed};
-use crate::policy::{LoopGuards, Policy};
+use crate::policy::Policy;
 use crate::rejection::Rejection;
+use crate::stop::Stopped;
 
 impl Policy {
     /// Runs `op` (one call per attempt) under this policy.
@@ -30,15 +31,22 @@ impl Policy {
     /// With hedging ([`PolicyBuilder::hedge`](crate::PolicyBuilder::hedge)),
     /// `op` is called again for each hedge while the earlier attempts still
     /// run: their futures run side by side.
-    pub async fn run<T, E, F, Fut>(&self, op: F) -> Result<T, E>
+    ///
+    /// `E` must be [`RunError`]: classified ([`Classify`]) and able to
+    /// carry a [`Rejection`]. An error type that is not is one compile
+    /// error here, saying the ways out.
+    #[inline(always)]
+    pub fn run<T, E, F, Fut>(&self, op: F) -> Run<'_, &Policy, NoKey, TraitsOf<E>, F, Fut, E>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         E: RunError,
     {
-        // A policy with a breaker per key, run without one, takes the
-        // empty key's as its call starts (see `call::start`).
-        drive(self, ByTraits, op).await
+        // `E`'s traits are taken here, as functions, so that the future
+        // needs no bound on `E` (see `call::run_loop`). A policy with a
+        // breaker per key, run without one, takes the empty key's as its
+        // call starts (see `call::start`).
+        Run::new(self, NoKey, TraitsOf::new(), op)
     }
 
     /// [`run`](Self::run) with `key` choosing the circuit breaker, for a
@@ -55,7 +63,7 @@ impl Policy {
         E: RunError,
     {
         let keyed = KeyedGuards::of_display(self, &key);
-        drive(Target::per_key(self, &keyed), ByTraits, op).await
+        Run::new(Target::per_key(self, &keyed), NoKey, ByTraits, op).await
     }
 
     /// [`run`](Self::run), then `fallback` with the final error, if any:
@@ -99,14 +107,21 @@ impl Policy {
     /// (`op` itself is called when its attempt starts, in the attempt's
     /// scope, so it sees the key too, except under a hedging policy, whose
     /// round calls it for each racer before that racer runs.)
-    pub async fn run_with_key<K, T, E, F, Fut>(&self, key: K, op: F) -> Result<T, E>
+    // Inlined: out of line, the future would be returned through memory
+    // and copied into the caller's.
+    #[inline(always)]
+    pub fn run_with_key<K, T, E, F, Fut>(
+        &self,
+        key: K,
+        op: F,
+    ) -> Run<'_, &Policy, Option<Arc<str>>, TraitsOf<E>, F, Fut, E>
     where
         K: std::fmt::Display,
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         E: RunError,
     {
-        drive_keyed(self, key_of(&key), ByTraits, op).await
+        Run::new(self, Some(key_of(&key)), TraitsOf::new(), op)
     }
 
     /// [`run_per`](Self::run_per) with an idempotency key as well: `per`
@@ -122,7 +137,7 @@ impl Policy {
         E: RunError,
     {
         let keyed = KeyedGuards::of_display(self, &per);
-        drive_keyed(Target::per_key(self, &keyed), key_of(&key), ByTraits, op).await
+        Run::new(Target::per_key(self, &keyed), Some(key_of(&key)), ByTraits, op).await
     }
 
     /// This policy with errors classified by `classify` instead of the
@@ -186,13 +201,13 @@ pub struct Classified<'p, H> {
 
 impl<H> Classified<'_, H> {
     /// [`Policy::run`], classified by the function.
-    pub async fn run<T, E, F, Fut>(&self, op: F) -> Result<T, E>
+    pub fn run<T, E, F, Fut>(&self, op: F) -> Run<'_, &Policy, NoKey, H, F, Fut, E>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         H: ErrorHandling<E> + Copy,
     {
-        drive(self.policy, self.handling, op).await
+        Run::new(self.policy, NoKey, self.handling, op)
     }
 
     /// [`Policy::run_per`], classified by the function.
@@ -204,18 +219,68 @@ impl<H> Classified<'_, H> {
         H: ErrorHandling<E> + Copy,
     {
         let keyed = KeyedGuards::of_display(self.policy, &key);
-        drive(Target::per_key(self.policy, &keyed), self.handling, op).await
+        Run::new(Target::per_key(self.policy, &keyed), NoKey, self.handling, op).await
     }
 
     /// [`Policy::run_with_key`], classified by the function.
-    pub async fn run_with_key<K, T, E, F, Fut>(&self, key: K, op: F) -> Result<T, E>
+    pub fn run_with_key<K, T, E, F, Fut>(
+        &self,
+        key: K,
+        op: F,
+    ) -> Run<'_, &Policy, Option<Arc<str>>, H, F, Fut, E>
     where
         K: std::fmt::Display,
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         H: ErrorHandling<E> + Copy,
     {
-        drive_keyed(self.policy, key_of(&key), self.handling, op).await
+        Run::new(self.policy, Some(key_of(&key)), self.handling, op)
+    }
+}
+
+/// [`ByTraits`] for one error type, whose traits were taken as functions
+/// where the call was made (`Policy::run`), so that the call's future needs
+/// no bound on `E` (see `call::run_loop`): one pointer, to the function
+/// that gives them (four would make every call's future larger).
+pub struct TraitsOf<E>(fn() -> ClassifyWith<E>);
+
+impl<E: ResilientError> TraitsOf<E> {
+    /// `E`'s traits.
+    #[inline(always)]
+    pub(crate) fn new() -> Self {
+        TraitsOf(ClassifyWith::by_traits)
+    }
+}
+
+impl<E> Clone for TraitsOf<E> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<E> Copy for TraitsOf<E> {}
+
+impl<E> std::fmt::Debug for TraitsOf<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TraitsOf").finish_non_exhaustive()
+    }
+}
+
+impl<E> ErrorHandling<E> for TraitsOf<E> {
+    fn class(&self, error: &E) -> ErrorClass {
+        (self.0)().class(error)
+    }
+
+    fn reject(&self, rejection: Rejection) -> E {
+        (self.0)().reject(rejection)
+    }
+
+    fn stopped(&self, error: E, stopped: Stopped) -> E {
+        (self.0)().stopped(error, stopped)
+    }
+
+    fn view<'e>(&self, error: &'e E) -> Option<&'e (dyn StdError + 'static)> {
+        (self.0)().view(error)
     }
 }
 
@@ -250,120 +315,7 @@ impl<X> ErrorHandling<Error<X>> for ClassifyInner<X> {
         Error::Rejected(rejection)
     }
 
-    fn stopped(&self, error: Error<X>, stopped: crate::stop::Stopped) -> Error<X> {
+    fn stopped(&self, error: Error<X>, stopped: Stopped) -> Error<X> {
         error.mark_stopped(stopped)
-    }
-}
-
-/// The call's state is made here, in the future's running state, and not
-/// by the caller: before its first poll the future holds only the
-/// arguments, and is that much cheaper to move into place.
-///
-/// Each attempt is made on its first poll, once admitted (see
-/// `made_on_poll`): `op` is never called for an attempt the guards refuse.
-async fn drive<'p, T, E, H, F, Fut>(target: impl CallTarget<'p>, handling: H, mut op: F) -> Result<T, E>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
-    H: ErrorHandling<E> + Copy,
-{
-    let policy = target.policy();
-    // The call, built when it needs to be: a plain call's first attempt runs without it.
-    let mut call: Option<Call<'_, Kept<E>, H>> = None;
-    loop {
-        let parts = Unkeyed(|| (Kept::default(), handling));
-        // A closure of its own around `op`: `&mut op` would go through the
-        // standard library's `FnOnce for &mut F` shim, which LLVM stops
-        // inlining once the attempt's poll grows.
-        #[allow(clippy::redundant_closure)]
-        let step = 'step: {
-            if policy.compiled_settings().hedge.is_some() {
-                // Boxed: the round would make every call's future larger (and
-                // costlier to move) for a path few policies take.
-                break 'step Box::pin(Call::next_hedged(&mut call, target, parts, || op())).await;
-            }
-            let attempt = MadeOnPoll::new(|| op());
-            // A plain first attempt, seeing the guards as the attribute
-            // would when they are at most a breaker and a budget.
-            macro_rules! plain_as {
-                ($shape:ty) => {
-                    if let Some(plain) = Call::plain_as::<_, $shape>(&call, target, &parts) {
-                        break 'step match plain.attempt(attempt).await {
-                            Ok(value) => return Ok(value),
-                            Err(failure) => Call::after_plain(&mut call, target, parts, failure),
-                        };
-                    }
-                };
-            }
-            match policy.loop_guards() {
-                LoopGuards::Unguarded => plain_as!((Unnamed, Unnamed, Unnamed, Unnamed, Unnamed)),
-                LoopGuards::Breaker => plain_as!((Unnamed, Named, Unnamed, Unnamed, Unnamed)),
-                LoopGuards::Budget => plain_as!((Unnamed, Unnamed, Unnamed, Unnamed, Named)),
-                LoopGuards::BreakerBudget => plain_as!((Unnamed, Named, Unnamed, Unnamed, Named)),
-                LoopGuards::Other => plain_as!(AnyShape),
-                // Its plain first attempt raced with the timer of its attempt
-                // timeout and deadline, every slot looked at, and polled out
-                // of line: inlined (or once per shape), it grew the loop's
-                // poll past what LLVM inlines into the caller's, which every
-                // call of `run` paid for.
-                LoopGuards::Timed => {
-                    if let Some(plain) = Call::plain_timed_as::<_, AnyShape>(&call, target, &parts) {
-                        break 'step match (OutOfLine { future: plain.attempt(attempt) }).await {
-                            Ok(value) => return Ok(value),
-                            Err(failure) => Call::after_plain(&mut call, target, parts, failure),
-                        };
-                    }
-                }
-            }
-            Call::next(&mut call, target, parts, attempt).await
-        };
-        if let Step::Done(result) = step {
-            return result;
-        }
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// A future polled through a function of its own, never inlined.
-    struct OutOfLine<F> {
-        #[pin]
-        future: F,
-    }
-}
-
-impl<F: Future> Future for OutOfLine<F> {
-    type Output = F::Output;
-
-    #[inline(never)]
-    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<F::Output> {
-        self.project().future.poll(cx)
-    }
-}
-
-/// [`drive`] for a call with a key, which is never plain: its call is
-/// built at its first attempt.
-async fn drive_keyed<'p, T, E, H, F, Fut>(
-    target: impl CallTarget<'p>,
-    key: Arc<str>,
-    handling: H,
-    mut op: F,
-) -> Result<T, E>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
-    H: ErrorHandling<E> + Copy,
-{
-    let policy = target.policy();
-    let mut call = Call::new(policy, Some(key), Kept::default(), handling).with_target(target);
-    loop {
-        #[allow(clippy::redundant_closure)] // see `drive`
-        let step = if policy.compiled_settings().hedge.is_some() {
-            Box::pin(call.attempt_hedged(|| op())).await
-        } else {
-            call.attempt(MadeOnPoll::new(|| op())).await
-        };
-        if let Step::Done(result) = step {
-            return result;
-        }
     }
 }

@@ -18,6 +18,7 @@
 
 use std::future::Future;
 use std::mem::ManuallyDrop;
+use std::ops::DerefMut;
 use std::pin::Pin;
 use std::sync::OnceLock;
 use std::task::{Context, Poll};
@@ -40,10 +41,17 @@ use crate::guards::{AnyShape, GuardPermits, Shape, ShapedPermits, widen};
 
 pin_project! {
     /// An attempt that is not a plain call's first (see the module docs):
-    /// the [`Attempt`](super::attempt::Attempt)'s state then.
+    /// the [`Attempt`](super::attempt::Attempt)'s state then. It holds its
+    /// call as `C`: borrowed from the loop that drives it (the attribute's,
+    /// the HTTP layers'), or owned by a future that keeps one attempt
+    /// state for the whole call and starts it `again` for each attempt
+    /// (`Policy::run`'s `Run`).
     #[project = RunningProj]
-    pub struct Running<'c, 'p, S, H, Fut: Future, M = NoHedges, V: Shape = AnyShape, R = Infallible> {
-        pub(super) call: &'c mut Call<'p, S, H, V>,
+    pub struct Running<'c, 'p, C, S, H, Fut: Future, M = NoHedges, V: Shape = AnyShape, R = Infallible>
+    where
+        C: DerefMut<Target = Call<'p, S, H, V>>,
+    {
+        pub(super) call: C,
         pub(super) phase: Phase,
         // What the guards gave the running attempt; handed back exactly
         // once, as it ends (or is dropped: see the drop below).
@@ -65,14 +73,17 @@ pin_project! {
         pub(super) sent: Option<&'c OnceLock<Instant>>,
     }
 
-    impl<S, H, Fut: Future, M, V: Shape, R> PinnedDrop for Running<'_, '_, S, H, Fut, M, V, R> {
+    impl<'p, C, S, H, Fut: Future, M, V: Shape, R> PinnedDrop for Running<'_, 'p, C, S, H, Fut, M, V, R>
+    where
+        C: DerefMut<Target = Call<'p, S, H, V>>,
+    {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
             // A finished attempt holds nothing: one test on the success path.
             // One dropped unfinished ends its call (see `Call::end`).
             if *this.phase != Phase::Finished {
                 if this.attempt.is_some() || this.permits.is_some() {
-                    dropped(this.call, this.attempt, this.permits);
+                    dropped(&mut **this.call, this.attempt, this.permits);
                 }
                 if this.rare.is_some() {
                     drop_rare(this.rare);
@@ -100,20 +111,47 @@ fn dropped<S, H, Fut, V: Shape>(
     call.drop_in_context(attempt);
 }
 
-impl<'c, 'p, S, H, Fut: Future, M, V: Shape, R> Running<'c, 'p, S, H, Fut, M, V, R> {
-    /// An attempt of `call` in `phase`: `attempt` (`None` for a hedged
-    /// function's, which `hedges` makes), the backoff in `timer` if it
-    /// starts backing off, `sent` for the HTTP layers' attempts.
+impl<'c, 'p, C, S, H, Fut: Future, M, V: Shape, R> Running<'c, 'p, C, S, H, Fut, M, V, R>
+where
+    C: DerefMut<Target = Call<'p, S, H, V>>,
+{
+    /// An attempt of `call` starting in `phase`: `attempt` (`None` for one
+    /// `hedges` makes once admitted, or a hedged function's), `sent` for
+    /// the HTTP layers' attempts. It waits out first the backoff a plain
+    /// first attempt's failure left the call (see `Call::after_plain`), if
+    /// any.
     #[inline(always)]
     pub(super) fn new(
-        call: &'c mut Call<'p, S, H, V>,
+        call: C,
         phase: Phase,
         attempt: Option<Fut>,
-        timer: Option<Sleep>,
         hedges: M,
         sent: Option<&'c OnceLock<Instant>>,
     ) -> Self {
-        Running { call, phase, permits: None, attempt, timer, rare: ManuallyDrop::new(None), hedges, sent }
+        // The timer is armed as the wait starts, on the first poll: armed
+        // here, it would be built apart and copied into place on every call.
+        let phase = if call.backs_off_first() { phase.delayed() } else { phase };
+        Running {
+            call,
+            phase,
+            permits: None,
+            attempt,
+            timer: None,
+            rare: ManuallyDrop::new(None),
+            hedges,
+            sent,
+        }
+    }
+
+    /// This attempt state, its step over with a retry, made ready for the
+    /// call's next attempt, starting in `phase` (see `Run`): what the last
+    /// attempt left is cleared (its backoff's timer, which has fired).
+    #[inline]
+    pub(super) fn again(self: Pin<&mut Self>, phase: Phase) {
+        let mut this = self.project();
+        debug_assert!(*this.phase == Phase::Finished && this.attempt.is_none() && this.permits.is_none());
+        this.timer.set(None);
+        *this.phase = phase;
     }
 }
 
@@ -145,8 +183,9 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     }
 }
 
-impl<'p, T, E, S, H, Fut, M, V, R> Future for Running<'_, 'p, S, H, Fut, M, V, R>
+impl<'p, T, E, C, S, H, Fut, M, V, R> Future for Running<'_, 'p, C, S, H, Fut, M, V, R>
 where
+    C: DerefMut<Target = Call<'p, S, H, V>>,
     V: Shape,
     Fut: Future<Output = Result<T, E>>,
     M: Hedges<Fut>,
@@ -171,11 +210,12 @@ where
 
 /// [`Running::poll`], before the call's end.
 #[inline(always)]
-fn poll_step<'p, T, E, S, H, Fut, M, V, R>(
-    this: &mut RunningProj<'_, '_, 'p, S, H, Fut, M, V, R>,
+fn poll_step<'p, T, E, C, S, H, Fut, M, V, R>(
+    this: &mut RunningProj<'_, '_, 'p, C, S, H, Fut, M, V, R>,
     cx: &mut Context<'_>,
 ) -> Poll<Step<T, E>>
 where
+    C: DerefMut<Target = Call<'p, S, H, V>>,
     V: Shape,
     Fut: Future<Output = Result<T, E>>,
     M: Hedges<Fut>,
@@ -192,7 +232,7 @@ where
                 match admission {
                     Admission::Go(permits) => *this.permits = Some(permits),
                     other => match not_admitted_now(
-                        this.call,
+                        &mut **this.call,
                         &mut **this.rare,
                         widen_admission::<V>(other),
                         false,
@@ -213,13 +253,17 @@ where
                 }
             }
             if this.call.attempts_are_timed() {
-                arm(this.call, this.timer.as_mut());
+                arm(&**this.call, this.timer.as_mut());
             }
             this.call.begin_attempt::<E>();
             *this.phase = Phase::Running;
         }
         let call = &mut **this.call;
-        let (class, error) = match call.poll_in_context(this.attempt.as_mut(), cx) {
+        // An attempt made once admitted (`Policy::run`'s after its first:
+        // see `Hedges::MAKES`) is made as it is first polled, in its context.
+        let hedges = &mut *this.hedges;
+        let make = if M::MAKES { Some(|| hedges.make()) } else { None };
+        let (class, error) = match call.poll_in_context(this.attempt.as_mut(), make, cx) {
             Poll::Pending if this.timer.is_none() => return Poll::Pending,
             Poll::Pending => match call.poll_timer(this.timer.as_mut(), this.attempt.as_mut(), cx) {
                 None => return Poll::Pending,
@@ -253,12 +297,15 @@ where
     }
 }
 
-impl<'c, 'p, S, H, Fut: Future, M, V: Shape, R> RunningProj<'_, 'c, 'p, S, H, Fut, M, V, R> {
+impl<'p, C, S, H, Fut: Future, M, V: Shape, R> RunningProj<'_, '_, 'p, C, S, H, Fut, M, V, R>
+where
+    C: DerefMut<Target = Call<'p, S, H, V>>,
+{
     /// The projection's fields, for the out-of-line steps.
     #[inline(always)]
-    fn as_mut_parts(&mut self) -> Fields<'_, 'c, 'p, S, H, Fut, M, V, R> {
+    fn as_mut_parts(&mut self) -> Fields<'_, 'p, S, H, Fut, M, V, R> {
         Fields {
-            call: self.call,
+            call: &mut **self.call,
             phase: self.phase,
             permits: self.permits,
             attempt: self.attempt.as_mut(),

@@ -12,8 +12,10 @@ use std::time::Duration;
 use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
+use super::hedge::{Hedges, NoHedges};
+use super::parts::Parts;
 use super::per_key::CallTarget;
-use super::plain::{Failed, Parts, Plain, PlainAttempt, PlainFailure};
+use super::plain::{Failed, Plain, PlainAttempt, PlainFailure};
 use super::{Call, Limit};
 use crate::guards::Shape;
 
@@ -84,6 +86,18 @@ impl<'p, V: Shape> TimedPlain<'p, V> {
             limits: self.limits,
         }
     }
+
+    /// [`attempt`](Self::attempt), made at its first poll (see
+    /// [`TimedAttempt::poll_made`]).
+    #[inline(always)]
+    pub(super) fn attempt_made_on_poll<Fut>(self) -> TimedAttempt<'p, Fut, V> {
+        TimedAttempt {
+            attempt: self.plain.attempt_made_on_poll(),
+            timer: None,
+            started: Instant::now(),
+            limits: self.limits,
+        }
+    }
 }
 
 pin_project! {
@@ -113,8 +127,25 @@ where
 
     #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.poll_made(&mut NoHedges, cx)
+    }
+}
+
+impl<'p, T, E, Fut, V> TimedAttempt<'p, Fut, V>
+where
+    Fut: Future<Output = Result<T, E>>,
+    V: Shape,
+{
+    /// Polls the attempt, made by `maker` at the first poll if it makes
+    /// (see `PlainAttempt::poll_made`), then its timer.
+    #[inline(always)]
+    pub(super) fn poll_made<M: Hedges<Fut>>(
+        self: Pin<&mut Self>,
+        maker: &mut M,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<T, PlainFailure<'p, E, V>>> {
         let mut this = self.project();
-        if let Poll::Ready(output) = this.attempt.as_mut().poll(cx) {
+        if let Poll::Ready(output) = this.attempt.as_mut().poll_made(maker, cx) {
             // A failure carries the call's deadline, counted from this start.
             return Poll::Ready(output.map_err(|failure| PlainFailure {
                 deadline: this.limits.deadline_at(*this.started),

@@ -58,6 +58,36 @@ async fn a_place_is_given_back_when_the_breaker_refuses_or_the_attempt_panics() 
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_place_is_given_back_when_the_closure_of_policy_run_panics() {
+    // `Policy::run` calls its closure once the guards admitted the attempt,
+    // holding its place: a closure that panics as it is called (not its
+    // future) must not keep it, on the first attempt (the plain one) or a
+    // retry's.
+    bulkhead("run-closure-panics", 1, Some(Duration::ZERO));
+    let places = registry().bulkhead("run-closure-panics").unwrap();
+    let policy = Policy::builder()
+        .max_attempts(2)
+        .base(ms(1))
+        .jitter(Jitter::None)
+        .bulkhead("run-closure-panics")
+        .build()
+        .unwrap();
+    for panics_at in [1, 2] {
+        let mut calls = 0;
+        let run = policy.run(|| {
+            calls += 1;
+            assert_ne!(calls, panics_at, "the closure panics (on purpose)");
+            async { Err::<(), _>(TestError::Transient) }
+        });
+        assert!(catch_unwind(run).await.is_err(), "attempt {panics_at}: the panic reaches the caller");
+        assert_eq!(calls, panics_at);
+        assert_eq!(places.in_use(), 0, "attempt {panics_at}: its place is given back");
+    }
+    // The one place is free: a call gets it without waiting (max_wait is zero).
+    assert_eq!(policy.run(|| async { Ok::<_, TestError>(3) }).await, Ok(3));
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_full_bulkhead_is_waited_for_without_a_probe_slot_then_the_breaker_is_asked_again() {
     for path in PATHS {
         let (breaker_name, bulkhead_name) =

@@ -10,7 +10,8 @@
 
 use std::time::Duration;
 
-use crate::call::plain::{Plain, Unkeyed};
+use crate::call::parts::Unkeyed;
+use crate::call::plain::Plain;
 use crate::call::{Call, Kept};
 use crate::error::ByTraits;
 use crate::guards::{AnyShape, Named, Shape, Unnamed};
