@@ -208,20 +208,31 @@ async fn run_calls_its_closure_only_for_an_attempt_the_guards_admitted() {
 async fn a_run_polled_after_it_finished_panics_and_makes_no_other_attempt() {
     use std::future::Future;
     use std::task::{Context, Waker};
-    let policy = no_jitter().build().unwrap();
-    let mut calls = 0;
-    {
-        let mut run = std::pin::pin!(policy.run(|| {
-            calls += 1;
-            async { Ok::<_, TestError>(7) }
-        }));
-        assert_eq!(std::future::poll_fn(|cx| run.as_mut().poll(cx)).await, Ok(7));
-        let again = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            run.as_mut().poll(&mut Context::from_waker(Waker::noop()))
-        }));
-        assert!(again.is_err(), "a finished call is not polled again (`Future`'s rule)");
+    // A success, and a failure that ends the call (one attempt allowed),
+    // with the operation's own guards and with none at all.
+    let guarded = no_jitter().max_attempts(1).build().unwrap();
+    let unguarded = no_jitter().max_attempts(1).breaker("none").budget("none").build().unwrap();
+    for (policy, answer) in [
+        (&guarded, Ok(7)),
+        (&guarded, Err(TestError::Transient)),
+        (&unguarded, Ok(7)),
+        (&unguarded, Err(TestError::Transient)),
+    ] {
+        let mut calls = 0;
+        {
+            let mut run = std::pin::pin!(policy.run(|| {
+                calls += 1;
+                let answer = answer.clone();
+                async move { answer }
+            }));
+            assert_eq!(std::future::poll_fn(|cx| run.as_mut().poll(cx)).await, answer);
+            let again = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+            }));
+            assert!(again.is_err(), "{answer:?}: a finished call is not polled again (`Future`'s rule)");
+        }
+        assert_eq!(calls, 1, "{answer:?}: no attempt made by the poll after the end");
     }
-    assert_eq!(calls, 1, "no attempt made by the poll after the end");
 }
 
 /// A registry whose bulkhead `db` admits one attempt at a time.

@@ -51,10 +51,11 @@ use crate::settings::Hedge;
 /// Where a hedged function's attempts come from: a maker, called once per
 /// attempt of a round. [`NoHedges`] for a function that does not hedge.
 pub trait Hedges<Fut>: Sized {
-    /// Whether an attempt given none is made by [`make`](Self::make) once
-    /// the guards admit it (a maker's is: a hedged function's that does not
-    /// hedge, and every attempt but the first of `Policy::run`'s), so that
-    /// the maker is never called for an attempt they refuse.
+    /// Whether an attempt given none is made by [`make`](Self::make) as it
+    /// is first polled, once the guards admitted it (a maker's is: a hedged
+    /// function's that does not hedge, and every attempt of `Policy::run`'s,
+    /// the plain first one included), so that the maker is never called for
+    /// an attempt they refuse.
     const MAKES: bool = true;
 
     /// Makes one more attempt.

@@ -13,9 +13,10 @@
 //! in a small state of its own: the call itself is not built. Only if the
 //! attempt fails is the call built, as the plain call it was, and the
 //! failure recorded and decided on as any other's (`Call::after_plain`);
-//! the next attempt, through `Call::next`, waits out the backoff before it
-//! is admitted. A call that is not plain builds its call at its first
-//! attempt, and every attempt of it goes through `Call::next` (`running`).
+//! the next attempt (through `Call::next`, or `Policy::run`'s one attempt
+//! state: `run_loop`) waits out the backoff before it is admitted. A call
+//! that is not plain builds its call at its first attempt, and every
+//! attempt of it runs as `running` says.
 //!
 //! The first attempt is a future of its own, not a state of the one
 //! [`Attempt`](super::attempt::Attempt): the caller awaits one or the other, so the
@@ -62,7 +63,9 @@ impl<'p, V: Shape> Plain<'p, V> {
     }
 
     /// The attempt, to be made at its first poll (see
-    /// [`PlainAttempt::poll_made`]).
+    /// [`PlainAttempt::poll_made`]), which must come at once: until the
+    /// attempt is made, its drop does not hand the permits back (`Run`
+    /// polls it in the poll that made it).
     #[inline(always)]
     pub(super) fn attempt_made_on_poll<Fut>(self) -> PlainAttempt<'p, Fut, V> {
         PlainAttempt { held: self.held, permits: Some(self.permits), attempt: None }
@@ -210,6 +213,9 @@ where
         let (held, permits) = (*this.held, &mut *this.permits);
         let make = if M::MAKES {
             Some(|| {
+                // Permits given back (its maker panicked, and the panic was
+                // caught): no attempt is made without them.
+                assert!(V::NONE || permits.is_some(), "an attempt polled again after its maker panicked");
                 // Held by a guard while the maker runs: the caller's code,
                 // which may panic, and the attempt's drop hands them back
                 // only with an attempt.

@@ -381,6 +381,10 @@ where
             run_on(this.op, this.state, call);
             Step::Retry
         }
-        done => done,
+        done => {
+            // Over: `op` goes, as on success (see `Run::poll`).
+            *this.op = None;
+            done
+        }
     }
 }

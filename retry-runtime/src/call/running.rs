@@ -1,7 +1,8 @@
 //! An attempt as it runs once the call is under way: admission, the run,
 //! the record, the decision and the backoff after a failure.
 //!
-//! It polls the attempt where the caller made it, so the attempt is never
+//! It polls the attempt in place (where the caller made it, or where its
+//! maker made it once admitted: `Policy::run`'s), so the attempt is never
 //! moved and the loop adds no `async` state machine of its own around it.
 //! What only some attempts need (a wait for a place or a turn, a hedging
 //! round) is behind a box (`Rare`), so the common future stays small.
@@ -259,8 +260,8 @@ where
             *this.phase = Phase::Running;
         }
         let call = &mut **this.call;
-        // An attempt made once admitted (`Policy::run`'s after its first:
-        // see `Hedges::MAKES`) is made as it is first polled, in its context.
+        // An attempt made once admitted (`Policy::run`'s: see
+        // `Hedges::MAKES`) is made as it is first polled, in its context.
         let hedges = &mut *this.hedges;
         let make = if M::MAKES { Some(|| hedges.make()) } else { None };
         let (class, error) = match call.poll_in_context(this.attempt.as_mut(), make, cx) {
