@@ -107,11 +107,21 @@ pub(super) struct Holding<'p, V: Shape> {
     pub(super) permits: Option<ShapedPermits<V>>,
 }
 
-impl<V: Shape> Holding<'_, V> {
-    /// The permits, no longer handed back as this drops.
-    #[inline(always)]
-    fn release(mut self) -> Option<ShapedPermits<V>> {
-        self.permits.take()
+/// Hands a plain attempt's permits back if its maker panics (the
+/// attempt's drop hands them back only with an attempt): borrowed where
+/// they lie, so that the maker's success moves nothing (moving them out
+/// and back cost `Policy::run` a quarter of its time).
+struct UnlessMade<'a, 'p, V: Shape> {
+    held: V::Held<'p>,
+    permits: &'a mut Option<ShapedPermits<V>>,
+}
+
+impl<V: Shape> Drop for UnlessMade<'_, '_, V> {
+    #[cold]
+    fn drop(&mut self) {
+        if let Some(permits) = self.permits.take() {
+            V::held_view(self.held).abandon(permits);
+        }
     }
 }
 
@@ -213,15 +223,14 @@ where
         let (held, permits) = (*this.held, &mut *this.permits);
         let make = if M::MAKES {
             Some(|| {
-                // Permits given back (its maker panicked, and the panic was
+                // None: given back (its maker panicked, and the panic was
                 // caught): no attempt is made without them.
-                assert!(V::NONE || permits.is_some(), "an attempt polled again after its maker panicked");
-                // Held by a guard while the maker runs: the caller's code,
-                // which may panic, and the attempt's drop hands them back
-                // only with an attempt.
-                let holding = Holding::<V> { held, permits: permits.take() };
+                if permits.is_none() {
+                    panic!("an attempt polled again after its maker panicked");
+                }
+                let unless_made = UnlessMade::<V> { held, permits };
                 let attempt = maker.make();
-                *permits = holding.release();
+                std::mem::forget(unless_made);
                 attempt
             })
         } else {
