@@ -48,8 +48,10 @@ use crate::observe;
 use crate::policy::Nested;
 use crate::settings::Hedge;
 
-/// Where a hedged function's attempts come from: a maker, called once per
-/// attempt of a round. [`NoHedges`] for a function that does not hedge.
+/// Where attempts come from when they are not given: a maker, called once
+/// per attempt (of a hedging round, of a hedged function's call that does
+/// not hedge, of `Policy::run`'s call). [`NoHedges`] for a call whose
+/// attempts are given (the attribute's, the HTTP layers').
 pub trait Hedges<Fut>: Sized {
     /// Whether an attempt given none is made by [`make`](Self::make) as it
     /// is first polled, once the guards admitted it (a maker's is: a hedged
