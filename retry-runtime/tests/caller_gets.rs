@@ -235,6 +235,40 @@ async fn a_run_polled_after_it_finished_panics_and_makes_no_other_attempt() {
     }
 }
 
+#[tokio::test(start_paused = true)]
+async fn run_or_else_hands_the_final_error_to_the_fallback_once_and_only_on_failure() {
+    let policy = no_jitter().max_attempts(3).base(ms(1)).breaker("none").budget("none").build().unwrap();
+    let (mut attempts, mut fallbacks) = (0, Vec::new());
+    let result = policy
+        .run_or_else(
+            || {
+                attempts += 1;
+                let n = attempts;
+                async move { Err::<u32, _>(if n < 3 { TestError::Transient } else { TestError::Permanent }) }
+            },
+            |error| {
+                fallbacks.push(error);
+                async { Ok(100) }
+            },
+        )
+        .await;
+    assert_eq!(result, Ok(100), "the fallback's answer");
+    assert_eq!(attempts, 3);
+    assert_eq!(fallbacks, [TestError::Permanent], "called once, with the last error");
+
+    let mut fallback_called = false;
+    let result = policy
+        .run_or_else(
+            || async { Ok::<u32, TestError>(7) },
+            |_| {
+                fallback_called = true;
+                async { Ok(100) }
+            },
+        )
+        .await;
+    assert_eq!((result, fallback_called), (Ok(7), false), "a success never asks the fallback");
+}
+
 /// A registry whose bulkhead `db` admits one attempt at a time.
 fn one_at_a_time(max_wait: Option<Duration>) -> Registry {
     let registry = Registry::new();

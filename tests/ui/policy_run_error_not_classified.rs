@@ -17,4 +17,8 @@ async fn call_with_key(policy: &Policy) -> Result<u32, Opaque> {
     policy.run_with_key("order-1", fetch).await
 }
 
+async fn call_or_else(policy: &Policy) -> Result<u32, Opaque> {
+    policy.run_or_else(fetch, |_| async { Ok(0) }).await
+}
+
 fn main() {}

@@ -67,12 +67,14 @@ mod racing;
 mod rare_state;
 mod run;
 mod run_loop;
+mod run_or_else;
 mod running;
 mod settle;
 mod start;
 #[cfg(test)]
 mod tests;
 mod timed;
+mod traits_of;
 
 use std::sync::Arc;
 
@@ -90,6 +92,7 @@ pub use per_key::{CallTarget, KeyedGuards, Target};
 pub(crate) use plain::Failed;
 pub use run::{Classified, ClassifyInner};
 pub use run_loop::Run;
+pub use run_or_else::RunOrElse;
 #[cfg(feature = "tower")]
 pub(crate) use timed::FirstLimits;
 

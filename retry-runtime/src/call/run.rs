@@ -1,15 +1,16 @@
 //! `Policy::run` and `run_with_key`, and the same with a classification
 //! function: the retry loop driven for a closure.
 
-use std::error::Error as StdError;
 use std::future::Future;
 use std::sync::Arc;
 
 use super::key::key_of;
 use super::run_loop::{NoKey, Run};
+use super::run_or_else::RunOrElse;
+use super::traits_of::TraitsOf;
 use super::{Call, KeyedGuards, Target};
 use crate::classify::{Classify, ErrorClass};
-use crate::error::{ByTraits, ClassifyWith, ErrorHandling, ResilientError, RunError};
+use crate::error::{ByTraits, ClassifyWith, ErrorHandling, RunError};
 use crate::errors::Error;
 use crate::policy::Policy;
 use crate::rejection::Rejection;
@@ -83,7 +84,7 @@ impl Policy {
     /// assert_eq!(price.unwrap(), 100);
     /// # }
     /// ```
-    pub async fn run_or_else<T, E, F, Fut, G, GFut>(&self, op: F, fallback: G) -> Result<T, E>
+    pub fn run_or_else<T, E, F, Fut, G, GFut>(&self, op: F, fallback: G) -> RunOrElse<'_, F, Fut, E, G, GFut>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
@@ -91,13 +92,7 @@ impl Policy {
         G: FnOnce(E) -> GFut,
         GFut: Future<Output = Result<T, E>>,
     {
-        match self.run(op).await {
-            Err(error) => {
-                crate::observe::fallback(self.operation());
-                fallback(error).await
-            }
-            done => done,
-        }
+        RunOrElse::new(self, self.run(op), fallback)
     }
 
     /// [`run`](Self::run) with an idempotency key, which every attempt reads
@@ -235,52 +230,6 @@ impl<H> Classified<'_, H> {
         H: ErrorHandling<E> + Copy,
     {
         Run::new(self.policy, Some(key_of(&key)), self.handling, op)
-    }
-}
-
-/// [`ByTraits`] for one error type, whose traits were taken as functions
-/// where the call was made (`Policy::run`), so that the call's future needs
-/// no bound on `E` (see `call::run_loop`): one pointer, to the function
-/// that gives them (four would make every call's future larger).
-pub struct TraitsOf<E>(fn() -> ClassifyWith<E>);
-
-impl<E: ResilientError> TraitsOf<E> {
-    /// `E`'s traits.
-    #[inline(always)]
-    pub(crate) fn new() -> Self {
-        TraitsOf(ClassifyWith::by_traits)
-    }
-}
-
-impl<E> Clone for TraitsOf<E> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-
-impl<E> Copy for TraitsOf<E> {}
-
-impl<E> std::fmt::Debug for TraitsOf<E> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TraitsOf").finish_non_exhaustive()
-    }
-}
-
-impl<E> ErrorHandling<E> for TraitsOf<E> {
-    fn class(&self, error: &E) -> ErrorClass {
-        (self.0)().class(error)
-    }
-
-    fn reject(&self, rejection: Rejection) -> E {
-        (self.0)().reject(rejection)
-    }
-
-    fn stopped(&self, error: E, stopped: Stopped) -> E {
-        (self.0)().stopped(error, stopped)
-    }
-
-    fn view<'e>(&self, error: &'e E) -> Option<&'e (dyn StdError + 'static)> {
-        (self.0)().view(error)
     }
 }
 

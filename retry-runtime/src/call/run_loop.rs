@@ -5,7 +5,7 @@
 //! the function, so an error type that does not fit was reported three
 //! times (at the method, at the call, and at `.await`). [`Run`] is a named
 //! type with no bound on the error: `Policy::run` alone asks that `E` fit
-//! (and takes `E`'s traits there as functions, `run::TraitsOf`),
+//! (and takes `E`'s traits there as functions, `traits_of::TraitsOf`),
 //! and a misfit is one compile error, at the call.
 //!
 //! The loop is the one every entry point runs: a plain call's first
