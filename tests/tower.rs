@@ -1287,6 +1287,25 @@ async fn a_breaker_judging_slow_calls_times_a_retry_from_when_its_request_went_o
     assert_eq!((totals.calls, totals.failures, totals.slow_calls), (2, 1, 0));
 }
 
+/// A service in front of two hosts, `down.example` answering 503 and any
+/// other 200, which logs each request's host into `sent`.
+fn two_hosts(
+    sent: &Arc<Mutex<Vec<String>>>,
+) -> impl tower::Service<
+    Request<Body>,
+    Response = Response<String>,
+    Error = Infallible,
+    Future = std::future::Ready<Result<Response<String>, Infallible>>,
+> + Clone
++ use<> {
+    let log = sent.clone();
+    service_fn(move |request: Request<Body>| {
+        let host = request.uri().host().unwrap_or_default().to_owned();
+        log.lock().unwrap().push(host.clone());
+        std::future::ready(Ok::<_, Infallible>(reply(if host == "down.example" { 503 } else { 200 })))
+    })
+}
+
 /// The same through the global registry, where a request's first attempt
 /// is plain (its host's breaker kept by the response future, not boxed):
 /// the host that is down is cut off after its two failures, its failed
@@ -1298,12 +1317,7 @@ async fn a_breaker_per_host_holds_on_the_plain_path_too() {
     let registry = stormproof::registry();
     registry.declare_breaker(set, BreakerConfig { failure_threshold: 2, ..Default::default() }).unwrap();
     let sent = Arc::new(Mutex::new(Vec::new()));
-    let log = sent.clone();
-    let hosts = service_fn(move |request: Request<Body>| {
-        let host = request.uri().host().unwrap_or_default().to_owned();
-        log.lock().unwrap().push(host.clone());
-        std::future::ready(Ok::<_, Infallible>(reply(if host == "down.example" { 503 } else { 200 })))
-    });
+    let hosts = two_hosts(&sent);
     let policy = policy(2).name("tower::plain_hosts").breaker_per(set).budget("none").build().unwrap();
     let layered = ResilientLayer::new(policy).layer(hosts);
     let response = layered.clone().oneshot(get("http://down.example/")).await.unwrap();
@@ -1340,12 +1354,7 @@ async fn a_breaker_per_key_is_a_breaker_per_host() {
     let registry = Registry::new();
     registry.declare_breaker("hosts", BreakerConfig { failure_threshold: 2, ..Default::default() }).unwrap();
     let sent = Arc::new(Mutex::new(Vec::new()));
-    let log = sent.clone();
-    let hosts = service_fn(move |request: Request<Body>| {
-        let host = request.uri().host().unwrap_or_default().to_owned();
-        log.lock().unwrap().push(host.clone());
-        std::future::ready(Ok::<_, Infallible>(reply(if host == "down.example" { 503 } else { 200 })))
-    });
+    let hosts = two_hosts(&sent);
     let policy = policy(2).breaker_per("hosts").budget("none").build().unwrap();
     let layered = ResilientLayer::new(policy).layer(hosts);
     let response = registry.scope(layered.clone().oneshot(get("http://down.example/"))).await.unwrap();
