@@ -25,7 +25,11 @@
 //! - `seatbelt_3_layers`: seatbelt's retry (3 retries) → breaker (defaults)
 //!   → timeout (1 s). Seatbelt 0.11 has no bulkhead and no rate limiter
 //!   (its middleware: timeout, retry, hedging, breaker, fallback, chaos),
-//!   so its stack has three layers.
+//!   so its stack has three layers;
+//! - `stormproof_tower_3_layers` and `stormproof_attribute_3_layers`: ours
+//!   with seatbelt's three (retry, breaker, 1 s attempt timeout; no budget,
+//!   bulkhead or rate limit: `budget = "none"`), so that the comparison
+//!   with seatbelt is like for like.
 //!
 //! All stacks put the layers in the same order as ours runs them: the
 //! retry loop outside, then per attempt breaker, bulkhead, rate limit, and
@@ -205,6 +209,26 @@ fn policy() -> Policy {
     rate_limit = "stack"
 )]
 async fn attribute_call(n: u64) -> Result<u64, StackError> {
+    inner().oneshot(n).await
+}
+
+/// Our policy with seatbelt's three layers: retry, breaker and attempt
+/// timeout (no budget, bulkhead or rate limit).
+fn three_layer_policy() -> Policy {
+    Policy::builder()
+        .name("stack_3_layers")
+        .max_attempts(MAX_ATTEMPTS)
+        .base(BASE_DELAY)
+        .attempt_timeout(ATTEMPT_TIMEOUT)
+        .breaker(GUARD)
+        .budget(stormproof::budget::NO_BUDGET)
+        .build()
+        .expect("valid policy")
+}
+
+/// The `stormproof_attribute_3_layers` row: [`three_layer_policy`] through `#[resilient]`.
+#[resilient(max_attempts = 4, base_ms = 100, attempt_timeout_ms = 1000, breaker = "stack", budget = "none")]
+async fn attribute_call_3_layers(n: u64) -> Result<u64, StackError> {
     inner().oneshot(n).await
 }
 
@@ -396,6 +420,16 @@ fn stack(c: &mut Criterion) {
         let seatbelt = seatbelt.clone();
         async move || {
             let answer = layered::Service::execute(&*seatbelt, black_box(7)).await.unwrap();
+            assert_eq!(black_box(answer), 7);
+        }
+    });
+
+    let ours_3_layers = ResilientLayer::cloning(three_layer_policy()).layer(inner());
+    row(&mut group, &rt, &mut allocations, "stormproof_tower_3_layers", || tower_call(&ours_3_layers));
+
+    row(&mut group, &rt, &mut allocations, "stormproof_attribute_3_layers", || {
+        async || {
+            let answer = attribute_call_3_layers(black_box(7)).await.unwrap();
             assert_eq!(black_box(answer), 7);
         }
     });

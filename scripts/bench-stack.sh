@@ -4,10 +4,11 @@
 # tower-resilience's and seatbelt's, success path) and prints a Markdown
 # table: each row's median time, its ratio to and overhead over the bare
 # service, its heap allocations per call, then published numbers quoted as
-# reference rows (not measured here).
+# reference rows (not measured here). The table is written into
+# docs/performance.md too (its <!-- stack --> block).
 #
-#   scripts/bench-stack.sh               # run, then print
-#   scripts/bench-stack.sh --no-run      # print from the last run
+#   scripts/bench-stack.sh               # run, then print and write
+#   scripts/bench-stack.sh --no-run      # print and write from the last run
 #   BENCH_ARGS="--measurement-time 10" scripts/bench-stack.sh
 #
 # About a minute and a half (a minute of it building). Run it on a quiet
@@ -37,7 +38,7 @@ if [[ $run == 1 ]]; then
   echo
 fi
 
-CRITERION_DIR="$target_dir/criterion" python3 - <<'PY'
+table="$(CRITERION_DIR="$target_dir/criterion" python3 - <<'PY'
 import json, os
 
 root = os.path.join(os.environ["CRITERION_DIR"], "stack")
@@ -60,6 +61,8 @@ rows = [
     ("stormproof `#[resilient]`, 5 guards", "stormproof_attribute"),
     ("tower-resilience 0.13, 5 layers", "tower_resilience"),
     ("seatbelt 0.11, 3 layers (no bulkhead, no rate limiter)", "seatbelt_3_layers"),
+    ("stormproof tower layer, seatbelt's 3 layers (retry, breaker, attempt timeout)", "stormproof_tower_3_layers"),
+    ("stormproof `#[resilient]`, seatbelt's 3 layers", "stormproof_attribute_3_layers"),
 ]
 bare = median("bare")
 lines = [
@@ -85,3 +88,7 @@ print("[1] https://www.pollydocs.org/advanced/performance.html (\"Execute pipeli
 print("[2] tower-resilience 0.13.0 README, \"Benchmarks\" (each layer measured alone by its `happy_path_overhead` bench; the sum is ours)")
 print(f"Measured: criterion median; nproc {os.cpu_count()}, load average before the run: {read('load-before-run', 'unknown')}")
 PY
+)"
+echo "$table"
+echo "$table" | scripts/readme-block.sh stack
+echo "wrote docs/performance.md's stack block"

@@ -9,6 +9,7 @@
 #
 #   scripts/instructions-annotate.sh breaker_budget_call        # instructions run >= 0.5 times per call
 #   scripts/instructions-annotate.sh attribute_defaults 0.9
+#   INSTRUCTIONS_FEATURES=tower scripts/instructions-annotate.sh tower_cloning   # a tower row
 #
 # It runs scripts/instructions.sh for the row with callgrind's
 # --dump-instr=yes (GUNGRAUN_CALLGRIND_ARGS), in its own target directory
@@ -27,7 +28,10 @@ target_dir="$(realpath -m "${CARGO_TARGET_DIR:-target}")/annotate"
 GUNGRAUN_CALLGRIND_ARGS="--dump-instr=yes" CARGO_TARGET_DIR="$target_dir" scripts/instructions.sh "$row" >&2
 binary="$(ls -t "$target_dir"/release/deps/instructions-* | grep -v '\.d$' | head -n 1)"
 
-ROW="$row" MIN="$min" BINARY="$binary" RUNS="$target_dir/gungraun/stormproof-benches/instructions/success" python3 - <<'PY'
+# The group the row is in: `success`, or `tower_layer` (feature `tower`).
+group=success
+[[ -d "$target_dir/gungraun/stormproof-benches/instructions/tower_layer/$row.n" ]] && group=tower_layer
+ROW="$row" MIN="$min" BINARY="$binary" RUNS="$target_dir/gungraun/stormproof-benches/instructions/$group" python3 - <<'PY'
 import collections, os, re, subprocess
 
 row, runs, binary = os.environ["ROW"], os.environ["RUNS"], os.environ["BINARY"]

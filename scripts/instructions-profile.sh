@@ -6,6 +6,7 @@
 #
 #   scripts/instructions-profile.sh attribute_defaults          # lines costing >= 0.5 per call
 #   scripts/instructions-profile.sh breaker_budget_call 2       # lines costing >= 2
+#   INSTRUCTIONS_FEATURES=tower scripts/instructions-profile.sh tower_cloning   # a tower row
 #
 # It runs scripts/instructions.sh for the row in a build with line tables
 # (its own target directory, target/profile, so the build CI checks is not
@@ -25,7 +26,10 @@ min="${2:-0.5}"
 target_dir="$(realpath -m "${CARGO_TARGET_DIR:-target}")/profile"
 CARGO_TARGET_DIR="$target_dir" CARGO_PROFILE_BENCH_DEBUG=line-tables-only scripts/instructions.sh "$row" >&2
 
-ROW="$row" MIN="$min" RUNS="$target_dir/gungraun/stormproof-benches/instructions/success" python3 - <<'PY'
+# The group the row is in: `success`, or `tower_layer` (feature `tower`).
+group=success
+[[ -d "$target_dir/gungraun/stormproof-benches/instructions/tower_layer/$row.n" ]] && group=tower_layer
+ROW="$row" MIN="$min" RUNS="$target_dir/gungraun/stormproof-benches/instructions/$group" python3 - <<'PY'
 import collections, os, re, subprocess, sys
 
 row, runs = os.environ["ROW"], os.environ["RUNS"]
