@@ -35,8 +35,8 @@ use shared::{
     backon_defaults, bare, bare_small, breaker_budget, breaker_budget_out_of_line,
     breaker_budget_small_out_of_line, budget_alone, call_out_of_line_functions_once, declare, defaults,
     fails_once, floor, floor_budgeted, floor_guarded, keyed, overridden, overridden_deadline, per_tenant,
-    policy, runtime, timed_policy, with_bulkhead, with_deadline, with_hedge, with_rate_limit, with_throttle,
-    with_timeout,
+    per_tenant_in_turn, policy, runtime, timed_policy, with_bulkhead, with_deadline, with_hedge,
+    with_rate_limit, with_throttle, with_timeout,
 };
 
 /// Calls in the shorter run; the longer one makes twice as many. A multiple
@@ -208,6 +208,21 @@ fn breaker_per_key_call(f: (Runtime, u64)) -> Runtime {
     drive(f, || used!(per_tenant(black_box(7))))
 }
 
+// The same for 64 tenants in turn, each call another tenant's than the one
+// before: the lookup among as many keys as a service's tenants or hosts.
+// The 64 tenants' breakers are made in both runs of the row, so they cancel.
+#[library_benchmark]
+#[bench::n(args = (N,), setup = fixture)]
+#[bench::twice_n(args = (2 * N,), setup = fixture)]
+fn breaker_per_key_64_tenants_call(f: (Runtime, u64)) -> Runtime {
+    let mut tenant = 0;
+    drive(f, || {
+        tenant = (tenant + 1) % shared::TENANTS;
+        let tenant = black_box(tenant);
+        async move { per_tenant_in_turn(tenant).await.expect("the call succeeds") }
+    })
+}
+
 #[library_benchmark]
 #[bench::n(args = (N,), setup = fixture)]
 #[bench::twice_n(args = (2 * N,), setup = fixture)]
@@ -299,7 +314,7 @@ fn fail_once_then_succeed(f: (Runtime, u64)) -> Runtime {
 library_benchmark_group!(
     name = success;
     benchmarks = bare_call, floor_call, attribute_defaults, floor_budgeted_call, budget_call, floor_guarded_call, breaker_budget_call, breaker_budget_out_of_line_call, bare_small_error_call,
-        breaker_budget_small_error_out_of_line_call, breaker_budget_overridden, breaker_budget_overridden_deadline, breaker_budget_deadline, breaker_budget_keyed, breaker_per_key_call, breaker_budget_bulkhead,
+        breaker_budget_small_error_out_of_line_call, breaker_budget_overridden, breaker_budget_overridden_deadline, breaker_budget_deadline, breaker_budget_keyed, breaker_per_key_call, breaker_per_key_64_tenants_call, breaker_budget_bulkhead,
         breaker_budget_bulkhead_timeout, breaker_budget_hedge, breaker_budget_throttle, breaker_budget_rate_limit,
         policy_run, policy_run_timed, policy_run_keyed, backon_retry, failsafe_breaker, fail_once_then_succeed
 );

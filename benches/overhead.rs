@@ -44,8 +44,8 @@ use shared::{
     BREAKER, BenchError, backon_defaults, bare, bare_small, breaker_budget, breaker_budget_out_of_line,
     breaker_budget_small_out_of_line, budget_alone, call_out_of_line_functions_once, declare, defaults,
     fails_once, floor, floor_budgeted, floor_guarded, keyed, overridden, overridden_deadline, per_tenant,
-    policy, runtime, timed_policy, with_bulkhead, with_deadline, with_hedge, with_rate_limit, with_throttle,
-    with_timeout,
+    per_tenant_in_turn, policy, runtime, timed_policy, with_bulkhead, with_deadline, with_hedge,
+    with_rate_limit, with_throttle, with_timeout,
 };
 
 /// `breaker_budget` for the contention benchmark: the same function, but its
@@ -85,6 +85,14 @@ fn success(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
     });
     group.bench_function("breaker_budget_keyed", |b| b.to_async(rt).iter(|| used!(keyed(black_box(1)))));
     group.bench_function("breaker_per_key", |b| b.to_async(rt).iter(|| used!(per_tenant(black_box(7)))));
+    group.bench_function("breaker_per_key_64_tenants", |b| {
+        let mut tenant = 0;
+        b.to_async(rt).iter(|| {
+            tenant = (tenant + 1) % shared::TENANTS;
+            let tenant = black_box(tenant);
+            async move { per_tenant_in_turn(tenant).await.expect("the call succeeds") }
+        })
+    });
     group.bench_function("breaker_budget_out_of_line", |b| {
         b.to_async(rt).iter(|| used!(breaker_budget_out_of_line(black_box(1))))
     });

@@ -42,7 +42,7 @@ cd "$(dirname "$0")/.."
 
 baseline="benches/instructions.baseline"
 # The rows a new baseline holds: every configuration of ours.
-default_rows=(attribute_defaults budget_call breaker_budget_call breaker_budget_overridden breaker_budget_overridden_deadline breaker_budget_deadline breaker_budget_keyed breaker_per_key_call breaker_budget_bulkhead breaker_budget_bulkhead_timeout
+default_rows=(attribute_defaults budget_call breaker_budget_call breaker_budget_overridden breaker_budget_overridden_deadline breaker_budget_deadline breaker_budget_keyed breaker_per_key_call breaker_per_key_64_tenants_call breaker_budget_bulkhead breaker_budget_bulkhead_timeout
   breaker_budget_hedge breaker_budget_throttle breaker_budget_rate_limit breaker_budget_out_of_line_call
   breaker_budget_small_error_out_of_line_call
   policy_run policy_run_timed policy_run_keyed)

@@ -102,7 +102,7 @@ fn key_slot<'s, G: PerKey>(
     set: impl FnOnce(&str) -> &'s Keyed<G>,
 ) -> Option<Arc<G>> {
     match (per, name) {
-        (true, Some(name)) => Some(set(name).get(key)),
+        (true, Some(name)) => Some(set(name).get_inlined(key)),
         _ => None,
     }
 }
