@@ -362,7 +362,7 @@ async fn the_guards_per_key_are_shown_with_the_keys_that_refused_most() {
     // others are refused (no wait over the rate).
     for (key, calls) in [("acme", 4), ("bravo", 2), ("calm", 1)] {
         for _ in 0..calls {
-            let _ = registry.scope(policy.run_per(key, || async { Ok::<(), Flaky>(()) })).await;
+            let _ = registry.scope(policy.per(key).run(|| async { Ok::<(), Flaky>(()) })).await;
         }
     }
     tokio::time::advance(Duration::from_millis(1)).await;

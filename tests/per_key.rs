@@ -4,7 +4,7 @@
 //! opens its breaker and no other's. The keys are bounded: `max_keys` held
 //! at once, least recently used out, and a key idle for `idle_for`
 //! forgotten; an evicted key starts closed. Every entry point reaches the
-//! same breakers: the attribute, `Policy::run_per`, and
+//! same breakers: the attribute, `Policy::per(key).run`, and
 //! `registry().breaker_for`. On tokio's paused clock, each test in its own
 //! registry.
 
@@ -138,7 +138,7 @@ async fn a_tenant_idle_for_idle_for_is_forgotten() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn policy_run_per_uses_the_same_breakers() {
+async fn policy_per_uses_the_same_breakers() {
     let registry = registry();
     let policy = Policy::builder()
         .max_attempts(2)
@@ -148,12 +148,12 @@ async fn policy_run_per_uses_the_same_breakers() {
         .build()
         .unwrap();
     let down = || async { Err::<u32, _>(Error::from(reset())) };
-    registry.scope(policy.run_per("tenant-a", down)).await.unwrap_err();
+    registry.scope(policy.per("tenant-a").run(down)).await.unwrap_err();
     // The attribute's calls for tenant-a meet the breaker the policy opened.
     let (attempts, _) = searched(&registry, "tenant-a", false).await;
     assert_eq!(attempts, 0);
     let ok = || async { Ok::<u32, Error<std::io::Error>>(1) };
-    assert_eq!(registry.scope(policy.run_per(42, ok)).await.unwrap(), 1, "any `Display` is a key");
+    assert_eq!(registry.scope(policy.per(42).run(ok)).await.unwrap(), 1, "any `Display` is a key");
     let set = registry.keyed_breakers("search").unwrap();
     assert_eq!(set.peek("42").unwrap().state(), BreakerState::Closed, "made by the call");
     // Without a key, the empty key's breaker.
@@ -166,10 +166,11 @@ async fn policy_run_per_uses_the_same_breakers() {
     // Both keys: the tenant's breaker, and the idempotency key in every attempt.
     let keyed =
         || async { Ok::<_, Error<std::io::Error>>(stormproof::idempotency_key().unwrap().to_string()) };
-    let both = policy.run_per_with_key("tenant-z", "order-2", keyed);
+    let tenant_z = policy.per("tenant-z");
+    let both = tenant_z.run_with_key("order-2", keyed);
     assert_eq!(registry.scope(both).await.unwrap(), "order-2");
     assert!(state_of(&registry, "tenant-z").is_some(), "its tenant's breaker");
-    let refused = registry.scope(policy.run_per_with_key("tenant-a", "order-3", keyed)).await.unwrap_err();
+    let refused = registry.scope(policy.per("tenant-a").run_with_key("order-3", keyed)).await.unwrap_err();
     assert!(
         matches!(refused, Error::Rejected(Rejection::CircuitOpen { breaker }) if breaker == "search[tenant-a]")
     );
@@ -279,8 +280,8 @@ async fn a_rate_limit_per_key_gives_each_tenant_its_own_quota() {
         .build()
         .unwrap();
     let ok = || async { Ok::<u32, Error<std::io::Error>>(1) };
-    assert!(registry.scope(policy.run_per("tenant-a", ok)).await.is_err(), "tenant-a's turn is spent");
-    assert!(registry.scope(policy.run_per("tenant-c", ok)).await.is_ok());
+    assert!(registry.scope(policy.per("tenant-a").run(ok)).await.is_err(), "tenant-a's turn is spent");
+    assert!(registry.scope(policy.per("tenant-c").run(ok)).await.is_ok());
     assert_eq!(registry.keyed_rate_limits("quota").unwrap().len(), 2, "max_keys");
 }
 

@@ -71,7 +71,7 @@ pub mod throttle;
 // What a user writes daily is at the root; the rest is in the concern
 // modules above (`breaker::`, `budget::`, `policy::`, ...), one name each.
 pub use backoff::Jitter;
-pub use call::{Classified, ClassifyInner, Run, RunOrElse};
+pub use call::{Classified, ClassifyInner, ForKey, Run, RunOrElse};
 pub use classify::{Classify, ErrorClass};
 pub use config::ConfigError;
 pub use context::idempotency_key;

@@ -72,7 +72,7 @@ pub async fn renders_each_breaker_and_its_state() {
     registry.declare_rate_limit("api", quota).unwrap();
     let per_key = Policy::builder().max_attempts(1).rate_limit_per("api").build().unwrap();
     for _ in 0..3 {
-        let _ = registry.scope(per_key.run_per("acme", || async { Ok::<(), Flaky>(()) })).await;
+        let _ = registry.scope(per_key.per("acme").run(|| async { Ok::<(), Flaky>(()) })).await;
     }
     let acme = registry.keyed_rate_limits("api").unwrap().peek("acme").unwrap().refusals().total();
     let admin = admin::router(&registry).with_token(TOKEN).unwrap();

@@ -21,4 +21,13 @@ async fn call_or_else(policy: &Policy) -> Result<u32, Opaque> {
     policy.run_or_else(fetch, |_| async { Ok(0) }).await
 }
 
+// The same through a key's guards (`Policy::per`).
+async fn call_per_key(policy: &Policy) -> Result<u32, Opaque> {
+    policy.per("tenant-a").run(fetch).await
+}
+
+async fn call_per_key_with_key(policy: &Policy) -> Result<u32, Opaque> {
+    policy.per("tenant-a").run_with_key("order-1", fetch).await
+}
+
 fn main() {}

@@ -52,6 +52,7 @@
 mod admit;
 mod answers;
 mod attempt;
+mod for_key;
 mod hedge;
 mod key;
 mod last_error;
@@ -80,6 +81,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
+pub use for_key::ForKey;
 pub use key::{KeyFromDisplay, KeyFromInteger, KeyFromText, KeyProbe};
 pub use last_error::{ErrorProbe, ForgetOtherError, KeepSendError, Kept, LastError};
 pub use made_on_poll::MadeOnPoll;

@@ -14,7 +14,7 @@ use crate::policy::Policy;
 
 /// The guards of one call of a policy with a breaker per key: its key's
 /// breaker and the policy's other guards. Made by the attribute's
-/// expansion (`per = tenant`) and by [`Policy::run_per`].
+/// expansion (`per = tenant`) and by [`Policy::per`].
 #[derive(Debug)]
 pub struct KeyedGuards<'p> {
     set: KeyedSet<'p>,
@@ -45,7 +45,7 @@ impl<'p> KeyedGuards<'p> {
         }
     }
 
-    /// [`of`](Self::of) for a key known only as `Display` (`Policy::run_per`'s).
+    /// [`of`](Self::of) for a key known only as `Display` (`Policy::per`'s).
     #[inline]
     pub(crate) fn of_display(policy: &'p Policy, key: &dyn Display) -> Option<KeyedGuards<'p>> {
         Self::of::<()>(policy, &(), key, None)

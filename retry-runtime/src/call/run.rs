@@ -10,7 +10,7 @@ use super::run_or_else::RunOrElse;
 use super::traits_of::TraitsOf;
 use super::{Call, KeyedGuards, Target};
 use crate::classify::{Classify, ErrorClass};
-use crate::error::{ByTraits, ClassifyWith, ErrorHandling, RunError};
+use crate::error::{ClassifyWith, ErrorHandling, RunError};
 use crate::errors::Error;
 use crate::policy::Policy;
 use crate::rejection::Rejection;
@@ -48,23 +48,6 @@ impl Policy {
         // breaker per key, run without one, takes the empty key's as its
         // call starts (see `call::start`).
         Run::new(self, NoKey, TraitsOf::new(), op)
-    }
-
-    /// [`run`](Self::run) with `key` choosing the circuit breaker, for a
-    /// policy with a breaker per key
-    /// ([`PolicyBuilder::breaker_per`](crate::PolicyBuilder::breaker_per)):
-    /// a tenant, a host, a shard. The key's breaker is found once, as the
-    /// call starts (one lock and one hash lookup). A policy without a
-    /// breaker per key ignores it.
-    pub async fn run_per<K, T, E, F, Fut>(&self, key: K, op: F) -> Result<T, E>
-    where
-        K: std::fmt::Display,
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-        E: RunError,
-    {
-        let keyed = KeyedGuards::of_display(self, &key);
-        Run::new(Target::per_key(self, &keyed), NoKey, ByTraits, op).await
     }
 
     /// [`run`](Self::run), then `fallback` with the final error, if any:
@@ -117,22 +100,6 @@ impl Policy {
         E: RunError,
     {
         Run::new(self, Some(key_of(&key)), TraitsOf::new(), op)
-    }
-
-    /// [`run_per`](Self::run_per) with an idempotency key as well: `per`
-    /// chooses the breaker, `key` is what every attempt reads through
-    /// [`idempotency_key()`](crate::idempotency_key) (the attribute's `per
-    /// = tenant, key = order_id`).
-    pub async fn run_per_with_key<P, K, T, E, F, Fut>(&self, per: P, key: K, op: F) -> Result<T, E>
-    where
-        P: std::fmt::Display,
-        K: std::fmt::Display,
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-        E: RunError,
-    {
-        let keyed = KeyedGuards::of_display(self, &per);
-        Run::new(Target::per_key(self, &keyed), Some(key_of(&key)), ByTraits, op).await
     }
 
     /// This policy with errors classified by `classify` instead of the
@@ -205,7 +172,7 @@ impl<H> Classified<'_, H> {
         Run::new(self.policy, NoKey, self.handling, op)
     }
 
-    /// [`Policy::run_per`], classified by the function.
+    /// [`Policy::per`]'s `run`, classified by the function.
     pub async fn run_per<K, T, E, F, Fut>(&self, key: K, op: F) -> Result<T, E>
     where
         K: std::fmt::Display,

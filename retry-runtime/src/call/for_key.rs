@@ -1,0 +1,119 @@
+//! [`Policy::per`]: a policy's calls with a key that chooses their guards
+//! per key, as a value ([`ForKey`]) whose `run` returns the same named
+//! future as `Policy::run`.
+//!
+//! Why a value and not a method `run_per(key, op)`: the call borrows its
+//! key's guards (as the attribute's call borrows them from its own frame).
+//! A future that owned them and lent them to the call inside it would
+//! borrow from itself, which safe Rust does not allow; as an `async fn` it
+//! could, but an `async fn`'s future carries every bound of the function,
+//! and an error type that does not fit was three compile errors (see
+//! `call::run_loop`). [`ForKey`] keeps the key's guards, found as its first
+//! call starts (in the registry in effect then, a scoped one included), and
+//! lends them to its calls.
+
+use std::fmt::Display;
+use std::future::Future;
+use std::sync::{Arc, OnceLock};
+
+use super::key::key_of;
+use super::run_loop::{NoKey, Run};
+use super::traits_of::TraitsOf;
+use super::{CallTarget, KeyedGuards};
+use crate::error::RunError;
+use crate::policy::Policy;
+
+/// A policy's calls with one key (a tenant, a host, a shard), which
+/// chooses the guards the policy has per key
+/// ([`PolicyBuilder::breaker_per`](crate::PolicyBuilder::breaker_per)):
+/// made by [`Policy::per`]. The key's guards are found as its first call
+/// starts (one lock and one hash lookup), in the registry in effect then
+/// (a [`Registry::scope`](crate::Registry::scope) included), and kept for
+/// its later calls; a policy without guards per key ignores the key.
+///
+/// Made for a call, `policy.per(tenant).run(op).await`, or for a few in a
+/// row; not kept for long: a key evicted from its set meanwhile (see
+/// [`keyed`](crate::keyed)) would leave it holding a guard the set no
+/// longer has.
+///
+/// ```
+/// # use stormproof_runtime as stormproof;
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// use stormproof::{Policy, Registry, Rejection, breaker::{BreakerConfig, BreakerState}};
+/// let registry = Registry::new();
+/// registry.declare_breaker("search", BreakerConfig { failure_threshold: 1, ..Default::default() }).unwrap();
+/// let policy = Policy::builder().max_attempts(1).breaker_per("search").build().unwrap();
+/// let down = || async { Err::<u32, std::io::Error>(std::io::ErrorKind::ConnectionReset.into()) };
+/// registry.scope(policy.per("tenant-a").run(down)).await.unwrap_err();
+/// assert_eq!(registry.breaker_for("search", "tenant-a").state(), BreakerState::Open);
+/// // Kept for two calls (a future that outlives the statement needs it bound).
+/// let tenant_b = policy.per("tenant-b");
+/// let first = tenant_b.run(|| async { Ok::<u32, std::io::Error>(7) });
+/// assert_eq!(registry.scope(first).await.unwrap(), 7, "another tenant's breaker is closed");
+/// assert_eq!(registry.scope(tenant_b.run(|| async { Ok::<u32, std::io::Error>(8) })).await.unwrap(), 8);
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct ForKey<'p, K> {
+    policy: &'p Policy,
+    key: K,
+    /// The key's guards, once its first call started.
+    keyed: OnceLock<Option<KeyedGuards<'p>>>,
+}
+
+impl Policy {
+    /// This policy's calls with `key` choosing the guards it has per key
+    /// ([`PolicyBuilder::breaker_per`](crate::PolicyBuilder::breaker_per)
+    /// and its kin): `policy.per(tenant).run(op)` is
+    /// [`run`](Self::run) with the tenant's breaker. See [`ForKey`].
+    pub fn per<K: Display>(&self, key: K) -> ForKey<'_, K> {
+        ForKey { policy: self, key, keyed: OnceLock::new() }
+    }
+}
+
+impl<'a, 'p: 'a, K: Display> CallTarget<'a> for &'a ForKey<'p, K> {
+    #[inline(always)]
+    fn policy(self) -> &'a Policy {
+        self.policy
+    }
+
+    /// Found as the first call starts (its first poll), in the registry
+    /// in effect then.
+    #[inline]
+    fn keyed(self) -> Option<&'a KeyedGuards<'a>> {
+        self.keyed.get_or_init(|| KeyedGuards::of_display(self.policy, &self.key)).as_ref()
+    }
+}
+
+impl<K: Display> ForKey<'_, K> {
+    /// [`Policy::run`] with this key's guards: the same future, and the
+    /// same one compile error for an error type that does not fit.
+    #[inline(always)]
+    pub fn run<T, E, F, Fut>(&self, op: F) -> Run<'_, &Self, NoKey, TraitsOf<E>, F, Fut, E>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: RunError,
+    {
+        Run::new(self, NoKey, TraitsOf::new(), op)
+    }
+
+    /// [`Policy::run_with_key`] with this key's guards: `key` is the
+    /// idempotency key every attempt reads through
+    /// [`idempotency_key()`](crate::idempotency_key) (the attribute's `per
+    /// = tenant, key = order_id`).
+    #[inline(always)]
+    pub fn run_with_key<I, T, E, F, Fut>(
+        &self,
+        key: I,
+        op: F,
+    ) -> Run<'_, &Self, Option<Arc<str>>, TraitsOf<E>, F, Fut, E>
+    where
+        I: Display,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: RunError,
+    {
+        Run::new(self, Some(key_of(&key)), TraitsOf::new(), op)
+    }
+}
