@@ -39,14 +39,15 @@
 //!             // breaker, bulkhead, rate limit, budget), so that the others cost nothing.
 //!             // `Call` stands for (the expansion writes it out each time):
 //!             //     rt::Call::<_, _, (rt::Unnamed, rt::Named, rt::Unnamed, rt::Unnamed, rt::Unnamed)>
-//!             // How to build the call: the key (`Call::keyed(|| (key.take(), ..))`
-//!             // when the function has one), the slot that keeps the last error
-//!             // across waits when `DbError: Send`, and how errors are handled.
-//!             let parts = Call::unkeyed(|| (
+//!             // How to build the call: the key (`Call::keyed(&mut key, || ..)`
+//!             // when the function has one: a plain first attempt runs in it,
+//!             // `in_key`), the slot that keeps the last error across waits
+//!             // when `DbError: Send`, and how errors are handled.
+//!             let mut parts = Call::unkeyed(|| (
 //!                 (&rt::probe::ErrorProbe::<DbError>::new()).slot(),
 //!                 <DbError as __stormproof::ResilientError>::handling()));
 //!             match Call::plain(&call, &__RESILIENT_POLICY, &parts) {
-//!                 Some(plain) => match plain.attempt(attempt).await {
+//!                 Some(plain) => match plain.attempt(parts.in_key(attempt)).await {
 //!                     Ok(value) => break Ok(value),
 //!                     Err(failure) => Call::after_plain(&mut call, &__RESILIENT_POLICY, parts, failure),
 //!                 },
@@ -159,7 +160,7 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
                 let mut #call = ::core::option::Option::None;
                 let mut #key_slot = #key;
             },
-            quote!(#call_type::keyed(|| (#key_slot.take(), #slot, #handling))),
+            quote!(#call_type::keyed(&mut #key_slot, || (#slot, #handling))),
         ),
         None => (
             quote!(let mut #call = ::core::option::Option::None;),
@@ -183,9 +184,9 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
     let one_attempt = |attempt: TokenStream, won: TokenStream| {
         quote_spanned! {error_span=>
             let #attempt_var = #attempt;
-            let #parts_var = #parts;
+            let mut #parts_var = #parts;
             match #plain_of(&#call, #target, &#parts_var) {
-                ::core::option::Option::Some(#plain) => match #plain.attempt(#attempt_var).await {
+                ::core::option::Option::Some(#plain) => match #plain.attempt(#parts_var.in_key(#attempt_var)).await {
                     ::core::result::Result::Ok(#value) => #won,
                     ::core::result::Result::Err(#failure) => #after_plain_of(&mut #call, #target, #parts_var, #failure),
                 },

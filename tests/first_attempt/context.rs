@@ -1,6 +1,6 @@
 //! An unguarded first attempt is its task's attempt and leaves no mark
 //! however it ends; one polled inside a keyed attempt sees no key and leaves
-//! the outer one.
+//! the outer one; a keyed one runs, and is dropped, in its key.
 
 use crate::support::*;
 
@@ -63,4 +63,35 @@ async fn a_plain_attempt_polled_inside_a_keyed_attempt_sees_no_key_and_leaves_th
     let (inner, outer) = finishing_inside_a_keyed_attempt("order-5", started).await.unwrap();
     assert_eq!(inner, None, "a call without a key of its own, started outside attempts, has none");
     assert_eq!(outer.as_deref(), Some("order-5"), "the outer attempt's key is still its own after");
+}
+
+/// Notes the key its drop sees.
+struct SeesKeyOnDrop<'a>(&'a std::sync::Mutex<Option<Key>>);
+
+impl Drop for SeesKeyOnDrop<'_> {
+    fn drop(&mut self) {
+        *self.0.lock().unwrap() = Some(stormproof::idempotency_key());
+    }
+}
+
+/// A keyed call whose first attempt waits until it is dropped.
+#[resilient(max_attempts = 2, idempotent = false, key = order)]
+async fn keyed_waiting_forever(order: &str, seen: &std::sync::Mutex<Option<Key>>) -> Result<u32, Flaky> {
+    let _sees = SeesKeyOnDrop(seen);
+    std::future::pending::<()>().await;
+    Ok(1)
+}
+
+/// A keyed call's first attempt runs plain, in the caller's frame, with its
+/// key: polled in it, and dropped in it when the call is cancelled.
+#[tokio::test(start_paused = true)]
+async fn a_keyed_plain_attempt_cancelled_is_dropped_in_its_key() {
+    let seen = std::sync::Mutex::new(None);
+    {
+        let mut call = std::pin::pin!(keyed_waiting_forever("order-7", &seen));
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(call.as_mut().poll(&mut cx).is_pending());
+    }
+    assert_eq!(seen.lock().unwrap().clone(), Some(Some(Arc::from("order-7"))), "the key, as its drop ran");
+    assert_eq!(stormproof::idempotency_key(), None, "and none outside it after");
 }

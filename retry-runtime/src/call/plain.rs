@@ -1,12 +1,14 @@
 //! The first attempt of a plain call: the success path with nothing
 //! around the attempt but what it needs.
 //!
-//! Most calls are plain (no key, no deadline, attempt timeout or hedging,
-//! the global registry's guards, none of them asking for a wait, DEBUG off,
-//! not nested in another call's attempt; a function compiled with an
-//! attempt timeout or a deadline and nothing else of these is plain too,
-//! its first attempt raced with one timer: `timed`) and most first
-//! attempts succeed.
+//! Most calls are plain (no deadline, attempt timeout or hedging, the
+//! global registry's guards, none of them asking for a wait, DEBUG off, not
+//! nested in another call's attempt; a function compiled with an attempt
+//! timeout or a deadline and nothing else of these is plain too, its first
+//! attempt raced with one timer: `timed`) and most first attempts succeed.
+//! An idempotency key does not stop a call being plain: its first attempt
+//! runs in the key where the caller keeps it (`parts::InKey`), and the call
+//! built after a failure takes the key from there.
 //! For those, the attempt is admitted quietly as it is made (see
 //! `GuardSet::admit_quietly`: a closed breaker's ticket, a free place, a
 //! first attempt's count, nothing that waits or counts a refusal) and runs
@@ -260,7 +262,7 @@ where
 impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     /// The first attempt of a call of `policy` into `slot`, admitted
     /// quietly, if the call is plain (see `Call::plain_guards`): `slot` is
-    /// empty (the call has not started), `parts` has no key, and the guards
+    /// empty (the call has not started), and the guards
     /// admit at once (see `GuardSet::admit_quietly`: a closed breaker's
     /// ticket, a free place, a first attempt's count, nothing that waits or
     /// counts a refusal). Else `None`: the attempt goes through
@@ -283,7 +285,9 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         target: impl CallTarget<'p>,
         _parts: &P,
     ) -> Option<Plain<'p, W>> {
-        if P::KEYED || slot.is_some() {
+        // A call with a key is plain too: its first attempt runs in the
+        // key where the caller keeps it (`Parts::in_key`).
+        if slot.is_some() {
             return None;
         }
         Plain::admitted(match keyed_set(target) {
@@ -334,10 +338,19 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         slot: &mut Option<Self>,
         target: impl CallTarget<'p>,
         parts: P,
-    ) -> &mut Self {
+    ) -> &mut Self
+    where
+        S: Default,
+    {
         let (policy, preset) = (target.policy(), preset(target));
         let (key, last, handling) = parts.make();
-        let call = slot.insert(Call::shaped(policy, key, last, handling));
+        let call = slot.insert(Call::shaped(policy, None, last, handling));
+        // A call that started plain with a key keeps it where every attempt
+        // after the first finds it (a call that does not start plain moves
+        // it there as it starts: `start_general`).
+        if key.is_some() {
+            call.rare().key = key;
+        }
         // The guards the attempt was admitted by: its key's, or the global
         // registry's, as a plain call's always are (see `plain_guards`),
         // found again without asking for a scope: one entered since (a

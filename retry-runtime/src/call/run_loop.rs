@@ -38,7 +38,10 @@ use crate::policy::LoopGuards;
 /// The key of a call of [`Run`]: none ([`NoKey`]), or an idempotency key
 /// (`Option<Arc<str>>`, taken as the call is built).
 pub trait RunKey {
-    /// Whether the call has a key, which makes it never plain.
+    /// Whether the call has a key, which makes `Run`'s call never plain:
+    /// the key is `Run`'s own, and a plain attempt in it would borrow from
+    /// the future that holds it (the attribute's is plain: its key is in
+    /// the caller's frame, see `parts::InKey`).
     const KEYED: bool;
     /// The key, for the call built now.
     fn take(&mut self) -> Option<Arc<str>>;
@@ -171,8 +174,8 @@ where
         if let State::Start = self.as_ref().get_ref().state {
             start(self.as_mut());
         }
-        // A call with a key is never plain: its attempts are its success
-        // path, inlined here as an `async fn`'s would be.
+        // A call with a key is never plain here (see `RunKey::KEYED`): its
+        // attempts are its success path, inlined as an `async fn`'s would be.
         if K::KEYED {
             return poll_attempts(self, cx);
         }

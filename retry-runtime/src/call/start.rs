@@ -86,7 +86,8 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     /// fails), DEBUG off, made outside any attempt (so not nested, and
     /// inheriting no key), through the global registry. Decided from what
     /// is at hand as the attempt is made, before anything of the call is
-    /// built (a call with a key of its own is never plain: see `Parts`).
+    /// built (a call with a key of its own runs its plain first attempt in
+    /// it: see `parts::InKey`).
     #[inline(always)]
     pub(super) fn plain_guards<W: Shape>(policy: &'p Policy) -> Option<&'p crate::guards::Guards> {
         if !plain_now(policy, policy.plain_settings()) {
