@@ -95,3 +95,35 @@ async fn a_keyed_plain_attempt_cancelled_is_dropped_in_its_key() {
     assert_eq!(seen.lock().unwrap().clone(), Some(Some(Arc::from("order-7"))), "the key, as its drop ran");
     assert_eq!(stormproof::idempotency_key(), None, "and none outside it after");
 }
+
+/// A keyed call with an attempt timeout: its first attempt (plain, raced
+/// with its timer) hangs until the timeout; the second answers. Each notes
+/// the key it sees.
+#[resilient(max_attempts = 2, base_ms = 10, jitter = "none", idempotent = false, key = order, attempt_timeout_ms = 100)]
+async fn keyed_timing_out_once(order: &str, seen: &std::sync::Mutex<Vec<Key>>) -> Result<usize, Flaky> {
+    let attempt = {
+        let mut seen = seen.lock().unwrap();
+        seen.push(stormproof::idempotency_key());
+        seen.len()
+    };
+    if attempt == 1 {
+        std::future::pending::<()>().await;
+    }
+    Ok(attempt)
+}
+
+/// The key is in effect on the first attempt, raced with its timer, and on
+/// the retry after it timed out.
+#[tokio::test(start_paused = true)]
+async fn a_keyed_call_with_a_timeout_has_its_key_on_every_attempt() {
+    let seen = std::sync::Mutex::new(Vec::new());
+    let started = Instant::now();
+    assert_eq!(keyed_timing_out_once("order-9", &seen).await, Ok(2));
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_millis(110),
+        "the first attempt timed out, then the backoff"
+    );
+    let key: Key = Some(Arc::from("order-9"));
+    assert_eq!(*seen.lock().unwrap(), [key.clone(), key]);
+}

@@ -197,7 +197,7 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         target: impl CallTarget<'p>,
         _parts: &P,
     ) -> Option<TimedPlain<'p, W>> {
-        if P::KEYED || slot.is_some() || target.keyed().is_some() {
+        if slot.is_some() || target.keyed().is_some() {
             return None;
         }
         let (guards, limits) = Self::plain_guards_timed::<W>(target.policy())?;
