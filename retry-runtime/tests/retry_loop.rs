@@ -335,6 +335,38 @@ async fn the_idempotency_key_is_the_same_on_every_attempt() {
     assert_eq!(idempotency_key(), None, "no key outside an attempt");
 }
 
+/// Notes the key its drop sees.
+struct SeesKeyOnDrop<'a>(&'a std::sync::Mutex<Option<Option<std::sync::Arc<str>>>>);
+
+impl Drop for SeesKeyOnDrop<'_> {
+    fn drop(&mut self) {
+        *self.0.lock().unwrap() = Some(idempotency_key());
+    }
+}
+
+/// `run_with_key`'s first attempt runs plain with a copy of the key: its
+/// future, cancelled while it waits, is dropped in the key too.
+#[tokio::test(start_paused = true)]
+async fn a_keyed_runs_first_attempt_cancelled_is_dropped_in_its_key() {
+    let policy = no_jitter().max_attempts(3).build().unwrap();
+    let seen = std::sync::Mutex::new(None);
+    {
+        let call = policy.run_with_key("order-43", || {
+            let sees = SeesKeyOnDrop(&seen);
+            async move {
+                let _sees = sees;
+                std::future::pending::<()>().await;
+                Ok::<(), TestError>(())
+            }
+        });
+        let mut call = std::pin::pin!(call);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(call.as_mut().poll(&mut cx).is_pending());
+    }
+    assert_eq!(seen.into_inner().unwrap(), Some(Some("order-43".into())), "the key, as its drop ran");
+    assert_eq!(idempotency_key(), None, "and none outside it after");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_nested_call_makes_a_single_attempt_by_default() {
     let inner_attempts = Attempts::new();
