@@ -166,7 +166,7 @@ async fn policy_per_uses_the_same_breakers() {
     // Both keys: the tenant's breaker, and the idempotency key in every attempt.
     let keyed =
         || async { Ok::<_, Error<std::io::Error>>(stormproof::idempotency_key().unwrap().to_string()) };
-    let tenant_z = policy.per("tenant-z");
+    let mut tenant_z = policy.per("tenant-z");
     let both = tenant_z.run_with_key("order-2", keyed);
     assert_eq!(registry.scope(both).await.unwrap(), "order-2");
     assert!(state_of(&registry, "tenant-z").is_some(), "its tenant's breaker");
@@ -174,6 +174,32 @@ async fn policy_per_uses_the_same_breakers() {
     assert!(
         matches!(refused, Error::Rejected(Rejection::CircuitOpen { breaker }) if breaker == "search[tenant-a]")
     );
+}
+
+/// One `ForKey` used for several calls finds its key's guards as each call
+/// starts: in each call's registry, and as a use of the key, which keeps it
+/// from being forgotten as idle.
+#[tokio::test(start_paused = true)]
+async fn a_for_key_finds_its_guards_afresh_for_each_call() {
+    let (first, second) = (registry(), registry());
+    let policy = Policy::builder().max_attempts(1).breaker_per("search").budget("none").build().unwrap();
+    let mut tenant = policy.per("tenant-a");
+    for _ in 0..2 {
+        let down = tenant.run(|| async { Err::<u32, _>(Error::from(reset())) });
+        first.scope(down).await.unwrap_err();
+    }
+    assert_eq!(first.breaker_for("search", "tenant-a").state(), BreakerState::Open);
+    let ok = tenant.run(|| async { Ok::<u32, Error<std::io::Error>>(1) });
+    assert_eq!(second.scope(ok).await.unwrap(), 1, "another registry's breaker for the key: closed");
+    assert_eq!(second.breaker_for("search", "tenant-a").totals().calls, 1);
+    // Used every 40 s, under the set's `idle_for` of 60 s: never idle, so
+    // the same breaker throughout (a lookup kept from the first call would
+    // not count as a use, and the set would forget the key after 60 s).
+    for _ in 0..4 {
+        tokio::time::advance(Duration::from_secs(40)).await;
+        second.scope(tenant.run(|| async { Ok::<u32, Error<std::io::Error>>(1) })).await.unwrap();
+    }
+    assert_eq!(second.breaker_for("search", "tenant-a").totals().calls, 5, "one breaker, all five calls");
 }
 
 #[resilient(max_attempts = 2, base_ms = 10, breaker = "search", budget = "none", per = tenant, hedge_after_ms = 50)]

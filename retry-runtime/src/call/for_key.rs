@@ -8,9 +8,9 @@
 //! borrow from itself, which safe Rust does not allow; as an `async fn` it
 //! could, but an `async fn`'s future carries every bound of the function,
 //! and an error type that does not fit was three compile errors (see
-//! `call::run_loop`). [`ForKey`] keeps the key's guards, found as its first
-//! call starts (in the registry in effect then, a scoped one included), and
-//! lends them to its calls.
+//! `call::run_loop`). [`ForKey`] keeps the key's guards, found as each of
+//! its calls starts (in the registry in effect then, a scoped one
+//! included), and lends them to that call.
 
 use std::fmt::Display;
 use std::future::Future;
@@ -26,15 +26,17 @@ use crate::policy::Policy;
 /// A policy's calls with one key (a tenant, a host, a shard), which
 /// chooses the guards the policy has per key
 /// ([`PolicyBuilder::breaker_per`](crate::PolicyBuilder::breaker_per)):
-/// made by [`Policy::per`]. The key's guards are found as its first call
-/// starts (one lock and one hash lookup), in the registry in effect then
-/// (a [`Registry::scope`](crate::Registry::scope) included), and kept for
-/// its later calls; a policy without guards per key ignores the key.
+/// made by [`Policy::per`]. The key's guards are found as each of its
+/// calls starts (one lock and one hash lookup), in the registry in effect
+/// then (a [`Registry::scope`](crate::Registry::scope) included), as the
+/// attribute's calls find theirs: each call is a use of the key (see
+/// [`keyed`](crate::keyed)). A policy without guards per key ignores the
+/// key.
 ///
-/// Made for a call, `policy.per(tenant).run(op).await`, or for a few in a
-/// row; not kept for long: a key evicted from its set meanwhile (see
-/// [`keyed`](crate::keyed)) would leave it holding a guard the set no
-/// longer has.
+/// Its calls borrow it, one at a time (`run` takes `&mut self`): made for
+/// a call, `policy.per(tenant).run(op).await`, or bound and used for
+/// several. A future that must own everything (`tokio::spawn`, a function
+/// returning it) makes it inside: `async move { policy.per(tenant).run(op).await }`.
 ///
 /// ```
 /// # use stormproof_runtime as stormproof;
@@ -46,8 +48,8 @@ use crate::policy::Policy;
 /// let down = || async { Err::<u32, std::io::Error>(std::io::ErrorKind::ConnectionReset.into()) };
 /// registry.scope(policy.per("tenant-a").run(down)).await.unwrap_err();
 /// assert_eq!(registry.breaker_for("search", "tenant-a").state(), BreakerState::Open);
-/// // Kept for two calls (a future that outlives the statement needs it bound).
-/// let tenant_b = policy.per("tenant-b");
+/// // Bound for two calls (a future that outlives the statement needs it bound).
+/// let mut tenant_b = policy.per("tenant-b");
 /// let first = tenant_b.run(|| async { Ok::<u32, std::io::Error>(7) });
 /// assert_eq!(registry.scope(first).await.unwrap(), 7, "another tenant's breaker is closed");
 /// assert_eq!(registry.scope(tenant_b.run(|| async { Ok::<u32, std::io::Error>(8) })).await.unwrap(), 8);
@@ -57,7 +59,8 @@ use crate::policy::Policy;
 pub struct ForKey<'p, K> {
     policy: &'p Policy,
     key: K,
-    /// The key's guards, once its first call started.
+    /// The key's guards, once its call started (each call finds them
+    /// afresh: `run` empties this).
     keyed: OnceLock<Option<KeyedGuards<'p>>>,
 }
 
@@ -77,8 +80,8 @@ impl<'a, 'p: 'a, K: Display> CallTarget<'a> for &'a ForKey<'p, K> {
         self.policy
     }
 
-    /// Found as the first call starts (its first poll), in the registry
-    /// in effect then.
+    /// Found as the call starts (its first poll), in the registry in
+    /// effect then.
     #[inline]
     fn keyed(self) -> Option<&'a KeyedGuards<'a>> {
         self.keyed.get_or_init(|| KeyedGuards::of_display(self.policy, &self.key)).as_ref()
@@ -89,13 +92,13 @@ impl<K: Display> ForKey<'_, K> {
     /// [`Policy::run`] with this key's guards: the same future, and the
     /// same one compile error for an error type that does not fit.
     #[inline(always)]
-    pub fn run<T, E, F, Fut>(&self, op: F) -> Run<'_, &Self, NoKey, TraitsOf<E>, F, Fut, E>
+    pub fn run<T, E, F, Fut>(&mut self, op: F) -> Run<'_, &Self, NoKey, TraitsOf<E>, F, Fut, E>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         E: RunError,
     {
-        Run::new(self, NoKey, TraitsOf::new(), op)
+        Run::new(self.afresh(), NoKey, TraitsOf::new(), op)
     }
 
     /// [`Policy::run_with_key`] with this key's guards: `key` is the
@@ -104,7 +107,7 @@ impl<K: Display> ForKey<'_, K> {
     /// = tenant, key = order_id`).
     #[inline(always)]
     pub fn run_with_key<I, T, E, F, Fut>(
-        &self,
+        &mut self,
         key: I,
         op: F,
     ) -> Run<'_, &Self, Option<Arc<str>>, TraitsOf<E>, F, Fut, E>
@@ -114,6 +117,16 @@ impl<K: Display> ForKey<'_, K> {
         Fut: Future<Output = Result<T, E>>,
         E: RunError,
     {
-        Run::new(self, Some(key_of(&key)), TraitsOf::new(), op)
+        Run::new(self.afresh(), Some(key_of(&key)), TraitsOf::new(), op)
+    }
+
+    /// This, for a call that finds the key's guards afresh as it starts:
+    /// the set counts each call as a use of the key (a key kept in use is
+    /// not idle, nor the first evicted), and a call in another scoped
+    /// registry finds that registry's.
+    #[inline(always)]
+    fn afresh(&mut self) -> &Self {
+        self.keyed.take();
+        self
     }
 }

@@ -15,11 +15,8 @@ use crate::context;
 use crate::guards::Shape;
 
 /// What makes a call when it is built: its key, the slot that keeps its
-/// last error (which only selects a type) and its error handling; and
-/// whether it has a key at all.
+/// last error (which only selects a type) and its error handling.
 pub trait Parts<S, H> {
-    /// Whether the call has a key.
-    const KEYED: bool;
     /// The key, the slot and the handling.
     fn make(self) -> (Option<Arc<str>>, S, H);
 }
@@ -59,8 +56,6 @@ impl<F> Keyed<'_, F> {
 }
 
 impl<S, H, F: FnOnce() -> (S, H)> Parts<S, H> for Unkeyed<F> {
-    const KEYED: bool = false;
-
     #[inline(always)]
     fn make(self) -> (Option<Arc<str>>, S, H) {
         let (last, handling) = (self.0)();
@@ -69,8 +64,6 @@ impl<S, H, F: FnOnce() -> (S, H)> Parts<S, H> for Unkeyed<F> {
 }
 
 impl<S, H, F: FnOnce() -> (S, H)> Parts<S, H> for Keyed<'_, F> {
-    const KEYED: bool = true;
-
     #[inline(always)]
     fn make(self) -> (Option<Arc<str>>, S, H) {
         let (last, handling) = (self.make)();

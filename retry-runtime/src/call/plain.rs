@@ -135,7 +135,8 @@ impl<V: Shape> Drop for Holding<'_, V> {
     }
 }
 
-/// A plain attempt dropped unfinished: dropped in its context (no key, no
+/// A plain attempt dropped unfinished: dropped in its context (the mark; a
+/// keyed attempt's `parts::InKey` drops its own in the key; no
 /// span), then what it held handed back, counting nothing.
 #[cold]
 #[inline(never)]
@@ -286,7 +287,7 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         _parts: &P,
     ) -> Option<Plain<'p, W>> {
         // A call with a key is plain too: its first attempt runs in the
-        // key where the caller keeps it (`Parts::in_key`).
+        // key where the caller keeps it (`Keyed::in_key`).
         if slot.is_some() {
             return None;
         }

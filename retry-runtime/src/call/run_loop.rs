@@ -38,8 +38,6 @@ use crate::policy::LoopGuards;
 /// The key of a call of [`Run`]: none ([`NoKey`]), or an idempotency key
 /// (`Option<Arc<str>>`, taken as the call is built).
 pub trait RunKey {
-    /// Whether the call has a key.
-    const KEYED: bool;
     /// A plain first attempt, as it runs in the key: a copy of the key goes
     /// with it (the key is the future's own, and an attempt that borrowed
     /// it would borrow from the future that holds both).
@@ -56,7 +54,6 @@ pub trait RunKey {
 pub struct NoKey;
 
 impl RunKey for NoKey {
-    const KEYED: bool = false;
     type InKey<Fut: Future> = Fut;
 
     #[inline(always)]
@@ -71,7 +68,6 @@ impl RunKey for NoKey {
 }
 
 impl RunKey for Option<Arc<str>> {
-    const KEYED: bool = true;
     type InKey<Fut: Future> = InKey<Option<Arc<str>>, Fut>;
 
     #[inline(always)]
@@ -320,8 +316,6 @@ struct RunParts<'a, K, F> {
 }
 
 impl<S, H, K: RunKey, F: FnOnce() -> (S, H)> Parts<S, H> for RunParts<'_, K, F> {
-    const KEYED: bool = K::KEYED;
-
     #[inline(always)]
     fn make(self) -> (Option<Arc<str>>, S, H) {
         let (last, handling) = (self.make)();
