@@ -184,15 +184,6 @@ fn poll_to_its_end<F: Future>(
     poll
 }
 
-/// Calls `make` in the context of an attempt with `key`: what makes an
-/// attempt before it is first polled (`Policy::run_with_key`'s closure)
-/// sees the attempt's key.
-#[inline(always)]
-pub(crate) fn made_in<R>(key: &mut Option<Arc<str>>, make: impl FnOnce() -> R) -> R {
-    let _in = In::enter(key);
-    make()
-}
-
 /// Drops an attempt that has not finished (it was cancelled) in its context.
 #[inline]
 pub(crate) fn drop_in<F>(

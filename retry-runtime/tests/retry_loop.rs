@@ -344,8 +344,8 @@ impl Drop for SeesKeyOnDrop<'_> {
     }
 }
 
-/// `run_with_key`'s first attempt runs plain with a copy of the key: its
-/// future, cancelled while it waits, is dropped in the key too.
+/// `run_with_key`'s attempt, cancelled while it waits, is dropped in its
+/// key.
 #[tokio::test(start_paused = true)]
 async fn a_keyed_runs_first_attempt_cancelled_is_dropped_in_its_key() {
     let policy = no_jitter().max_attempts(3).build().unwrap();

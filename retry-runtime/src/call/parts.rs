@@ -50,8 +50,8 @@ impl<F> Keyed<'_, F> {
     /// (`idempotency_key()` answers it inside), before the call is built
     /// (which takes the key).
     #[inline(always)]
-    pub fn in_key<Fut>(&mut self, attempt: Fut) -> InKey<&mut Option<Arc<str>>, Fut> {
-        InKey::new(&mut *self.key, attempt)
+    pub fn in_key<Fut>(&mut self, attempt: Fut) -> InKey<'_, Fut> {
+        InKey { key: &mut *self.key, attempt: Some(attempt) }
     }
 }
 
@@ -71,61 +71,31 @@ impl<S, H, F: FnOnce() -> (S, H)> Parts<S, H> for Keyed<'_, F> {
     }
 }
 
-/// Where an [`InKey`] keeps its key: the caller's slot (the attribute's,
-/// `&mut Option<Arc<str>>`), or its own copy (`Policy::run_with_key`'s,
-/// whose key is its future's own: see `run_loop::RunKey`).
-pub trait KeySlot {
-    /// The key, swapped into the context around each poll.
-    fn slot(&mut self) -> &mut Option<Arc<str>>;
-}
-
-impl KeySlot for &mut Option<Arc<str>> {
-    #[inline(always)]
-    fn slot(&mut self) -> &mut Option<Arc<str>> {
-        self
-    }
-}
-
-impl KeySlot for Option<Arc<str>> {
-    #[inline(always)]
-    fn slot(&mut self) -> &mut Option<Arc<str>> {
-        self
-    }
-}
-
 pin_project! {
     /// A plain first attempt of a call with a key: polled, and dropped, in
     /// the key (see [`Keyed::in_key`]).
-    pub struct InKey<K: KeySlot, Fut> {
-        key: K,
+    pub struct InKey<'k, Fut> {
+        key: &'k mut Option<Arc<str>>,
         // `None` once finished: dropped as soon as it is done, in the key.
         #[pin]
         attempt: Option<Fut>,
     }
 
-    impl<K: KeySlot, Fut> PinnedDrop for InKey<K, Fut> {
+    impl<Fut> PinnedDrop for InKey<'_, Fut> {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
-            context::drop_in(this.key.slot(), None, this.attempt);
+            context::drop_in(this.key, None, this.attempt);
         }
     }
 }
 
-impl<K: KeySlot, Fut> InKey<K, Fut> {
-    /// `attempt`, to run in `key`.
-    #[inline(always)]
-    pub(super) fn new(key: K, attempt: Fut) -> Self {
-        InKey { key, attempt: Some(attempt) }
-    }
-}
-
-impl<K: KeySlot, Fut: Future> Future for InKey<K, Fut> {
+impl<Fut: Future> Future for InKey<'_, Fut> {
     type Output = Fut::Output;
 
     #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Fut::Output> {
         let this = self.project();
-        context::poll_in(this.key.slot(), None, this.attempt, None::<fn() -> Fut>, cx)
+        context::poll_in(this.key, None, this.attempt, None::<fn() -> Fut>, cx)
     }
 }
 

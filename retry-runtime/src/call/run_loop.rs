@@ -24,8 +24,8 @@ use std::task::{Context, Poll, ready};
 
 use pin_project_lite::pin_project;
 
-use super::hedge::{Hedges, Round};
-use super::parts::{InKey, Parts, Unkeyed};
+use super::hedge::Round;
+use super::parts::Unkeyed;
 use super::phase::Phase;
 use super::plain::{PlainAttempt, PlainFailure};
 use super::running::Running;
@@ -38,13 +38,11 @@ use crate::policy::LoopGuards;
 /// The key of a call of [`Run`]: none ([`NoKey`]), or an idempotency key
 /// (`Option<Arc<str>>`, taken as the call is built).
 pub trait RunKey {
-    /// A plain first attempt, as it runs in the key: a copy of the key goes
-    /// with it (the key is the future's own, and an attempt that borrowed
-    /// it would borrow from the future that holds both).
-    type InKey<Fut: Future>: Future<Output = Fut::Output>;
-    /// The attempt `make` makes, in the key (as it is, for no key): made
-    /// in the key too, so that the closure of `Policy::run_with_key` sees it.
-    fn in_key<F: FnMut() -> Fut, Fut: Future>(&self, make: &mut F) -> Self::InKey<Fut>;
+    /// Whether the call has a key, which makes `Run`'s call never plain:
+    /// the key is `Run`'s own, and a plain attempt in it would borrow from
+    /// the future that holds it (the attribute's is plain: its key is in
+    /// the caller's frame, see `parts::InKey`).
+    const KEYED: bool;
     /// The key, for the call built now.
     fn take(&mut self) -> Option<Arc<str>>;
 }
@@ -54,12 +52,7 @@ pub trait RunKey {
 pub struct NoKey;
 
 impl RunKey for NoKey {
-    type InKey<Fut: Future> = Fut;
-
-    #[inline(always)]
-    fn in_key<F: FnMut() -> Fut, Fut: Future>(&self, make: &mut F) -> Fut {
-        make()
-    }
+    const KEYED: bool = false;
 
     #[inline(always)]
     fn take(&mut self) -> Option<Arc<str>> {
@@ -68,14 +61,7 @@ impl RunKey for NoKey {
 }
 
 impl RunKey for Option<Arc<str>> {
-    type InKey<Fut: Future> = InKey<Option<Arc<str>>, Fut>;
-
-    #[inline(always)]
-    fn in_key<F: FnMut() -> Fut, Fut: Future>(&self, make: &mut F) -> InKey<Option<Arc<str>>, Fut> {
-        let mut key = self.clone();
-        let attempt = crate::context::made_in(&mut key, make);
-        InKey::new(key, attempt)
-    }
+    const KEYED: bool = true;
 
     #[inline]
     fn take(&mut self) -> Option<Arc<str>> {
@@ -119,18 +105,18 @@ type HedgingAttempts<'p, H, F, Fut, E> =
 pin_project! {
     /// Where a [`Run`] is.
     #[project = StateProj]
-    enum State<'p, K: RunKey, H, F, Fut: Future, E> {
+    enum State<'p, H, F, Fut: Future, E> {
         /// Not polled yet: the call has not started.
         Start,
         /// A plain first attempt, for each way its guards are seen.
-        Unguarded { #[pin] attempt: PlainAttempt<'p, K::InKey<Fut>, Unguarded> },
-        Breaker { #[pin] attempt: PlainAttempt<'p, K::InKey<Fut>, BreakerAlone> },
-        Budget { #[pin] attempt: PlainAttempt<'p, K::InKey<Fut>, BudgetAlone> },
-        BreakerBudget { #[pin] attempt: PlainAttempt<'p, K::InKey<Fut>, BreakerBudget> },
-        Other { #[pin] attempt: PlainAttempt<'p, K::InKey<Fut>, AnyShape> },
+        Unguarded { #[pin] attempt: PlainAttempt<'p, Fut, Unguarded> },
+        Breaker { #[pin] attempt: PlainAttempt<'p, Fut, BreakerAlone> },
+        Budget { #[pin] attempt: PlainAttempt<'p, Fut, BudgetAlone> },
+        BreakerBudget { #[pin] attempt: PlainAttempt<'p, Fut, BreakerBudget> },
+        Other { #[pin] attempt: PlainAttempt<'p, Fut, AnyShape> },
         // Raced with the timer of its attempt timeout and deadline (see
         // `poll_timed`).
-        Timed { #[pin] attempt: TimedAttempt<'p, K::InKey<Fut>, AnyShape> },
+        Timed { #[pin] attempt: TimedAttempt<'p, Fut, AnyShape> },
         /// The call, built, and the state of its attempts.
         Calling { #[pin] running: Running<'p, 'p, RunCall<'p, H, E>, Kept<E>, H, Fut, F> },
         /// The same for a call of a hedging policy, whose rounds make the
@@ -147,18 +133,18 @@ pin_project! {
     /// then.
     #[must_use = "futures do nothing unless `.await`ed or polled"]
     #[project = RunProj]
-    pub struct Run<'p, Tg, K: RunKey, H, F, Fut: Future, E> {
+    pub struct Run<'p, Tg, K, H, F, Fut: Future, E> {
         target: Tg,
         key: K,
         handling: H,
         // Moved into the attempts' state once the call is built.
         op: Option<F>,
         #[pin]
-        state: State<'p, K, H, F, Fut, E>,
+        state: State<'p, H, F, Fut, E>,
     }
 }
 
-impl<'p, Tg, K: RunKey, H, F, Fut: Future, E> Run<'p, Tg, K, H, F, Fut, E> {
+impl<'p, Tg, K, H, F, Fut: Future, E> Run<'p, Tg, K, H, F, Fut, E> {
     /// A call of `target` with `key`, its errors handled by `handling`,
     /// each attempt made by `op`.
     #[inline(always)]
@@ -167,7 +153,7 @@ impl<'p, Tg, K: RunKey, H, F, Fut: Future, E> Run<'p, Tg, K, H, F, Fut, E> {
     }
 }
 
-impl<Tg, K: RunKey, H, F, Fut: Future, E> std::fmt::Debug for Run<'_, Tg, K, H, F, Fut, E> {
+impl<Tg, K, H, F, Fut: Future, E> std::fmt::Debug for Run<'_, Tg, K, H, F, Fut, E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Run").finish_non_exhaustive()
     }
@@ -188,15 +174,19 @@ where
         if let State::Start = self.as_ref().get_ref().state {
             start(self.as_mut());
         }
-        // A plain first attempt, made by `op` (in the call's key, if it
-        // has one) as it is first polled: its success ends the call (and
-        // drops `op`, so that a poll after the end panics rather than make
-        // another attempt), its failure goes on in `poll_call`.
+        // A call with a key is never plain here (see `RunKey::KEYED`): its
+        // attempts are its success path, inlined as an `async fn`'s would be.
+        if K::KEYED {
+            return poll_attempts(self, cx);
+        }
+        // A plain first attempt, made by `op` as it is first polled: its
+        // success ends the call (and drops `op`, so that a poll after the
+        // end panics rather than make another attempt), its failure goes
+        // on in `poll_call`.
         macro_rules! first {
-            ($attempt:ident, $op:ident, $key:ident, $poll:path) => {{
-                let Some(op) = $op.as_mut() else { panic!("`Run` polled after it finished") };
-                let mut maker = InKeyMaker { key: &*$key, op };
-                match ready!($poll($attempt, &mut maker, cx)) {
+            ($attempt:ident, $op:ident, $poll:path) => {{
+                let Some(maker) = $op.as_mut() else { panic!("`Run` polled after it finished") };
+                match ready!($poll($attempt, maker, cx)) {
                     Ok(value) => {
                         *$op = None;
                         return Poll::Ready(Ok(value));
@@ -206,14 +196,14 @@ where
             }};
         }
         let this = self.as_mut().project();
-        let (op, key) = (this.op, this.key);
+        let op = this.op;
         let step = match this.state.project() {
-            StateProj::Unguarded { attempt } => first!(attempt, op, key, PlainAttempt::poll_made),
-            StateProj::Breaker { attempt } => first!(attempt, op, key, PlainAttempt::poll_made),
-            StateProj::Budget { attempt } => first!(attempt, op, key, PlainAttempt::poll_made),
-            StateProj::BreakerBudget { attempt } => first!(attempt, op, key, PlainAttempt::poll_made),
-            StateProj::Other { attempt } => first!(attempt, op, key, PlainAttempt::poll_made),
-            StateProj::Timed { attempt } => first!(attempt, op, key, poll_timed),
+            StateProj::Unguarded { attempt } => first!(attempt, op, PlainAttempt::poll_made),
+            StateProj::Breaker { attempt } => first!(attempt, op, PlainAttempt::poll_made),
+            StateProj::Budget { attempt } => first!(attempt, op, PlainAttempt::poll_made),
+            StateProj::BreakerBudget { attempt } => first!(attempt, op, PlainAttempt::poll_made),
+            StateProj::Other { attempt } => first!(attempt, op, PlainAttempt::poll_made),
+            StateProj::Timed { attempt } => first!(attempt, op, poll_timed),
             _ => Step::Retry,
         };
         match step {
@@ -227,7 +217,7 @@ where
 /// module docs): out of line, so that the plain call's poll stays small
 /// enough to be inlined into its caller's.
 #[inline(never)]
-fn poll_call<'p, T, E, Tg, K: RunKey, H, F, Fut>(
+fn poll_call<'p, T, E, Tg, K, H, F, Fut>(
     run: Pin<&mut Run<'p, Tg, K, H, F, Fut, E>>,
     cx: &mut Context<'_>,
 ) -> Poll<Result<T, E>>
@@ -241,7 +231,7 @@ where
 
 /// The call's attempts in their one state (see [`poll_call`]).
 #[inline(always)]
-fn poll_attempts<'p, T, E, Tg, K: RunKey, H, F, Fut>(
+fn poll_attempts<'p, T, E, Tg, K, H, F, Fut>(
     run: Pin<&mut Run<'p, Tg, K, H, F, Fut, E>>,
     cx: &mut Context<'_>,
 ) -> Poll<Result<T, E>>
@@ -296,45 +286,16 @@ where
 /// the loop's poll past what LLVM inlines into the caller's, which every
 /// call of `run` paid for.
 #[inline(never)]
-fn poll_timed<'p, T, E, M, Fut>(
+fn poll_timed<'p, T, E, F, Fut>(
     attempt: Pin<&mut TimedAttempt<'p, Fut, AnyShape>>,
-    maker: &mut M,
+    op: &mut F,
     cx: &mut Context<'_>,
 ) -> Poll<Result<T, PlainFailure<'p, E, AnyShape>>>
 where
-    M: Hedges<Fut>,
+    F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
 {
-    attempt.poll_made(maker, cx)
-}
-
-/// The parts of a `Run`'s call built after its plain first attempt failed:
-/// the key, taken from the future, and how errors are kept and handled.
-struct RunParts<'a, K, F> {
-    key: &'a mut K,
-    make: F,
-}
-
-impl<S, H, K: RunKey, F: FnOnce() -> (S, H)> Parts<S, H> for RunParts<'_, K, F> {
-    #[inline(always)]
-    fn make(self) -> (Option<Arc<str>>, S, H) {
-        let (last, handling) = (self.make)();
-        (self.key.take(), last, handling)
-    }
-}
-
-/// What makes a plain first attempt of a `Run`: `op`'s future, in the
-/// call's key (see `RunKey::in_key`).
-struct InKeyMaker<'a, K, F> {
-    key: &'a K,
-    op: &'a mut F,
-}
-
-impl<K: RunKey, F: FnMut() -> Fut, Fut: Future> Hedges<K::InKey<Fut>> for InKeyMaker<'_, K, F> {
-    #[inline(always)]
-    fn make(&mut self) -> K::InKey<Fut> {
-        self.key.in_key(self.op)
-    }
+    attempt.poll_made(op, cx)
 }
 
 /// The call's start: its plain first attempt, admitted quietly, if it is
@@ -352,7 +313,7 @@ where
     let mut this = run.project();
     let target = *this.target;
     let policy = target.policy();
-    if policy.compiled_settings().hedge.is_none() {
+    if !K::KEYED && policy.compiled_settings().hedge.is_none() {
         let parts = Unkeyed(|| (Kept::<E>::default(), *this.handling));
         let no_call: Option<Call<'p, Kept<E>, H>> = None;
         macro_rules! plain_as {
@@ -386,9 +347,9 @@ where
 /// The call, built, runs its attempts in one state from now on, which
 /// takes `op` to make them.
 #[inline(always)]
-fn run_on<'p, K: RunKey, H, F, Fut: Future, E>(
+fn run_on<'p, H, F, Fut: Future, E>(
     op: &mut Option<F>,
-    mut state: Pin<&mut State<'p, K, H, F, Fut, E>>,
+    mut state: Pin<&mut State<'p, H, F, Fut, E>>,
     call: Call<'p, Kept<E>, H>,
 ) {
     let Some(op) = op.take() else { unreachable!("a call is built once") };
@@ -404,7 +365,7 @@ fn run_on<'p, K: RunKey, H, F, Fut: Future, E>(
 /// was (`Call::after_plain`), which ends or goes on with its next attempt.
 #[cold]
 #[inline(never)]
-fn after_plain<'p, T, E, Tg, K: RunKey, H, F, Fut, V>(
+fn after_plain<'p, T, E, Tg, K, H, F, Fut, V>(
     run: Pin<&mut Run<'p, Tg, K, H, F, Fut, E>>,
     failure: PlainFailure<'p, E, V>,
 ) -> Step<T, E>
@@ -417,8 +378,7 @@ where
     let this = run.project();
     let handling = *this.handling;
     let mut slot: Option<Call<'p, Kept<E>, H>> = None;
-    let parts = RunParts { key: this.key, make: || (Kept::default(), handling) };
-    match Call::after_plain(&mut slot, *this.target, parts, failure) {
+    match Call::after_plain(&mut slot, *this.target, Unkeyed(|| (Kept::default(), handling)), failure) {
         Step::Retry => {
             let Some(call) = slot else { unreachable!("a plain call's failure builds its call") };
             run_on(this.op, this.state, call);
