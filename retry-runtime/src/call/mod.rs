@@ -50,6 +50,7 @@
 //! a hedging round) lives behind a box (`Rare`), built only then.
 
 mod admit;
+mod after_plain;
 mod answers;
 mod attempt;
 mod for_key;
