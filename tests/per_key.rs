@@ -176,6 +176,44 @@ async fn policy_per_uses_the_same_breakers() {
     );
 }
 
+/// An error type the library cannot classify, classified by a function.
+#[derive(Debug)]
+enum DbError {
+    Deadlock,
+    Rejected(Rejection),
+}
+
+impl From<Rejection> for DbError {
+    fn from(rejection: Rejection) -> Self {
+        DbError::Rejected(rejection)
+    }
+}
+
+/// With a classification function first, `per(key)` runs in the key's
+/// guards, its errors classified by the function.
+#[tokio::test(start_paused = true)]
+async fn a_classified_policy_per_key_uses_its_keys_breaker() {
+    let registry = registry();
+    let policy = Policy::builder().max_attempts(1).breaker_per("search").budget("none").build().unwrap();
+    let transient = |_: &DbError| stormproof::ErrorClass::Transient;
+    let classified = policy.classify(transient);
+    let mut tenant_d = classified.per("tenant-d");
+    for _ in 0..2 {
+        let deadlock = tenant_d.run(|| async { Err::<u32, _>(DbError::Deadlock) });
+        assert!(matches!(registry.scope(deadlock).await, Err(DbError::Deadlock)));
+    }
+    assert_eq!(
+        registry.breaker_for("search", "tenant-d").state(),
+        BreakerState::Open,
+        "two transient failures"
+    );
+    let refused = registry.scope(classified.per("tenant-d").run(|| async { Ok::<u32, DbError>(1) })).await;
+    assert!(matches!(refused, Err(DbError::Rejected(Rejection::CircuitOpen { .. }))), "{refused:?}");
+    let keyed = || async { Ok::<_, DbError>(stormproof::idempotency_key().unwrap().to_string()) };
+    let other = registry.scope(classified.per("tenant-e").run_with_key("order-1", keyed)).await;
+    assert_eq!(other.unwrap(), "order-1", "another tenant's breaker, the key in the attempt");
+}
+
 /// One `ForKey` used for several calls finds its key's guards as each call
 /// starts: in each call's registry, and as a use of the key, which keeps it
 /// from being forgotten as idle.

@@ -1306,13 +1306,13 @@ fn two_hosts(
     })
 }
 
-/// The same through the global registry, where a request's first attempt
-/// is plain (its host's breaker kept by the response future, not boxed):
-/// the host that is down is cut off after its two failures, its failed
-/// first attempt and its retry in its own breaker, and the other host's
-/// calls go out and are counted in theirs.
+/// The same through the global registry (the test below uses a scoped
+/// one): the host that is down is cut off after its two failures, its
+/// failed first attempt and its retry in its own breaker, and the other
+/// host's calls go out and are counted in theirs. (A policy with a breaker
+/// per key is never plain in the tower layer: its calls are boxed.)
 #[tokio::test(start_paused = true)]
-async fn a_breaker_per_host_holds_on_the_plain_path_too() {
+async fn a_breaker_per_host_holds_through_the_global_registry_too() {
     let set = "tower::plain_hosts";
     let registry = stormproof::registry();
     registry.declare_breaker(set, BreakerConfig { failure_threshold: 2, ..Default::default() }).unwrap();

@@ -19,8 +19,8 @@ use std::sync::{Arc, OnceLock};
 use super::key::key_of;
 use super::run_loop::{NoKey, Run};
 use super::traits_of::TraitsOf;
-use super::{CallTarget, KeyedGuards};
-use crate::error::RunError;
+use super::{CallTarget, Classified, KeyedGuards};
+use crate::error::{ErrorHandling, RunError};
 use crate::policy::Policy;
 
 /// A policy's calls with one key (a tenant, a host, a shard), which
@@ -55,10 +55,18 @@ use crate::policy::Policy;
 /// assert_eq!(registry.scope(tenant_b.run(|| async { Ok::<u32, std::io::Error>(8) })).await.unwrap(), 8);
 /// # }
 /// ```
+///
+/// With a classification function first
+/// ([`Policy::classify`](crate::Policy::classify)), `H` is that
+/// [`Classified`] policy, whose function classifies the calls' errors:
+/// `policy.classify(f).per(tenant).run(op)`.
 #[derive(Debug)]
-pub struct ForKey<'p, K> {
+pub struct ForKey<'p, K, H = ()> {
     policy: &'p Policy,
     key: K,
+    /// How errors are classified: by their type's traits (`()`), or by a
+    /// [`Classified`] policy's function.
+    with: H,
     /// The key's guards, once its call started (each call finds them
     /// afresh: `run` empties this).
     keyed: OnceLock<Option<KeyedGuards<'p>>>,
@@ -70,11 +78,18 @@ impl Policy {
     /// and its kin): `policy.per(tenant).run(op)` is
     /// [`run`](Self::run) with the tenant's breaker. See [`ForKey`].
     pub fn per<K: Display>(&self, key: K) -> ForKey<'_, K> {
-        ForKey { policy: self, key, keyed: OnceLock::new() }
+        ForKey { policy: self, key, with: (), keyed: OnceLock::new() }
     }
 }
 
-impl<'a, 'p: 'a, K: Display> CallTarget<'a> for &'a ForKey<'p, K> {
+impl<'p, H: Copy> Classified<'p, H> {
+    /// [`Policy::per`], classified by the function.
+    pub fn per<K: Display>(&self, key: K) -> ForKey<'p, K, Classified<'p, H>> {
+        ForKey { policy: self.policy(), key, with: *self, keyed: OnceLock::new() }
+    }
+}
+
+impl<'a, 'p: 'a, K: Display, H> CallTarget<'a> for &'a ForKey<'p, K, H> {
     #[inline(always)]
     fn policy(self) -> &'a Policy {
         self.policy
@@ -119,7 +134,9 @@ impl<K: Display> ForKey<'_, K> {
     {
         Run::new(self.afresh(), Some(key_of(&key)), TraitsOf::new(), op)
     }
+}
 
+impl<K, H> ForKey<'_, K, H> {
     /// This, for a call that finds the key's guards afresh as it starts:
     /// the set counts each call as a use of the key (a key kept in use is
     /// not idle, nor the first evicted), and a call in another scoped
@@ -128,5 +145,36 @@ impl<K: Display> ForKey<'_, K> {
     fn afresh(&mut self) -> &Self {
         self.keyed.take();
         self
+    }
+}
+
+impl<K: Display, H: Copy> ForKey<'_, K, Classified<'_, H>> {
+    /// [`Classified::run`] with this key's guards.
+    #[inline(always)]
+    pub fn run<T, E, F, Fut>(&mut self, op: F) -> Run<'_, &Self, NoKey, H, F, Fut, E>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        H: ErrorHandling<E>,
+    {
+        let handling = self.with.handling();
+        Run::new(self.afresh(), NoKey, handling, op)
+    }
+
+    /// [`Classified::run_with_key`] with this key's guards.
+    #[inline(always)]
+    pub fn run_with_key<I, T, E, F, Fut>(
+        &mut self,
+        key: I,
+        op: F,
+    ) -> Run<'_, &Self, Option<Arc<str>>, H, F, Fut, E>
+    where
+        I: Display,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        H: ErrorHandling<E>,
+    {
+        let handling = self.with.handling();
+        Run::new(self.afresh(), Some(key_of(&key)), handling, op)
     }
 }

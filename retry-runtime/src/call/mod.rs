@@ -90,7 +90,11 @@ pub use made_on_poll::MadeOnPoll;
 pub(crate) use owned::{FirstAttempt, FirstPermits};
 #[cfg(feature = "tower")]
 pub(crate) use parts::Unkeyed;
-pub use per_key::{CallTarget, KeyedGuards, Target};
+pub use per_key::{CallTarget, KeyedGuards};
+// What the HTTP layers' calls run (`http::exchange`): a call of a policy
+// with the guards its request's host found.
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+pub(crate) use per_key::Target;
 #[cfg(feature = "tower")]
 pub(crate) use plain::Failed;
 pub use run::{Classified, ClassifyInner};

@@ -4,11 +4,11 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use super::Call;
 use super::key::key_of;
 use super::run_loop::{NoKey, Run};
 use super::run_or_else::RunOrElse;
 use super::traits_of::TraitsOf;
-use super::{Call, KeyedGuards, Target};
 use crate::classify::{Classify, ErrorClass};
 use crate::error::{ClassifyWith, ErrorHandling, RunError};
 use crate::errors::Error;
@@ -161,7 +161,20 @@ pub struct Classified<'p, H> {
     handling: H,
 }
 
-impl<H> Classified<'_, H> {
+impl<'p, H> Classified<'p, H> {
+    /// The policy.
+    pub(super) fn policy(&self) -> &'p Policy {
+        self.policy
+    }
+
+    /// Its classification.
+    pub(super) fn handling(&self) -> H
+    where
+        H: Copy,
+    {
+        self.handling
+    }
+
     /// [`Policy::run`], classified by the function.
     pub fn run<T, E, F, Fut>(&self, op: F) -> Run<'_, &Policy, NoKey, H, F, Fut, E>
     where
@@ -170,18 +183,6 @@ impl<H> Classified<'_, H> {
         H: ErrorHandling<E> + Copy,
     {
         Run::new(self.policy, NoKey, self.handling, op)
-    }
-
-    /// [`Policy::per`]'s `run`, classified by the function.
-    pub async fn run_per<K, T, E, F, Fut>(&self, key: K, op: F) -> Result<T, E>
-    where
-        K: std::fmt::Display,
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-        H: ErrorHandling<E> + Copy,
-    {
-        let keyed = KeyedGuards::of_display(self.policy, &key);
-        Run::new(Target::per_key(self.policy, &keyed), NoKey, self.handling, op).await
     }
 
     /// [`Policy::run_with_key`], classified by the function.
