@@ -74,9 +74,10 @@ impl FirstPermits {
         &self.policy
     }
 
-    /// The attempt succeeded: recorded in the guards that admitted it.
+    /// The attempt succeeded: recorded in the guards that admitted it
+    /// (in place: what is left, the policy's `Arc`, goes with `self`).
     #[inline]
-    pub(crate) fn succeeded(mut self) {
+    fn succeeded(&mut self) {
         if let Some(permits) = self.permits.take() {
             AnyShape::held_view(self.policy.global_guards_again()).record(permits, Answer::Success);
         }
@@ -112,11 +113,20 @@ impl FirstPermits {
 }
 
 impl Drop for FirstPermits {
+    #[inline]
     fn drop(&mut self) {
         if let Some(permits) = self.permits.take() {
-            AnyShape::held_view(self.policy.global_guards_again()).abandon(permits);
+            abandon(&self.policy, permits);
         }
     }
+}
+
+/// Permits of `policy`'s guards handed back unused: out of line, as a
+/// recorded attempt's permits are already gone when they are dropped.
+#[cold]
+#[inline(never)]
+fn abandon(policy: &Policy, permits: ShapedPermits<AnyShape>) {
+    AnyShape::held_view(policy.global_guards_again()).abandon(permits);
 }
 
 impl std::fmt::Debug for FirstPermits {
@@ -142,8 +152,12 @@ pin_project! {
             let this = this.project();
             // Dropped unfinished: dropped in its context, then what it
             // held handed back (the permits' own drop), counting nothing.
-            let _back = this.permits.take();
-            context::drop_in(&mut None, None, this.attempt);
+            // Finished or given up (the common case), the attempt is
+            // gone already, and the permits are recorded or taken.
+            if this.attempt.is_some() {
+                let _back = this.permits.take();
+                context::drop_in(&mut None, None, this.attempt);
+            }
         }
     }
 }
@@ -178,17 +192,33 @@ impl<Fut> FirstAttempt<Fut> {
     }
 }
 
+impl<Fut> FirstAttempt<Fut> {
+    /// The attempt, finished, succeeded: recorded in the guards that
+    /// admitted it, in place (moving the permits out measured dearer).
+    #[inline]
+    pub(crate) fn succeeded(self: Pin<&mut Self>) {
+        if let Some(permits) = self.project().permits.as_mut() {
+            permits.succeeded();
+        }
+    }
+
+    /// The attempt, finished, failed: the permits it held, to record that with.
+    pub(crate) fn failed(self: Pin<&mut Self>) -> FirstPermits {
+        match self.project().permits.take() {
+            Some(permits) => permits,
+            None => unreachable!("a first attempt's outcome taken twice"),
+        }
+    }
+}
+
+/// The attempt's output, when it finishes; its outcome is then recorded
+/// through [`succeeded`](FirstAttempt::succeeded) or
+/// [`failed`](FirstAttempt::failed), once.
 impl<Fut: Future> Future for FirstAttempt<Fut> {
-    type Output = (Fut::Output, FirstPermits);
+    type Output = Fut::Output;
 
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let output = std::task::ready!(context::poll_keyless(this.attempt, None::<fn() -> _>, cx));
-        match this.permits.take() {
-            Some(permits) => Poll::Ready((output, permits)),
-            // The attempt panics first when polled after it finished.
-            None => unreachable!("a first attempt finished twice"),
-        }
+        context::poll_keyless(self.project().attempt, None::<fn() -> _>, cx)
     }
 }

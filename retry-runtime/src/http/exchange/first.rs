@@ -4,10 +4,11 @@
 //! of the call built and driven as [`run`](super::run) drives one.
 
 use std::marker::PhantomData;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use super::{ByTransport, Failure, Transport, drive, ended, finish};
-use crate::call::{Failed, FirstPermits, Kept, Step, Unkeyed};
+use crate::call::{Failed, FirstAttempt, FirstPermits, Kept, Step, Unkeyed};
 use crate::http::attempts::Attempts;
 use crate::policy::Policy;
 
@@ -43,25 +44,25 @@ pub(crate) fn first_of_plain<T: Transport>(
 /// The answer to a plain call's first attempt (see [`first_of_plain`]):
 /// `Ok` with the caller's response when it succeeded (recorded), else what
 /// [`after_first`] needs to go on.
-pub(crate) fn first_answered<T: Transport>(
+pub(crate) fn first_answered<T: Transport, Fut>(
     answer: Result<T::Response, T::Error>,
-    permits: FirstPermits,
+    attempt: Pin<&mut FirstAttempt<Fut>>,
 ) -> Result<T::Response, FirstFailed<T>> {
     let failure = match answer {
         Ok(response) => match T::response_class(&response) {
             None => {
-                permits.succeeded();
+                attempt.succeeded();
                 return Ok(finish::<T>(response, Attempts::new(1)));
             }
             Some(class) => FirstFailed {
-                permits,
+                permits: attempt.failed(),
                 failure: Failed::Error(Failure::Response(class)),
                 failed: Some(response),
                 deadline: None,
             },
         },
         Err(error) => FirstFailed {
-            permits,
+            permits: attempt.failed(),
             failure: Failed::Error(Failure::Error(error)),
             failed: None,
             deadline: None,

@@ -77,18 +77,30 @@ where
                     rest: Some((transport, request)),
                 }
             }
-            None => {
-                let policy = Arc::clone(policy);
-                State::Boxed {
-                    future: Box::pin(async move {
-                        let mut transport = transport;
-                        exchange::run(&policy, &mut transport, request).await
-                    }),
-                }
-            }
+            None => State::Boxed { future: boxed_call(policy, transport, request) },
         };
         ResponseFuture { state }
     }
+}
+
+/// A call that is not plain, run boxed: out of line, so that the plain
+/// call's construction keeps a small stack frame (the boxed future is
+/// built on the stack before it moves to the heap).
+#[cold]
+#[inline(never)]
+fn boxed_call<T>(
+    policy: &Arc<Policy>,
+    mut transport: T,
+    request: T::Request,
+) -> Pin<Box<dyn Future<Output = Result<T::Response, T::Error>> + Send>>
+where
+    T: SendReady + Send + 'static,
+    T::Request: Send + 'static,
+    T::Response: Send + 'static,
+    T::Error: Send + 'static,
+{
+    let policy = Arc::clone(policy);
+    Box::pin(async move { exchange::run(&policy, &mut transport, request).await })
 }
 
 impl<T> Future for ResponseFuture<T>
@@ -107,7 +119,7 @@ where
             match state.as_mut().project() {
                 StateProj::First { mut attempt, timing, rest } => {
                     timing.start();
-                    let (answer, permits) = match attempt.as_mut().poll(cx) {
+                    let answer = match attempt.as_mut().poll(cx) {
                         Poll::Ready(answered) => answered,
                         Poll::Pending if timing.expired(cx, attempt.policy()) => {
                             // A limit reached: the rest of the call from
@@ -124,7 +136,7 @@ where
                         }
                         Poll::Pending => return Poll::Pending,
                     };
-                    let failed = match first::first_answered::<T>(answer, permits) {
+                    let failed = match first::first_answered::<T, _>(answer, attempt) {
                         Ok(response) => return Poll::Ready(Ok(response)),
                         Err(failed) => failed.started_at(timing.started()),
                     };
