@@ -847,9 +847,10 @@ async fn a_first_attempt_that_times_out_is_an_attempt_timeout() {
     assert_eq!(place(), 0);
 }
 
-/// The attempt timeout counts from the response future's first poll, as
-/// a call's does elsewhere, not from `Service::call`: a future polled late
-/// still gives its attempt the whole timeout. And the future stays `Unpin`
+/// The attempt timeout counts from the response future's first wait (its
+/// first poll that answers nothing), as a call's does elsewhere, not from
+/// `Service::call`: a future polled late still gives its attempt the whole
+/// timeout. And the future stays `Unpin`
 /// when the inner service's is, an attempt timeout or not (checked when
 /// this compiles).
 #[tokio::test(start_paused = true)]

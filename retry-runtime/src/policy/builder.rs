@@ -168,6 +168,9 @@ impl PolicyBuilder {
     /// Cancels each attempt (drops its future) after this long; the attempt
     /// then fails with the transient
     /// [`Rejection::AttemptTimeout`](crate::Rejection::AttemptTimeout).
+    /// A call's first attempt is timed from when it first waits: one
+    /// answered at its first poll reads no clock, and is never cut short
+    /// (as `tokio::time::timeout` returns an answer ready at once).
     pub fn attempt_timeout(mut self, timeout: Duration) -> Self {
         self.attempt_timeout = Some(timeout);
         self

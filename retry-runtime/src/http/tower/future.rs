@@ -13,6 +13,7 @@ use tokio::time::{Instant, Sleep};
 
 use super::transport::SendReady;
 use crate::call::FirstAttempt;
+use crate::http::exchange::Transport;
 use crate::http::exchange::{self, first};
 use crate::policy::Policy;
 
@@ -51,7 +52,7 @@ pin_project! {
         },
         // Everything else.
         Boxed {
-            future: Pin<Box<dyn Future<Output = Result<T::Response, T::Error>> + Send>>,
+            future: BoxedCall<T>,
         },
     }
 }
@@ -83,16 +84,16 @@ where
     }
 }
 
+/// A call run boxed: the rare state.
+type BoxedCall<T> =
+    Pin<Box<dyn Future<Output = Result<<T as Transport>::Response, <T as Transport>::Error>> + Send>>;
+
 /// A call that is not plain, run boxed: out of line, so that the plain
 /// call's construction keeps a small stack frame (the boxed future is
 /// built on the stack before it moves to the heap).
 #[cold]
 #[inline(never)]
-fn boxed_call<T>(
-    policy: &Arc<Policy>,
-    mut transport: T,
-    request: T::Request,
-) -> Pin<Box<dyn Future<Output = Result<T::Response, T::Error>> + Send>>
+fn boxed_call<T>(policy: &Arc<Policy>, mut transport: T, request: T::Request) -> BoxedCall<T>
 where
     T: SendReady + Send + 'static,
     T::Request: Send + 'static,
@@ -118,13 +119,14 @@ where
         loop {
             match state.as_mut().project() {
                 StateProj::First { mut attempt, timing, rest } => {
-                    timing.start();
                     let answer = match attempt.as_mut().poll(cx) {
                         Poll::Ready(answered) => answered,
                         Poll::Pending if timing.expired(cx, attempt.policy()) => {
                             // A limit reached: the rest of the call from
                             // then on, boxed, and polled now.
-                            let started = timing.started().expect("a timer runs from a start");
+                            let Some(started) = timing.started() else {
+                                unreachable!("a timer runs from a start")
+                            };
                             let permits = attempt.give_up();
                             let Some((transport, original)) = rest.take() else {
                                 unreachable!("a first attempt answered twice")
@@ -155,16 +157,14 @@ where
 }
 
 /// The limits of a plain first attempt (its attempt timeout and the
-/// call's deadline, read from the policy), from its first poll to its
-/// timer.
+/// call's deadline, read from the policy), from its first wait to its
+/// timer: counted from when the attempt first answered nothing, so that
+/// one answered at once reads no clock (see `call::FirstLimits`).
 enum Timing {
     /// No limit, or none before the horizon (it never ends).
     Untimed,
-    /// Not polled yet: the limits count from the first poll (when the
-    /// general path would admit the attempt and start its timer).
+    /// Not waited yet.
     Unstarted,
-    /// Polled, answered nothing yet: when the attempt started.
-    Started(Instant),
     /// Waiting: the timer, armed on its first wait (one answered at once
     /// makes none) and boxed with the attempt's start, so that every
     /// response future stays small and `Unpin` (tokio's `Sleep` is
@@ -184,29 +184,23 @@ pin_project! {
 }
 
 impl Timing {
-    /// As a poll starts: the clock read, on the first.
-    #[inline(always)]
-    fn start(&mut self) {
-        if let Timing::Unstarted = self {
-            *self = Timing::Started(Instant::now());
-        }
-    }
-
-    /// When the attempt started, if it has limits.
+    /// When the attempt started, if it has limits: when it first waited,
+    /// or, answered at its first poll, now.
     #[inline]
     fn started(&self) -> Option<Instant> {
         match self {
-            Timing::Started(started) => Some(*started),
             Timing::Armed(armed) => Some(armed.started),
-            Timing::Untimed | Timing::Unstarted => None,
+            Timing::Unstarted => Some(Instant::now()),
+            Timing::Untimed => None,
         }
     }
 
     /// After the attempt answered nothing: whether a limit of `policy`'s
-    /// is reached (the timer armed on its first wait, and polled).
+    /// is reached (the timer armed on its first wait, from then, and polled).
     #[inline]
     fn expired(&mut self, cx: &mut Context<'_>, policy: &Policy) -> bool {
-        if let Timing::Started(started) = *self {
+        if let Timing::Unstarted = self {
+            let started = Instant::now();
             *self = match crate::call::FirstLimits::of(policy.compiled_settings()).due(started) {
                 Some((due, _)) => {
                     Timing::Armed(Box::pin(Armed { started, timer: tokio::time::sleep_until(due) }))
@@ -216,7 +210,7 @@ impl Timing {
         }
         match self {
             Timing::Armed(armed) => armed.as_mut().project().timer.poll(cx).is_ready(),
-            Timing::Untimed | Timing::Unstarted | Timing::Started(_) => false,
+            Timing::Untimed | Timing::Unstarted => false,
         }
     }
 }
