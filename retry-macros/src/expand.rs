@@ -25,7 +25,7 @@
 //!     // Nothing is built until an attempt needs it: a first attempt that
 //!     // runs plain (see the runtime's `call::plain`) never builds the call.
 //!     let mut call = None;
-//!     loop {
+//!     let answer = loop {
 //!         let step = {
 //!             let id = Clone::clone(&id);        // owned parameters: a fresh clone per attempt
 //!             let __self = &mut *self;           // `&mut self`: a fresh reborrow per attempt
@@ -48,27 +48,40 @@
 //!                 <DbError as __stormproof::ResilientError>::handling()));
 //!             match Call::plain(&call, &__RESILIENT_POLICY, &parts) {
 //!                 Some(plain) => match plain.attempt(parts.in_key(attempt)).await {
-//!                     Ok(value) => break Ok(value),
+//!                     Ok(value) => rt::Step::Done(Ok(value)),
 //!                     Err(failure) => Call::after_plain(&mut call, &__RESILIENT_POLICY, parts, failure),
 //!                 },
 //!                 None => Call::next(&mut call, &__RESILIENT_POLICY, parts, attempt).await,
 //!             }
 //!         };
 //!         match step { rt::Step::Done(result) => break result, rt::Step::Retry => {} }
-//!     }
+//!     };
+//!     answer
 //! }
 //! ```
 //!
-//! Every combination of arguments expands to this shape: the guards, the
-//! key, timeouts and the deadline are the runtime's business, read from the
-//! policy and the shape. With `max_attempts = 1` there is no loop (the body
-//! may move its parameters, so the attempt is an `async move` block). With
-//! `hedge_after_ms`, each attempt is made by a closure the runtime may call
-//! again while earlier attempts run (`Call::next_hedged`, with no plain
-//! first attempt): the same fresh clones, in an `async move` block, and a
-//! fresh clone of an owned receiver such as `self: Arc<Self>` (the body's
-//! `self` renamed). With `fallback = path`, the loop's result is matched:
-//! an `Err` goes to `path(error).await`.
+//! Every combination of arguments expands to this one loop of steps (the
+//! macro's tests check it): the guards, the key, timeouts and the deadline
+//! are the runtime's business, read from the policy and the shape. What
+//! varies is what one step makes and awaits. With an attempt timeout or a
+//! deadline, `Call::plain_timed` races the plain first attempt with one
+//! timer. With `max_attempts = 1`, nothing is cloned and the attempt is an
+//! `async move` block (the body may move its parameters), and `Step::Retry`
+//! is unreachable, so the loop never goes round and the borrow checker sees
+//! the moves made once. With `hedge_after_ms`, each attempt is made by a
+//! closure the runtime may call again while earlier attempts run
+//! (`Call::next_hedged`, with no plain first attempt): the same fresh
+//! clones, in an `async move` block, and a fresh clone of an owned receiver
+//! such as `self: Arc<Self>` (the body's `self` renamed). With
+//! `fallback = path`, the answer is matched: an `Err` goes to
+//! `path(error).await`.
+//!
+//! The step is written out, not one runtime function awaited: an `async
+//! fn` of the runtime holding the attempt across its awaits made the
+//! futures of functions with borrowed parameters fail `Send` ("not general
+//! enough": the compiler's auto-trait check of an opaque future with
+//! lifetimes), and the plain first attempt's inline match is what keeps a
+//! guarded call's success at the floor's cost.
 
 use proc_macro2::{Group, Span, TokenStream};
 use quote::{quote, quote_spanned};
@@ -174,45 +187,32 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         parts
     }};
     // One attempt, `attempt`, made: a plain call's first runs as it is (see
-    // the runtime's `call::plain`), any other through `Call::next`; `won`
-    // is what a plain first attempt's success becomes.
+    // the runtime's `call::plain`), any other through `Call::next`.
     let plain = Ident::new("__stormproof_plain", Span::mixed_site());
     let failure = Ident::new("__stormproof_failure", Span::mixed_site());
     let value = Ident::new("__stormproof_value", Span::mixed_site());
     let attempt_var = Ident::new("__stormproof_attempt", Span::mixed_site());
     let parts_var = Ident::new("__stormproof_parts", Span::mixed_site());
-    let one_attempt = |attempt: TokenStream, won: TokenStream| {
+    let one_attempt = |attempt: TokenStream| {
         quote_spanned! {error_span=>
             let #attempt_var = #attempt;
             let mut #parts_var = #parts;
             match #plain_of(&#call, #target, &#parts_var) {
                 ::core::option::Option::Some(#plain) => match #plain.attempt(#parts_var.in_key(#attempt_var)).await {
-                    ::core::result::Result::Ok(#value) => #won,
+                    ::core::result::Result::Ok(#value) => #rt::Step::Done(::core::result::Result::Ok(#value)),
                     ::core::result::Result::Err(#failure) => #after_plain_of(&mut #call, #target, #parts_var, #failure),
                 },
                 ::core::option::Option::None => #attempt_of(&mut #call, #target, #parts_var, #attempt_var).await,
             }
         }
     };
-    let retry_loop = |attempt_each: TokenStream, before: &[TokenStream]| {
-        quote! {
-            loop {
-                let #step = {
-                    #(#before)*
-                    #attempt_each
-                };
-                match #step {
-                    #rt::Step::Done(#result) => break #result,
-                    #rt::Step::Retry => {}
-                }
-            }
-        }
-    };
-    let run = if plan.hedge_after_ms.is_some() {
+    // Each attempt: what is made fresh for it (`before`), the attempt made
+    // and awaited (its step), and what a retry does (`again`).
+    let (before, step_of_attempt, again) = if plan.hedge_after_ms.is_some() {
         // Hedged: the attempts of a round run side by side, so each is made
         // by a call of a closure, owning fresh clones (`async move`) of the
         // owned parameters and receiver; `&T` parameters are copied into it.
-        // `&mut` ones were refused in `validate`.
+        // `&mut` ones were refused in `validate`. No plain first attempt.
         let key_used = key_is_used(&item.sig, plan.key.as_ref());
         let mut fresh = fresh_arguments(&mut item.sig);
         fresh.inside.extend(key_used);
@@ -220,47 +220,58 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         clone_receiver(&mut item.block, &mut item.sig, &mut fresh);
         let before = &fresh.before;
         let async_body = attempt_block(&item.sig, quote!(move), &fresh.inside, &item.block);
-        let call = quote_spanned! {error_span=>
+        let step = quote_spanned! {error_span=>
             #hedged_of(&mut #call, #target, #parts, || {
                 #(#before)*
                 #async_body
-            })
+            }).await
         };
-        retry_loop(quote!(#call.await), &[])
+        (Vec::new(), step, quote!({}))
     } else if plan.max_attempts == 1 {
-        // One attempt: no loop, so the body may move its parameters and nothing is cloned.
-        // The attempt owns them (`async move`), as the function's own future would: one
-        // that borrowed them would not be `Send` for a parameter or receiver that is
-        // `Send` but not `Sync` (a `Cell`, a `Box<dyn Fn() + Send>`). The price: those
-        // the body names are dropped as the attempt ends, before a fallback runs (the
-        // README says so, at "Fallback").
+        // One attempt: the body may move its parameters and nothing is
+        // cloned, and no retry comes (so the loop never goes round, and the
+        // borrow checker sees the moves made once). The attempt owns them
+        // (`async move`), as the function's own future would: one that
+        // borrowed them would not be `Send` for a parameter or receiver that
+        // is `Send` but not `Sync` (a `Cell`, a `Box<dyn Fn() + Send>`). The
+        // price: those the body names are dropped as the attempt ends,
+        // before a fallback runs (docs/attribute.md says so, at "Fallback").
         let body = attempt_block(&item.sig, quote!(move), &[], &item.block);
-        let attempt_once = one_attempt(body, quote!(#rt::Step::Done(::core::result::Result::Ok(#value))));
-        quote! {
-            match { #attempt_once } {
-                #rt::Step::Done(#result) => #result,
-                #rt::Step::Retry => ::core::unreachable!("#[resilient]: a retry was requested with `max_attempts = 1`"),
-            }
-        }
+        let never =
+            quote!(::core::unreachable!("#[resilient]: a retry was requested with `max_attempts = 1`"));
+        (Vec::new(), one_attempt(body), never)
     } else {
         let key_used = key_is_used(&item.sig, plan.key.as_ref());
         let mut fresh = fresh_arguments(&mut item.sig);
         fresh.inside.extend(key_used);
         fresh.inside.extend(key_is_used(&item.sig, plan.per.as_ref()));
         reborrow_receiver(&mut item.block, &mut item.sig, &mut fresh);
-        let before = &fresh.before;
         let async_body = attempt_block(&item.sig, TokenStream::new(), &fresh.inside, &item.block);
-        // The await is the attribute's: "await occurs here" points at `#[resilient]`.
-        retry_loop(one_attempt(async_body, quote!(break ::core::result::Result::Ok(#value))), before)
+        (fresh.before, one_attempt(async_body), quote!({}))
     };
-    let run = match &plan.fallback {
-        None => run,
+    // Every function: this loop, one step per attempt. The await is the
+    // attribute's: "await occurs here" points at `#[resilient]`.
+    let answer = Ident::new("__stormproof_answer", Span::mixed_site());
+    let run = quote! {
+        let #answer = loop {
+            let #step = {
+                #(#before)*
+                #step_of_attempt
+            };
+            match #step {
+                #rt::Step::Done(#result) => break #result,
+                #rt::Step::Retry => #again,
+            }
+        };
+    };
+    let answer = match &plan.fallback {
+        None => quote!(#answer),
         Some(fallback) => {
             // At the path: a fallback of the wrong signature is reported there.
             let error = Ident::new("__stormproof_error", Span::mixed_site().located_at(fallback.span()));
             let call = quote_spanned!(fallback.span()=> #fallback(#error).await);
             quote! {
-                match #run {
+                match #answer {
                     ::core::result::Result::Err(#error) => {
                         #rt::Operation::falling_back(&#policy);
                         #call
@@ -284,6 +295,7 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
         #rt::inventory::submit! { #rt::Operation::new(&#policy) }
         #start
         #run
+        #answer
     };
     // The user's braces, not the attribute's: with the attribute's span the
     // function reads as generated code, and the compiler and clippy skip

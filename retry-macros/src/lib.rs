@@ -262,26 +262,57 @@ mod tests {
         assert!(out.contains("__stormproof :: Policy :: from_attribute"), "{out}");
     }
 
+    /// Arguments that reach every branch of the expansion: many attempts,
+    /// one attempt, hedging, a key, a key per call of a guard, a fallback,
+    /// `classify = path`, every guard, the timed first attempt, the hooks.
+    const COMBINATIONS: [&str; 10] = [
+        "",
+        "breaker = \"b\", budget = \"b\"",
+        "max_attempts = 1",
+        "hedge_after_ms = 50, idempotent = true",
+        "idempotent = false, key = order_id",
+        "breaker = \"b\", per = order_id",
+        "fallback = recover",
+        "classify = by_status",
+        "throttle = \"t\", bulkhead = \"h\", rate_limit = \"r\", deadline_ms = 9, attempt_timeout_ms = 3",
+        "on_retry = log, on_stop = log, priority = \"critical\", budget = \"none\", breaker = \"none\"",
+    ];
+
+    /// Every combination of arguments expands to one shape: one loop, one
+    /// step awaited per attempt, ended by `Step::Done` and gone round on
+    /// `Step::Retry` (which a function of one attempt never asks for), its
+    /// answer the function's (or the fallback's, matched on it).
+    #[test]
+    fn every_combination_expands_to_one_loop_of_steps() {
+        for args in COMBINATIONS {
+            let out = run(args, FUNCTIONS[0]);
+            assert!(!out.contains("compile_error"), "{args}: {out}");
+            // Besides the empty `loop {}` that fixes an attempt's return type.
+            let loops = out.matches("loop {").count() - out.matches("loop { }").count();
+            assert_eq!(loops, 1, "{args}: {out}");
+            assert_eq!(out.matches("let __stormproof_answer = loop {").count(), 1, "{args}: {out}");
+            assert_eq!(out.matches("let __stormproof_step =").count(), 1, "{args}: {out}");
+            assert_eq!(
+                out.matches("match __stormproof_step { __stormproof :: __private :: Step :: Done (__stormproof_result) => break __stormproof_result").count(),
+                1,
+                "{args}: {out}"
+            );
+            let answered = if args.contains("fallback") {
+                "match __stormproof_answer {"
+            } else {
+                "; __stormproof_answer }"
+            };
+            assert!(out.contains(answered), "{args}: {out}");
+        }
+    }
+
     /// What the expansion names in the runtime's `__private`, over every
-    /// shape it has (the loop, one attempt, hedging, a key, a key per call
-    /// of a guard, a fallback, `classify = path`, every guard): at most ten
-    /// names, the private surface the macro and the runtime share.
+    /// combination: at most ten names, the private surface the macro and
+    /// the runtime share.
     #[test]
     fn the_expansion_names_at_most_ten_private_items() {
-        let shapes = [
-            "",
-            "breaker = \"b\", budget = \"b\"",
-            "max_attempts = 1",
-            "hedge_after_ms = 50, idempotent = true",
-            "idempotent = false, key = order_id",
-            "breaker = \"b\", per = order_id",
-            "fallback = recover",
-            "classify = by_status",
-            "throttle = \"t\", bulkhead = \"h\", rate_limit = \"r\", deadline_ms = 9, attempt_timeout_ms = 3",
-            "on_retry = log, on_stop = log, priority = \"critical\", budget = \"none\", breaker = \"none\"",
-        ];
         let mut names = std::collections::BTreeSet::new();
-        for args in shapes {
+        for args in COMBINATIONS {
             let out = run(args, FUNCTIONS[0]);
             assert!(!out.contains("compile_error"), "{args}: {out}");
             let mut rest = out.as_str();
