@@ -95,7 +95,7 @@ rows = [
     ("success/breaker_budget_bulkhead", "breaker + budget + bulkhead", "adds a place taken from the bulkhead's pool and given back (a CAS each, no lock)"),
     ("success/breaker_budget_bulkhead_timeout", "breaker + budget + bulkhead + `attempt_timeout_ms`", "adds a clock read; the timer is armed only if the attempt waits"),
     ("success/breaker_budget_hedge", "breaker + budget + `hedge_after_ms`, answered before any hedge", "the hedging loop: a clock read, and the set of attempts, the attempt and the hedge's timer boxed"),
-    ("success/breaker_budget_throttle", "breaker + budget + adaptive throttle", "a clock read and a read of the window as the attempt is admitted, a clock read and an atomic add as it is answered"),
+    ("success/breaker_budget_throttle", "breaker + budget + adaptive throttle", "a clock read and a read of the window as the attempt is admitted (quietly, as a plain call's, while it refuses nothing), a clock read and an atomic add as it is answered"),
     ("success/breaker_budget_rate_limit", "breaker + budget + rate limit with turns to spare", "a turn taken from the limiter (a clock read and a CAS)"),
     ("success/policy_run", "`Policy::run` + breaker + budget, calling the bare fn", "the same guards through the builder API instead of the attribute"),
     ("success/policy_run_timed", "`Policy::run` + breaker + budget + attempt timeout + deadline", "the first attempt raced with one timer, armed only if it waits"),

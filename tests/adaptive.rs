@@ -128,6 +128,33 @@ async fn a_throttled_function_stops_calling_a_dependency_that_refuses_everything
     assert!(throttled >= 180, "refused locally: {throttled} of 200");
 }
 
+#[resilient(max_attempts = 1, throttle = "search_globally", budget = "none", breaker = "none")]
+async fn search_globally(calls: &AtomicU32) -> Result<(), ApiError> {
+    calls.fetch_add(1, Ordering::SeqCst);
+    Err(ApiError::Unavailable)
+}
+
+/// The same through the global registry, where a call whose guards all
+/// admit at once runs plain (the throttle admits quietly while it refuses
+/// nothing): once it refuses, it is asked properly, and refuses.
+#[tokio::test(start_paused = true)]
+async fn a_throttled_function_of_the_global_registry_stops_calling_it_too() {
+    let uncapped = ThrottleConfig { max_refusal_percent: 100, ..Default::default() };
+    stormproof::registry().declare_throttle("search_globally", uncapped).unwrap();
+    let calls = AtomicU32::new(0);
+    let mut throttled = 0;
+    for _ in 0..200 {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        if search_globally(&calls).await
+            == Err(ApiError::Rejected(Rejection::Throttled { throttle: "search_globally".into() }))
+        {
+            throttled += 1;
+        }
+    }
+    assert_eq!(calls.load(Ordering::SeqCst) + throttled, 200);
+    assert!(throttled >= 180, "refused locally: {throttled} of 200");
+}
+
 #[resilient(max_attempts = 1, rate_limit = "geo")]
 async fn geocode(calls: &AtomicU32) -> Result<(), ApiError> {
     calls.fetch_add(1, Ordering::SeqCst);

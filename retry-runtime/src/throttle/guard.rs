@@ -15,6 +15,16 @@ impl Guard for Throttle {
         if Throttle::admit_as(self, priority) { Admit::Go(()) } else { Admit::Refuse }
     }
 
+    /// While the refusal probability is zero (the dependency accepts
+    /// enough), a default request goes out without a draw and counts
+    /// nothing until answered: the plain call's admission. Its answer is
+    /// counted when it comes, at that time (an overloaded dependency's
+    /// answers come late, and must land in the window as they come).
+    #[inline(always)]
+    fn admit_quietly(&self, _kind: AttemptKind) -> Option<()> {
+        self.admitted_quietly().then_some(())
+    }
+
     /// An accept is an answer that is not overload: a success, a conflict,
     /// a permanent error (the breaker's non-failures); a deadline's cut is
     /// a request sent and not answered in time.

@@ -347,6 +347,21 @@ impl Throttle {
         admitted
     }
 
+    /// A default request admitted now when nothing needs drawing (the
+    /// refusal probability is zero, as it is while the dependency accepts
+    /// enough): `false`, having changed nothing, when a refusal must be
+    /// drawn for ([`admit`](Self::admit) does that).
+    #[inline]
+    pub(super) fn admitted_quietly(&self) -> bool {
+        if self.window.probability_at(self.now(), self.tenth(), self.k(), self.cap()) != 0.0 {
+            return false;
+        }
+        if self.above_zero.load(Ordering::Relaxed) {
+            self.report_zero();
+        }
+        true
+    }
+
     /// Counts an admitted request once it is answered: `accepted` when the
     /// answer was not overload (a success, a conflict, a permanent error).
     pub fn answered(&self, accepted: bool) {
@@ -414,6 +429,31 @@ mod tests {
             (160..=240).contains(&sheddable),
             "{sheddable} of 300 sheddable requests refused (p about 2/3)"
         );
+    }
+
+    /// A plain call's quiet admission: yes while nothing is refused (a
+    /// healthy dependency), counting nothing; no once a refusal must be
+    /// drawn for, again counting nothing, so the call is admitted properly.
+    #[tokio::test(start_paused = true)]
+    async fn a_request_is_admitted_quietly_only_while_nothing_is_refused() {
+        let throttle = Throttle::new("t", ThrottleConfig::default(), Some(7)).unwrap();
+        assert!(throttle.admitted_quietly(), "nothing seen: nothing refused");
+        for _ in 0..1_000 {
+            throttle.answered(false);
+        }
+        tokio::time::advance(TENTH).await;
+        let refusing = throttle.refusal_probability();
+        assert!(refusing > 0.5, "{refusing}");
+        assert!(!throttle.admitted_quietly(), "refusals are drawn for: not quietly");
+        assert_eq!(throttle.refusal_probability(), refusing, "asking quietly counted nothing");
+        // k = 2: as many accepts as requests in all outweigh the failures.
+        for _ in 0..1_000 {
+            throttle.answered(true);
+        }
+        tokio::time::advance(TENTH).await;
+        assert_eq!(throttle.refusal_probability(), 0.0);
+        assert!(throttle.admitted_quietly(), "accepted again: quietly again");
+        assert_eq!(throttle.refusal_probability(), 0.0);
     }
 
     /// Half of `k` never goes below 1: with `k = 1` and a dependency that

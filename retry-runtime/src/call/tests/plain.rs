@@ -97,8 +97,10 @@ fn guards_that_admit_quietly_and_no_timeout_deadline_or_hedging_make_a_call_plai
     let limited = guarded().rate_limit("plain-unit-rate-limit").build().unwrap();
     assert!(plain_as::<WithRateLimit>(&limited), "a rate limit with a turn free");
     let throttled = guarded().throttle("plain-unit-throttle").build().unwrap();
-    assert!(!plain_as::<WithThrottle>(&throttled), "a throttle counts every admission: not quietly");
-    assert!(!plain_as::<AnyShape>(&throttled), "a throttle: not for `Policy::run` either");
+    // A throttle counts a request when it is answered, and draws a refusal
+    // only while the dependency is refusing: a healthy one's admits quietly.
+    assert!(plain_as::<WithThrottle>(&throttled), "a throttle that refuses nothing");
+    assert!(plain_as::<AnyShape>(&throttled), "a throttle, for `Policy::run` too");
     for (not_plain, why) in [
         (guarded().attempt_timeout(second), "an attempt timeout"),
         (guarded().deadline(second), "a deadline"),
