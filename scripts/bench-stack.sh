@@ -5,7 +5,8 @@
 # table: each row's median time, its ratio to and overhead over the bare
 # service, its heap allocations per call, then published numbers quoted as
 # reference rows (not measured here). The table is written into
-# docs/performance.md too (its <!-- stack --> block).
+# docs/performance.md too (its <!-- stack --> block), and a paragraph of it
+# into README.md's comparison (<!-- stack-summary -->).
 #
 #   scripts/bench-stack.sh               # run, then print and write
 #   scripts/bench-stack.sh --no-run      # print and write from the last run
@@ -92,3 +93,30 @@ PY
 echo "$table"
 echo "$table" | scripts/readme-block.sh stack
 echo "wrote docs/performance.md's stack block"
+
+# The README's comparison: the same run, in one paragraph.
+CRITERION_DIR="$target_dir/criterion" python3 - <<'PY' | scripts/readme-block.sh stack-summary
+import json, os
+
+root = os.path.join(os.environ["CRITERION_DIR"], "stack")
+
+def median(name):
+    with open(os.path.join(root, name, "new", "estimates.json")) as f:
+        return json.load(f)["median"]["point_estimate"]
+
+m = {name: median(name) for name in [
+    "stormproof_tower", "stormproof_attribute", "tower_resilience",
+    "seatbelt_3_layers", "stormproof_tower_3_layers", "stormproof_attribute_3_layers"]}
+print(
+    "A stack of per-attempt timeout, retry, breaker, bulkhead and rate limit around the same "
+    "in-process service, success path, in one criterion run (`scripts/bench-stack.sh`; "
+    "[docs/performance.md](docs/performance.md) has the table and allocations): "
+    f"this library's tower layer takes {m['stormproof_tower']:,.1f} ns a call and the attribute "
+    f"{m['stormproof_attribute']:,.1f} ns, against {m['tower_resilience']:,.1f} ns for "
+    "tower-resilience's five layers. Seatbelt has three of them (retry, breaker, timeout): "
+    f"{m['seatbelt_3_layers']:,.1f} ns, against {m['stormproof_tower_3_layers']:,.1f} ns through "
+    f"our tower layer ({m['stormproof_tower_3_layers'] / m['seatbelt_3_layers']:.2f} of it) and "
+    f"{m['stormproof_attribute_3_layers']:,.1f} ns through the attribute with the same three."
+)
+PY
+echo "wrote README.md's stack summary"
