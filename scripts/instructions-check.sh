@@ -87,7 +87,7 @@ if [ "${#tower_rows[@]}" -gt 0 ]; then
 fi
 
 MEASURED="${CARGO_TARGET_DIR:-target}/instructions.json" MEASURED_TOWER="$tower_out" BASELINE="$baseline" \
-  UPDATE="$update" ROWS="${rows[*]} ${tower_rows[*]}" python3 - <<'PY'
+  UPDATE="$update" ROWS="${rows[*]} ${tower_rows[*]:-}" python3 - <<'PY'
 import json, os, sys
 
 measured = json.load(open(os.environ["MEASURED"]))
