@@ -65,7 +65,8 @@
 //! are the runtime's business, read from the policy and the shape. What
 //! varies is what one step makes and awaits. With an attempt timeout or a
 //! deadline, `Call::plain_timed` races the plain first attempt with one
-//! timer. With `max_attempts = 1`, nothing is cloned and the attempt is an
+//! timer (with an `on_stop` hook, it reads the attempt's start if it
+//! waits, for the hook's elapsed time). With `max_attempts = 1`, nothing is cloned and the attempt is an
 //! `async move` block (the body may move its parameters), and `Step::Retry`
 //! is unreachable, so the loop never goes round and the borrow checker sees
 //! the moves made once. With `hedge_after_ms`, each attempt is made by a
@@ -154,10 +155,11 @@ pub(crate) fn expand(mut item: ItemFn, plan: &Plan) -> TokenStream {
     let call_type = quote!(#rt::Call::<_, _, (#(#shape),*)>);
     let attempt_of = respan(quote!(#call_type::next), error_span);
     // A function with an attempt timeout or a deadline races its plain
-    // first attempt with the timer (the runtime's `call::timed`); the
-    // others carry none.
-    let plain_of = match (plan.attempt_timeout_ms, plan.deadline_ms) {
-        (None, None) => respan(quote!(#call_type::plain), error_span),
+    // first attempt with the timer (the runtime's `call::timed`), and one
+    // with an `on_stop` hook has its start read if it waits (the hook
+    // reports the time the call took); the others carry neither.
+    let plain_of = match (plan.attempt_timeout_ms, plan.deadline_ms, &plan.on_stop) {
+        (None, None, None) => respan(quote!(#call_type::plain), error_span),
         _ => respan(quote!(#call_type::plain_timed), error_span),
     };
     let after_plain_of = respan(quote!(#call_type::after_plain), error_span);

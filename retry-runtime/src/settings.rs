@@ -44,6 +44,26 @@ impl Settings {
         self.deadline.is_none() && self.attempt_timeout.is_none() && self.hedge.is_none()
     }
 
+    /// Whether a policy's first attempt is timed (see `call::timed`): it
+    /// races an attempt timeout or a deadline, or an `on_stop` hook reports
+    /// the time the call took, from its start.
+    pub(crate) const fn times_first_attempt(&self, on_stop: bool) -> bool {
+        self.attempt_timeout.is_some() || self.deadline.is_some() || on_stop
+    }
+
+    /// Whether a policy's call may start plain and untimed as far as these
+    /// settings and the rest of the policy say: none of the above, no
+    /// `on_stop` hook (which reads the start of a timed first attempt), no
+    /// guards per key (plain only with its key's), and not a sheddable call
+    /// with a `throttle` (whose refusal is drawn for with its own multiple
+    /// of `k`: see `Throttle::admitted_quietly`).
+    pub(crate) const fn allow_plain_with(&self, on_stop: bool, per_key: bool, throttle: bool) -> bool {
+        self.allow_plain()
+            && !on_stop
+            && !per_key
+            && (!matches!(self.priority, Priority::Sheddable) || !throttle)
+    }
+
     /// These settings (one function's, as compiled) with a configuration
     /// file's override laid over them: each key `sources` says the file
     /// set is `file`'s, every other stays this function's. Two functions

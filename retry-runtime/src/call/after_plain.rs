@@ -30,10 +30,15 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         H: ErrorHandling<E>,
         S: LastError<E>,
     {
-        let PlainFailure { holding, failed, deadline } = failure;
+        let PlainFailure { holding, failed, deadline, started } = failure;
         let call = Self::built_after_plain(slot, target, parts);
         if deadline.is_some() {
             call.rare().deadline = deadline;
+        }
+        // The hook's elapsed time counts from the first attempt's start:
+        // when it first waited, or (answered at its first poll) now.
+        if call.policy.hooks().on_stop.is_some() {
+            call.rare().started_at = Some(started.unwrap_or_else(tokio::time::Instant::now));
         }
         let (class, error) = match failed {
             // The permits stay held while the error is classified (user

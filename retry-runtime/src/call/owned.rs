@@ -84,7 +84,8 @@ impl FirstPermits {
     }
 
     /// The attempt failed (with its error, its timeout, or the call's
-    /// `deadline`, if it has one, which it carries on): recorded and
+    /// `deadline`, if it has one, which it carries on; it `started` then,
+    /// if it was timed and waited): recorded and
     /// decided on as any plain call's first attempt (see
     /// [`Call::after_plain`]), the call built into `slot` on `policy`,
     /// which must be this call's (the caller's borrow of
@@ -96,6 +97,7 @@ impl FirstPermits {
         parts: P,
         failed: Failed<E>,
         deadline: Option<tokio::time::Instant>,
+        started: Option<tokio::time::Instant>,
     ) -> Step<T, E>
     where
         P: Parts<S, H>,
@@ -108,7 +110,7 @@ impl FirstPermits {
         );
         let holding =
             Holding::<AnyShape> { held: policy.global_guards_again(), permits: self.permits.take() };
-        Call::after_plain(slot, policy, parts, PlainFailure { holding, failed, deadline })
+        Call::after_plain(slot, policy, parts, PlainFailure { holding, failed, deadline, started })
     }
 }
 

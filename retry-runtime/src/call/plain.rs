@@ -157,6 +157,9 @@ pub struct PlainFailure<'p, E, V: Shape> {
     /// The call's deadline, counted from the attempt's start, for a call
     /// that has one (see `call::timed`).
     pub(super) deadline: Option<tokio::time::Instant>,
+    /// When the attempt started, if it was timed and waited (see
+    /// `call::timed`): the start of the call, for an `on_stop` hook.
+    pub(super) started: Option<tokio::time::Instant>,
 }
 
 /// How a plain first attempt failed.
@@ -254,6 +257,7 @@ where
                 holding: Holding { held: *this.held, permits: this.permits.take() },
                 failed: Failed::Error(error),
                 deadline: None,
+                started: None,
             })),
         }
     }

@@ -97,21 +97,25 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     }
 
     /// [`plain_guards`](Self::plain_guards) for a call of a policy with an
-    /// attempt timeout or a deadline (or both), and nothing else a plain
-    /// call cannot have (no hedging, guards per key or `on_stop` hook): the
-    /// guards and the limits, which the first attempt races with a timer
-    /// of its own (the attribute's in `call::timed`, the tower layer's in
-    /// `http::tower::future`). `None` for any other.
+    /// attempt timeout or a deadline (or both), or an `on_stop` hook, and
+    /// nothing else a plain call cannot have (no hedging or guards per
+    /// key): the guards and the limits, which the first attempt races with
+    /// a timer of its own (the attribute's in `call::timed`, the tower
+    /// layer's in `http::tower::future`), its start read when it first
+    /// waits (the hook's elapsed time counts from it). `None` for any other.
     #[inline(always)]
     pub(crate) fn plain_guards_timed<W: Shape>(
         policy: &'p Policy,
     ) -> Option<(&'p crate::guards::Guards, FirstLimits)> {
         let settings = policy.compiled_settings();
         let limits = FirstLimits::of(settings);
-        let timed = (limits.timeout.is_some() || limits.deadline.is_some())
-            && settings.hedge.is_none()
-            && policy.hooks().on_stop.is_none()
-            && !policy.per_key();
+        // An `on_stop` hook needs the call's start: the attempt's, read when
+        // it first waits (none armed without limits).
+        let timed =
+            (limits.timeout.is_some() || limits.deadline.is_some() || policy.hooks().on_stop.is_some())
+                && settings.hedge.is_none()
+                && !policy.per_key()
+                && !policy.sheds_through_throttle();
         if !plain_now(policy, timed) {
             return None;
         }

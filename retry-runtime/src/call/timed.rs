@@ -23,13 +23,15 @@ use crate::guards::Shape;
 /// start: the attempt timeout (the attempt is then retried as any timed
 /// out one is) and the call's deadline (the call then ends).
 ///
-/// The start is read from the clock when the attempt first waits (its
-/// first poll answered nothing), not before its first poll: an attempt
-/// answered at once never reads the clock (a read measured 16.6 ns here,
-/// half of a guarded call's success), and what is not counted is the
-/// synchronous part of its first poll, which no timer could have cut
-/// short (`tokio::time::timeout`, too, returns an answer ready at its
-/// first poll whatever the time).
+/// With a deadline, the start is read as the attempt is made: the deadline
+/// is the whole call's, waits and every poll included. Without one, it is
+/// read when the attempt first waits (its first poll answered nothing):
+/// an attempt answered at once never reads the clock (a read measured
+/// 16.6 ns here, half of a guarded call's success), and the attempt
+/// timeout of a first attempt counts from its first wait, not counting
+/// the synchronous part of its first poll (which a well-behaved future
+/// keeps short: a timer armed before it could not have cut it short
+/// anyway, only end the attempt as soon as it waits).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct FirstLimits {
     pub(crate) timeout: Option<Duration>,
@@ -41,6 +43,13 @@ impl FirstLimits {
     #[inline]
     pub(crate) fn of(settings: &crate::settings::Settings) -> Self {
         FirstLimits { timeout: settings.attempt_timeout, deadline: settings.deadline }
+    }
+
+    /// The start of a first attempt made now: read now with a deadline,
+    /// else not yet (when it first waits).
+    #[inline]
+    pub(crate) fn start(&self) -> Option<Instant> {
+        self.deadline.map(|_| Instant::now())
     }
 
     /// When an attempt started at `started` is stopped, and by which: as
@@ -92,23 +101,20 @@ impl<V: Shape> std::fmt::Debug for TimedPlain<'_, V> {
 }
 
 impl<'p, V: Shape> TimedPlain<'p, V> {
-    /// The attempt, to run as this plain call's first, timed from when
-    /// it first waits (see [`FirstLimits`]).
+    /// The attempt, to run as this plain call's first, timed from now
+    /// with a deadline, else from when it first waits (see [`FirstLimits`]).
     #[inline(always)]
     pub fn attempt<Fut>(self, attempt: Fut) -> TimedAttempt<'p, Fut, V> {
-        TimedAttempt { attempt: self.plain.attempt(attempt), timer: None, started: None, limits: self.limits }
+        let started = self.limits.start();
+        TimedAttempt { attempt: self.plain.attempt(attempt), timer: None, started, limits: self.limits }
     }
 
     /// [`attempt`](Self::attempt), made at its first poll (see
     /// [`TimedAttempt::poll_made`]).
     #[inline(always)]
     pub(super) fn attempt_made_on_poll<Fut>(self) -> TimedAttempt<'p, Fut, V> {
-        TimedAttempt {
-            attempt: self.plain.attempt_made_on_poll(),
-            timer: None,
-            started: None,
-            limits: self.limits,
-        }
+        let started = self.limits.start();
+        TimedAttempt { attempt: self.plain.attempt_made_on_poll(), timer: None, started, limits: self.limits }
     }
 }
 
@@ -125,7 +131,8 @@ pin_project! {
         // `tokio::time::timeout` does.
         #[pin]
         timer: Option<Sleep>,
-        // When the attempt first waited: read then (see `FirstLimits`).
+        // When the attempt started: as it was made with a deadline, else
+        // when it first waited (see `FirstLimits`).
         started: Option<Instant>,
         limits: FirstLimits,
     }
@@ -162,6 +169,7 @@ where
             // A failure carries the call's deadline, counted from this start.
             return Poll::Ready(output.map_err(|failure| PlainFailure {
                 deadline: this.limits.deadline_after(*this.started),
+                started: *this.started,
                 ..failure
             }));
         }
@@ -176,7 +184,7 @@ where
         }
         let holding = this.attempt.give_up();
         let (failed, deadline) = (this.limits.failed(started), this.limits.deadline_at(started));
-        Poll::Ready(Err(PlainFailure { holding, failed, deadline }))
+        Poll::Ready(Err(PlainFailure { holding, failed, deadline, started: Some(started) }))
     }
 }
 

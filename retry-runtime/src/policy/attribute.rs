@@ -119,8 +119,7 @@ impl Policy {
         let per_key = guard_names.per_key();
         Policy {
             operation: Cow::Borrowed(cfg.operation),
-            // A call with a breaker per key is plain only with its key's guards.
-            plain_settings: settings.allow_plain() && cfg.on_stop.is_none() && !per_key,
+            plain_settings: settings.allow_plain_with(cfg.on_stop.is_some(), per_key, cfg.throttle.is_some()),
             plain_start: settings.deadline.is_none() && cfg.on_stop.is_none(),
             per_key,
             hooks: Hooks {
@@ -137,7 +136,7 @@ impl Policy {
                 breaker.is_some(),
                 budget.is_some(),
                 cfg.bulkhead.is_some() || cfg.throttle.is_some() || cfg.rate_limit.is_some(),
-                settings.attempt_timeout.is_some() || settings.deadline.is_some(),
+                settings.times_first_attempt(cfg.on_stop.is_some()),
             ),
             settings,
             idempotent: cfg.idempotent,

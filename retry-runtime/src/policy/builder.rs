@@ -168,9 +168,8 @@ impl PolicyBuilder {
     /// Cancels each attempt (drops its future) after this long; the attempt
     /// then fails with the transient
     /// [`Rejection::AttemptTimeout`](crate::Rejection::AttemptTimeout).
-    /// A call's first attempt is timed from when it first waits: one
-    /// answered at its first poll reads no clock, and is never cut short
-    /// (as `tokio::time::timeout` returns an answer ready at once).
+    /// Timed from its admission; a plain first attempt without a deadline,
+    /// from when it first waits (one answered at once reads no clock).
     pub fn attempt_timeout(mut self, timeout: Duration) -> Self {
         self.attempt_timeout = Some(timeout);
         self
@@ -348,21 +347,20 @@ impl PolicyBuilder {
             breaker: self.guard_names.breaker.is_some(),
             priority: self.priority,
         };
+        let (on_stop, per_key) = (self.hooks.on_stop.is_some(), self.guard_names.per_key());
         let loop_guards = LoopGuards::of(
             self.guard_names.breaker.is_some(),
             self.guard_names.budget.is_some(),
             self.guard_names.bulkhead.is_some()
                 || self.guard_names.throttle.is_some()
                 || self.guard_names.rate_limit.is_some(),
-            self.attempt_timeout.is_some() || self.deadline.is_some(),
+            settings.times_first_attempt(on_stop),
         );
-        let on_stop = self.hooks.on_stop.is_some();
         Policy {
             operation: self.operation,
-            // A call with a breaker per key is plain only with its key's guards.
-            plain_settings: settings.allow_plain() && !on_stop && !self.guard_names.per_key(),
+            plain_settings: settings.allow_plain_with(on_stop, per_key, self.guard_names.throttle.is_some()),
             plain_start: settings.deadline.is_none() && !on_stop,
-            per_key: self.guard_names.per_key(),
+            per_key,
             hooks: self.hooks,
             loop_guards,
             settings,

@@ -34,6 +34,14 @@ impl Policy {
         self.cache.global_unless_scoped(&self.guard_names, true)
     }
 
+    /// Whether its calls are sheddable and it names a throttle: such a
+    /// call's refusal is drawn for with its own multiple of `k`, so it is
+    /// never plain (see `Throttle::admitted_quietly`).
+    #[inline(always)]
+    pub(crate) fn sheds_through_throttle(&self) -> bool {
+        self.settings.priority == crate::Priority::Sheddable && self.guard_names.throttle.is_some()
+    }
+
     /// Whether a call's key chooses any of its guards (see
     /// [`PolicyBuilder::breaker_per`](super::PolicyBuilder::breaker_per)).
     #[inline(always)]

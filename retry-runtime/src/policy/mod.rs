@@ -121,14 +121,16 @@ pub(crate) enum LoopGuards {
     BreakerBudget,
     /// A bulkhead, a throttle or a rate limit, with any others.
     Other,
-    /// Any guards, for a policy with an attempt timeout or a deadline:
-    /// its first attempt races their timer (see `call::timed`).
+    /// Any guards, for a policy with an attempt timeout or a deadline (its
+    /// first attempt races their timer) or an `on_stop` hook (its first
+    /// attempt's start is read if it waits): see `call::timed`.
     Timed,
 }
 
 impl LoopGuards {
     /// The case of a policy naming a breaker, a budget, and any other
-    /// guard, and whether it has an attempt timeout or a deadline (`timed`).
+    /// guard, and whether its first attempt is timed (`timed`: an attempt
+    /// timeout, a deadline or an `on_stop` hook).
     pub(crate) const fn of(breaker: bool, budget: bool, other: bool, timed: bool) -> Self {
         match (breaker, budget, other) {
             _ if timed => LoopGuards::Timed,

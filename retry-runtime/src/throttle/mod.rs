@@ -347,21 +347,6 @@ impl Throttle {
         admitted
     }
 
-    /// A default request admitted now when nothing needs drawing (the
-    /// refusal probability is zero, as it is while the dependency accepts
-    /// enough): `false`, having changed nothing, when a refusal must be
-    /// drawn for ([`admit`](Self::admit) does that).
-    #[inline]
-    pub(super) fn admitted_quietly(&self) -> bool {
-        if self.window.probability_at(self.now(), self.tenth(), self.k(), self.cap()) != 0.0 {
-            return false;
-        }
-        if self.above_zero.load(Ordering::Relaxed) {
-            self.report_zero();
-        }
-        true
-    }
-
     /// Counts an admitted request once it is answered: `accepted` when the
     /// answer was not overload (a success, a conflict, a permanent error).
     pub fn answered(&self, accepted: bool) {

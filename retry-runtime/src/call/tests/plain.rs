@@ -3,8 +3,8 @@
 //! tests, on the one call path. Two of them changed with it, and say so:
 //! a rate limit with a turn free and an adaptive bulkhead no longer keep a
 //! call off the plain path (a turn is taken quietly, and an adaptive place
-//! carries its start time; a throttle still does: its every admission is
-//! counted); and a function's shape is its
+//! carries its start time; nor, since, does a throttle that refuses
+//! nothing, unless the call is sheddable); and a function's shape is its
 //! policy's by construction (the attribute derives both from the same
 //! names), so a shape that disagrees is not a case to decide.
 
@@ -51,6 +51,14 @@ impl<W: Shape> Held<'_, W> {
     fn release(self) {
         drop(self.0.attempt(std::future::pending::<Result<(), std::io::Error>>()));
     }
+}
+
+/// Whether the first attempt of a call of `policy` made now is plain and
+/// timed (`Call::plain_timed`, seen slot by slot); what it took is handed back.
+fn timed_plain(policy: &Policy) -> bool {
+    let parts = Unkeyed(|| (Kept::<std::io::Error>::default(), ByTraits));
+    let plain = Call::<Kept<std::io::Error>, ByTraits>::plain_timed_as::<_, AnyShape>(&None, policy, &parts);
+    plain.map(|plain| drop(plain.attempt(std::future::pending::<Result<(), std::io::Error>>()))).is_some()
 }
 
 /// Whether the first attempt of a call of `policy` made now is plain,
@@ -101,6 +109,18 @@ fn guards_that_admit_quietly_and_no_timeout_deadline_or_hedging_make_a_call_plai
     // only while the dependency is refusing: a healthy one's admits quietly.
     assert!(plain_as::<WithThrottle>(&throttled), "a throttle that refuses nothing");
     assert!(plain_as::<AnyShape>(&throttled), "a throttle, for `Policy::run` too");
+    // A sheddable call's refusal is drawn for with its own multiple of `k`:
+    // the plain call's admission, which knows no priority, is a default one's.
+    let shed = || guarded().throttle("plain-unit-throttle").priority(crate::Priority::Sheddable);
+    assert!(!plain_as::<WithThrottle>(&shed().build().unwrap()), "a sheddable call with a throttle");
+    assert!(!timed_plain(&shed().attempt_timeout(second).build().unwrap()), "timed, too");
+    let critical = guarded().throttle("plain-unit-throttle").priority(crate::Priority::Critical);
+    assert!(plain_as::<WithThrottle>(&critical.build().unwrap()), "a critical call is refused last");
+    // An `on_stop` hook reports the call's elapsed time: its first attempt
+    // is plain as a timed one, its start read if it waits.
+    let hooked = guarded().on_stop(|_| {}).build().unwrap();
+    assert!(!plain_as::<BreakerBudget>(&hooked), "an `on_stop` hook: not plain untimed");
+    assert!(timed_plain(&hooked), "an `on_stop` hook: plain, timed");
     for (not_plain, why) in [
         (guarded().attempt_timeout(second), "an attempt timeout"),
         (guarded().deadline(second), "a deadline"),

@@ -59,6 +59,7 @@ pub(crate) fn first_answered<T: Transport, Fut>(
                 failure: Failed::Error(Failure::Response(class)),
                 failed: Some(response),
                 deadline: None,
+                started: None,
             },
         },
         Err(error) => FirstFailed {
@@ -66,6 +67,7 @@ pub(crate) fn first_answered<T: Transport, Fut>(
             failure: Failed::Error(Failure::Error(error)),
             failed: None,
             deadline: None,
+            started: None,
         },
     };
     Err(failure)
@@ -77,8 +79,10 @@ pub(crate) struct FirstFailed<T: Transport> {
     permits: FirstPermits,
     failure: Failed<Failure<T::Error>>,
     failed: Option<T::Response>,
-    /// The call's deadline, for a call that has one (see `started`).
+    /// The call's deadline, for a call that has one (see `started_at`).
     deadline: Option<tokio::time::Instant>,
+    /// When the attempt started, for a timed one (see `started_at`).
+    started: Option<tokio::time::Instant>,
 }
 
 impl<T: Transport> FirstFailed<T> {
@@ -88,12 +92,13 @@ impl<T: Transport> FirstFailed<T> {
     pub(crate) fn limit_reached(permits: FirstPermits, started: tokio::time::Instant) -> Self {
         let limits = crate::call::FirstLimits::of(permits.policy().compiled_settings());
         let (failure, deadline) = (limits.failed(started), limits.deadline_at(started));
-        FirstFailed { permits, failure, failed: None, deadline }
+        FirstFailed { permits, failure, failed: None, deadline, started: Some(started) }
     }
 
     /// This failure of a first attempt started at `started` (`None`: the
     /// policy sets no limit), carrying the call's deadline on, if it has one.
     pub(crate) fn started_at(mut self, started: Option<tokio::time::Instant>) -> Self {
+        self.started = started;
         self.deadline = started.and_then(|started| {
             crate::call::FirstLimits::of(self.permits.policy().compiled_settings()).deadline_at(started)
         });
@@ -111,11 +116,11 @@ pub(crate) async fn after_first<T: Transport>(
     mut transport: T,
     original: T::Request,
 ) -> Result<T::Response, T::Error> {
-    let FirstFailed { permits, failure, failed, deadline } = first;
+    let FirstFailed { permits, failure, failed, deadline, started } = first;
     let policy = Arc::clone(permits.policy());
     let mut slot = None;
     let parts = Unkeyed(|| (Kept::default(), ByTransport::<T>(PhantomData)));
-    match permits.failed(&mut slot, &policy, parts, failure, deadline) {
+    match permits.failed(&mut slot, &policy, parts, failure, deadline, started) {
         Step::Done(result) => ended::<T>(result, failed, Attempts::new(1)),
         Step::Retry => match slot.as_mut() {
             Some(call) => drive(call, &mut transport, original, failed).await,

@@ -74,7 +74,7 @@ where
                 let sent = transport.send_ready(copy);
                 State::First {
                     attempt: FirstAttempt::new(permits, sent),
-                    timing: if timed { Timing::Unstarted } else { Timing::Untimed },
+                    timing: Timing::of(timed, policy),
                     rest: Some((transport, request)),
                 }
             }
@@ -157,14 +157,18 @@ where
 }
 
 /// The limits of a plain first attempt (its attempt timeout and the
-/// call's deadline, read from the policy), from its first wait to its
-/// timer: counted from when the attempt first answered nothing, so that
-/// one answered at once reads no clock (see `call::FirstLimits`).
+/// call's deadline, read from the policy), from its start to its timer:
+/// counted from `Service::call` with a deadline (the call's start), else
+/// from when the attempt first answered nothing, so that one answered at
+/// once reads no clock (see `call::FirstLimits`).
 enum Timing {
     /// No limit, or none before the horizon (it never ends).
     Untimed,
-    /// Not waited yet.
+    /// An attempt timeout alone, not waited for yet: started when it
+    /// first waits.
     Unstarted,
+    /// A deadline, not waited for yet: when the attempt (the call) started.
+    Started(Instant),
     /// Waiting: the timer, armed on its first wait (one answered at once
     /// makes none) and boxed with the attempt's start, so that every
     /// response future stays small and `Unpin` (tokio's `Sleep` is
@@ -184,23 +188,43 @@ pin_project! {
 }
 
 impl Timing {
-    /// When the attempt started, if it has limits: when it first waited,
-    /// or, answered at its first poll, now.
+    /// The timing of a first attempt of `policy` made now, `timed` or not:
+    /// with a deadline, started now (the call's start: a deadline is the
+    /// whole call's), else when it first waits.
+    #[inline(always)]
+    fn of(timed: bool, policy: &Policy) -> Self {
+        if !timed {
+            Timing::Untimed
+        } else if policy.compiled_settings().deadline.is_none() {
+            Timing::Unstarted
+        } else {
+            Timing::Started(Instant::now())
+        }
+    }
+
+    /// When the attempt started, if it has limits: as it was made with a
+    /// deadline, else when it first waited, or, answered at its first
+    /// poll, now.
     #[inline]
     fn started(&self) -> Option<Instant> {
         match self {
             Timing::Armed(armed) => Some(armed.started),
+            Timing::Started(started) => Some(*started),
             Timing::Unstarted => Some(Instant::now()),
             Timing::Untimed => None,
         }
     }
 
     /// After the attempt answered nothing: whether a limit of `policy`'s
-    /// is reached (the timer armed on its first wait, from then, and polled).
+    /// is reached (the timer armed on its first wait, and polled).
     #[inline]
     fn expired(&mut self, cx: &mut Context<'_>, policy: &Policy) -> bool {
-        if let Timing::Unstarted = self {
-            let started = Instant::now();
+        let started = match *self {
+            Timing::Unstarted => Some(Instant::now()),
+            Timing::Started(started) => Some(started),
+            Timing::Untimed | Timing::Armed(_) => None,
+        };
+        if let Some(started) = started {
             *self = match crate::call::FirstLimits::of(policy.compiled_settings()).due(started) {
                 Some((due, _)) => {
                     Timing::Armed(Box::pin(Armed { started, timer: tokio::time::sleep_until(due) }))
@@ -210,7 +234,7 @@ impl Timing {
         }
         match self {
             Timing::Armed(armed) => armed.as_mut().project().timer.poll(cx).is_ready(),
-            Timing::Untimed | Timing::Unstarted => false,
+            Timing::Untimed | Timing::Unstarted | Timing::Started(_) => false,
         }
     }
 }
