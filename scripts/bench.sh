@@ -93,7 +93,7 @@ rows = [
     ("success/bare_small_error", "bare call, one-word error type", "baseline for the next line"),
     ("success/breaker_budget_small_error_out_of_line", "breaker + budget, not inlined, one-word error type", "the same with a `Result` that fits in registers"),
     ("success/breaker_budget_bulkhead", "breaker + budget + bulkhead", "adds a place taken from the bulkhead's pool and given back (a CAS each, no lock)"),
-    ("success/breaker_budget_bulkhead_timeout", "breaker + budget + bulkhead + `attempt_timeout_ms`", "adds a clock read; the timer is armed only if the attempt waits"),
+    ("success/breaker_budget_bulkhead_timeout", "breaker + budget + bulkhead + `attempt_timeout_ms`", "no clock read unless the attempt waits: its timeout counts from its first wait, and the timer is armed then"),
     ("success/breaker_budget_hedge", "breaker + budget + `hedge_after_ms`, answered before any hedge", "the hedging loop: a clock read, and the set of attempts, the attempt and the hedge's timer boxed"),
     ("success/breaker_budget_throttle", "breaker + budget + adaptive throttle", "a clock read and a read of the window as the attempt is admitted (quietly, as a plain call's, while it refuses nothing), a clock read and an atomic add as it is answered"),
     ("success/breaker_budget_rate_limit", "breaker + budget + rate limit with turns to spare", "a turn taken from the limiter (a clock read and a CAS)"),

@@ -198,6 +198,43 @@ async fn a_sheddable_call_with_a_throttle_is_refused_as_sheddable() {
     assert!((50..=150).contains(&refused), "{refused} of 300 sheddable calls refused");
 }
 
+#[resilient(
+    max_attempts = 1,
+    throttle = "prefetch_per_tenant",
+    breaker = "prefetch_tenants",
+    per = tenant,
+    budget = "none",
+    priority = "sheddable"
+)]
+async fn prefetch_for(tenant: u64) -> Result<u64, ApiError> {
+    Ok(tenant)
+}
+
+/// The same for a call whose key chooses its breaker (whose first attempt
+/// runs plain with its key's guards, the throttle among them).
+#[tokio::test(start_paused = true)]
+async fn a_sheddable_call_with_a_throttle_and_a_breaker_per_key_is_refused_as_sheddable() {
+    let registry = stormproof::registry();
+    registry.declare_breaker("prefetch_tenants", stormproof::breaker::BreakerConfig::default()).unwrap();
+    registry.declare_throttle("prefetch_per_tenant", ThrottleConfig::default()).unwrap();
+    let throttle = registry.throttle("prefetch_per_tenant").unwrap();
+    for n in 0..3_000 {
+        throttle.answered(n % 3 != 0);
+    }
+    sleep(Duration::from_millis(50)).await;
+    assert_eq!(throttle.refusal_probability(), 0.0, "a default call would not be refused");
+    // As above: binomial, mean 100 of 300, standard deviation 8.2.
+    let mut refused = 0;
+    for tenant in 0..300 {
+        match prefetch_for(tenant % 4).await {
+            Ok(_) => {}
+            Err(ApiError::Rejected(Rejection::Throttled { .. })) => refused += 1,
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    assert!((50..=150).contains(&refused), "{refused} of 300 sheddable calls refused");
+}
+
 #[resilient(max_attempts = 1, rate_limit = "geo")]
 async fn geocode(calls: &AtomicU32) -> Result<(), ApiError> {
     calls.fetch_add(1, Ordering::SeqCst);

@@ -849,8 +849,9 @@ async fn a_first_attempt_that_times_out_is_an_attempt_timeout() {
 
 /// The attempt timeout counts from the response future's first wait (its
 /// first poll that answers nothing), as a plain first attempt's does
-/// through every entry point, not from `Service::call`: a future polled
-/// late still gives its attempt the whole timeout. And the future stays `Unpin`
+/// through every entry point without a deadline, not from
+/// `Service::call`: a future polled late still gives its attempt the whole
+/// timeout. And the future stays `Unpin`
 /// when the inner service's is, an attempt timeout or not (checked when
 /// this compiles).
 #[tokio::test(start_paused = true)]

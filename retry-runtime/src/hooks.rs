@@ -135,7 +135,10 @@ impl<'a> StopEvent<'a> {
         self.reason
     }
 
-    /// The time from the call's start to now, on tokio's clock.
+    /// The time from the call's start to now, on tokio's clock. A call
+    /// whose first attempt ran plain, without a deadline, starts when that
+    /// attempt first waited (one that failed at its first poll, then): the
+    /// synchronous part of its first poll is not counted.
     pub fn elapsed(&self) -> Duration {
         self.elapsed
     }

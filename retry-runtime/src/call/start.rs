@@ -131,7 +131,9 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         policy: &'p Policy,
         preset: &'p crate::guards::KeyedSet<'p>,
     ) -> Option<&'p crate::guards::KeyedSet<'p>> {
-        let settings = policy.compiled_settings().allow_plain() && policy.hooks().on_stop.is_none();
+        let settings = policy.compiled_settings().allow_plain()
+            && policy.hooks().on_stop.is_none()
+            && !policy.sheds_through_throttle();
         plain_now(policy, settings).then_some(preset)
     }
 

@@ -1,8 +1,10 @@
 //! A plain call's first attempt under the function's attempt timeout or
 //! deadline: the attempt raced with a timer beside it, so that a function
 //! compiled with `attempt_timeout_ms` or `deadline_ms` starts plain too
-//! (see the module docs of `plain`). Only such a function's first attempt
-//! carries the timer: the others' futures do not grow by its size.
+//! (see the module docs of `plain`). A function with an `on_stop` hook
+//! runs its first attempt here too, with no timer: its start is read if it
+//! waits, for the hook's elapsed time. Only such a function's first
+//! attempt carries the timer: the others' futures do not grow by its size.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -198,10 +200,10 @@ pub(crate) fn due_after(started: Instant, timeout: Duration) -> Option<Instant> 
 
 impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     /// [`plain`](Self::plain) for a function compiled with an attempt
-    /// timeout or a deadline: its first attempt is plain when nothing else
-    /// a plain call cannot have is set (no hedging, guards per key or
-    /// `on_stop` hook; see `plain_guards_timed`), and runs raced with its
-    /// timer.
+    /// timeout, a deadline or an `on_stop` hook: its first attempt is plain
+    /// when nothing else a plain call cannot have is set (no hedging or
+    /// guards per key, not sheddable with a throttle; see
+    /// `plain_guards_timed`), and runs raced with its timer, if any.
     #[inline(always)]
     pub fn plain_timed<P: Parts<S, H>>(
         slot: &Option<Self>,

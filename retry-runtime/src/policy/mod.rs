@@ -83,9 +83,10 @@ pub struct Policy {
     /// and the global registry's (see the registry's `overrides` module);
     /// while none does, calls read no override (one relaxed load).
     overrides: PolicyOverrides,
-    /// Whether its settings let a call's first attempt be plain (no
-    /// deadline, attempt timeout or hedging: `Settings::allow_plain`),
-    /// worked out once, so that a call reads one byte instead of three fields.
+    /// Whether its settings let a call's first attempt be plain and
+    /// untimed (`Settings::allow_plain_with`: no deadline, attempt timeout,
+    /// hedging, `on_stop` hook or guards per key, not sheddable with a
+    /// throttle), worked out once, so that a call reads one byte.
     plain_settings: bool,
     /// Which guards it names, as far as `Policy::run` picks a shape by them.
     loop_guards: LoopGuards,
@@ -322,8 +323,8 @@ impl Policy {
         &self.settings
     }
 
-    /// Whether its settings let a call's first attempt be plain (see
-    /// `call::start`): no deadline, attempt timeout or hedging.
+    /// Whether its settings let a call's first attempt be plain and
+    /// untimed (see `call::start` and `Settings::allow_plain_with`).
     #[inline(always)]
     pub(crate) fn plain_settings(&self) -> bool {
         self.plain_settings
