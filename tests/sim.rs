@@ -348,3 +348,38 @@ fn a_breaker_per_key_cuts_off_the_tenants_that_are_down_and_no_other() {
     // clients reach the dependency, their breakers open after a few.
     assert_eq!(per_key.attempts - u64::from(up), 35, "{per_key:?}");
 }
+
+/// A bulkhead per key in the simulator (issue 44, item 3): 1,000 clients
+/// arrive over two seconds, spread over ten tenants, and three tenants'
+/// shards are down, under `Strategy::Adaptive` (its adaptive bulkhead, a
+/// client waiting at most 100 ms for a place). The down tenants' failures
+/// are overload to an adaptive limit: one bulkhead shared by every client
+/// shrinks to a single place, and the tenants that are up wait for it and
+/// give up; a bulkhead per tenant shrinks for the three that are down and
+/// for no other, and every call of the seven that are up succeeds.
+#[test]
+fn a_bulkhead_per_key_keeps_the_tenants_that_are_up_out_of_the_others_collapse() {
+    let mut cfg = HerdConfig {
+        clients: 1_000,
+        arrivals: Duration::from_secs(2),
+        keys: 10,
+        keys_down: 3,
+        model: Model::Overload { capacity: 1_000, tick: Duration::from_millis(10) },
+        max_attempts: 4,
+        ..HerdConfig::overload()
+    };
+    cfg.bulkhead.max_wait = Some(Duration::from_millis(100));
+    let shared = simulate(&cfg, Strategy::Adaptive).unwrap();
+    let per_key = simulate(&HerdConfig { bulkhead_per_key: true, ..cfg }, Strategy::Adaptive).unwrap();
+    assert_eq!(per_key.succeeded, 700, "every call of a tenant that is up: {per_key:?}");
+    // The numbers docs/simulation.md quotes (the run is deterministic).
+    assert_eq!((shared.succeeded, shared.bulkhead_stopped), (249, 746), "{shared:?}");
+    assert_eq!(shared.limits.last().map(|&(_, limit)| limit), Some(1), "the shared limit collapsed");
+    assert_eq!(per_key.bulkhead_stopped, 174, "refused: calls of the tenants that are down only");
+    // With no tenant down, both serve every call.
+    let healthy = HerdConfig { keys_down: 0, ..cfg };
+    for bulkhead_per_key in [false, true] {
+        let run = simulate(&HerdConfig { bulkhead_per_key, ..healthy }, Strategy::Adaptive).unwrap();
+        assert_eq!(run.succeeded, 1_000, "per key: {bulkhead_per_key}");
+    }
+}

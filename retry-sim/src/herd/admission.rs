@@ -42,7 +42,7 @@ impl Run<'_> {
             }
             // A sheddable attempt never waits: refused at once, before the
             // budget counts it (the library's counts only attempts admitted).
-            let full = guards.bulkhead.as_mut().is_some_and(|permits| !permits.try_take());
+            let full = guards.bulkhead(key).is_some_and(|permits| !permits.try_take());
             if full && state.priority == Priority::Sheddable {
                 self.bulkhead_stopped += 1;
                 return;
@@ -50,7 +50,7 @@ impl Run<'_> {
             if state.attempts == 1 {
                 guards.budget.on_first_attempt();
             }
-            if let Some(permits) = &mut guards.bulkhead {
+            if let Some(permits) = guards.bulkhead(key) {
                 if full {
                     // Queued: no attempt reaches the dependency while it waits.
                     match state.priority {
@@ -107,7 +107,8 @@ impl Run<'_> {
             return;
         }
         state.waiting = false;
-        if let Some(permits) = self.guards.as_mut().and_then(|g| g.bulkhead.as_mut()) {
+        let key = self.key_of(client);
+        if let Some(permits) = self.guards.as_mut().and_then(|g| g.bulkhead(key)) {
             permits.waiting.retain(|&queued| queued != client);
             permits.critical.retain(|&queued| queued != client);
         }
@@ -118,16 +119,17 @@ impl Run<'_> {
         }
     }
 
-    /// Hands free permits to the clients queued for them, in order.
+    /// Hands free permits to the clients queued for them, in order, in
+    /// every bulkhead (one, or one per key).
     pub(super) fn admit_waiters(&mut self) {
-        loop {
-            let Some(next) = self.guards.as_mut().and_then(|g| g.bulkhead.as_mut()?.next_waiter()) else {
-                return;
-            };
-            let state = &mut self.clients[next as usize];
-            state.waiting = false;
-            state.permit_since = Some(self.now);
-            self.launch(next);
+        let bulkheads = self.guards.as_ref().map_or(0, |g| g.bulkheads.len());
+        for bulkhead in 0..bulkheads {
+            while let Some(next) = self.guards.as_mut().and_then(|g| g.bulkheads[bulkhead].next_waiter()) {
+                let state = &mut self.clients[next as usize];
+                state.waiting = false;
+                state.permit_since = Some(self.now);
+                self.launch(next);
+            }
         }
     }
 }

@@ -287,6 +287,11 @@ pub struct HerdConfig {
     /// library's breaker per key, `per = tenant`) instead of one shared by
     /// every client. Default `false`.
     pub breaker_per_key: bool,
+    /// Whether [`Strategy::Adaptive`]'s bulkhead is one per key (the
+    /// library's bulkhead per key, `bulkhead = "..", per = tenant`), each
+    /// with the whole [`bulkhead`](Self::bulkhead) configuration, instead
+    /// of one shared by every client. Default `false`.
+    pub bulkhead_per_key: bool,
     /// How the clients are split by priority. Default: all default.
     pub priorities: super::PriorityMix,
 }
@@ -335,6 +340,7 @@ impl HerdConfig {
             keys: 1,
             keys_down: 0,
             breaker_per_key: false,
+            bulkhead_per_key: false,
             priorities: super::PriorityMix { critical: 0, sheddable: 0 },
         }
     }

@@ -103,7 +103,7 @@ impl<'c> Run<'c> {
                 breakers: vec![BreakerCore::new(BreakerConfig::per_operation())],
                 budget: Budget::new(BudgetConfig::default())?,
                 throttle: None,
-                bulkhead: None,
+                bulkheads: Vec::new(),
             }),
             Strategy::Recommended => Some(Guards {
                 breakers: vec![
@@ -112,7 +112,7 @@ impl<'c> Run<'c> {
                 ],
                 budget: Budget::new(config.budget)?,
                 throttle: None,
-                bulkhead: None,
+                bulkheads: Vec::new(),
             }),
             Strategy::Adaptive => Some(Guards {
                 breakers: Vec::new(),
@@ -121,13 +121,16 @@ impl<'c> Run<'c> {
                     // A stream of its own, past every client's.
                     ThrottleCore::new(config, stream_seed(seed, u64::from(u32::MAX) + 1))
                 }),
-                bulkhead: Some(Permits::new(config.bulkhead)),
+                bulkheads: (0..if config.bulkhead_per_key { config.keys } else { 1 })
+                    .map(|_| Permits::new(config.bulkhead))
+                    .collect(),
             }),
             Strategy::Immediate | Strategy::Backoff(_) => None,
         };
-        let limits = match guards.as_ref().and_then(|g| g.bulkhead.as_ref()) {
-            Some(permits) => vec![(Duration::ZERO, permits.limit())],
-            None => Vec::new(),
+        // The limit over time of a shared bulkhead (none with one per key).
+        let limits = match guards.as_ref().map(|g| g.bulkheads.as_slice()) {
+            Some([permits]) => vec![(Duration::ZERO, permits.limit())],
+            _ => Vec::new(),
         };
         let leg = Normal::new(millis(config.latency.mean), millis(config.latency.sd))
             .map_err(|e| ConfigError::new("latency", e.to_string()))?;
@@ -299,11 +302,12 @@ impl<'c> Run<'c> {
             if let Some(throttle) = &mut guards.throttle {
                 throttle.answered(now, !cut && (ok || !class.is_failure()));
             }
-            if let (Some(permits), Some(since)) = (&mut guards.bulkhead, permit_since) {
+            let shared = guards.bulkheads.len() == 1;
+            if let (Some(permits), Some(since)) = (guards.bulkhead(key), permit_since) {
                 let before = permits.limit();
                 permits.give_back((!cut).then(|| (now.saturating_sub(since), !ok && class.is_retryable())));
                 let after = permits.limit();
-                if after != before {
+                if after != before && shared {
                     self.limits.push((now, after));
                 }
             }

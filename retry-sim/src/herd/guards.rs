@@ -21,7 +21,8 @@ pub(super) struct Guards {
     pub(super) budget: Budget,
     /// The library's client-side throttle, on virtual time.
     pub(super) throttle: Option<ThrottleCore>,
-    pub(super) bulkhead: Option<Permits>,
+    /// None, one shared by every client, or one per key.
+    pub(super) bulkheads: Vec<Permits>,
 }
 
 impl Guards {
@@ -36,6 +37,13 @@ impl Guards {
     pub(super) fn breaker_ref(&self, key: u32) -> Option<&BreakerCore> {
         let shared = self.breakers.len() == 1;
         self.breakers.get(if shared { 0 } else { key as usize })
+    }
+
+    /// The bulkhead of a client calling `key`: the one per key, or the one
+    /// shared by all, if any.
+    pub(super) fn bulkhead(&mut self, key: u32) -> Option<&mut Permits> {
+        let shared = self.bulkheads.len() == 1;
+        self.bulkheads.get_mut(if shared { 0 } else { key as usize })
     }
 }
 

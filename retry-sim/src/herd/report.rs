@@ -46,8 +46,9 @@ pub struct HerdReport {
     pub bulkhead_stopped: u32,
     /// How many times the breaker opened.
     pub breaker_trips: u32,
-    /// The bulkhead's limit over time ([`Strategy::Adaptive`] only, else
-    /// empty): where it started, then `(when, new limit)` at every change.
+    /// The bulkhead's limit over time ([`Strategy::Adaptive`] with one
+    /// shared bulkhead only, else empty: see `HerdConfig::bulkhead_per_key`):
+    /// where it started, then `(when, new limit)` at every change.
     pub limits: Vec<(Duration, u32)>,
     /// Completion time of every client that succeeded, sorted.
     pub completions: Vec<Duration>,
