@@ -39,7 +39,8 @@ if [[ $run == 1 ]]; then
   echo
 fi
 
-table="$(CRITERION_DIR="$target_dir/criterion" python3 - <<'PY'
+summary="$target_dir/criterion/stack/summary.md"
+table="$(CRITERION_DIR="$target_dir/criterion" SUMMARY_OUT="$summary" python3 - <<'PY'
 import json, os
 
 root = os.path.join(os.environ["CRITERION_DIR"], "stack")
@@ -88,35 +89,30 @@ print()
 print("[1] https://www.pollydocs.org/advanced/performance.html (\"Execute pipeline v8\": 2.089 us mean, 40 B allocated)")
 print("[2] tower-resilience 0.13.0 README, \"Benchmarks\" (each layer measured alone by its `happy_path_overhead` bench; the sum is ours)")
 print(f"Measured: criterion median; nproc {os.cpu_count()}, load average before the run: {read('load-before-run', 'unknown')}")
+
+m = {name: median(name) for name in [
+    "stormproof_tower", "stormproof_attribute", "tower_resilience",
+    "seatbelt_3_layers", "stormproof_tower_3_layers", "stormproof_attribute_3_layers"]}
+with open(os.environ["SUMMARY_OUT"], "w") as out:
+    print(
+        "A stack of per-attempt timeout, retry, breaker, bulkhead and rate limit around the same "
+        "in-process service, success path, in one criterion run (`scripts/bench-stack.sh`; "
+        "[docs/performance.md](docs/performance.md) has the table and allocations): "
+        f"this library's tower layer takes {m['stormproof_tower']:,.1f} ns a call and the attribute "
+        f"{m['stormproof_attribute']:,.1f} ns, against {m['tower_resilience']:,.1f} ns for "
+        "tower-resilience's five layers. Seatbelt has three of them (retry, breaker, timeout): "
+        f"{m['seatbelt_3_layers']:,.1f} ns, against {m['stormproof_tower_3_layers']:,.1f} ns through "
+        f"our tower layer ({m['stormproof_tower_3_layers'] / m['seatbelt_3_layers']:.2f} of it) and "
+        f"{m['stormproof_attribute_3_layers']:,.1f} ns through the attribute with the same three.",
+        file=out,
+    )
 PY
 )"
 echo "$table"
 echo "$table" | scripts/readme-block.sh stack
 echo "wrote docs/performance.md's stack block"
 
-# The README's comparison: the same run, in one paragraph.
-CRITERION_DIR="$target_dir/criterion" python3 - <<'PY' | scripts/readme-block.sh stack-summary
-import json, os
-
-root = os.path.join(os.environ["CRITERION_DIR"], "stack")
-
-def median(name):
-    with open(os.path.join(root, name, "new", "estimates.json")) as f:
-        return json.load(f)["median"]["point_estimate"]
-
-m = {name: median(name) for name in [
-    "stormproof_tower", "stormproof_attribute", "tower_resilience",
-    "seatbelt_3_layers", "stormproof_tower_3_layers", "stormproof_attribute_3_layers"]}
-print(
-    "A stack of per-attempt timeout, retry, breaker, bulkhead and rate limit around the same "
-    "in-process service, success path, in one criterion run (`scripts/bench-stack.sh`; "
-    "[docs/performance.md](docs/performance.md) has the table and allocations): "
-    f"this library's tower layer takes {m['stormproof_tower']:,.1f} ns a call and the attribute "
-    f"{m['stormproof_attribute']:,.1f} ns, against {m['tower_resilience']:,.1f} ns for "
-    "tower-resilience's five layers. Seatbelt has three of them (retry, breaker, timeout): "
-    f"{m['seatbelt_3_layers']:,.1f} ns, against {m['stormproof_tower_3_layers']:,.1f} ns through "
-    f"our tower layer ({m['stormproof_tower_3_layers'] / m['seatbelt_3_layers']:.2f} of it) and "
-    f"{m['stormproof_attribute_3_layers']:,.1f} ns through the attribute with the same three."
-)
-PY
+# The README's comparison: the same run, in one paragraph (written by the
+# script above).
+scripts/readme-block.sh stack-summary < "$summary"
 echo "wrote README.md's stack summary"

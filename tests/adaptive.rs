@@ -170,6 +170,38 @@ async fn prefetch() -> Result<(), ApiError> {
     Ok(())
 }
 
+/// Declares the throttle `name` on the global registry and has it see two
+/// accepts in three requests, a tenth of its window ago: below a default
+/// call's bar (k = 2), above a sheddable one's (k = 1).
+async fn accepting_two_in_three(name: &str) {
+    stormproof::registry().declare_throttle(name, ThrottleConfig::default()).unwrap();
+    let throttle = stormproof::registry().throttle(name).unwrap();
+    for n in 0..3_000 {
+        throttle.answered(n % 3 != 0);
+    }
+    sleep(Duration::from_millis(50)).await;
+    assert_eq!(throttle.refusal_probability(), 0.0, "a default call would not be refused");
+}
+
+/// How many of 300 calls made by `call` (its argument the call's number)
+/// the throttle refused. The window's current tenth counts from the next:
+/// p stays about 1/3 for these 300 draws (unseeded: the global
+/// registry's), whose refusals are binomial with mean 100 and standard
+/// deviation 8.2; 50..=150 is six of them.
+async fn refused_of_300<F: std::future::Future<Output = Result<u64, ApiError>>>(
+    call: impl Fn(u64) -> F,
+) -> u32 {
+    let mut refused = 0;
+    for n in 0..300 {
+        match call(n).await {
+            Ok(_) => {}
+            Err(ApiError::Rejected(Rejection::Throttled { .. })) => refused += 1,
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    refused
+}
+
 /// A sheddable call with a throttle is judged as sheddable, on the global
 /// registry too (where calls whose guards admit at once run plain): with
 /// two accepts in three requests, a default call is not refused (k = 2)
@@ -177,24 +209,8 @@ async fn prefetch() -> Result<(), ApiError> {
 /// as a default call would be, none was.)
 #[tokio::test(start_paused = true)]
 async fn a_sheddable_call_with_a_throttle_is_refused_as_sheddable() {
-    stormproof::registry().declare_throttle("prefetch", ThrottleConfig::default()).unwrap();
-    let throttle = stormproof::registry().throttle("prefetch").unwrap();
-    for n in 0..3_000 {
-        throttle.answered(n % 3 != 0);
-    }
-    sleep(Duration::from_millis(50)).await;
-    assert_eq!(throttle.refusal_probability(), 0.0, "a default call would not be refused");
-    // The window's current tenth counts from the next: p stays about 1/3 for
-    // these 300 draws (unseeded: the global registry's), whose refusals are
-    // binomial with mean 100 and standard deviation 8.2; 50..=150 is six of them.
-    let mut refused = 0;
-    for _ in 0..300 {
-        match prefetch().await {
-            Ok(()) => {}
-            Err(ApiError::Rejected(Rejection::Throttled { .. })) => refused += 1,
-            Err(other) => panic!("{other:?}"),
-        }
-    }
+    accepting_two_in_three("prefetch").await;
+    let refused = refused_of_300(|_| async { prefetch().await.map(|()| 0) }).await;
     assert!((50..=150).contains(&refused), "{refused} of 300 sheddable calls refused");
 }
 
@@ -214,24 +230,10 @@ async fn prefetch_for(tenant: u64) -> Result<u64, ApiError> {
 /// runs plain with its key's guards, the throttle among them).
 #[tokio::test(start_paused = true)]
 async fn a_sheddable_call_with_a_throttle_and_a_breaker_per_key_is_refused_as_sheddable() {
-    let registry = stormproof::registry();
-    registry.declare_breaker("prefetch_tenants", stormproof::breaker::BreakerConfig::default()).unwrap();
-    registry.declare_throttle("prefetch_per_tenant", ThrottleConfig::default()).unwrap();
-    let throttle = registry.throttle("prefetch_per_tenant").unwrap();
-    for n in 0..3_000 {
-        throttle.answered(n % 3 != 0);
-    }
-    sleep(Duration::from_millis(50)).await;
-    assert_eq!(throttle.refusal_probability(), 0.0, "a default call would not be refused");
-    // As above: binomial, mean 100 of 300, standard deviation 8.2.
-    let mut refused = 0;
-    for tenant in 0..300 {
-        match prefetch_for(tenant % 4).await {
-            Ok(_) => {}
-            Err(ApiError::Rejected(Rejection::Throttled { .. })) => refused += 1,
-            Err(other) => panic!("{other:?}"),
-        }
-    }
+    let breaker = stormproof::breaker::BreakerConfig::default();
+    stormproof::registry().declare_breaker("prefetch_tenants", breaker).unwrap();
+    accepting_two_in_three("prefetch_per_tenant").await;
+    let refused = refused_of_300(|n| prefetch_for(n % 4)).await;
     assert!((50..=150).contains(&refused), "{refused} of 300 sheddable calls refused");
 }
 

@@ -58,10 +58,14 @@ impl Settings {
     /// with a `throttle` (whose refusal is drawn for with its own multiple
     /// of `k`: see `Throttle::admitted_quietly`).
     pub(crate) const fn allow_plain_with(&self, on_stop: bool, per_key: bool, throttle: bool) -> bool {
-        self.allow_plain()
-            && !on_stop
-            && !per_key
-            && (!matches!(self.priority, Priority::Sheddable) || !throttle)
+        self.allow_plain() && !on_stop && !per_key && !self.sheds_through(throttle)
+    }
+
+    /// Whether a call on these settings is sheddable and judged by a
+    /// `throttle` (if it names one): then never plain, as the throttle's
+    /// quiet admission judges a default call (see `allow_plain_with`).
+    pub(crate) const fn sheds_through(&self, throttle: bool) -> bool {
+        throttle && matches!(self.priority, Priority::Sheddable)
     }
 
     /// These settings (one function's, as compiled) with a configuration

@@ -111,11 +111,10 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
         let limits = FirstLimits::of(settings);
         // An `on_stop` hook needs the call's start: the attempt's, read when
         // it first waits (none armed without limits).
-        let timed =
-            (limits.timeout.is_some() || limits.deadline.is_some() || policy.hooks().on_stop.is_some())
-                && settings.hedge.is_none()
-                && !policy.per_key()
-                && !policy.sheds_through_throttle();
+        let timed = settings.times_first_attempt(policy.hooks().on_stop.is_some())
+            && settings.hedge.is_none()
+            && !policy.per_key()
+            && !policy.sheds_through_throttle();
         if !plain_now(policy, timed) {
             return None;
         }

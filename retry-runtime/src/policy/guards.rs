@@ -39,7 +39,7 @@ impl Policy {
     /// never plain (see `Throttle::admitted_quietly`).
     #[inline(always)]
     pub(crate) fn sheds_through_throttle(&self) -> bool {
-        self.settings.priority == crate::Priority::Sheddable && self.guard_names.throttle.is_some()
+        self.settings.sheds_through(self.guard_names.throttle.is_some())
     }
 
     /// Whether a call's key chooses any of its guards (see
