@@ -383,3 +383,54 @@ fn a_bulkhead_per_key_keeps_the_tenants_that_are_up_out_of_the_others_collapse()
         assert_eq!(run.succeeded, 1_000, "per key: {bulkhead_per_key}");
     }
 }
+
+/// A rate limit per key in the simulator (issue 44, item 3): 1,000 clients
+/// arrive over two seconds (500 a second), spread over ten tenants, and
+/// three tenants' shards are down; every attempt may wait 20 ms for its
+/// turn. The budget lets every retry through and the bulkhead is wide and
+/// fixed, so that only the rate limit holds the retries back. One limit of
+/// 600 a second shared by every client is spent by the retries of the
+/// tenants that are down, and calls of the tenants that are up are
+/// refused; ten limits of 60 a second, one per tenant (the same quota in
+/// all), refuse the retries of the three and no call of the seven.
+#[test]
+fn a_rate_limit_per_key_keeps_the_retries_of_the_tenants_that_are_down_off_the_others_quota() {
+    use stormproof::bulkhead::BulkheadConfig;
+    use stormproof::rate_limit::RateLimitConfig;
+    let quota = |per_second, burst| RateLimitConfig {
+        per_second,
+        burst,
+        max_wait: Some(ms(20)),
+        ..Default::default()
+    };
+    let cfg = HerdConfig {
+        clients: 1_000,
+        arrivals: Duration::from_secs(2),
+        keys: 10,
+        keys_down: 3,
+        model: Model::Overload { capacity: 1_000, tick: Duration::from_millis(10) },
+        max_attempts: 4,
+        budget: stormproof::budget::RatioBudget { ratio: 1.0, min_per_sec: 1_000, ..Default::default() }
+            .into(),
+        bulkhead: BulkheadConfig { max_concurrent: 1_000, adaptive: None, ..Default::default() },
+        rate_limit: Some(quota(600, 10)),
+        ..HerdConfig::overload()
+    };
+    let shared = simulate(&cfg, Strategy::Adaptive).unwrap();
+    let per_key = simulate(
+        &HerdConfig { rate_limit: Some(quota(60, 1)), rate_limit_per_key: true, ..cfg },
+        Strategy::Adaptive,
+    )
+    .unwrap();
+    assert_eq!(per_key.succeeded, 700, "every call of a tenant that is up: {per_key:?}");
+    // The numbers docs/simulation.md quotes (the run is deterministic).
+    assert_eq!((shared.succeeded, shared.rate_limited), (606, 317), "{shared:?}");
+    assert_eq!(per_key.rate_limited, 270, "refused: calls of the tenants that are down only");
+    // With no tenant down, both serve every call, none waiting too long.
+    let healthy = HerdConfig { keys_down: 0, ..cfg };
+    for (rate_limit, rate_limit_per_key) in [(quota(600, 10), false), (quota(60, 1), true)] {
+        let config = HerdConfig { rate_limit: Some(rate_limit), rate_limit_per_key, ..healthy };
+        let run = simulate(&config, Strategy::Adaptive).unwrap();
+        assert_eq!((run.succeeded, run.rate_limited), (1_000, 0), "per key: {rate_limit_per_key}");
+    }
+}

@@ -11,10 +11,12 @@
 mod config;
 mod guard;
 mod keyed;
+mod rate_core;
 
 use crate::keyed::PerKeyBounds;
 pub use config::RateLimitConfig;
 pub use keyed::KeyedRateLimits;
+pub use rate_core::RateCore;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

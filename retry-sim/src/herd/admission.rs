@@ -1,5 +1,6 @@
 //! Admission on virtual time, in the retry loop's order: the throttle, the
-//! breaker, the bulkhead (which may queue the attempt), then the first leg.
+//! breaker, the bulkhead (which may queue the attempt), the rate limit
+//! (which may let it wait for its turn), then the first leg.
 
 use super::config::Model;
 use super::engine::{Event, Run};
@@ -76,7 +77,99 @@ impl Run<'_> {
                 state.permit_since = Some(now);
             }
         }
-        self.launch(client);
+        if self.take_turn(client) {
+            self.admit_waiters();
+        }
+    }
+
+    /// The rate limit's turn for an attempt its other guards admitted, as
+    /// the library's guard set asks for it after the bulkhead's place: with
+    /// a turn free (or no rate limit), the attempt goes; with none, it
+    /// waits for the turn, holding its place and giving the breaker's
+    /// probe back meanwhile, when the whole wait is within the limit's
+    /// `max_wait`, the call is not sheddable and the turn comes before the
+    /// deadline; otherwise the call ends, refused, its place and probe
+    /// given back. Returns whether it gave a place back (the caller then
+    /// hands free places to the clients queued for them).
+    pub(super) fn take_turn(&mut self, client: u32) -> bool {
+        let (now, key) = (self.now, self.key_of(client));
+        let turn = self.guards.as_ref().and_then(|g| g.rate_limit(key)).map(|limit| limit.take(now));
+        let state = &mut self.clients[client as usize];
+        let wait = match turn {
+            None | Some(Ok(())) => {
+                state.turn_since = None;
+                self.launch(client);
+                return false;
+            }
+            Some(Err(wait)) => wait,
+        };
+        // `max_wait` bounds the whole wait, not each round of it (another
+        // client may take the turn this one waited for), as in the library.
+        let since = *state.turn_since.get_or_insert(now);
+        let total = now.saturating_sub(since).saturating_add(wait);
+        let max_wait = self.config.rate_limit.and_then(|limit| limit.max_wait);
+        let may_wait = state.priority != Priority::Sheddable && max_wait.is_some_and(|max| total <= max);
+        let late = self.config.deadline.is_some_and(|deadline| deadline.saturating_sub(now) <= wait);
+        if may_wait && !late {
+            let ticket = state.ticket.take();
+            if let (Some(breaker), Some((ticket, _))) =
+                (self.guards.as_mut().and_then(|g| g.breaker(key)), ticket)
+            {
+                breaker.give_back(ticket);
+            }
+            self.queue.push(now.saturating_add(wait), Event::Turn(client));
+            return false;
+        }
+        state.turn_since = None;
+        if may_wait {
+            self.deadline_stopped += 1;
+        } else {
+            self.rate_limited += 1;
+        }
+        self.release(client, key)
+    }
+
+    /// The turn a client waited for comes: the breaker is asked again (its
+    /// probe was given back for the wait), then the turn taken.
+    pub(super) fn turn_comes(&mut self, client: u32) {
+        let (now, key) = (self.now, self.key_of(client));
+        if let Some(breaker) = self.guards.as_mut().and_then(|g| g.breaker(key)) {
+            let (admission, transition) = breaker.admit(now);
+            self.breaker_trips += trips(transition);
+            let state = &mut self.clients[client as usize];
+            match admission {
+                Admission::Allowed(ticket) => state.ticket = Some((ticket, now)),
+                Admission::Rejected => {
+                    state.turn_since = None;
+                    self.breaker_stopped += 1;
+                    if self.release(client, key) {
+                        self.admit_waiters();
+                    }
+                    return;
+                }
+            }
+        }
+        if self.take_turn(client) {
+            self.admit_waiters();
+        }
+    }
+
+    /// Gives back what a client's attempt refused before it went holds:
+    /// its breaker ticket and its bulkhead place. Returns whether it held a place.
+    fn release(&mut self, client: u32, key: u32) -> bool {
+        let state = &mut self.clients[client as usize];
+        let (ticket, place) = (state.ticket.take(), state.permit_since.take());
+        let Some(guards) = &mut self.guards else { return false };
+        if let (Some(breaker), Some((ticket, _))) = (guards.breaker(key), ticket) {
+            breaker.give_back(ticket);
+        }
+        match (guards.bulkhead(key), place) {
+            (Some(permits), Some(_)) => {
+                permits.give_back(None);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// The attempt's first leg leaves (and in a brownout, its timeout starts).
@@ -128,7 +221,8 @@ impl Run<'_> {
                 let state = &mut self.clients[next as usize];
                 state.waiting = false;
                 state.permit_since = Some(self.now);
-                self.launch(next);
+                // A refusal frees the place again: the loop hands it on.
+                self.take_turn(next);
             }
         }
     }

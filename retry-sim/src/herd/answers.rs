@@ -25,6 +25,8 @@ pub(super) struct Client {
     pub(super) waiting: bool,
     /// How many times it has queued: tells a current `WaitOver` from a stale one.
     pub(super) waits: u64,
+    /// While it waits for a rate-limit turn: when it first found none free.
+    pub(super) turn_since: Option<Duration>,
     pub(super) rng: JitterRng,
     /// How much its call matters (see `HerdConfig::priorities`).
     pub(super) priority: stormproof_runtime::Priority,

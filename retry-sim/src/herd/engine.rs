@@ -8,15 +8,17 @@ use rand::rngs::SmallRng;
 use rand_distr::{Distribution, Normal};
 
 use super::answers::{Client, ClientAnswers};
-use super::config::{HerdConfig, Model, Strategy};
+use super::config::{HerdConfig, Model};
 use super::guards::{Budget, Guards, Permits, trips};
 use super::priorities::index;
+use super::strategy::Strategy;
 use crate::queue::EventQueue;
 use stormproof_runtime::ConfigError;
 use stormproof_runtime::ErrorClass;
 use stormproof_runtime::breaker::{BreakerConfig, BreakerCore, Outcome};
 use stormproof_runtime::budget::BudgetConfig;
 use stormproof_runtime::decision::{Decision, StopReason, decide};
+use stormproof_runtime::rate_limit::RateCore;
 use stormproof_runtime::throttle::ThrottleCore;
 use stormproof_runtime::{
     Jitter,
@@ -46,6 +48,8 @@ pub(super) enum Event {
     /// `max_wait`, or until its deadline (`deadline`). Stale unless the
     /// client is still in the wait numbered `wait`.
     WaitOver { client: u32, wait: u64, deadline: bool },
+    /// The rate-limit turn the client waits for comes.
+    Turn(u32),
 }
 
 #[derive(Debug)]
@@ -78,6 +82,7 @@ pub(super) struct Run<'c> {
     pub(super) deadline_stopped: u32,
     pub(super) throttled: u32,
     pub(super) bulkhead_stopped: u32,
+    pub(super) rate_limited: u32,
     pub(super) breaker_trips: u32,
     pub(super) limits: Vec<(Duration, u32)>,
     pub(super) completions: Vec<Duration>,
@@ -104,6 +109,7 @@ impl<'c> Run<'c> {
                 budget: Budget::new(BudgetConfig::default())?,
                 throttle: None,
                 bulkheads: Vec::new(),
+                rate_limits: Vec::new(),
             }),
             Strategy::Recommended => Some(Guards {
                 breakers: vec![
@@ -113,6 +119,7 @@ impl<'c> Run<'c> {
                 budget: Budget::new(config.budget)?,
                 throttle: None,
                 bulkheads: Vec::new(),
+                rate_limits: rate_limits(config)?,
             }),
             Strategy::Adaptive => Some(Guards {
                 breakers: Vec::new(),
@@ -124,6 +131,7 @@ impl<'c> Run<'c> {
                 bulkheads: (0..if config.bulkhead_per_key { config.keys } else { 1 })
                     .map(|_| Permits::new(config.bulkhead))
                     .collect(),
+                rate_limits: rate_limits(config)?,
             }),
             Strategy::Immediate | Strategy::Backoff(_) => None,
         };
@@ -143,6 +151,7 @@ impl<'c> Run<'c> {
                 permit_since: None,
                 waiting: false,
                 waits: 0,
+                turn_since: None,
                 rng: JitterRng::seeded(stream_seed(config.seed, u64::from(i) + 1)),
                 priority: config.priorities.of(i),
             })
@@ -170,6 +179,7 @@ impl<'c> Run<'c> {
             deadline_stopped: 0,
             throttled: 0,
             bulkhead_stopped: 0,
+            rate_limited: 0,
             breaker_trips: 0,
             limits,
             completions: Vec::new(),
@@ -211,6 +221,7 @@ impl<'c> Run<'c> {
             + self.deadline_stopped
             + self.throttled
             + self.bulkhead_stopped
+            + self.rate_limited
     }
 
     /// Schedules `event` one network leg from now.
@@ -248,6 +259,7 @@ impl<'c> Run<'c> {
                 }
             }
             Event::WaitOver { client, wait, deadline } => self.wait_over(client, wait, deadline),
+            Event::Turn(client) => self.turn_comes(client),
         }
     }
 
@@ -345,6 +357,15 @@ impl<'c> Run<'c> {
             },
         }
     }
+}
+
+/// The configured rate limit's cores: none, one shared, or one per key.
+fn rate_limits(config: &HerdConfig) -> Result<Vec<RateCore>, ConfigError> {
+    let Some(limit) = config.rate_limit else { return Ok(Vec::new()) };
+    let cores = if config.rate_limit_per_key { config.keys } else { 1 };
+    (0..cores)
+        .map(|_| RateCore::new(limit).map_err(|e| ConfigError::new("rate_limit", e.to_string())))
+        .collect()
 }
 
 pub(super) fn millis(d: Duration) -> f64 {

@@ -1,6 +1,6 @@
 //! The library's guards on virtual time: the same pure cores the retry loop
-//! runs (breaker, budget windows, throttle window, adaptive limit), fed
-//! the simulation's clock.
+//! runs (breaker, budget windows, throttle window, adaptive limit, rate
+//! limit), fed the simulation's clock.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -8,6 +8,7 @@ use std::time::Duration;
 use stormproof_runtime::breaker::{BreakerCore, BreakerState, Transition};
 use stormproof_runtime::budget::{BudgetConfig, RatioBudget, RatioWindow, RetryBudget, RetryCause};
 use stormproof_runtime::bulkhead::{BulkheadConfig, LimitCore};
+use stormproof_runtime::rate_limit::RateCore;
 use stormproof_runtime::throttle::ThrottleCore;
 use stormproof_runtime::{ConfigError, ErrorClass};
 
@@ -23,27 +24,40 @@ pub(super) struct Guards {
     pub(super) throttle: Option<ThrottleCore>,
     /// None, one shared by every client, or one per key.
     pub(super) bulkheads: Vec<Permits>,
+    /// None, one shared by every client, or one per key.
+    pub(super) rate_limits: Vec<RateCore>,
+}
+
+/// Which of `len` guards a client calling `key` asks: the one shared by
+/// all, or the key's (out of range, none, when `len` is 0).
+fn slot(len: usize, key: u32) -> usize {
+    if len == 1 { 0 } else { key as usize }
 }
 
 impl Guards {
     /// The breaker of a client calling `key`: the one per key, or the one
     /// shared by all, if any.
     pub(super) fn breaker(&mut self, key: u32) -> Option<&mut BreakerCore> {
-        let shared = self.breakers.len() == 1;
-        self.breakers.get_mut(if shared { 0 } else { key as usize })
+        let slot = slot(self.breakers.len(), key);
+        self.breakers.get_mut(slot)
     }
 
     /// [`breaker`](Self::breaker), to read.
     pub(super) fn breaker_ref(&self, key: u32) -> Option<&BreakerCore> {
-        let shared = self.breakers.len() == 1;
-        self.breakers.get(if shared { 0 } else { key as usize })
+        self.breakers.get(slot(self.breakers.len(), key))
     }
 
     /// The bulkhead of a client calling `key`: the one per key, or the one
     /// shared by all, if any.
     pub(super) fn bulkhead(&mut self, key: u32) -> Option<&mut Permits> {
-        let shared = self.bulkheads.len() == 1;
-        self.bulkheads.get_mut(if shared { 0 } else { key as usize })
+        let slot = slot(self.bulkheads.len(), key);
+        self.bulkheads.get_mut(slot)
+    }
+
+    /// The rate limit of a client calling `key`: the one per key, or the
+    /// one shared by all, if any.
+    pub(super) fn rate_limit(&self, key: u32) -> Option<&RateCore> {
+        self.rate_limits.get(slot(self.rate_limits.len(), key))
     }
 }
 

@@ -33,15 +33,19 @@ mod engine;
 mod guards;
 mod priorities;
 mod report;
+mod strategy;
 #[cfg(test)]
 mod targets;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod turn_tests;
 mod validate;
 
-pub use config::{HerdConfig, Latency, Model, Strategy};
+pub use config::{HerdConfig, Latency, Model};
 pub use priorities::{PriorityMix, PriorityTally};
 pub use report::HerdReport;
+pub use strategy::Strategy;
 
 use stormproof_runtime::ConfigError;
 

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use super::config::{Model, Strategy};
+use super::config::Model;
+use super::strategy::Strategy;
 #[allow(unused_imports)]
 use crate::peak_in_bucket;
 use stormproof_runtime::Priority;
@@ -44,6 +45,10 @@ pub struct HerdReport {
     /// Clients that waited `max_wait` for a bulkhead permit without getting
     /// one ([`Strategy::Adaptive`] only, with a `max_wait`).
     pub bulkhead_stopped: u32,
+    /// Clients whose attempt the rate limit refused (with a
+    /// [`rate_limit`](super::HerdConfig::rate_limit) only): over the rate
+    /// for longer than its `max_wait`, or sheddable.
+    pub rate_limited: u32,
     /// How many times the breaker opened.
     pub breaker_trips: u32,
     /// The bulkhead's limit over time ([`Strategy::Adaptive`] with one
@@ -180,6 +185,7 @@ impl super::engine::Run<'_> {
             deadline_stopped: self.deadline_stopped,
             throttled: self.throttled,
             bulkhead_stopped: self.bulkhead_stopped,
+            rate_limited: self.rate_limited,
             breaker_trips: self.breaker_trips,
             limits: self.limits,
             completions: self.completions,

@@ -175,6 +175,7 @@ fn accounted(r: &HerdReport) -> u32 {
         + r.deadline_stopped
         + r.throttled
         + r.bulkhead_stopped
+        + r.rate_limited
 }
 
 #[test]
