@@ -21,7 +21,9 @@
 //! call, keeping its state, as a guard of one name does.
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use lru::LruCache;
@@ -200,7 +202,7 @@ impl<G: PerKey> Keyed<G> {
     #[inline(always)]
     fn current(&self, now: Instant) -> MutexGuard<'_, Keys<G>> {
         let generation = self.template.generation();
-        let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+        let mut keys = self.keys.lock();
         if keys.generation != generation {
             keys.reconfigured(self.template.current_config(), generation);
         }
