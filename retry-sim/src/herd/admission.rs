@@ -15,7 +15,8 @@ impl Run<'_> {
     }
 
     /// Admission, in the retry loop's order: the throttle, the breaker,
-    /// the bulkhead (which may queue the attempt), then the first leg.
+    /// the bulkhead (which may queue the attempt), the rate limit (which
+    /// may let it wait for its turn), the budget, then the first leg.
     pub(super) fn start(&mut self, client: u32) {
         let now = self.now;
         let key = self.key_of(client);
@@ -41,15 +42,13 @@ impl Run<'_> {
                     }
                 }
             }
-            // A sheddable attempt never waits: refused at once, before the
-            // budget counts it (the library's counts only attempts admitted).
+            // A sheddable attempt never waits: refused at once. (The budget
+            // counts a first attempt once every guard admitted it, as the
+            // library's counts only attempts admitted: see `turn_taken`.)
             let full = guards.bulkhead(key).is_some_and(|permits| !permits.try_take());
             if full && state.priority == Priority::Sheddable {
                 self.bulkhead_stopped += 1;
                 return;
-            }
-            if state.attempts == 1 {
-                guards.budget.on_first_attempt();
             }
             if let Some(permits) = guards.bulkhead(key) {
                 if full {
@@ -89,18 +88,16 @@ impl Run<'_> {
     /// probe back meanwhile, when the whole wait is within the limit's
     /// `max_wait`, the call is not sheddable and the turn comes before the
     /// deadline; otherwise the call ends, refused, its place and probe
-    /// given back. Returns whether it gave a place back (the caller then
-    /// hands free places to the clients queued for them).
+    /// given back. A turn waited for is taken first and the breaker asked
+    /// again after it, as the library asks (a refusal then spends the
+    /// turn). Returns whether it gave a place back (the caller then hands
+    /// free places to the clients queued for them).
     pub(super) fn take_turn(&mut self, client: u32) -> bool {
         let (now, key) = (self.now, self.key_of(client));
-        let turn = self.guards.as_ref().and_then(|g| g.rate_limit(key)).map(|limit| limit.take(now));
+        let turn = self.guards.as_mut().and_then(|g| g.rate_limit(key)).map(|limit| limit.take(now));
         let state = &mut self.clients[client as usize];
         let wait = match turn {
-            None | Some(Ok(())) => {
-                state.turn_since = None;
-                self.launch(client);
-                return false;
-            }
+            None | Some(Ok(())) => return self.turn_taken(client, key),
             Some(Err(wait)) => wait,
         };
         // `max_wait` bounds the whole wait, not each round of it (another
@@ -129,29 +126,38 @@ impl Run<'_> {
         self.release(client, key)
     }
 
-    /// The turn a client waited for comes: the breaker is asked again (its
-    /// probe was given back for the wait), then the turn taken.
-    pub(super) fn turn_comes(&mut self, client: u32) {
-        let (now, key) = (self.now, self.key_of(client));
-        if let Some(breaker) = self.guards.as_mut().and_then(|g| g.breaker(key)) {
-            let (admission, transition) = breaker.admit(now);
-            self.breaker_trips += trips(transition);
-            let state = &mut self.clients[client as usize];
-            match admission {
-                Admission::Allowed(ticket) => state.ticket = Some((ticket, now)),
-                Admission::Rejected => {
-                    state.turn_since = None;
-                    self.breaker_stopped += 1;
-                    if self.release(client, key) {
-                        self.admit_waiters();
+    /// The attempt has its turn (or needs none): after a wait for it, the
+    /// breaker is asked again, and the place's latency counts from now
+    /// (the wait is not the dependency's); the budget counts a first
+    /// attempt only now that every guard admitted it, as the library's
+    /// does; then the attempt goes. Returns whether it gave a place back.
+    fn turn_taken(&mut self, client: u32, key: u32) -> bool {
+        let now = self.now;
+        let state = &mut self.clients[client as usize];
+        let waited = state.turn_since.take().is_some();
+        if let Some(guards) = &mut self.guards {
+            if waited {
+                if let Some(breaker) = guards.breaker(key) {
+                    let (admission, transition) = breaker.admit(now);
+                    self.breaker_trips += trips(transition);
+                    match admission {
+                        Admission::Allowed(ticket) => state.ticket = Some((ticket, now)),
+                        Admission::Rejected => {
+                            self.breaker_stopped += 1;
+                            return self.release(client, key);
+                        }
                     }
-                    return;
+                }
+                if state.permit_since.is_some() {
+                    state.permit_since = Some(now);
                 }
             }
+            if state.attempts == 1 {
+                guards.budget.on_first_attempt();
+            }
         }
-        if self.take_turn(client) {
-            self.admit_waiters();
-        }
+        self.launch(client);
+        false
     }
 
     /// Gives back what a client's attempt refused before it went holds:

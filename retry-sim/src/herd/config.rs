@@ -187,13 +187,15 @@ pub struct HerdConfig {
     /// for its turn, holding its bulkhead place, when the whole wait is
     /// within the limit's `max_wait` and ends before the deadline (a
     /// sheddable one never waits); otherwise the call ends, refused
-    /// ([`HerdReport::rate_limited`](super::HerdReport::rate_limited)).
-    /// Default `None`.
+    /// ([`HerdReport::rate_limited`](super::HerdReport::rate_limited)), or
+    /// stopped by its deadline (`deadline_stopped`) when only the deadline
+    /// stands in the way. Default `None`.
     pub rate_limit: Option<RateLimitConfig>,
     /// Whether the rate limit is one per key (the library's rate limit per
     /// key, `rate_limit = "..", per = tenant`), each with the whole
     /// [`rate_limit`](Self::rate_limit) configuration, instead of one
-    /// shared by every client. Default `false`.
+    /// shared by every client; every key's is kept for the whole run (the
+    /// library's bound, `max_keys`, is not modelled). Default `false`.
     pub rate_limit_per_key: bool,
     /// How the clients are split by priority. Default: all default.
     pub priorities: super::PriorityMix,

@@ -259,7 +259,11 @@ impl<'c> Run<'c> {
                 }
             }
             Event::WaitOver { client, wait, deadline } => self.wait_over(client, wait, deadline),
-            Event::Turn(client) => self.turn_comes(client),
+            Event::Turn(client) => {
+                if self.take_turn(client) {
+                    self.admit_waiters();
+                }
+            }
         }
     }
 

@@ -56,8 +56,9 @@ impl Guards {
 
     /// The rate limit of a client calling `key`: the one per key, or the
     /// one shared by all, if any.
-    pub(super) fn rate_limit(&self, key: u32) -> Option<&RateCore> {
-        self.rate_limits.get(slot(self.rate_limits.len(), key))
+    pub(super) fn rate_limit(&mut self, key: u32) -> Option<&mut RateCore> {
+        let slot = slot(self.rate_limits.len(), key);
+        self.rate_limits.get_mut(slot)
     }
 }
 

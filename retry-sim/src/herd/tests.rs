@@ -167,7 +167,7 @@ fn bad_configs_are_errors_not_panics() {
 }
 
 /// Every client ends one way: success, or one of the reasons to stop.
-fn accounted(r: &HerdReport) -> u32 {
+pub(super) fn accounted(r: &HerdReport) -> u32 {
     r.succeeded
         + r.exhausted
         + r.budget_stopped

@@ -70,3 +70,29 @@ fn a_rate_limit_the_library_would_refuse_is_an_error_naming_it() {
     assert_eq!(error.field, "rate_limit");
     assert!(error.to_string().contains("per_second"), "{error}");
 }
+
+#[test]
+fn the_furthest_instants_and_waits_do_not_panic_and_every_client_is_counted() {
+    let cfg = HerdConfig {
+        clients: 3,
+        max_attempts: 200,
+        arrivals: Duration::MAX,
+        base: Duration::MAX,
+        cap: Duration::MAX,
+        latency: Latency { mean: Duration::MAX, sd: Duration::MAX },
+        deadline: Some(Duration::MAX),
+        rate_limit: Some(RateLimitConfig {
+            per_second: 1,
+            burst: 1,
+            max_wait: Some(Duration::MAX),
+            ..Default::default()
+        }),
+        ..HerdConfig::overload()
+    };
+    for rate_limit_per_key in [false, true] {
+        for strategy in Strategy::ALL {
+            let r = simulate(&HerdConfig { rate_limit_per_key, ..cfg }, strategy).unwrap();
+            assert_eq!(super::tests::accounted(&r), 3, "{strategy}");
+        }
+    }
+}
