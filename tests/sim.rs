@@ -434,3 +434,29 @@ fn a_rate_limit_per_key_keeps_the_retries_of_the_tenants_that_are_down_off_the_o
         assert_eq!((run.succeeded, run.rate_limited), (1_000, 0), "per key: {rate_limit_per_key}");
     }
 }
+
+/// The backoff's growth factor in the simulator (issue 44, item 7): one
+/// client of a dependency that is down, network legs of exactly 10 ms, no
+/// jitter. Each attempt leaves as the wait before it ends, one leg before
+/// it arrives; the waits grow by the factor, exactly: 100, 150, 225 and
+/// 337.5 ms at 1.5, against 100, 200, 400 and 800 ms by default.
+#[test]
+fn the_simulated_waits_grow_by_the_configured_factor() {
+    let cfg = HerdConfig {
+        clients: 1,
+        keys_down: 1,
+        max_attempts: 5,
+        latency: Latency { mean: ms(10), sd: Duration::ZERO },
+        ..HerdConfig::overload()
+    };
+    let arrivals = |factor_milli| {
+        simulate(&HerdConfig { factor_milli, ..cfg }, Strategy::Backoff(Jitter::None)).unwrap().arrivals
+    };
+    let at = |micros: u64| Duration::from_micros(micros);
+    assert_eq!(arrivals(1_500), [ms(10), ms(130), ms(300), ms(545), at(902_500)]);
+    assert_eq!(arrivals(2_000), [ms(10), ms(130), ms(350), ms(770), ms(1_590)]);
+    assert_eq!(cfg.factor_milli, 2_000, "doubling by default");
+    let error =
+        simulate(&HerdConfig { factor_milli: 999, ..cfg }, Strategy::Backoff(Jitter::None)).unwrap_err();
+    assert_eq!(error.field, "factor_milli");
+}

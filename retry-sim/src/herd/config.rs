@@ -139,6 +139,11 @@ pub struct HerdConfig {
     /// (`exp(0) = base`); the AWS study's simulator increments its attempt
     /// counter before the first backoff, so its first wait uses 1.
     pub first_wait_index: u32,
+    /// How much each wait grows, in thousandths: the library's
+    /// [`Backoff::factor_milli`](stormproof_runtime::backoff::Backoff::factor_milli)
+    /// (the attribute's `factor = 1.5` is 1,500), from 1,000 (waits that
+    /// never grow) to 10,000. Default 2,000: doubling.
+    pub factor_milli: u32,
     /// The delay of each network leg.
     pub latency: Latency,
     /// The bucket width for [`HerdReport::peak_load`](super::HerdReport::peak_load). Must be
@@ -234,6 +239,7 @@ impl HerdConfig {
             base: Duration::from_millis(5),
             cap: Duration::from_secs(2),
             first_wait_index: 1,
+            factor_milli: stormproof_runtime::backoff::DOUBLING,
             latency: Latency::default(),
             bucket: Duration::from_millis(10),
             budget: BudgetConfig::default(),

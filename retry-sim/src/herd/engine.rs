@@ -98,9 +98,11 @@ impl<'c> Run<'c> {
         let seed = config.seed;
         let backoff = match strategy {
             Strategy::Immediate => None,
-            Strategy::Backoff(jitter) => Some(Backoff::new(config.base, config.cap, jitter)),
+            Strategy::Backoff(jitter) => {
+                Some(Backoff::new(config.base, config.cap, jitter).with_factor(config.factor_milli))
+            }
             Strategy::Defaults | Strategy::Recommended | Strategy::Adaptive => {
-                Some(Backoff::new(config.base, config.cap, Jitter::Full))
+                Some(Backoff::new(config.base, config.cap, Jitter::Full).with_factor(config.factor_milli))
             }
         };
         let guards = match strategy {

@@ -79,6 +79,8 @@ impl HerdConfig {
             throttle.validate().map_err(|e| ConfigError::new("throttle", e.to_string()))?;
         }
         self.bulkhead.validate().map_err(|e| ConfigError::new("bulkhead", e.to_string()))?;
+        stormproof_runtime::backoff::Backoff::validate_factor(self.factor_milli)
+            .map_err(|e| ConfigError::new("factor_milli", e.to_string()))?;
         if let Some(limit) = &self.rate_limit {
             limit.validate().map_err(|e| ConfigError::new("rate_limit", e.to_string()))?;
         }
