@@ -460,3 +460,35 @@ fn the_simulated_waits_grow_by_the_configured_factor() {
         simulate(&HerdConfig { factor_milli: 999, ..cfg }, Strategy::Backoff(Jitter::None)).unwrap_err();
     assert_eq!(error.field, "factor_milli");
 }
+
+/// Retry cost by class in the simulator (issue 44, item 4): 190 clients of
+/// a dependency in a brownout, whose attempts time out after 100 ms, under
+/// the recommended strategy with a breaker that stays closed and a token
+/// bucket of 100 tokens, 5 a retry: it pays 20 retries. A timeout costing
+/// 10 halves that, as every retry here follows an attempt's own timeout,
+/// which the simulator tells the budget as the retry loop does. Against an
+/// overloaded dependency, which refuses at once and never times out, the
+/// timeout's cost changes nothing.
+#[test]
+fn a_retry_after_a_timeout_costs_the_token_buckets_timeout_cost() {
+    use stormproof::budget::TokenBucket;
+    let bucket =
+        |timeout_cost| TokenBucket { capacity: 100, retry_cost: 5, timeout_cost, ..Default::default() };
+    let run = |timeout_cost, model: HerdConfig| {
+        let cfg = HerdConfig {
+            clients: 190,
+            budget: bucket(timeout_cost).into(),
+            breaker: BreakerConfig { failure_threshold: 10_000, ..BreakerConfig::default() },
+            ..model
+        };
+        simulate(&cfg, Strategy::Recommended).unwrap()
+    };
+    let (same, dearer) = (run(None, HerdConfig::brownout()), run(Some(10), HerdConfig::brownout()));
+    assert_eq!((same.attempts, same.budget_stopped), (190 + 20, 150), "{same:?}");
+    assert_eq!((dearer.attempts, dearer.budget_stopped), (190 + 10, 150), "{dearer:?}");
+    assert_eq!(
+        run(None, HerdConfig::overload()),
+        run(Some(10), HerdConfig::overload()),
+        "no timeout, no difference"
+    );
+}

@@ -8,6 +8,7 @@ use super::guards::Guards;
 use stormproof_runtime::backoff::Backoff;
 use stormproof_runtime::backoff::JitterRng;
 use stormproof_runtime::breaker::Ticket;
+use stormproof_runtime::budget::RetryCause;
 use stormproof_runtime::decision::Answers;
 
 /// One client of the herd: a small state machine the event loop drives.
@@ -42,6 +43,9 @@ pub(super) struct ClientAnswers<'a> {
     pub(super) key: u32,
     pub(super) guards: Option<&'a mut Guards>,
     pub(super) now: Duration,
+    /// Whether the attempt's own timeout cut it: a retry after it is one
+    /// after a timeout, for a budget whose retries cost by what they follow.
+    pub(super) timed_out: bool,
 }
 
 impl Answers for ClientAnswers<'_> {
@@ -68,6 +72,8 @@ impl Answers for ClientAnswers<'_> {
 
     fn take_budget(&mut self, class: stormproof_runtime::ErrorClass) -> bool {
         let now = self.now;
-        self.guards.as_mut().is_none_or(|guards| guards.budget.try_withdraw(now, class))
+        // As the retry loop tells it (see the library's `call::answers`).
+        let cause = if self.timed_out { RetryCause::Timeout } else { RetryCause::of(class) };
+        self.guards.as_mut().is_none_or(|guards| guards.budget.try_withdraw(now, cause))
     }
 }

@@ -252,12 +252,12 @@ impl<'c> Run<'c> {
             Event::Reply { client, ok, attempt } => {
                 // A reply to an attempt that timed out comes too late to matter.
                 if self.is_current(client, attempt) {
-                    self.reply(client, ok);
+                    self.reply(client, ok, false);
                 }
             }
             Event::TimedOut { client, attempt } => {
                 if self.is_current(client, attempt) {
-                    self.reply(client, false);
+                    self.reply(client, false, true);
                 }
             }
             Event::WaitOver { client, wait, deadline } => self.wait_over(client, wait, deadline),
@@ -269,9 +269,10 @@ impl<'c> Run<'c> {
         }
     }
 
-    /// The reply reaches the client: done, or the library's own retry
-    /// decision ([`decide`]) says whether and when to try again.
-    pub(super) fn reply(&mut self, client: u32, ok: bool) {
+    /// The reply reaches the client (`timed_out`: the attempt's own
+    /// timeout cut it instead): done, or the library's own retry decision
+    /// ([`decide`]) says whether and when to try again.
+    pub(super) fn reply(&mut self, client: u32, ok: bool, timed_out: bool) {
         let now = self.now;
         let key = self.key_of(client);
         // A key that is down fails every attempt, whatever the model says.
@@ -348,6 +349,7 @@ impl<'c> Run<'c> {
             key,
             guards: self.guards.as_mut(),
             now,
+            timed_out,
         };
         let attempts = answers.client.attempts;
         match decide(class, attempts, self.config.max_attempts, &mut answers) {

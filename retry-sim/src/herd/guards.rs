@@ -5,12 +5,12 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use stormproof_runtime::ConfigError;
 use stormproof_runtime::breaker::{BreakerCore, BreakerState, Transition};
 use stormproof_runtime::budget::{BudgetConfig, RatioBudget, RatioWindow, RetryBudget, RetryCause};
 use stormproof_runtime::bulkhead::{BulkheadConfig, LimitCore};
 use stormproof_runtime::rate_limit::RateCore;
 use stormproof_runtime::throttle::ThrottleCore;
-use stormproof_runtime::{ConfigError, ErrorClass};
 
 /// The guards shared by all clients: [`Strategy::Defaults`](super::Strategy::Defaults)'s breaker and
 /// budget, [`Strategy::Recommended`](super::Strategy::Recommended)'s breaker and budget,
@@ -165,14 +165,14 @@ impl Budget {
         }
     }
 
-    /// Takes what a retry after an error of `class` costs (a token bucket
-    /// may charge by it: see `TokenBucket::cost`).
-    pub(super) fn try_withdraw(&mut self, now: Duration, class: ErrorClass) -> bool {
+    /// Takes what a retry after `cause` costs (a token bucket may charge
+    /// by it: see `TokenBucket::cost`).
+    pub(super) fn try_withdraw(&mut self, now: Duration, cause: RetryCause) -> bool {
         match self {
             Budget::Ratio { config, first_attempts, window } => {
                 window.try_withdraw(config, now, *first_attempts)
             }
-            Budget::Bucket(bucket) => bucket.try_withdraw_for(RetryCause::of(class)),
+            Budget::Bucket(bucket) => bucket.try_withdraw_for(cause),
         }
     }
 }
