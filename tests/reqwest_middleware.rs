@@ -27,7 +27,10 @@ use stormproof::http::reqwest_middleware::ResilientMiddleware;
 use stormproof::{
     Classify, ErrorClass, Jitter, Policy, PolicyBuilder, Registry, Rejection,
     breaker::{BreakerConfig, BreakerState},
+    budget::{RetryThrottling, TokenBucket},
+    bulkhead::BulkheadConfig,
     http::Attempts,
+    rate_limit::RateLimitConfig,
     resilient,
 };
 
@@ -478,4 +481,179 @@ async fn a_breaker_per_key_is_a_breaker_per_host_and_port() {
     assert_eq!(failing.hits("/stock"), 2, "the open breaker sent nothing");
     let response = registry.scope(client.get(healthy.url("/stock")).send()).await.unwrap();
     assert_eq!(response.status(), StatusCode::OK, "another server's calls go out");
+}
+
+// Issue 44's guards through the middleware: each is asked by the same call
+// as through the attribute; these show the middleware hands them what they
+// need (the request's host, its `x-priority`, when its request went out).
+
+/// A reqwest client with no idle-connection reaper, so that on the paused
+/// clock only the library's and the server's timers move it.
+fn paused_client(policy: PolicyBuilder) -> ClientWithMiddleware {
+    let reqwest = reqwest::Client::builder().pool_idle_timeout(None).build().unwrap();
+    ClientBuilder::new(reqwest).with(ResilientMiddleware::new(policy.build().unwrap())).build()
+}
+
+/// The `Rejection` inside the middleware's error, if that is what it is.
+fn rejection(error: &reqwest_middleware::Error) -> Option<&Rejection> {
+    match error {
+        reqwest_middleware::Error::Middleware(error) => error.downcast_ref::<Rejection>(),
+        reqwest_middleware::Error::Reqwest(_) => None,
+    }
+}
+
+/// Slow calls open the breaker (item 1): a server that answers 200 in
+/// 30 ms, against a breaker judging a call slow from 20 ms at a rate of
+/// half of the last four, is down for its callers: after four slow
+/// successes the fifth request is refused without reaching it.
+#[tokio::test(start_paused = true)]
+async fn slow_successes_open_a_breaker_judging_slow_calls() {
+    let slow = status(200).after(30);
+    let server = Server::start(&[("/slow", &[slow, slow, slow, slow, slow])]).await;
+    let registry = Registry::new();
+    let judging = BreakerConfig {
+        failure_rate_percent: Some(50),
+        window_calls: Some(4),
+        minimum_calls: 4,
+        slow_call_duration: Some(ms(20)),
+        slow_call_rate_percent: Some(50),
+        ..Default::default()
+    };
+    registry.declare_breaker("judged", judging).unwrap();
+    let client = paused_client(policy(1).breaker("judged").budget("none"));
+    for _ in 0..4 {
+        let response = registry.scope(client.get(server.url("/slow")).send()).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "a slow call is a success to its caller");
+    }
+    assert_eq!(registry.breaker("judged").unwrap().state(), BreakerState::Open);
+    let refused = registry.scope(client.get(server.url("/slow")).send()).await.unwrap_err();
+    assert!(matches!(rejection(&refused), Some(Rejection::CircuitOpen { .. })), "{refused:?}");
+    assert_eq!(server.hits("/slow"), 4);
+}
+
+/// The backoff's factor (item 7): with a base of 10 ms, a factor of 1.5
+/// and no jitter, the server sees the attempts at 0, 10 and 25 ms.
+#[tokio::test(start_paused = true)]
+async fn the_waits_grow_by_the_policys_factor() {
+    let server = Server::start(&[("/stock", &[status(503), status(503)])]).await;
+    let policy = Policy::builder().max_attempts(3).base(ms(10)).cap(ms(100)).factor(1.5).jitter(Jitter::None);
+    let response = paused_client(policy).get(server.url("/stock")).send().await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 3));
+    let seen = server.seen("/stock");
+    let sent: Vec<_> = seen.iter().map(|seen_| seen_.at - seen[0].at).collect();
+    assert_eq!(sent, [ms(0), ms(10), ms(25)]);
+}
+
+/// A rate limit per key (item 3) is one per host and port: a host that
+/// spent its turn is refused, another host's request goes.
+#[tokio::test(start_paused = true)]
+async fn a_rate_limit_per_key_is_one_per_host_and_port() {
+    let (first, second) = (Server::start(&[]).await, Server::start(&[]).await);
+    let registry = Registry::new();
+    let one_a_second = RateLimitConfig { per_second: 1, burst: 1, ..Default::default() };
+    registry.declare_rate_limit("hosts", one_a_second).unwrap();
+    let client = paused_client(policy(1).rate_limit_per("hosts").budget("none"));
+    let send = |url: String| registry.scope(client.get(url).send());
+    assert_eq!(send(first.url("/a")).await.unwrap().status(), StatusCode::OK);
+    let refused = send(first.url("/a")).await.unwrap_err();
+    let key = format!("127.0.0.1:{}", first.addr.port());
+    assert_eq!(rejection(&refused), Some(&Rejection::RateLimited { limiter: format!("hosts[{key}]") }));
+    assert_eq!(send(second.url("/a")).await.unwrap().status(), StatusCode::OK, "another host's quota");
+    assert_eq!(first.hits("/a"), 1, "the refused request never went out");
+}
+
+/// A bulkhead per key (item 3) is one per host and port: a host whose one
+/// place is taken by a slow request refuses a second after its 10 ms
+/// `max_wait`, and another host's request goes at once.
+#[tokio::test(start_paused = true)]
+async fn a_bulkhead_per_key_is_one_per_host_and_port() {
+    let slow = Server::start(&[("/slow", &[status(200).after(1_000)])]).await;
+    let other = Server::start(&[]).await;
+    let registry = Registry::new();
+    let one_place = BulkheadConfig { max_concurrent: 1, max_wait: Some(ms(10)), ..Default::default() };
+    registry.declare_bulkhead("hosts", one_place).unwrap();
+    let client = paused_client(policy(1).bulkhead_per("hosts").budget("none"));
+    registry
+        .scope(async {
+            let holder = tokio::spawn(Registry::current().scope(client.get(slow.url("/slow")).send()));
+            // Until the slow request is in: the server saw it.
+            while slow.hits("/slow") == 0 {
+                tokio::task::yield_now().await;
+            }
+            let refused = client.get(slow.url("/slow")).send().await.unwrap_err();
+            let key = format!("127.0.0.1:{}", slow.addr.port());
+            assert_eq!(
+                rejection(&refused),
+                Some(&Rejection::BulkheadFull { bulkhead: format!("hosts[{key}]") })
+            );
+            assert_eq!(client.get(other.url("/a")).send().await.unwrap().status(), StatusCode::OK);
+            assert_eq!(holder.await.unwrap().unwrap().status(), StatusCode::OK);
+        })
+        .await;
+}
+
+/// A request's `x-priority` header (item 6): with the bulkhead's one place
+/// taken, a `sheddable` request is refused at once where one of the
+/// default priority waits for the place (its `max_wait`) and gets it.
+#[tokio::test(start_paused = true)]
+async fn a_requests_x_priority_header_sets_its_priority() {
+    let server = Server::start(&[("/slow", &[status(200).after(100)])]).await;
+    let registry = Registry::new();
+    let one_place = BulkheadConfig { max_concurrent: 1, max_wait: Some(ms(500)), ..Default::default() };
+    registry.declare_bulkhead("search", one_place).unwrap();
+    let client = paused_client(policy(1).bulkhead("search").budget("none"));
+    registry
+        .scope(async {
+            let holder = tokio::spawn(Registry::current().scope(client.get(server.url("/slow")).send()));
+            while server.hits("/slow") == 0 {
+                tokio::task::yield_now().await;
+            }
+            let start = tokio::time::Instant::now();
+            let shed =
+                client.get(server.url("/a")).header("x-priority", "sheddable").send().await.unwrap_err();
+            assert_eq!(rejection(&shed), Some(&Rejection::BulkheadFull { bulkhead: "search".into() }));
+            assert_eq!(start.elapsed(), Duration::ZERO, "refused at once");
+            let waited = client.get(server.url("/a")).send().await.unwrap();
+            assert_eq!(waited.status(), StatusCode::OK, "the default priority waits for the place");
+            assert!(start.elapsed() >= ms(100), "it waited for the slow request: {:?}", start.elapsed());
+            assert_eq!(holder.await.unwrap().unwrap().status(), StatusCode::OK);
+        })
+        .await;
+    assert_eq!(server.hits("/a"), 1, "the sheddable request never went out");
+}
+
+/// Retry cost by class (item 4): a token bucket of 2 tokens whose retries
+/// cost 2, or 1 after a throttle, pays one retry after 503s and two after
+/// 429s (`Retry-After: 0`); each call's bucket is fresh.
+#[tokio::test]
+async fn a_retry_after_a_throttle_costs_the_buckets_throttled_cost() {
+    let server = Server::start(&[
+        ("/unavailable", &[status(503), status(503)]),
+        ("/throttled", &[throttled("0"), throttled("0")]),
+    ])
+    .await;
+    for (path, attempts_made) in [("/unavailable", 2), ("/throttled", 3)] {
+        let registry = Registry::new();
+        let bucket =
+            TokenBucket { capacity: 2, retry_cost: 2, throttled_cost: Some(1), ..Default::default() };
+        registry.declare_budget("costs", bucket).unwrap();
+        let client = client(policy(3).budget("costs").breaker("none"));
+        let response = registry.scope(client.get(server.url(path)).send()).await.unwrap();
+        assert_eq!(attempts(&response), attempts_made, "{path}");
+    }
+}
+
+/// gRPC's retry throttling (item 5) as an HTTP client's budget: 10 tokens,
+/// each failure takes one, and retries go only while more than half are
+/// left, so a host that always fails is sent 5 attempts, not the policy's 10.
+#[tokio::test]
+async fn retry_throttling_stops_retries_at_half_its_tokens() {
+    let failing = [status(503); 10];
+    let server = Server::start(&[("/down", &failing)]).await;
+    let registry = Registry::new();
+    registry.declare_budget("grpc", RetryThrottling { max_tokens: 10, token_ratio: 0.1 }).unwrap();
+    let client = client(policy(10).budget("grpc").breaker("none"));
+    let response = registry.scope(client.get(server.url("/down")).send()).await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::SERVICE_UNAVAILABLE, 5));
+    assert_eq!(server.hits("/down"), 5);
 }

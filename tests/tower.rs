@@ -33,9 +33,10 @@ use stormproof::http::tower::{BoxError, ResilientLayer};
 use stormproof::{
     Jitter, Policy, PolicyBuilder, Registry, Rejection,
     breaker::{BreakerConfig, BreakerState},
-    budget::TokenBucket,
+    budget::{RetryThrottling, TokenBucket},
     bulkhead::{AdaptiveLimit, BulkheadConfig, LimitCore},
     http::Attempts,
+    rate_limit::RateLimitConfig,
     resilient,
 };
 use tower::{Layer, Service, ServiceBuilder, ServiceExt, service_fn};
@@ -1384,4 +1385,112 @@ async fn a_breaker_per_key_is_a_breaker_per_host() {
         *sent.lock().unwrap(),
         ["down.example", "down.example", "up.example", "down.example", "down.example"]
     );
+}
+
+/// A service that logs when each request reaches it and answers 503 the
+/// first `failures` times, then 200.
+fn timed_failures(
+    failures: usize,
+    at: &Arc<Mutex<Vec<tokio::time::Instant>>>,
+) -> impl Service<Request<Body>, Response = Response<String>, Error = Infallible, Future: Send>
++ Clone
++ Send
++ 'static {
+    let log = at.clone();
+    service_fn(move |_: Request<Body>| {
+        let mut at = log.lock().unwrap();
+        at.push(tokio::time::Instant::now());
+        let status = if at.len() <= failures { 503 } else { 200 };
+        std::future::ready(Ok::<_, Infallible>(reply(status)))
+    })
+}
+
+/// The backoff's factor (issue 44, item 7) through the layer: with a base
+/// of 10 ms, a factor of 1.5 and no jitter, the attempts reach the service
+/// at 0, 10 and 25 ms.
+#[tokio::test(start_paused = true)]
+async fn the_waits_grow_by_the_policys_factor() {
+    let at = Arc::new(Mutex::new(Vec::new()));
+    let policy = Policy::builder().max_attempts(3).base(ms(10)).cap(ms(100)).factor(1.5).jitter(Jitter::None);
+    let layered = ResilientLayer::new(policy.build().unwrap()).layer(timed_failures(2, &at));
+    let response = layered.oneshot(get("http://in-process/")).await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::OK, 3));
+    let at = at.lock().unwrap();
+    let sent: Vec<_> = at.iter().map(|at_| *at_ - at[0]).collect();
+    assert_eq!(sent, [ms(0), ms(10), ms(25)]);
+}
+
+/// gRPC's retry throttling (issue 44, item 5) as the layer's budget: 10
+/// tokens, each failure takes one, and retries go only while more than half
+/// are left, so a service that always fails gets 5 attempts, not 10.
+#[tokio::test]
+async fn retry_throttling_stops_retries_at_half_its_tokens() {
+    let registry = Registry::new();
+    registry.declare_budget("grpc", RetryThrottling { max_tokens: 10, token_ratio: 0.1 }).unwrap();
+    let at = Arc::new(Mutex::new(Vec::new()));
+    let policy = policy(10).budget("grpc").breaker("none").build().unwrap();
+    let layered = ResilientLayer::new(policy).layer(timed_failures(usize::MAX, &at));
+    let response = registry.scope(layered.oneshot(get("http://in-process/"))).await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::SERVICE_UNAVAILABLE, 5));
+    assert_eq!(at.lock().unwrap().len(), 5);
+}
+
+/// A rate limit per key (issue 44, item 3) through the layer is one per
+/// host: a host that spent its turn is refused, another host's request goes.
+#[tokio::test(start_paused = true)]
+async fn a_rate_limit_per_key_is_one_per_host() {
+    let registry = Registry::new();
+    let one_a_second = RateLimitConfig { per_second: 1, burst: 1, ..Default::default() };
+    registry.declare_rate_limit("hosts", one_a_second).unwrap();
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let policy = policy(1).rate_limit_per("hosts").budget("none").build().unwrap();
+    let layered = ResilientLayer::new(policy).layer(two_hosts(&sent));
+    let send = |url: &str| registry.scope(layered.clone().oneshot(get(url)));
+    assert_eq!(send("http://up.example/").await.unwrap().status(), StatusCode::OK);
+    let refused = send("http://up.example/").await.unwrap_err();
+    assert_eq!(
+        refused.downcast_ref::<Rejection>(),
+        Some(&Rejection::RateLimited { limiter: "hosts[up.example]".into() })
+    );
+    assert_eq!(send("http://other.example/").await.unwrap().status(), StatusCode::OK, "its own quota");
+    assert_eq!(*sent.lock().unwrap(), ["up.example", "other.example"]);
+}
+
+/// A bulkhead per key (issue 44, item 3) through the layer is one per
+/// host: a host whose one place is held refuses a second request after its
+/// 10 ms `max_wait`, and another host's request goes at once.
+#[tokio::test(start_paused = true)]
+async fn a_bulkhead_per_key_is_one_per_host() {
+    let registry = Registry::new();
+    let one_place = BulkheadConfig { max_concurrent: 1, max_wait: Some(ms(10)), ..Default::default() };
+    registry.declare_bulkhead("hosts", one_place).unwrap();
+    let release = Arc::new(tokio::sync::Notify::new());
+    let held = release.clone();
+    let service = service_fn(move |request: Request<Body>| {
+        let held = held.clone();
+        async move {
+            if request.uri().host() == Some("slow.example") {
+                held.notified().await;
+            }
+            Ok::<_, Infallible>(reply(200))
+        }
+    });
+    let policy = policy(1).bulkhead_per("hosts").budget("none").build().unwrap();
+    let layered = ResilientLayer::new(policy).layer(service);
+    registry
+        .scope(async {
+            let holder =
+                tokio::spawn(Registry::current().scope(layered.clone().oneshot(get("http://slow.example/"))));
+            tokio::task::yield_now().await;
+            let refused = layered.clone().oneshot(get("http://slow.example/")).await.unwrap_err();
+            assert_eq!(
+                refused.downcast_ref::<Rejection>(),
+                Some(&Rejection::BulkheadFull { bulkhead: "hosts[slow.example]".into() })
+            );
+            let other = layered.clone().oneshot(get("http://other.example/")).await.unwrap();
+            assert_eq!(other.status(), StatusCode::OK, "another host's places");
+            release.notify_waiters();
+            assert_eq!(holder.await.unwrap().unwrap().status(), StatusCode::OK);
+        })
+        .await;
 }

@@ -26,6 +26,8 @@ pub struct Reply {
     pub status: u16,
     pub retry_after: Option<&'static str>,
     pub payload: Payload,
+    /// How long the server takes before it answers (on tokio's clock).
+    pub delay_ms: u64,
 }
 
 /// What a scripted answer's body is.
@@ -55,21 +57,28 @@ impl Reply {
     pub fn with(self, payload: Payload) -> Reply {
         Reply { payload, ..self }
     }
+
+    /// This answer, sent this many ms after the request arrived.
+    // Only the reqwest-middleware tests use it.
+    #[allow(dead_code)]
+    pub fn after(self, delay_ms: u64) -> Reply {
+        Reply { delay_ms, ..self }
+    }
 }
 
 /// A scripted status.
 pub fn status(status: u16) -> Reply {
-    Reply { status, retry_after: None, payload: Payload::Answer }
+    Reply { status, retry_after: None, payload: Payload::Answer, delay_ms: 0 }
 }
 
 /// A 429 with this `Retry-After` (a `\n` in it separates two lines).
 pub fn throttled(retry_after: &'static str) -> Reply {
-    Reply { status: 429, retry_after: Some(retry_after), payload: Payload::Answer }
+    Reply { status: 429, retry_after: Some(retry_after), payload: Payload::Answer, delay_ms: 0 }
 }
 
 /// A 503 with this `Retry-After`.
 pub fn unavailable(retry_after: &'static str) -> Reply {
-    Reply { status: 503, retry_after: Some(retry_after), payload: Payload::Answer }
+    Reply { status: 503, retry_after: Some(retry_after), payload: Payload::Answer, delay_ms: 0 }
 }
 
 /// A request the server saw.
@@ -170,6 +179,9 @@ async fn answer(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
     };
     let reply =
         inner.scripts.lock().unwrap().get_mut(&path).and_then(VecDeque::pop_front).unwrap_or(status(200));
+    if reply.delay_ms > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(reply.delay_ms)).await;
+    }
     let text = if path == "/charges" {
         // The charge is made (or found) before the status is decided: a
         // scripted failure is an answer lost after the charge.
