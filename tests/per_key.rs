@@ -394,3 +394,55 @@ async fn futures_poll<F: std::future::Future + Unpin>(mut future: F) -> Option<F
     })
     .await
 }
+
+/// A reload reaches each tenant's rate limit, keeping the turns it took: a
+/// `max_wait` of two seconds lets tenant-a's next call wait for its turn,
+/// which comes a second after the one it spent before the reload (a fresh
+/// limiter would have let it go at once), and a smaller `max_keys` evicts
+/// down to it at once.
+#[tokio::test(start_paused = true)]
+async fn a_reload_reaches_every_tenants_rate_limit_keeping_its_turns() {
+    let registry = quotas();
+    let attempts = AtomicU32::new(0);
+    assert!(registry.scope(quoted("tenant-a", &attempts)).await.is_ok());
+    assert!(registry.scope(quoted("tenant-b", &attempts)).await.is_ok());
+    registry
+        .reload_toml("[rate_limits.quota]\nper_second = 1\nburst = 1\nmax_wait_ms = 2000\nmax_keys = 2\n")
+        .unwrap();
+    let start = tokio::time::Instant::now();
+    assert!(registry.scope(quoted("tenant-a", &attempts)).await.is_ok(), "it waits for its turn now");
+    assert_eq!(start.elapsed(), Duration::from_secs(1), "the turn after the one it took before");
+    let set = registry.keyed_rate_limits("quota").unwrap();
+    assert_eq!(set.peek("tenant-a").unwrap().config().max_wait, Some(Duration::from_secs(2)));
+    registry
+        .reload_toml("[rate_limits.quota]\nper_second = 1\nburst = 1\nmax_wait_ms = 2000\nmax_keys = 1\n")
+        .unwrap();
+    assert_eq!(set.len(), 1, "down to the new max_keys at once");
+    assert!(set.peek("tenant-a").is_some(), "the most recently used kept");
+}
+
+/// A reload reaches each tenant's bulkhead, keeping the places in use: a
+/// tenant whose one place is held gets a second once the file says two.
+#[tokio::test(start_paused = true)]
+async fn a_reload_reaches_every_tenants_bulkhead_keeping_its_places() {
+    let registry = Registry::new();
+    let one_place =
+        BulkheadConfig { max_concurrent: 1, max_wait: Some(Duration::from_millis(10)), ..Default::default() };
+    registry.declare_bulkhead("pool", one_place).unwrap();
+    let release = tokio::sync::Notify::new();
+    let first = registry.scope(held("tenant-a", &release));
+    tokio::pin!(first);
+    assert!(futures_poll(first.as_mut()).await.is_none());
+    registry.reload_toml("[bulkheads.pool]\nmax_concurrent = 2\nmax_wait_ms = 10\n").unwrap();
+    let second = registry.scope(held("tenant-a", &release));
+    tokio::pin!(second);
+    assert!(futures_poll(second.as_mut()).await.is_none(), "a second place, not refused");
+    assert_eq!(
+        registry.keyed_bulkheads("pool").unwrap().peek("tenant-a").unwrap().in_use(),
+        2,
+        "kept: two in use"
+    );
+    release.notify_waiters();
+    assert_eq!((first.await.unwrap(), second.await.unwrap()), (7, 7));
+    assert_eq!(registry.bulkhead_for("pool", "tenant-a").in_use(), 0);
+}

@@ -372,10 +372,16 @@ impl BreakerCore {
     /// assert_eq!(core.state(s(5)), BreakerState::HalfOpen, "5 s after it opened, not 30");
     /// ```
     pub fn reconfigure(&mut self, config: BreakerConfig) {
-        // A window of another kind or size starts empty; the same keeps its counts.
-        let kind = |c: &BreakerConfig| (c.failure_rate_percent.is_some(), c.window_calls);
+        // A window of another kind starts empty; one of the last calls
+        // resized keeps its most recent outcomes; the same keeps its counts.
+        let rate = |c: &BreakerConfig| c.failure_rate_percent.is_some();
+        let kind = |c: &BreakerConfig| (rate(c), rate(c) && c.window_calls.is_some());
         if kind(&config) != kind(&self.config) {
             self.window = FailureWindow::new(&config);
+        } else if let Some(size) =
+            config.window_calls.filter(|_| config.window_calls != self.config.window_calls)
+        {
+            self.window.resize_calls(size, config.judges_slow_calls());
         } else {
             // The calls held were not timed: they count as not slow.
             self.window.judge_slow_calls(config.judges_slow_calls());
@@ -712,5 +718,55 @@ mod tests {
         c.force(Some(BreakerState::Open));
         assert_eq!((c.trip(s(0), s(1), None), c.close()), (None, None));
         assert_eq!(c.forced(), Some(BreakerState::Open), "a forced state outranks any verdict");
+    }
+    #[test]
+    fn a_window_of_calls_resized_keeps_its_most_recent_outcomes() {
+        let resized = |c: &mut BreakerCore, window_calls: u32| {
+            c.reconfigure(BreakerConfig { window_calls: Some(window_calls), ..*c.config() });
+        };
+        // Grown from 4 to 8: F F S kept, and one more success makes 2 of 4, 50 %.
+        let mut c = last_calls(4, 4);
+        for outcome in [Outcome::Failure, Outcome::Failure, Outcome::Success] {
+            assert_eq!(run(&mut c, outcome, s(0)), None, "not yet minimum_calls");
+        }
+        resized(&mut c, 8);
+        assert_eq!(run(&mut c, Outcome::Success, s(1)), Some((BreakerState::Closed, BreakerState::Open)));
+        // Shrunk from 8 to 4: of S S S F F, the last four (S S F F) kept,
+        // so one more success holds 2 of 4, 50 %, where all eight would
+        // hold 2 of 6.
+        let mut c = last_calls(8, 4);
+        for outcome in
+            [Outcome::Success, Outcome::Success, Outcome::Success, Outcome::Failure, Outcome::Failure]
+        {
+            assert_eq!(run(&mut c, outcome, s(0)), None, "2 of 5, 40 %");
+        }
+        resized(&mut c, 4);
+        assert_eq!(run(&mut c, Outcome::Success, s(1)), Some((BreakerState::Closed, BreakerState::Open)));
+        // Round the ring: a full window of 4 that turned 6 times holds its last 4.
+        let mut c = last_calls(4, 4);
+        for outcome in [
+            Outcome::Failure,
+            Outcome::Success,
+            Outcome::Success,
+            Outcome::Success,
+            Outcome::Success,
+            Outcome::Failure,
+        ] {
+            assert_eq!(
+                run(&mut c, outcome, s(0)),
+                None,
+                "at most 1 of 4 failures held, at the last: S S S F"
+            );
+        }
+        resized(&mut c, 2);
+        // S F kept (a window of 2 never holds minimum_calls), and kept
+        // again as it grows to 5.
+        resized(&mut c, 5);
+        assert_eq!(run(&mut c, Outcome::Failure, s(1)), None, "S F F: 3 calls, under minimum_calls");
+        assert_eq!(
+            run(&mut c, Outcome::Success, s(1)),
+            Some((BreakerState::Closed, BreakerState::Open)),
+            "S F F S: 50 %"
+        );
     }
 }

@@ -140,6 +140,24 @@ impl CallRing {
         (self.next, self.calls, self.failures, self.slow, self.synced) = (0, 0, 0, 0, None);
     }
 
+    /// A ring of `size` calls holding this one's most recent outcomes, as
+    /// many as it has room for, in order; which were slow only if both
+    /// judge slow calls. The successes counted apart are caught up as before.
+    fn resized(&self, size: u32, judges_slow: bool) -> CallRing {
+        let mut ring = CallRing::new(size, judges_slow);
+        let kept = self.calls.min(ring.size);
+        // The oldest kept: `kept` before the next place, round the ring.
+        let first = (self.next + self.size - kept) % self.size;
+        for i in 0..kept {
+            let at = (first + i) % self.size;
+            let (word, mask) = ((at / 64) as usize, 1u64 << (at % 64));
+            let slow = self.slow_bits.as_ref().is_some_and(|bits| bits[word] & mask != 0);
+            ring.push(self.bits[word] & mask != 0, slow);
+        }
+        ring.synced = self.synced;
+        ring
+    }
+
     /// Whether the failures (or the slow calls) held reach their share of
     /// at least `minimum_calls` calls.
     fn exceeds(&self, config: &BreakerConfig) -> bool {
@@ -166,6 +184,14 @@ impl FailureWindow {
                 (Some(_), false) => (ring.slow_bits, ring.slow) = (None, 0),
                 _ => {}
             }
+        }
+    }
+
+    /// A window of calls resized to `size` (a reload's `window_calls`),
+    /// keeping its most recent outcomes (see `CallRing::resized`).
+    pub(super) fn resize_calls(&mut self, size: u32, judges_slow: bool) {
+        if let FailureWindow::Calls(ring) = self {
+            *ring = ring.resized(size, judges_slow);
         }
     }
 
