@@ -23,6 +23,7 @@ use http_body_util::StreamBody;
 use loopback::{Payload, Server, status, throttled, unavailable};
 use reqwest::StatusCode;
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware, Next};
+use stormproof::http::GuardKey;
 use stormproof::http::reqwest_middleware::ResilientMiddleware;
 use stormproof::{
     Classify, ErrorClass, Jitter, Policy, PolicyBuilder, Registry, Rejection,
@@ -656,4 +657,26 @@ async fn retry_throttling_stops_retries_at_half_its_tokens() {
     let response = registry.scope(client.get(server.url("/down")).send()).await.unwrap();
     assert_eq!((response.status(), attempts(&response)), (StatusCode::SERVICE_UNAVAILABLE, 5));
     assert_eq!(server.hits("/down"), 5);
+}
+
+/// A `GuardKey` in a request's extensions keys its guards per key instead
+/// of its host: two tenants calling one host have a breaker each, and the
+/// one whose calls fail is cut off alone.
+#[tokio::test]
+async fn a_guard_key_in_the_extensions_keys_the_guards_instead_of_the_host() {
+    let server = Server::start(&[("/search", &[status(503), status(503)])]).await;
+    let registry = Registry::new();
+    registry.declare_breaker("search", BreakerConfig { failure_threshold: 2, ..Default::default() }).unwrap();
+    let client = client(policy(2).breaker_per("search").budget("none"));
+    let as_tenant =
+        |tenant: &'static str| client.get(server.url("/search")).with_extension(GuardKey::new(tenant)).send();
+    let response = registry.scope(as_tenant("tenant-a")).await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::SERVICE_UNAVAILABLE, 2));
+    assert_eq!(registry.breaker_for("search", "tenant-a").state(), BreakerState::Open);
+    let refused = registry.scope(as_tenant("tenant-a")).await.unwrap_err();
+    assert_eq!(rejection(&refused), Some(&Rejection::CircuitOpen { breaker: "search[tenant-a]".into() }));
+    let response = registry.scope(as_tenant("tenant-b")).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK, "the other tenant's breaker is closed");
+    let host = format!("127.0.0.1:{}", server.addr.port());
+    assert!(registry.keyed_breakers("search").unwrap().peek(&host).is_none(), "no breaker for the host");
 }

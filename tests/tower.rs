@@ -1494,3 +1494,31 @@ async fn a_bulkhead_per_key_is_one_per_host() {
         })
         .await;
 }
+
+/// A `GuardKey` in a request's extensions keys its guards per key instead
+/// of its host: two tenants calling the host that is down have a breaker
+/// each, so a tenant whose calls are not failing is not cut off by another's.
+#[tokio::test(start_paused = true)]
+async fn a_guard_key_in_the_extensions_keys_the_guards_instead_of_the_host() {
+    let registry = Registry::new();
+    registry.declare_breaker("search", BreakerConfig { failure_threshold: 2, ..Default::default() }).unwrap();
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let policy = policy(2).breaker_per("search").budget("none").build().unwrap();
+    let layered = ResilientLayer::new(policy).layer(two_hosts(&sent));
+    let as_tenant = |url: &str, tenant: &str| {
+        let mut request = get(url);
+        request.extensions_mut().insert(stormproof::http::GuardKey::new(tenant));
+        registry.scope(layered.clone().oneshot(request))
+    };
+    let response = as_tenant("http://down.example/", "tenant-a").await.unwrap();
+    assert_eq!((response.status(), attempts(&response)), (StatusCode::SERVICE_UNAVAILABLE, 2));
+    let refused = as_tenant("http://up.example/", "tenant-a").await.unwrap_err();
+    assert_eq!(
+        refused.downcast_ref::<Rejection>(),
+        Some(&Rejection::CircuitOpen { breaker: "search[tenant-a]".into() }),
+        "the tenant's breaker, whatever host it calls"
+    );
+    let response = as_tenant("http://up.example/", "tenant-b").await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(registry.keyed_breakers("search").unwrap().peek("down.example").is_none(), "none per host");
+}

@@ -20,6 +20,8 @@ mod attempts;
 mod drain;
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 mod exchange;
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+mod guard_key;
 #[cfg(feature = "reqwest")]
 mod reqwest;
 #[cfg(feature = "reqwest-middleware")]
@@ -31,6 +33,8 @@ mod status;
 pub mod tower;
 
 pub use attempts::Attempts;
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+pub use guard_key::GuardKey;
 #[cfg(feature = "reqwest")]
 pub use reqwest::classify_response;
 #[cfg(feature = "reqwest")]

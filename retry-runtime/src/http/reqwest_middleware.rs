@@ -147,7 +147,10 @@ impl Transport for Chain<'_, '_> {
         rules::plan(request.method(), request.headers())
     }
 
-    fn breaker_key(request: &reqwest::Request) -> std::borrow::Cow<'_, str> {
+    fn breaker_key<'r>(&'r self, request: &'r reqwest::Request) -> std::borrow::Cow<'r, str> {
+        if let Some(key) = self.extensions.get::<crate::http::GuardKey>() {
+            return key.as_str().into();
+        }
         let url = request.url();
         match (url.host_str(), url.port()) {
             (Some(host), Some(port)) => {

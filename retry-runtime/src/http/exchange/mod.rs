@@ -56,11 +56,13 @@ pub trait Transport {
 
     /// Whether the request may be sent more than once, and the call's key.
     fn plan(request: &Self::Request) -> Plan;
-    /// The key of a breaker per key
+    /// The key of the guards per key
     /// ([`PolicyBuilder::breaker_per`](crate::PolicyBuilder::breaker_per))
-    /// for the request: its host and port, for an HTTP request (see
-    /// `rules::breaker_key`); none (the empty key) for another.
-    fn breaker_key(_request: &Self::Request) -> std::borrow::Cow<'_, str> {
+    /// for the request: the [`GuardKey`](crate::http::GuardKey) in its
+    /// extensions (the middleware's, for reqwest), else its host and port,
+    /// for an HTTP request (see `rules::breaker_key`); none (the empty key)
+    /// for another.
+    fn breaker_key<'r>(&'r self, _request: &'r Self::Request) -> std::borrow::Cow<'r, str> {
         std::borrow::Cow::Borrowed("")
     }
     /// A copy of the request for another attempt, or `None` when it cannot
@@ -162,7 +164,7 @@ pub(crate) async fn run<T: Transport>(
     // Guards per key: the request's host's (see `Transport::breaker_key`),
     // its text made only for a policy that has them.
     let keyed = match policy.per_key() {
-        true => KeyedGuards::of_display(policy, &T::breaker_key(&request)),
+        true => KeyedGuards::of_display(policy, &transport.breaker_key(&request)),
         false => None,
     };
     let mut call = Call::new(policy, plan.key, Kept::default(), ByTransport::<T>(PhantomData))

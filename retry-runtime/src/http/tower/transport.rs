@@ -85,7 +85,10 @@ where
         rules::plan(request.method(), request.headers())
     }
 
-    fn breaker_key(request: &http::Request<B>) -> std::borrow::Cow<'_, str> {
+    fn breaker_key<'r>(&'r self, request: &'r http::Request<B>) -> std::borrow::Cow<'r, str> {
+        if let Some(key) = request.extensions().get::<crate::http::GuardKey>() {
+            return key.as_str().into();
+        }
         let host = || request.headers().get(http::header::HOST).and_then(|host| host.to_str().ok());
         rules::breaker_key(request.uri().authority().map(http::uri::Authority::as_str).or_else(host))
     }
