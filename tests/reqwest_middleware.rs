@@ -495,6 +495,19 @@ fn paused_client(policy: PolicyBuilder) -> ClientWithMiddleware {
     ClientBuilder::new(reqwest).with(ResilientMiddleware::new(policy.build().unwrap())).build()
 }
 
+/// Yields until the server has seen a request to `path` (a request sent
+/// by a task spawned on this runtime): a bounded number of times, so that a
+/// request that never arrives fails the test instead of hanging it.
+async fn until_seen(server: &Server, path: &str) {
+    for _ in 0..10_000 {
+        if server.hits(path) > 0 {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("{path} was never requested");
+}
+
 /// The `Rejection` inside the middleware's error, if that is what it is.
 fn rejection(error: &reqwest_middleware::Error) -> Option<&Rejection> {
     match error {
@@ -577,10 +590,7 @@ async fn a_bulkhead_per_key_is_one_per_host_and_port() {
     registry
         .scope(async {
             let holder = tokio::spawn(Registry::current().scope(client.get(slow.url("/slow")).send()));
-            // Until the slow request is in: the server saw it.
-            while slow.hits("/slow") == 0 {
-                tokio::task::yield_now().await;
-            }
+            until_seen(&slow, "/slow").await;
             let refused = client.get(slow.url("/slow")).send().await.unwrap_err();
             let key = format!("127.0.0.1:{}", slow.addr.port());
             assert_eq!(
@@ -606,9 +616,7 @@ async fn a_requests_x_priority_header_sets_its_priority() {
     registry
         .scope(async {
             let holder = tokio::spawn(Registry::current().scope(client.get(server.url("/slow")).send()));
-            while server.hits("/slow") == 0 {
-                tokio::task::yield_now().await;
-            }
+            until_seen(&server, "/slow").await;
             let start = tokio::time::Instant::now();
             let shed =
                 client.get(server.url("/a")).header("x-priority", "sheddable").send().await.unwrap_err();

@@ -1522,3 +1522,39 @@ async fn a_guard_key_in_the_extensions_keys_the_guards_instead_of_the_host() {
     assert_eq!(response.status(), StatusCode::OK);
     assert!(registry.keyed_breakers("search").unwrap().peek("down.example").is_none(), "none per host");
 }
+
+/// Through `ResilientLayer::cloning` too, an `http::Request`'s guards per
+/// key are its `GuardKey`'s, else its host's (they were one guard for every
+/// request, the empty key's): the tenant whose calls fail is cut off, and
+/// another tenant, or a request to another host, is not.
+#[tokio::test(start_paused = true)]
+async fn through_cloning_an_http_requests_guards_per_key_are_its_guard_keys_else_its_hosts() {
+    let registry = Registry::new();
+    registry.declare_breaker("search", BreakerConfig { failure_threshold: 2, ..Default::default() }).unwrap();
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let policy = policy(2).breaker_per("search").budget("none").build().unwrap();
+    // A 5xx made an error, as services that send HTTP through `cloning` do.
+    let service = ServiceBuilder::new()
+        .layer(ResilientLayer::cloning(policy))
+        .map_result(|result: Result<Response<String>, Infallible>| match result {
+            Ok(response) if response.status().is_server_error() => Err(BoxError::from("a 5xx")),
+            Ok(response) => Ok(response),
+        })
+        .service(two_hosts(&sent));
+    let send = |url: &str, tenant: Option<&str>| {
+        let mut request = get(url);
+        if let Some(tenant) = tenant {
+            request.extensions_mut().insert(stormproof::http::GuardKey::new(tenant));
+        }
+        registry.scope(service.clone().oneshot(request))
+    };
+    assert!(send("http://down.example/", Some("tenant-a")).await.is_err());
+    let refused = send("http://up.example/", Some("tenant-a")).await.unwrap_err();
+    assert_eq!(
+        refused.downcast_ref::<Rejection>(),
+        Some(&Rejection::CircuitOpen { breaker: "search[tenant-a]".into() })
+    );
+    assert!(send("http://up.example/", Some("tenant-b")).await.is_ok(), "another tenant's breaker");
+    assert!(send("http://up.example/", None).await.is_ok(), "a request without a key: its host's breaker");
+    assert_eq!(registry.breaker_for("search", "up.example").totals().calls, 1);
+}

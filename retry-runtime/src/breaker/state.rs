@@ -355,8 +355,10 @@ impl BreakerCore {
     /// stays open, its end recomputed from when it opened and the new
     /// `open_for`; a half-open one keeps its probes and successes; a closed
     /// one keeps its failure history, judged by the new threshold at the
-    /// next event (a history in the other mode, count or rate, cannot be
-    /// carried over and starts afresh). No transition happens here, so the
+    /// next event (a history of another kind, count, rate over time or rate
+    /// over the last calls, cannot be carried over and starts afresh; a
+    /// window of the last calls resized keeps its most recent outcomes).
+    /// No transition happens here, so the
     /// epoch stays. `config` must be valid.
     ///
     /// ```
@@ -742,31 +744,21 @@ mod tests {
         }
         resized(&mut c, 4);
         assert_eq!(run(&mut c, Outcome::Success, s(1)), Some((BreakerState::Closed, BreakerState::Open)));
-        // Round the ring: a full window of 4 that turned 6 times holds its last 4.
-        let mut c = last_calls(4, 4);
-        for outcome in [
-            Outcome::Failure,
-            Outcome::Success,
-            Outcome::Success,
-            Outcome::Success,
-            Outcome::Success,
-            Outcome::Failure,
-        ] {
-            assert_eq!(
-                run(&mut c, outcome, s(0)),
-                None,
-                "at most 1 of 4 failures held, at the last: S S S F"
-            );
+        // Round the ring: S S S S F into a window of 4 (minimum 2) turns it
+        // once, and holds S S S F; shrunk to 2, it keeps S F, the last two in
+        // order (the ring's first two places hold F and S: kept, they would
+        // make one more success S S, 0 %), and one more success holds F S, 50 %.
+        let mut c = last_calls(4, 2);
+        for outcome in
+            [Outcome::Success, Outcome::Success, Outcome::Success, Outcome::Success, Outcome::Failure]
+        {
+            assert_eq!(run(&mut c, outcome, s(0)), None, "at most 1 of 4");
         }
         resized(&mut c, 2);
-        // S F kept (a window of 2 never holds minimum_calls), and kept
-        // again as it grows to 5.
-        resized(&mut c, 5);
-        assert_eq!(run(&mut c, Outcome::Failure, s(1)), None, "S F F: 3 calls, under minimum_calls");
         assert_eq!(
             run(&mut c, Outcome::Success, s(1)),
             Some((BreakerState::Closed, BreakerState::Open)),
-            "S F F S: 50 %"
+            "F S: 50 %"
         );
     }
 }

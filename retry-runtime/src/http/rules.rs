@@ -46,6 +46,18 @@ pub(crate) fn idempotency_key(headers: &HeaderMap) -> Option<Arc<str>> {
     (!text.is_empty()).then(|| Arc::from(text))
 }
 
+/// The key of an `http::Request`'s guards per key through the tower
+/// layer: the [`GuardKey`](crate::http::GuardKey) in its extensions, else
+/// its host and port (see [`breaker_key`]).
+#[cfg(feature = "tower")]
+pub(crate) fn request_key<B>(request: &http::Request<B>) -> Cow<'_, str> {
+    if let Some(key) = request.extensions().get::<crate::http::GuardKey>() {
+        return Cow::Borrowed(key.as_str());
+    }
+    let host = || request.headers().get(http::header::HOST).and_then(|host| host.to_str().ok());
+    breaker_key(request.uri().authority().map(http::uri::Authority::as_str).or_else(host))
+}
+
 /// The key of a breaker per key for a request to `authority` (its URI's,
 /// else its `Host` header's), or the empty key for one with neither: the
 /// host and port as written, without user information, in lower case (a

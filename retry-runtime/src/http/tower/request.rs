@@ -54,6 +54,16 @@ pub trait CloneRequest: Clone {
     fn plan(&self) -> Plan {
         Plan { retry: true, key: None, priority: None }
     }
+
+    /// The key of the request's guards per key: none (the empty key),
+    /// except for `http::Request`, whose key is its
+    /// [`GuardKey`](crate::http::GuardKey), else its host and port, as
+    /// through `ResilientLayer::new`. Not to be overridden either.
+    #[doc(hidden)]
+    #[inline]
+    fn guard_key(&self) -> std::borrow::Cow<'_, str> {
+        std::borrow::Cow::Borrowed("")
+    }
 }
 
 /// The HTTP rule, the same function `ResilientLayer::new` and the
@@ -62,6 +72,10 @@ impl<B: Clone> CloneRequest for http::Request<B> {
     #[inline]
     fn plan(&self) -> Plan {
         rules::plan(self.method(), self.headers())
+    }
+
+    fn guard_key(&self) -> std::borrow::Cow<'_, str> {
+        rules::request_key(self)
     }
 }
 

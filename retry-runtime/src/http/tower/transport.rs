@@ -86,11 +86,7 @@ where
     }
 
     fn breaker_key<'r>(&'r self, request: &'r http::Request<B>) -> std::borrow::Cow<'r, str> {
-        if let Some(key) = request.extensions().get::<crate::http::GuardKey>() {
-            return key.as_str().into();
-        }
-        let host = || request.headers().get(http::header::HOST).and_then(|host| host.to_str().ok());
-        rules::breaker_key(request.uri().authority().map(http::uri::Authority::as_str).or_else(host))
+        rules::request_key(request)
     }
 
     fn try_copy(request: &http::Request<B>) -> Option<http::Request<B>> {
@@ -153,6 +149,12 @@ where
     #[inline]
     fn plan(request: &Req) -> Plan {
         request.plan()
+    }
+
+    /// The request's own: an `http::Request`'s is its `GuardKey`, else its
+    /// host and port, as through `ResilientLayer::new`.
+    fn breaker_key<'r>(&'r self, request: &'r Req) -> std::borrow::Cow<'r, str> {
+        request.guard_key()
     }
 
     #[inline]
