@@ -355,11 +355,8 @@ impl BreakerCore {
     /// stays open, its end recomputed from when it opened and the new
     /// `open_for`; a half-open one keeps its probes and successes; a closed
     /// one keeps its failure history, judged by the new threshold at the
-    /// next event (a history of another kind, count, rate over time or rate
-    /// over the last calls, cannot be carried over and starts afresh; a
-    /// window of the last calls resized keeps its most recent outcomes).
-    /// No transition happens here, so the
-    /// epoch stays. `config` must be valid.
+    /// next event (see `FailureWindow::carry_over`). No transition happens
+    /// here, so the epoch stays. `config` must be valid.
     ///
     /// ```
     /// # use stormproof_runtime as stormproof;
@@ -374,20 +371,7 @@ impl BreakerCore {
     /// assert_eq!(core.state(s(5)), BreakerState::HalfOpen, "5 s after it opened, not 30");
     /// ```
     pub fn reconfigure(&mut self, config: BreakerConfig) {
-        // A window of another kind starts empty; one of the last calls
-        // resized keeps its most recent outcomes; the same keeps its counts.
-        let rate = |c: &BreakerConfig| c.failure_rate_percent.is_some();
-        let kind = |c: &BreakerConfig| (rate(c), rate(c) && c.window_calls.is_some());
-        if kind(&config) != kind(&self.config) {
-            self.window = FailureWindow::new(&config);
-        } else if let Some(size) =
-            config.window_calls.filter(|_| config.window_calls != self.config.window_calls)
-        {
-            self.window.resize_calls(size, config.judges_slow_calls());
-        } else {
-            // The calls held were not timed: they count as not slow.
-            self.window.judge_slow_calls(config.judges_slow_calls());
-        }
+        self.window.carry_over(&self.config, &config);
         self.config = config;
         let period = self.config.open_period_after(self.failed_probes);
         if let Phase::Open { since, until, .. } = &mut self.phase {

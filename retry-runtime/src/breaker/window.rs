@@ -187,11 +187,21 @@ impl FailureWindow {
         }
     }
 
-    /// A window of calls resized to `size` (a reload's `window_calls`),
-    /// keeping its most recent outcomes (see `CallRing::resized`).
-    pub(super) fn resize_calls(&mut self, size: u32, judges_slow: bool) {
-        if let FailureWindow::Calls(ring) = self {
-            *ring = ring.resized(size, judges_slow);
+    /// The window of a breaker reconfigured from `was` to `now`: a window
+    /// of another kind (count, rate over time, rate over the last calls)
+    /// cannot be carried over and starts empty; one of the last calls of
+    /// another size keeps its most recent outcomes (see
+    /// `CallRing::resized`); the same kind keeps its counts, those of calls
+    /// held before slow calls were judged counting as not slow.
+    pub(super) fn carry_over(&mut self, was: &BreakerConfig, now: &BreakerConfig) {
+        let rate = |c: &BreakerConfig| c.failure_rate_percent.is_some();
+        let kind = |c: &BreakerConfig| (rate(c), rate(c) && c.window_calls.is_some());
+        match self {
+            _ if kind(was) != kind(now) => *self = FailureWindow::new(now),
+            FailureWindow::Calls(ring) if now.window_calls != was.window_calls => {
+                *ring = ring.resized(now.window_calls.unwrap_or(ring.size), now.judges_slow_calls());
+            }
+            _ => self.judge_slow_calls(now.judges_slow_calls()),
         }
     }
 
