@@ -52,6 +52,23 @@ pub async fn renders_each_breaker_and_its_state() {
     registry.declare_breaker("delta", slow_calls).unwrap();
     let delta = registry.breaker("delta").unwrap();
     delta.try_acquire().unwrap().record(stormproof::breaker::Outcome::Slow);
+    // A window of the last calls, and retries that cost by what they follow.
+    let last_calls = BreakerConfig {
+        failure_rate_percent: Some(50),
+        minimum_calls: 20,
+        window_calls: Some(100),
+        ..Default::default()
+    };
+    registry.declare_breaker("epsilon", last_calls).unwrap();
+    let costs = stormproof::budget::TokenBucket {
+        capacity: 50,
+        retry_cost: 5,
+        timeout_cost: Some(10),
+        throttled_cost: Some(2),
+        refund_on_success: true,
+        ..Default::default()
+    };
+    registry.declare_budget("costs", costs).unwrap();
     let throttling = stormproof::budget::RetryThrottling { max_tokens: 10, token_ratio: 0.1 };
     registry.declare_budget("grpc", throttling).unwrap();
     for _ in 0..5 {
@@ -137,7 +154,13 @@ pub async fn renders_each_breaker_and_its_state() {
         "a breaker judging no slow calls says nothing of them: {}",
         beta.html
     );
+    let epsilon = card(&dom, "breaker", "epsilon");
+    assert!(epsilon.html.contains("opens at 50% failures of ≥20 in the last 100 calls"), "{}", epsilon.html);
     card(&dom, "budget", "alpha");
+    let costs = card(&dom, "budget", "costs");
+    assert!(costs.html.contains("50 / 50 tokens left"), "{}", costs.html);
+    let charged = "token bucket: a retry takes 5, 10 after a timeout, 2 after a throttle, a success returns 1, a retry that succeeds what it took";
+    assert!(costs.html.contains(charged), "{}", costs.html);
     let grpc = card(&dom, "budget", "grpc");
     assert!(grpc.html.contains("5 / 10 tokens: retries stopped"), "{}", grpc.html);
     assert!(
