@@ -249,6 +249,10 @@ impl<'p, S, H, V: Shape> Call<'p, S, H, V> {
     {
         if self.rare.is_none() {
             RareState::build_plain(&mut self.rare);
+            // A plain call's own key (see `start`) moves in with the rest.
+            if let (Some(rare), Some(_)) = (&mut *self.rare, &*self.key) {
+                rare.key = self.key.take();
+            }
         }
         match &mut *self.rare {
             Some(rare) => rare,

@@ -33,7 +33,9 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
         cx: &mut Context<'_>,
     ) -> Poll<F::Output> {
         match &mut *self.rare {
-            None => context::poll_keyless(attempt, make, cx),
+            None if self.key.is_none() => context::poll_keyless(attempt, make, cx),
+            // A plain call with a key of its own (see `start`).
+            None => context::poll_in(&mut self.key, None, attempt, make, cx),
             Some(rare) => context::poll_in(&mut rare.key, rare.span.as_ref(), attempt, make, cx),
         }
     }
@@ -42,7 +44,7 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
     #[inline]
     pub(super) fn drop_in_context<F>(&mut self, attempt: Pin<&mut Option<F>>) {
         match &mut *self.rare {
-            None => context::drop_in(&mut None, None, attempt),
+            None => context::drop_in(&mut self.key, None, attempt),
             Some(rare) => context::drop_in(&mut rare.key, rare.span.as_ref(), attempt),
         }
     }

@@ -80,7 +80,8 @@ impl<S, H, V: Shape> Call<'_, S, H, V> {
         let slot = Box::new_uninit();
         let (key, span) = match &*self.rare {
             Some(rare) => (rare.key.clone(), rare.span.clone()),
-            None => (None, None),
+            // A plain call's own key (see `start`).
+            None => ((*self.key).clone(), None),
         };
         let (timer, limit) = match self.attempt_limit() {
             Some((end, limit)) => (Some(sleep_until(end)), Some(limit)),

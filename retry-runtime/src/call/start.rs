@@ -179,9 +179,11 @@ impl<'p, S: Default, H, V: Shape> Call<'p, S, H, V> {
         match guards {
             // An override that only tunes the retries leaves the call plain:
             // it is looked up if an attempt fails (`adopt_override`).
+            // A key of its own stays in the call's slot, where its attempts
+            // are polled with it (`poll_in_context`) until a failure builds
+            // the rare state, which takes it.
             GuardsRef::Cached(cached)
-                if key.is_none()
-                    && !nested
+                if !nested
                     && !policy.override_forbids_plain()
                     && policy.plain_start()
                     && !debug_enabled() =>
@@ -189,6 +191,7 @@ impl<'p, S: Default, H, V: Shape> Call<'p, S, H, V> {
                 self.cached = Some(cached);
                 self.max_attempts = settings.max_attempts;
                 self.started = Started::Plain;
+                *self.key = key;
             }
             guards => self.start_general(guards, nested, key),
         }

@@ -41,7 +41,7 @@ async fn plain_now(policy: &Policy) -> bool {
 }
 
 #[test]
-fn only_a_deadline_a_key_a_scope_or_an_enabled_span_build_a_calls_optional_state() {
+fn only_a_deadline_a_scope_or_an_enabled_span_build_a_calls_optional_state_a_key_only_with_a_failure() {
     let global = registry();
     global.declare_breaker("call-unit-breaker", BreakerConfig::default()).unwrap();
     global.declare_budget("call-unit-budget", RatioBudget::default()).unwrap();
@@ -65,14 +65,30 @@ fn only_a_deadline_a_key_a_scope_or_an_enabled_span_build_a_calls_optional_state
     assert_eq!(global.bulkhead("call-unit-bulkhead").unwrap().in_use(), 0, "every place given back");
     assert!(!plain(&guarded().deadline(second).build().unwrap()), "a deadline is armed as the call starts");
 
-    let keyed = guarded().build().unwrap();
-    let with_key = block_on(async {
+    // A key of the call's own stays in its slot while it is plain: its
+    // attempt sees it, and the optional state is built only by a failure,
+    // after which the retry sees it too.
+    let keyed = guarded().max_attempts(2).base(Duration::ZERO).build().unwrap();
+    let (built, seen) = block_on(async {
         let built = super::rare_state::built::so_far();
         let mut call = Call::new(&keyed, Some("k".into()), Kept::<std::io::Error>::default(), ByTraits);
-        let _ = call.attempt(async { Ok::<_, std::io::Error>(()) }).await;
-        super::rare_state::built::so_far() == built + 1
+        let step = call.attempt(async { Ok::<_, std::io::Error>(crate::idempotency_key()) }).await;
+        let super::Step::Done(Ok(seen)) = step else { panic!("the attempt succeeds") };
+        (super::rare_state::built::so_far() - built, seen)
     });
-    assert!(with_key, "a key is kept in the optional state");
+    assert_eq!((built, seen.as_deref()), (0, Some("k")), "a key alone keeps a call plain");
+    let (built, seen) = block_on(async {
+        let built = super::rare_state::built::so_far();
+        let mut call = Call::new(&keyed, Some("k".into()), Kept::<std::io::Error>::default(), ByTraits);
+        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        let first = call.attempt(async { Err::<Option<std::sync::Arc<str>>, _>(reset) }).await;
+        assert!(matches!(first, super::Step::Retry), "a reset is retried");
+        let second = call.attempt(async { Ok::<_, std::io::Error>(crate::idempotency_key()) }).await;
+        let super::Step::Done(Ok(seen)) = second else { panic!("the retry succeeds") };
+        (super::rare_state::built::so_far() - built, seen)
+    });
+    assert_eq!(built, 1, "a failure builds it");
+    assert_eq!(seen.as_deref(), Some("k"), "the retry keeps the key");
 
     let scoped = crate::Registry::new();
     let in_scope = block_on(scoped.scope(async { plain_now(&guarded().build().unwrap()).await }));
