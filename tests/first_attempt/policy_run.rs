@@ -38,7 +38,7 @@ async fn policy_run_is_plain_without_a_key_and_calls_its_closure_only_when_admit
     assert_eq!(in_use.load(Ordering::SeqCst), 1, "the attempt held the bulkhead's place");
     assert_eq!(places_in_use("plain-run-place"), 0, "and gave it back");
     assert_eq!(budget.totals().first_attempts, 1, "the first attempt counted once");
-    assert_eq!(policy.run_with_key("order-1", up).await, Ok(7), "with a key: not plain, the same answer");
+    assert_eq!(policy.run_with_key("order-1", up).await, Ok(7), "with a key: the same answer");
     assert_eq!(budget.totals().first_attempts, 2);
 
     let start = Instant::now();

@@ -43,8 +43,8 @@
 //! metrics hear why every call gave up (see [`hooks`](crate::hooks)).
 //!
 //! **The success path stays small.** What only some calls need (an
-//! override's settings, a scoped registry's guards, a key, a deadline, an
-//! enabled span, the backoff's state) is kept apart (`rare`), built only
+//! override's settings, a scoped registry's guards, a key once an attempt
+//! failed, a deadline, an enabled span, the backoff's state) is kept apart (`rare`), built only
 //! when a call needs it: a plain call's success path writes, and drops, a
 //! few words. What only some attempts need (a wait for a place or a turn,
 //! a hedging round) lives behind a box (`Rare`), built only then.
@@ -142,7 +142,10 @@ pub struct Call<'p, S, H, V = AnyShape> {
     started: Started,
     /// Attempts that ran (were admitted) so far.
     attempts: u32,
-    /// The call's idempotency key, until the call starts (then in `rare`).
+    /// The call's idempotency key: a plain call's while it is plain (its
+    /// attempts polled with it), else until the call starts or its rare
+    /// state is built, which takes it. While an attempt is polled, the
+    /// outer key it pushed aside (as `rare.key` holds it).
     // Dropped when the call ends (`Call::end`), if it never started: as
     // with `rare`, a call without drop glue keeps its caller's drop small.
     key: ManuallyDrop<Option<Arc<str>>>,

@@ -38,13 +38,12 @@ use crate::policy::LoopGuards;
 /// The key of a call of [`Run`]: none ([`NoKey`]), or an idempotency key
 /// (`Option<Arc<str>>`, taken as the call is built).
 pub trait RunKey {
-    /// Whether the call has a key, which makes `Run`'s call never plain:
-    /// the key is `Run`'s own, and a plain attempt in it would borrow from
-    /// the future that holds it. (The attribute's is plain: its key is in
-    /// the caller's frame, see `parts::InKey`. A plain attempt here with a
-    /// copy of the key was measured slower than this path: the copy's two
-    /// atomic counts, and a second entry into the attempt's context so
-    /// that the closure is called in the key.)
+    /// Whether the call has a key, which leaves `Run`'s own inline first
+    /// attempt out: the key is handed to the call, which starts plain with
+    /// it in its slot and polls each attempt in it (`Call::poll_in_context`).
+    /// (An inline first attempt here with a copy of the key was measured
+    /// slower than that: the copy's two atomic counts, and a second entry
+    /// into the attempt's context so that the closure is called in the key.)
     const KEYED: bool;
     /// The key, for the call built now.
     fn take(&mut self) -> Option<Arc<str>>;
@@ -177,8 +176,9 @@ where
         if let State::Start = self.as_ref().get_ref().state {
             start(self.as_mut());
         }
-        // A call with a key is never plain here (see `RunKey::KEYED`): its
-        // attempts are its success path, inlined as an `async fn`'s would be.
+        // A call with a key has no inline first attempt here (see
+        // `RunKey::KEYED`): its call polls its attempts, starting plain with
+        // the key in its slot, inlined as an `async fn`'s would be.
         if K::KEYED {
             return poll_attempts(self, cx);
         }

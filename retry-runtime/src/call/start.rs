@@ -1,8 +1,9 @@
 //! How a call starts, at its first attempt: the settings in force now,
 //! the guards of the registry in effect, the key and the nesting.
 //!
-//! The plain call (the global registry's cached guards, no key, no
-//! override possible, no deadline, DEBUG off) is recognised from what is
+//! The plain call (the global registry's cached guards, not nested, no
+//! override possible, no deadline, DEBUG off; a key of its own kept in the
+//! call's slot) is recognised from what is
 //! at hand before anything optional is computed, so its success path
 //! neither builds nor drops the optional parts; every other call goes
 //! through the out-of-line `start_general`, which looks up its override,
