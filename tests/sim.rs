@@ -317,6 +317,22 @@ fn in_a_brownout_a_breaker_judging_slow_calls_opens_where_failures_alone_do_not(
     assert_eq!((failures_alone.breaker_trips, slow_too.breaker_trips), (0, 1));
 }
 
+/// `clients` arriving over two seconds, spread over ten tenants (client
+/// `i` calls tenant `i % 10`), the first three of which are down, against a
+/// dependency with room for all, each client making at most 4 attempts:
+/// the setting of the tests of guards per key below.
+fn ten_tenants_three_down(clients: u32) -> HerdConfig {
+    HerdConfig {
+        clients,
+        arrivals: Duration::from_secs(2),
+        keys: 10,
+        keys_down: 3,
+        model: Model::Overload { capacity: 1_000, tick: Duration::from_millis(10) },
+        max_attempts: 4,
+        ..HerdConfig::overload()
+    }
+}
+
 /// A breaker per key in the simulator (issue 44, item 3): 200 clients
 /// arrive over two seconds, spread over ten tenants, and three tenants'
 /// shards are down. One breaker shared by every client is opened by their
@@ -327,16 +343,7 @@ fn in_a_brownout_a_breaker_judging_slow_calls_opens_where_failures_alone_do_not(
 fn a_breaker_per_key_cuts_off_the_tenants_that_are_down_and_no_other() {
     let breaker =
         BreakerConfig { failure_rate_percent: Some(25), minimum_calls: 10, ..BreakerConfig::default() };
-    let cfg = HerdConfig {
-        clients: 200,
-        arrivals: Duration::from_secs(2),
-        keys: 10,
-        keys_down: 3,
-        model: Model::Overload { capacity: 1_000, tick: Duration::from_millis(10) },
-        max_attempts: 4,
-        breaker,
-        ..HerdConfig::overload()
-    };
+    let cfg = HerdConfig { breaker, ..ten_tenants_three_down(200) };
     let shared = simulate(&cfg, Strategy::Recommended).unwrap();
     let per_key = simulate(&HerdConfig { breaker_per_key: true, ..cfg }, Strategy::Recommended).unwrap();
     let up = 140;
@@ -359,15 +366,7 @@ fn a_breaker_per_key_cuts_off_the_tenants_that_are_down_and_no_other() {
 /// for no other, and every call of the seven that are up succeeds.
 #[test]
 fn a_bulkhead_per_key_keeps_the_tenants_that_are_up_out_of_the_others_collapse() {
-    let mut cfg = HerdConfig {
-        clients: 1_000,
-        arrivals: Duration::from_secs(2),
-        keys: 10,
-        keys_down: 3,
-        model: Model::Overload { capacity: 1_000, tick: Duration::from_millis(10) },
-        max_attempts: 4,
-        ..HerdConfig::overload()
-    };
+    let mut cfg = ten_tenants_three_down(1_000);
     cfg.bulkhead.max_wait = Some(Duration::from_millis(100));
     let shared = simulate(&cfg, Strategy::Adaptive).unwrap();
     let per_key = simulate(&HerdConfig { bulkhead_per_key: true, ..cfg }, Strategy::Adaptive).unwrap();
@@ -404,17 +403,11 @@ fn a_rate_limit_per_key_keeps_the_retries_of_the_tenants_that_are_down_off_the_o
         ..Default::default()
     };
     let cfg = HerdConfig {
-        clients: 1_000,
-        arrivals: Duration::from_secs(2),
-        keys: 10,
-        keys_down: 3,
-        model: Model::Overload { capacity: 1_000, tick: Duration::from_millis(10) },
-        max_attempts: 4,
         budget: stormproof::budget::RatioBudget { ratio: 1.0, min_per_sec: 1_000, ..Default::default() }
             .into(),
         bulkhead: BulkheadConfig { max_concurrent: 1_000, adaptive: None, ..Default::default() },
         rate_limit: Some(quota(600, 10)),
-        ..HerdConfig::overload()
+        ..ten_tenants_three_down(1_000)
     };
     let shared = simulate(&cfg, Strategy::Adaptive).unwrap();
     let per_key = simulate(

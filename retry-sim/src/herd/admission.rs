@@ -22,26 +22,18 @@ impl Run<'_> {
         let key = self.key_of(client);
         let state = &mut self.clients[client as usize];
         state.attempts += 1;
+        if let Some(throttle) = self.guards.as_mut().and_then(|guards| guards.throttle.as_mut())
+            && !throttle.admit_as(now, state.priority).0
+        {
+            // Refused locally: no load, and the call ends.
+            self.throttled += 1;
+            return;
+        }
+        if !self.breaker_admits(client, key) {
+            return;
+        }
+        let state = &mut self.clients[client as usize];
         if let Some(guards) = &mut self.guards {
-            if let Some(throttle) = &mut guards.throttle
-                && !throttle.admit_as(now, state.priority).0
-            {
-                // Refused locally: no load, and the call ends.
-                self.throttled += 1;
-                return;
-            }
-            if let Some(breaker) = guards.breaker(key) {
-                let (admission, transition) = breaker.admit(now);
-                self.breaker_trips += trips(transition);
-                match admission {
-                    Admission::Allowed(ticket) => state.ticket = Some((ticket, now)),
-                    Admission::Rejected => {
-                        // Fail fast: no load on the dependency, and the call ends.
-                        self.breaker_stopped += 1;
-                        return;
-                    }
-                }
-            }
             // A sheddable attempt never waits: refused at once. (The budget
             // counts a first attempt once every guard admitted it, as the
             // library's counts only attempts admitted: see `turn_taken`.)
@@ -133,31 +125,43 @@ impl Run<'_> {
     /// does; then the attempt goes. Returns whether it gave a place back.
     fn turn_taken(&mut self, client: u32, key: u32) -> bool {
         let now = self.now;
+        let waited = self.clients[client as usize].turn_since.take().is_some();
+        if waited && !self.breaker_admits(client, key) {
+            return self.release(client, key);
+        }
         let state = &mut self.clients[client as usize];
-        let waited = state.turn_since.take().is_some();
-        if let Some(guards) = &mut self.guards {
-            if waited {
-                if let Some(breaker) = guards.breaker(key) {
-                    let (admission, transition) = breaker.admit(now);
-                    self.breaker_trips += trips(transition);
-                    match admission {
-                        Admission::Allowed(ticket) => state.ticket = Some((ticket, now)),
-                        Admission::Rejected => {
-                            self.breaker_stopped += 1;
-                            return self.release(client, key);
-                        }
-                    }
-                }
-                if state.permit_since.is_some() {
-                    state.permit_since = Some(now);
-                }
-            }
-            if state.attempts == 1 {
-                guards.budget.on_first_attempt();
-            }
+        if waited && state.permit_since.is_some() {
+            state.permit_since = Some(now);
+        }
+        if let Some(guards) = &mut self.guards
+            && state.attempts == 1
+        {
+            guards.budget.on_first_attempt();
         }
         self.launch(client);
         false
+    }
+
+    /// Asks the breaker of `key`, if there is one, to admit `client`'s
+    /// attempt: its ticket kept, or the call ended by it (failing fast: no
+    /// load on the dependency). Returns whether the attempt may go on.
+    fn breaker_admits(&mut self, client: u32, key: u32) -> bool {
+        let now = self.now;
+        let Some(breaker) = self.guards.as_mut().and_then(|guards| guards.breaker(key)) else {
+            return true;
+        };
+        let (admission, transition) = breaker.admit(now);
+        self.breaker_trips += trips(transition);
+        match admission {
+            Admission::Allowed(ticket) => {
+                self.clients[client as usize].ticket = Some((ticket, now));
+                true
+            }
+            Admission::Rejected => {
+                self.breaker_stopped += 1;
+                false
+            }
+        }
     }
 
     /// Gives back what a client's attempt refused before it went holds:
